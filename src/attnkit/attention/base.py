@@ -1,0 +1,198 @@
+"""The one interface every attnkit attention mechanism implements.
+
+``forward(query, key, value=None, *, key_lengths=None, key_mask=None, query_lengths=None,
+attn_mask=None, causal=False, need_weights=False) -> AttentionOutput(context, weights)``
+
+Shapes are batch-first: ``query [batch, Tq, query_dim]``, ``key [batch, Tk, key_dim]``,
+``value [batch, Tk, value_dim]`` (``value`` defaults to ``key``).
+
+Masks (True = real / may be attended, everywhere):
+
+* ``key_lengths [batch]`` ints: keys ``t >= key_lengths[b]`` are padding.
+* ``key_mask [batch, Tk]`` bool: False keys are padding.
+* ``attn_mask`` bool, ``[Tq, Tk]`` or ``[batch, Tq, Tk]`` (multi-head also ``[batch, heads, Tq,
+  Tk]``): False pairs may not attend.
+* ``causal``: query ``i`` sees keys ``j <= i`` (top-left aligned, as SDPA's ``is_causal``).
+* ``query_lengths [batch]`` ints: outputs (and weight rows) at padded queries are zero.
+
+All given masks are combined with AND. A query row left with no key gets zero weights and a zero
+context, never NaN. Modules keep no per-call state.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from attnkit.attention.masking import causal_mask, lengths_to_mask, masked_softmax
+
+
+class AttentionOutput(NamedTuple):
+    """What every mechanism returns.
+
+    Attributes:
+        context: ``[batch, Tq, out_dim]``.
+        weights: ``[batch, Tq, Tk]`` (``[batch, heads, Tq, Tk]`` for multi-head; ``[batch, Tq,
+            height, width]`` for spatial) when ``need_weights=True``, else None.
+    """
+
+    context: Tensor
+    weights: Tensor | None
+
+
+def _shape(t: Tensor | None) -> tuple[int, ...] | None:
+    return None if t is None else tuple(t.shape)
+
+
+def check_inputs(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    *,
+    query_dim: int | None = None,
+    key_dim: int | None = None,
+    value_dim: int | None = None,
+) -> None:
+    """Raise a ValueError naming the expected shapes when query/key/value do not fit.
+
+    Expects ``query [batch, Tq, query_dim]``, ``key [batch, Tk, key_dim]``, ``value [batch, Tk,
+    value_dim]``; a ``None`` dim is not checked.
+    """
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 3:
+            raise ValueError(f"{name} must have shape [batch, time, dim], got {_shape(t)}")
+        if not t.dtype.is_floating_point:
+            raise ValueError(f"{name} must be a floating tensor, got dtype {t.dtype}")
+    b = query.shape[0]
+    if key.shape[0] != b or value.shape[0] != b:
+        raise ValueError(
+            f"batch sizes differ: query {_shape(query)}, key {_shape(key)}, value {_shape(value)}"
+        )
+    if key.shape[1] != value.shape[1]:
+        raise ValueError(
+            f"key and value must have the same time length: key {_shape(key)}, "
+            f"value {_shape(value)}"
+        )
+    for name, t, dim in (("query", query, query_dim), ("key", key, key_dim),
+                         ("value", value, value_dim)):
+        if dim is not None and t.shape[-1] != dim:
+            raise ValueError(
+                f"{name} must have shape [batch, time, {dim}], got {_shape(t)}"
+            )
+
+
+def build_mask(
+    batch: int,
+    query_len: int,
+    key_len: int,
+    *,
+    key_lengths: Tensor | None = None,
+    key_mask: Tensor | None = None,
+    attn_mask: Tensor | None = None,
+    causal: bool = False,
+    num_heads: int | None = None,
+    device: torch.device | None = None,
+) -> Tensor | None:
+    """Combine every key-side mask into one boolean tensor (True = may attend), or None.
+
+    Returns:
+        ``[batch, Tq, Tk]`` bool, or ``[batch, heads, Tq, Tk]`` when ``num_heads`` is given and
+        ``attn_mask`` is 4-D (else ``[batch, 1, Tq, Tk]`` when ``num_heads`` is given). Every
+        dimension may be 1 where the mask does not depend on it (broadcastable).
+    """
+    four_d = num_heads is not None
+    parts: list[Tensor] = []
+    if key_lengths is not None:
+        if key_lengths.dim() != 1 or key_lengths.shape[0] != batch:
+            raise ValueError(f"key_lengths must have shape [{batch}], got {_shape(key_lengths)}")
+        parts.append(lengths_to_mask(key_lengths.to(device), key_len, name="key_lengths")
+                     .unsqueeze(1))
+    if key_mask is not None:
+        if key_mask.dtype != torch.bool:
+            raise ValueError(
+                f"key_mask must be a bool tensor (True = real key), got dtype {key_mask.dtype}"
+            )
+        if tuple(key_mask.shape) != (batch, key_len):
+            raise ValueError(f"key_mask must have shape [{batch}, {key_len}], "
+                             f"got {_shape(key_mask)}")
+        parts.append(key_mask.to(device).unsqueeze(1))
+    if attn_mask is not None:
+        if attn_mask.dtype != torch.bool:
+            raise ValueError(
+                f"attn_mask must be a bool tensor (True = may attend), got dtype {attn_mask.dtype}"
+            )
+        allowed = [(query_len, key_len), (batch, query_len, key_len)]
+        if four_d:
+            allowed.append((batch, num_heads, query_len, key_len))
+            allowed.append((batch, 1, query_len, key_len))
+        if tuple(attn_mask.shape) not in allowed:
+            names = " or ".join(str(list(s)) for s in allowed)
+            raise ValueError(f"attn_mask must have shape {names}, got {_shape(attn_mask)}")
+        m = attn_mask.to(device)
+        if m.dim() == 2:
+            m = m.unsqueeze(0)
+        parts.append(m)
+    if causal:
+        parts.append(causal_mask(query_len, key_len, device).unsqueeze(0))
+    if not parts:
+        return None
+    if four_d:
+        parts = [p if p.dim() == 4 else p.unsqueeze(1) for p in parts]
+    mask = parts[0]
+    for p in parts[1:]:
+        mask = mask & p
+    return mask
+
+
+def query_mask_from_lengths(query_lengths: Tensor | None, batch: int, query_len: int,
+                            device: torch.device | None = None) -> Tensor | None:
+    """``[batch, Tq]`` bool (True = real query) from ``query_lengths``, or None."""
+    if query_lengths is None:
+        return None
+    if query_lengths.dim() != 1 or query_lengths.shape[0] != batch:
+        raise ValueError(f"query_lengths must have shape [{batch}], got {_shape(query_lengths)}")
+    return lengths_to_mask(query_lengths.to(device), query_len, name="query_lengths")
+
+
+class ScoreAttention(nn.Module):
+    """Base for mechanisms defined by a score function ``score(q_i, k_j)``.
+
+    ``weights = masked_softmax(score(query, key), mask)``, ``context = weights @ value``.
+    Subclasses implement :meth:`score` returning ``[batch, Tq, Tk]``.
+    """
+
+    query_dim: int | None = None
+    key_dim: int | None = None
+
+    def score(self, query: Tensor, key: Tensor) -> Tensor:  # pragma: no cover - abstract
+        """``query [batch, Tq, query_dim]``, ``key [batch, Tk, key_dim]`` -> ``[batch, Tq, Tk]``."""
+        raise NotImplementedError
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor | None = None,
+        *,
+        key_lengths: Tensor | None = None,
+        key_mask: Tensor | None = None,
+        query_lengths: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        causal: bool = False,
+        need_weights: bool = False,
+    ) -> AttentionOutput:
+        value = key if value is None else value
+        check_inputs(query, key, value, query_dim=self.query_dim, key_dim=self.key_dim)
+        batch, tq, tk = query.shape[0], query.shape[1], key.shape[1]
+        mask = build_mask(batch, tq, tk, key_lengths=key_lengths, key_mask=key_mask,
+                          attn_mask=attn_mask, causal=causal, device=query.device)
+        weights = masked_softmax(self.score(query, key), mask)
+        qmask = query_mask_from_lengths(query_lengths, batch, tq, query.device)
+        if qmask is not None:
+            weights = weights * qmask.unsqueeze(-1)
+        context = torch.bmm(weights.to(value.dtype), value)
+        return AttentionOutput(context, weights if need_weights else None)

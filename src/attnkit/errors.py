@@ -1,0 +1,27 @@
+"""The project's own error types. Anything the user can get wrong raises one of these."""
+
+from __future__ import annotations
+
+
+class AttnkitError(Exception):
+    """Base class of every error attnkit raises on purpose (bad input, bad files, bad runs)."""
+
+
+class DataError(AttnkitError, ValueError):
+    """A data file or record is malformed. The message names the file and line (or member)."""
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
+        where = ""
+        if path is not None:
+            where = f"{path}:{line}: " if line is not None else f"{path}: "
+        super().__init__(where + message)
+        self.path = path
+        self.line = line
+
+
+class CheckpointError(AttnkitError):
+    """A checkpoint or run folder is missing, truncated, altered or from another model."""
+
+
+class DownloadError(AttnkitError):
+    """A download failed or its checksum did not match."""
