@@ -21,6 +21,7 @@ context, never NaN. Modules keep no per-call state.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -158,19 +159,105 @@ def query_mask_from_lengths(query_lengths: Tensor | None, batch: int, query_len:
     return lengths_to_mask(query_lengths.to(device), query_len, name="query_lengths")
 
 
+@dataclass
+class AttentionMemory:
+    """What a mechanism precomputes once per source and reuses at every decoder step.
+
+    Attributes:
+        keys: the keys as the mechanism's score needs them, e.g. ``W_k k`` for additive attention,
+            ``[batch, Tk, *]``.
+        values: ``[batch, Tk, value_dim]``.
+        key_mask: ``[batch, Tk]`` bool (True = real key), or None when every key is real.
+        raw_keys: the keys as given, ``[batch, Tk, key_dim]`` (for mechanisms that need them).
+    """
+
+    keys: Tensor
+    values: Tensor
+    key_mask: Tensor | None
+    raw_keys: Tensor
+
+    def reorder(self, index: Tensor) -> AttentionMemory:
+        """Select batch rows (beam search): ``index [new_batch]`` into the batch dimension."""
+        return AttentionMemory(
+            self.keys.index_select(0, index),
+            self.values.index_select(0, index),
+            None if self.key_mask is None else self.key_mask.index_select(0, index),
+            self.raw_keys.index_select(0, index),
+        )
+
+
 class ScoreAttention(nn.Module):
     """Base for mechanisms defined by a score function ``score(q_i, k_j)``.
 
     ``weights = masked_softmax(score(query, key), mask)``, ``context = weights @ value``.
-    Subclasses implement :meth:`score` returning ``[batch, Tq, Tk]``.
+    Subclasses implement :meth:`score_projected` (and :meth:`project_keys` when part of the score
+    depends on the keys alone, so decoders compute it once per source via :meth:`memory`).
+
+    Decoders use the two-step form::
+
+        memory = attention.memory(encoder_out, key_lengths=source_lengths)  # once
+        out = attention.attend(decoder_state, memory, need_weights=True)     # every step
     """
 
     query_dim: int | None = None
     key_dim: int | None = None
 
-    def score(self, query: Tensor, key: Tensor) -> Tensor:  # pragma: no cover - abstract
-        """``query [batch, Tq, query_dim]``, ``key [batch, Tk, key_dim]`` -> ``[batch, Tq, Tk]``."""
+    def project_keys(self, key: Tensor) -> Tensor:
+        """``key [batch, Tk, key_dim]`` -> the key-only part of the score (default: ``key``)."""
+        return key
+
+    def score_projected(self, query: Tensor, keys: Tensor) -> Tensor:  # pragma: no cover
+        """``query [batch, Tq, query_dim]``, projected ``keys`` -> scores ``[batch, Tq, Tk]``."""
         raise NotImplementedError
+
+    def score(self, query: Tensor, key: Tensor) -> Tensor:
+        """Scores ``[batch, Tq, Tk]`` for raw ``query`` and ``key``."""
+        return self.score_projected(query, self.project_keys(key))
+
+    def memory(
+        self,
+        key: Tensor,
+        value: Tensor | None = None,
+        *,
+        key_lengths: Tensor | None = None,
+        key_mask: Tensor | None = None,
+    ) -> AttentionMemory:
+        """Precompute what does not depend on the query. ``key [batch, Tk, key_dim]``."""
+        value = key if value is None else value
+        if key.dim() != 3 or value.dim() != 3 or key.shape[:2] != value.shape[:2]:
+            raise ValueError(
+                f"key and value must have shapes [batch, Tk, dim] with equal batch and Tk, "
+                f"got {_shape(key)} and {_shape(value)}"
+            )
+        if self.key_dim is not None and key.shape[-1] != self.key_dim:
+            raise ValueError(f"key must have shape [batch, time, {self.key_dim}], "
+                             f"got {_shape(key)}")
+        mask = build_mask(key.shape[0], 1, key.shape[1], key_lengths=key_lengths,
+                          key_mask=key_mask, device=key.device)
+        return AttentionMemory(self.project_keys(key), value,
+                               None if mask is None else mask[:, 0], key)
+
+    def attend(
+        self,
+        query: Tensor,
+        memory: AttentionMemory,
+        *,
+        query_lengths: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        causal: bool = False,
+        need_weights: bool = False,
+    ) -> AttentionOutput:
+        """Attend from ``query [batch, Tq, query_dim]`` over a precomputed ``memory``."""
+        check_inputs(query, memory.raw_keys, memory.values, query_dim=self.query_dim)
+        batch, tq, tk = query.shape[0], query.shape[1], memory.values.shape[1]
+        mask = build_mask(batch, tq, tk, key_mask=memory.key_mask, attn_mask=attn_mask,
+                          causal=causal, device=query.device)
+        weights = masked_softmax(self.score_projected(query, memory.keys), mask)
+        qmask = query_mask_from_lengths(query_lengths, batch, tq, query.device)
+        if qmask is not None:
+            weights = weights * qmask.unsqueeze(-1)
+        context = torch.bmm(weights.to(memory.values.dtype), memory.values)
+        return AttentionOutput(context, weights if need_weights else None)
 
     def forward(
         self,
@@ -187,12 +274,6 @@ class ScoreAttention(nn.Module):
     ) -> AttentionOutput:
         value = key if value is None else value
         check_inputs(query, key, value, query_dim=self.query_dim, key_dim=self.key_dim)
-        batch, tq, tk = query.shape[0], query.shape[1], key.shape[1]
-        mask = build_mask(batch, tq, tk, key_lengths=key_lengths, key_mask=key_mask,
-                          attn_mask=attn_mask, causal=causal, device=query.device)
-        weights = masked_softmax(self.score(query, key), mask)
-        qmask = query_mask_from_lengths(query_lengths, batch, tq, query.device)
-        if qmask is not None:
-            weights = weights * qmask.unsqueeze(-1)
-        context = torch.bmm(weights.to(value.dtype), value)
-        return AttentionOutput(context, weights if need_weights else None)
+        memory = self.memory(key, value, key_lengths=key_lengths, key_mask=key_mask)
+        return self.attend(query, memory, query_lengths=query_lengths, attn_mask=attn_mask,
+                           causal=causal, need_weights=need_weights)
