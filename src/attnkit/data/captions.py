@@ -1,0 +1,272 @@
+"""Readers for real image-captioning layouts: Flickr8k/Flickr30k token files and COCO JSON.
+
+* Flickr token file, one caption per line: ``1000268201_693b08cb0e.jpg#0<TAB>A child in a pink
+  dress ...`` (``Flickr8k.token.txt``, Flickr30k ``results_20130124.token``), images in a folder.
+* COCO captions JSON: ``{"images": [{"id", "file_name"}], "annotations": [{"image_id",
+  "caption"}]}`` (``captions_train2014.json``), images in a folder.
+
+Readers return a :class:`CaptionSet` of ``CaptionedImage(image path, captions)`` in file order.
+Malformed records raise :class:`~attnkit.errors.DataError` naming the file and line (or JSON
+member); with ``strict=False`` they are skipped and counted instead. ``load_image`` turns any
+readable image (grayscale, RGBA, palette, CMYK...) into uint8 ``[size, size, 3]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from attnkit.errors import DataError
+
+_MISSING = ("error", "skip")
+
+
+@dataclass(frozen=True)
+class CaptionedImage:
+    """One image and its reference captions (raw text, stripped)."""
+
+    image: Path
+    captions: tuple[str, ...]
+
+
+@dataclass
+class CaptionSet:
+    """Result of a reader.
+
+    Attributes:
+        items: images with at least one caption, in order of first appearance.
+        skipped: records left out (malformed with ``strict=False``, or missing images with
+            ``missing_images="skip"``).
+        problems: one message per skipped record, naming file and line/member.
+    """
+
+    items: list[CaptionedImage]
+    skipped: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def select(self, names) -> CaptionSet:
+        """Only the images whose file name is in ``names`` (e.g. from :func:`read_image_list`)."""
+        keep = set(names)
+        items = [it for it in self.items if it.image.name in keep]
+        return CaptionSet(items, self.skipped, list(self.problems))
+
+
+class _Collector:
+    """Gathers captions per image and applies the strict / missing-image policies."""
+
+    def __init__(self, image_dir: Path, strict: bool, missing_images: str, check_images: bool):
+        if missing_images not in _MISSING:
+            raise ValueError(f"missing_images must be one of {_MISSING}, got {missing_images!r}")
+        if not image_dir.is_dir():
+            raise DataError("image folder not found", path=str(image_dir))
+        self.image_dir, self.strict = image_dir, strict
+        self.missing_images, self.check_images = missing_images, check_images
+        self.captions: dict[str, list[str]] = {}
+        self.exists: dict[str, bool] = {}
+        self.result = CaptionSet([])
+
+    def bad(self, message: str, path: Path, line: int | None = None) -> None:
+        err = DataError(message, path=str(path), line=line)
+        if self.strict:
+            raise err
+        self.result.skipped += 1
+        self.result.problems.append(str(err))
+
+    def add(self, name: str, caption: str, path: Path, line: int | None, where: str = "") -> None:
+        if self.check_images:
+            if name not in self.exists:
+                self.exists[name] = (self.image_dir / name).is_file()
+            if not self.exists[name]:
+                err = DataError(
+                    f"{where}image {name!r} not found in {self.image_dir} "
+                    "(missing_images='skip' leaves such captions out)",
+                    path=str(path), line=line,
+                )
+                if self.missing_images == "error":
+                    raise err
+                self.result.skipped += 1
+                self.result.problems.append(str(err))
+                return
+        self.captions.setdefault(name, []).append(caption)
+
+    def finish(self) -> CaptionSet:
+        self.result.items = [
+            CaptionedImage(self.image_dir / n, tuple(c)) for n, c in self.captions.items()
+        ]
+        return self.result
+
+
+def read_flickr_tokens(
+    token_file: str | os.PathLike,
+    image_dir: str | os.PathLike,
+    *,
+    strict: bool = True,
+    missing_images: str = "error",
+    check_images: bool = True,
+) -> CaptionSet:
+    """Read a Flickr8k/Flickr30k token file (``name.jpg#k<TAB>caption`` per line).
+
+    Args:
+        token_file: e.g. ``Flickr8k.token.txt``.
+        image_dir: folder holding the images (e.g. ``Flicker8k_Dataset``).
+        strict: raise on a malformed line (no tab, no image name, empty caption, bad UTF-8);
+            False skips and counts it.
+        missing_images: "error" or "skip" for captions whose image file is absent (the real
+            Flickr8k file names one such image, ``2258277193_586949ec62.jpg.1``).
+        check_images: look for each image file at all.
+
+    Raises:
+        DataError: ``path:line: message`` for the first bad line (strict) or missing file.
+    """
+    path = Path(token_file)
+    col = _Collector(Path(image_dir), strict, missing_images, check_images)
+    try:
+        raw_lines = path.read_bytes().splitlines()
+    except OSError as err:
+        raise DataError(f"cannot read caption file: {err.strerror or err}", path=str(path)) from err
+    for lineno, raw in enumerate(raw_lines, start=1):
+        try:
+            line = raw.decode("utf-8").lstrip("\ufeff")
+        except UnicodeDecodeError:
+            col.bad("not valid UTF-8", path, lineno)
+            continue
+        if not line.strip():
+            continue
+        if "\t" not in line:
+            col.bad("expected 'image#k<TAB>caption', found no tab", path, lineno)
+            continue
+        key, caption = line.split("\t", 1)
+        name = key.strip().split("#", 1)[0].strip()
+        caption = caption.strip()
+        if not name:
+            col.bad("no image name before the tab", path, lineno)
+        elif not caption:
+            col.bad(f"empty caption for image {name!r}", path, lineno)
+        else:
+            col.add(name, caption, path, lineno)
+    return col.finish()
+
+
+def read_coco_captions(
+    json_file: str | os.PathLike,
+    image_dir: str | os.PathLike,
+    *,
+    strict: bool = True,
+    missing_images: str = "error",
+    check_images: bool = True,
+) -> CaptionSet:
+    """Read a COCO captions JSON file (``images`` with ``id``/``file_name``, ``annotations``
+    with ``image_id``/``caption``). Arguments and errors as in :func:`read_flickr_tokens`; a
+    bad record is named by its member, e.g. ``annotations[12]: missing 'caption'``.
+    """
+    path = Path(json_file)
+    col = _Collector(Path(image_dir), strict, missing_images, check_images)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as err:
+        raise DataError(f"cannot read caption file: {err.strerror or err}", path=str(path)) from err
+    except json.JSONDecodeError as err:
+        raise DataError(f"invalid JSON: {err.msg}", path=str(path), line=err.lineno) from err
+    except UnicodeDecodeError as err:
+        raise DataError("not valid UTF-8", path=str(path)) from err
+    if not isinstance(data, dict) or not all(
+        isinstance(data.get(k), list) for k in ("images", "annotations")
+    ):
+        raise DataError("expected an object with 'images' and 'annotations' lists", path=str(path))
+
+    names: dict[object, str] = {}
+    for i, img in enumerate(data["images"]):
+        if not isinstance(img, dict) or "id" not in img or not isinstance(
+            img.get("file_name"), str
+        ) or not img["file_name"]:
+            col.bad(f"images[{i}]: needs 'id' and a non-empty 'file_name'", path)
+        elif img["id"] in names:
+            col.bad(f"images[{i}]: duplicate id {img['id']!r}", path)
+        else:
+            names[img["id"]] = img["file_name"]
+    for i, ann in enumerate(data["annotations"]):
+        where = f"annotations[{i}]: "
+        if not isinstance(ann, dict) or "image_id" not in ann:
+            col.bad(where + "missing 'image_id'", path)
+        elif not isinstance(ann.get("caption"), str) or not ann["caption"].strip():
+            col.bad(where + "missing or empty 'caption'", path)
+        elif ann["image_id"] not in names:
+            col.bad(where + f"image_id {ann['image_id']!r} is not among 'images'", path)
+        else:
+            col.add(names[ann["image_id"]], ann["caption"].strip(), path, None, where)
+    return col.finish()
+
+
+def read_image_list(path: str | os.PathLike) -> list[str]:
+    """Image names from a split file (one per line, e.g. ``Flickr_8k.trainImages.txt``)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise DataError(f"cannot read image list: {err}", path=str(path)) from err
+    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+
+
+def load_image(path: str | os.PathLike, size: int, *, crop: bool = False) -> np.ndarray:
+    """Read an image as uint8 ``[size, size, 3]`` RGB.
+
+    Grayscale, palette, RGBA/LA (composited on white), CMYK and 16-bit images become RGB; EXIF
+    rotation is applied; large JPEGs are decoded at reduced scale first (fast), then resized.
+
+    Args:
+        path: image file.
+        size: output side in pixels.
+        crop: centre-crop to a square first (keeps the aspect ratio); False stretches.
+
+    Raises:
+        DataError: the file is missing, unreadable, truncated or not an image (names the file).
+    """
+    if size < 1:
+        raise ValueError(f"size must be >= 1, got {size}")
+    path = Path(path)
+    try:
+        with Image.open(path) as im:
+            # JPEG draft mode decodes at 1/2..1/8 scale: a 4000 px photo for a 224 px input.
+            im.draft("RGB", (size, size))
+            im = ImageOps.exif_transpose(im)
+            im.load()
+            rgb = _to_rgb(im)
+    except (OSError, UnidentifiedImageError, SyntaxError, ValueError,
+            Image.DecompressionBombError) as err:
+        raise DataError(f"cannot read image: {err}", path=str(path)) from err
+    if crop:
+        rgb = ImageOps.fit(rgb, (size, size), Image.Resampling.BICUBIC)
+    elif rgb.size != (size, size):
+        rgb = rgb.resize((size, size), Image.Resampling.BICUBIC, reducing_gap=3.0)
+    return np.asarray(rgb, dtype=np.uint8).copy()
+
+
+def _to_rgb(im: Image.Image) -> Image.Image:
+    if im.mode == "P":
+        # Palette images may carry transparency; expand it before compositing.
+        im = im.convert("RGBA")
+    if im.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+        rgba = im.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    if im.mode in ("I", "I;16", "I;16B", "I;16L", "F"):
+        # Scale 16-bit / float grayscale into 8 bits instead of letting convert() clip it.
+        arr = np.asarray(im, dtype=np.float64)
+        top = float(arr.max()) if arr.size else 0.0
+        if im.mode == "F" and top <= 1.0:
+            scale = 255.0  # float images in [0, 1]
+        elif top <= 255.0:
+            scale = 1.0  # already 8-bit values in a wider type
+        else:
+            scale = 255.0 / 65535.0  # 16-bit range
+        return Image.fromarray(np.clip(arr * scale, 0, 255).astype(np.uint8)).convert("RGB")
+    return im.convert("RGB")

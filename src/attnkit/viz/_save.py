@@ -1,0 +1,78 @@
+"""Figure plumbing shared by the viz modules: array coercion and atomic saving.
+
+Figures are built with ``matplotlib.figure.Figure`` directly (never ``pyplot``), so nothing here
+touches the user's global backend or pyplot state.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+# Formats we write by file extension; matplotlib picks the renderer from ``format=``.
+FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+
+
+def to_numpy(x, name: str) -> np.ndarray:
+    """A CPU tensor or array-like as a numpy array (tensors are detached, moved to the CPU)."""
+    if hasattr(x, "detach"):  # torch.Tensor without importing torch into viz
+        x = x.detach().cpu().float().numpy() if x.is_floating_point() else x.detach().cpu().numpy()
+    try:
+        return np.asarray(x)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be an array or tensor, got {type(x).__name__}") from err
+
+
+def as_paths(path_or_paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
+    """One path or several as a list of Paths whose extensions we can write."""
+    if isinstance(path_or_paths, (str, os.PathLike)):
+        paths = [Path(path_or_paths)]
+    else:
+        paths = [Path(p) for p in path_or_paths]
+    if not paths:
+        raise ValueError("no output path given")
+    for p in paths:
+        if p.suffix.lower() not in FORMATS:
+            raise ValueError(
+                f"{p}: unsupported figure extension {p.suffix!r}; use one of {sorted(FORMATS)}"
+            )
+    return paths
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to a temp file in the same folder and ``os.replace`` it into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        # Leave no half-written temp file behind; the error itself propagates.
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def figure_bytes(fig: Figure, fmt: str, dpi: int = 100) -> bytes:
+    """Render ``fig`` in ``fmt`` ("png", "svg", "pdf"). SVG keeps text as ``<text>`` elements."""
+    import matplotlib
+
+    buf = io.BytesIO()
+    # "none" keeps labels as real text in SVG (searchable, smaller); rc_context restores the
+    # user's settings afterwards.
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def save_figure(fig: Figure, paths: list[Path], dpi: int = 100) -> list[Path]:
+    """Write ``fig`` to every path (format from the extension), each atomically."""
+    return [atomic_write_bytes(p, figure_bytes(fig, FORMATS[p.suffix.lower()], dpi)) for p in paths]

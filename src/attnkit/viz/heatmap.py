@@ -1,0 +1,149 @@
+"""Alignment heatmaps: which source token each target token attended to.
+
+``plot_alignment(weights [Tq, Tk], source_tokens, target_tokens, path_or_paths)`` draws the matrix
+with source tokens on x (rotated) and target tokens on y, plus a colour bar, and writes PNG / SVG /
+PDF by extension. ``alignment_svg`` returns the same picture as inline SVG text for HTML reports.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from attnkit.viz._save import as_paths, figure_bytes, save_figure, to_numpy
+
+# One token row/column gets this many inches while the figure fits MAX_SIDE; labels are sized to
+# the cell so that neighbouring labels never overlap (0.28 in = 20 pt per cell, font 8 pt).
+CELL_INCHES = 0.28
+MAX_SIDE_INCHES = 40.0
+MIN_SIDE_INCHES = 3.0
+
+
+def check_alignment(
+    weights, source_tokens: Sequence[str], target_tokens: Sequence[str]
+) -> np.ndarray:
+    """Validate and return ``weights`` as a float array ``[Tq, Tk]``.
+
+    Raises:
+        ValueError: naming the expected shape ``[len(target_tokens), len(source_tokens)]``.
+    """
+    w = to_numpy(weights, "weights")
+    tq, tk = len(target_tokens), len(source_tokens)
+    if w.ndim != 2 or w.shape != (tq, tk):
+        raise ValueError(
+            f"weights must have shape [Tq, Tk] = [len(target_tokens)={tq}, "
+            f"len(source_tokens)={tk}], got {list(w.shape)}"
+        )
+    if tq == 0 or tk == 0:
+        raise ValueError(f"need at least one source and one target token, got [{tq}, {tk}]")
+    w = w.astype(np.float64)
+    if not np.all(np.isfinite(w)):
+        raise ValueError("weights contain NaN or infinity")
+    return w
+
+
+def alignment_figure(
+    weights,
+    source_tokens: Sequence[str],
+    target_tokens: Sequence[str],
+    *,
+    title: str | None = None,
+    cmap: str = "viridis",
+) -> Figure:
+    """Build (but do not save) the alignment heatmap Figure.
+
+    Args:
+        weights: ``[Tq, Tk]`` array or CPU tensor; row ``i`` is target token ``i``'s attention over
+            the source tokens.
+        source_tokens: ``Tk`` labels for the x axis.
+        target_tokens: ``Tq`` labels for the y axis.
+        title: optional figure title.
+        cmap: a matplotlib colormap name.
+    """
+    w = check_alignment(weights, source_tokens, target_tokens)
+    tq, tk = w.shape
+    # Grow with the token counts; past MAX_SIDE the cells shrink and so does the font.
+    cell = min(CELL_INCHES, MAX_SIDE_INCHES / max(tq, tk, 1))
+    font = float(np.clip(cell * 72 * 0.42, 3.0, 10.0))
+    width = max(MIN_SIDE_INCHES, tk * cell + 2.5)  # + room for y labels and the colour bar
+    height = max(MIN_SIDE_INCHES, tq * cell + 2.0)  # + room for rotated x labels and title
+
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)  # an Agg canvas of its own: no pyplot, no global backend switch
+    ax = fig.add_subplot(1, 1, 1)
+    vmax = float(w.max()) if w.size and w.max() > 0 else 1.0
+    image = ax.imshow(w, cmap=cmap, aspect="equal", interpolation="nearest", vmin=0.0, vmax=vmax)
+    ax.set_xticks(range(tk))
+    ax.set_yticks(range(tq))
+    # parse_math=False: tokens such as "$5" must be shown literally, not as mathtext.
+    ax.set_xticklabels([str(t) for t in source_tokens], rotation=90, fontsize=font,
+                       parse_math=False)
+    ax.set_yticklabels([str(t) for t in target_tokens], fontsize=font, parse_math=False)
+    ax.set_xlabel("source")
+    ax.set_ylabel("target")
+    ax.tick_params(length=0)
+    if title is not None:
+        ax.set_title(str(title), fontsize=max(font, 9.0))
+        ax.title.set_parse_math(False)
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.02)
+    return fig
+
+
+def plot_alignment(
+    weights,
+    source_tokens: Sequence[str],
+    target_tokens: Sequence[str],
+    path_or_paths: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
+    *,
+    title: str | None = None,
+    cmap: str = "viridis",
+    dpi: int = 100,
+) -> Figure:
+    """Draw an attention alignment matrix and write it to one or more files.
+
+    Args:
+        weights: ``[Tq, Tk]`` (numpy or CPU tensor), rows = target tokens, columns = source tokens.
+        source_tokens: ``Tk`` strings, shown on the x axis (rotated).
+        target_tokens: ``Tq`` strings, shown on the y axis.
+        path_or_paths: a path or several; the extension (.png, .svg, .pdf) picks the format.
+            None writes nothing. Each file is written atomically.
+        title: optional title.
+
+    Returns:
+        The matplotlib Figure (files, if any, are already written).
+
+    Raises:
+        ValueError: ``weights`` is not ``[len(target_tokens), len(source_tokens)]`` or an
+            extension is unsupported.
+
+    Example:
+        >>> w = np.full((2, 3), 1 / 3)
+        >>> fig = plot_alignment(w, ["a", "b", "c"], ["x", "y"], ["al.png", "al.svg"])
+    """
+    paths = None if path_or_paths is None else as_paths(path_or_paths)
+    fig = alignment_figure(weights, source_tokens, target_tokens, title=title, cmap=cmap)
+    if paths:
+        save_figure(fig, paths, dpi=dpi)
+    return fig
+
+
+def alignment_svg(
+    weights,
+    source_tokens: Sequence[str],
+    target_tokens: Sequence[str],
+    *,
+    title: str | None = None,
+    cmap: str = "viridis",
+) -> str:
+    """The alignment heatmap as an inline ``<svg>...</svg>`` string (no XML prolog), for HTML.
+
+    Shapes as in :func:`plot_alignment`. Token labels are kept as SVG ``<text>`` elements.
+    """
+    fig = alignment_figure(weights, source_tokens, target_tokens, title=title, cmap=cmap)
+    text = figure_bytes(fig, "svg").decode("utf-8")
+    # Inline SVG inside HTML must not carry the <?xml?> prolog or DOCTYPE.
+    return text[text.index("<svg"):]

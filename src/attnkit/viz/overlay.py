@@ -1,0 +1,132 @@
+"""Spatial attention over an image, one panel per generated word (as in Show, Attend and Tell).
+
+``overlay_image(image [H, W, 3] uint8, map [h, w]) -> uint8 [H, W, 3]`` upsamples the map
+bilinearly to the image size and blends it (as a colour map) over the image.
+``attention_grid(image, maps [n, h, w], words, path)`` writes a grid of such panels, titled by word.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+
+import matplotlib
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from PIL import Image
+
+from attnkit.viz._save import as_paths, save_figure, to_numpy
+
+
+def check_image(image) -> np.ndarray:
+    """``image`` as uint8 ``[H, W, 3]``; a ValueError names the expected shape otherwise."""
+    img = to_numpy(image, "image")
+    if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
+        raise ValueError(
+            f"image must be uint8 [H, W, 3], got {img.dtype} {list(img.shape)}"
+        )
+    return img
+
+
+def upsample_map(attention_map, height: int, width: int) -> np.ndarray:
+    """Bilinearly resize a ``[h, w]`` map to ``[height, width]`` and scale it to [0, 1] by max.
+
+    Bilinear (not nearest) interpolation gives the smooth blobs of Show, Attend and Tell rather
+    than blocky cells.
+    """
+    m = to_numpy(attention_map, "map").astype(np.float32)
+    if m.ndim != 2 or 0 in m.shape:
+        raise ValueError(f"attention map must be [h, w], got {list(m.shape)}")
+    if not np.all(np.isfinite(m)):
+        raise ValueError("attention map contains NaN or infinity")
+    # Pillow's float ("F") images resize bilinearly with pixel-centre alignment.
+    up = np.asarray(Image.fromarray(m, mode="F").resize((width, height), Image.BILINEAR))
+    up = np.clip(up, 0.0, None)
+    top = float(up.max())
+    return up / top if top > 0 else up
+
+
+def overlay_image(image, attention_map, *, alpha: float = 0.5, cmap: str = "jet") -> np.ndarray:
+    """Blend an attention map over an image.
+
+    Args:
+        image: uint8 ``[H, W, 3]``.
+        attention_map: ``[h, w]`` weights (any positive scale; normalised by max).
+        alpha: weight of the coloured map in the blend, in [0, 1].
+        cmap: matplotlib colormap name.
+
+    Returns:
+        uint8 ``[H, W, 3]``: ``(1 - alpha) * image + alpha * cmap(map)``.
+
+    Example:
+        >>> out = overlay_image(np.zeros((64, 64, 3), np.uint8), np.eye(8))
+    """
+    img = check_image(image)
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+    m = upsample_map(attention_map, img.shape[0], img.shape[1])
+    heat = matplotlib.colormaps[cmap](m)[..., :3] * 255.0
+    out = (1.0 - alpha) * img.astype(np.float32) + alpha * heat
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+
+
+def attention_grid(
+    image,
+    maps,
+    words: Sequence[str],
+    path: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
+    *,
+    cols: int | None = None,
+    alpha: float = 0.5,
+    cmap: str = "jet",
+    show_image: bool = True,
+    dpi: int = 100,
+) -> Figure:
+    """One panel per generated word: its attention map over the image, the word as title.
+
+    Args:
+        image: uint8 ``[H, W, 3]``.
+        maps: ``[n, h, w]`` attention maps (numpy or CPU tensor), one per word.
+        words: ``n`` strings.
+        path: output file(s), .png (or .svg/.pdf) by extension, written atomically; None: none.
+        cols: panels per row (default ``min(n + show_image, 5)``).
+        alpha, cmap: as in :func:`overlay_image`.
+        show_image: put the plain image first, titled "image".
+
+    Returns:
+        The matplotlib Figure.
+
+    Raises:
+        ValueError: ``maps`` is not ``[len(words), h, w]`` or the image is not uint8 ``[H, W, 3]``.
+    """
+    img = check_image(image)
+    m = to_numpy(maps, "maps")
+    if m.ndim != 3 or m.shape[0] != len(words):
+        raise ValueError(
+            f"maps must have shape [n, h, w] with n = len(words) = {len(words)}, "
+            f"got {list(m.shape)}"
+        )
+    paths = None if path is None else as_paths(path)
+    panels = [("image", img)] if show_image else []
+    panels += [(str(w), overlay_image(img, m[i], alpha=alpha, cmap=cmap))
+               for i, w in enumerate(words)]
+    if cols is None:
+        cols = min(len(panels), 5)
+    if cols < 1:
+        raise ValueError(f"cols must be >= 1, got {cols}")
+    rows = max(1, math.ceil(len(panels) / cols))
+    side = 2.2
+    fig = Figure(figsize=(cols * side, rows * (side + 0.35)))
+    FigureCanvasAgg(fig)
+    for k, (title, panel) in enumerate(panels):
+        ax = fig.add_subplot(rows, cols, k + 1)
+        ax.imshow(panel, interpolation="bilinear")
+        ax.set_title(title, fontsize=11)
+        ax.title.set_parse_math(False)
+        ax.axis("off")
+    fig.tight_layout()
+    if paths:
+        save_figure(fig, paths, dpi=dpi)
+    return fig

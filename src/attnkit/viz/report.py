@@ -1,0 +1,140 @@
+"""A self-contained HTML report: one file, no external assets, safe to e-mail or archive.
+
+Figures are embedded as base64 PNG data URIs (or inline SVG); every user-provided string (title,
+headings, text, captions, table cells) is HTML-escaped. Only ``add_section``'s ``html`` argument
+and ``add_svg``'s SVG are inserted as given: pass fragments made by attnkit.viz
+(``shade_text_html``, ``alignment_svg``) or escape them yourself.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+from PIL import Image
+
+from attnkit.viz._save import atomic_write_bytes, figure_bytes, to_numpy
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em;
+       color: #222; line-height: 1.5; }
+h1 { border-bottom: 2px solid #ddd; padding-bottom: .3em; }
+h2 { margin-top: 1.6em; border-bottom: 1px solid #eee; }
+figure { margin: 1em 0; }
+figure img, figure svg { max-width: 100%; height: auto; }
+figcaption { color: #555; font-size: .9em; }
+table { border-collapse: collapse; margin: 1em 0; }
+th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: left; }
+.attnkit-tokens { line-height: 2; }
+"""
+
+
+def _png_data_uri(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def _image_png(image) -> bytes:
+    img = to_numpy(image, "image")
+    if img.dtype != np.uint8 or not (img.ndim == 2 or (img.ndim == 3 and img.shape[2] in (3, 4))):
+        raise ValueError(
+            f"image must be uint8 [H, W], [H, W, 3] or [H, W, 4], got {img.dtype} {list(img.shape)}"
+        )
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+class HtmlReport:
+    """Collects headings, text, tables and figures; ``write`` saves one self-contained HTML file.
+
+    Args:
+        title: page title and top heading (escaped).
+
+    Example:
+        >>> r = HtmlReport("Caption run")
+        >>> r.add_section("Alignment", alignment_svg(w, src, tgt))
+        >>> r.add_text("BLEU 27.1 on newstest2014")
+        >>> r.add_figure(fig, caption="attention for 'duck'")
+        >>> r.write("run/report.html")
+    """
+
+    def __init__(self, title: str):
+        self.title = str(title)
+        self._blocks: list[str] = []
+
+    def add_section(self, heading: str, html_fragment: str = "") -> HtmlReport:
+        """A ``<h2>`` heading (escaped) followed by a trusted HTML fragment (inserted as is)."""
+        self._blocks.append(f"<h2>{html.escape(str(heading))}</h2>\n{html_fragment}")
+        return self
+
+    def add_text(self, text: str, *, preformatted: bool = False) -> HtmlReport:
+        """A paragraph of escaped text (line breaks kept); ``preformatted`` uses ``<pre>``."""
+        escaped = html.escape(str(text))
+        if preformatted:
+            self._blocks.append(f"<pre>{escaped}</pre>")
+        else:
+            self._blocks.append("<p>" + escaped.replace("\n", "<br>\n") + "</p>")
+        return self
+
+    def add_tokens(self, tokens_html: str) -> HtmlReport:
+        """A line of shaded tokens from :func:`attnkit.viz.text.shade_text_html` (trusted)."""
+        self._blocks.append(f'<p class="attnkit-tokens">{tokens_html}</p>')
+        return self
+
+    def add_figure(
+        self, figure: Figure | np.ndarray, *, caption: str | None = None, dpi: int = 100
+    ) -> HtmlReport:
+        """Embed a matplotlib Figure or a uint8 image ``[H, W, 3]`` as a base64 PNG."""
+        png = figure_bytes(figure, "png", dpi=dpi) if isinstance(figure, Figure) else _image_png(
+            figure
+        )
+        alt = html.escape(caption or "figure", quote=True)
+        self._blocks.append(self._figure(f'<img src="{_png_data_uri(png)}" alt="{alt}">', caption))
+        return self
+
+    def add_svg(self, svg: str, *, caption: str | None = None) -> HtmlReport:
+        """Embed inline SVG text (e.g. from :func:`attnkit.viz.heatmap.alignment_svg`)."""
+        svg = str(svg)
+        if "<svg" not in svg:
+            raise ValueError("add_svg expects SVG text containing an <svg> element")
+        self._blocks.append(self._figure(svg[svg.index("<svg"):], caption))
+        return self
+
+    def add_table(self, rows: Sequence[Sequence[object]], *, header: Sequence[object] | None = None
+                  ) -> HtmlReport:
+        """A table of escaped cells (numbers are shown with ``str``)."""
+        out = ["<table>"]
+        if header is not None:
+            cells = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+            out.append(f"<tr>{cells}</tr>")
+        for row in rows:
+            cells = "".join(f"<td>{html.escape(str(c))}</td>" for c in row)
+            out.append(f"<tr>{cells}</tr>")
+        out.append("</table>")
+        self._blocks.append("\n".join(out))
+        return self
+
+    @staticmethod
+    def _figure(body: str, caption: str | None) -> str:
+        cap = "" if caption is None else f"<figcaption>{html.escape(str(caption))}</figcaption>"
+        return f"<figure>\n{body}\n{cap}</figure>"
+
+    def to_html(self) -> str:
+        """The whole page as a string."""
+        title = html.escape(self.title)
+        body = "\n".join(self._blocks)
+        return (
+            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>{title}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
+            f"<h1>{title}</h1>\n{body}\n</body>\n</html>\n"
+        )
+
+    def write(self, path: str | os.PathLike) -> Path:
+        """Write the page atomically (temp file + ``os.replace``); returns the path."""
+        return atomic_write_bytes(path, self.to_html().encode("utf-8"))
