@@ -1,0 +1,113 @@
+"""Optional subword tokenization with sentencepiece (``pip install attnkit[subword]``).
+
+Train a unigram or BPE model on training text (one model for both languages, or one per
+language) into the run folder; pieces then go through :class:`attnkit.data.vocab.Vocab` like
+words, so the rest of the pipeline does not change. The model file is the only state.
+
+Example::
+
+    sp = SubwordModel.train(english + french, run_dir / "joint.model", vocab_size=8000)
+    pieces = sp.encode("L'homme arrive.")   # ["▁L", "'", "homme", "▁arrive", "."]
+    sp.decode(pieces)                        # "L'homme arrive."
+    SubwordModel(run_dir / "joint.model")    # load it again for prediction
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from attnkit.errors import DataError
+
+
+def _spm():
+    try:
+        import sentencepiece
+    except ImportError as exc:  # optional dependency
+        raise ImportError(
+            "subword tokenization needs sentencepiece: pip install 'attnkit[subword]'"
+        ) from exc
+    return sentencepiece
+
+
+class SubwordModel:
+    """A trained sentencepiece model.
+
+    Args:
+        path: the ``.model`` file written by :meth:`train`.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        spm = _spm()
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise DataError("sentencepiece model file not found", path=str(self.path))
+        self._sp = spm.SentencePieceProcessor()
+        try:
+            self._sp.Load(str(self.path))
+        except (OSError, RuntimeError) as exc:
+            raise DataError(f"not a sentencepiece model: {exc}", path=str(self.path)) from exc
+
+    @classmethod
+    def train(
+        cls,
+        texts: Iterable[str],
+        path: str | os.PathLike,
+        *,
+        vocab_size: int = 8000,
+        model_type: str = "unigram",
+        character_coverage: float = 1.0,
+        seed_sentencepiece_size: int = 100000,
+    ) -> SubwordModel:
+        """Train on sentences and write the model to ``path`` atomically.
+
+        Args:
+            texts: training sentences (pass both languages for a joint model).
+            path: output ``.model`` file (its folder must exist).
+            vocab_size: number of pieces; an upper bound (smaller corpora give fewer).
+            model_type: ``"unigram"`` or ``"bpe"``.
+            character_coverage: 1.0 keeps every character (fine for English/French).
+        """
+        if model_type not in ("unigram", "bpe"):
+            raise ValueError(f"model_type must be 'unigram' or 'bpe', got {model_type!r}")
+        spm = _spm()
+        path = Path(path)
+        buffer = io.BytesIO()
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(t for t in texts if t.strip()),
+                model_writer=buffer,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=character_coverage,
+                hard_vocab_limit=False,  # small corpora: fewer pieces instead of an error
+                seed_sentencepiece_size=seed_sentencepiece_size,
+                # attnkit's Vocab owns <pad>/<bos>/<eos>; sentencepiece keeps only <unk>.
+                unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1,
+                minloglevel=2,
+            )
+        except RuntimeError as exc:
+            raise ValueError(f"sentencepiece training failed: {exc}") from exc
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(buffer.getvalue())
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return cls(path)
+
+    def __len__(self) -> int:
+        return self._sp.GetPieceSize()
+
+    def encode(self, text: str) -> list[str]:
+        """Text -> pieces (strings, ``▁`` marks a word start)."""
+        return self._sp.EncodeAsPieces(text)
+
+    def decode(self, pieces: Sequence[str]) -> str:
+        """Pieces -> text (exact inverse of :meth:`encode` on normalised text)."""
+        return self._sp.DecodePieces(list(pieces))

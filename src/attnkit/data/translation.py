@@ -1,0 +1,120 @@
+"""Translation examples: length filtering, a dataset of id sequences, and the padding collate.
+
+Teacher forcing needs the target twice, shifted by one: the decoder reads ``<bos> y1 .. yn``
+(``tgt_in``) and is trained to output ``y1 .. yn <eos>`` (``tgt_out``); both have ``n + 1``
+positions, so ``tgt_lengths`` is ``len(y) + 1``.
+
+Example::
+
+    kept, dropped = filter_by_length(token_pairs, max_len=30)
+    ds = TranslationDataset.from_token_pairs(kept, src_vocab, tgt_vocab)
+    collate = functools.partial(collate_translation, pad_id=tgt_vocab.pad_id)
+    batch = collate([ds[0], ds[1]])   # {"src": [2, S], "tgt_in": [2, T], ...}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from attnkit.data.vocab import Vocab
+
+TokenPair = tuple[Sequence[str], Sequence[str]]
+
+
+def filter_by_length(
+    pairs_tokens: Sequence[TokenPair], max_len: int
+) -> tuple[list[TokenPair], int]:
+    """Keep pairs whose two sides are non-empty and at most ``max_len`` tokens.
+
+    Returns:
+        ``(kept, dropped_count)``; ``kept`` keeps the input order.
+    """
+    if max_len < 1:
+        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    kept = [(s, t) for s, t in pairs_tokens if 0 < len(s) <= max_len and 0 < len(t) <= max_len]
+    return kept, len(pairs_tokens) - len(kept)
+
+
+class TranslationDataset:
+    """Indexable ``(src_ids, tgt_ids)`` examples (plain lists of ints, no specials added).
+
+    Args:
+        src_ids: one id list per example, ``[num_examples][src_len]``.
+        tgt_ids: the targets, ``[num_examples][tgt_len]``, without ``<bos>`` / ``<eos>``
+            (the collate adds them).
+    """
+
+    def __init__(self, src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]]):
+        if len(src_ids) != len(tgt_ids):
+            raise ValueError(
+                f"src_ids and tgt_ids must have the same length, got {len(src_ids)} and "
+                f"{len(tgt_ids)}"
+            )
+        self.src_ids = [list(map(int, s)) for s in src_ids]
+        self.tgt_ids = [list(map(int, t)) for t in tgt_ids]
+
+    @classmethod
+    def from_token_pairs(
+        cls, pairs_tokens: Sequence[TokenPair], src_vocab: Vocab, tgt_vocab: Vocab
+    ) -> TranslationDataset:
+        """Encode tokenized pairs with the two vocabularies (unknown words -> ``<unk>``)."""
+        return cls(
+            [src_vocab.encode(s) for s, _ in pairs_tokens],
+            [tgt_vocab.encode(t) for _, t in pairs_tokens],
+        )
+
+    def __len__(self) -> int:
+        return len(self.src_ids)
+
+    def __getitem__(self, index: int) -> tuple[list[int], list[int]]:
+        return self.src_ids[index], self.tgt_ids[index]
+
+    def lengths(self) -> list[int]:
+        """Per-example ``max(src_len, tgt_len + 1)``, the padded width it costs (for bucketing)."""
+        return [max(len(s), len(t) + 1) for s, t in zip(self.src_ids, self.tgt_ids, strict=True)]
+
+
+def _pad(rows: list[list[int]], pad_id: int) -> Tensor:
+    width = max(len(r) for r in rows)
+    out = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+    return out
+
+
+def collate_translation(
+    batch: Sequence[tuple[Sequence[int], Sequence[int]]],
+    pad_id: int,
+    *,
+    bos_id: int = 1,
+    eos_id: int = 2,
+) -> dict[str, Tensor]:
+    """Pad a list of ``(src_ids, tgt_ids)`` into tensors.
+
+    Args:
+        batch: ``B`` examples; sources must be non-empty.
+        pad_id: padding id (``vocab.pad_id``, 0 with the default specials).
+        bos_id / eos_id: target start / end ids (defaults match :class:`Vocab`'s specials).
+
+    Returns:
+        ``{"src": [B, S] long, "src_lengths": [B] long, "tgt_in": [B, T] long (<bos> + y),
+        "tgt_out": [B, T] long (y + <eos>), "tgt_lengths": [B] long (= len(y) + 1)}``,
+        padded with ``pad_id`` to the longest example of the batch.
+    """
+    if len(batch) == 0:
+        raise ValueError("cannot collate an empty batch")
+    srcs = [list(s) for s, _ in batch]
+    tgts = [list(t) for _, t in batch]
+    for i, s in enumerate(srcs):
+        if not s:
+            raise ValueError(f"example {i} of the batch has an empty source (filter_by_length)")
+    return {
+        "src": _pad(srcs, pad_id),
+        "src_lengths": torch.tensor([len(s) for s in srcs], dtype=torch.long),
+        "tgt_in": _pad([[bos_id] + t for t in tgts], pad_id),
+        "tgt_out": _pad([t + [eos_id] for t in tgts], pad_id),
+        "tgt_lengths": torch.tensor([len(t) + 1 for t in tgts], dtype=torch.long),
+    }

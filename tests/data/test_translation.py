@@ -1,0 +1,49 @@
+"""filter_by_length, TranslationDataset and collate_translation against hand-built tensors."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+from attnkit.data.translation import TranslationDataset, collate_translation, filter_by_length
+from attnkit.data.vocab import Vocab
+
+
+def test_filter_by_length():
+    pairs = [(["a"], ["b"]), (["a"] * 4, ["b"]), ([], ["b"]), (["a"], ["b"] * 3), (["a"], [])]
+    kept, dropped = filter_by_length(pairs, 3)
+    assert kept == [(["a"], ["b"]), (["a"], ["b"] * 3)] and dropped == 3
+
+
+def test_dataset_and_collate():
+    src_v = Vocab.build([["the", "cat"], ["a", "dog"]])
+    tgt_v = Vocab.build([["le", "chat"], ["un", "chien"]])
+    ds = TranslationDataset.from_token_pairs(
+        [(["the", "cat", "sleeps"], ["le", "chat"]), (["a", "dog"], ["un", "chien", "dort"])],
+        src_v, tgt_v)
+    assert len(ds) == 2 and ds.lengths() == [3, 4]
+    s0, t0 = ds[0]
+    assert s0 == [src_v.stoi["the"], src_v.stoi["cat"], src_v.unk_id]
+    collate = functools.partial(collate_translation, pad_id=tgt_v.pad_id)
+    b = collate([ds[0], ds[1]])
+    le, chat, un, chien = (tgt_v.stoi[w] for w in ("le", "chat", "un", "chien"))
+    unk = tgt_v.unk_id
+    assert b["src"].tolist() == [s0, ds[1][0] + [0]]
+    assert b["src_lengths"].tolist() == [3, 2]
+    assert b["tgt_in"].tolist() == [[1, le, chat, 0], [1, un, chien, unk]]
+    assert b["tgt_out"].tolist() == [[le, chat, 2, 0], [un, chien, unk, 2]]
+    assert b["tgt_lengths"].tolist() == [3, 4]
+    assert all(t.dtype == torch.long for t in b.values())
+
+
+def test_collate_custom_pad_and_errors():
+    b = collate_translation([([5], [6])], pad_id=9, bos_id=7, eos_id=8)
+    assert b["tgt_in"].tolist() == [[7, 6]] and b["tgt_out"].tolist() == [[6, 8]]
+    with pytest.raises(ValueError, match="empty source"):
+        collate_translation([([], [1])], pad_id=0)
+    with pytest.raises(ValueError, match="empty batch"):
+        collate_translation([], pad_id=0)
+    with pytest.raises(ValueError, match="same length"):
+        TranslationDataset([[1]], [])
