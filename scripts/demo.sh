@@ -9,4 +9,4 @@ out=${1:-runs/demo}
 .venv/bin/attnkit translate train --data synthetic --out "$out"
 .venv/bin/attnkit translate eval --run "$out" --data synthetic
 .venv/bin/attnkit translate predict --run "$out" --plot "$out/heatmap.png" \
-  "the small cats do not eat the green apples ."
+  "Your tired dogs will not find her."
