@@ -1,0 +1,307 @@
+"""Weights and full training checkpoints: safetensors + JSON, atomic writes, checksums.
+
+* ``save_weights`` / ``load_weights``: one ``.safetensors`` file with the model's state dict,
+  JSON metadata and a sha256 of the tensor bytes in its header (``best.safetensors``).
+* ``save_checkpoint`` / ``load_checkpoint``: the folder ``RUN/last/`` with ``model.safetensors``,
+  ``optimizer.safetensors`` (the optimizer's tensors) and ``state.json`` (format version,
+  sha256 of both files, optimizer scalars and param groups, scheduler, RNG states of every rank,
+  data position). The folder is written next to the old one and swapped in, so a crash at any
+  moment leaves a complete checkpoint (``last/`` or ``last.prev/``).
+
+Nothing is pickled and ``torch.load`` is never called. Every problem with a file (missing,
+truncated, altered, from another model) raises :class:`attnkit.errors.CheckpointError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
+from torch import nn
+
+from attnkit.errors import CheckpointError
+
+FORMAT_VERSION = 1
+_META_KEY = "attnkit"
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; run folders are meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
+    """sha256 over names, dtypes, shapes and bytes of ``tensors`` (sorted by name)."""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{list(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _dedupe(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Drop tied tensors (safetensors refuses shared storage); return ``(tensors, aliases)``."""
+    seen: dict[tuple, str] = {}
+    tensors: dict[str, torch.Tensor] = {}
+    aliases: dict[str, str] = {}
+    for name, t in state.items():
+        key = (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape),
+               t.stride(), t.dtype)
+        if t.numel() and key in seen:
+            aliases[name] = seen[key]
+            continue
+        seen[key] = name
+        tensors[name] = t.detach().cpu().contiguous()
+    return tensors, aliases
+
+
+def save_tensors(path: str | os.PathLike, tensors: dict[str, torch.Tensor],
+                 metadata: dict[str, Any] | None = None,
+                 aliases: dict[str, str] | None = None) -> None:
+    """Write ``tensors`` + JSON ``metadata`` + checksum to a safetensors file, atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = {
+        _META_KEY: json.dumps(metadata or {}),
+        "attnkit_sha256": tensors_sha256(tensors),
+        "attnkit_aliases": json.dumps(aliases or {}),
+        "format": "pt",
+    }
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata=header)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; run folders are meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Read and verify a file written by :func:`save_tensors`; aliases are filled back in.
+
+    Returns:
+        ``(tensors, metadata)``. Raises CheckpointError on a missing, truncated or altered file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint file is missing")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            header = f.metadata() or {}
+            tensors = {name: f.get_tensor(name) for name in f.keys()}
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        raise CheckpointError(f"{path}: not a readable safetensors file (truncated or "
+                              f"corrupted?): {e}") from e
+    expected = header.get("attnkit_sha256")
+    if expected is None:
+        raise CheckpointError(f"{path}: no attnkit checksum in the header; not written by "
+                              "attnkit.training.checkpoint")
+    if tensors_sha256(tensors) != expected:
+        raise CheckpointError(f"{path}: checksum mismatch, the file was altered or corrupted")
+    try:
+        metadata = json.loads(header.get(_META_KEY, "{}"))
+        aliases = json.loads(header.get("attnkit_aliases", "{}"))
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path}: metadata in the header is not valid JSON: {e}") from e
+    for alias, target in aliases.items():
+        tensors[alias] = tensors[target]
+    return tensors, metadata
+
+
+def save_weights(model: nn.Module, path: str | os.PathLike,
+                 metadata: dict[str, Any] | None = None) -> None:
+    """Write ``model.state_dict()`` and JSON ``metadata`` to ``path`` (safetensors), atomically.
+
+    Tied parameters are stored once. Example::
+
+        save_weights(model, "run/best.safetensors", {"step": 100, "val_loss": 0.3})
+    """
+    tensors, aliases = _dedupe(model.state_dict())
+    save_tensors(path, tensors, metadata, aliases)
+
+
+def load_weights(model: nn.Module, path: str | os.PathLike, *,
+                 device: torch.device | str | None = None) -> dict[str, Any]:
+    """Load weights written by :func:`save_weights` into ``model``; return their metadata.
+
+    Raises:
+        CheckpointError: file missing, truncated or altered, or written for another model
+            (missing/unexpected keys, shape mismatch), with the offending names in the message.
+    """
+    tensors, metadata = load_tensors(path)
+    check_state_fits(model.state_dict(), tensors, path)
+    if device is not None:
+        tensors = {k: v.to(device) for k, v in tensors.items()}
+    model.load_state_dict(tensors, strict=True)
+    return metadata
+
+
+def check_state_fits(expected: dict[str, torch.Tensor], got: dict[str, torch.Tensor],
+                     path: str | os.PathLike) -> None:
+    """CheckpointError naming keys/shapes when ``got`` is not a state dict for ``expected``."""
+    missing = sorted(set(expected) - set(got))
+    unexpected = sorted(set(got) - set(expected))
+    shapes = [f"{k}: model {list(expected[k].shape)} vs file {list(got[k].shape)}"
+              for k in sorted(set(expected) & set(got))
+              if tuple(expected[k].shape) != tuple(got[k].shape)]
+    if missing or unexpected or shapes:
+        parts = []
+        if missing:
+            parts.append(f"missing keys {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+        if unexpected:
+            parts.append(f"unexpected keys {unexpected[:5]}"
+                         f"{' ...' if len(unexpected) > 5 else ''}")
+        if shapes:
+            parts.append(f"shape mismatch {shapes[:5]}{' ...' if len(shapes) > 5 else ''}")
+        raise CheckpointError(f"{path}: checkpoint is from another model: " + "; ".join(parts))
+
+
+# ---- optimizer state: tensors into safetensors, everything else into JSON ----
+
+def flatten_optimizer(state_dict: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict]:
+    """Split ``optimizer.state_dict()`` into safetensors-able tensors and a JSON-able rest."""
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for pid, pstate in state_dict["state"].items():
+        for name, value in pstate.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"{pid}.{name}"] = value.detach().cpu().contiguous()
+            else:
+                scalars.setdefault(str(pid), {})[name] = value
+    groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()}
+              for g in state_dict["param_groups"]]
+    return tensors, {"scalars": scalars, "param_groups": groups}
+
+
+def unflatten_optimizer(tensors: dict[str, torch.Tensor], rest: dict) -> dict[str, Any]:
+    """Inverse of :func:`flatten_optimizer`."""
+    state: dict[int, dict[str, Any]] = {}
+    for key, t in tensors.items():
+        pid, name = key.split(".", 1)
+        state.setdefault(int(pid), {})[name] = t
+    for pid, values in rest["scalars"].items():
+        state.setdefault(int(pid), {}).update(values)
+    groups = [{k: (tuple(v) if isinstance(v, list) and k != "params" else v)
+               for k, v in g.items()} for g in rest["param_groups"]]
+    return {"state": state, "param_groups": groups}
+
+
+# ---- the full checkpoint folder ----
+
+def _body_checksum(body: dict) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
+                    optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """Write ``folder`` (e.g. ``RUN/last``) with model, optimizer and JSON ``state``.
+
+    ``state`` holds what the trainer needs to resume (scheduler, RNG states, data position);
+    it must be JSON-able. The new folder is complete before it replaces the old one.
+    """
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
+    try:
+        os.chmod(tmp, 0o755)
+        save_weights(model, tmp / "model.safetensors")
+        opt_tensors, opt_rest = flatten_optimizer(optimizer.state_dict())
+        save_tensors(tmp / "optimizer.safetensors", opt_tensors)
+        body = {
+            "format_version": FORMAT_VERSION,
+            "sha256": {name: file_sha256(tmp / name)
+                       for name in ("model.safetensors", "optimizer.safetensors")},
+            "optimizer": opt_rest,
+            "state": state,
+        }
+        doc = {"checksum": _body_checksum(body), **body}
+        (tmp / "state.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
+        prev = folder.with_name(folder.name + ".prev")
+        if prev.exists():
+            shutil.rmtree(prev)
+        if folder.exists():
+            os.replace(folder, prev)
+        os.replace(tmp, folder)
+        if prev.exists():
+            shutil.rmtree(prev)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def checkpoint_folder(folder: str | os.PathLike) -> Path:
+    """``folder`` if present, else the ``.prev`` copy a crash mid-swap left; else error."""
+    folder = Path(folder)
+    if (folder / "state.json").exists():
+        return folder
+    prev = folder.with_name(folder.name + ".prev")
+    if (prev / "state.json").exists():
+        return prev
+    raise CheckpointError(f"{folder}: no checkpoint found (state.json is missing); "
+                          "start the run without resume")
+
+
+def load_checkpoint(folder: str | os.PathLike, model: nn.Module,
+                    optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """Verify and load ``folder`` into ``model`` and ``optimizer``; return the JSON ``state``."""
+    folder = checkpoint_folder(folder)
+    path = folder / "state.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path}: unreadable or truncated ({e})") from e
+    if not isinstance(doc, dict) or "checksum" not in doc:
+        raise CheckpointError(f"{path}: not an attnkit checkpoint (no checksum)")
+    checksum = doc.pop("checksum")
+    if _body_checksum(doc) != checksum:
+        raise CheckpointError(f"{path}: checksum mismatch, the file was altered")
+    if doc.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: format version {doc.get('format_version')} is not "
+                              f"supported (expected {FORMAT_VERSION})")
+    for name, digest in doc["sha256"].items():
+        file = folder / name
+        if not file.is_file():
+            raise CheckpointError(f"{file}: checkpoint file is missing")
+        if file_sha256(file) != digest:
+            raise CheckpointError(f"{file}: checksum mismatch (truncated or altered file)")
+    load_weights(model, folder / "model.safetensors")
+    opt_tensors, _ = load_tensors(folder / "optimizer.safetensors")
+    opt_state = unflatten_optimizer(opt_tensors, doc["optimizer"])
+    ours = optimizer.state_dict()["param_groups"]
+    theirs = opt_state["param_groups"]
+    if [len(g["params"]) for g in ours] != [len(g["params"]) for g in theirs]:
+        raise CheckpointError(f"{folder}: optimizer state is for another model "
+                              "(parameter groups differ)")
+    try:
+        optimizer.load_state_dict(opt_state)
+    except (ValueError, KeyError, RuntimeError) as e:
+        raise CheckpointError(f"{folder}: optimizer state does not fit this model: {e}") from e
+    return doc["state"]

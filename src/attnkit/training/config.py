@@ -1,0 +1,123 @@
+"""TrainConfig: every knob of a training run, as a plain dataclass with a JSON round trip."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
+
+
+@dataclass
+class TrainConfig:
+    """Settings of one training run (written to ``RUN/config.json``).
+
+    Args:
+        epochs: passes over the training data.
+        batch_size: the **global** batch size (examples per optimizer step over all ranks).
+        lr: peak learning rate of AdamW.
+        seed: fixes batch order (``batch_plan(epoch, seed)``) and the RNGs (rank ``r`` uses
+            ``seed + r``).
+        device: ``"auto"`` (CUDA when present, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``.
+            Under torchrun with CUDA each rank uses ``cuda:LOCAL_RANK``.
+        max_minutes: wall-clock budget of one ``fit`` call; the run then stops cleanly (final
+            evaluation + checkpoint). None = no budget.
+        grad_clip: max global gradient norm (None = no clipping).
+        weight_decay: AdamW decoupled weight decay, applied to parameters with ``ndim >= 2``
+            (not to biases and norm scales).
+        schedule: ``constant | linear | cosine | inverse_sqrt``, each after ``warmup_steps`` of
+            linear warm-up.
+        warmup_steps: optimizer steps of linear warm-up from ``lr / warmup_steps`` to ``lr``.
+        early_stopping_patience: stop after this many evaluations without improvement of
+            ``select_metric`` (None = never).
+        select_metric: key of ``evaluate_fn``'s dict used for best checkpoint and early stopping.
+        select_mode: ``"min"`` or ``"max"``.
+        eval_every_steps: evaluate every N optimizer steps (None = at the end of each epoch).
+        checkpoint_every_steps: write ``RUN/last`` every N steps (always also at each epoch end
+            and when the run stops).
+        amp: bf16 autocast around ``loss_fn`` (GPU option; no gradient scaler is needed for bf16).
+        compile: ``torch.compile`` the model used inside ``loss_fn`` (GPU option).
+        progress: tqdm progress bar (rank 0, only when stderr is a terminal).
+        log_every_steps: write a train line to ``metrics.jsonl`` every N steps.
+        num_workers: DataLoader worker processes for collation (0 = in the main process).
+        find_unused_parameters: passed to DistributedDataParallel (models with parameters that
+            some batches do not use).
+
+    Example:
+        >>> cfg = TrainConfig(epochs=3, batch_size=32, lr=1e-3)
+        >>> TrainConfig.from_json(cfg.to_json()) == cfg
+        True
+    """
+
+    epochs: int = 10
+    batch_size: int = 64
+    lr: float = 1e-3
+    seed: int = 0
+    device: str = "auto"
+    max_minutes: float | None = None
+    grad_clip: float | None = 1.0
+    weight_decay: float = 0.0
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    early_stopping_patience: int | None = None
+    select_metric: str = "loss"
+    select_mode: str = "min"
+    eval_every_steps: int | None = None
+    checkpoint_every_steps: int | None = None
+    amp: bool = False
+    compile: bool = False
+    progress: bool = True
+    log_every_steps: int = 50
+    num_workers: int = 0
+    find_unused_parameters: bool = False
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ValueError naming the field when a value is out of range."""
+        def positive(name: str, allow_none: bool = False) -> None:
+            value = getattr(self, name)
+            if value is None and allow_none:
+                return
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"TrainConfig.{name} must be a positive number, got {value!r}")
+
+        for name in ("epochs", "batch_size", "log_every_steps"):
+            positive(name)
+        positive("lr")
+        for name in ("max_minutes", "grad_clip", "early_stopping_patience", "eval_every_steps",
+                     "checkpoint_every_steps"):
+            positive(name, allow_none=True)
+        if not math.isfinite(self.lr):
+            raise ValueError(f"TrainConfig.lr must be finite, got {self.lr!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"TrainConfig.schedule must be one of {SCHEDULES}, "
+                             f"got {self.schedule!r}")
+        if self.select_mode not in ("min", "max"):
+            raise ValueError(f"TrainConfig.select_mode must be 'min' or 'max', "
+                             f"got {self.select_mode!r}")
+        if self.warmup_steps < 0 or self.weight_decay < 0 or self.num_workers < 0:
+            raise ValueError("TrainConfig.warmup_steps, weight_decay and num_workers must be >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """Build from a dict; unknown keys raise ValueError (a typo must not pass silently)."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown TrainConfig fields {unknown}; known: {sorted(known)}")
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> TrainConfig:
+        return cls.from_dict(json.loads(text))

@@ -1,0 +1,129 @@
+"""torchrun helpers: process group set-up, batch sharding and the few collectives the trainer uses.
+
+Everything here also works in a single process (world size 1), where collectives are no-ops.
+Objects travel as JSON bytes in uint8 tensors (never pickled).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass
+class DistInfo:
+    """Where this process stands: ``rank`` of ``world_size``; ``device`` it computes on."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    created_group: bool = False
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def resolve_device(name: str, local_rank: int = 0) -> torch.device:
+    """``"auto"``: ``cuda:LOCAL_RANK`` when CUDA is present, else CPU; otherwise ``name``."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {name!r} requested but CUDA is not available")
+        if device.index is None:
+            device = torch.device("cuda", local_rank)
+    return device
+
+
+def setup(device_name: str, timeout_minutes: float = 60.0) -> DistInfo:
+    """Join the torchrun process group when ``WORLD_SIZE > 1`` (gloo on CPU, NCCL on CUDA).
+
+    Reuses a process group the caller already initialised. The long timeout leaves rank 0 time
+    to evaluate while the other ranks wait.
+    """
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = resolve_device(device_name, local_rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    created = False
+    if world > 1 and not dist.is_initialized():
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, timeout=datetime.timedelta(minutes=timeout_minutes))
+        created = True
+    if dist.is_initialized():
+        world, rank = dist.get_world_size(), dist.get_rank()
+    return DistInfo(rank, world, local_rank, device, created)
+
+
+def teardown(info: DistInfo) -> None:
+    """Destroy the process group if :func:`setup` created it."""
+    if info.created_group and dist.is_initialized():
+        dist.destroy_process_group()
+        info.created_group = False
+
+
+def shard(indices: list[int], rank: int, world_size: int) -> list[int]:
+    """Rank ``rank``'s contiguous share of one global batch (sizes differ by at most one)."""
+    n = len(indices)
+    return indices[rank * n // world_size:(rank + 1) * n // world_size]
+
+
+def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
+    """Sum a few float64 numbers over ranks (one collective)."""
+    t = torch.tensor(values, dtype=torch.float64, device=_comm_device(info))
+    if info.distributed:
+        dist.all_reduce(t)
+    return t.tolist()
+
+
+def broadcast_json(obj: Any, info: DistInfo, src: int = 0) -> Any:
+    """Send a JSON-able object from ``src`` to every rank; returns it on all ranks."""
+    if not info.distributed:
+        return obj
+    device = _comm_device(info)
+    payload = json.dumps(obj).encode() if info.rank == src else b""
+    size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
+    dist.broadcast(size, src)
+    buf = torch.zeros(int(size.item()), dtype=torch.uint8, device=device)
+    if info.rank == src:
+        buf.copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
+    dist.broadcast(buf, src)
+    return json.loads(buf.cpu().numpy().tobytes().decode())
+
+
+def all_gather_json(obj: Any, info: DistInfo) -> list[Any]:
+    """Every rank's JSON-able object, in rank order, on every rank."""
+    if not info.distributed:
+        return [obj]
+    device = _comm_device(info)
+    payload = json.dumps(obj).encode()
+    size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
+    sizes = [torch.zeros_like(size) for _ in range(info.world_size)]
+    dist.all_gather(sizes, size)
+    longest = max(int(s.item()) for s in sizes)
+    buf = torch.zeros(longest, dtype=torch.uint8, device=device)
+    buf[:len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+    bufs = [torch.zeros_like(buf) for _ in range(info.world_size)]
+    dist.all_gather(bufs, buf)
+    return [json.loads(b[:int(s.item())].cpu().numpy().tobytes().decode())
+            for b, s in zip(bufs, sizes, strict=True)]
+
+
+def _comm_device(info: DistInfo) -> torch.device:
+    # NCCL only moves CUDA tensors; gloo wants CPU ones.
+    return info.device if info.device.type == "cuda" else torch.device("cpu")

@@ -1,0 +1,143 @@
+"""The trainer in one process: the loss falls, files of the run folder, early stopping,
+max_minutes, non-finite loss, and resume continuing exactly."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from attnkit.training import LossOutput, TrainConfig, Trainer, TrainingError, load_weights
+from attnkit.training.checkpoint import load_checkpoint
+from attnkit.training.trainer import build_optimizer
+
+_spec = importlib.util.spec_from_file_location(
+    "synthetic_task", Path(__file__).with_name("synthetic_task.py"))
+task = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(task)
+
+TIMING = ("elapsed", "samples_per_s")
+
+
+def metric_lines(run: Path) -> list[dict]:
+    """metrics.jsonl without the wall-clock fields (which differ between any two runs)."""
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(s).items() if k not in TIMING} for s in lines]
+
+
+def params(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def last_params(run: Path) -> dict[str, torch.Tensor]:
+    model = task.make_model()
+    load_weights(model, run / "last" / "model.safetensors")
+    return params(model)
+
+
+def test_loss_falls_and_run_folder_is_complete(tmp_path):
+    cfg = TrainConfig(epochs=4, batch_size=16, lr=2e-2, seed=0, device="auto",
+                      schedule="linear", warmup_steps=2, log_every_steps=2, progress=False,
+                      weight_decay=0.01)
+    trainer = task.make_trainer(tmp_path, cfg, dropout=0.0)
+    before = task.make_evaluate(task.make_data(32, seed=7))(trainer.model)["loss"]
+    result = trainer.fit()
+    assert result.stop_reason == "completed" and result.global_step == 4 * 6
+    assert result.best_metric < 0.6 * before
+    records = [json.loads(s) for s in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["kind"] == "train"]
+    evals = [r for r in records if r["kind"] == "eval"]
+    assert len(train) == 12 and len(evals) == 4
+    assert {"step", "epoch", "loss", "lr", "samples_per_s", "elapsed"} <= set(train[0])
+    assert train[-1]["loss"] < train[0]["loss"]
+    assert {"val_loss", "val_neg_loss"} <= set(evals[0])
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["app"] == "synthetic" and TrainConfig.from_dict(config["train"]) == cfg
+    # best.safetensors holds the best evaluation's weights and says which step it was.
+    model = task.make_model()
+    meta = load_weights(model, tmp_path / "best.safetensors")
+    assert meta["step"] == result.best_step
+    assert meta["metrics"]["loss"] == pytest.approx(result.best_metric)
+    # last/ is the final model (same tensors as the trained module).
+    final = params(trainer.model)
+    assert all(torch.equal(final[k], v) for k, v in last_params(tmp_path).items())
+
+
+def test_early_stopping_counts_evaluations(tmp_path):
+    values = iter([1.0, 0.5, 0.7, 0.6, 0.4])
+    cfg = TrainConfig(epochs=50, batch_size=16, eval_every_steps=1, early_stopping_patience=2,
+                      progress=False, device="cpu")
+    data = task.make_data(32)
+    trainer = Trainer(task.make_model(), cfg, tmp_path, train_dataset=data,
+                      collate_fn=task.collate, loss_fn=task.loss_fn,
+                      evaluate_fn=lambda m: {"loss": next(values)})
+    result = trainer.fit()
+    assert result.stop_reason == "early_stopping"
+    assert result.global_step == 4 and result.best_step == 2 and result.best_metric == 0.5
+    assert load_weights(task.make_model(), tmp_path / "best.safetensors")["step"] == 2
+
+
+def test_max_minutes_stops_with_checkpoint_and_final_eval(tmp_path):
+    cfg = TrainConfig(epochs=100, batch_size=16, max_minutes=1e-9, progress=False,
+                      device="cpu")
+    result = task.make_trainer(tmp_path, cfg).fit()
+    assert result.stop_reason == "max_minutes" and result.global_step == 1
+    assert metric_lines(tmp_path)[-1]["kind"] == "eval"
+    m = task.make_model()
+    state = load_checkpoint(tmp_path / "last", m, build_optimizer(m, cfg))
+    assert state["position"]["global_step"] == 1
+
+
+def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
+    calls = {"n": 0}
+
+    def loss(model, batch):
+        calls["n"] += 1
+        out = task.loss_fn(model, batch)
+        return LossOutput(out.loss * (math.nan if calls["n"] == 5 else 1.0), out.count)
+
+    cfg = TrainConfig(epochs=5, batch_size=16, checkpoint_every_steps=2, progress=False,
+                      device="cpu")
+    trainer = task.make_trainer(tmp_path, cfg, loss=loss)
+    with pytest.raises(TrainingError, match="non-finite training loss.*step 5.*last good"):
+        trainer.fit()
+    m = task.make_model()
+    state = load_checkpoint(tmp_path / "last", m, build_optimizer(m, cfg))
+    assert state["position"]["global_step"] == 4
+    assert all(torch.isfinite(p).all() for p in m.parameters())
+
+
+def test_resume_in_process_equals_uninterrupted_run(tmp_path):
+    # Checkpoint every 3 steps, crash inside loss_fn at step 8 (mid-epoch 1), resume from
+    # step 6: the redone steps must draw the same dropout masks (RNG states restored).
+    cfg = task.script_config(epochs=3, checkpoint_every=3)
+    full = task.make_trainer(tmp_path / "full", cfg)
+    full.fit()
+
+    calls = {"n": 0}
+
+    def crashing(model, batch):
+        calls["n"] += 1
+        if calls["n"] == 8:
+            raise RuntimeError("simulated crash")
+        return task.loss_fn(model, batch)
+
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        task.make_trainer(tmp_path / "cut", cfg, loss=crashing).fit()
+    resumed = task.make_trainer(tmp_path / "cut", cfg)  # fresh model, like a new process
+    result = resumed.fit(resume=True)
+    assert result.global_step == 18
+    assert metric_lines(tmp_path / "cut") == metric_lines(tmp_path / "full")
+    want, got = last_params(tmp_path / "full"), last_params(tmp_path / "cut")
+    assert all(torch.equal(want[k], got[k]) for k in want)
+
+
+def test_resume_without_checkpoint_is_a_clear_error(tmp_path):
+    from attnkit.errors import CheckpointError
+    with pytest.raises(CheckpointError, match="no checkpoint found"):
+        task.make_trainer(tmp_path, task.script_config()).fit(resume=True)
