@@ -25,3 +25,7 @@ class CheckpointError(AttnkitError):
 
 class DownloadError(AttnkitError):
     """A download failed or its checksum did not match."""
+
+
+class TrainingError(AttnkitError):
+    """A run cannot go on: non-finite loss, a failing rank, an unusable batch plan."""

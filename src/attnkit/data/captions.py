@@ -185,9 +185,10 @@ def read_coco_captions(
 
     names: dict[object, str] = {}
     for i, img in enumerate(data["images"]):
-        if not isinstance(img, dict) or "id" not in img or not isinstance(
-            img.get("file_name"), str
-        ) or not img["file_name"]:
+        # A missing id, or a list/object id (unhashable), cannot key the images.
+        if not isinstance(img, dict) or isinstance(img.get("id", []), (list, dict)) or not (
+            isinstance(img.get("file_name"), str) and img["file_name"]
+        ):
             col.bad(f"images[{i}]: needs 'id' and a non-empty 'file_name'", path)
         elif img["id"] in names:
             col.bad(f"images[{i}]: duplicate id {img['id']!r}", path)
@@ -199,7 +200,7 @@ def read_coco_captions(
             col.bad(where + "missing 'image_id'", path)
         elif not isinstance(ann.get("caption"), str) or not ann["caption"].strip():
             col.bad(where + "missing or empty 'caption'", path)
-        elif ann["image_id"] not in names:
+        elif isinstance(ann["image_id"], (list, dict)) or ann["image_id"] not in names:
             col.bad(where + f"image_id {ann['image_id']!r} is not among 'images'", path)
         else:
             col.add(names[ann["image_id"]], ann["caption"].strip(), path, None, where)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,7 +100,7 @@ def read_pairs(
                 result.dropped += 1
                 if len(result.problems) < max_examples_shown:
                     result.problems.append(f"{path}:{number}: {reason}")
-        except (gzip.BadGzipFile, EOFError) as exc:
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
             raise DataError(f"corrupt gzip file: {exc}", path=str(path)) from exc
     return result
 

@@ -24,7 +24,9 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
-from attnkit.errors import AttnkitError
+# TrainingError lives with the other error types; importing it here keeps
+# ``from attnkit.training.trainer import TrainingError`` working.
+from attnkit.errors import TrainingError
 from attnkit.training import distributed as D
 from attnkit.training.checkpoint import (
     atomic_write_text,
@@ -36,10 +38,6 @@ from attnkit.training.config import TrainConfig
 from attnkit.training.schedule import apply_lr, lr_factor
 from attnkit.training.seeding import get_rng_state, seed_everything, set_rng_state
 from attnkit.training.signals import StopRequest
-
-
-class TrainingError(AttnkitError):
-    """A run cannot go on: non-finite loss, a failing rank, an unusable batch plan."""
 
 
 class LossOutput(NamedTuple):
