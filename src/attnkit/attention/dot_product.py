@@ -1,0 +1,177 @@
+"""Dot-product attention (Luong "dot", Vaswani scaled) with a fused SDPA fast path.
+
+``score(q_i, k_j) = q_i . k_j * scale`` with ``scale = 1/sqrt(dim)`` (scaled) or ``1`` (dot).
+
+Two paths give the same numbers (to 1e-5 in float32):
+
+* ``need_weights=True``: the explicit ``masked_softmax(Q K^T * scale) V``, which keeps the
+  ``[batch, Tq, Tk]`` weight matrix so it can be returned.
+* ``need_weights=False``: ``torch.nn.functional.scaled_dot_product_attention`` (flash / memory-
+  efficient kernels, no ``[Tq, Tk]`` matrix kept when the mask is a key mask or causal).
+
+SDPA gives NaN for a query row with no allowed key; :func:`fused_attention` makes such rows
+attend to every key (any finite result) and multiplies the output by ``row_has_key``, so the
+context is exactly zero and every gradient finite.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from attnkit.attention.base import (
+    AttentionMemory,
+    AttentionOutput,
+    ScoreAttention,
+    _shape,
+    build_mask,
+    check_inputs,
+    query_mask_from_lengths,
+)
+from attnkit.attention.masking import masked_softmax
+
+
+def fused_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None,
+    *,
+    causal_only: bool = False,
+    scale: float | None = None,
+    dropout_p: float = 0.0,
+    query_mask: Tensor | None = None,
+) -> Tensor:
+    """SDPA with attnkit's mask semantics: empty rows give zeros, never NaN.
+
+    Args:
+        query: ``[..., Tq, dk]`` (e.g. ``[batch, Tq, dk]`` or ``[batch, heads, Tq, dk]``).
+        key: ``[..., Tk, dk]``.
+        value: ``[..., Tk, dv]``.
+        mask: bool, broadcastable to ``[..., Tq, Tk]``, True = may attend; or None.
+        causal_only: no ``mask`` but causal (top-left); lets SDPA use ``is_causal=True``, which
+            never materialises a ``[Tq, Tk]`` mask.
+        scale: score scale; None = ``1/sqrt(dk)``.
+        dropout_p: dropout on the attention weights (pass 0.0 in eval).
+        query_mask: bool broadcastable to ``[..., Tq, 1]`` (True = real query); padded query
+            rows of the output are zeroed.
+
+    Returns:
+        ``[..., Tq, dv]``.
+    """
+    if key.shape[-2] == 0:  # nothing to attend to: every row is empty
+        return query.new_zeros(*query.shape[:-1], value.shape[-1])
+    if query.dim() == 3:
+        # SDPA's fused CPU kernels take [batch, heads, T, dim] only; 3-D inputs would fall back
+        # to the math kernel, which keeps the [Tq, Tk] weights for backward.
+        def one_head(t: Tensor | None) -> Tensor | None:
+            return None if t is None else t.unsqueeze(1)
+
+        out = fused_attention(one_head(query), one_head(key), one_head(value), one_head(mask),
+                              causal_only=causal_only, scale=scale, dropout_p=dropout_p,
+                              query_mask=one_head(query_mask))
+        return out.squeeze(1)
+    keep = query_mask
+    if mask is not None:
+        has_key = mask.any(dim=-1, keepdim=True)  # [..., Tq|1, 1]
+        # On CPU the check is free (no device sync) and saves two passes when no row is empty.
+        if mask.device.type != "cpu" or not bool(has_key.all()):
+            # An empty row attends to every key instead (finite); its output is zeroed below.
+            mask = mask | ~has_key
+            keep = has_key if keep is None else keep & has_key
+    out = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, dropout_p=dropout_p,
+        is_causal=causal_only and mask is None, scale=scale,
+    )
+    if keep is not None:
+        out = out * keep.to(out.dtype)
+    return out
+
+
+class DotProductAttention(ScoreAttention):
+    """Scaled dot-product attention (Vaswani et al. 2017) or Luong's "dot" score.
+
+    Args:
+        scaled: divide scores by ``sqrt(dim)`` (Vaswani); ``False`` = Luong "dot".
+        dropout: dropout probability on the attention weights (training only).
+
+    Call:
+        ``forward(query, key, value=None, *, key_lengths=None, key_mask=None,
+        query_lengths=None, attn_mask=None, causal=False, need_weights=False)``
+
+    Shapes:
+        ``query [batch, Tq, dim]``, ``key [batch, Tk, dim]``, ``value [batch, Tk, value_dim]``
+        -> ``context [batch, Tq, value_dim]``, ``weights [batch, Tq, Tk]`` (only when
+        ``need_weights=True``; the weights before dropout, each real row sums to 1).
+
+    Example:
+        >>> att = DotProductAttention()
+        >>> q, k = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+        >>> out = att(q, k, key_lengths=torch.tensor([7, 3]), need_weights=True)
+        >>> out.context.shape, out.weights.shape
+        (torch.Size([2, 5, 16]), torch.Size([2, 5, 7]))
+    """
+
+    def __init__(self, scaled: bool = True, dropout: float = 0.0):
+        super().__init__()
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.scaled = scaled
+        self.dropout = dropout
+
+    def extra_repr(self) -> str:
+        return f"scaled={self.scaled}, dropout={self.dropout}"
+
+    def _scale(self, dim: int) -> float:
+        return 1.0 / math.sqrt(dim) if self.scaled else 1.0
+
+    @staticmethod
+    def _check_dims(query: Tensor, key: Tensor) -> None:
+        if query.shape[-1] != key.shape[-1]:
+            raise ValueError(
+                f"dot-product attention needs query and key of the same feature size: "
+                f"query [batch, Tq, {key.shape[-1]}] for key {_shape(key)}, got {_shape(query)}"
+            )
+
+    def score_projected(self, query: Tensor, keys: Tensor) -> Tensor:
+        """``query [batch, Tq, dim]``, ``keys [batch, Tk, dim]`` -> ``[batch, Tq, Tk]``."""
+        self._check_dims(query, keys)
+        return torch.bmm(query, keys.transpose(1, 2)) * self._scale(query.shape[-1])
+
+    def attend(
+        self,
+        query: Tensor,
+        memory: AttentionMemory,
+        *,
+        query_lengths: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        causal: bool = False,
+        need_weights: bool = False,
+    ) -> AttentionOutput:
+        """Attend from ``query [batch, Tq, dim]`` over a precomputed ``memory`` (see base)."""
+        check_inputs(query, memory.raw_keys, memory.values)
+        self._check_dims(query, memory.keys)
+        batch, tq, tk = query.shape[0], query.shape[1], memory.values.shape[1]
+        qmask = query_mask_from_lengths(query_lengths, batch, tq, query.device)
+        only_causal = causal and memory.key_mask is None and attn_mask is None
+        mask = build_mask(batch, tq, tk, key_mask=memory.key_mask, attn_mask=attn_mask,
+                          causal=causal and not only_causal, device=query.device)
+        p = self.dropout if self.training else 0.0
+        if not need_weights:
+            context = fused_attention(
+                query, memory.keys, memory.values, mask, causal_only=only_causal,
+                scale=self._scale(query.shape[-1]), dropout_p=p,
+                query_mask=None if qmask is None else qmask.unsqueeze(-1),
+            )
+            return AttentionOutput(context, None)
+        if only_causal:
+            mask = build_mask(batch, tq, tk, causal=True, device=query.device)
+        weights = masked_softmax(self.score_projected(query, memory.keys), mask)
+        if qmask is not None:
+            weights = weights * qmask.unsqueeze(-1)
+        used = F.dropout(weights, p) if p > 0 else weights
+        context = torch.bmm(used.to(memory.values.dtype), memory.values)
+        return AttentionOutput(context, weights)

@@ -1,0 +1,270 @@
+"""Multi-head attention: Vaswani et al. 2017, and the 2018 Keras layer of Su Jianlin.
+
+``head_h = Attention(Q W_q^h, K W_k^h, V W_v^h)`` (scaled dot product), the heads concatenated,
+then optionally projected back to ``query_dim`` (``out_proj=True``, Vaswani / PyTorch). With
+``out_proj=False, bias=False`` it is exactly the Keras ``Attention(nb_head, size_per_head)`` layer
+(glorot-uniform ``WQ, WK, WV``, no bias, output ``nb_head * size_per_head``); see
+:meth:`MultiHeadAttention.keras_2018`.
+
+Parameters follow ``torch.nn.MultiheadAttention`` so weights load one to one
+(:meth:`MultiHeadAttention.from_torch`): a packed ``in_proj_weight [3*inner, dim]`` when query,
+key and value sizes are equal, else ``q_proj_weight``/``k_proj_weight``/``v_proj_weight``;
+``in_proj_bias [3*inner]``; ``out_proj``. The packed matrix lets self-attention project Q, K and
+V in one matmul.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnkit.attention.base import (
+    AttentionOutput,
+    build_mask,
+    check_inputs,
+    query_mask_from_lengths,
+)
+from attnkit.attention.dot_product import fused_attention
+from attnkit.attention.masking import masked_softmax
+from attnkit.positional import RotaryEmbedding
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head scaled dot-product attention with separate query/key/value sizes.
+
+    Args:
+        query_dim: query feature size (and output size when ``out_proj=True``).
+        key_dim: key feature size (default ``query_dim``).
+        value_dim: value feature size (default ``key_dim``).
+        num_heads: number of heads.
+        head_dim: size per head (default ``query_dim // num_heads``, which must divide).
+        bias: biases in the input projections and ``out_proj``.
+        dropout: dropout on the attention weights (training only).
+        out_proj: project the concatenated heads back to ``query_dim``; ``False`` returns the
+            ``num_heads * head_dim`` concatenation (Keras 2018 layer).
+        rope: apply rotary position embeddings (:class:`attnkit.positional.RotaryEmbedding`) to
+            every head's queries and keys.
+        rope_base: the rotary wavelength base.
+
+    Call:
+        ``forward(query, key, value=None, *, key_lengths=None, key_mask=None,
+        query_lengths=None, attn_mask=None, causal=False, need_weights=False,
+        query_positions=None, key_positions=None)``. Positions (``[T]`` or ``[batch, T]`` ints,
+        default ``0..T-1``) are for ``rope=True``, e.g. incremental decoding.
+
+    Shapes:
+        ``query [batch, Tq, query_dim]``, ``key [batch, Tk, key_dim]``, ``value [batch, Tk,
+        value_dim]``; ``attn_mask`` ``[Tq, Tk]``, ``[batch, Tq, Tk]`` or ``[batch, heads, Tq,
+        Tk]`` -> ``context [batch, Tq, out_dim]`` (``out_dim = query_dim`` or ``num_heads *
+        head_dim``), ``weights [batch, heads, Tq, Tk]`` per head (before dropout) when
+        ``need_weights=True``. A head whose query row has no allowed key contributes zeros;
+        outputs at padded queries (``query_lengths``) are zero.
+
+    Example:
+        >>> mha = MultiHeadAttention(64, num_heads=4)
+        >>> x = torch.randn(2, 10, 64)
+        >>> out = mha(x, x, key_lengths=torch.tensor([10, 6]), need_weights=True)
+        >>> out.context.shape, out.weights.shape
+        (torch.Size([2, 10, 64]), torch.Size([2, 4, 10, 10]))
+    """
+
+    def __init__(
+        self,
+        query_dim: int,
+        key_dim: int | None = None,
+        value_dim: int | None = None,
+        num_heads: int = 8,
+        head_dim: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        out_proj: bool = True,
+        rope: bool = False,
+        rope_base: float = 10000.0,
+    ):
+        super().__init__()
+        key_dim = query_dim if key_dim is None else key_dim
+        value_dim = key_dim if value_dim is None else value_dim
+        if min(query_dim, key_dim, value_dim, num_heads) <= 0:
+            raise ValueError(f"sizes must be positive, got query_dim={query_dim}, "
+                             f"key_dim={key_dim}, value_dim={value_dim}, num_heads={num_heads}")
+        if head_dim is None:
+            if query_dim % num_heads:
+                raise ValueError(f"query_dim={query_dim} is not divisible by num_heads="
+                                 f"{num_heads}; pass head_dim explicitly")
+            head_dim = query_dim // num_heads
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.query_dim, self.key_dim, self.value_dim = query_dim, key_dim, value_dim
+        self.num_heads, self.head_dim, self.dropout = num_heads, head_dim, dropout
+        self.inner_dim = inner = num_heads * head_dim
+        self.out_dim = query_dim if out_proj else inner
+        self.packed = query_dim == key_dim == value_dim
+        if self.packed:
+            self.in_proj_weight = nn.Parameter(torch.empty(3 * inner, query_dim))
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(name, None)
+        else:
+            self.register_parameter("in_proj_weight", None)
+            self.q_proj_weight = nn.Parameter(torch.empty(inner, query_dim))
+            self.k_proj_weight = nn.Parameter(torch.empty(inner, key_dim))
+            self.v_proj_weight = nn.Parameter(torch.empty(inner, value_dim))
+        if bias:
+            self.in_proj_bias = nn.Parameter(torch.zeros(3 * inner))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = nn.Linear(inner, query_dim, bias=bias) if out_proj else None
+        self.rope = RotaryEmbedding(head_dim, rope_base) if rope else None
+        self.reset_parameters()
+
+    @classmethod
+    def keras_2018(cls, nb_head: int, size_per_head: int, query_dim: int,
+                   key_dim: int | None = None, value_dim: int | None = None
+                   ) -> MultiHeadAttention:
+        """The 2018 Keras ``Attention(nb_head, size_per_head)`` layer: no bias, no out_proj."""
+        return cls(query_dim, key_dim, value_dim, num_heads=nb_head, head_dim=size_per_head,
+                   bias=False, out_proj=False)
+
+    def reset_parameters(self) -> None:
+        """Glorot-uniform ``W_q, W_k, W_v`` (each on its own, as Keras), zero biases."""
+        for w in self._proj_weights():
+            with torch.no_grad():
+                # xavier_uniform_ on a slice of the packed matrix: each projection gets
+                # fan_in=dim, fan_out=inner, not the 3*inner of the packed shape.
+                bound = math.sqrt(6.0 / (w.shape[0] + w.shape[1]))
+                w.uniform_(-bound, bound)
+        if self.in_proj_bias is not None:
+            nn.init.zeros_(self.in_proj_bias)
+        if self.out_proj is not None and self.out_proj.bias is not None:
+            nn.init.zeros_(self.out_proj.bias)
+
+    def extra_repr(self) -> str:
+        return (f"query_dim={self.query_dim}, key_dim={self.key_dim}, value_dim={self.value_dim},"
+                f" num_heads={self.num_heads}, head_dim={self.head_dim}, "
+                f"bias={self.in_proj_bias is not None}, dropout={self.dropout}")
+
+    def _proj_weights(self) -> tuple[Tensor, Tensor, Tensor]:
+        if self.packed:
+            return tuple(self.in_proj_weight.split(self.inner_dim))  # views, no copy
+        return self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+
+    def _proj_biases(self) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        if self.in_proj_bias is None:
+            return None, None, None
+        return tuple(self.in_proj_bias.split(self.inner_dim))
+
+    def _heads(self, x: Tensor, n: int) -> tuple[Tensor, ...]:
+        """``[batch, T, n*inner]`` -> n views ``[batch, heads, T, head_dim]`` (no copy)."""
+        b, t = x.shape[:2]
+        return tuple(x.view(b, t, n, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4))
+
+    def _project(self, query: Tensor, key: Tensor, value: Tensor
+                 ) -> tuple[Tensor, Tensor, Tensor]:
+        if self.packed and query is key and key is value:  # self-attention: one matmul
+            return self._heads(F.linear(query, self.in_proj_weight, self.in_proj_bias), 3)
+        (wq, wk, wv), (bq, bk, bv) = self._proj_weights(), self._proj_biases()
+        (q,) = self._heads(F.linear(query, wq, bq), 1)
+        if self.packed and key is value:
+            bkv = None if bk is None else self.in_proj_bias[self.inner_dim:]
+            k, v = self._heads(F.linear(key, self.in_proj_weight[self.inner_dim:], bkv), 2)
+            return q, k, v
+        (k,) = self._heads(F.linear(key, wk, bk), 1)
+        (v,) = self._heads(F.linear(value, wv, bv), 1)
+        return q, k, v
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor | None = None,
+        *,
+        key_lengths: Tensor | None = None,
+        key_mask: Tensor | None = None,
+        query_lengths: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        causal: bool = False,
+        need_weights: bool = False,
+        query_positions: Tensor | None = None,
+        key_positions: Tensor | None = None,
+    ) -> AttentionOutput:
+        value = key if value is None else value
+        check_inputs(query, key, value, query_dim=self.query_dim, key_dim=self.key_dim,
+                     value_dim=self.value_dim)
+        if self.rope is None and (query_positions is not None or key_positions is not None):
+            raise ValueError("query_positions/key_positions need rope=True")
+        batch, tq, tk = query.shape[0], query.shape[1], key.shape[1]
+        device = query.device
+        qmask = query_mask_from_lengths(query_lengths, batch, tq, device)
+        only_causal = causal and key_lengths is None and key_mask is None and attn_mask is None
+        mask = build_mask(batch, tq, tk, key_lengths=key_lengths, key_mask=key_mask,
+                          attn_mask=attn_mask, causal=causal and not only_causal,
+                          num_heads=self.num_heads, device=device)
+        q, k, v = self._project(query, key, value)
+        if self.rope is not None:
+            q = self.rope.rotate(q, query_positions)
+            k = self.rope.rotate(k, key_positions)
+        p = self.dropout if self.training else 0.0
+        weights = None
+        if not need_weights:
+            ctx = fused_attention(q, k, v, mask, causal_only=only_causal, dropout_p=p)
+        else:
+            if only_causal:
+                mask = build_mask(batch, tq, tk, causal=True, num_heads=self.num_heads,
+                                  device=device)
+            scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))
+            weights = masked_softmax(scores, mask)
+            if qmask is not None:
+                weights = weights * qmask[:, None, :, None]
+            ctx = torch.matmul(F.dropout(weights, p) if p > 0 else weights, v)
+        out = ctx.transpose(1, 2).reshape(batch, tq, self.inner_dim)
+        if self.out_proj is not None:
+            out = self.out_proj(out)
+        if qmask is not None:
+            out = out * qmask.unsqueeze(-1).to(out.dtype)
+        return AttentionOutput(out, weights)
+
+    # --- torch.nn.MultiheadAttention interoperability -----------------------------------------
+
+    @classmethod
+    def from_torch(cls, mha: nn.MultiheadAttention) -> MultiHeadAttention:
+        """A MultiHeadAttention with the weights of ``mha`` (same outputs, batch-first).
+
+        Inputs of a ``batch_first=False`` module must be transposed to ``[batch, time, dim]``.
+        ``add_bias_kv`` and ``add_zero_attn`` are not supported (ValueError).
+        """
+        if not isinstance(mha, nn.MultiheadAttention):
+            raise ValueError(f"expected torch.nn.MultiheadAttention, got {type(mha).__name__}")
+        ref = next(mha.parameters())
+        module = cls(mha.embed_dim, mha.kdim, mha.vdim, num_heads=mha.num_heads,
+                     bias=mha.in_proj_bias is not None, dropout=mha.dropout, out_proj=True)
+        module.to(device=ref.device, dtype=ref.dtype)
+        module.load_torch_weights(mha)
+        return module
+
+    def load_torch_weights(self, mha: nn.MultiheadAttention) -> None:
+        """Copy the weights of a ``torch.nn.MultiheadAttention`` of the same sizes into self."""
+        if mha.bias_k is not None or mha.add_zero_attn:
+            raise ValueError("nn.MultiheadAttention with add_bias_kv or add_zero_attn is not "
+                             "supported")
+        want = (self.query_dim, self.key_dim, self.value_dim, self.num_heads, self.inner_dim)
+        got = (mha.embed_dim, mha.kdim, mha.vdim, mha.num_heads, mha.embed_dim)
+        if want != got or self.out_proj is None:
+            raise ValueError(f"size mismatch: this module has (query_dim, key_dim, value_dim, "
+                             f"num_heads, inner_dim)={want} with out_proj, the torch module "
+                             f"{got}")
+        if (self.in_proj_bias is None) != (mha.in_proj_bias is None):
+            raise ValueError(f"bias mismatch: this module bias={self.in_proj_bias is not None},"
+                             f" the torch module bias={mha.in_proj_bias is not None}")
+        with torch.no_grad():
+            if self.packed:
+                self.in_proj_weight.copy_(mha.in_proj_weight)
+            else:
+                self.q_proj_weight.copy_(mha.q_proj_weight)
+                self.k_proj_weight.copy_(mha.k_proj_weight)
+                self.v_proj_weight.copy_(mha.v_proj_weight)
+            self.out_proj.weight.copy_(mha.out_proj.weight)
+            if self.in_proj_bias is not None:
+                self.in_proj_bias.copy_(mha.in_proj_bias)
+                self.out_proj.bias.copy_(mha.out_proj.bias)

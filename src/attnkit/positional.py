@@ -1,0 +1,223 @@
+"""Position information for attention models: sinusoidal, learned and rotary.
+
+* :class:`SinusoidalPositionalEncoding` - fixed sines/cosines, added to or concatenated with the
+  input. Two layouts: ``"interleaved"`` (Vaswani et al. 2017: ``sin`` at even, ``cos`` at odd
+  feature index) and ``"cos_sin"`` (the 2018 Keras ``Position_Embedding`` layer by Su Jianlin:
+  all cosines, then all sines).
+* :class:`LearnedPositionalEmbedding` - one trained vector per position (BERT/GPT style).
+* :class:`RotaryEmbedding` - RoPE (Su et al. 2021), rotating query/key pairs so that dot products
+  depend only on the position difference; rotate-half (GPT-NeoX) convention.
+
+Every module is batch-first and keeps no per-call state.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+_MODES = ("sum", "concat")
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in _MODES:
+        raise ValueError(f"mode must be 'sum' or 'concat', got {mode!r}")
+
+
+def _check_even(dim: int, what: str) -> None:
+    if dim <= 0 or dim % 2:
+        raise ValueError(f"{what} must be a positive even number (pairs of sin/cos), got {dim}")
+
+
+def _check_input(x: Tensor, name: str = "x") -> None:
+    if not isinstance(x, Tensor) or x.dim() != 3:
+        shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+        raise ValueError(f"{name} must have shape [batch, time, dim], got {shape}")
+
+
+def inverse_frequencies(dim: int, base: float = 10000.0, device=None) -> Tensor:
+    """``[dim // 2]`` float32: ``1 / base^(2i / dim)`` for ``i = 0 .. dim/2 - 1``."""
+    _check_even(dim, "dim")
+    i = torch.arange(dim // 2, dtype=torch.float32, device=device)
+    return 1.0 / (base ** (2.0 * i / dim))
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Fixed sinusoidal position encoding, summed with or concatenated to the input.
+
+    With ``w_i = 1 / base^(2i/dim)`` and positions ``t = 0, 1, ...``:
+
+    * ``layout="interleaved"``: ``PE[t, 2i] = sin(t w_i)``, ``PE[t, 2i+1] = cos(t w_i)``.
+    * ``layout="cos_sin"``: ``PE[t, i] = cos(t w_i)``, ``PE[t, dim/2 + i] = sin(t w_i)``
+      (the Keras 2018 layer; note it concatenates ``[PE, x]``, attnkit always ``[x, PE]``).
+
+    Args:
+        dim: encoding size (even).
+        mode: ``"sum"`` (``x + PE``, needs ``x.shape[-1] == dim``) or ``"concat"``
+            (``cat([x, PE], -1)``).
+        layout: ``"interleaved"`` or ``"cos_sin"``.
+        base: the wavelength base.
+
+    Call:
+        ``forward(x, offset=0)``; ``offset`` shifts the positions (incremental decoding).
+
+    Shapes:
+        ``x [batch, time, d]`` -> ``[batch, time, d]`` (sum) or ``[batch, time, d + dim]``.
+
+    Example:
+        >>> pe = SinusoidalPositionalEncoding(8, mode="concat", layout="cos_sin")
+        >>> pe(torch.zeros(2, 5, 3)).shape
+        torch.Size([2, 5, 11])
+    """
+
+    def __init__(self, dim: int, mode: str = "sum", layout: str = "interleaved",
+                 base: float = 10000.0):
+        super().__init__()
+        _check_even(dim, "dim")
+        _check_mode(mode)
+        if layout not in ("interleaved", "cos_sin"):
+            raise ValueError(f"layout must be 'interleaved' or 'cos_sin', got {layout!r}")
+        self.dim, self.mode, self.layout, self.base = dim, mode, layout, float(base)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, mode={self.mode!r}, layout={self.layout!r}, base={self.base}"
+
+    def encoding(self, length: int, offset: int = 0, device=None,
+                 dtype: torch.dtype = torch.float32) -> Tensor:
+        """The table ``[length, dim]`` for positions ``offset .. offset + length - 1``."""
+        # Angles in float32 (float64 would not help: sin/cos of large t are fine to ~1e-7).
+        t = torch.arange(offset, offset + length, dtype=torch.float32, device=device)
+        angles = t[:, None] * inverse_frequencies(self.dim, self.base, device)[None, :]
+        if self.layout == "cos_sin":
+            pe = torch.cat([angles.cos(), angles.sin()], dim=-1)
+        else:
+            pe = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)
+        return pe.to(dtype)
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        _check_input(x)
+        if self.mode == "sum" and x.shape[-1] != self.dim:
+            raise ValueError(
+                f"mode='sum' needs x of shape [batch, time, {self.dim}], got {tuple(x.shape)}"
+            )
+        pe = self.encoding(x.shape[1], offset, x.device, x.dtype)
+        if self.mode == "sum":
+            return x + pe
+        return torch.cat([x, pe.expand(x.shape[0], -1, -1)], dim=-1)
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """A trained vector per position ``0 .. max_len - 1``, summed or concatenated.
+
+    Args:
+        max_len: the longest sequence supported.
+        dim: embedding size.
+        mode: ``"sum"`` (``x + P``, needs ``x.shape[-1] == dim``) or ``"concat"``.
+
+    Call:
+        ``forward(x, offset=0)``.
+
+    Shapes:
+        ``x [batch, time, d]`` -> ``[batch, time, d]`` (sum) or ``[batch, time, d + dim]``.
+
+    Example:
+        >>> pe = LearnedPositionalEmbedding(100, 16)
+        >>> pe(torch.zeros(2, 10, 16)).shape
+        torch.Size([2, 10, 16])
+    """
+
+    def __init__(self, max_len: int, dim: int, mode: str = "sum"):
+        super().__init__()
+        if max_len <= 0 or dim <= 0:
+            raise ValueError(f"max_len and dim must be positive, got {max_len} and {dim}")
+        _check_mode(mode)
+        self.max_len, self.dim, self.mode = max_len, dim, mode
+        self.weight = nn.Parameter(torch.empty(max_len, dim))
+        # Small init (as GPT-2): N(0, 1) positions would swamp the token embeddings at the start.
+        nn.init.normal_(self.weight, std=0.02)
+
+    def extra_repr(self) -> str:
+        return f"max_len={self.max_len}, dim={self.dim}, mode={self.mode!r}"
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        _check_input(x)
+        length = x.shape[1]
+        if offset < 0 or offset + length > self.max_len:
+            raise ValueError(
+                f"positions {offset}..{offset + length - 1} do not fit max_len={self.max_len}: "
+                f"input [batch, time, d] has time={length}"
+            )
+        if self.mode == "sum" and x.shape[-1] != self.dim:
+            raise ValueError(
+                f"mode='sum' needs x of shape [batch, time, {self.dim}], got {tuple(x.shape)}"
+            )
+        pe = self.weight[offset:offset + length].to(x.dtype)
+        if self.mode == "sum":
+            return x + pe
+        return torch.cat([x, pe.expand(x.shape[0], -1, -1)], dim=-1)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding (RoPE), rotate-half / GPT-NeoX convention.
+
+    Feature ``i`` is paired with feature ``i + head_dim/2`` (not with ``i + 1`` as in the
+    original interleaved RoFormer code); the pair is rotated by the angle ``t * w_i``,
+    ``w_i = 1 / base^(2i/head_dim)``::
+
+        rotate(x, t) = x * cos(t w) + rotate_half(x) * sin(t w),  rotate_half([a, b]) = [-b, a]
+
+    So ``<rotate(q, m), rotate(k, n)>`` depends only on ``m - n``, and norms are kept.
+
+    Args:
+        dim: the per-head size (even).
+        base: the wavelength base.
+
+    Call:
+        ``forward(x, positions=None)`` = :meth:`rotate`.
+
+    Shapes:
+        ``x [batch, heads, time, dim]``; ``positions`` ``[time]`` or ``[batch, time]`` ints
+        (default ``0 .. time-1``) -> ``[batch, heads, time, dim]``.
+
+    Example:
+        >>> rope = RotaryEmbedding(8)
+        >>> rope(torch.randn(2, 4, 5, 8)).shape
+        torch.Size([2, 4, 5, 8])
+    """
+
+    def __init__(self, dim: int, base: float = 10000.0):
+        super().__init__()
+        _check_even(dim, "dim")
+        self.dim, self.base = dim, float(base)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, base={self.base}"
+
+    def cos_sin(self, positions: Tensor,
+                dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
+        """``positions [...]`` -> ``cos, sin`` of shape ``[..., dim]`` (halves repeated)."""
+        freqs = inverse_frequencies(self.dim, self.base, positions.device)
+        angles = positions.to(torch.float32)[..., None] * freqs
+        angles = torch.cat([angles, angles], dim=-1)
+        return angles.cos().to(dtype), angles.sin().to(dtype)
+
+    def rotate(self, x: Tensor, positions: Tensor | None = None) -> Tensor:
+        """Rotate ``x [batch, heads, time, dim]`` at ``positions [time]`` or ``[batch, time]``."""
+        if x.dim() != 4 or x.shape[-1] != self.dim:
+            raise ValueError(f"x must have shape [batch, heads, time, {self.dim}], "
+                             f"got {tuple(x.shape)}")
+        batch, time = x.shape[0], x.shape[2]
+        if positions is None:
+            positions = torch.arange(time, device=x.device)
+        elif tuple(positions.shape) not in ((time,), (batch, time)):
+            raise ValueError(f"positions must have shape [{time}] or [{batch}, {time}], "
+                             f"got {tuple(positions.shape)}")
+        cos, sin = self.cos_sin(positions, x.dtype)
+        if cos.dim() == 3:  # per-batch positions: [batch, time, dim] -> [batch, 1, time, dim]
+            cos, sin = cos[:, None], sin[:, None]
+        half = self.dim // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+        return x * cos + rotated * sin
+
+    def forward(self, x: Tensor, positions: Tensor | None = None) -> Tensor:
+        return self.rotate(x, positions)
