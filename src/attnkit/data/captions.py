@@ -13,7 +13,6 @@ readable image (grayscale, RGBA, palette, CMYK...) into uint8 ``[size, size, 3]`
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from attnkit.data.jsonio import parse_json
 from attnkit.errors import DataError
 
 _MISSING = ("error", "skip")
@@ -171,13 +171,12 @@ def read_coco_captions(
     col = _Collector(Path(image_dir), strict, missing_images, check_images)
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+            text = f.read()
     except OSError as err:
         raise DataError(f"cannot read caption file: {err.strerror or err}", path=str(path)) from err
-    except json.JSONDecodeError as err:
-        raise DataError(f"invalid JSON: {err.msg}", path=str(path), line=err.lineno) from err
     except UnicodeDecodeError as err:
         raise DataError("not valid UTF-8", path=str(path)) from err
+    data = parse_json(text, path=str(path))
     if not isinstance(data, dict) or not all(
         isinstance(data.get(k), list) for k in ("images", "annotations")
     ):

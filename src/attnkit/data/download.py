@@ -13,6 +13,7 @@ Example::
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import re
@@ -24,6 +25,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
 
 from tqdm.auto import tqdm
@@ -192,10 +194,16 @@ def safe_extract(archive: str | os.PathLike, dest: str | os.PathLike) -> list[Pa
     dest_path = Path(dest)
     dest_path.mkdir(parents=True, exist_ok=True)
     dest_path = dest_path.resolve()
-    if zipfile.is_zipfile(archive):
-        return _extract_zip(archive, dest_path)
-    if tarfile.is_tarfile(archive):
-        return _extract_tar(archive, dest_path)
+    try:
+        if zipfile.is_zipfile(archive):
+            return _extract_zip(archive, dest_path)
+        if tarfile.is_tarfile(archive):
+            return _extract_tar(archive, dest_path)
+    except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error, NotImplementedError) as exc:
+        # gzip.BadGzipFile is an OSError subclass raised by tarfile as ReadError or directly.
+        raise DataError(f"corrupt or truncated archive: {exc}", path=str(archive)) from exc
+    except gzip.BadGzipFile as exc:
+        raise DataError(f"corrupt gzip stream: {exc}", path=str(archive)) from exc
     raise DataError("not a zip or tar archive", path=str(archive))
 
 

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from attnkit.data.jsonio import parse_json
 from attnkit.errors import DataError
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
@@ -204,10 +205,7 @@ class Vocab:
             raise DataError("vocabulary file not found", path=str(path)) from exc
         except UnicodeDecodeError as exc:
             raise DataError(f"vocabulary file is not UTF-8: {exc}", path=str(path)) from exc
-        try:
-            payload = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"invalid JSON: {exc.msg}", path=str(path), line=exc.lineno) from exc
+        payload = parse_json(text, path=str(path))
         if not isinstance(payload, dict) or payload.get("format") != _FORMAT:
             raise DataError(f"not an attnkit vocabulary (format != {_FORMAT!r})", path=str(path))
         if payload.get("version") != _VERSION:

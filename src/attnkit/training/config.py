@@ -100,8 +100,10 @@ class TrainConfig:
         if self.select_mode not in ("min", "max"):
             raise ValueError(f"TrainConfig.select_mode must be 'min' or 'max', "
                              f"got {self.select_mode!r}")
-        if self.warmup_steps < 0 or self.weight_decay < 0 or self.num_workers < 0:
-            raise ValueError("TrainConfig.warmup_steps, weight_decay and num_workers must be >= 0")
+        for name in ("warmup_steps", "weight_decay", "num_workers"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"TrainConfig.{name} must be a number >= 0, got {value!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -109,6 +111,8 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         """Build from a dict; unknown keys raise ValueError (a typo must not pass silently)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"TrainConfig must be a JSON object, got {type(data).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -120,4 +124,8 @@ class TrainConfig:
 
     @classmethod
     def from_json(cls, text: str) -> TrainConfig:
-        return cls.from_dict(json.loads(text))
+        try:
+            data = json.loads(text)
+        except RecursionError as exc:
+            raise ValueError("TrainConfig JSON is nested too deeply") from exc
+        return cls.from_dict(data)
