@@ -1,0 +1,69 @@
+"""Build a score-based attention mechanism from its name (for configs and the CLI)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attnkit.attention.base import ScoreAttention
+
+KINDS = ("dot", "scaled_dot", "general", "additive", "bahdanau", "concat", "local-m", "local-p")
+
+
+def create(kind: str, query_dim: int, key_dim: int, *, units: int | None = None,
+           window: int | None = None, **kw: Any) -> ScoreAttention:
+    """Return a :class:`ScoreAttention` for ``kind``.
+
+    Args:
+        kind: one of ``"dot"`` (Luong dot), ``"scaled_dot"`` (Vaswani), ``"general"`` (Luong
+            bilinear), ``"additive"`` / ``"bahdanau"`` (Bahdanau), ``"concat"`` (Luong concat),
+            ``"local-m"`` / ``"local-p"`` (Luong local, monotonic / predictive).
+        query_dim: size of the last query dimension.
+        key_dim: size of the last key dimension (must equal ``query_dim`` for the dot kinds).
+        units: hidden size of additive/concat (default ``key_dim``) and of local-p's position
+            network (default ``query_dim``).
+        window: half-width ``D`` of the local kinds (required there).
+        **kw: passed on: ``dropout`` (dot kinds), ``memory_budget_mb`` and ``bias``
+            (additive/concat); for the local kinds ``score`` (the inner kind, default
+            ``"general"``), ``gaussian`` and ``renormalize``, the rest to the inner kind.
+
+    Example:
+        >>> att = create("local-p", 8, 8, window=3, score="additive", units=16)
+        >>> type(att).__name__, type(att.inner).__name__
+        ('LocalAttention', 'AdditiveAttention')
+    """
+    if kind in ("dot", "scaled_dot"):
+        if query_dim != key_dim:
+            raise ValueError(f"attention kind {kind!r} needs query_dim == key_dim, got "
+                             f"query_dim={query_dim} and key_dim={key_dim}; use 'general' or "
+                             f"'additive' for different sizes")
+        # Imported here: dot_product is a sibling module that must not be needed to import this.
+        from attnkit.attention.dot_product import DotProductAttention
+
+        mechanism = DotProductAttention(scaled=kind == "scaled_dot", **kw)
+        mechanism.query_dim = query_dim
+        mechanism.key_dim = key_dim
+        return mechanism
+    if kind == "general":
+        from attnkit.attention.general import GeneralAttention
+
+        return GeneralAttention(query_dim, key_dim, **kw)
+    if kind in ("additive", "bahdanau", "concat"):
+        from attnkit.attention.additive import AdditiveAttention, ConcatAttention
+
+        cls = ConcatAttention if kind == "concat" else AdditiveAttention
+        return cls(query_dim, key_dim, key_dim if units is None else units, **kw)
+    if kind in ("local-m", "local-p"):
+        from attnkit.attention.local import LocalAttention
+
+        if window is None:
+            raise ValueError(f"attention kind {kind!r} needs window=D (the half-width)")
+        inner_kind = kw.pop("score", "general")
+        if inner_kind in ("local-m", "local-p"):
+            raise ValueError(f"the score of a local attention cannot be {inner_kind!r}")
+        local_kw = {k: kw.pop(k) for k in ("gaussian", "renormalize") if k in kw}
+        mode = "monotonic" if kind == "local-m" else "predictive"
+        inner_units = units if inner_kind in ("additive", "bahdanau", "concat") else None
+        inner = create(inner_kind, query_dim, key_dim, units=inner_units, **kw)
+        return LocalAttention(inner, window, mode, query_dim=query_dim,
+                              units=units if mode == "predictive" else None, **local_kw)
+    raise ValueError(f"unknown attention kind {kind!r}; expected one of {', '.join(KINDS)}")

@@ -1,0 +1,59 @@
+"""Luong "general" (bilinear) attention: ``score(q, k) = q^T W k``."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attnkit.attention.base import ScoreAttention
+
+
+class GeneralAttention(ScoreAttention):
+    """Bilinear attention of Luong et al. (2015), the "general" score ``q^T W k``.
+
+    ``W`` is ``[query_dim, key_dim]``; the keys are projected once per source as ``k W^T``
+    (``[batch, Tk, query_dim]``), so every decoder step is one batched matmul.
+
+    Args:
+        query_dim: size of the last query dimension.
+        key_dim: size of the last key dimension.
+
+    Call:
+        ``attention(query, key, value=None, *, key_lengths=None, key_mask=None,
+        query_lengths=None, attn_mask=None, causal=False, need_weights=False)``
+        (see :mod:`attnkit.attention.base`), or ``memory()`` once and ``attend()`` per step.
+
+    Shapes:
+        query ``[batch, Tq, query_dim]``, key ``[batch, Tk, key_dim]``, value ``[batch, Tk,
+        value_dim]`` (defaults to key) -> context ``[batch, Tq, value_dim]``, weights ``[batch, Tq,
+        Tk]``.
+
+    Example:
+        >>> att = GeneralAttention(query_dim=8, key_dim=6)
+        >>> out = att(torch.randn(2, 3, 8), torch.randn(2, 5, 6), need_weights=True)
+        >>> out.context.shape, out.weights.shape
+        (torch.Size([2, 3, 6]), torch.Size([2, 3, 5]))
+    """
+
+    def __init__(self, query_dim: int, key_dim: int):
+        super().__init__()
+        if query_dim < 1 or key_dim < 1:
+            raise ValueError(f"query_dim and key_dim must be >= 1, got {query_dim}, {key_dim}")
+        self.query_dim = query_dim
+        self.key_dim = key_dim
+        # nn.Linear(key_dim -> query_dim) holds W [query_dim, key_dim] and computes k W^T.
+        self.weight_proj = nn.Linear(key_dim, query_dim, bias=False)
+
+    @property
+    def weight(self) -> Tensor:
+        """``W [query_dim, key_dim]`` of ``score = q^T W k``."""
+        return self.weight_proj.weight
+
+    def project_keys(self, key: Tensor) -> Tensor:
+        """``key [batch, Tk, key_dim]`` -> ``k W^T [batch, Tk, query_dim]``."""
+        return self.weight_proj(key)
+
+    def score_projected(self, query: Tensor, keys: Tensor) -> Tensor:
+        """``query [batch, Tq, query_dim]``, ``keys [batch, Tk, query_dim]`` -> scores
+        ``[batch, Tq, Tk]``."""
+        return torch.bmm(query, keys.transpose(1, 2))

@@ -1,0 +1,188 @@
+"""Hard (stochastic) attention: each query attends to exactly one key.
+
+The choice is sampled from the soft weights of a wrapped mechanism in training mode and is the
+argmax in eval mode. Two gradient estimators (Xu et al., 2015, "Show, Attend and Tell"):
+
+* ``"straight_through"``: the forward pass uses the one-hot choice; the backward pass uses the
+  gradient of the soft weights (``hard + (soft - soft.detach())``, exactly one-hot in value).
+* ``"reinforce"``: no gradient flows through the choice; the output carries ``log_prob`` of the
+  choices and :meth:`HardAttention.reinforce_loss` gives the score-function surrogate
+  ``-(reward - baseline) * log_prob`` with a running-average baseline kept as a buffer.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from attnkit.attention.base import (
+    AttentionMemory,
+    AttentionOutput,
+    ScoreAttention,
+    build_mask,
+    check_inputs,
+    query_mask_from_lengths,
+)
+from attnkit.attention.masking import masked_softmax
+
+
+class HardAttentionOutput(AttentionOutput):
+    """An :class:`AttentionOutput` (unpacks as ``context, weights``) with two more attributes.
+
+    Attributes:
+        log_prob: ``[batch, Tq]`` log-probability of each choice under the soft weights (0 for
+            padded queries and rows with no real key). Differentiable w.r.t. the scores.
+        index: ``[batch, Tq]`` int64 chosen key, -1 where nothing was chosen.
+    """
+
+    log_prob: Tensor
+    index: Tensor
+
+    def __new__(cls, context: Tensor, weights: Tensor | None, log_prob: Tensor, index: Tensor):
+        out = super().__new__(cls, context, weights)
+        out.log_prob = log_prob
+        out.index = index
+        return out
+
+
+class HardAttention(ScoreAttention):
+    """Pick one key per query from a score mechanism's soft weights.
+
+    Masked keys are never picked; a query with no real key gets a zero weight row and a zero
+    context. The module keeps no per-call state: what REINFORCE needs travels in the output.
+
+    Args:
+        mechanism: the score-based mechanism giving the soft weights.
+        estimator: ``"straight_through"`` or ``"reinforce"``.
+        baseline_momentum: ``m`` in ``baseline <- m * baseline + (1 - m) * mean(reward)``.
+
+    Call:
+        ``attention(query, key, value=None, *, key_lengths=None, key_mask=None,
+        query_lengths=None, attn_mask=None, causal=False, need_weights=False)`` or
+        ``memory()`` / ``attend()``; returns :class:`HardAttentionOutput`.
+
+    Shapes:
+        query ``[batch, Tq, query_dim]``, key ``[batch, Tk, key_dim]``, value ``[batch, Tk,
+        value_dim]`` -> context ``[batch, Tq, value_dim]``, weights ``[batch, Tq, Tk]`` one-hot,
+        ``log_prob`` and ``index`` ``[batch, Tq]``.
+
+    Example (REINFORCE; ``reward`` is any per-example score, higher is better)::
+
+        att = HardAttention(AdditiveAttention(8, 6, 16), estimator="reinforce")
+        out = att(query, key, key_lengths=lengths)
+        task_loss = criterion(head(out.context), target)                 # [batch]
+        reward = -task_loss.detach()                                      # [batch]
+        loss = task_loss.mean() + att.reinforce_loss(out.log_prob, reward)
+        loss.backward()  # score parameters get the score-function gradient
+    """
+
+    def __init__(self, mechanism: ScoreAttention,
+                 estimator: Literal["straight_through", "reinforce"] = "straight_through",
+                 *, baseline_momentum: float = 0.9):
+        super().__init__()
+        if not isinstance(mechanism, ScoreAttention):
+            raise ValueError(f"mechanism must be a ScoreAttention, got {type(mechanism).__name__}")
+        if estimator not in ("straight_through", "reinforce"):
+            raise ValueError(f"estimator must be 'straight_through' or 'reinforce', "
+                             f"got {estimator!r}")
+        if not 0.0 <= baseline_momentum < 1.0:
+            raise ValueError(f"baseline_momentum must be in [0, 1), got {baseline_momentum}")
+        self.mechanism = mechanism
+        self.estimator = estimator
+        self.baseline_momentum = baseline_momentum
+        self.query_dim = mechanism.query_dim
+        self.key_dim = mechanism.key_dim
+        self.register_buffer("baseline", torch.zeros(()))
+        # Whether `baseline` has seen a reward yet (the first reward initialises it).
+        self.register_buffer("baseline_initialised", torch.zeros((), dtype=torch.bool))
+
+    def project_keys(self, key: Tensor) -> Tensor:
+        return self.mechanism.project_keys(key)
+
+    def score_projected(self, query: Tensor, keys: Tensor) -> Tensor:
+        return self.mechanism.score_projected(query, keys)
+
+    def attend(
+        self,
+        query: Tensor,
+        memory: AttentionMemory,
+        *,
+        query_lengths: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        causal: bool = False,
+        need_weights: bool = False,
+    ) -> HardAttentionOutput:
+        """Choose one key per query of ``query [batch, Tq, query_dim]`` over ``memory``."""
+        check_inputs(query, memory.raw_keys, memory.values, query_dim=self.query_dim)
+        batch, tq, tk = query.shape[0], query.shape[1], memory.values.shape[1]
+        mask = build_mask(batch, tq, tk, key_mask=memory.key_mask, attn_mask=attn_mask,
+                          causal=causal, device=query.device)
+        soft = masked_softmax(self.score_projected(query, memory.keys), mask)
+        valid = soft.detach().sum(-1) > 0  # rows with at least one real key
+        qmask = query_mask_from_lengths(query_lengths, batch, tq, query.device)
+        if qmask is not None:
+            valid = valid & qmask
+        probs = soft.detach().float()
+        if self.training:
+            # multinomial needs a positive row: give empty rows a dummy choice, dropped below.
+            probs = torch.where(valid.unsqueeze(-1), probs, torch.ones_like(probs))
+            index = torch.multinomial(probs.reshape(-1, tk), 1).view(batch, tq)
+        else:
+            index = probs.argmax(-1)
+        hard = torch.zeros_like(soft).scatter_(-1, index.unsqueeze(-1), 1.0)
+        hard = hard * valid.unsqueeze(-1)
+        picked = soft.gather(-1, index.unsqueeze(-1)).squeeze(-1)
+        # A picked key always has positive probability in valid rows; clamp only guards
+        # underflow (log 0) and the dummy choices of invalid rows, which are zeroed anyway.
+        log_prob = torch.log(picked.float().clamp_min(torch.finfo(torch.float32).tiny))
+        log_prob = log_prob * valid
+        if self.estimator == "straight_through":
+            weights = hard + (soft - soft.detach())  # value exactly one-hot, gradient of soft
+            weights = weights * valid.unsqueeze(-1)
+        else:
+            weights = hard
+        context = torch.bmm(weights.to(memory.values.dtype), memory.values)
+        index = torch.where(valid, index, torch.full_like(index, -1))
+        return HardAttentionOutput(context, weights if need_weights else None, log_prob, index)
+
+    def reinforce_loss(self, log_prob: Tensor, reward: Tensor) -> Tensor:
+        """Score-function surrogate ``mean_b(-(reward_b - baseline) * sum_t log_prob[b, t])``.
+
+        Its gradient is the REINFORCE estimate of ``-d E[reward] / d theta``; add it to the task
+        loss. In training mode the call also moves the running baseline (a buffer, saved with
+        the weights) towards ``mean(reward)``, after using the old value; the very first call
+        starts the baseline at that batch's mean reward.
+
+        Args:
+            log_prob: ``[batch, Tq]`` from :class:`HardAttentionOutput`.
+            reward: ``[batch]`` (one reward per example) or ``[batch, Tq]`` (per query);
+                detached here.
+
+        Returns:
+            A scalar tensor.
+        """
+        if log_prob.dim() != 2:
+            raise ValueError(f"log_prob must have shape [batch, Tq], got {tuple(log_prob.shape)}")
+        reward = reward.detach().to(log_prob.dtype)
+        if tuple(reward.shape) not in ((log_prob.shape[0],), tuple(log_prob.shape)):
+            raise ValueError(f"reward must have shape [{log_prob.shape[0]}] or "
+                             f"{list(log_prob.shape)} ([batch] or [batch, Tq]), "
+                             f"got {tuple(reward.shape)}")
+        baseline = torch.where(self.baseline_initialised, self.baseline,
+                               reward.mean()).to(log_prob.dtype)
+        advantage = reward - baseline
+        if reward.dim() == 1:
+            surrogate = -(advantage * log_prob.sum(-1))
+        else:
+            surrogate = -(advantage * log_prob).sum(-1)
+        if self.training:
+            with torch.no_grad():
+                m = self.baseline_momentum
+                new = torch.where(self.baseline_initialised,
+                                  m * self.baseline + (1 - m) * reward.mean().float(),
+                                  reward.mean().float())
+                self.baseline.copy_(new)
+                self.baseline_initialised.fill_(True)
+        return surrogate.mean()
