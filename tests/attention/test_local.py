@@ -11,7 +11,7 @@ from attnkit.attention import AdditiveAttention, GeneralAttention, LocalAttentio
 
 
 def reference(att, q, k, v, p, lengths):
-    """Loop over (batch, query): softmax over the window's real keys, times the Gaussian."""
+    """Loop over (batch, query): softmax over the window's real keys, times the Gaussian (if on)."""
     batch, tq, tk = q.shape[0], q.shape[1], k.shape[1]
     scores = att.inner.score(q, k)
     w = torch.zeros(batch, tq, tk, dtype=q.dtype)
@@ -23,13 +23,15 @@ def reference(att, q, k, v, p, lengths):
                 continue
             align = torch.softmax(scores[b, t, keys], -1)
             for a, s in zip(align, keys, strict=True):
-                w[b, t, s] = a * math.exp(-((s - float(p[b, t])) ** 2) / (2 * sigma**2))
+                g = math.exp(-((s - float(p[b, t])) ** 2) / (2 * sigma**2)) if att.gaussian else 1
+                w[b, t, s] = a * g
     return w @ v, w
 
 
 def test_monotonic_matches_formula_and_is_zero_outside_window():
     torch.manual_seed(0)
     att = LocalAttention(GeneralAttention(4, 3), window=2)
+    assert not att.gaussian  # local-m: the paper's plain window
     q, k, v = torch.randn(2, 7, 4), torch.randn(2, 9, 3), torch.randn(2, 9, 5)
     lengths = torch.tensor([9, 5])
     out = att(q, k, v, key_lengths=lengths, need_weights=True)
@@ -39,8 +41,12 @@ def test_monotonic_matches_formula_and_is_zero_outside_window():
     torch.testing.assert_close(out.context, ctx)
     s, t = torch.arange(9)[None, :], torch.arange(7)[:, None]
     assert (out.weights[:, (s - t).abs() > 2] == 0).all()
-    # Not renormalised (as the paper): rows sum to at most 1.
-    assert (out.weights.sum(-1) <= 1 + 1e-6).all() and (out.weights.sum(-1)[0] < 1).all()
+    # local-m without the Gaussian: a softmax over the window, rows sum to 1.
+    torch.testing.assert_close(out.weights.sum(-1), torch.ones(2, 7))
+    # With the Gaussian (local-p's weighting) rows are not renormalised, as in the paper.
+    gauss = LocalAttention(att.inner, window=2, gaussian=True)
+    sums = gauss(q, k, v, key_lengths=lengths, need_weights=True).weights.sum(-1)
+    assert (sums <= 1 + 1e-6).all() and (sums[0] < 1).all()
     # Query 6 of example 1: window 4..8 holds only key 4 (length 5).
     assert (out.weights[1, 6, :4] == 0).all() and out.weights[1, 6, 4] > 0
 

@@ -8,8 +8,8 @@ For query ``t`` with aligned source position ``p_t`` and half-width ``D``:
 
 As in the paper, the result is **not renormalised**: a row sums to less than 1 (exactly 1 only
 when all its mass sits at ``s = p_t``). Pass ``renormalize=True`` to divide each row by its sum.
-The paper places the Gaussian for local-p; here it is applied in both modes (as the attnkit
-specification asks); ``gaussian=False`` gives the plain window of the paper's local-m.
+As in the paper, the Gaussian is applied by default for local-p only (local-m uses the plain
+window); ``gaussian=True``/``False`` overrides that in either mode.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ class LocalAttention(ScoreAttention):
         mode: ``"monotonic"`` or ``"predictive"``.
         query_dim: query size for ``W_p`` (predictive; defaults to ``score.query_dim``).
         units: hidden size of ``W_p`` (predictive; defaults to ``query_dim``).
-        gaussian: multiply the window weights by the Gaussian (default True).
+        gaussian: multiply the window weights by the Gaussian (default: only in predictive mode,
+            as the paper).
         renormalize: divide each row by its sum after the Gaussian (default False, as the paper).
 
     Call:
@@ -77,7 +78,7 @@ class LocalAttention(ScoreAttention):
         query_dim: int | None = None,
         units: int | None = None,
         *,
-        gaussian: bool = True,
+        gaussian: bool | None = None,
         renormalize: bool = False,
     ):
         super().__init__()
@@ -91,7 +92,7 @@ class LocalAttention(ScoreAttention):
         self.inner = score
         self.window = window
         self.mode = mode
-        self.gaussian = gaussian
+        self.gaussian = (mode == "predictive") if gaussian is None else gaussian
         self.renormalize = renormalize
         self.query_dim = score.query_dim if query_dim is None else query_dim
         self.key_dim = score.key_dim
