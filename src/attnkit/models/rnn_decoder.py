@@ -1,0 +1,183 @@
+"""The RNN decoder, one step at a time, in both classic styles (or without attention).
+
+* ``style="bahdanau"`` (Bahdanau et al. 2015): attend from the previous state ``s_{t-1}``,
+  ``c_t = attend(s_{t-1})``; ``s_t = RNN([e(y_{t-1}); c_t], s_{t-1})``; output
+  ``W_s tanh(W_o [s_t; c_t; e(y_{t-1})])``.
+* ``style="luong"`` (Luong et al. 2015): ``h_t = RNN([e(y_{t-1}); h~_{t-1}], h_{t-1})`` (input
+  feeding), ``c_t = attend(h_t)``, ``h~_t = tanh(W_c [c_t; h_t])``, output ``W_s h~_t``.
+* ``attention="none"`` (Cho et al. 2014 / Sutskever et al. 2014): the fixed-length baseline; the
+  context is one vector, the encoder's bridged final state, used in place of ``c_t`` at every step.
+
+Any attnkit score mechanism works (``attnkit.attention.factory.create``). Dot-product scores need
+query and key of equal size: encoder outputs are then projected to the decoder size for the
+*keys* only (the context still averages the unprojected encoder outputs). The memory is computed
+once per source in :meth:`RNNDecoder.init_state`; padded source positions are masked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from attnkit.attention.base import AttentionMemory, ScoreAttention
+from attnkit.models.rnn_encoder import RNNState
+
+# Mechanisms whose score is a plain dot product of query and key (no learned projection).
+# (The local kinds wrap the factory's default "general" score, which takes any sizes.)
+EQUAL_DIM_KINDS = {"dot", "scaled_dot"}
+
+
+def make_attention(kind: str, query_dim: int, key_dim: int, units: int | None,
+                   window: int) -> ScoreAttention:
+    """Build an attnkit score mechanism through the attention factory."""
+    from attnkit.attention import factory  # lazy: keeps model import light, factory optional
+
+    return factory.create(kind, query_dim, key_dim, units=units, window=window)
+
+
+def _select(state: RNNState, index: Tensor) -> RNNState:
+    if isinstance(state, tuple):
+        return tuple(s.index_select(1, index) for s in state)  # type: ignore[return-value]
+    return state.index_select(1, index)
+
+
+def _top(state: RNNState) -> Tensor:
+    h = state[0] if isinstance(state, tuple) else state
+    return h[-1]
+
+
+@dataclass
+class RNNDecoderState:
+    """Everything the decoder carries between steps (batch is dim 0, RNN state dim 1).
+
+    Attributes:
+        hidden: ``[layers, batch, hidden]`` (a pair for LSTM).
+        memory: the attention memory over the encoder outputs, or None for ``attention="none"``.
+        feed: Luong input feeding ``h~_{t-1}`` ``[batch, hidden]``, else None.
+        context: the fixed context ``[batch, hidden]`` of the no-attention baseline, else None.
+        src_lengths: ``[batch]``.
+        step: index of the next target position (local-m attention centres its window on it).
+    """
+
+    hidden: RNNState
+    memory: AttentionMemory | None
+    feed: Tensor | None
+    context: Tensor | None
+    src_lengths: Tensor
+    step: int = 0
+
+    def reorder(self, index: Tensor) -> RNNDecoderState:
+        """Select batch rows ``index [new_batch]`` (beam search, batch expansion)."""
+        return RNNDecoderState(
+            _select(self.hidden, index),
+            None if self.memory is None else self.memory.reorder(index),
+            None if self.feed is None else self.feed.index_select(0, index),
+            None if self.context is None else self.context.index_select(0, index),
+            self.src_lengths.index_select(0, index),
+            self.step,
+        )
+
+
+class RNNDecoder(nn.Module):
+    """A GRU/LSTM decoder with attention, advanced one token per call.
+
+    Args:
+        vocab: target vocabulary size.
+        emb_dim: embedding size.
+        hidden: decoder hidden size (the encoder's bridged state has this size).
+        enc_dim: encoder output size (``2 * hidden_enc`` when bidirectional).
+        layers, cell, dropout, pad_id: as the encoder.
+        style: ``"bahdanau"`` or ``"luong"``.
+        attention: a score kind for the factory, or ``"none"``.
+        attention_units, window: passed to the factory.
+        attention_module: use this :class:`ScoreAttention` instead of the factory (tests, custom
+            mechanisms); it must accept queries of size ``hidden`` and keys of size ``enc_dim``.
+
+    Call:
+        ``init_state(enc_out [batch, S, enc_dim], src_lengths [batch], enc_state)``
+        -> :class:`RNNDecoderState`;
+        ``step(prev_tokens [batch], state) -> (logits [batch, vocab], state, weights [batch, S]
+        or None)``.
+    """
+
+    def __init__(self, vocab: int, emb_dim: int, hidden: int, enc_dim: int, layers: int = 1,
+                 cell: str = "gru", style: str = "bahdanau", attention: str = "additive",
+                 attention_units: int | None = None, window: int = 5, dropout: float = 0.0,
+                 pad_id: int = 0, attention_module: ScoreAttention | None = None):
+        super().__init__()
+        self.style = style
+        self.hidden = hidden
+        self.use_attention = attention != "none"
+        # Luong's local-m aligns target step t with source position t: the step is passed on.
+        self.monotonic = attention == "local-m"
+        self.embedding = nn.Embedding(vocab, emb_dim, padding_idx=pad_id)
+        self.dropout = nn.Dropout(dropout)
+        self.key_proj: nn.Module | None = None
+        if self.use_attention:
+            key_dim = enc_dim
+            if attention_module is None and attention in EQUAL_DIM_KINDS and enc_dim != hidden:
+                self.key_proj = nn.Linear(enc_dim, hidden, bias=False)
+                key_dim = hidden
+            self.attention = attention_module or make_attention(
+                attention, hidden, key_dim, attention_units, window)
+            ctx_dim = enc_dim
+        else:
+            self.attention = None
+            ctx_dim = hidden
+        # Bahdanau feeds the context with the embedding; Luong feeds h~_{t-1} (input feeding).
+        rnn_in = emb_dim + (ctx_dim if style == "bahdanau" else hidden)
+        rnn_cls = nn.LSTM if cell == "lstm" else nn.GRU
+        self.rnn = rnn_cls(rnn_in, hidden, num_layers=layers, batch_first=True,
+                           dropout=dropout if layers > 1 else 0.0)
+        if style == "bahdanau":
+            self.readout = nn.Linear(hidden + ctx_dim + emb_dim, hidden)
+        else:
+            self.readout = nn.Linear(ctx_dim + hidden, hidden)  # W_c of h~ = tanh(W_c [c; h])
+        self.out = nn.Linear(hidden, vocab)
+
+    def init_state(self, enc_out: Tensor, src_lengths: Tensor,
+                   enc_state: RNNState) -> RNNDecoderState:
+        memory = None
+        context = None
+        if self.attention is not None:
+            keys = enc_out if self.key_proj is None else self.key_proj(enc_out)
+            memory = self.attention.memory(keys, enc_out, key_lengths=src_lengths)
+        else:
+            context = _top(enc_state)
+        feed = None
+        if self.style == "luong":
+            feed = enc_out.new_zeros(enc_out.shape[0], self.hidden)
+        return RNNDecoderState(enc_state, memory, feed, context, src_lengths)
+
+    def _attend(self, query: Tensor, state: RNNDecoderState) -> tuple[Tensor, Tensor | None]:
+        if state.memory is None:
+            return state.context, None  # type: ignore[return-value]
+        extra = {}
+        if self.monotonic:
+            extra["query_positions"] = torch.full((query.shape[0], 1), state.step,
+                                                  device=query.device)
+        out = self.attention.attend(query.unsqueeze(1), state.memory, need_weights=True,
+                                    **extra)
+        return out.context[:, 0], out.weights[:, 0]
+
+    def step(self, prev_tokens: Tensor,
+             state: RNNDecoderState) -> tuple[Tensor, RNNDecoderState, Tensor | None]:
+        emb = self.dropout(self.embedding(prev_tokens))
+        if self.style == "bahdanau":
+            context, weights = self._attend(_top(state.hidden), state)
+            out, hidden = self.rnn(torch.cat([emb, context], -1).unsqueeze(1), state.hidden)
+            s = out[:, 0]
+            readout = torch.tanh(self.readout(torch.cat([s, context, emb], -1)))
+            feed = None
+        else:
+            out, hidden = self.rnn(torch.cat([emb, state.feed], -1).unsqueeze(1), state.hidden)
+            h = out[:, 0]
+            context, weights = self._attend(h, state)
+            readout = torch.tanh(self.readout(torch.cat([context, h], -1)))
+            feed = readout
+        logits = self.out(self.dropout(readout))
+        new_state = RNNDecoderState(hidden, state.memory, feed, state.context, state.src_lengths,
+                                    state.step + 1)
+        return logits, new_state, weights

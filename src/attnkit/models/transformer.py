@@ -1,0 +1,178 @@
+"""A pre-norm Transformer encoder-decoder (Vaswani et al. 2017) from attnkit parts.
+
+Self- and cross-attention are :class:`attnkit.attention.multi_head.MultiHeadAttention`; positions
+come from :mod:`attnkit.positional` (sinusoidal or learned, summed with the ``sqrt(d)``-scaled
+embeddings). Pre-norm (``x + f(LayerNorm(x))``, a final LayerNorm on each stack) trains stably
+without warm-up tricks at small sizes.
+
+Same step API as :class:`~attnkit.models.seq2seq.RNNSeq2Seq`. ``decode_step`` recomputes the
+whole target prefix each step (no key/value cache: simple and obviously correct, fine for short
+sentences); the attention it returns for plots and ``<unk>`` replacement is the last decoder
+layer's cross-attention averaged over heads. ``forward(..., need_weights=True)`` also returns
+the cross-attention of every layer and head.
+
+Example::
+
+    model = TransformerSeq2Seq(TransformerConfig(src_vocab=100, tgt_vocab=120, d_model=64,
+                                                 heads=4, layers=2, ff_dim=128))
+    logits, cross = model(src, src_lengths, tgt_in, need_weights=True)
+    # logits [batch, T, 120]; cross: 2 tensors [batch, 4, T, S]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from attnkit.attention.multi_head import MultiHeadAttention
+from attnkit.models.config import TransformerConfig
+from attnkit.models.rnn_encoder import check_tokens
+from attnkit.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+
+
+def _feed_forward(d: int, ff: int, dropout: float) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(d, ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ff, d))
+
+
+class EncoderLayer(nn.Module):
+    """``x + SelfAttn(LN(x))`` then ``x + FF(LN(x))``; padded keys masked. ``[batch, S, d]``."""
+
+    def __init__(self, d: int, heads: int, ff: int, dropout: float):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = MultiHeadAttention(d, num_heads=heads, dropout=dropout)
+        self.ff = _feed_forward(d, ff, dropout)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
+        h = self.norm1(x)
+        x = x + self.drop(self.attn(h, h, key_lengths=lengths).context)
+        return x + self.drop(self.ff(self.norm2(x)))
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention, cross-attention over the source, feed-forward; all pre-norm.
+
+    Call: ``layer(y [batch, T, d], memory [batch, S, d], src_lengths [batch])`` ->
+    ``(y, cross weights [batch, heads, T, S])``.
+    """
+
+    def __init__(self, d: int, heads: int, ff: int, dropout: float):
+        super().__init__()
+        self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
+        self.self_attn = MultiHeadAttention(d, num_heads=heads, dropout=dropout)
+        self.cross_attn = MultiHeadAttention(d, num_heads=heads, dropout=dropout)
+        self.ff = _feed_forward(d, ff, dropout)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, y: Tensor, memory: Tensor, src_lengths: Tensor) -> tuple[Tensor, Tensor]:
+        h = self.norm1(y)
+        y = y + self.drop(self.self_attn(h, h, causal=True).context)
+        cross = self.cross_attn(self.norm2(y), memory, key_lengths=src_lengths,
+                                need_weights=True)
+        y = y + self.drop(cross.context)
+        return y + self.drop(self.ff(self.norm3(y))), cross.weights
+
+
+@dataclass
+class TransformerState:
+    """Decoding state: the encoded source and the target prefix so far (BOS first).
+
+    Attributes:
+        memory: ``[batch, S, d_model]`` encoder output.
+        src_lengths: ``[batch]``.
+        prefix: ``[batch, t]`` target ids fed so far.
+    """
+
+    memory: Tensor
+    src_lengths: Tensor
+    prefix: Tensor
+
+    def reorder(self, index: Tensor) -> TransformerState:
+        return TransformerState(self.memory.index_select(0, index),
+                                self.src_lengths.index_select(0, index),
+                                self.prefix.index_select(0, index))
+
+
+class TransformerSeq2Seq(nn.Module):
+    """The Transformer translation model.
+
+    Args:
+        config: a :class:`TransformerConfig`.
+
+    Call:
+        ``model(src [batch, S], src_lengths [batch], tgt_in [batch, T], need_weights=False)``
+        -> ``logits [batch, T, tgt_vocab]``, plus with ``need_weights=True`` a list (one per
+        decoder layer) of cross-attention weights ``[batch, heads, T, S]``.
+    """
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.config = c = config
+        d = c.d_model
+        self.src_embedding = nn.Embedding(c.src_vocab, d, padding_idx=c.pad_id)
+        self.tgt_embedding = nn.Embedding(c.tgt_vocab, d, padding_idx=c.pad_id)
+        for emb in (self.src_embedding, self.tgt_embedding):
+            nn.init.normal_(emb.weight, std=d ** -0.5)  # with the sqrt(d) scale: unit variance
+            with torch.no_grad():
+                emb.weight[c.pad_id].zero_()
+        if c.positional == "learned":
+            self.positions = LearnedPositionalEmbedding(c.max_len, d)
+        else:
+            self.positions = SinusoidalPositionalEncoding(d)
+        self.drop = nn.Dropout(c.dropout)
+        self.encoder_layers = nn.ModuleList(
+            EncoderLayer(d, c.heads, c.ff_dim, c.dropout) for _ in range(c.layers))
+        self.decoder_layers = nn.ModuleList(
+            DecoderLayer(d, c.heads, c.ff_dim, c.dropout) for _ in range(c.layers))
+        self.encoder_norm, self.decoder_norm = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.out = nn.Linear(d, c.tgt_vocab, bias=False)
+        if c.tie_embeddings:
+            self.out.weight = self.tgt_embedding.weight
+
+    def _embed(self, emb: nn.Embedding, tokens: Tensor) -> Tensor:
+        x = emb(tokens) * math.sqrt(self.config.d_model)
+        return self.drop(self.positions(x))
+
+    def encode(self, src: Tensor, src_lengths: Tensor) -> TransformerState:
+        """Encode the source: ``src [batch, S]`` -> state with memory ``[batch, S, d]``."""
+        check_tokens(src, src_lengths)
+        src_lengths = src_lengths.to(src.device)
+        x = self._embed(self.src_embedding, src)
+        for layer in self.encoder_layers:
+            x = layer(x, src_lengths)
+        prefix = src.new_empty(src.shape[0], 0)
+        return TransformerState(self.encoder_norm(x), src_lengths, prefix)
+
+    def decode(self, tgt_in: Tensor, state: TransformerState) -> tuple[Tensor, list[Tensor]]:
+        """``tgt_in [batch, T]`` -> ``(logits [batch, T, V], cross weights per layer)``."""
+        y = self._embed(self.tgt_embedding, tgt_in)
+        weights = []
+        for layer in self.decoder_layers:
+            y, w = layer(y, state.memory, state.src_lengths)
+            weights.append(w)
+        return self.out(self.decoder_norm(y)), weights
+
+    def decode_step(self, prev_tokens: Tensor,
+                    state: TransformerState) -> tuple[Tensor, TransformerState, Tensor]:
+        """Append ``prev_tokens [batch]`` to the prefix -> (log-probs ``[batch, V]``, state,
+        last layer's cross-attention of the new position averaged over heads ``[batch, S]``)."""
+        prefix = torch.cat([state.prefix, prev_tokens.unsqueeze(1)], dim=1)
+        logits, weights = self.decode(prefix, state)
+        new_state = TransformerState(state.memory, state.src_lengths, prefix)
+        attn = weights[-1][:, :, -1].mean(dim=1)
+        return torch.log_softmax(logits[:, -1].float(), dim=-1), new_state, attn
+
+    def reorder_state(self, state: TransformerState, index: Tensor) -> TransformerState:
+        return state.reorder(index)
+
+    def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor,
+                need_weights: bool = False):
+        if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
+            raise ValueError(f"tgt_in must have shape [{src.shape[0]}, T], "
+                             f"got {tuple(tgt_in.shape)}")
+        logits, weights = self.decode(tgt_in, self.encode(src, src_lengths))
+        return (logits, weights) if need_weights else logits

@@ -1,0 +1,80 @@
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnkit.models.losses import masked_cross_entropy
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: 1 thread is fastest
+
+
+def _data(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(3, 5, 7, generator=g)
+    targets = torch.randint(1, 7, (3, 5), generator=g)
+    targets[0, 3:] = 0
+    targets[2, 1:] = 0
+    return logits, targets
+
+
+def test_padding_logits_do_not_matter():
+    logits, targets = _data()
+    loss, count = masked_cross_entropy(logits, targets, pad_id=0)
+    changed = logits.clone()
+    changed[targets == 0] = torch.randn_like(changed[targets == 0]) * 100
+    loss2, _ = masked_cross_entropy(changed, targets, pad_id=0)
+    assert count == int((targets != 0).sum())
+    torch.testing.assert_close(loss, loss2)
+
+
+def test_gradient_zero_at_padding():
+    logits, targets = _data()
+    logits.requires_grad_(True)
+    loss, _ = masked_cross_entropy(logits, targets, pad_id=0, label_smoothing=0.1)
+    loss.backward()
+    assert logits.grad[targets == 0].abs().max() == 0
+    assert logits.grad[targets != 0].abs().max() > 0
+
+
+def test_mean_over_real_tokens_matches_manual_sum():
+    logits, targets = _data()
+    loss, count = masked_cross_entropy(logits, targets, pad_id=0)
+    total = 0.0
+    for b in range(3):
+        for t in range(5):
+            if targets[b, t] != 0:
+                total -= torch.log_softmax(logits[b, t], -1)[targets[b, t]].item()
+    assert math.isclose(loss.item(), total / count, rel_tol=1e-5)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_label_smoothing_formula(eps):
+    logits, targets = _data(1)
+    loss, _ = masked_cross_entropy(logits, targets, pad_id=0, label_smoothing=eps)
+    ref = F.cross_entropy(logits.reshape(-1, 7), targets.reshape(-1), ignore_index=0,
+                          label_smoothing=eps)
+    torch.testing.assert_close(loss, ref)
+    # and by hand: (1 - eps) * nll + eps * mean_v(-log p_v)
+    logp = torch.log_softmax(logits, -1)[targets != 0]
+    gold = targets[targets != 0]
+    by_hand = ((1 - eps) * -logp.gather(1, gold[:, None])[:, 0] - eps * logp.mean(-1)).mean()
+    torch.testing.assert_close(loss, by_hand)
+
+
+def test_lengths_mask_equals_pad_mask():
+    logits, targets = _data()
+    lengths = (targets != 0).sum(1)
+    a, _ = masked_cross_entropy(logits, targets, pad_id=0)
+    b, _ = masked_cross_entropy(logits, targets, lengths=lengths)
+    torch.testing.assert_close(a, b)
+
+
+def test_bad_input():
+    logits, targets = _data()
+    with pytest.raises(ValueError, match=r"\[batch, T, V\]"):
+        masked_cross_entropy(logits[0], targets, pad_id=0)
+    with pytest.raises(ValueError, match="pad_id or lengths"):
+        masked_cross_entropy(logits, targets)
+    loss, count = masked_cross_entropy(logits, torch.zeros_like(targets), pad_id=0)
+    assert count == 0 and loss.item() == 0.0

@@ -1,0 +1,90 @@
+import pytest
+import torch
+
+from attnkit.decoding import greedy_decode
+from attnkit.models import TransformerConfig, TransformerSeq2Seq, build_model
+from attnkit.models.losses import masked_cross_entropy
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: 1 thread is fastest
+
+VOCAB = 12
+
+
+def make(**kw):
+    torch.manual_seed(0)
+    cfg = TransformerConfig(src_vocab=VOCAB, tgt_vocab=VOCAB, d_model=32, heads=4, layers=2,
+                            ff_dim=64, dropout=0.0, **kw)
+    return TransformerSeq2Seq(cfg).eval()
+
+
+def test_cross_attention_shapes_and_rows(toy):
+    model = make()
+    src, src_len, tgt_in, _ = toy.batch(toy.pairs(3, VOCAB))
+    logits, cross = model(src, src_len, tgt_in, need_weights=True)
+    assert logits.shape == (3, tgt_in.shape[1], VOCAB)
+    assert len(cross) == 2
+    for w in cross:
+        assert w.shape == (3, 4, tgt_in.shape[1], src.shape[1])
+        torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]))
+        pad = torch.arange(src.shape[1])[None, :] >= src_len[:, None]   # [B, S]
+        assert (w.permute(0, 3, 1, 2)[pad] == 0).all()
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
+def test_causal_future_tokens_do_not_change_earlier_logits(positional, toy):
+    model = make(positional=positional)
+    src, src_len, tgt_in, _ = toy.batch(toy.pairs(3, VOCAB))
+    a = model(src, src_len, tgt_in)
+    changed = tgt_in.clone()
+    changed[:, 3:] = torch.randint(4, VOCAB, changed[:, 3:].shape)
+    b = model(src, src_len, changed)
+    torch.testing.assert_close(a[:, :3], b[:, :3])
+    assert not torch.allclose(a[:, 3:], b[:, 3:])
+
+
+def test_step_api_equals_forward(toy):
+    model = make()
+    src, src_len, tgt_in, _ = toy.batch(toy.pairs(3, VOCAB))
+    logits, cross = model(src, src_len, tgt_in, need_weights=True)
+    state = model.encode(src, src_len)
+    for t in range(tgt_in.shape[1]):
+        logp, state, w = model.decode_step(tgt_in[:, t], state)
+        torch.testing.assert_close(logp, torch.log_softmax(logits[:, t], -1),
+                                   atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(w, cross[-1][:, :, t].mean(1), atol=1e-6, rtol=1e-5)
+
+
+def test_source_padding_does_not_change_a_sentence(toy):
+    model = make()
+    pairs = toy.pairs(4, VOCAB, seed=2)
+    src, src_len, tgt_in, _ = toy.batch(pairs)
+    batched = model(src, src_len, tgt_in)
+    for i in range(4):
+        s, sl, ti, _ = toy.batch([pairs[i]])
+        torch.testing.assert_close(model(s, sl, ti)[0], batched[i, : ti.shape[1]],
+                                   atol=1e-5, rtol=1e-4)
+
+
+def test_build_from_dict_and_bad_config(toy):
+    model = make()
+    again = build_model(model.config.to_dict())
+    assert isinstance(again, TransformerSeq2Seq)
+    with pytest.raises(ValueError, match="must divide"):
+        TransformerConfig(src_vocab=5, tgt_vocab=5, d_model=30, heads=4)
+
+
+def test_overfits_toy_pairs(toy):
+    torch.manual_seed(0)
+    model = TransformerSeq2Seq(TransformerConfig(src_vocab=VOCAB, tgt_vocab=VOCAB, d_model=64,
+                                                 heads=4, layers=2, ff_dim=128, dropout=0.0))
+    pairs = toy.pairs(32, VOCAB, seed=7)
+    src, src_len, tgt_in, tgt_out = toy.batch(pairs)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(150):
+        opt.zero_grad()
+        loss, _ = masked_cross_entropy(model(src, src_len, tgt_in), tgt_out, pad_id=toy.PAD)
+        loss.backward()
+        opt.step()
+    hyps = greedy_decode(model, src, src_len)
+    assert [h.tokens for h in hyps] == [t for _, t in pairs]
