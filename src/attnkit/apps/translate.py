@@ -48,20 +48,22 @@ from torch import nn
 
 from attnkit.data.batching import bucket_batch_plan
 from attnkit.data.pairs import group_references, read_pairs, tatoeba_fra_eng
+from attnkit.data.subword import SubwordModel
 from attnkit.data.synthetic_fr import synthetic_splits
 from attnkit.data.text import detokenize, tokenize
 from attnkit.data.translation import TranslationDataset, collate_translation, filter_by_length
 from attnkit.data.vocab import UNK, Vocab
 from attnkit.decoding import Hypothesis, beam_search, greedy_decode, replace_unk
 from attnkit.errors import CheckpointError, DataError
+from attnkit.fileio import atomic_write_text
 from attnkit.models import build_model, masked_cross_entropy
 from attnkit.models.config import RNNSeq2SeqConfig, TransformerConfig, config_from_dict
 from attnkit.training import LossOutput, TrainConfig, Trainer, load_weights
-from attnkit.training.checkpoint import atomic_write_text
 
 Pair = tuple[str, str]
 SRC_LANG, TGT_LANG = "en", "fr"
 VOCAB_FILES = {"src": "vocab_src.json", "tgt": "vocab_tgt.json"}
+SUBWORD_FILE = "subword.model"   # the joint sentencepiece model of a --subword run
 
 # Defaults tuned so that `attnkit translate train --data synthetic` reaches test BLEU >= 95 in
 # about 3 minutes on 2 shared CPU cores (README has the measurement).
@@ -172,8 +174,46 @@ def eval_pairs(data: str | None, run_spec: dict[str, Any]) -> list[Pair]:
     return _read(path)
 
 
-def _tokenize_pairs(pairs: Sequence[Pair]) -> list[tuple[list[str], list[str]]]:
-    return [(tokenize(en, SRC_LANG), tokenize(fr, TGT_LANG)) for en, fr in pairs]
+class TextCodec:
+    """Text <-> tokens for both languages: words (:mod:`attnkit.data.text`) by default, or the
+    pieces of one joint sentencepiece model (``subword``), whose decoding restores the text.
+
+    Example::
+
+        TextCodec().encode("I'm cold.", "en")          # ["I", "'m", "cold", "."]
+        codec = TextCodec(SubwordModel(run / "subword.model"))
+        codec.decode(codec.encode("J'ai froid.", "fr"), "fr")   # "J'ai froid."
+    """
+
+    def __init__(self, subword: SubwordModel | None = None):
+        self.subword = subword
+
+    def encode(self, text: str, lang: str) -> list[str]:
+        if self.subword is None:
+            return tokenize(text, lang)
+        return self.subword.encode(text)
+
+    def decode(self, tokens: Sequence[str], lang: str) -> str:
+        if self.subword is None:
+            return detokenize(tokens, lang)
+        return self.subword.decode(tokens)
+
+
+def _tokenize_pairs(pairs: Sequence[Pair],
+                    codec: TextCodec | None = None) -> list[tuple[list[str], list[str]]]:
+    codec = codec or TextCodec()
+    return [(codec.encode(en, SRC_LANG), codec.encode(fr, TGT_LANG)) for en, fr in pairs]
+
+
+def _run_codec(run: Path, config: dict[str, Any]) -> TextCodec:
+    """The codec a run was trained with (its ``subword.model`` when it used subwords)."""
+    if not config.get("options", {}).get("subword"):
+        return TextCodec()
+    path = run / SUBWORD_FILE
+    if not path.is_file():
+        raise CheckpointError(f"{path}: the run's sentencepiece model is missing (it was "
+                              "trained with --subword)")
+    return TextCodec(SubwordModel(path))
 
 
 def _vocab_digest(vocab: Vocab) -> str:
@@ -214,9 +254,10 @@ class Translator:
     """
 
     def __init__(self, model: nn.Module, src_vocab: Vocab, tgt_vocab: Vocab,
-                 run_config: dict[str, Any] | None = None):
+                 run_config: dict[str, Any] | None = None, codec: TextCodec | None = None):
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.run_config = run_config or {}
+        self.codec = codec or TextCodec()
 
     @property
     def device(self) -> torch.device:
@@ -246,7 +287,7 @@ class Translator:
                                   "last/model.safetensors); train the run first")
         load_weights(model, path)
         model.to(_device(device)).eval()
-        return cls(model, src_vocab, tgt_vocab, config)
+        return cls(model, src_vocab, tgt_vocab, config, _run_codec(run, config))
 
     def translate(self, sentences: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
                   unk_replace: bool = True, batch_size: int = 64) -> list[Translation]:
@@ -257,7 +298,7 @@ class Translator:
         """
         tokens = []
         for i, s in enumerate(sentences):
-            toks = tokenize(s, SRC_LANG)
+            toks = self.codec.encode(s, SRC_LANG)
             if not toks:
                 raise DataError("empty sentence: nothing to translate", path="<input>",
                                 line=i + 1)
@@ -274,7 +315,7 @@ class Translator:
             attn = None if hyp.attention is None else hyp.attention[keep]
             if unk_replace:
                 words = replace_unk(words, attn, toks, unk=UNK)
-            out.append(Translation(s, toks, words, detokenize(words, TGT_LANG),
+            out.append(Translation(s, toks, words, self.codec.decode(words, TGT_LANG),
                                    None if attn is None else attn.numpy(), hyp.score))
         return out
 
@@ -481,12 +522,13 @@ def _loss_fn(label_smoothing: float, pad_id: int) -> Callable:
     return loss_fn
 
 
-def _valid_fn(src_vocab: Vocab, tgt_vocab: Vocab, pairs: Sequence[Pair]) -> Callable:
+def _valid_fn(src_vocab: Vocab, tgt_vocab: Vocab, pairs: Sequence[Pair],
+              codec: TextCodec | None = None) -> Callable:
     """Greedy BLEU on ``pairs`` (grouped references): the trainer's selection metric."""
     groups = group_references(list(pairs))
 
     def evaluate_fn(model: nn.Module) -> dict[str, float]:
-        translator = Translator(model, src_vocab, tgt_vocab)
+        translator = Translator(model, src_vocab, tgt_vocab, codec=codec)
         outs = translator.translate([en for en, _ in groups], batch_size=128)
         return {"bleu": bleu_chrf([t.text for t in outs], [r for _, r in groups])["bleu"]}
     return evaluate_fn

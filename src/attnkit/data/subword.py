@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from attnkit.errors import DataError
+from attnkit.fileio import atomic_write_bytes
 
 
 def _spm():
@@ -91,14 +91,7 @@ class SubwordModel:
             )
         except RuntimeError as exc:
             raise ValueError(f"sentencepiece training failed: {exc}") from exc
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(buffer.getvalue())
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        atomic_write_bytes(path, buffer.getvalue())
         return cls(path)
 
     def __len__(self) -> int:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from attnkit.data.jsonio import parse_json
 from attnkit.errors import DataError
+from attnkit.fileio import atomic_write_text
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 DEFAULT_SPECIALS: tuple[str, ...] = (PAD, BOS, EOS, UNK)
@@ -185,15 +185,7 @@ class Vocab:
             "specials": list(self.specials),
             "tokens": self.itos,
         }
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(payload, f, ensure_ascii=False, indent=0)
-                f.write("\n")
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        atomic_write_text(path, json.dumps(payload, ensure_ascii=False, indent=0) + "\n")
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> Vocab:

@@ -28,23 +28,10 @@ from safetensors.torch import save_file
 from torch import nn
 
 from attnkit.errors import CheckpointError
+from attnkit.fileio import atomic_path
 
 FORMAT_VERSION = 1
 _META_KEY = "attnkit"
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; run folders are meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
@@ -93,15 +80,8 @@ def save_tensors(path: str | os.PathLike, tensors: dict[str, torch.Tensor],
         "attnkit_aliases": json.dumps(aliases or {}),
         "format": "pt",
     }
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        save_file(tensors, tmp, metadata=header)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; run folders are meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata=header)
 
 
 def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

@@ -27,13 +27,9 @@ from torch.utils.data import DataLoader
 # TrainingError lives with the other error types; importing it here keeps
 # ``from attnkit.training.trainer import TrainingError`` working.
 from attnkit.errors import TrainingError
+from attnkit.fileio import atomic_write_text
 from attnkit.training import distributed as D
-from attnkit.training.checkpoint import (
-    atomic_write_text,
-    load_checkpoint,
-    save_checkpoint,
-    save_weights,
-)
+from attnkit.training.checkpoint import load_checkpoint, save_checkpoint, save_weights
 from attnkit.training.config import TrainConfig
 from attnkit.training.schedule import apply_lr, lr_factor
 from attnkit.training.seeding import get_rng_state, seed_everything, set_rng_state

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
+
+from attnkit.fileio import atomic_write_bytes
 
 # Formats we write by file extension; matplotlib picks the renderer from ``format=``.
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
@@ -43,22 +44,6 @@ def as_paths(path_or_paths: str | os.PathLike | Iterable[str | os.PathLike]) -> 
                 f"{p}: unsupported figure extension {p.suffix!r}; use one of {sorted(FORMATS)}"
             )
     return paths
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to a temp file in the same folder and ``os.replace`` it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        # Leave no half-written temp file behind; the error itself propagates.
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def figure_bytes(fig: Figure, fmt: str, dpi: int = 100) -> bytes:

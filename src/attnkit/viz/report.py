@@ -19,7 +19,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from PIL import Image
 
-from attnkit.viz._save import atomic_write_bytes, figure_bytes, to_numpy
+from attnkit.fileio import atomic_write_bytes
+from attnkit.viz._save import figure_bytes, to_numpy
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em;
