@@ -1,0 +1,159 @@
+"""The caption app: metrics against independent computations, a tiny run end to end, bad images."""
+
+from __future__ import annotations
+
+import html
+import json
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from attnkit.apps import caption as app
+from attnkit.data.scenes import make_scenes
+from attnkit.data.vocab import Vocab
+from attnkit.errors import CheckpointError, DataError
+from attnkit.models.captioner import Captioner, CaptionerConfig
+
+SMALL = {"channels": 16, "emb_dim": 16, "hidden": 32, "attention_units": 16}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("caption") / "run"
+    result = app.train(out, num_train=24, num_valid=6, num_test=6, epochs=1, batch_size=8,
+                       device="cpu", progress=False, model_overrides=SMALL)
+    assert result.stop_reason == "completed"
+    return out
+
+
+def test_box_coverage_matches_pixel_count():
+    boxes = [(3, 5, 20, 11), (10, 8, 30, 31)]  # overlapping: the union counts once
+    cov = app.box_coverage(boxes, 32, 4)
+    inside = np.zeros((32, 32), bool)
+    for y in range(32):
+        for x in range(32):
+            inside[y, x] = any(x0 <= x < x1 and y0 <= y < y1 for x0, y0, x1, y1 in boxes)
+    for i in range(4):
+        for j in range(4):
+            assert cov[i, j] == pytest.approx(inside[8 * i:8 * i + 8, 8 * j:8 * j + 8].mean())
+
+
+def test_uniform_attention_scores_the_uniform_baseline():
+    data = app._synthetic(5, 7, 64)
+    vocab = Vocab.build(r[0] for r in data.refs)
+    torch.manual_seed(0)
+    model = Captioner(CaptionerConfig(vocab_size=len(vocab), **SMALL))
+    with torch.no_grad():
+        model.attention.score.v.zero_()  # constant scores -> uniform weights everywhere
+    g = app.grounding(model, data, vocab)
+    assert g["grounding_mass"] == pytest.approx(g["uniform_mass"])
+    expected = sum(1 for s in data.scenes for p in s.word_boxes
+                   if s.caption[p] in app.GROUNDED_WORDS)
+    assert g["grounded_words"] == expected > 0
+    assert 0 < g["uniform_mass"] < 0.5
+
+
+def test_bleu_is_a_fraction():
+    refs = [[["a", "blue", "duck", "among", "yellow", "ducks"]],
+            [["two", "red", "ducks", "and", "one", "green", "duck"]]]
+    assert app.bleu4([r[0] for r in refs], refs) == pytest.approx(1.0)
+    assert 0.0 <= app.bleu4([["a", "duck"], ["two", "ducks"]], refs) < 0.5
+
+
+def test_collate_shifts_and_pads():
+    items = [(torch.zeros(3, 4, 4, dtype=torch.uint8), [1, 5, 6, 2]),
+             (torch.ones(3, 4, 4, dtype=torch.uint8), [1, 7, 2])]
+    batch = app.collate(items, pad_id=0)
+    # Row 1 feeds its EOS at step 2, a padded step (lengths) the loss ignores.
+    assert batch["tgt_in"].tolist() == [[1, 5, 6], [1, 7, 2]]
+    assert batch["tgt_out"].tolist() == [[5, 6, 2], [7, 2, 0]]
+    assert batch["lengths"].tolist() == [3, 2]
+
+
+def test_run_folder_and_evaluate(run):
+    for name in ("config.json", "vocab.json", "model.json", "metrics.jsonl",
+                 "best.safetensors", "last"):
+        assert (run / name).exists(), name
+    assert json.loads((run / "config.json").read_text())["app"] == "caption"
+    metrics = app.evaluate(run)
+    assert metrics["examples"] == 6 and 0 <= metrics["accuracy"] <= 1
+    assert 0 <= metrics["bleu4"] <= 1 and metrics["grounded_words"] > 0
+    assert 0 < metrics["uniform_mass"] < 1
+
+
+def test_greedy_equals_beam_one_with_maps(run):
+    model, _, _ = app.load_run(run)
+    imgs = app._synthetic(3, 11, 64).images
+    greedy = app.decode_captions(model, imgs, beam_size=1)
+    beam = app.decode_captions(model, imgs, beam_size=3)
+    for (ids, maps), (bids, bmaps) in zip(greedy, beam, strict=True):
+        assert maps.shape == (len(ids), 8, 8) and bmaps.shape == (len(bids), 8, 8)
+        np.testing.assert_allclose(maps.sum((1, 2)), 1.0, rtol=1e-5)
+
+
+def test_predict_writes_figure_and_html(run, tmp_path):
+    scene = make_scenes(1, 99)[0]
+    path = tmp_path / "ducks.png"
+    Image.fromarray(scene.image).save(path)
+    pred = app.predict(run, path, out=tmp_path / "fig.png", html=tmp_path / "r.html")
+    assert pred.maps.shape == (len(pred.words), 8, 8)
+    with Image.open(tmp_path / "fig.png") as im:
+        assert im.format == "PNG" and im.size[0] > 100
+    page = (tmp_path / "r.html").read_text()
+    assert "data:image/png;base64," in page and html.escape(pred.caption) in page
+
+
+@pytest.mark.parametrize("mode", ["L", "RGBA", "big"])
+def test_predict_converts_odd_images(run, tmp_path, mode):
+    scene = make_scenes(1, 3)[0]
+    im = Image.fromarray(scene.image)
+    im = im.resize((900, 700)) if mode == "big" else im.convert(mode)
+    path = tmp_path / f"odd_{mode}.png"
+    im.save(path)
+    pred = app.predict(run, path)
+    assert pred.image.shape == (256, 256, 3) and pred.maps.shape[1:] == (8, 8)
+
+
+def test_predict_bad_inputs_name_the_file(run, tmp_path):
+    bad = tmp_path / "notes.png"
+    bad.write_text("not an image")
+    with pytest.raises(DataError, match="notes.png"):
+        app.predict(run, bad)
+    with pytest.raises(DataError, match="missing.jpg"):
+        app.predict(run, tmp_path / "missing.jpg")
+    with pytest.raises(CheckpointError, match="not a caption run"):
+        app.predict(tmp_path, bad)
+    with pytest.raises(ValueError, match=r"uint8 \[H, W, 3\]"):
+        app.predict(run, np.zeros((64, 64), np.uint8))
+
+
+def test_bad_data_spec():
+    with pytest.raises(DataError, match="synthetic"):
+        app.load_splits("imagenet", 0, num_train=1, num_valid=1, num_test=1, image_size=64)
+
+
+def test_flickr_spec_splits_images_and_tokenizes(tmp_path):
+    images = tmp_path / "imgs"
+    images.mkdir()
+    lines = []
+    for i in range(10):
+        Image.fromarray(np.full((40, 30, 3), 20 * i, np.uint8)).save(images / f"{i}.jpg")
+        lines += [f"{i}.jpg#0\tA Dog, running {i}.", f"{i}.jpg#1\tthe dog's ball"]
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("\n".join(lines) + "\n")
+    splits = app.load_splits(f"flickr:{tokens}:{images}", 0, num_train=0, num_valid=0,
+                             num_test=0, image_size=32, valid_fraction=0.2)
+    assert [len(splits[k]) for k in ("train", "valid", "test")] == [6, 2, 2]
+    assert splits["train"].images.shape == (6, 3, 32, 32) and splits["train"].scenes is None
+    assert splits["valid"].refs[0][1] == ["the", "dog's", "ball"]
+    assert splits["valid"].refs[0][0][:3] == ["a", "dog", "running"]

@@ -1,0 +1,163 @@
+"""Captioner: shapes, masking, the doubly stochastic penalty, decoding, overfitting scenes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attnkit.data.scenes import make_scenes
+from attnkit.data.vocab import Vocab
+from attnkit.decoding import beam_search, greedy_decode
+from attnkit.models.captioner import (
+    Captioner,
+    CaptionerConfig,
+    caption_loss,
+    doubly_stochastic_penalty,
+)
+from attnkit.models.cnn_encoder import ConvEncoder
+
+SMALL = {"channels": 16, "emb_dim": 16, "hidden": 32, "attention_units": 16, "dropout": 0.0}
+
+
+def small_model(vocab_size: int = 12, **kw) -> Captioner:
+    torch.manual_seed(0)
+    return Captioner(CaptionerConfig(vocab_size=vocab_size, image_size=32, feature_size=4,
+                                     **{**SMALL, **kw}))
+
+
+def images(batch: int = 3, size: int = 32) -> torch.Tensor:
+    return torch.randint(0, 256, (batch, 3, size, size), dtype=torch.uint8,
+                         generator=torch.Generator().manual_seed(1))
+
+
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+def test_forward_shapes_and_maps_are_distributions(attention):
+    model = small_model(attention=attention).eval()
+    tgt = torch.randint(4, 12, (3, 5))
+    logits, alphas = model(images(), tgt)
+    assert logits.shape == (3, 5, 12) and alphas.shape == (3, 5, 4, 4)
+    torch.testing.assert_close(alphas.sum((-1, -2)), torch.ones(3, 5))
+    if attention == "hard":  # eval mode: exactly one location per word
+        assert torch.all((alphas == 0) | (alphas == 1))
+
+
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+def test_location_mask_gets_no_attention(attention):
+    model = small_model(attention=attention).train()
+    mask = torch.ones(3, 4, 4, dtype=torch.bool)
+    mask[0, :, :2] = False          # left half of image 0 is padding
+    mask[2, 1:, :] = False          # only the top row of image 2 is real
+    _, alphas = model(images(), torch.randint(4, 12, (3, 6)), location_mask=mask)
+    assert torch.all(alphas.masked_select(~mask.unsqueeze(1).expand_as(alphas)) == 0)
+    torch.testing.assert_close(alphas.sum((-1, -2)), torch.ones(3, 6))
+    with pytest.raises(ValueError, match=r"location_mask must be bool \[3, 4, 4\]"):
+        model.encode(images(), location_mask=mask.flatten(1))
+
+
+def test_gate_scales_the_context():
+    model = small_model(gate=True).eval()
+    state = model.encode(images())
+    gated = model.attention.attend(state.h, state.memory).context
+    model.attention.gate = None
+    plain = model.attention.attend(state.h, state.memory).context
+    ref = small_model(gate=True)
+    beta = torch.sigmoid(ref.attention.gate(state.h))  # same init seed: same gate weights
+    torch.testing.assert_close(gated, plain * beta)
+
+
+def test_doubly_stochastic_penalty_matches_loops():
+    g = torch.Generator().manual_seed(3)
+    alphas = torch.rand(2, 4, 3, 3, generator=g)
+    lengths = torch.tensor([4, 2])
+    expected = 0.0
+    for b in range(2):
+        for i in range(3):
+            for j in range(3):
+                s = sum(float(alphas[b, t, i, j]) for t in range(int(lengths[b])))
+                expected += (1.0 - s) ** 2
+    assert float(doubly_stochastic_penalty(alphas, lengths)) == pytest.approx(expected / 2)
+    with pytest.raises(ValueError, match=r"\[batch, T, H, W\]"):
+        doubly_stochastic_penalty(alphas[0], lengths)
+
+
+def test_regulariser_is_added_to_the_loss():
+    tgt_in, tgt_out = torch.randint(4, 12, (3, 5)), torch.randint(4, 12, (3, 5))
+    lengths = torch.tensor([5, 3, 4])
+    with torch.no_grad():
+        plain = small_model(doubly_stochastic=0.0).eval()
+        loss0, ce0, count = caption_loss(plain, images(), tgt_in, tgt_out, lengths)
+        reg = small_model(doubly_stochastic=0.5).eval()
+        loss1, ce1, _ = caption_loss(reg, images(), tgt_in, tgt_out, lengths)
+        _, alphas = reg(images(), tgt_in)
+    assert count == 12 and float(loss0) == pytest.approx(float(ce0))
+    penalty = doubly_stochastic_penalty(alphas, lengths)
+    assert float(loss1) == pytest.approx(float(ce1 + 0.5 * penalty), rel=1e-5)
+
+
+def test_config_round_trip_and_errors():
+    cfg = CaptionerConfig(vocab_size=20, attention="hard")
+    assert CaptionerConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="attention must be one of"):
+        CaptionerConfig(vocab_size=20, attention="sharp")
+    with pytest.raises(ValueError, match="unknown captioner config keys"):
+        CaptionerConfig.from_dict({**cfg.to_dict(), "colour": 1})
+    with pytest.raises(ValueError, match=r"\[batch, 3, 32, 32\]"):
+        small_model().encode(torch.zeros(2, 3, 64, 64))
+    with pytest.raises(ValueError, match="power of two"):
+        ConvEncoder(64, 6, 16)
+
+
+def test_beam_one_equals_greedy_and_maps_follow_reordering():
+    model = small_model().eval()
+    imgs = images(4)
+    lengths = torch.full((4,), 16)
+    kw = {"max_len_ratio": 1.0, "max_len_offset": 0, "max_len": 6}
+    greedy = greedy_decode(model, imgs, lengths, **kw)
+    beam1 = beam_search(model, imgs, lengths, beam_size=1, **kw)
+    for g, b in zip(greedy, beam1, strict=True):
+        assert g.tokens == b.tokens
+        torch.testing.assert_close(g.attention, b.attention)
+        assert g.attention.shape == (len(g.tokens), 16)
+    beam3 = beam_search(model, imgs, lengths, beam_size=3, **kw)
+    for hyp, img in zip(beam3, imgs, strict=True):
+        # Replaying the chosen words one image at a time gives the same maps: the beam's
+        # reorder_state kept each hypothesis's own history.
+        state = model.encode(img.unsqueeze(0))
+        prev = torch.tensor([model.config.bos_id])
+        for t, tok in enumerate(hyp.tokens):
+            _, state, attn = model.decode_step(prev, state)
+            torch.testing.assert_close(attn[0], hyp.attention[t])
+            prev = torch.tensor([tok])
+
+
+def test_overfits_a_few_scenes():
+    # 64 px: data.scenes cannot place its ducks below ~60 px (see the report of this task).
+    scenes = make_scenes(4, seed=5, size=64)
+    vocab = Vocab.build(s.caption for s in scenes)
+    torch.manual_seed(0)
+    model = Captioner(CaptionerConfig(vocab_size=len(vocab), image_size=64, feature_size=8,
+                                      **SMALL))
+    imgs = torch.from_numpy(np.stack([s.image for s in scenes])).permute(0, 3, 1, 2)
+    ids = [vocab.encode(s.caption, add_bos=True, add_eos=True) for s in scenes]
+    width = max(map(len, ids))
+    tgt = torch.tensor([i + [vocab.pad_id] * (width - len(i)) for i in ids])
+    lengths = torch.tensor([len(i) - 1 for i in ids])
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(80):  # ~50 steps suffice at lr 1e-2; margin for other seeds/BLAS
+        loss, _, _ = caption_loss(model, imgs, tgt[:, :-1], tgt[:, 1:], lengths)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    hyps = greedy_decode(model, imgs, torch.full((4,), 64), max_len_ratio=1.0,
+                         max_len_offset=0, max_len=width)
+    assert [vocab.decode(h.tokens) for h in hyps] == [s.caption for s in scenes]
+    assert all(h.ended for h in hyps)
+
+
+@pytest.mark.parametrize("init_pool", ["mean", "mean+max"])
+def test_single_image_batch_trains(init_pool):
+    # BatchNorm of the pooled feature cannot use batch statistics of one image.
+    model = small_model(init_pool=init_pool).train()
+    logits, alphas = model(images(1), torch.randint(4, 12, (1, 3)))
+    assert logits.shape == (1, 3, 12) and torch.isfinite(logits).all()
