@@ -1,0 +1,201 @@
+"""One training epoch of the 2018 IMDB self-attention model: attnkit vs Keras 3 (TF and torch).
+
+Every row runs in its own subprocess (so peak RSS is that framework's alone) on identical integer
+inputs: ``--samples`` reviews of 100 ids in ``[1, 30000)``, padded at the start to random lengths
+(numpy seed 0), random 0/1 labels. Each trains the same model - Embedding(30000, 128), sinusoidal
+positions (cos_sin, summed), 8x16-head self-attention without bias or output projection, global max
+pooling, Dropout(0.5), Dense(1, sigmoid) - with Adam(1e-3), binary cross-entropy, batch 64. A short
+warm-up (5 batches, not timed) absorbs tracing and allocation; then one epoch is timed. attnkit
+uses the trainer's optimizer (``build_optimizer``: AdamW with weight decay 0 = Adam); the
+"1 thread" row shows torch with ``set_num_threads(1)``, which wins on a crowded CPU.
+
+Usage::
+
+    .venv/bin/python benchmarks/imdb_vs_keras.py [--samples 25000] [--keras-python PY]
+
+Keras rows need ``keras`` and ``tensorflow`` (the ``bench`` extra) in ``--keras-python``
+(default: ``.venv-bench/bin/python`` if present, else this interpreter); missing ones print
+"not installed".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+VOCAB, MAXLEN, DIM, HEADS, HEAD_DIM, BATCH = 30000, 100, 128, 8, 16, 64
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make_inputs(n: int):
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, VOCAB, size=(n, MAXLEN), dtype=np.int64)
+    lengths = rng.integers(10, MAXLEN + 1, size=n)
+    for i, n_real in enumerate(lengths):
+        ids[i, : MAXLEN - n_real] = 0  # Keras default: padding at the start
+    labels = rng.integers(0, 2, size=n).astype(np.float32)
+    return ids, lengths.astype(np.int64), labels
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def run_attnkit(n: int, mask: bool, threads: int | None) -> dict:
+    import torch
+
+    sys.path.insert(0, str(REPO / "src"))
+    from attnkit.models.sentiment import SentimentClassifier, SentimentConfig
+    from attnkit.training import TrainConfig
+    from attnkit.training.trainer import build_optimizer
+
+    if threads:
+        torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    ids, lengths, labels = (torch.from_numpy(a) for a in make_inputs(n))
+    model = SentimentClassifier(SentimentConfig.keras2018(mask_padding=mask))
+    # The trainer's own optimizer (AdamW, weight decay 0 = Adam), as `attnkit sentiment train`.
+    opt = build_optimizer(model, TrainConfig(lr=1e-3, weight_decay=0.0))
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+
+    def step(s: int) -> None:
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(ids[s:s + BATCH], lengths[s:s + BATCH]), labels[s:s + BATCH])
+        loss.backward()
+        opt.step()
+
+    for s in range(0, 5 * BATCH, BATCH):
+        step(s)
+    t0 = time.perf_counter()
+    for s in range(0, n, BATCH):
+        step(s)
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "samples_per_s": n / seconds, "peak_rss_mb": peak_rss_mb()}
+
+
+def _keras_model(keras):
+    ops = keras.ops
+
+    class PositionEmbedding(keras.layers.Layer):
+        """The 2018 layer in sum mode: cos(t w_i) then sin(t w_i), added to the input."""
+
+        def call(self, x):
+            t = ops.cast(ops.arange(ops.shape(x)[1]), "float32")
+            inv = 1.0 / ops.power(10000.0, 2.0 * ops.cast(ops.arange(DIM // 2), "float32") / DIM)
+            angles = t[:, None] * inv[None, :]
+            return x + ops.concatenate([ops.cos(angles), ops.sin(angles)], axis=-1)[None]
+
+    class Attention(keras.layers.Layer):
+        """2018 ``Attention(nb_head, size_per_head)``: Q/K/V projections, no bias/out proj."""
+
+        def build(self, input_shape):
+            for name in ("wq", "wk", "wv"):
+                setattr(self, name, self.add_weight(name=name, shape=(DIM, HEADS * HEAD_DIM),
+                                                    initializer="glorot_uniform"))
+
+        def call(self, x):
+            def heads(w):
+                h = ops.reshape(ops.matmul(x, w), (-1, MAXLEN, HEADS, HEAD_DIM))
+                return ops.transpose(h, (0, 2, 1, 3))
+
+            q, k, v = heads(self.wq), heads(self.wk), heads(self.wv)
+            scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) / HEAD_DIM ** 0.5
+            out = ops.matmul(ops.softmax(scores, axis=-1), v)
+            return ops.reshape(ops.transpose(out, (0, 2, 1, 3)), (-1, MAXLEN, HEADS * HEAD_DIM))
+
+    inp = keras.Input(shape=(MAXLEN,), dtype="int32")
+    x = keras.layers.Embedding(VOCAB, DIM)(inp)
+    x = PositionEmbedding()(x)
+    x = Attention()(x)
+    x = keras.layers.GlobalMaxPooling1D()(x)
+    x = keras.layers.Dropout(0.5)(x)
+    out = keras.layers.Dense(1, activation="sigmoid")(x)
+    model = keras.Model(inp, out)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="binary_crossentropy")
+    return model
+
+
+def run_keras(n: int) -> dict:
+    try:
+        import keras
+    except ImportError:
+        return {"error": "not installed"}
+    keras.utils.set_random_seed(0)
+    ids, _, labels = make_inputs(n)
+    ids = ids.astype(np.int32)
+    model = _keras_model(keras)
+    params = model.count_params()
+    model.fit(ids[: 5 * BATCH], labels[: 5 * BATCH], batch_size=BATCH, epochs=1, verbose=0,
+              shuffle=False)
+    t0 = time.perf_counter()
+    model.fit(ids, labels, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "samples_per_s": n / seconds, "peak_rss_mb": peak_rss_mb(),
+            "params": params, "version": keras.__version__}
+
+
+def worker(name: str, n: int) -> dict:
+    if name.startswith("attnkit"):
+        return run_attnkit(n, mask="nomask" not in name, threads=1 if "1thread" in name else None)
+    return run_keras(n)
+
+
+def launch(name: str, n: int, python: str, backend: str | None) -> dict:
+    env = dict(os.environ)
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    if backend:
+        env["KERAS_BACKEND"] = backend
+    proc = subprocess.run([python, __file__, "--worker", name, "--samples", str(n)],
+                          capture_output=True, text=True, env=env)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        if "No module named" in tail:
+            return {"error": "not installed"}
+        return {"error": f"failed: {tail[:120]}"}
+    return json.loads(lines[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--samples", type=int, default=25000)
+    bench_py = REPO / ".venv-bench" / "bin" / "python"
+    parser.add_argument("--keras-python",
+                        default=str(bench_py) if bench_py.exists() else sys.executable)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.samples)))
+        return
+    rows = [
+        ("attnkit (masked, default)", launch("attnkit", args.samples, sys.executable, None)),
+        ("attnkit (no mask, as 2018)", launch("attnkit-nomask", args.samples, sys.executable,
+                                              None)),
+        ("attnkit (masked, 1 thread)", launch("attnkit-1thread", args.samples, sys.executable,
+                                              None)),
+        ("Keras 3 / tensorflow", launch("keras", args.samples, args.keras_python, "tensorflow")),
+        ("Keras 3 / torch", launch("keras", args.samples, args.keras_python, "torch")),
+    ]
+    base = rows[0][1].get("samples_per_s")
+    print(f"one epoch, {args.samples} samples, batch {BATCH}, maxlen {MAXLEN}, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    print(f"{'framework':<28} {'samples/s':>10} {'attnkit x':>10} {'peak RSS MB':>12}")
+    for name, r in rows:
+        if "error" in r:
+            print(f"{name:<28} {r['error']}")
+            continue
+        ratio = base / r["samples_per_s"] if base else float("nan")
+        print(f"{name:<28} {r['samples_per_s']:>10.0f} {ratio:>10.2f} {r['peak_rss_mb']:>12.0f}")
+
+
+if __name__ == "__main__":
+    main()

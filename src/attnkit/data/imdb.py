@@ -1,0 +1,313 @@
+"""IMDB movie reviews (Maas et al., 2011) from every form they come in.
+
+Sources (:func:`load_split` picks by path):
+
+* an ``aclImdb/`` folder: ``train|test/pos|neg/<id>_<rating>.txt`` (``unsup/`` is ignored);
+* the official ``aclImdb_v1.tar.gz``, read member by member (nothing is written to disk; a
+  member with ``..`` or an absolute path is a DataError). :func:`download_imdb` fetches it
+  into the attnkit cache and checks its SHA-256;
+* JSON Lines (optionally gzip) of ``{"text": ..., "label": ...}``, e.g. ``train.jsonl.gz``;
+* CSV with a text and a label column.
+
+Labels may be ``0``/``1`` or ``"neg"``/``"pos"``. Every bad record (missing field, unknown label,
+undecodable bytes, empty review) raises :class:`~attnkit.errors.DataError` naming the file and
+line (or tar member), unless ``skip_bad=True``: then it is skipped and counted in
+:attr:`ReadStats.skipped`.
+
+Example::
+
+    reviews = load_split("../shared/data/imdb", "train")      # list[Review]
+    train, valid = split_validation(reviews, fraction=0.1, seed=0)
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import random
+import tarfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from attnkit.errors import DataError
+
+IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
+# The published checksum (as pinned by TensorFlow Datasets and others).
+IMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"
+SPLITS = ("train", "test")
+_LABELS = {0: 0, 1: 1, "0": 0, "1": 1, "neg": 0, "pos": 1}
+
+
+@dataclass(frozen=True)
+class Review:
+    """One labelled review: ``label`` 1 = positive, 0 = negative."""
+
+    text: str
+    label: int
+
+
+@dataclass
+class ReadStats:
+    """What a reader did: records read and skipped (with the first reasons, for the user)."""
+
+    read: int = 0
+    skipped: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+    def skip(self, error: DataError) -> None:
+        self.skipped += 1
+        if len(self.reasons) < 10:
+            self.reasons.append(str(error))
+
+
+def parse_label(value, *, path: str, line: int | None = None) -> int:
+    """``0``/``1``/``"0"``/``"1"``/``"neg"``/``"pos"`` -> 0 or 1, else DataError."""
+    key = value.strip().lower() if isinstance(value, str) else value
+    if isinstance(key, bool) or key not in _LABELS:
+        raise DataError(f"label must be 0, 1, 'neg' or 'pos', got {value!r}", path=path, line=line)
+    return _LABELS[key]
+
+
+def _check_text(text, *, path: str, line: int | None) -> str:
+    if not isinstance(text, str):
+        raise DataError(f"text must be a string, got {type(text).__name__}", path=path, line=line)
+    if not text.strip():
+        raise DataError("empty review", path=path, line=line)
+    return text
+
+
+def _decode(data: bytes, *, path: str, line: int | None) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"not valid UTF-8 ({exc.reason} at byte {exc.start})",
+                        path=path, line=line) from None
+
+
+def _collect(records: Iterator, stats: ReadStats, skip_bad: bool) -> list[Review]:
+    """Drain a generator of Reviews / DataErrors, raising or skipping the errors."""
+    out: list[Review] = []
+    for item in records:
+        if isinstance(item, DataError):
+            if not skip_bad:
+                raise item
+            stats.skip(item)
+        else:
+            out.append(item)
+            stats.read += 1
+    return out
+
+
+def _open_binary(path: Path):
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+
+
+def _jsonl_records(path: Path) -> Iterator:
+    name = str(path)
+    with _open_binary(path) as f:
+        for lineno, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(_decode(raw, path=name, line=lineno))
+                if not isinstance(obj, dict):
+                    raise DataError("expected a JSON object {\"text\", \"label\"}",
+                                    path=name, line=lineno)
+                for key in ("text", "label"):
+                    if key not in obj:
+                        raise DataError(f"missing field {key!r} (need \"text\" and \"label\")",
+                                        path=name, line=lineno)
+                yield Review(_check_text(obj["text"], path=name, line=lineno),
+                             parse_label(obj["label"], path=name, line=lineno))
+            except DataError as exc:
+                yield exc
+            except json.JSONDecodeError as exc:
+                yield DataError(f"not valid JSON ({exc.msg})", path=name, line=lineno)
+
+
+def _csv_records(path: Path, text_column: str, label_column: str) -> Iterator:
+    name = str(path)
+    with _open_binary(path) as fb:
+        try:
+            content = fb.read().decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            # Name the line that holds the bad byte (bytes before it, counted in newlines).
+            fb_line = None
+            if isinstance(exc.object, bytes):
+                fb_line = exc.object[: exc.start].count(b"\n") + 1
+            yield DataError(f"not valid UTF-8 ({exc.reason})", path=name, line=fb_line)
+            return
+    reader = csv.DictReader(io.StringIO(content, newline=""))
+    header = reader.fieldnames or []
+    for col in (text_column, label_column):
+        if col not in header:
+            yield DataError(f"no column {col!r} in header {header}", path=name, line=1)
+            return
+    for row in reader:
+        lineno = reader.line_num  # line of the end of this record; records may span lines
+        try:
+            yield Review(_check_text(row[text_column] or "", path=name, line=lineno),
+                         parse_label(row[label_column], path=name, line=lineno))
+        except DataError as exc:
+            yield exc
+
+
+def _folder_records(root: Path, split: str) -> Iterator:
+    for label_name in ("neg", "pos"):
+        folder = root / split / label_name
+        if not folder.is_dir():
+            yield DataError(f"missing folder {split}/{label_name}", path=str(root))
+            continue
+        for file in sorted(folder.glob("*.txt")):
+            try:
+                text = _decode(file.read_bytes(), path=str(file), line=None)
+                yield Review(_check_text(text, path=str(file), line=None), _LABELS[label_name])
+            except DataError as exc:
+                yield exc
+
+
+def check_member_name(name: str, archive: str) -> PurePosixPath:
+    """Reject tar member names that would leave the target folder: absolute or with ``..``."""
+    pure = PurePosixPath(name)
+    if name.startswith(("/", "\\")) or pure.is_absolute() or ".." in pure.parts or (
+            len(name) > 1 and name[1] == ":"):
+        raise DataError(f"unsafe member name {name!r} (absolute or contains '..')", path=archive)
+    return pure
+
+
+def _tar_records(archive: Path, split: str) -> Iterator:
+    name = str(archive)
+    with tarfile.open(archive, "r:*") as tar:
+        for member in tar:
+            try:
+                pure = check_member_name(member.name, name)
+            except DataError as exc:
+                yield exc
+                continue
+            parts = pure.parts
+            # aclImdb/<split>/<pos|neg>/<id>_<rating>.txt
+            if (len(parts) != 4 or parts[1] != split or parts[2] not in ("pos", "neg")
+                    or not parts[3].endswith(".txt") or not member.isfile()):
+                continue
+            where = f"{name}[{member.name}]"
+            f = tar.extractfile(member)
+            if f is None:
+                continue
+            try:
+                text = _decode(f.read(), path=where, line=None)
+                yield Review(_check_text(text, path=where, line=None), _LABELS[parts[2]])
+            except DataError as exc:
+                yield exc
+
+
+def read_jsonl(path, *, skip_bad: bool = False, stats: ReadStats | None = None) -> list[Review]:
+    """Reviews from JSON Lines (plain or gzip) of ``{"text": str, "label": 0|1|"neg"|"pos"}``."""
+    return _collect(_jsonl_records(Path(path)), stats or ReadStats(), skip_bad)
+
+
+def read_csv(path, *, text_column: str = "text", label_column: str = "label",
+             skip_bad: bool = False, stats: ReadStats | None = None) -> list[Review]:
+    """Reviews from a CSV file with a header naming ``text_column`` and ``label_column``."""
+    return _collect(_csv_records(Path(path), text_column, label_column), stats or ReadStats(),
+                    skip_bad)
+
+
+def read_folder(root, split: str, *, skip_bad: bool = False,
+                stats: ReadStats | None = None) -> list[Review]:
+    """Reviews of ``split`` from an ``aclImdb/`` folder (neg first, files in name order)."""
+    _check_split(split)
+    return _collect(_folder_records(Path(root), split), stats or ReadStats(), skip_bad)
+
+
+def read_tar(archive, split: str, *, skip_bad: bool = False,
+             stats: ReadStats | None = None) -> list[Review]:
+    """Reviews of ``split`` read straight from ``aclImdb_v1.tar.gz`` (nothing extracted)."""
+    _check_split(split)
+    return _collect(_tar_records(Path(archive), split), stats or ReadStats(), skip_bad)
+
+
+def _check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+
+
+def download_imdb(cache_dir=None, *, url: str = IMDB_URL, sha256: str = IMDB_SHA256) -> Path:
+    """Fetch ``aclImdb_v1.tar.gz`` into the cache (``$ATTNKIT_CACHE`` or ``~/.cache/attnkit``),
+    verifying ``sha256``; returns the archive path (a cached, verified copy is reused). The
+    readers take members straight from the archive, so nothing is extracted to disk."""
+    from attnkit.data.download import fetch
+
+    return Path(fetch(url, sha256=sha256, cache=cache_dir, filename="aclImdb_v1.tar.gz"))
+
+
+def _is_tar(path: Path) -> bool:
+    return path.name.endswith((".tar.gz", ".tgz", ".tar"))
+
+
+def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | None = None,
+               text_column: str = "text", label_column: str = "label") -> list[Review]:
+    """Reviews of ``split`` from whatever ``path`` is.
+
+    * a folder with ``<split>.jsonl.gz`` / ``<split>.jsonl`` / ``<split>.csv``: that file;
+    * an ``aclImdb`` folder (or one containing ``aclImdb/``): :func:`read_folder`;
+    * ``*.tar.gz``: :func:`read_tar`;
+    * a single ``.jsonl[.gz]`` or ``.csv`` file: that file, whatever ``split`` is;
+    * ``"download"``: the official archive, fetched into the cache.
+    """
+    _check_split(split)
+    stats = stats or ReadStats()
+    if str(path) == "download":
+        path = download_imdb()
+    path = Path(path)
+    if path.is_dir():
+        for candidate in (f"{split}.jsonl.gz", f"{split}.jsonl", f"{split}.csv"):
+            if (path / candidate).is_file():
+                return load_split(path / candidate, split, skip_bad=skip_bad, stats=stats,
+                                  text_column=text_column, label_column=label_column)
+        for root in (path, path / "aclImdb"):
+            if (root / split).is_dir():
+                return read_folder(root, split, skip_bad=skip_bad, stats=stats)
+        raise DataError(f"no {split}.jsonl.gz, {split}.jsonl, {split}.csv or aclImdb/{split}/ "
+                        "in this folder", path=str(path))
+    if not path.is_file():
+        raise DataError("no such file or folder", path=str(path))
+    if _is_tar(path):
+        return read_tar(path, split, skip_bad=skip_bad, stats=stats)
+    suffixes = [s.lower() for s in path.suffixes]
+    if ".csv" in suffixes:
+        return read_csv(path, text_column=text_column, label_column=label_column,
+                        skip_bad=skip_bad, stats=stats)
+    return read_jsonl(path, skip_bad=skip_bad, stats=stats)
+
+
+def has_split(path, split: str) -> bool:
+    """Whether :func:`load_split` would find a separate ``split`` at ``path`` (not one file)."""
+    path = Path(path)
+    if str(path) == "download" or _is_tar(path):
+        return True
+    if not path.is_dir():
+        return False
+    return any((path / f"{split}{ext}").is_file() for ext in (".jsonl.gz", ".jsonl", ".csv")) \
+        or (path / split).is_dir() or (path / "aclImdb" / split).is_dir()
+
+
+def split_validation(items: Sequence, fraction: float, seed: int) -> tuple[list, list]:
+    """Carve a validation set from ``items``: the same ``(fraction, seed)`` gives the same split.
+
+    Returns ``(train, valid)`` with ``round(len * fraction)`` items in ``valid``, both in their
+    original order.
+    """
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"validation fraction must be in [0, 1), got {fraction}")
+    n_valid = int(round(len(items) * fraction))
+    order = list(range(len(items)))
+    random.Random(seed).shuffle(order)
+    valid_idx = set(order[:n_valid])
+    train = [x for i, x in enumerate(items) if i not in valid_idx]
+    valid = [x for i, x in enumerate(items) if i in valid_idx]
+    return train, valid

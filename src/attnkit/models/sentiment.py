@@ -1,0 +1,323 @@
+"""Self-attention review classifier: the 2018 Keras model (preset ``keras2018``) and a stronger one.
+
+``keras2018`` is exactly::
+
+    Embedding(30000, 128) -> + sinusoidal positions (cos_sin layout) ->
+    MultiHeadAttention(8 heads x 16, no bias, no output projection) as self-attention ->
+    global max pooling over time -> Dropout(0.5) -> Linear(128, 1) -> sigmoid
+
+3,889,281 parameters (= 30000*128 + 3*128*128 + 129), as Keras reports.
+
+Padding. The original passed no lengths, so padding was attended and pooled, and its positions
+were counted from the first *padding* slot. Here, by default (``mask_padding=True``), padded keys
+get zero attention, padded outputs are zero and never win the max pooling, and positions count
+from the first real token, so the output of a review does not depend on how much padding
+surrounds it. ``mask_padding=False`` reproduces the original. Padding may sit at the start
+(``padding="pre"``, Keras' default: real tokens are the LAST ``length`` slots) or the end
+(``"post"``); the mask follows that side. Because pre-padding cannot be described by
+``key_lengths`` (which mean "the first ``length`` slots are real"), the model passes the
+equivalent ``key_mask`` to the attention and zeroes the padded query rows itself.
+
+Per-token explanation (:meth:`SentimentClassifier.explain`), a distribution over the real tokens
+(sums to 1, zero on padding):
+
+* max pooling: pooled feature ``d`` is ``max_t h[t, d]``, won at one position ``q_d``, and
+  weighs ``s_d = |w_d * max_t h[t, d]|`` in the logit (``w`` = classifier weights). Since
+  ``h[q_d, d]`` is an attention average of the values, ``h[q, d] = sum_t A[q, t] v[t, d]``, the
+  share ``s_d`` is passed back to the tokens by the last attention layer's row ``A[q_d, :]``
+  (head ``d // head_dim`` of the 2018 layer): ``score[t] = sum_d s_d A[q_d, t]``, normalised
+  over the real tokens. (The winning position alone would mislead: after self-attention every
+  position carries the whole review.)
+* attention pooling: the pooling weights themselves.
+
+Example::
+
+    model = SentimentClassifier(SentimentConfig.keras2018())
+    logits = model(ids, lengths)            # ids [batch, time] int64, lengths [batch] -> [batch]
+    prob, scores = model.explain(ids, lengths)   # [batch], [batch, time]
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+import torch
+from torch import Tensor, nn
+
+from attnkit.attention.masking import lengths_to_mask, masked_softmax
+from attnkit.attention.multi_head import MultiHeadAttention
+from attnkit.positional import SinusoidalPositionalEncoding
+
+
+@dataclass
+class SentimentConfig:
+    """Everything that defines a :class:`SentimentClassifier` (saved as JSON in the run).
+
+    Args:
+        vocab_size: rows of the token embedding (ids must be ``< vocab_size``).
+        embed_dim: token embedding size = model width.
+        maxlen: the longest input (learned positions need it).
+        num_heads, head_dim: multi-head self-attention; ``num_heads * head_dim`` must equal
+            ``embed_dim`` for the residual ``transformer`` blocks.
+        num_layers: self-attention layers.
+        block: ``"plain"`` (the 2018 layer: attention output replaces the input) or
+            ``"transformer"`` (pre-layer-norm residual attention + feed-forward).
+        ffn_dim: feed-forward hidden size of transformer blocks.
+        positional: ``"sinusoidal"`` (cos_sin layout, summed), ``"learned"`` or ``"none"``.
+        pooling: ``"max"`` (global max over time) or ``"attention"`` (learned softmax pooling).
+        dropout: before the classifier (0.5 in 2018).
+        block_dropout: inside transformer blocks and on the embeddings.
+        attn_bias, attn_out_proj: the attention projections' bias and output projection.
+        bigram_buckets: if > 0, hashed embeddings of (previous, current) token pairs are added to
+            the token embeddings (fastText-style local order); 0 = off.
+        mask_padding: exclude padding from attention, pooling and positions (see module doc).
+        padding: ``"pre"`` or ``"post"``: where the inputs' padding is.
+    """
+
+    vocab_size: int = 30000
+    embed_dim: int = 128
+    maxlen: int = 100
+    num_heads: int = 8
+    head_dim: int = 16
+    num_layers: int = 1
+    block: str = "plain"
+    ffn_dim: int = 256
+    positional: str = "sinusoidal"
+    pooling: str = "max"
+    dropout: float = 0.5
+    block_dropout: float = 0.0
+    attn_bias: bool = False
+    attn_out_proj: bool = False
+    bigram_buckets: int = 0
+    mask_padding: bool = True
+    padding: str = "pre"
+
+    @classmethod
+    def keras2018(cls, **overrides) -> SentimentConfig:
+        """The 2018 Keras model (see the module doc); ``overrides`` change single fields."""
+        return cls(**overrides)
+
+    @classmethod
+    def from_dict(cls, obj: dict) -> SentimentConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = set(obj) - known
+        if unknown:
+            raise ValueError(f"unknown SentimentConfig fields {sorted(unknown)}")
+        return cls(**obj)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def check(self) -> None:
+        choices = {"block": ("plain", "transformer"), "positional": ("sinusoidal", "learned",
+                   "none"), "pooling": ("max", "attention"), "padding": ("pre", "post")}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.block == "transformer" and self.num_heads * self.head_dim != self.embed_dim:
+            raise ValueError(f"transformer blocks need num_heads * head_dim == embed_dim, got "
+                             f"{self.num_heads} * {self.head_dim} != {self.embed_dim}")
+        if not self.attn_out_proj and self.num_heads * self.head_dim != self.embed_dim \
+                and self.num_layers > 1:
+            raise ValueError("without an output projection, stacked layers need "
+                             "num_heads * head_dim == embed_dim")
+
+
+class _TransformerBlock(nn.Module):
+    """Pre-LN block: ``x + Attn(LN(x))`` then ``x + FFN(LN(x))``; ``[batch, time, dim]``."""
+
+    def __init__(self, cfg: SentimentConfig):
+        super().__init__()
+        d = cfg.embed_dim
+        self.norm1 = nn.LayerNorm(d)
+        self.attn = MultiHeadAttention(d, num_heads=cfg.num_heads, head_dim=cfg.head_dim,
+                                       bias=cfg.attn_bias, out_proj=cfg.attn_out_proj,
+                                       dropout=cfg.block_dropout)
+        self.norm2 = nn.LayerNorm(d)
+        self.ffn = nn.Sequential(nn.Linear(d, cfg.ffn_dim), nn.GELU(),
+                                 nn.Dropout(cfg.block_dropout), nn.Linear(cfg.ffn_dim, d))
+        self.drop = nn.Dropout(cfg.block_dropout)
+
+    def forward(self, x: Tensor, key_mask: Tensor | None, need_weights: bool = False):
+        h = self.norm1(x)
+        out = self.attn(h, h, key_mask=key_mask, need_weights=need_weights)
+        x = x + self.drop(out.context)
+        x = x + self.drop(self.ffn(self.norm2(x)))
+        return x, out.weights
+
+
+class SentimentClassifier(nn.Module):
+    """Binary review classifier built from self-attention (see the module doc).
+
+    Args:
+        config: a :class:`SentimentConfig`.
+
+    Call:
+        ``forward(ids, lengths) -> logits``; the probability of "positive" is
+        ``sigmoid(logits)``.
+
+    Shapes:
+        ``ids [batch, time]`` int64 (``time <= config.maxlen`` for learned positions),
+        ``lengths [batch]`` int64 real tokens per row -> ``logits [batch]``.
+    """
+
+    def __init__(self, config: SentimentConfig):
+        super().__init__()
+        config.check()
+        self.config = cfg = config
+        d = cfg.embed_dim
+        self.embedding = nn.Embedding(cfg.vocab_size, d)
+        self.bigram = nn.Embedding(cfg.bigram_buckets, d) if cfg.bigram_buckets > 0 else None
+        self.sinusoid = SinusoidalPositionalEncoding(d, mode="sum", layout="cos_sin") \
+            if cfg.positional == "sinusoidal" else None
+        self.learned_pos = nn.Embedding(cfg.maxlen, d) if cfg.positional == "learned" else None
+        if self.learned_pos is not None:
+            nn.init.normal_(self.learned_pos.weight, std=0.02)
+        self.embed_drop = nn.Dropout(cfg.block_dropout)
+        if cfg.block == "plain":
+            width = d
+            layers = []
+            for _ in range(cfg.num_layers):
+                layers.append(MultiHeadAttention(width, num_heads=cfg.num_heads,
+                                                 head_dim=cfg.head_dim, bias=cfg.attn_bias,
+                                                 out_proj=cfg.attn_out_proj))
+                width = d if cfg.attn_out_proj else cfg.num_heads * cfg.head_dim
+            self.layers = nn.ModuleList(layers)
+            self.final_norm = None
+        else:
+            width = d
+            self.layers = nn.ModuleList(_TransformerBlock(cfg) for _ in range(cfg.num_layers))
+            self.final_norm = nn.LayerNorm(d)
+        self.width = width
+        self.pool_score = nn.Linear(width, 1) if cfg.pooling == "attention" else None
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.classifier = nn.Linear(width, 1)
+        self._keras_init()
+
+    def _keras_init(self) -> None:
+        """Keras' defaults, which the 2018 numbers were trained from: embeddings
+        uniform(-0.05, 0.05) (torch's N(0, 1) would swamp the unit-size sinusoids), dense
+        layers Glorot-uniform with zero bias (the attention layer does this itself)."""
+        for emb in (self.embedding, self.bigram):
+            if emb is not None:
+                nn.init.uniform_(emb.weight, -0.05, 0.05)
+        nn.init.xavier_uniform_(self.classifier.weight)
+        nn.init.zeros_(self.classifier.bias)
+
+    # ------------------------------------------------------------------ pieces
+    def real_mask(self, lengths: Tensor, time: int) -> Tensor:
+        """``[batch, time]`` bool, True at real tokens (the last ``length`` slots for "pre")."""
+        mask = lengths_to_mask(lengths, time, name="lengths")
+        return mask.flip(-1) if self.config.padding == "pre" else mask
+
+    def _positions(self, mask: Tensor) -> Tensor:
+        """``[batch, time]`` positions: from the first real token (masked) or the first slot."""
+        if not self.config.mask_padding:
+            return torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
+        return (mask.long().cumsum(-1) - 1).clamp_min(0)
+
+    def _embed(self, ids: Tensor, mask: Tensor) -> Tensor:
+        x = self.embedding(ids)
+        if self.bigram is not None:
+            prev = torch.nn.functional.pad(ids[:, :-1], (1, 0))
+            if self.config.mask_padding:  # the first real token's "previous" is always 0
+                prev = prev * torch.nn.functional.pad(mask[:, :-1], (1, 0))
+            # A fixed multiplicative hash of the id pair; collisions only share a vector.
+            buckets = (prev * 1_000_003 + ids) % self.config.bigram_buckets
+            x = x + self.bigram(buckets)
+        if self.sinusoid is not None or self.learned_pos is not None:
+            pos = self._positions(mask)
+            if self.sinusoid is not None:
+                table = self.sinusoid.encoding(ids.shape[1], device=ids.device, dtype=x.dtype)
+                x = x + table[pos]
+            else:
+                x = x + self.learned_pos(pos)
+        return self.embed_drop(x)
+
+    def _encode(self, ids: Tensor, lengths: Tensor, need_weights: bool = False):
+        if ids.dim() != 2 or lengths.dim() != 1 or lengths.shape[0] != ids.shape[0]:
+            raise ValueError(f"ids must be [batch, time] and lengths [batch], got "
+                             f"{tuple(ids.shape)} and {tuple(lengths.shape)}")
+        mask = self.real_mask(lengths, ids.shape[1])
+        key_mask = mask if self.config.mask_padding else None
+        x = self._embed(ids, mask)
+        weights = []
+        for layer in self.layers:
+            if isinstance(layer, _TransformerBlock):
+                x, w = layer(x, key_mask, need_weights)
+            else:
+                out = layer(x, x, key_mask=key_mask, need_weights=need_weights)
+                x, w = out.context, out.weights
+            if key_mask is not None:
+                x = x * key_mask.unsqueeze(-1)  # padded query rows carry nothing forward
+            weights.append(w)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return x, mask, weights
+
+    def _pool(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """-> pooled ``[batch, width]`` and per-position scores ``[batch, time]`` (see doc)."""
+        pool_mask = mask if self.config.mask_padding else torch.ones_like(mask)
+        if self.pool_score is not None:
+            w = masked_softmax(self.pool_score(x).squeeze(-1), pool_mask)
+            return torch.einsum("bt,btd->bd", w, x), w
+        filled = x.masked_fill(~pool_mask.unsqueeze(-1), torch.finfo(x.dtype).min)
+        pooled, winners = filled.max(dim=1)  # [batch, width], argmax over time per feature
+        # An empty review has no real token: pool to zeros rather than finfo.min.
+        pooled = pooled * pool_mask.any(-1, keepdim=True)
+        return pooled, winners
+
+    def forward(self, ids: Tensor, lengths: Tensor) -> Tensor:
+        x, mask, _ = self._encode(ids, lengths)
+        pooled, _ = self._pool(x, mask)
+        return self.classifier(self.dropout(pooled)).squeeze(-1)
+
+    @torch.no_grad()
+    def explain(self, ids: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """Probability of "positive" ``[batch]`` and per-token scores ``[batch, time]``.
+
+        Scores are a distribution over the real tokens (sum 1, exactly 0 on padding): the
+        attention-pooling weights, or for max pooling each pooled feature's share of the logit
+        passed back through the last attention layer (see the module doc).
+        In the unmasked 2018 mode the winners are taken among the real tokens only, since the
+        question asked is which *words* mattered.
+        """
+        x, mask, attn = self._encode(ids, lengths, need_weights=True)
+        pooled, aux = self._pool(x, mask)
+        prob = torch.sigmoid(self.classifier(pooled).squeeze(-1))
+        if self.pool_score is not None:
+            scores = aux * mask
+            return prob, scores / scores.sum(-1, keepdim=True).clamp_min(1e-12)
+        filled = x.masked_fill(~mask.unsqueeze(-1), torch.finfo(x.dtype).min)
+        top, winners = filled.max(dim=1)  # [batch, width]: value and winning position per feature
+        # Each feature's share of the logit, |w_d * max_t h[t, d]|.
+        share = (self.classifier.weight[0] * top).abs() * mask.any(-1, keepdim=True)
+        rows = self._trace_back(attn[-1], winners)  # [batch, width, time]
+        scores = torch.einsum("bd,bdt->bt", share, rows) * mask
+        return prob, scores / scores.sum(-1, keepdim=True).clamp_min(1e-12)
+
+    def _trace_back(self, weights: Tensor | None, winners: Tensor) -> Tensor:
+        """For feature ``d`` won at query ``q_d``: the attention row over the tokens that made it.
+
+        ``weights [batch, heads, T, T]``, ``winners [batch, width]`` -> ``[batch, width, T]``.
+        Without an output projection feature ``d`` belongs to head ``d // head_dim``; otherwise
+        (or in residual blocks) the heads are averaged. Residual blocks also keep the token's
+        own vector, so half of the credit stays with the winning position itself.
+        """
+        batch, width = winners.shape
+        b_idx = torch.arange(batch, device=winners.device)[:, None]
+        cfg = self.config
+        if cfg.block == "plain" and not cfg.attn_out_proj:
+            h_idx = torch.arange(width, device=winners.device)[None, :] // cfg.head_dim
+            rows = weights[b_idx, h_idx, winners]  # [batch, width, T]
+        else:
+            rows = weights.mean(1)[b_idx, winners]
+        if cfg.block == "transformer":
+            own = torch.nn.functional.one_hot(winners, weights.shape[-1]).to(rows.dtype)
+            rows = 0.5 * rows + 0.5 * own
+        return rows
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Trainable parameters (what Keras' ``model.summary()`` calls 'Trainable params')."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
