@@ -85,7 +85,7 @@ def test_jsonl_labels_and_errors_name_file_and_line(tmp_path):
         (b'{"text": "x", "label": "positive"}', "label must be"),
         (b'{"text": "  ", "label": 1}', "empty review"),
         (b'{"text": "caf\xe9", "label": 1}', "UTF-8"),
-        (b'{"text": ', "not valid JSON"),
+        (b'{"text": ', "invalid JSON"),
     ]
     for raw, message in cases:
         bad = tmp_path / "bad.jsonl"

@@ -2,9 +2,8 @@
 nothing but DataError, and with ``skip_bad=True`` every good record of a partly bad file is
 kept (in order) and every bad one counted in ``ReadStats.skipped``.
 
-The xfail(strict) tests are crashes this fuzzing found in ``attnkit/data/imdb.py``; each reason
-gives the fix. Remove the marker once the reader is fixed (strict: the test then fails until
-you do).
+Crashes this fuzzing found (corrupt gzip streams, non-tar bytes, unhashable labels) are fixed;
+the examples that found them stay as ``@example``s.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import tarfile
 import zlib
 from pathlib import Path
 
-import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -76,11 +74,6 @@ def test_jsonl_arbitrary_bytes_raise_only_data_error(data):
     _never_crashes(read_jsonl, data, "reviews.jsonl")
 
 
-@pytest.mark.xfail(strict=True, raises=GZIP_ERRORS, reason=(
-    "imdb._jsonl_records lets gzip errors escape (EOFError on a truncated .jsonl.gz, "
-    "gzip.BadGzipFile, zlib.error on corrupt data). Fix: wrap the `for ... in f` loop in "
-    "`try: ... except (gzip.BadGzipFile, EOFError, zlib.error) as exc: raise "
-    "DataError(f'corrupt gzip file: {exc}', path=name) from exc` as read_pairs does."))
 @settings(fuzz.SETTINGS)
 @given(fuzz.any_bytes(good_jsonl))
 @example(TRUNCATED_GZIP)
@@ -88,10 +81,6 @@ def test_jsonl_corrupt_gzip_raises_only_data_error(data):
     _never_crashes(read_jsonl, data, "reviews.jsonl.gz")
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason=(
-    "imdb.parse_label does `key not in _LABELS` on any JSON value: a list or object label "
-    "raises TypeError (unhashable). Fix: `if isinstance(key, (bool, list, dict)) or key not in "
-    "_LABELS:` in parse_label."))
 @settings(fuzz.SETTINGS)
 @given(st.lists(st.one_of(fuzz.json_values,
                           st.fixed_dictionaries({"text": fuzz.json_values,
@@ -162,10 +151,6 @@ def test_csv_arbitrary_bytes_raise_only_data_error(data):
     _never_crashes(read_csv, data, "reviews.csv")
 
 
-@pytest.mark.xfail(strict=True, raises=GZIP_ERRORS, reason=(
-    "imdb._csv_records: `fb.read()` of a truncated/corrupt .csv.gz raises EOFError / "
-    "gzip.BadGzipFile / zlib.error. Fix: catch (gzip.BadGzipFile, EOFError, zlib.error) around "
-    "`fb.read()` and yield DataError(f'corrupt gzip file: {exc}', path=name)."))
 @settings(fuzz.SETTINGS)
 @given(fuzz.any_bytes(good_csv))
 @example(gzip.compress(_csv([[i, "Good film.", "pos"] for i in range(40)]), mtime=0)[:-12])
@@ -202,12 +187,6 @@ good_tar = st.lists(st.builds(lambda t, lab: (f"aclImdb/train/{lab}/1_7.txt", t.
                               text, st.sampled_from(["pos", "neg"])), max_size=4).map(_tar)
 
 
-@pytest.mark.xfail(strict=True, raises=(tarfile.TarError, *GZIP_ERRORS), reason=(
-    "imdb._tar_records lets tarfile.ReadError (not a tar archive), and EOFError / zlib.error / "
-    "tarfile.ReadError from a truncated or corrupt aclImdb_v1.tar.gz escape. Fix: wrap the body "
-    "of _tar_records in `try: ... except (tarfile.TarError, EOFError, zlib.error, "
-    "gzip.BadGzipFile) as exc: raise DataError(f'corrupt or not a tar archive: {exc}', "
-    "path=name) from exc`."))
 @settings(fuzz.SETTINGS)
 @given(fuzz.any_bytes(good_tar, gzip_too=False))
 @example(b"this is not a tar archive")

@@ -137,7 +137,7 @@ def run_predict(args) -> int:
 def _write_html(path, preds, shade) -> None:
     from pathlib import Path
 
-    from attnkit.data.classification_text import atomic_write_bytes
+    from attnkit.fileio import atomic_write_bytes
 
     rows = "\n".join(
         f"<p><b>P(positive) = {p.prob:.4f}</b></p><p>{shade(p.tokens, p.scores)}</p>"

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -35,6 +34,7 @@ import torch
 from torch import Tensor
 
 from attnkit.data.vocab import PAD, UNK, Vocab
+from attnkit.fileio import atomic_write_text
 
 SPECIALS = (PAD, UNK)
 PAD_ID = 0
@@ -180,19 +180,6 @@ def pad_sequences(sequences: Sequence[Sequence[int]], maxlen: int, *, padding: s
     return ids, lengths
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def atomic_write_json(path: Path, obj) -> None:
-    atomic_write_bytes(path, json.dumps(obj, ensure_ascii=False, indent=1).encode("utf-8"))
+    """``obj`` as indented UTF-8 JSON, written atomically."""
+    atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=1))

@@ -25,13 +25,14 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-import json
 import random
 import tarfile
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from attnkit.data.jsonio import parse_json
 from attnkit.errors import DataError
 
 IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
@@ -66,7 +67,7 @@ class ReadStats:
 def parse_label(value, *, path: str, line: int | None = None) -> int:
     """``0``/``1``/``"0"``/``"1"``/``"neg"``/``"pos"`` -> 0 or 1, else DataError."""
     key = value.strip().lower() if isinstance(value, str) else value
-    if isinstance(key, bool) or key not in _LABELS:
+    if not isinstance(key, (int, str)) or isinstance(key, bool) or key not in _LABELS:
         raise DataError(f"label must be 0, 1, 'neg' or 'pos', got {value!r}", path=path, line=line)
     return _LABELS[key]
 
@@ -101,6 +102,10 @@ def _collect(records: Iterator, stats: ReadStats, skip_bad: bool) -> list[Review
     return out
 
 
+# What a damaged gzip stream raises while it is read.
+CORRUPT_STREAM = (EOFError, zlib.error, gzip.BadGzipFile)
+
+
 def _open_binary(path: Path):
     with open(path, "rb") as f:
         magic = f.read(2)
@@ -109,12 +114,19 @@ def _open_binary(path: Path):
 
 def _jsonl_records(path: Path) -> Iterator:
     name = str(path)
+    try:
+        yield from _jsonl_lines(path, name)
+    except CORRUPT_STREAM as exc:
+        yield DataError(f"corrupt or truncated compressed file ({exc})", path=name)
+
+
+def _jsonl_lines(path: Path, name: str) -> Iterator:
     with _open_binary(path) as f:
         for lineno, raw in enumerate(f, start=1):
             if not raw.strip():
                 continue
             try:
-                obj = json.loads(_decode(raw, path=name, line=lineno))
+                obj = parse_json(_decode(raw, path=name, line=lineno), path=name, line=lineno)
                 if not isinstance(obj, dict):
                     raise DataError("expected a JSON object {\"text\", \"label\"}",
                                     path=name, line=lineno)
@@ -126,15 +138,18 @@ def _jsonl_records(path: Path) -> Iterator:
                              parse_label(obj["label"], path=name, line=lineno))
             except DataError as exc:
                 yield exc
-            except json.JSONDecodeError as exc:
-                yield DataError(f"not valid JSON ({exc.msg})", path=name, line=lineno)
 
 
 def _csv_records(path: Path, text_column: str, label_column: str) -> Iterator:
     name = str(path)
     with _open_binary(path) as fb:
         try:
-            content = fb.read().decode("utf-8-sig")
+            data = fb.read()
+        except CORRUPT_STREAM as exc:
+            yield DataError(f"corrupt or truncated compressed file ({exc})", path=name)
+            return
+        try:
+            content = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             # Name the line that holds the bad byte (bytes before it, counted in newlines).
             fb_line = None
@@ -182,6 +197,13 @@ def check_member_name(name: str, archive: str) -> PurePosixPath:
 
 def _tar_records(archive: Path, split: str) -> Iterator:
     name = str(archive)
+    try:
+        yield from _tar_members(archive, name, split)
+    except (tarfile.TarError, *CORRUPT_STREAM) as exc:
+        yield DataError(f"corrupt, truncated or not a tar archive ({exc})", path=name)
+
+
+def _tar_members(archive: Path, name: str, split: str) -> Iterator:
     with tarfile.open(archive, "r:*") as tar:
         for member in tar:
             try:
