@@ -56,11 +56,62 @@ def test_uniform_attention_scores_the_uniform_baseline():
     with torch.no_grad():
         model.attention.score.v.zero_()  # constant scores -> uniform weights everywhere
     g = app.grounding(model, data, vocab)
-    assert g["grounding_mass"] == pytest.approx(g["uniform_mass"])
+    for p in ("", "colour_", "count_"):
+        assert g[f"grounding_{p}mass"] == pytest.approx(g[f"uniform_{p}mass"])
     expected = sum(1 for s in data.scenes for p in s.word_boxes
                    if s.caption[p] in app.GROUNDED_WORDS)
-    assert g["grounded_words"] == expected > 0
+    assert g["grounded_words"] == expected == g["colour_words"] + g["count_words"]
+    assert g["colour_words"] > 0 and g["count_words"] > 0
     assert 0 < g["uniform_mass"] < 0.5
+
+
+class OneCellModel(torch.nn.Module):
+    """Stands in for a captioner: word ``t`` puts all attention on cell ``CELLS[t]``."""
+
+    CELLS = [(1, 2), (3, 3), (0, 0), (7, 1), (2, 5), (4, 4), (6, 6), (5, 0), (2, 2), (1, 7)]
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, images, tgt_in):
+        b, t = tgt_in.shape
+        alphas = torch.zeros(b, t, 8, 8)
+        for k in range(t):
+            alphas[:, k][:, self.CELLS[k][0], self.CELLS[k][1]] = 1.0
+        return torch.zeros(b, t, self.config.vocab_size), alphas
+
+
+def test_grounding_splits_words_and_aligns_maps_with_pixel_counts():
+    data = app._synthetic(12, 3, 64)
+    vocab = Vocab.build(r[0] for r in data.refs)
+    model = OneCellModel(CaptionerConfig(vocab_size=len(vocab), **SMALL))
+    g = app.grounding(model, data, vocab)
+    # Independent: per graded word, the share of the 8x8 pixel block of the cell attended when
+    # predicting word t (row t of the maps) that lies inside any named box, by pixel tests.
+    got = {"colour": [], "count": []}
+    for s in data.scenes:
+        for pos, boxes in s.word_boxes.items():
+            word = s.caption[pos]
+            group = "colour" if word in ("red", "blue", "green", "yellow") else (
+                "count" if word in ("a", "one", "two", "three", "four", "five") else None)
+            if group is None:
+                continue
+            r, c = OneCellModel.CELLS[pos]
+            inside = [any(x0 <= x < x1 and y0 <= y < y1 for x0, y0, x1, y1 in boxes)
+                      for y in range(8 * r, 8 * r + 8) for x in range(8 * c, 8 * c + 8)]
+            got[group].append(np.mean(inside))
+    for group, vals in got.items():
+        assert g[f"{group}_words"] == len(vals) > 0
+        assert g[f"grounding_{group}_mass"] == pytest.approx(np.mean(vals))
+        assert g[f"grounding_{group}_max_inside"] == pytest.approx(
+            np.mean([v >= 0.5 for v in vals]))
+    both = got["colour"] + got["count"]
+    assert g["grounding_mass"] == pytest.approx(np.mean(both))
+    table = app.grounding_table(g)
+    assert "colour words" in table and "count words" in table and "overall" in table
+    assert f"{g['grounding_count_mass']:.3f}" in table
 
 
 def test_bleu_is_a_fraction():
@@ -88,7 +139,9 @@ def test_run_folder_and_evaluate(run):
     metrics = app.evaluate(run)
     assert metrics["examples"] == 6 and 0 <= metrics["accuracy"] <= 1
     assert 0 <= metrics["bleu4"] <= 1 and metrics["grounded_words"] > 0
-    assert 0 < metrics["uniform_mass"] < 1
+    assert 0 < metrics["uniform_mass"] < 1 and metrics["attention_supervision"] == 0.0
+    model_cfg = json.loads((run / "model.json").read_text())
+    assert {k: model_cfg[k] for k in app.MODEL_DEFAULTS} == app.MODEL_DEFAULTS
 
 
 def test_greedy_equals_beam_one_with_maps(run):
@@ -157,3 +210,45 @@ def test_flickr_spec_splits_images_and_tokenizes(tmp_path):
     assert splits["train"].images.shape == (6, 3, 32, 32) and splits["train"].scenes is None
     assert splits["valid"].refs[0][1] == ["the", "dog's", "ball"]
     assert splits["valid"].refs[0][0][:3] == ["a", "dog", "running"]
+
+
+def test_attention_targets_line_up_with_the_words():
+    data = app._synthetic(6, 2, 64)
+    vocab = Vocab.build(r[0] for r in data.refs)
+    ds = app.CaptionDataset(data, vocab, 20, map_side=8)
+    batch = app.collate([ds[i] for i in range(6)], vocab.pad_id)
+    assert batch["maps"].shape == (*batch["tgt_out"].shape, 8, 8)
+    for b, scene in enumerate(data.scenes):
+        for t in range(batch["maps"].shape[1]):
+            row = batch["maps"][b, t].numpy()
+            if t in scene.word_boxes:  # row t is the target of the word at tgt_out[t]
+                assert vocab.decode([int(batch["tgt_out"][b, t])]) == [scene.caption[t]]
+                np.testing.assert_allclose(row, app.box_coverage(scene.word_boxes[t], 64, 8))
+            else:
+                assert not row.any()
+    with pytest.raises(ValueError, match="synthetic"):
+        app.CaptionDataset(app.CaptionData(data.images, data.refs), vocab, 20, map_side=8)
+
+
+def test_supervised_run_records_its_weight(tmp_path):
+    out = tmp_path / "sup"
+    app.train(out, num_train=16, num_valid=4, num_test=4, epochs=1, batch_size=8,
+              device="cpu", progress=False, model_overrides=SMALL, attention_supervision=1.0)
+    assert json.loads((out / "config.json").read_text())["attention_supervision"] == 1.0
+    assert app.evaluate(out)["attention_supervision"] == 1.0  # eval reports how it was trained
+    with pytest.raises(ValueError, match="attention_supervision"):
+        app.train(tmp_path / "bad", attention_supervision=-1.0)
+
+
+def test_same_seed_same_weights(tmp_path):
+    from safetensors.torch import load_file
+
+    weights = []
+    for name in ("a", "b"):
+        torch.rand(7)  # move the global RNG: the run must not depend on it
+        app.train(tmp_path / name, num_train=8, num_valid=2, num_test=2, epochs=1,
+                  batch_size=8, device="cpu", progress=False, model_overrides=SMALL)
+        weights.append(load_file(tmp_path / name / "best.safetensors"))
+    assert weights[0].keys() == weights[1].keys()
+    for key, value in weights[0].items():
+        torch.testing.assert_close(value, weights[1][key], rtol=0, atol=0, msg=key)

@@ -42,12 +42,16 @@ def test_train_eval_predict(tmp_path, capsys):
     assert main(["caption", "eval", "--run", str(run), "--json"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     metrics = json.loads(last)
-    assert {"accuracy", "bleu4", "grounding_mass", "uniform_mass"} <= set(metrics)
+    assert {"accuracy", "bleu4", "grounding_mass", "uniform_mass", "grounding_colour_mass",
+            "grounding_count_max_inside", "uniform_count_mass", "count_words"} <= set(metrics)
     assert metrics["examples"] == 4
 
     assert main(["caption", "eval", "--run", str(run)]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert "BLEU-4" in out[0] and json.loads(out[-1])["examples"] == 4
+    text = "\n".join(out)
+    for row in ("colour words", "count words", "overall", "uniform", "max-in"):
+        assert row in text
 
     image = tmp_path / "scene.png"
     Image.fromarray(make_scenes(1, 42)[0].image).convert("L").save(image)  # grayscale input

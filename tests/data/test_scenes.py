@@ -140,3 +140,17 @@ def test_sizes():
         generate_scene(0, size=16)
     with pytest.raises(TypeError):
         generate_scene("seed")
+
+
+@pytest.mark.parametrize("size", [32, 40, 48])
+def test_small_sizes_draw_disjoint_boxes(size):
+    # Below ~60 px a wide duck has less than 1 px of slack in its cell (it used to crash).
+    for s in make_scenes(40, seed=5, size=size):
+        assert s.image.shape == (size, size, 3)
+        taken = np.zeros((size, size), bool)
+        for d in s.ducks:
+            x0, y0, x1, y1 = d.box
+            assert 0 <= x0 < x1 <= size and 0 <= y0 < y1 <= size
+            assert not taken[y0:y1, x0:x1].any()
+            taken[y0:y1, x0:x1] = True
+        assert caption_for(s.ducks)[1] == s.caption

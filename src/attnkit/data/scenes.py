@@ -209,7 +209,10 @@ def generate_scene(rng: np.random.Generator | int, size: int = 64) -> Scene:
     cells = rng.choice(GRID * GRID, size=len(attrs), replace=False)
     ducks = []
     for (colour, facing), c in zip(attrs, cells, strict=True):
-        w = cell * rng.uniform(0.65, 0.95)
+        # A 1 px margin keeps rounded edges out of the next cell. Below 60 px, 0.95 of a cell
+        # leaves less than that (a negative placement range), so the width is capped there;
+        # from 60 px up the cap never binds and scenes are unchanged.
+        w = min(cell * rng.uniform(0.65, 0.95), cell - 1)
         h = 0.8 * w
         x = (c % GRID) * cell + rng.uniform(0, cell - w - 1)
         y = (c // GRID) * cell + rng.uniform(0, cell - h - 1)

@@ -3,8 +3,10 @@
 At step ``t`` the decoder attends from its previous state ``h_{t-1}`` over the ``H x W``
 locations of the feature map, feeds ``[E y_{t-1}; z_t]`` to an LSTM cell and predicts word
 ``t`` from the "deep output" ``L_o(E y_{t-1} + L_h h_t + L_z z_t)``. The attention map of word
-``t`` is the ``alpha_t`` used to predict it. ``h_0, c_0`` come from the batch-normalised mean
-(and by default max) feature through two small MLPs (``f_init`` of the paper).
+``t`` is the ``alpha_t`` used to predict it (the first word's map is attended from ``h_0``).
+``h_0, c_0`` come from the batch-normalised mean (and by default max) feature through two small
+MLPs (``f_init`` of the paper), or are learned constants (``init_pool="none"``: the state then
+knows nothing of the image, so even the first word has to be read through attention).
 
 * soft attention: :class:`~attnkit.attention.spatial.SpatialAttention` with the gating scalar
   ``beta_t = sigmoid(W_b h_{t-1})`` on the context;
@@ -43,6 +45,7 @@ from attnkit.models.config import SpecialIds
 from attnkit.models.losses import masked_cross_entropy
 
 ATTENTIONS = ("soft", "hard")
+INIT_POOLS = ("mean", "mean+max", "none")
 
 
 @dataclass
@@ -60,9 +63,12 @@ class CaptionerConfig(SpecialIds):
         dropout: before the output layer.
         max_caption_len: decoding stops after this many words (plus EOS).
         doubly_stochastic: lambda of the regulariser.
-        init_pool: what ``h_0, c_0`` are computed from: ``"mean"`` (the paper) or
-            ``"mean+max"`` (mean and max over locations; the max says "some duck faces
-            right" at once, which the first word of the duck captions needs).
+        init_pool: what ``h_0, c_0`` are computed from: ``"mean"`` (the paper),
+            ``"mean+max"`` (mean and max over locations) or ``"none"`` (learned constants:
+            the state knows nothing of the image, so every fact about it, the first word's
+            included, has to come through the attention glimpses).
+        global_context: squeeze-and-excitation gates in the encoder
+            (:class:`~attnkit.models.cnn_encoder.ConvEncoder`).
     """
 
     vocab_size: int = 0
@@ -78,6 +84,7 @@ class CaptionerConfig(SpecialIds):
     max_caption_len: int = 20
     doubly_stochastic: float = 0.0
     init_pool: str = "mean+max"
+    global_context: bool = False
     arch: str = "captioner"
 
     def __post_init__(self) -> None:
@@ -89,8 +96,8 @@ class CaptionerConfig(SpecialIds):
                self.max_caption_len) < 1:
             raise ValueError("channels, emb_dim, hidden, attention_units and max_caption_len "
                              "must be >= 1")
-        if self.init_pool not in ("mean", "mean+max"):
-            raise ValueError(f"init_pool must be 'mean' or 'mean+max', got {self.init_pool!r}")
+        if self.init_pool not in INIT_POOLS:
+            raise ValueError(f"init_pool must be one of {INIT_POOLS}, got {self.init_pool!r}")
         if self.doubly_stochastic < 0:
             raise ValueError(f"doubly_stochastic must be >= 0, got {self.doubly_stochastic}")
 
@@ -147,7 +154,8 @@ class Captioner(nn.Module):
     def __init__(self, config: CaptionerConfig):
         super().__init__()
         self.config = c = config
-        self.encoder = ConvEncoder(c.image_size, c.feature_size, c.channels)
+        self.encoder = ConvEncoder(c.image_size, c.feature_size, c.channels,
+                                   global_context=c.global_context)
         self.embed = nn.Embedding(c.vocab_size, c.emb_dim, padding_idx=c.pad_id)
         if c.attention == "soft":
             self.attention: nn.Module = SpatialAttention(c.hidden, c.channels,
@@ -160,10 +168,14 @@ class Captioner(nn.Module):
         # mean. With the mean alone the first word ("a" vs "four": does one duck of several
         # face the other way?) stayed wrong on ~70% of such scenes; the max adds "some duck
         # faces right" directly (see CaptionerConfig.init_pool).
-        pooled = c.channels * (2 if c.init_pool == "mean+max" else 1)
-        self.init_norm = nn.BatchNorm1d(pooled)
-        self.init_h = _mlp(pooled, c.hidden)
-        self.init_c = _mlp(pooled, c.hidden)
+        if c.init_pool == "none":
+            self.h0 = nn.Parameter(torch.zeros(c.hidden))
+            self.c0 = nn.Parameter(torch.zeros(c.hidden))
+        else:
+            pooled = c.channels * (2 if c.init_pool == "mean+max" else 1)
+            self.init_norm = nn.BatchNorm1d(pooled)
+            self.init_h = _mlp(pooled, c.hidden)
+            self.init_c = _mlp(pooled, c.hidden)
         self.cell = nn.LSTMCell(c.emb_dim + c.channels, c.hidden)
         self.out_h = nn.Linear(c.hidden, c.emb_dim)
         self.out_z = nn.Linear(c.channels, c.emb_dim)
@@ -173,7 +185,8 @@ class Captioner(nn.Module):
     # ------------------------------------------------------------------ step API
     def encode(self, images: Tensor, src_lengths: Tensor | None = None, *,
                location_mask: Tensor | None = None) -> CaptionState:
-        """Features, attention memory and ``h_0, c_0 = tanh(f_init(BN(pool_l a_l)))``.
+        """Features, attention memory and ``h_0, c_0 = tanh(f_init(BN(pool_l a_l)))`` (or the
+        learned constants ``tanh(h0), tanh(c0)`` for ``init_pool="none"``).
 
         ``src_lengths`` is ignored: the translation decoders pass one length per image
         (``H * W``) because their API has it.
@@ -186,6 +199,14 @@ class Captioner(nn.Module):
                              f"(True = may attend), got {location_mask.dtype} "
                              f"{tuple(location_mask.shape)}")
         flat = feats.flatten(2).transpose(1, 2)  # [B, H*W, C]
+        if isinstance(self.attention, SpatialAttention):
+            memory = self.attention.memory(feats, key_mask=location_mask)
+        else:
+            memory = self.attention.memory(
+                flat, key_mask=None if location_mask is None else location_mask.flatten(1))
+        if self.config.init_pool == "none":
+            h0, c0 = (torch.tanh(p).to(flat.dtype).expand(batch, -1) for p in (self.h0, self.c0))
+            return CaptionState(h0, c0, memory, height, width)
         if location_mask is None:
             mean, top = flat.mean(1), flat.amax(1)
         else:
@@ -193,11 +214,6 @@ class Captioner(nn.Module):
             mean = (flat * keep).sum(1) / keep.sum(1).clamp_min(1)
             top = flat.masked_fill(~keep, 0.0).amax(1)  # features are ReLU outputs, >= 0
         pooled = torch.cat([mean, top], -1) if self.config.init_pool == "mean+max" else mean
-        if isinstance(self.attention, SpatialAttention):
-            memory = self.attention.memory(feats, key_mask=location_mask)
-        else:
-            memory = self.attention.memory(
-                flat, key_mask=None if location_mask is None else location_mask.flatten(1))
         if self.training and batch == 1:
             # BatchNorm cannot take statistics of one image: use the running ones.
             n = self.init_norm
@@ -265,13 +281,43 @@ def doubly_stochastic_penalty(alphas: Tensor, lengths: Tensor) -> Tensor:
     return ((1.0 - total) ** 2).flatten(1).sum(1).mean()
 
 
+def attention_supervision_penalty(alphas: Tensor, targets: Tensor) -> Tensor:
+    """``mean_words -log(sum_l alpha_l * target_l)``: attention mass kept off the named objects.
+
+    Supervised attention (Liu et al., 2017, "Attention Correctness in Neural Image
+    Captioning"): ``targets`` gives, per word, the share of each location inside the boxes of
+    the objects the word names; words whose target map is all zero are not supervised.
+
+    Args:
+        alphas: ``[batch, T, H, W]`` attention maps (row ``t`` predicted word ``t``).
+        targets: ``[batch, T, H, W]`` in ``[0, 1]``.
+
+    Returns:
+        A scalar tensor (0 when no word is supervised).
+    """
+    if targets.shape != alphas.shape:
+        raise ValueError(f"targets must have the shape of alphas {tuple(alphas.shape)} "
+                         f"[batch, T, H, W], got {tuple(targets.shape)}")
+    targets = targets.to(alphas.dtype)
+    supervised = targets.flatten(2).amax(-1) > 0  # [B, T]
+    if not bool(supervised.any()):
+        return alphas.sum() * 0.0
+    mass = (alphas * targets).flatten(2).sum(-1)[supervised]
+    return -torch.log(mass.clamp_min(1e-6)).mean()
+
+
 def caption_loss(model: Captioner, images: Tensor, tgt_in: Tensor, tgt_out: Tensor,
-                 lengths: Tensor) -> tuple[Tensor, Tensor, int]:
-    """Token cross-entropy + ``config.doubly_stochastic`` * the attention penalty.
+                 lengths: Tensor, target_maps: Tensor | None = None,
+                 supervision: float = 0.0) -> tuple[Tensor, Tensor, int]:
+    """Token cross-entropy + ``config.doubly_stochastic`` * the attention penalty
+    (+ ``supervision`` * :func:`attention_supervision_penalty` when ``target_maps`` is given).
 
     Args:
         images: ``[batch, 3, S, S]``; ``tgt_in``/``tgt_out``: ``[batch, T]`` (BOS + words,
             words + EOS, padded); ``lengths``: ``[batch]`` real length of ``tgt_out``.
+        target_maps: optional ``[batch, T, H, W]`` box coverage of the objects word ``t``
+            names (zeros for other words).
+        supervision: weight of the supervised-attention term (0 = unsupervised attention).
 
     Returns:
         ``(loss, cross_entropy, token_count)``.
@@ -280,4 +326,6 @@ def caption_loss(model: Captioner, images: Tensor, tgt_in: Tensor, tgt_out: Tens
     ce, count = masked_cross_entropy(logits, tgt_out, lengths=lengths)
     lam = model.config.doubly_stochastic
     loss = ce + lam * doubly_stochastic_penalty(alphas, lengths) if lam > 0 else ce
+    if supervision > 0 and target_maps is not None:
+        loss = loss + supervision * attention_supervision_penalty(alphas, target_maps)
     return loss, ce.detach(), count

@@ -27,6 +27,8 @@ class ConvEncoder(nn.Module):
         feature_size: side of the output feature map (``S / feature_size`` a power of two).
         channels: output channels ``C``; the stride-2 blocks double their width up to ``C``
             (``C/4, C/2, C`` for three of them).
+        global_context: scale each channel by a gate computed from the whole image's mean
+            feature (squeeze-and-excitation), so objects' features can depend on the others.
 
     Call:
         ``encoder(images)``: ``images`` uint8 ``[batch, 3, S, S]`` (0..255) or float (0..1).
@@ -40,7 +42,8 @@ class ConvEncoder(nn.Module):
         torch.Size([2, 64, 8, 8])
     """
 
-    def __init__(self, image_size: int = 64, feature_size: int = 8, channels: int = 64):
+    def __init__(self, image_size: int = 64, feature_size: int = 8, channels: int = 64, *,
+                 global_context: bool = False):
         super().__init__()
         ratio = image_size // feature_size if feature_size > 0 else 0
         if ratio < 2 or ratio * feature_size != image_size or ratio & (ratio - 1):
@@ -57,6 +60,13 @@ class ConvEncoder(nn.Module):
             cin = w
         layers.append(_block(cin, channels, 1))
         self.net = nn.Sequential(*layers)
+        # Squeeze-and-excitation (Hu et al., 2018): channel gates from the image mean. The
+        # product lets a location say "I am red AND red is the minority here" while background
+        # locations, whose object channels are ~0, stay empty: relational facts live at the
+        # objects, where attention can find them.
+        self.context = (nn.Sequential(nn.Linear(channels, channels), nn.ReLU(),
+                                      nn.Linear(channels, channels))
+                        if global_context else None)
 
     def forward(self, images: Tensor) -> Tensor:
         if (not isinstance(images, Tensor) or images.dim() != 4 or images.shape[1] != 3
@@ -65,4 +75,8 @@ class ConvEncoder(nn.Module):
             raise ValueError(f"images must have shape [batch, 3, {self.image_size}, "
                              f"{self.image_size}], got {got}")
         x = images.float() / 255.0 if images.dtype == torch.uint8 else images.float()
-        return self.net(x - 0.5)  # centred input; BatchNorm does the rest
+        feats = self.net(x - 0.5)  # centred input; BatchNorm does the rest
+        if self.context is not None:
+            gate = torch.sigmoid(self.context(feats.mean((2, 3))))  # [batch, C]
+            feats = feats * (2.0 * gate)[:, :, None, None]  # 2x: the identity at gate 0.5
+        return feats
