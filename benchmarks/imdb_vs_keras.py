@@ -4,14 +4,22 @@ Every row runs in its own subprocess (so peak RSS is that framework's alone) on 
 inputs: ``--samples`` reviews of 100 ids in ``[1, 30000)``, padded at the start to random lengths
 (numpy seed 0), random 0/1 labels. Each trains the same model - Embedding(30000, 128), sinusoidal
 positions (cos_sin, summed), 8x16-head self-attention without bias or output projection, global max
-pooling, Dropout(0.5), Dense(1, sigmoid) - with Adam(1e-3), binary cross-entropy, batch 64. A short
-warm-up (5 batches, not timed) absorbs tracing and allocation; then one epoch is timed. attnkit
-uses the trainer's optimizer (``build_optimizer``: AdamW with weight decay 0 = Adam); the
-"1 thread" row shows torch with ``set_num_threads(1)``, which wins on a crowded CPU.
+pooling, Dropout(0.5), Dense(1, sigmoid) - with Adam(1e-3), binary cross-entropy, batch 64.
+
+Fair timing: every framework gets the same CPU thread count (``--threads``, printed; torch
+``set_num_threads``, TensorFlow intra- and inter-op pools, ``OMP_NUM_THREADS``). A warm-up (5
+batches, not timed) absorbs tracing and allocation. Then one epoch runs with a timestamp after
+every batch; the epoch is cut into rounds of ``--round-batches`` batches and the table shows the
+median round's samples/s (robust to other processes on a shared CPU). attnkit uses the
+trainer's optimizer (``build_optimizer``: fused AdamW with weight decay 0 = Adam).
+
+attnkit's masked rows skip padding (reviews are encoded in length groups, each cut to its
+longest review), which the 2018 model cannot do; the "no mask" row does the same work as Keras.
 
 Usage::
 
-    .venv/bin/python benchmarks/imdb_vs_keras.py [--samples 25000] [--keras-python PY]
+    .venv/bin/python benchmarks/imdb_vs_keras.py [--samples 25000] [--threads 1]
+        [--round-batches 20] [--keras-python PY]
 
 Keras rows need ``keras`` and ``tensorflow`` (the ``bench`` extra) in ``--keras-python``
 (default: ``.venv-bench/bin/python`` if present, else this interpreter); missing ones print
@@ -49,7 +57,22 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
 
 
-def run_attnkit(n: int, mask: bool, threads: int | None) -> dict:
+def summarize(ends: list[float], start: float, n: int, round_batches: int) -> dict:
+    """Per-batch end times -> epoch seconds and the median round's samples/s."""
+    stamps = [start] + ends
+    rates = []
+    for a in range(0, len(ends), round_batches):
+        b = min(a + round_batches, len(ends))
+        if b - a == round_batches or not rates:  # a short last round only if it is the only one
+            samples = min(b * BATCH, n) - a * BATCH
+            rates.append(samples / (stamps[b] - stamps[a]))
+    seconds = ends[-1] - start
+    return {"seconds": seconds, "epoch_samples_per_s": n / seconds,
+            "samples_per_s": float(np.median(rates)), "rounds": len(rates),
+            "peak_rss_mb": peak_rss_mb()}
+
+
+def run_attnkit(n: int, mask: bool, threads: int, round_batches: int) -> dict:
     import torch
 
     sys.path.insert(0, str(REPO / "src"))
@@ -57,8 +80,7 @@ def run_attnkit(n: int, mask: bool, threads: int | None) -> dict:
     from attnkit.training import TrainConfig
     from attnkit.training.trainer import build_optimizer
 
-    if threads:
-        torch.set_num_threads(threads)
+    torch.set_num_threads(threads)
     torch.manual_seed(0)
     ids, lengths, labels = (torch.from_numpy(a) for a in make_inputs(n))
     model = SentimentClassifier(SentimentConfig.keras2018(mask_padding=mask))
@@ -74,11 +96,12 @@ def run_attnkit(n: int, mask: bool, threads: int | None) -> dict:
 
     for s in range(0, 5 * BATCH, BATCH):
         step(s)
-    t0 = time.perf_counter()
+    ends = []
+    start = time.perf_counter()
     for s in range(0, n, BATCH):
         step(s)
-    seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "samples_per_s": n / seconds, "peak_rss_mb": peak_rss_mb()}
+        ends.append(time.perf_counter())
+    return {**summarize(ends, start, n, round_batches), "threads": torch.get_num_threads()}
 
 
 def _keras_model(keras):
@@ -123,11 +146,21 @@ def _keras_model(keras):
     return model
 
 
-def run_keras(n: int) -> dict:
+def run_keras(n: int, threads: int, round_batches: int) -> dict:
     try:
         import keras
     except ImportError:
         return {"error": "not installed"}
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    elif backend == "torch":
+        import torch
+
+        torch.set_num_threads(threads)
     keras.utils.set_random_seed(0)
     ids, _, labels = make_inputs(n)
     ids = ids.astype(np.int32)
@@ -135,25 +168,33 @@ def run_keras(n: int) -> dict:
     params = model.count_params()
     model.fit(ids[: 5 * BATCH], labels[: 5 * BATCH], batch_size=BATCH, epochs=1, verbose=0,
               shuffle=False)
-    t0 = time.perf_counter()
-    model.fit(ids, labels, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)
-    seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "samples_per_s": n / seconds, "peak_rss_mb": peak_rss_mb(),
-            "params": params, "version": keras.__version__}
+    ends: list[float] = []
+    stamp = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: ends.append(time.perf_counter()))
+    start = time.perf_counter()
+    model.fit(ids, labels, batch_size=BATCH, epochs=1, verbose=0, shuffle=False,
+              callbacks=[stamp])
+    return {**summarize(ends, start, n, round_batches), "params": params,
+            "version": keras.__version__, "threads": threads}
 
 
-def worker(name: str, n: int) -> dict:
+def worker(name: str, n: int, threads: int, round_batches: int) -> dict:
     if name.startswith("attnkit"):
-        return run_attnkit(n, mask="nomask" not in name, threads=1 if "1thread" in name else None)
-    return run_keras(n)
+        return run_attnkit(n, mask="nomask" not in name, threads=threads,
+                           round_batches=round_batches)
+    return run_keras(n, threads, round_batches)
 
 
-def launch(name: str, n: int, python: str, backend: str | None) -> dict:
+def launch(name: str, args: argparse.Namespace, python: str, backend: str | None) -> dict:
     env = dict(os.environ)
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[var] = str(args.threads)
     if backend:
         env["KERAS_BACKEND"] = backend
-    proc = subprocess.run([python, __file__, "--worker", name, "--samples", str(n)],
+    proc = subprocess.run([python, __file__, "--worker", name, "--samples", str(args.samples),
+                           "--threads", str(args.threads),
+                           "--round-batches", str(args.round_batches)],
                           capture_output=True, text=True, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -171,30 +212,37 @@ def main() -> None:
     bench_py = REPO / ".venv-bench" / "bin" / "python"
     parser.add_argument("--keras-python",
                         default=str(bench_py) if bench_py.exists() else sys.executable)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="CPU threads for every framework (default 1)")
+    parser.add_argument("--round-batches", type=int, default=20,
+                        help="batches per timed round; the median round is reported")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.threads < 1 or args.round_batches < 1 or args.samples < BATCH:
+        parser.error(f"need --threads >= 1, --round-batches >= 1, --samples >= {BATCH}")
     if args.worker:
-        print(json.dumps(worker(args.worker, args.samples)))
+        print(json.dumps(worker(args.worker, args.samples, args.threads, args.round_batches)))
         return
     rows = [
-        ("attnkit (masked, default)", launch("attnkit", args.samples, sys.executable, None)),
-        ("attnkit (no mask, as 2018)", launch("attnkit-nomask", args.samples, sys.executable,
-                                              None)),
-        ("attnkit (masked, 1 thread)", launch("attnkit-1thread", args.samples, sys.executable,
-                                              None)),
-        ("Keras 3 / tensorflow", launch("keras", args.samples, args.keras_python, "tensorflow")),
-        ("Keras 3 / torch", launch("keras", args.samples, args.keras_python, "torch")),
+        ("attnkit (masked)", launch("attnkit", args, sys.executable, None)),
+        ("attnkit (no mask, as 2018)", launch("attnkit-nomask", args, sys.executable, None)),
+        ("Keras 3 / tensorflow", launch("keras", args, args.keras_python, "tensorflow")),
+        ("Keras 3 / torch", launch("keras", args, args.keras_python, "torch")),
     ]
     base = rows[0][1].get("samples_per_s")
     print(f"one epoch, {args.samples} samples, batch {BATCH}, maxlen {MAXLEN}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
-    print(f"{'framework':<28} {'samples/s':>10} {'attnkit x':>10} {'peak RSS MB':>12}")
+          f"{args.threads} thread(s) per framework, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.2f}; samples/s = median of rounds of "
+          f"{args.round_batches} batches (warm-up excluded)")
+    print(f"{'framework':<28} {'samples/s':>10} {'epoch s/s':>10} {'attnkit x':>10} "
+          f"{'peak RSS MB':>12}")
     for name, r in rows:
         if "error" in r:
             print(f"{name:<28} {r['error']}")
             continue
         ratio = base / r["samples_per_s"] if base else float("nan")
-        print(f"{name:<28} {r['samples_per_s']:>10.0f} {ratio:>10.2f} {r['peak_rss_mb']:>12.0f}")
+        print(f"{name:<28} {r['samples_per_s']:>10.0f} {r['epoch_samples_per_s']:>10.0f} "
+              f"{ratio:>10.2f} {r['peak_rss_mb']:>12.0f}")
 
 
 if __name__ == "__main__":
