@@ -66,8 +66,23 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="keep words seen this often in training (default 1)")
     t.add_argument("--max-vocab", type=int, default=30000,
                    help="largest vocabulary per language, specials included (default 30000)")
+    t.add_argument("--subword", type=int, metavar="N",
+                   help="joint English+French sentencepiece vocabulary of about N pieces, "
+                   "trained on the training text and saved in the run (default: words)")
+    t.add_argument("--ff-dim", type=int, help="Transformer feed-forward size (default 256)")
     t.add_argument("--epochs", type=int, help="default 8 (early stopping on validation BLEU)")
     t.add_argument("--batch-size", type=int, help="default 64")
+    t.add_argument("--batch-tokens", type=int, metavar="N",
+                   help="also cap each batch at N padded tokens (per side)")
+    t.add_argument("--schedule", choices=["constant", "linear", "cosine", "inverse_sqrt"],
+                   help="learning-rate schedule; linear/cosine reach 0 at the end of --epochs "
+                   "(default constant for rnn, inverse_sqrt for transformer)")
+    t.add_argument("--warmup", type=int, metavar="STEPS",
+                   help="warm-up steps (default 0 rnn, 300 transformer)")
+    t.add_argument("--amp", action="store_true",
+                   help="bfloat16 autocast (GPU, or a CPU with AVX512-BF16/AMX)")
+    t.add_argument("--eval-every", type=int, metavar="STEPS",
+                   help="validate every STEPS steps (default once per epoch and at the stop)")
     t.add_argument("--lr", type=float, help="default 3e-3 (rnn), 1e-3 (transformer)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
@@ -113,6 +128,7 @@ def run_train(args) -> int:
     model = {k: v for k, v in {
         "hidden": args.hidden, "emb_dim": args.emb_dim, "layers": args.layers,
         "window": args.window, "d_model": args.d_model, "heads": args.heads,
+        "ff_dim": args.ff_dim,
         "dropout": args.dropout, "teacher_forcing_ratio": args.teacher_forcing}.items()
         if v is not None}
     max_minutes = None if args.max_minutes == 0 else args.max_minutes
@@ -121,7 +137,8 @@ def run_train(args) -> int:
           batch_size=args.batch_size, lr=args.lr, seed=args.seed, device=args.device,
           max_minutes=max_minutes, resume=args.resume, label_smoothing=args.label_smoothing,
           max_len=args.max_len, min_freq=args.min_freq, max_vocab=args.max_vocab,
-          train_size=args.train_size,
+          train_size=args.train_size, subword=args.subword, batch_tokens=args.batch_tokens,
+          schedule=args.schedule, warmup=args.warmup, eval_every=args.eval_every, amp=args.amp,
           threads=args.threads or None, progress=not args.no_progress)
     return 0
 
@@ -139,7 +156,9 @@ def run_eval(args) -> int:
     if args.json:
         print(json.dumps({k: metrics[k] for k in ("bleu", "chrf", "counts", "sentences",
                                                   "references", "beam", "by_length",
-                                                  "signature")}))
+                                                  "signature", "single_ref",
+                                                  "sentences_per_s")
+                          if k in metrics}))
     return 0
 
 

@@ -105,6 +105,8 @@ class TransformerConfig(SpecialIds):
         max_len: longest sequence the positional encoding is built for.
         positional: ``"sinusoidal"`` or ``"learned"``.
         tie_embeddings: share the target embedding with the output projection.
+        share_embeddings: one embedding table for source and target (a joint subword
+            vocabulary; needs ``src_vocab == tgt_vocab``).
     """
 
     src_vocab: int = 0
@@ -117,6 +119,7 @@ class TransformerConfig(SpecialIds):
     max_len: int = 512
     positional: str = "sinusoidal"
     tie_embeddings: bool = True
+    share_embeddings: bool = False
     arch: str = "transformer"
 
     def __post_init__(self) -> None:
@@ -128,6 +131,9 @@ class TransformerConfig(SpecialIds):
         if self.positional not in ("sinusoidal", "learned"):
             raise ValueError(f"positional must be 'sinusoidal' or 'learned', "
                              f"got {self.positional!r}")
+        if self.share_embeddings and self.src_vocab != self.tgt_vocab:
+            raise ValueError(f"share_embeddings needs one joint vocabulary, got src_vocab "
+                             f"{self.src_vocab} != tgt_vocab {self.tgt_vocab}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

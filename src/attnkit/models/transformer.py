@@ -113,8 +113,11 @@ class TransformerSeq2Seq(nn.Module):
         super().__init__()
         self.config = c = config
         d = c.d_model
-        self.src_embedding = nn.Embedding(c.src_vocab, d, padding_idx=c.pad_id)
         self.tgt_embedding = nn.Embedding(c.tgt_vocab, d, padding_idx=c.pad_id)
+        # A joint subword vocabulary lets both languages share one table (fewer parameters,
+        # and names/numbers copied from the source already have the right target embedding).
+        self.src_embedding = (self.tgt_embedding if c.share_embeddings
+                              else nn.Embedding(c.src_vocab, d, padding_idx=c.pad_id))
         for emb in (self.src_embedding, self.tgt_embedding):
             nn.init.normal_(emb.weight, std=d ** -0.5)  # with the sqrt(d) scale: unit variance
             with torch.no_grad():
@@ -147,24 +150,33 @@ class TransformerSeq2Seq(nn.Module):
         prefix = src.new_empty(src.shape[0], 0)
         return TransformerState(self.encoder_norm(x), src_lengths, prefix)
 
-    def decode(self, tgt_in: Tensor, state: TransformerState) -> tuple[Tensor, list[Tensor]]:
-        """``tgt_in [batch, T]`` -> ``(logits [batch, T, V], cross weights per layer)``."""
+    def _decoder_states(self, tgt_in: Tensor,
+                        state: TransformerState) -> tuple[Tensor, list[Tensor]]:
+        """``tgt_in [batch, T]`` -> (normed decoder states ``[batch, T, d]``, cross weights)."""
         y = self._embed(self.tgt_embedding, tgt_in)
         weights = []
         for layer in self.decoder_layers:
             y, w = layer(y, state.memory, state.src_lengths)
             weights.append(w)
-        return self.out(self.decoder_norm(y)), weights
+        return self.decoder_norm(y), weights
+
+    def decode(self, tgt_in: Tensor, state: TransformerState) -> tuple[Tensor, list[Tensor]]:
+        """``tgt_in [batch, T]`` -> ``(logits [batch, T, V], cross weights per layer)``."""
+        y, weights = self._decoder_states(tgt_in, state)
+        return self.out(y), weights
 
     def decode_step(self, prev_tokens: Tensor,
                     state: TransformerState) -> tuple[Tensor, TransformerState, Tensor]:
         """Append ``prev_tokens [batch]`` to the prefix -> (log-probs ``[batch, V]``, state,
         last layer's cross-attention of the new position averaged over heads ``[batch, S]``)."""
         prefix = torch.cat([state.prefix, prev_tokens.unsqueeze(1)], dim=1)
-        logits, weights = self.decode(prefix, state)
+        y, weights = self._decoder_states(prefix, state)
+        # Only the new position needs the output projection: over a subword vocabulary it
+        # costs as much as the decoder itself, so projecting the whole prefix doubled the time.
+        logits = self.out(y[:, -1])
         new_state = TransformerState(state.memory, state.src_lengths, prefix)
         attn = weights[-1][:, :, -1].mean(dim=1)
-        return torch.log_softmax(logits[:, -1].float(), dim=-1), new_state, attn
+        return torch.log_softmax(logits.float(), dim=-1), new_state, attn
 
     def reorder_state(self, state: TransformerState, index: Tensor) -> TransformerState:
         return state.reorder(index)
