@@ -41,6 +41,7 @@ from attnkit.data.imdb import ReadStats, Review, has_split, load_split, split_va
 from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, DataError
 from attnkit.models.sentiment import SentimentClassifier, SentimentConfig, count_parameters
+from attnkit.training.distributed import is_main_process
 
 PRESETS: dict[str, dict] = {
     "keras2018": {
@@ -226,7 +227,7 @@ def train(data, out, *, preset: str = "keras2018", valid_fraction: float = 0.1,
                                     "data": str(data), "valid_fraction": valid_fraction,
                                     "train_size": len(train_set), "valid_size": len(valid_set)})
     result = trainer.fit(resume=resume)
-    if test_set is not None:
+    if test_set is not None and is_main_process():  # under torchrun, rank 0 reports alone
         best = load_run(out)[0]
         metrics = accuracy(best, test_set)
         atomic_write_json(out / "test_metrics.json", {**metrics, "examples": len(test_set),

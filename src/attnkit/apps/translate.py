@@ -34,7 +34,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -60,6 +59,7 @@ from attnkit.fileio import atomic_write_text
 from attnkit.models import build_model, masked_cross_entropy
 from attnkit.models.config import RNNSeq2SeqConfig, TransformerConfig, config_from_dict
 from attnkit.training import LossOutput, TrainConfig, Trainer, load_weights
+from attnkit.training.distributed import is_main_process
 
 Pair = tuple[str, str]
 SRC_LANG, TGT_LANG = "en", "fr"
@@ -621,7 +621,7 @@ def train(data: str = "synthetic", out: str | Path = "runs/demo", *, arch: str =
     """
     set_threads(threads)
     # Under torchrun every rank runs this function; only rank 0 writes files and evaluates.
-    is_main = int(os.environ.get("RANK", "0")) == 0
+    is_main = is_main_process()
     if not is_main:
         log = _silent
     if resume is not None:

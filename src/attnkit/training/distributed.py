@@ -35,6 +35,14 @@ class DistInfo:
         return self.world_size > 1
 
 
+def is_main_process() -> bool:
+    """True unless this is a non-zero rank under torchrun (``RANK`` set by the launcher).
+
+    For application code around ``Trainer.fit``: only rank 0 writes run files and reports.
+    """
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     """``"auto"``: ``cuda:LOCAL_RANK`` when CUDA is present, else CPU; otherwise ``name``."""
     if name == "auto":
