@@ -1,10 +1,13 @@
-"""Shared fixtures: the real datasets in ../shared/data, when this checkout has them."""
+"""Shared fixtures: the real datasets in ../shared/data (when this checkout has them), and a toy
+translation task the model and decoding tests share (reverse a sentence and shift its ids)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -27,3 +30,49 @@ def eng_fra_dir() -> Path:
 def imdb_dir() -> Path:
     """``../shared/data/imdb`` (train/test .jsonl.gz); skips the test where it is absent."""
     return _shared("imdb")
+
+
+# ---------------------------------------------------------------- toy translation task
+PAD, BOS, EOS, UNK = 0, 1, 2, 3
+FIRST_WORD = 4
+
+
+def toy_pairs(n: int, vocab: int = 12, seed: int = 0, min_len: int = 2, max_len: int = 6):
+    """``n`` pairs (src ids, tgt ids): the target is the reversed source, each id + 1."""
+    g = torch.Generator().manual_seed(seed)
+    pairs = []
+    for _ in range(n):
+        length = int(torch.randint(min_len, max_len + 1, (1,), generator=g))
+        src = torch.randint(FIRST_WORD, vocab - 1, (length,), generator=g).tolist()
+        tgt = [w + 1 for w in reversed(src)]
+        pairs.append((src, tgt))
+    return pairs
+
+
+def toy_batch(pairs):
+    """Padded tensors ``src [B, S]`` (EOS-terminated), ``src_lengths``, ``tgt_in``, ``tgt_out``."""
+    srcs = [s + [EOS] for s, _ in pairs]
+    tins = [[BOS] + t for _, t in pairs]
+    touts = [t + [EOS] for _, t in pairs]
+
+    def pad(seqs):
+        width = max(len(s) for s in seqs)
+        return torch.tensor([s + [PAD] * (width - len(s)) for s in seqs])
+
+    return pad(srcs), torch.tensor([len(s) for s in srcs]), pad(tins), pad(touts)
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny models: one thread is faster than two, by far when other processes share the CPU."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+
+@pytest.fixture(scope="session")
+def toy():
+    """``toy.pairs(n, vocab, seed)``, ``toy.batch(pairs)`` and the special ids."""
+    return SimpleNamespace(pairs=toy_pairs, batch=toy_batch, PAD=PAD, BOS=BOS, EOS=EOS, UNK=UNK)

@@ -1,58 +1,11 @@
-"""A toy translation task the model tests share: reverse a sentence and shift its ids."""
-
-from __future__ import annotations
-
-from types import SimpleNamespace
+"""Models briefly trained on the toy task (``toy`` fixture in tests/conftest.py)."""
 
 import pytest
 import torch
 
-PAD, BOS, EOS, UNK = 0, 1, 2, 3
-FIRST_WORD = 4
-
-
-def toy_pairs(n: int, vocab: int = 12, seed: int = 0, min_len: int = 2, max_len: int = 6):
-    """``n`` pairs (src ids, tgt ids): the target is the reversed source, each id + 1."""
-    g = torch.Generator().manual_seed(seed)
-    pairs = []
-    for _ in range(n):
-        length = int(torch.randint(min_len, max_len + 1, (1,), generator=g))
-        src = torch.randint(FIRST_WORD, vocab - 1, (length,), generator=g).tolist()
-        tgt = [w + 1 for w in reversed(src)]
-        pairs.append((src, tgt))
-    return pairs
-
-
-def toy_batch(pairs):
-    """Padded tensors ``src [B, S]`` (EOS-terminated), ``src_lengths``, ``tgt_in``, ``tgt_out``."""
-    srcs = [s + [EOS] for s, _ in pairs]
-    tins = [[BOS] + t for _, t in pairs]
-    touts = [t + [EOS] for _, t in pairs]
-
-    def pad(seqs):
-        width = max(len(s) for s in seqs)
-        return torch.tensor([s + [PAD] * (width - len(s)) for s in seqs])
-
-    return pad(srcs), torch.tensor([len(s) for s in srcs]), pad(tins), pad(touts)
-
-
-@pytest.fixture
-def one_thread():
-    """Tiny models: one thread is faster than two, by far when other processes share the CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture
-def toy():
-    """``toy.pairs(n, vocab, seed)``, ``toy.batch(pairs)`` and the special ids."""
-    return SimpleNamespace(pairs=toy_pairs, batch=toy_batch, PAD=PAD, BOS=BOS, EOS=EOS, UNK=UNK)
-
 
 @pytest.fixture(scope="module")
-def trained_models():
+def trained_models(toy):
     """An RNN (additive) and a Transformer, briefly trained on toy pairs (so they emit EOS)."""
     from attnkit.models import RNNSeq2Seq, RNNSeq2SeqConfig, TransformerConfig, TransformerSeq2Seq
     from attnkit.models.losses import masked_cross_entropy
@@ -69,12 +22,12 @@ def trained_models():
         "transformer": TransformerSeq2Seq(TransformerConfig(
             src_vocab=12, tgt_vocab=12, d_model=32, heads=2, layers=1, ff_dim=64, dropout=0.0)),
     }
-    src, src_len, tgt_in, tgt_out = toy_batch(toy_pairs(64, 12, seed=11))
+    src, src_len, tgt_in, tgt_out = toy.batch(toy.pairs(64, 12, seed=11))
     for model in models.values():
         opt = torch.optim.Adam(model.parameters(), lr=1e-2)
         for _ in range(30):  # half-trained on purpose: beams then disagree with greedy
             opt.zero_grad()
-            loss, _ = masked_cross_entropy(model(src, src_len, tgt_in), tgt_out, pad_id=PAD)
+            loss, _ = masked_cross_entropy(model(src, src_len, tgt_in), tgt_out, pad_id=toy.PAD)
             loss.backward()
             opt.step()
     torch.set_num_threads(before)
