@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from attnkit.cli.common import add_train_options
+
 EXAMPLES = """examples:
   attnkit caption train --out runs/ducks                  # synthetic duck scenes, 2-9 min on CPU
   attnkit caption train --out runs/ducks-hard --attention hard --epochs 20
@@ -34,15 +36,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train a run", description="Train a captioning run.",
                        epilog=EXAMPLES, formatter_class=_formatter)
     t.add_argument("--out", help="run folder to create")
-    t.add_argument("--resume", metavar="RUN", help="continue an interrupted run exactly")
     t.add_argument("--data", default="synthetic", help="synthetic | flickr:... | coco:...")
-    t.add_argument("--epochs", type=int)
-    t.add_argument("--batch-size", type=int)
-    t.add_argument("--lr", type=float)
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
-    t.add_argument("--max-minutes", type=float,
-                   help="stop cleanly after this wall-clock budget (default 9)")
+    add_train_options(t, max_minutes="stop cleanly after this wall-clock budget (default 9)")
     t.add_argument("--num-train", type=int, metavar="N", help="synthetic training scenes")
     t.add_argument("--num-valid", type=int, metavar="N", help="synthetic validation scenes")
     t.add_argument("--num-test", type=int, metavar="N", help="synthetic test scenes")

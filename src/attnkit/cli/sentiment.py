@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from attnkit.cli.common import add_train_options
+
 EXAMPLES = """examples:
   attnkit sentiment train --preset keras2018 --data ../shared/data/imdb --out runs/imdb2018
   attnkit sentiment train --preset best --data aclImdb_v1.tar.gz --out runs/imdb --max-minutes 15
@@ -33,15 +35,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     t.add_argument("--data", required=True, help="training data (see below)")
     t.add_argument("--test-data", help="test split location (default: --data when it has one)")
     t.add_argument("--out", help="run folder to create")
-    t.add_argument("--resume", metavar="RUN", help="continue an interrupted run exactly")
     t.add_argument("--valid-fraction", type=float, default=0.1,
                    help="share of train held out for validation/selection (default 0.1)")
-    t.add_argument("--epochs", type=int)
-    t.add_argument("--batch-size", type=int)
-    t.add_argument("--lr", type=float)
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
-    t.add_argument("--max-minutes", type=float, help="stop cleanly after this wall-clock budget")
+    add_train_options(t)
     t.add_argument("--tokenizer", choices=["word", "char", "subword"],
                    help="override the preset's tokenizer")
     t.add_argument("--num-words", type=int, help="vocabulary size (default: the preset's)")

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from attnkit.cli.common import add_train_options
+
 EXAMPLES = """examples:
   attnkit translate train --data synthetic --out runs/demo        # ~3 min on 2 CPU cores
   attnkit translate train --data synthetic --out runs/luong --attention general --style luong
@@ -44,7 +46,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     t.add_argument("--data", default="synthetic", help="synthetic | tatoeba | PATH "
                    "(default synthetic)")
     t.add_argument("--out", help="run folder to create (default runs/demo)")
-    t.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run exactly")
     t.add_argument("--arch", choices=["rnn", "transformer"], default="rnn")
     t.add_argument("--attention", choices=ATTENTION, default="additive",
                    help="RNN score (default additive); none = fixed-length context baseline")
@@ -70,8 +71,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="joint English+French sentencepiece vocabulary of about N pieces, "
                    "trained on the training text and saved in the run (default: words)")
     t.add_argument("--ff-dim", type=int, help="Transformer feed-forward size (default 256)")
-    t.add_argument("--epochs", type=int, help="default 8 (early stopping on validation BLEU)")
-    t.add_argument("--batch-size", type=int, help="default 64")
+    add_train_options(
+        t, max_minutes_default=-1.0,
+        epochs="default 8 (early stopping on validation BLEU)", batch_size="default 64",
+        lr="default 3e-3 (rnn), 1e-3 (transformer)",
+        max_minutes="training budget in minutes (default 2; 0 = unlimited)")
     t.add_argument("--batch-tokens", type=int, metavar="N",
                    help="also cap each batch at N padded tokens (per side)")
     t.add_argument("--schedule", choices=["constant", "linear", "cosine", "inverse_sqrt"],
@@ -83,11 +87,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="bfloat16 autocast (GPU, or a CPU with AVX512-BF16/AMX)")
     t.add_argument("--eval-every", type=int, metavar="STEPS",
                    help="validate every STEPS steps (default once per epoch and at the stop)")
-    t.add_argument("--lr", type=float, help="default 3e-3 (rnn), 1e-3 (transformer)")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
-    t.add_argument("--max-minutes", type=float, default=-1.0,
-                   help="training budget in minutes (default 2; 0 = unlimited)")
     t.add_argument("--threads", type=int, default=1, help=THREADS_HELP)
     t.add_argument("--no-progress", action="store_true")
     t.set_defaults(func=run_train)
