@@ -62,6 +62,14 @@ def toy_batch(pairs):
     return pad(srcs), torch.tensor([len(s) for s in srcs]), pad(tins), pad(touts)
 
 
+@pytest.fixture(autouse=True)
+def _restore_threads():
+    """Apps set torch's thread count (``--threads``); no test may leak it into the next."""
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture
 def one_thread():
     """Tiny models: one thread is faster than two, by far when other processes share the CPU."""

@@ -92,13 +92,6 @@ def _fill(args: list[str], data: str) -> list[str]:
     return [a.replace("{data}", data) for a in args]
 
 
-@pytest.fixture(autouse=True)
-def _keep_threads():
-    # The in-process eval/predict calls may change torch's thread count; later tests must not
-    # inherit it.
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.slow

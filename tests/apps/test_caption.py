@@ -16,15 +16,12 @@ from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, DataError
 from attnkit.models.captioner import Captioner, CaptionerConfig
 
+# Small convolutions and per-word steps: a second thread only spins on a shared CPU.
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 SMALL = {"channels": 16, "emb_dim": 16, "hidden": 32, "attention_units": 16}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

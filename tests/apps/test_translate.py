@@ -28,12 +28,6 @@ def write_pairs(path, n=300, seed=1):
     return path
 
 
-@pytest.fixture(autouse=True)
-def _keep_threads():
-    """The app sets torch's thread count (--threads); later tests must not inherit it."""
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

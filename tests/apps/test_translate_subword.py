@@ -17,11 +17,6 @@ WORDS = {"one": "un", "two": "deux", "three": "trois", "four": "quatre", "five":
          "six": "six", "seven": "sept", "eight": "huit", "nine": "neuf", "ten": "dix"}
 
 
-@pytest.fixture(autouse=True)
-def _keep_threads():
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -5,19 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from PIL import Image
 
 from attnkit.cli.main import main
 from attnkit.data.scenes import make_scenes
 
+# Small convolutions and per-word steps: a second thread only spins on a shared CPU.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+
 
 
 def test_help_has_examples(capsys):

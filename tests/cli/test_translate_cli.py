@@ -12,12 +12,6 @@ from attnkit.cli.main import main
 WORDS = {"one": "un", "two": "deux", "three": "trois", "four": "quatre", "five": "cinq"}
 
 
-@pytest.fixture(autouse=True)
-def _keep_threads():
-    """The app sets torch's thread count (--threads); later tests must not inherit it."""
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -18,16 +18,12 @@ from attnkit.models.captioner import (
 )
 from attnkit.models.cnn_encoder import ConvEncoder
 
+# Small convolutions and per-word steps: a second thread only spins on a shared CPU.
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 SMALL = {"channels": 16, "emb_dim": 16, "hidden": 32, "attention_units": 16, "dropout": 0.0}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Small convolutions and per-word steps: a second thread only spins on a shared CPU.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def small_model(vocab_size: int = 12, **kw) -> Captioner:
