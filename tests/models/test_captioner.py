@@ -198,6 +198,22 @@ def test_global_context_gates_channels_by_the_image_mean():
         assert not torch.allclose(enc(y)[:, :, 0, 0], enc(x)[:, :, 0, 0])
 
 
+def test_a_second_glimpse_looks_from_what_the_first_one_saw():
+    model = small_model(glimpses=2).eval()
+    state = model.encode(images(2))
+    prev = torch.full((2,), model.config.bos_id)
+    with torch.no_grad():
+        _, _, alpha = model.step(prev, state)
+        first, _ = model.attention.attend(state.h, state.memory, need_weights=True)
+        query = torch.tanh(model.glimpse(torch.cat([state.h, first], -1)))
+        _, expected = model.attention.attend(query, state.memory, need_weights=True)
+        torch.testing.assert_close(alpha.flatten(1), expected.flatten(1))
+        _, one_hop = model.attention.attend(state.h, state.memory, need_weights=True)
+        assert not torch.allclose(alpha.flatten(1), one_hop.flatten(1))
+    with pytest.raises(ValueError, match="glimpses"):
+        CaptionerConfig(vocab_size=20, glimpses=0)
+
+
 def test_attention_supervision_penalty_matches_loops_and_joins_the_loss():
     g = torch.Generator().manual_seed(4)
     alphas = torch.softmax(torch.randn(2, 3, 4, 4, generator=g).flatten(2), -1).view(2, 3, 4, 4)

@@ -69,6 +69,10 @@ class CaptionerConfig(SpecialIds):
             included, has to come through the attention glimpses).
         global_context: squeeze-and-excitation gates in the encoder
             (:class:`~attnkit.models.cnn_encoder.ConvEncoder`).
+        glimpses: attention hops per word. With ``g > 1`` the query of hop ``k + 1`` is
+            ``tanh(W_g [h_{t-1}; z^k])``: what the previous hop saw refines where to look
+            (multiple glimpses, Ba et al. 2015). The map of the last hop is the word's map
+            and gives the context ``z_t``.
     """
 
     vocab_size: int = 0
@@ -85,6 +89,7 @@ class CaptionerConfig(SpecialIds):
     doubly_stochastic: float = 0.0
     init_pool: str = "mean+max"
     global_context: bool = False
+    glimpses: int = 1
     arch: str = "captioner"
 
     def __post_init__(self) -> None:
@@ -93,9 +98,9 @@ class CaptionerConfig(SpecialIds):
         if self.attention not in ATTENTIONS:
             raise ValueError(f"attention must be one of {ATTENTIONS}, got {self.attention!r}")
         if min(self.channels, self.emb_dim, self.hidden, self.attention_units,
-               self.max_caption_len) < 1:
-            raise ValueError("channels, emb_dim, hidden, attention_units and max_caption_len "
-                             "must be >= 1")
+               self.max_caption_len, self.glimpses) < 1:
+            raise ValueError("channels, emb_dim, hidden, attention_units, max_caption_len and "
+                             "glimpses must be >= 1")
         if self.init_pool not in INIT_POOLS:
             raise ValueError(f"init_pool must be one of {INIT_POOLS}, got {self.init_pool!r}")
         if self.doubly_stochastic < 0:
@@ -176,6 +181,7 @@ class Captioner(nn.Module):
             self.init_norm = nn.BatchNorm1d(pooled)
             self.init_h = _mlp(pooled, c.hidden)
             self.init_c = _mlp(pooled, c.hidden)
+        self.glimpse = nn.Linear(c.hidden + c.channels, c.hidden) if c.glimpses > 1 else None
         self.cell = nn.LSTMCell(c.emb_dim + c.channels, c.hidden)
         self.out_h = nn.Linear(c.hidden, c.emb_dim)
         self.out_z = nn.Linear(c.channels, c.emb_dim)
@@ -228,15 +234,23 @@ class Captioner(nn.Module):
                                                                        Tensor]:
         """``prev_tokens [batch]`` -> logits ``[batch, V]``, new state, ``alpha [batch, H, W]``."""
         emb = self.embed(prev_tokens)
-        if isinstance(self.attention, SpatialAttention):
-            context, alpha = self.attention.attend(state.h, state.memory, need_weights=True)
-        else:
-            out = self.attention.attend(state.h.unsqueeze(1), state.memory, need_weights=True)
-            context, alpha = out.context.squeeze(1), out.weights.squeeze(1)
+        context, alpha = self._look(state.h, state.memory)
+        for _ in range(self.config.glimpses - 1):
+            query = torch.tanh(self.glimpse(torch.cat([state.h, context], -1)))
+            context, alpha = self._look(query, state.memory)
         h, c = self.cell(torch.cat([emb, context], -1), (state.h, state.c))
         logits = self.out(self.drop(emb + self.out_h(h) + self.out_z(context)))
         alpha = alpha.reshape(alpha.shape[0], state.height, state.width)
         return logits, CaptionState(h, c, state.memory, state.height, state.width), alpha
+
+    def _look(self, query: Tensor, memory: AttentionMemory) -> tuple[Tensor, Tensor]:
+        """One glimpse: ``query [batch, hidden]`` -> context ``[batch, C]``, map
+        ``[batch, H*W]``."""
+        if isinstance(self.attention, SpatialAttention):
+            context, alpha = self.attention.attend(query, memory, need_weights=True)
+            return context, alpha.flatten(1)
+        out = self.attention.attend(query.unsqueeze(1), memory, need_weights=True)
+        return out.context.squeeze(1), out.weights.squeeze(1)
 
     def decode_step(self, prev_tokens: Tensor,
                     state: CaptionState) -> tuple[Tensor, CaptionState, Tensor]:
