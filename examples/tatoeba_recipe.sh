@@ -5,7 +5,8 @@
 # shared by source, target and output), a pre-norm Transformer (d_model 256, 3+3 layers,
 # feed-forward 512, no dropout: validation BLEU still rose at the stop, 33.5 / 41.3 / 44.6 after
 # each epoch), bfloat16 autocast (AVX512-BF16 CPUs), batches of <= 128 sentences and <= 1600
-# padded tokens, peak lr 1.5e-3 with 200 warm-up steps and a cosine decay over three epochs, stopped at 30 minutes whatever happens.
+# padded tokens, peak lr 1.5e-3 with 200 warm-up steps and a cosine decay over three epochs,
+# stopped at 30 minutes whatever happens.
 # On a quiet 2-core CPU (2 threads, ~217 sentences/s) the budget ends in the third epoch,
 # with the learning rate near 10% of its peak.
 # Then sacrebleu BLEU/chrF (cased, 13a) on the test split with beam 5 and greedy; the eval
