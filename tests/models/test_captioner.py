@@ -114,8 +114,9 @@ def test_config_round_trip_and_errors():
         ConvEncoder(64, 6, 16)
 
 
-def test_beam_one_equals_greedy_and_maps_follow_reordering():
-    model = small_model().eval()
+@pytest.mark.parametrize("init_pool", ["mean+max", "glimpse"])
+def test_beam_one_equals_greedy_and_maps_follow_reordering(init_pool):
+    model = small_model(init_pool=init_pool).eval()
     imgs = images(4)
     lengths = torch.full((4,), 16)
     kw = {"max_len_ratio": 1.0, "max_len_offset": 0, "max_len": 6}
@@ -161,7 +162,7 @@ def test_overfits_a_few_scenes():
     assert all(h.ended for h in hyps)
 
 
-@pytest.mark.parametrize("init_pool", ["mean", "mean+max", "none"])
+@pytest.mark.parametrize("init_pool", ["mean", "mean+max", "none", "glimpse"])
 def test_single_image_batch_trains(init_pool):
     # BatchNorm of the pooled feature cannot use batch statistics of one image.
     model = small_model(init_pool=init_pool).train()
@@ -212,6 +213,34 @@ def test_a_second_glimpse_looks_from_what_the_first_one_saw():
         assert not torch.allclose(alpha.flatten(1), one_hop.flatten(1))
     with pytest.raises(ValueError, match="glimpses"):
         CaptionerConfig(vocab_size=20, glimpses=0)
+
+
+def test_glimpse_init_steers_only_the_first_look():
+    model = small_model(init_pool="glimpse").eval()
+    # It starts as init_pool="none" does: a zero first query.
+    assert torch.all(model.encode(images(2)).query == 0)
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():  # as after some training
+        for p in (model.glimpse.weight, model.glimpse.bias, model.attention.score.v):
+            p.normal_(std=2.0, generator=g)
+    state = model.encode(images(2))
+    h0 = torch.tanh(model.h0).expand(2, -1)
+    torch.testing.assert_close(state.h, h0)  # the state itself stays blank
+    prev = torch.full((2,), model.config.bos_id)
+    with torch.no_grad():
+        seen, _ = model.attention.attend(h0, state.memory, need_weights=True)
+        query = torch.tanh(model.glimpse(torch.cat([h0, seen], -1)))
+        torch.testing.assert_close(state.query, query)
+        _, after, first = model.step(prev, state)
+        _, expected = model.attention.attend(query, state.memory, need_weights=True)
+        torch.testing.assert_close(first.flatten(1), expected.flatten(1))
+        _, blank = model.attention.attend(h0, state.memory, need_weights=True)
+        assert not torch.allclose(first.flatten(1), blank.flatten(1))
+        # Later words look from the decoder state, as without the preliminary glimpse.
+        assert after.query is None
+        _, _, second = model.step(prev, after)
+        _, from_h = model.attention.attend(after.h, after.memory, need_weights=True)
+        torch.testing.assert_close(second.flatten(1), from_h.flatten(1))
 
 
 def test_attention_supervision_penalty_matches_loops_and_joins_the_loss():

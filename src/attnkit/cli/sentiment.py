@@ -35,8 +35,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     t.add_argument("--data", required=True, help="training data (see below)")
     t.add_argument("--test-data", help="test split location (default: --data when it has one)")
     t.add_argument("--out", help="run folder to create")
-    t.add_argument("--valid-fraction", type=float, default=0.1,
-                   help="share of train held out for validation/selection (default 0.1)")
+    t.add_argument("--valid-fraction", type=float,
+                   help="share of train held out for validation/selection (default: the "
+                        "preset's, 0.1 for keras2018, 0.04 for best)")
     add_train_options(t)
     t.add_argument("--tokenizer", choices=["word", "char", "subword"],
                    help="override the preset's tokenizer")

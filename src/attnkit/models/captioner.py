@@ -6,7 +6,8 @@ locations of the feature map, feeds ``[E y_{t-1}; z_t]`` to an LSTM cell and pre
 ``t`` is the ``alpha_t`` used to predict it (the first word's map is attended from ``h_0``).
 ``h_0, c_0`` come from the batch-normalised mean (and by default max) feature through two small
 MLPs (``f_init`` of the paper), or are learned constants (``init_pool="none"``: the state then
-knows nothing of the image, so even the first word has to be read through attention).
+knows nothing of the image, so even the first word has to be read through attention;
+``"glimpse"``: the same, but the first word's look is steered by a preliminary glimpse).
 
 * soft attention: :class:`~attnkit.attention.spatial.SpatialAttention` with the gating scalar
   ``beta_t = sigmoid(W_b h_{t-1})`` on the context;
@@ -45,7 +46,7 @@ from attnkit.models.config import SpecialIds
 from attnkit.models.losses import masked_cross_entropy
 
 ATTENTIONS = ("soft", "hard")
-INIT_POOLS = ("mean", "mean+max", "none")
+INIT_POOLS = ("mean", "mean+max", "none", "glimpse")
 
 
 @dataclass
@@ -66,7 +67,10 @@ class CaptionerConfig(SpecialIds):
         init_pool: what ``h_0, c_0`` are computed from: ``"mean"`` (the paper),
             ``"mean+max"`` (mean and max over locations) or ``"none"`` (learned constants:
             the state knows nothing of the image, so every fact about it, the first word's
-            included, has to come through the attention glimpses).
+            included, has to come through the attention glimpses) or ``"glimpse"`` (learned
+            constants too, but the first word's look is steered by one preliminary glimpse:
+            its query is ``tanh(W_g [h_0; z_pre])``, ``z_pre`` attended from ``h_0``; a blank
+            state alone would look at every image the same way, whatever the odd duck).
         global_context: squeeze-and-excitation gates in the encoder
             (:class:`~attnkit.models.cnn_encoder.ConvEncoder`).
         glimpses: attention hops per word. With ``g > 1`` the query of hop ``k + 1`` is
@@ -120,17 +124,21 @@ class CaptionerConfig(SpecialIds):
 
 @dataclass
 class CaptionState:
-    """Decoder state: LSTM ``h, c [batch, hidden]`` and the attention memory of the images."""
+    """Decoder state: LSTM ``h, c [batch, hidden]``, the attention memory of the images and
+    ``query [batch, hidden]``, the next step's first attention query when it is not ``h``
+    (set by ``init_pool="glimpse"`` for the first word; None otherwise)."""
 
     h: Tensor
     c: Tensor
     memory: AttentionMemory
     height: int
     width: int
+    query: Tensor | None = None
 
     def reorder(self, index: Tensor) -> CaptionState:
+        query = None if self.query is None else self.query.index_select(0, index)
         return CaptionState(self.h.index_select(0, index), self.c.index_select(0, index),
-                            self.memory.reorder(index), self.height, self.width)
+                            self.memory.reorder(index), self.height, self.width, query)
 
 
 def _mlp(cin: int, cout: int) -> nn.Sequential:
@@ -173,7 +181,7 @@ class Captioner(nn.Module):
         # mean. With the mean alone the first word ("a" vs "four": does one duck of several
         # face the other way?) stayed wrong on ~70% of such scenes; the max adds "some duck
         # faces right" directly (see CaptionerConfig.init_pool).
-        if c.init_pool == "none":
+        if c.init_pool in ("none", "glimpse"):
             self.h0 = nn.Parameter(torch.zeros(c.hidden))
             self.c0 = nn.Parameter(torch.zeros(c.hidden))
         else:
@@ -181,7 +189,13 @@ class Captioner(nn.Module):
             self.init_norm = nn.BatchNorm1d(pooled)
             self.init_h = _mlp(pooled, c.hidden)
             self.init_c = _mlp(pooled, c.hidden)
-        self.glimpse = nn.Linear(c.hidden + c.channels, c.hidden) if c.glimpses > 1 else None
+        self.glimpse = nn.Linear(c.hidden + c.channels, c.hidden) \
+            if c.glimpses > 1 or c.init_pool == "glimpse" else None
+        if c.init_pool == "glimpse" and c.glimpses == 1:
+            # The first query starts at zero, where init_pool="none" starts (h_0 = tanh(0)),
+            # and the glimpse learns to move it (the measured default runs started so).
+            nn.init.zeros_(self.glimpse.weight)
+            nn.init.zeros_(self.glimpse.bias)
         self.cell = nn.LSTMCell(c.emb_dim + c.channels, c.hidden)
         self.out_h = nn.Linear(c.hidden, c.emb_dim)
         self.out_z = nn.Linear(c.channels, c.emb_dim)
@@ -192,7 +206,8 @@ class Captioner(nn.Module):
     def encode(self, images: Tensor, src_lengths: Tensor | None = None, *,
                location_mask: Tensor | None = None) -> CaptionState:
         """Features, attention memory and ``h_0, c_0 = tanh(f_init(BN(pool_l a_l)))`` (or the
-        learned constants ``tanh(h0), tanh(c0)`` for ``init_pool="none"``).
+        learned constants ``tanh(h0), tanh(c0)`` for ``init_pool="none"`` and ``"glimpse"``;
+        the latter also sets the first query from a preliminary glimpse).
 
         ``src_lengths`` is ignored: the translation decoders pass one length per image
         (``H * W``) because their API has it.
@@ -210,9 +225,13 @@ class Captioner(nn.Module):
         else:
             memory = self.attention.memory(
                 flat, key_mask=None if location_mask is None else location_mask.flatten(1))
-        if self.config.init_pool == "none":
+        if self.config.init_pool in ("none", "glimpse"):
             h0, c0 = (torch.tanh(p).to(flat.dtype).expand(batch, -1) for p in (self.h0, self.c0))
-            return CaptionState(h0, c0, memory, height, width)
+            query = None
+            if self.config.init_pool == "glimpse":
+                seen, _ = self._look(h0, memory)
+                query = torch.tanh(self.glimpse(torch.cat([h0, seen], -1)))
+            return CaptionState(h0, c0, memory, height, width, query)
         if location_mask is None:
             mean, top = flat.mean(1), flat.amax(1)
         else:
@@ -234,7 +253,8 @@ class Captioner(nn.Module):
                                                                        Tensor]:
         """``prev_tokens [batch]`` -> logits ``[batch, V]``, new state, ``alpha [batch, H, W]``."""
         emb = self.embed(prev_tokens)
-        context, alpha = self._look(state.h, state.memory)
+        context, alpha = self._look(state.h if state.query is None else state.query,
+                                    state.memory)
         for _ in range(self.config.glimpses - 1):
             query = torch.tanh(self.glimpse(torch.cat([state.h, context], -1)))
             context, alpha = self._look(query, state.memory)
