@@ -3,7 +3,8 @@
 At step ``t`` the decoder attends from its previous state ``h_{t-1}`` over the ``H x W``
 locations of the feature map, feeds ``[E y_{t-1}; z_t]`` to an LSTM cell and predicts word
 ``t`` from the "deep output" ``L_o(E y_{t-1} + L_h h_t + L_z z_t)``. The attention map of word
-``t`` is the ``alpha_t`` used to predict it (the first word's map is attended from ``h_0``).
+``t`` is the ``alpha_t`` used to predict it (the first word's map is attended from ``h_0``, or
+from a preliminary glimpse's query with ``init_pool="glimpse"``).
 ``h_0, c_0`` come from the batch-normalised mean (and by default max) feature through two small
 MLPs (``f_init`` of the paper), or are learned constants (``init_pool="none"``: the state then
 knows nothing of the image, so even the first word has to be read through attention;
