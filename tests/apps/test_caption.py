@@ -141,6 +141,27 @@ def test_run_folder_and_evaluate(run):
     assert {k: model_cfg[k] for k in app.MODEL_DEFAULTS} == app.MODEL_DEFAULTS
 
 
+def test_validation_loss_is_the_per_token_cross_entropy_and_breaks_ties(run):
+    model, vocab, meta = app.load_run(run)
+    assert meta["train"]["select_metric"] == "accuracy"
+    assert meta["train"]["select_tiebreak"] == "loss"
+    evals = [json.loads(s) for s in (run / "metrics.jsonl").read_text().splitlines()
+             if '"eval"' in s]
+    assert evals and all("val_loss" in e for e in evals)
+    data = app._synthetic(5, 9, 64)
+    # Independently: one image at a time, summed over its words + EOS, over all such tokens.
+    total, tokens = 0.0, 0
+    for image, (words,) in zip(data.images, data.refs, strict=True):
+        ids = vocab.encode(words[:model.config.max_caption_len], add_bos=True, add_eos=True)
+        logits, _ = model(image[None], torch.tensor([ids[:-1]]))
+        total += float(torch.nn.functional.cross_entropy(logits[0], torch.tensor(ids[1:]),
+                                                         reduction="sum"))
+        tokens += len(ids) - 1
+    # Batches of 2 with captions of different lengths: padding must not count.
+    assert app.validation_loss(model, data, vocab, batch_size=2) == pytest.approx(
+        total / tokens, rel=1e-5)
+
+
 def test_greedy_equals_beam_one_with_maps(run):
     model, _, _ = app.load_run(run)
     imgs = app._synthetic(3, 11, 64).images

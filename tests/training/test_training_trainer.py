@@ -4,6 +4,7 @@ max_minutes, non-finite loss, and resume continuing exactly."""
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import math
 from pathlib import Path
@@ -80,6 +81,36 @@ def test_early_stopping_counts_evaluations(tmp_path):
     assert result.stop_reason == "early_stopping"
     assert result.global_step == 4 and result.best_step == 2 and result.best_metric == 0.5
     assert load_weights(task.make_model(), tmp_path / "best.safetensors")["step"] == 2
+
+
+@pytest.mark.parametrize("tiebreak, best_step", [(None, 2), ("loss", 4)])
+def test_exact_ties_of_the_select_metric_go_to_the_lower_tiebreak(tmp_path, tiebreak,
+                                                                  best_step):
+    # Accuracy saturates at step 2; the loss keeps falling until step 4, then rises.
+    evals = itertools.chain([{"accuracy": 0.9, "loss": 0.9}, {"accuracy": 1.0, "loss": 0.5},
+                             {"accuracy": 1.0, "loss": 0.6}, {"accuracy": 1.0, "loss": 0.2}],
+                            itertools.repeat({"accuracy": 1.0, "loss": 0.3}))
+    cfg = TrainConfig(epochs=50, batch_size=16, eval_every_steps=1, early_stopping_patience=3,
+                      select_metric="accuracy", select_mode="max", select_tiebreak=tiebreak,
+                      progress=False, device="cpu")
+    trainer = Trainer(task.make_model(), cfg, tmp_path, train_dataset=task.make_data(32),
+                      collate_fn=task.collate, loss_fn=task.loss_fn,
+                      evaluate_fn=lambda m: next(evals))
+    result = trainer.fit()
+    assert result.best_step == best_step and result.best_metric == 1.0
+    assert load_weights(task.make_model(), tmp_path / "best.safetensors")["step"] == best_step
+    # A tie-break improvement counts as one for early stopping (patience 3).
+    assert result.stop_reason == "early_stopping" and result.global_step == best_step + 3
+
+
+def test_selection_key_missing_from_evaluate_fn_is_an_error(tmp_path):
+    cfg = TrainConfig(epochs=1, batch_size=16, select_metric="loss", select_tiebreak="nll",
+                      progress=False, device="cpu")
+    trainer = Trainer(task.make_model(), cfg, tmp_path, train_dataset=task.make_data(32),
+                      collate_fn=task.collate, loss_fn=task.loss_fn,
+                      evaluate_fn=lambda m: {"loss": 1.0})
+    with pytest.raises(ValueError, match="lacks the selection key 'nll'"):
+        trainer.fit()
 
 
 def test_max_minutes_stops_with_checkpoint_and_final_eval(tmp_path):

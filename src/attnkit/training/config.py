@@ -35,6 +35,11 @@ class TrainConfig:
             ``select_metric`` (None = never).
         select_metric: key of ``evaluate_fn``'s dict used for best checkpoint and early stopping.
         select_mode: ``"min"`` or ``"max"``.
+        select_tiebreak: another key of ``evaluate_fn``'s dict, lower is better (a validation
+            loss), that decides between evaluations whose ``select_metric`` is exactly equal.
+            Without it the first evaluation to reach a saturating metric (accuracy 1.0 on a
+            small validation set) stays the best checkpoint however long training goes on.
+            None = ties keep the earlier checkpoint (Keras' ``ModelCheckpoint``).
         eval_every_steps: evaluate every N optimizer steps (None = at the end of each epoch).
         checkpoint_every_steps: write ``RUN/last`` every N steps (always also at each epoch end
             and when the run stops).
@@ -65,6 +70,7 @@ class TrainConfig:
     early_stopping_patience: int | None = None
     select_metric: str = "loss"
     select_mode: str = "min"
+    select_tiebreak: str | None = None
     eval_every_steps: int | None = None
     checkpoint_every_steps: int | None = None
     amp: bool = False

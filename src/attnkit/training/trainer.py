@@ -208,7 +208,8 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         metrics_path = self.run_dir / "metrics.jsonl"
         pos: dict[str, Any] = {"epoch": 0, "batch": 0, "global_step": 0, "best": None,
-                               "best_step": None, "bad_evals": 0, "last_metrics": {},
+                               "best_tiebreak": None, "best_step": None, "bad_evals": 0,
+                               "last_metrics": {},
                                "last_eval_step": None, "elapsed": 0.0,
                                "window": [0.0, 0.0, 0]}
         if resume:
@@ -384,9 +385,10 @@ class Trainer:
             try:
                 with torch.no_grad(), autocast:
                     metrics = {k: float(v) for k, v in self.evaluate_fn(model).items()}
-                if cfg.select_metric not in metrics:
-                    raise ValueError(f"evaluate_fn returned {sorted(metrics)}, which lacks "
-                                     f"select_metric {cfg.select_metric!r}")
+                for key in (cfg.select_metric, cfg.select_tiebreak):
+                    if key is not None and key not in metrics:
+                        raise ValueError(f"evaluate_fn returned {sorted(metrics)}, which lacks "
+                                         f"the selection key {key!r}")
                 payload = {"metrics": metrics}
             except Exception as e:  # re-raised below, after the other ranks are told
                 failure, payload = e, {"error": f"{type(e).__name__}: {e}"}
@@ -404,11 +406,18 @@ class Trainer:
                          "elapsed": pos["elapsed"],
                          **{f"val_{k}": v for k, v in metrics.items()}})
         value = metrics[cfg.select_metric]
-        best = pos["best"]
-        better = math.isfinite(value) and (
-            best is None or (value < best if cfg.select_mode == "min" else value > best))
+        tiebreak = metrics[cfg.select_tiebreak] if cfg.select_tiebreak is not None else None
+        best, best_tiebreak = pos["best"], pos.get("best_tiebreak")  # absent in old checkpoints
+        if not math.isfinite(value):
+            better = False
+        elif best is None or value != best:
+            better = best is None or (value < best if cfg.select_mode == "min" else value > best)
+        else:  # an exact tie: the lower tie-break value wins, if there is one
+            better = tiebreak is not None and math.isfinite(tiebreak) and (
+                best_tiebreak is None or tiebreak < best_tiebreak)
         if better:
             pos["best"], pos["best_step"], pos["bad_evals"] = value, step, 0
+            pos["best_tiebreak"] = tiebreak
             if info.is_main:
                 save_weights(model, self.run_dir / "best.safetensors",
                              {"step": step, "epoch": pos["epoch"], "metrics": metrics})
