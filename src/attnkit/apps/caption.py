@@ -44,12 +44,12 @@ DEFAULTS = {"num_train": 6000, "num_valid": 300, "num_test": 500, "image_size": 
 # image, so the first word must come from a glimpse at the ducks, not from a pooled init state;
 # a preliminary glimpse steers that first look ("glimpse"). With the blank query alone it
 # looked at every image the same way: count words' max-inside was 0.44 (the odd duck's "a":
-# 0.11); with the glimpse 0.73 / 0.69 / 0.86 / 0.50 (seeds 0-3; the odd duck's "a": 1.0 /
-# 1.0 / 0.98 / 0.02). Without the encoder's global context the first word's look got worse
-# (count words 0.34 / 0.53, seeds 0-1), not better.
+# 0.11); with the glimpse 0.41-0.86 over seeds 0-5 (0.73 for seed 0; the odd duck's "a"
+# 0.69-1.0, but ~0 in 2 of 6 seeds). Without the encoder's global context the first word's
+# look got worse (count words 0.34 / 0.53, seeds 0-1), not better.
 MODEL_DEFAULTS = {"init_pool": "glimpse", "global_context": True}
 # The first word stalls at "a" for 8-20 epochs before the glimpse learns to count; 40 epochs at
-# 2e-3 reached 0.998-1.0 exact match in 4 of 4 seeds (30 epochs: 2 of 3; 12 epochs: 0.86).
+# 2e-3 reached 0.998-1.0 exact match in 6 of 6 seeds (30 epochs: 2 of 3; 12 epochs: 0.86).
 TRAIN_DEFAULTS = {"epochs": 40, "batch_size": 32, "lr": 2e-3, "schedule": "cosine",
                   "warmup_steps": 100, "grad_clip": 5.0, "max_minutes": 9.0}
 # Caption words whose attention must land on the objects they name (the grounding figure).
