@@ -439,8 +439,8 @@ def train(out, data: str = "synthetic", *, num_train: int | None = None,
         return {**caption_metrics(m, splits["valid"], vocab),
                 "loss": validation_loss(m, splits["valid"], vocab)}
 
-    # Validation accuracy reaches 1.0 long before training ends (epoch 13-20 of 40 on the
-    # ducks); the loss then picks the later, better-trained checkpoint among those ties.
+    # Validation accuracy reaches 1.0 long before training ends (after 12-21 of 40 epochs
+    # on the ducks); the loss then picks the later, better-trained checkpoint among those ties.
     cfg = TrainConfig(**{**TRAIN_DEFAULTS, "select_metric": select, "select_mode": "max",
                          "select_tiebreak": "loss",
                          **{k: v for k, v in train_overrides.items() if v is not None}})
