@@ -410,8 +410,10 @@ class Trainer:
         best, best_tiebreak = pos["best"], pos.get("best_tiebreak")  # absent in old checkpoints
         if not math.isfinite(value):
             better = False
-        elif best is None or value != best:
-            better = best is None or (value < best if cfg.select_mode == "min" else value > best)
+        elif best is None:
+            better = True
+        elif value != best:
+            better = value < best if cfg.select_mode == "min" else value > best
         else:  # an exact tie: the lower tie-break value wins, if there is one
             better = tiebreak is not None and math.isfinite(tiebreak) and (
                 best_tiebreak is None or tiebreak < best_tiebreak)
