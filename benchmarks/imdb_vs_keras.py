@@ -1,10 +1,14 @@
 """One training epoch of the 2018 IMDB self-attention model: attnkit vs Keras 3 (TF and torch).
 
 Every row runs in its own subprocess (so peak RSS is that framework's alone) on identical integer
-inputs: ``--samples`` reviews of 100 ids in ``[1, 30000)``, padded at the start to random lengths
-(numpy seed 0), random 0/1 labels. Each trains the same model - Embedding(30000, 128), sinusoidal
-positions (cos_sin, summed), 8x16-head self-attention without bias or output projection, global max
-pooling, Dropout(0.5), Dense(1, sigmoid) - with Adam(1e-3), binary cross-entropy, batch 64.
+inputs: ``--samples`` reviews of 100 ids in ``[1, 30000)``, padded at the start, random 0/1 labels
+(numpy seed 0). Their lengths (``--lengths``) are by default those of the IMDB training reviews
+under the 2018 pipeline, capped at 100 (``../shared/data/imdb/train.jsonl.gz``: 88% are cut to
+100, the mean is 96); ``uniform`` draws them from 10..100 (mean 55), which flatters the masked
+rows, and is what runs when the IMDB file is absent (the table says which). Each trains the same
+model - Embedding(30000, 128), sinusoidal positions (cos_sin, summed), 8x16-head self-attention
+without bias or output projection, global max pooling, Dropout(0.5), Dense(1, sigmoid) - with
+Adam(1e-3), binary cross-entropy, batch 64.
 
 Fair timing: every framework gets the same CPU thread count (``--threads``, printed; torch
 ``set_num_threads``, TensorFlow intra- and inter-op pools, ``OMP_NUM_THREADS``). A warm-up (5
@@ -19,7 +23,7 @@ longest review), which the 2018 model cannot do; the "no mask" row does the same
 Usage::
 
     .venv/bin/python benchmarks/imdb_vs_keras.py [--samples 25000] [--threads 1]
-        [--round-batches 20] [--keras-python PY]
+        [--lengths imdb|uniform|PATH.jsonl.gz] [--round-batches 20] [--keras-python PY]
 
 Keras rows need ``keras`` and ``tensorflow`` (the ``bench`` extra) in ``--keras-python``
 (default: ``.venv-bench/bin/python`` if present, else this interpreter); missing ones print
@@ -34,6 +38,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,12 +46,31 @@ import numpy as np
 
 VOCAB, MAXLEN, DIM, HEADS, HEAD_DIM, BATCH = 30000, 100, 128, 8, 16, 64
 REPO = Path(__file__).resolve().parents[1]
+IMDB_TRAIN = REPO.parent / "shared" / "data" / "imdb" / "train.jsonl.gz"
 
 
-def make_inputs(n: int):
+def imdb_lengths(path: Path) -> np.ndarray:
+    """Words per review of an IMDB JSON Lines file (the 2018 tokenizer), capped at ``MAXLEN``."""
+    sys.path.insert(0, str(REPO / "src"))
+    from attnkit.data.classification_text import WordTokenizer
+    from attnkit.data.imdb import read_jsonl
+
+    tokenizer = WordTokenizer()
+    return np.array([min(len(tokenizer.tokenize(r.text)), MAXLEN) for r in read_jsonl(path)],
+                    dtype=np.int64)
+
+
+def make_inputs(n: int, review_lengths: np.ndarray | None = None):
+    """``n`` reviews: ids ``[n, MAXLEN]`` padded at the start, lengths ``[n]``, labels ``[n]``.
+
+    Lengths are drawn (seeded) from ``review_lengths`` when given, else uniform in 10..MAXLEN.
+    """
     rng = np.random.default_rng(0)
     ids = rng.integers(1, VOCAB, size=(n, MAXLEN), dtype=np.int64)
-    lengths = rng.integers(10, MAXLEN + 1, size=n)
+    if review_lengths is None:
+        lengths = rng.integers(10, MAXLEN + 1, size=n)
+    else:
+        lengths = np.maximum(rng.choice(review_lengths, size=n), 1)
     for i, n_real in enumerate(lengths):
         ids[i, : MAXLEN - n_real] = 0  # Keras default: padding at the start
     labels = rng.integers(0, 2, size=n).astype(np.float32)
@@ -72,7 +96,8 @@ def summarize(ends: list[float], start: float, n: int, round_batches: int) -> di
             "peak_rss_mb": peak_rss_mb()}
 
 
-def run_attnkit(n: int, mask: bool, threads: int, round_batches: int) -> dict:
+def run_attnkit(n: int, mask: bool, threads: int, round_batches: int,
+                review_lengths: np.ndarray | None) -> dict:
     import torch
 
     sys.path.insert(0, str(REPO / "src"))
@@ -82,7 +107,7 @@ def run_attnkit(n: int, mask: bool, threads: int, round_batches: int) -> dict:
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    ids, lengths, labels = (torch.from_numpy(a) for a in make_inputs(n))
+    ids, lengths, labels = (torch.from_numpy(a) for a in make_inputs(n, review_lengths))
     model = SentimentClassifier(SentimentConfig.keras2018(mask_padding=mask))
     # The trainer's own optimizer (AdamW, weight decay 0 = Adam), as `attnkit sentiment train`.
     opt = build_optimizer(model, TrainConfig(lr=1e-3, weight_decay=0.0))
@@ -146,7 +171,8 @@ def _keras_model(keras):
     return model
 
 
-def run_keras(n: int, threads: int, round_batches: int) -> dict:
+def run_keras(n: int, threads: int, round_batches: int,
+              review_lengths: np.ndarray | None) -> dict:
     try:
         import keras
     except ImportError:
@@ -162,7 +188,7 @@ def run_keras(n: int, threads: int, round_batches: int) -> dict:
 
         torch.set_num_threads(threads)
     keras.utils.set_random_seed(0)
-    ids, _, labels = make_inputs(n)
+    ids, _, labels = make_inputs(n, review_lengths)
     ids = ids.astype(np.int32)
     model = _keras_model(keras)
     params = model.count_params()
@@ -178,14 +204,17 @@ def run_keras(n: int, threads: int, round_batches: int) -> dict:
             "version": keras.__version__, "threads": threads}
 
 
-def worker(name: str, n: int, threads: int, round_batches: int) -> dict:
+def worker(name: str, n: int, threads: int, round_batches: int, lengths_file: str) -> dict:
+    # The parent read the lengths: the IMDB texts would otherwise count in this peak RSS.
+    review_lengths = np.load(lengths_file) if lengths_file else None
     if name.startswith("attnkit"):
         return run_attnkit(n, mask="nomask" not in name, threads=threads,
-                           round_batches=round_batches)
-    return run_keras(n, threads, round_batches)
+                           round_batches=round_batches, review_lengths=review_lengths)
+    return run_keras(n, threads, round_batches, review_lengths)
 
 
-def launch(name: str, args: argparse.Namespace, python: str, backend: str | None) -> dict:
+def launch(name: str, args: argparse.Namespace, python: str, backend: str | None,
+           lengths_file: str) -> dict:
     env = dict(os.environ)
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -194,7 +223,8 @@ def launch(name: str, args: argparse.Namespace, python: str, backend: str | None
         env["KERAS_BACKEND"] = backend
     proc = subprocess.run([python, __file__, "--worker", name, "--samples", str(args.samples),
                            "--threads", str(args.threads),
-                           "--round-batches", str(args.round_batches)],
+                           "--round-batches", str(args.round_batches),
+                           "--lengths-file", lengths_file],
                           capture_output=True, text=True, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -216,20 +246,40 @@ def main() -> None:
                         help="CPU threads for every framework (default 1)")
     parser.add_argument("--round-batches", type=int, default=20,
                         help="batches per timed round; the median round is reported")
+    parser.add_argument("--lengths", default="imdb",
+                        help="review lengths: 'imdb' (the shared IMDB train split; uniform if "
+                             "it is absent), 'uniform' (10..100) or an IMDB .jsonl(.gz) path")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--lengths-file", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.threads < 1 or args.round_batches < 1 or args.samples < BATCH:
         parser.error(f"need --threads >= 1, --round-batches >= 1, --samples >= {BATCH}")
     if args.worker:
-        print(json.dumps(worker(args.worker, args.samples, args.threads, args.round_batches)))
+        print(json.dumps(worker(args.worker, args.samples, args.threads, args.round_batches,
+                                args.lengths_file)))
         return
-    rows = [
-        ("attnkit (masked)", launch("attnkit", args, sys.executable, None)),
-        ("attnkit (no mask, as 2018)", launch("attnkit-nomask", args, sys.executable, None)),
-        ("Keras 3 / tensorflow", launch("keras", args, args.keras_python, "tensorflow")),
-        ("Keras 3 / torch", launch("keras", args, args.keras_python, "torch")),
-    ]
+    source = {"imdb": IMDB_TRAIN}.get(args.lengths, Path(args.lengths))
+    if args.lengths == "uniform" or (args.lengths == "imdb" and not source.exists()):
+        review_lengths, described = None, "uniform in 10..100"
+    else:
+        review_lengths = imdb_lengths(source)
+        described = f"drawn from the {len(review_lengths)} reviews of {source}"
+    with tempfile.TemporaryDirectory() as tmp:
+        lengths_file = ""
+        if review_lengths is not None:
+            lengths_file = str(Path(tmp) / "lengths.npy")
+            np.save(lengths_file, review_lengths)
+        rows = [
+            ("attnkit (masked)", launch("attnkit", args, sys.executable, None, lengths_file)),
+            ("attnkit (no mask, as 2018)",
+             launch("attnkit-nomask", args, sys.executable, None, lengths_file)),
+            ("Keras 3 / tensorflow",
+             launch("keras", args, args.keras_python, "tensorflow", lengths_file)),
+            ("Keras 3 / torch", launch("keras", args, args.keras_python, "torch", lengths_file)),
+        ]
     base = rows[0][1].get("samples_per_s")
+    mean_length = float(np.mean(make_inputs(args.samples, review_lengths)[1]))
+    print(f"review lengths {described} (capped at {MAXLEN}; mean {mean_length:.1f} real ids)")
     print(f"one epoch, {args.samples} samples, batch {BATCH}, maxlen {MAXLEN}, "
           f"{args.threads} thread(s) per framework, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f}; samples/s = median of rounds of "
