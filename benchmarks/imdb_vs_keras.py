@@ -259,8 +259,12 @@ def main() -> None:
                                 args.lengths_file)))
         return
     source = {"imdb": IMDB_TRAIN}.get(args.lengths, Path(args.lengths))
-    if args.lengths == "uniform" or (args.lengths == "imdb" and not source.exists()):
+    if args.lengths == "uniform":
         review_lengths, described = None, "uniform in 10..100"
+    elif args.lengths == "imdb" and not source.exists():
+        review_lengths, described = None, f"uniform in 10..100 ({source} not found)"
+    elif not source.is_file():
+        parser.error(f"--lengths {source}: no such file")
     else:
         review_lengths = imdb_lengths(source)
         described = f"drawn from the {len(review_lengths)} reviews of {source}"
