@@ -60,17 +60,20 @@ def imdb_lengths(path: Path) -> np.ndarray:
                     dtype=np.int64)
 
 
-def make_inputs(n: int, review_lengths: np.ndarray | None = None):
-    """``n`` reviews: ids ``[n, MAXLEN]`` padded at the start, lengths ``[n]``, labels ``[n]``.
+def draw_lengths(n: int, review_lengths: np.ndarray | None = None) -> np.ndarray:
+    """``n`` lengths (seeded): drawn from ``review_lengths``, or uniform in 10..MAXLEN."""
+    rng = np.random.default_rng(1)
+    if review_lengths is None:
+        return rng.integers(10, MAXLEN + 1, size=n)
+    return rng.choice(review_lengths, size=n)
 
-    Lengths are drawn (seeded) from ``review_lengths`` when given, else uniform in 10..MAXLEN.
-    """
+
+def make_inputs(n: int, review_lengths: np.ndarray | None = None):
+    """``n`` reviews: ids ``[n, MAXLEN]`` padded at the start, lengths ``[n]`` (see
+    :func:`draw_lengths`), labels ``[n]``."""
     rng = np.random.default_rng(0)
     ids = rng.integers(1, VOCAB, size=(n, MAXLEN), dtype=np.int64)
-    if review_lengths is None:
-        lengths = rng.integers(10, MAXLEN + 1, size=n)
-    else:
-        lengths = np.maximum(rng.choice(review_lengths, size=n), 1)
+    lengths = draw_lengths(n, review_lengths)
     for i, n_real in enumerate(lengths):
         ids[i, : MAXLEN - n_real] = 0  # Keras default: padding at the start
     labels = rng.integers(0, 2, size=n).astype(np.float32)
@@ -282,7 +285,7 @@ def main() -> None:
             ("Keras 3 / torch", launch("keras", args, args.keras_python, "torch", lengths_file)),
         ]
     base = rows[0][1].get("samples_per_s")
-    mean_length = float(np.mean(make_inputs(args.samples, review_lengths)[1]))
+    mean_length = float(np.mean(draw_lengths(args.samples, review_lengths)))
     print(f"review lengths {described} (capped at {MAXLEN}; mean {mean_length:.1f} real ids)")
     print(f"one epoch, {args.samples} samples, batch {BATCH}, maxlen {MAXLEN}, "
           f"{args.threads} thread(s) per framework, {os.cpu_count()} CPUs, "
