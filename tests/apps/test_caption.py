@@ -88,6 +88,7 @@ def test_grounding_splits_words_and_aligns_maps_with_pixel_counts():
     # Independent: per graded word, the share of the 8x8 pixel block of the cell attended when
     # predicting word t (row t of the maps) that lies inside any named box, by pixel tests.
     got = {"colour": [], "count": []}
+    per_word: dict = {}  # (kind, 1-based position, group) -> masses
     for s in data.scenes:
         for pos, boxes in s.word_boxes.items():
             word = s.caption[pos]
@@ -99,6 +100,7 @@ def test_grounding_splits_words_and_aligns_maps_with_pixel_counts():
             inside = [any(x0 <= x < x1 and y0 <= y < y1 for x0, y0, x1, y1 in boxes)
                       for y in range(8 * r, 8 * r + 8) for x in range(8 * c, 8 * c + 8)]
             got[group].append(np.mean(inside))
+            per_word.setdefault((s.kind, pos + 1, group), []).append(np.mean(inside))
     for group, vals in got.items():
         assert g[f"{group}_words"] == len(vals) > 0
         assert g[f"grounding_{group}_mass"] == pytest.approx(np.mean(vals))
@@ -106,9 +108,17 @@ def test_grounding_splits_words_and_aligns_maps_with_pixel_counts():
             np.mean([v >= 0.5 for v in vals]))
     both = got["colour"] + got["count"]
     assert g["grounding_mass"] == pytest.approx(np.mean(both))
+    rows = {(r["kind"], r["position"], r["group"]): r for r in g["grounding_by_word"]}
+    assert set(rows) == set(per_word) and len(rows) > 3
+    for key, vals in per_word.items():
+        assert rows[key]["words"] == len(vals)
+        assert rows[key]["mass"] == pytest.approx(np.mean(vals))
+        assert rows[key]["max_inside"] == pytest.approx(np.mean([v >= 0.5 for v in vals]))
     table = app.grounding_table(g)
     assert "colour words" in table and "count words" in table and "overall" in table
     assert f"{g['grounding_count_mass']:.3f}" in table
+    kind, pos, group = next(iter(sorted(rows)))
+    assert f"{kind} {pos} ({group})" in table
 
 
 def test_bleu_is_a_fraction():

@@ -39,14 +39,17 @@ def test_train_eval_predict(tmp_path, capsys):
     last = capsys.readouterr().out.strip().splitlines()[-1]
     metrics = json.loads(last)
     assert {"accuracy", "bleu4", "grounding_mass", "uniform_mass", "grounding_colour_mass",
-            "grounding_count_max_inside", "uniform_count_mass", "count_words"} <= set(metrics)
+            "grounding_count_max_inside", "uniform_count_mass", "count_words",
+            "grounding_by_word"} <= set(metrics)
+    assert sum(r["words"] for r in metrics["grounding_by_word"]) == metrics["grounded_words"]
     assert metrics["examples"] == 4
 
     assert main(["caption", "eval", "--run", str(run)]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert "BLEU-4" in out[0] and json.loads(out[-1])["examples"] == 4
     text = "\n".join(out)
-    for row in ("colour words", "count words", "overall", "uniform", "max-in"):
+    for row in ("colour words", "count words", "overall", "uniform", "max-in",
+                "by caption template and word position"):
         assert row in text
 
     image = tmp_path / "scene.png"

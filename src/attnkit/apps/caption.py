@@ -14,7 +14,8 @@ Example::
 
     train(out="runs/ducks")                            # synthetic scenes, 2-9 min on 2 CPUs
     m = evaluate("runs/ducks")   # {"accuracy", "bleu4", "grounding_count_mass", ...}
-    print(grounding_table(m))    # colour / count / overall words: mass, max-in, vs uniform
+    print(grounding_table(m))    # colour / count / overall words: mass, max-in, vs uniform;
+                                 # then one row per caption template and word position
     pred = predict("runs/ducks", "duck.png", out="duck_attention.png", html="duck.html")
     pred.words, pred.maps.shape                              # ['a', 'blue', ...], (6, 8, 8)
 """
@@ -304,8 +305,11 @@ def grounding(model: Captioner, data: CaptionData, vocab: Vocab,
     Returns:
         Averages over words: ``grounding_mass``, ``grounding_max_inside``, ``uniform_mass``,
         ``uniform_max_inside``, ``grounded_words`` (all graded words), the same per group as
-        ``grounding_colour_mass``, ``uniform_count_max_inside``, ``colour_words``, ... ; ``{}``
-        without ground-truth scenes.
+        ``grounding_colour_mass``, ``uniform_count_max_inside``, ``colour_words``, ... ; and
+        ``grounding_by_word``, one row per caption template and word position (``{"kind",
+        "position"`` (1-based)``, "group", "words", "mass", "max_inside", "uniform_mass",
+        "uniform_max_inside"}``), which shows which words find their ducks and which do not;
+        ``{}`` without ground-truth scenes.
     """
     if data.scenes is None:
         return {}
@@ -316,6 +320,7 @@ def grounding(model: Captioner, data: CaptionData, vocab: Vocab,
     side, size = model.config.feature_size, model.config.image_size
     sums = {g: np.zeros(4) for g in GROUPS}
     counts = dict.fromkeys(GROUPS, 0)
+    by_word: dict[tuple[str, int, str], np.ndarray] = {}  # (kind, position, group) -> sums + n
     for start in range(0, len(ds), batch_size):
         idx = range(start, min(start + batch_size, len(ds)))
         batch = collate([ds[i] for i in idx], vocab.pad_id)
@@ -330,9 +335,12 @@ def grounding(model: Captioner, data: CaptionData, vocab: Vocab,
                 cov = box_coverage(boxes, size, side)
                 alpha = alphas[b, pos]
                 top = np.unravel_index(int(alpha.argmax()), alpha.shape)
-                sums[group] += [float((alpha * cov).sum()), float(cov[top] >= 0.5),
-                                float(cov.mean()), float((cov >= 0.5).mean())]
+                scores = [float((alpha * cov).sum()), float(cov[top] >= 0.5),
+                          float(cov.mean()), float((cov >= 0.5).mean())]
+                sums[group] += scores
                 counts[group] += 1
+                key = (scene.kind, pos, group)
+                by_word[key] = by_word.get(key, np.zeros(5)) + [*scores, 1.0]
     model.train(was)
     out: dict[str, float] = {}
     total, n_all = sum(sums.values()), sum(counts.values())
@@ -342,8 +350,12 @@ def grounding(model: Captioner, data: CaptionData, vocab: Vocab,
                 f"grounding_{prefix}max_inside": float(avg[1]),
                 f"uniform_{prefix}mass": float(avg[2]),
                 f"uniform_{prefix}max_inside": float(avg[3])}
+    rows = [{"kind": kind, "position": pos + 1, "group": group, "words": int(v[4]),
+             **dict(zip(("mass", "max_inside", "uniform_mass", "uniform_max_inside"),
+                        (float(x) for x in v[:4] / v[4]), strict=True))}
+            for (kind, pos, group), v in sorted(by_word.items())]
     return out | {"grounded_words": n_all, "colour_words": counts["colour"],
-                  "count_words": counts["count"]}
+                  "count_words": counts["count"], "grounding_by_word": rows}
 
 
 def grounding_table(metrics: dict) -> str:
@@ -352,12 +364,20 @@ def grounding_table(metrics: dict) -> str:
             ("count words", "count_", metrics.get("count_words", 0)),
             ("overall", "", metrics.get("grounded_words", 0))]
     lines = ["attention grounding (teacher-forced; inside the named ducks' boxes)",
-             f"{'':14}{'words':>6}  {'mass':>6} {'uniform':>7}  {'max-in':>6} {'uniform':>7}"]
+             f"{'':28}{'words':>6}  {'mass':>6} {'uniform':>7}  {'max-in':>6} {'uniform':>7}"]
     for name, p, n in rows:
-        lines.append(f"{name:14}{n:>6}  {metrics[f'grounding_{p}mass']:>6.3f} "
+        lines.append(f"{name:28}{n:>6}  {metrics[f'grounding_{p}mass']:>6.3f} "
                      f"{metrics[f'uniform_{p}mass']:>7.3f}  "
                      f"{metrics[f'grounding_{p}max_inside']:>6.3f} "
                      f"{metrics[f'uniform_{p}max_inside']:>7.3f}")
+    by_word = metrics.get("grounding_by_word", [])
+    if by_word:
+        lines.append("by caption template and word position (1 = the first word)")
+        for r in by_word:
+            name = f"{r['kind']} {r['position']} ({r['group']})"
+            lines.append(f"  {name:<26}{r['words']:>6}  {r['mass']:>6.3f} "
+                         f"{r['uniform_mass']:>7.3f}  {r['max_inside']:>6.3f} "
+                         f"{r['uniform_max_inside']:>7.3f}")
     return "\n".join(lines)
 
 
