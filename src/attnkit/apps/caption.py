@@ -318,9 +318,9 @@ def grounding(model: Captioner, data: CaptionData, vocab: Vocab,
     device = next(model.parameters()).device
     ds = CaptionDataset(data, vocab, model.config.max_caption_len)
     side, size = model.config.feature_size, model.config.image_size
-    sums = {g: np.zeros(4) for g in GROUPS}
-    counts = dict.fromkeys(GROUPS, 0)
-    by_word: dict[tuple[str, int, str], np.ndarray] = {}  # (kind, position, group) -> sums + n
+    # (template, position, group) -> summed [mass, max inside, uniform mass, uniform max
+    # inside, words]; the group and overall figures are sums of these rows.
+    by_word: dict[tuple[str, int, str], np.ndarray] = {}
     for start in range(0, len(ds), batch_size):
         idx = range(start, min(start + batch_size, len(ds)))
         batch = collate([ds[i] for i in idx], vocab.pad_id)
@@ -335,27 +335,24 @@ def grounding(model: Captioner, data: CaptionData, vocab: Vocab,
                 cov = box_coverage(boxes, size, side)
                 alpha = alphas[b, pos]
                 top = np.unravel_index(int(alpha.argmax()), alpha.shape)
-                scores = [float((alpha * cov).sum()), float(cov[top] >= 0.5),
-                          float(cov.mean()), float((cov >= 0.5).mean())]
-                sums[group] += scores
-                counts[group] += 1
                 key = (scene.kind, pos, group)
-                by_word[key] = by_word.get(key, np.zeros(5)) + [*scores, 1.0]
+                by_word[key] = by_word.get(key, np.zeros(5)) + [
+                    float((alpha * cov).sum()), float(cov[top] >= 0.5), float(cov.mean()),
+                    float((cov >= 0.5).mean()), 1.0]
     model.train(was)
-    out: dict[str, float] = {}
-    total, n_all = sum(sums.values()), sum(counts.values())
-    for prefix, vec, n in [("", total, n_all)] + [(f"{g}_", sums[g], counts[g]) for g in GROUPS]:
-        avg = vec / max(n, 1)
-        out |= {f"grounding_{prefix}mass": float(avg[0]),
-                f"grounding_{prefix}max_inside": float(avg[1]),
-                f"uniform_{prefix}mass": float(avg[2]),
-                f"uniform_{prefix}max_inside": float(avg[3])}
-    rows = [{"kind": kind, "position": pos + 1, "group": group, "words": int(v[4]),
-             **dict(zip(("mass", "max_inside", "uniform_mass", "uniform_max_inside"),
-                        (float(x) for x in v[:4] / v[4]), strict=True))}
-            for (kind, pos, group), v in sorted(by_word.items())]
-    return out | {"grounded_words": n_all, "colour_words": counts["colour"],
-                  "count_words": counts["count"], "grounding_by_word": rows}
+    keys = ("grounding_{}mass", "grounding_{}max_inside", "uniform_{}mass", "uniform_{}max_inside")
+    out: dict = {}
+    for prefix, groups in [("", GROUPS)] + [(f"{g}_", (g,)) for g in GROUPS]:
+        vec = sum((v for k, v in by_word.items() if k[2] in groups), np.zeros(5))
+        avg = vec[:4] / max(vec[4], 1)
+        out |= {key.format(prefix): float(x) for key, x in zip(keys, avg, strict=True)}
+        out[f"{prefix}words" if prefix else "grounded_words"] = int(vec[4])
+    names = [key.format("").removeprefix("grounding_") for key in keys]  # mass, ...
+    out["grounding_by_word"] = [
+        {"kind": kind, "position": pos + 1, "group": group, "words": int(v[4]),
+         **{n: float(x) for n, x in zip(names, v[:4] / v[4], strict=True)}}
+        for (kind, pos, group), v in sorted(by_word.items())]
+    return out
 
 
 def grounding_table(metrics: dict) -> str:
