@@ -118,3 +118,31 @@ def test_sigterm_checkpoints_and_says_how_to_resume(tmp_path):
     state = load_checkpoint(run / "last", m, build_optimizer(m, task.script_config()))
     step = state["position"]["global_step"]
     assert step >= 3 and f"RESULT signal {step}" in out
+
+
+TEARDOWN_SCRIPT = """
+import gc
+import weakref
+import torch
+import torch.distributed as dist
+from attnkit.training import distributed as D
+
+gc.disable()  # no automatic pass may free the cycle first (as none need run before exit)
+dist.init_process_group("gloo")
+ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(3, 1))
+ddp(torch.ones(2, 3)).sum().backward()
+alive = weakref.ref(ddp)
+del ddp  # DDP sits in a reference cycle: this alone does not free it (nor its group)
+print("before", alive() is not None)
+D.teardown(D.DistInfo(0, 1, 0, torch.device("cpu"), created_group=True))
+print("after", alive() is not None, dist.is_initialized())
+"""
+
+
+def test_teardown_frees_the_ddp_wrapper_before_the_group():
+    env = {**_env(), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
+           "RANK": "0", "WORLD_SIZE": "1"}
+    proc = subprocess.run([sys.executable, "-c", TEARDOWN_SCRIPT], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["before", "True", "after", "False", "False"]
