@@ -357,24 +357,25 @@ def grounding(model: Captioner, data: CaptionData, vocab: Vocab,
 
 def grounding_table(metrics: dict) -> str:
     """The grounding figures of :func:`grounding` as a small text table (model vs uniform)."""
-    rows = [("colour words", "colour_", metrics.get("colour_words", 0)),
-            ("count words", "count_", metrics.get("count_words", 0)),
-            ("overall", "", metrics.get("grounded_words", 0))]
+    def row(name: str, words: int, mass: float, uniform_mass: float, max_inside: float,
+            uniform_max_inside: float) -> str:
+        return (f"{name:28}{words:>6}  {mass:>6.3f} {uniform_mass:>7.3f}  {max_inside:>6.3f} "
+                f"{uniform_max_inside:>7.3f}")
+
     lines = ["attention grounding (teacher-forced; inside the named ducks' boxes)",
              f"{'':28}{'words':>6}  {'mass':>6} {'uniform':>7}  {'max-in':>6} {'uniform':>7}"]
-    for name, p, n in rows:
-        lines.append(f"{name:28}{n:>6}  {metrics[f'grounding_{p}mass']:>6.3f} "
-                     f"{metrics[f'uniform_{p}mass']:>7.3f}  "
-                     f"{metrics[f'grounding_{p}max_inside']:>6.3f} "
-                     f"{metrics[f'uniform_{p}max_inside']:>7.3f}")
+    for name, p, n in [("colour words", "colour_", metrics.get("colour_words", 0)),
+                       ("count words", "count_", metrics.get("count_words", 0)),
+                       ("overall", "", metrics.get("grounded_words", 0))]:
+        lines.append(row(name, n, metrics[f"grounding_{p}mass"], metrics[f"uniform_{p}mass"],
+                         metrics[f"grounding_{p}max_inside"],
+                         metrics[f"uniform_{p}max_inside"]))
     by_word = metrics.get("grounding_by_word", [])
     if by_word:
         lines.append("by caption template and word position (1 = the first word)")
-        for r in by_word:
-            name = f"{r['kind']} {r['position']} ({r['group']})"
-            lines.append(f"  {name:<26}{r['words']:>6}  {r['mass']:>6.3f} "
-                         f"{r['uniform_mass']:>7.3f}  {r['max_inside']:>6.3f} "
-                         f"{r['uniform_max_inside']:>7.3f}")
+    for r in by_word:
+        lines.append(row(f"  {r['kind']} {r['position']} ({r['group']})", r["words"], r["mass"],
+                         r["uniform_mass"], r["max_inside"], r["uniform_max_inside"]))
     return "\n".join(lines)
 
 
