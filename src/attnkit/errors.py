@@ -29,3 +29,8 @@ class DownloadError(AttnkitError):
 
 class TrainingError(AttnkitError):
     """A run cannot go on: non-finite loss, a failing rank, an unusable batch plan."""
+
+
+class UsageError(AttnkitError, ValueError):
+    """An option value or combination the user gave cannot work (e.g. a resume that would
+    change the run's seed, an empty input)."""

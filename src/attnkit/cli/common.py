@@ -1,25 +1,163 @@
-"""Options every ``<app> train`` command shares, declared once."""
+"""Options every app's commands share, declared once, and the few helpers around them.
+
+The three apps' ``train``, ``eval`` and ``predict`` take the same common options with the same
+names and meanings::
+
+    train    --data --out --resume [RUN] --overwrite --epochs --batch-size --lr --seed
+             --threads --device --amp {auto,on,off} --max-minutes --no-progress
+    eval     --run --data --threads --device --json --report FILE.html
+    predict  --run [INPUT ...] (none: one per line on stdin) --threads --device --json
+             --html FILE.html
+
+Options left out on the command line are None here, so an app can tell "not given" (take the
+run's stored value on a resume, or the default) from "given".
+"""
 
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from attnkit.errors import UsageError
+
+AMP_CHOICES = {"auto": "auto", "on": True, "off": False}
 
 
-def add_train_options(parser: argparse.ArgumentParser, *, max_minutes_default=None,
+def add_train_options(parser: argparse.ArgumentParser, *, data_default: str | None = None,
                       **help_text: str) -> None:
-    """Add ``--resume --epochs --batch-size --lr --seed --device --max-minutes`` to ``parser``.
+    """Add the common ``train`` options to ``parser``.
 
     ``help_text`` overrides the help of an option by its dest name (e.g. ``lr="default 1e-3"``),
-    so each application can state its own defaults.
+    so each app can state its own defaults.
     """
     def add(flag: str, dest: str, default_help: str | None = None, **kw) -> None:
-        parser.add_argument(flag, help=help_text.get(dest, default_help), **kw)
+        parser.add_argument(flag, dest=dest, help=help_text.get(dest, default_help), **kw)
 
-    add("--resume", "resume", "continue an interrupted run exactly", metavar="RUN_DIR")
+    add("--data", "data", f"training data (default {data_default})" if data_default
+        else "training data", default=data_default, required=data_default is None)
+    add("--out", "out", "the run folder to create", metavar="RUN")
+    add("--resume", "resume", "continue the interrupted run in RUN (or in --out) exactly; "
+        "its stored settings are kept", nargs="?", const=True, metavar="RUN")
+    add("--overwrite", "overwrite", "replace the run already in --out", action="store_true")
     add("--epochs", "epochs", type=int)
     add("--batch-size", "batch_size", type=int)
     add("--lr", "lr", type=float)
-    add("--seed", "seed", "random seed (default 0)", type=int, default=0)
-    add("--device", "device", "auto | cpu | cuda | cuda:N", default="auto")
-    add("--max-minutes", "max_minutes", "stop cleanly after this wall-clock budget",
-        type=float, default=max_minutes_default)
+    add("--seed", "seed", "random seed: data split, initial weights, batch order (default 0)",
+        type=int)
+    add("--max-minutes", "max_minutes", "stop cleanly after this wall-clock budget "
+        "(0 = no budget)", type=float)
+    add_runtime_options(parser)
+    parser.add_argument("--amp", choices=list(AMP_CHOICES), default=None,
+                        help="bf16 autocast: auto (default) = on with CUDA or a CPU with native "
+                             "bf16 (AMX / AVX512-BF16), off otherwise")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_runtime_options(parser: argparse.ArgumentParser) -> None:
+    """``--threads`` and ``--device``, for every command that runs a model."""
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="CPU threads for torch (default: torch's, one per core)")
+    parser.add_argument("--device", default=None, help="auto | cpu | cuda | cuda:N "
+                        "(default: auto when training, cpu otherwise)")
+
+
+def add_eval_options(parser: argparse.ArgumentParser, data_help: str) -> None:
+    """Add the common ``eval`` options (``--run --data --json --report`` + runtime)."""
+    parser.add_argument("--run", required=True, metavar="RUN", help="a trained run folder")
+    parser.add_argument("--data", help=data_help)
+    parser.add_argument("--json", action="store_true",
+                        help="print the metrics as one JSON object (the last line)")
+    parser.add_argument("--report", metavar="FILE.html",
+                        help="also write an HTML report with examples and their attention")
+    add_runtime_options(parser)
+
+
+def add_predict_options(parser: argparse.ArgumentParser, inputs: str, inputs_help: str) -> None:
+    """Add the common ``predict`` options; ``inputs`` names the positional inputs."""
+    parser.add_argument("--run", required=True, metavar="RUN", help="a trained run folder")
+    parser.add_argument("inputs", nargs="*", metavar=inputs,
+                        help=f"{inputs_help} (none: read one per line from stdin)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object per input")
+    parser.add_argument("--html", metavar="FILE.html",
+                        help="also write an attention explorer page for the inputs")
+    add_runtime_options(parser)
+
+
+def train_target(args: argparse.Namespace) -> tuple[Path, bool]:
+    """The run folder and whether to resume, from ``--out`` and ``--resume [RUN]``."""
+    resume = args.resume is not None
+    if isinstance(args.resume, str):
+        if args.out and Path(args.out) != Path(args.resume):
+            raise UsageError(f"--resume {args.resume} and --out {args.out} name two folders; "
+                             "give one")
+        return Path(args.resume), True
+    if not args.out:
+        raise UsageError("give the run folder with --out RUN (or --resume RUN)")
+    return Path(args.out), resume
+
+
+def given(**options: Any) -> dict[str, Any]:
+    """The options the user gave (drops those left at None)."""
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def train_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The common training options the user gave, as keyword arguments for ``train``.
+    ``--max-minutes 0`` means no budget (None)."""
+    budget = args.max_minutes
+    out = given(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
+                device=args.device, amp=None if args.amp is None else AMP_CHOICES[args.amp])
+    if budget is not None:
+        out["max_minutes"] = None if budget == 0 else budget
+    if args.no_progress:
+        out["progress"] = False
+    return out
+
+
+def apply_threads(threads: int | None) -> None:
+    """``torch.set_num_threads`` when ``--threads`` was given."""
+    if threads is None:
+        return
+    if threads < 1:
+        raise UsageError(f"--threads must be at least 1, got {threads}")
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def read_inputs(inputs: Sequence[str], what: str) -> list[str]:
+    """The inputs given as arguments, or else the non-empty lines of stdin.
+
+    Raises:
+        UsageError: no input at all, or an empty (blank) argument.
+    """
+    if inputs:
+        for i, text in enumerate(inputs, 1):
+            if not text.strip():
+                raise UsageError(f"{what} {i} is empty: nothing to predict")
+        return list(inputs)
+    if sys.stdin is None or sys.stdin.isatty():
+        raise UsageError(f"no {what} given: pass one as an argument or one per line on stdin")
+    lines = [line.rstrip("\r\n") for line in sys.stdin]
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        raise UsageError(f"no {what} given: stdin was empty")
+    return lines
+
+
+def exit_code(result: Any) -> int:
+    """0, or ``128 + signal`` for a run stopped by a signal (143 for SIGTERM, 130 for
+    SIGINT), as a shell expects of a killed command."""
+    name = getattr(result, "signal", None)
+    if getattr(result, "stop_reason", None) == "signal" and name:
+        return 128 + int(signal.Signals[name])
+    return 0
+
+
+def example_epilog(*lines: str) -> str:
+    """An argparse epilog listing examples (use with RawDescriptionHelpFormatter)."""
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
