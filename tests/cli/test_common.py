@@ -1,0 +1,74 @@
+"""The options and exits every app's command shares (attnkit.cli.common, attnkit.cli.main)."""
+
+import argparse
+import io
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from attnkit.cli import common
+from attnkit.cli.main import main
+from attnkit.errors import UsageError
+
+
+def test_exit_code_is_128_plus_the_signal():
+    assert common.exit_code(SimpleNamespace(stop_reason="signal", signal="SIGTERM")) == 143
+    assert common.exit_code(SimpleNamespace(stop_reason="signal", signal="SIGINT")) == 130
+    assert common.exit_code(SimpleNamespace(stop_reason="completed", signal=None)) == 0
+
+
+def test_read_inputs_takes_arguments_or_stdin_and_refuses_empty(monkeypatch):
+    assert common.read_inputs(["a", "b"], "sentence") == ["a", "b"]
+    with pytest.raises(UsageError, match="sentence 2 is empty"):
+        common.read_inputs(["a", "  "], "sentence")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("one\n\n two\r\n"))
+    assert common.read_inputs([], "review") == ["one", " two"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n \n"))
+    with pytest.raises(UsageError, match="no review given: stdin was empty"):
+        common.read_inputs([], "review")
+
+
+def _train_args(argv):
+    parser = argparse.ArgumentParser()
+    common.add_train_options(parser, data_default="synthetic")
+    return parser.parse_args(argv)
+
+
+def test_train_target_and_overrides_keep_only_what_was_given():
+    args = _train_args(["--out", "r", "--seed", "3", "--amp", "off", "--max-minutes", "0"])
+    assert common.train_target(args) == (common.Path("r"), False)
+    assert common.train_overrides(args) == {"seed": 3, "amp": False, "max_minutes": None}
+    assert common.train_target(_train_args(["--resume", "r"])) == (common.Path("r"), True)
+    assert common.train_target(_train_args(["--out", "r", "--resume"])) == (
+        common.Path("r"), True)
+    with pytest.raises(UsageError, match="name two folders"):
+        common.train_target(_train_args(["--out", "a", "--resume", "b"]))
+    with pytest.raises(UsageError, match="--out RUN"):
+        common.train_target(_train_args([]))
+
+
+def test_argparse_mistakes_are_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["translate", "train", "--seed", "abc"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("attnkit: error: argument --seed")
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith("attnkit ")
+
+
+def test_a_closed_pipe_is_no_traceback():
+    # `attnkit --help | head -1`: the reader goes away while we write.
+    proc = subprocess.run(
+        f"{sys.executable} -c 'import sys; from attnkit.cli.main import main; "
+        "sys.argv[0] = \"attnkit\"; "
+        "sys.exit(main([\"translate\", \"train\", \"--help\"]))' | head -c 10",
+        shell=True, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in proc.stderr
