@@ -12,6 +12,6 @@ stamp=.venv/.attnkit-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q "${ATTNKIT_TORCH_SPEC:-torch==2.13.0}"
-  .venv/bin/python -m pip install -q -e ".[dev,subword]"
+  .venv/bin/python -m pip install -q -e ".[dev,subword,docs]"
   touch "$stamp"
 fi

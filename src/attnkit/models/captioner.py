@@ -179,9 +179,8 @@ class Captioner(nn.Module):
                                                              c.attention_units))
         # f_init,h and f_init,c of the paper: MLPs of the pooled feature, batch-normalised
         # first because a duck is ~3 of 64 locations, so images differ by tiny shifts of the
-        # mean. With the mean alone the first word ("a" vs "four": does one duck of several
-        # face the other way?) stayed wrong on ~70% of such scenes; the max adds "some duck
-        # faces right" directly (see CaptionerConfig.init_pool).
+        # mean; the max adds "some duck faces right" directly (see CaptionerConfig.init_pool
+        # and docs/results.md).
         if c.init_pool in ("none", "glimpse"):
             self.h0 = nn.Parameter(torch.zeros(c.hidden))
             self.c0 = nn.Parameter(torch.zeros(c.hidden))
@@ -194,7 +193,7 @@ class Captioner(nn.Module):
             if c.glimpses > 1 or c.init_pool == "glimpse" else None
         if c.init_pool == "glimpse" and c.glimpses == 1:
             # The first query starts at zero, where init_pool="none" starts (h_0 = tanh(0)),
-            # and the glimpse learns to move it (the measured default runs started so).
+            # so the glimpse begins as a no-op and learns how far to move it.
             nn.init.zeros_(self.glimpse.weight)
             nn.init.zeros_(self.glimpse.bias)
         self.cell = nn.LSTMCell(c.emb_dim + c.channels, c.hidden)

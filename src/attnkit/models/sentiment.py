@@ -308,9 +308,9 @@ class SentimentClassifier(nn.Module):
             pooled, _ = self._pool(x, mask)
         return self.classifier(self.dropout(pooled)).squeeze(-1)
 
-    # Length groups per CPU batch in masked mode (see _pool_by_length). Measured on keras2018,
-    # batch 64, lengths uniform in 10..100, 1 thread: 1 group 102 ms/step, 2: 75, 4: 58-69,
-    # 6: 55-57, 8: 57-58, 16: 63 (smaller groups make matmuls inefficient; overhead per group).
+    # Length groups per CPU batch in masked mode (see _pool_by_length): more groups cut more
+    # padding, but smaller groups make the matmuls inefficient and each group costs a fixed
+    # overhead; 6 was the fastest measured (docs/results.md, "Length groups").
     length_groups = 6
     min_group_rows = 8
 
