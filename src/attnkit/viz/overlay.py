@@ -16,9 +16,9 @@ from collections.abc import Sequence
 import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
 from PIL import Image
 
 from attnkit.viz._save import as_paths, save_figure, to_numpy
