@@ -61,3 +61,12 @@ def test_shape_errors():
         overlay_image(np.zeros((16, 16, 3), np.float32), np.ones((4, 4)))
     with pytest.raises(ValueError, match=r"\[h, w\]"):
         overlay_image(img, np.ones(16))
+
+
+def test_grid_colour_bar_uses_the_shared_palette():
+    img = np.zeros((16, 16, 3), np.uint8)
+    fig = attention_grid(img, np.ones((2, 4, 4)), ["a", "b"])
+    bar = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert len(bar) == 1 and "peak" in bar[0].get_ylabel()
+    mesh = [c for c in bar[0].collections if getattr(c, "get_array", lambda: None)() is not None]
+    assert [c.cmap.name for c in mesh] == [WEIGHTS_ON_IMAGE]

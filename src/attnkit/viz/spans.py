@@ -1,10 +1,11 @@
 """Where each model token sits in the text the user wrote, so pages can show the text as written.
 
 Tokenizers lower-case, drop punctuation and mark sub-words (sentencepiece's ``▁``), so a token is
-not a slice of the original text. ``token_spans`` finds each token in the text, case-insensitively
-and in order, and returns its character span in the ORIGINAL string (original case and
-punctuation stay untouched around it). A token that cannot be found (``<unk>``, a normalised
-character) gets ``None`` and the search goes on after the last match.
+not a slice of the original text. ``token_spans`` finds each token in the text,
+case-insensitively, in order and preferably at a word start, and returns its character span in
+the ORIGINAL string (original case and punctuation stay untouched around it). A token that cannot
+be found (``<unk>``, a normalised character) gets ``None`` and the search goes on after the last
+match.
 
 Example:
     >>> token_spans("Great film, isn't it?!", ["great", "film", "isn't", "it"])
@@ -33,6 +34,23 @@ def _lowered_index(text: str) -> tuple[str, list[int]]:
     return "".join(low), origin
 
 
+def _find(low: str, needle: str, cursor: int, from_end: bool) -> int:
+    """The next match of ``needle`` from ``cursor`` that starts a word or touches the previous
+    match (a sub-word continues its word); else the nearest match at all; -1 if none.
+
+    Without the word-start rule a short token ("b") would land inside an earlier word ("zebra").
+    """
+    first = -1
+    at = low.rfind(needle, 0, cursor) if from_end else low.find(needle, cursor)
+    while at >= 0:
+        first = at if first < 0 else first
+        touches = (at + len(needle) == cursor) if from_end else (at == cursor and at > 0)
+        if touches or at == 0 or not low[at - 1].isalnum():
+            return at
+        at = low.rfind(needle, 0, at + len(needle) - 1) if from_end else low.find(needle, at + 1)
+    return first
+
+
 def token_spans(
     text: str, tokens: Sequence[str], *, from_end: bool = False
 ) -> list[tuple[int, int] | None]:
@@ -55,7 +73,7 @@ def token_spans(
         needle = str(tokens[k]).strip(_SUBWORD_MARKS).lower()
         if not needle:
             continue
-        at = low.rfind(needle, 0, cursor) if from_end else low.find(needle, cursor)
+        at = _find(low, needle, cursor, from_end)
         if at < 0:
             continue
         end = at + len(needle)

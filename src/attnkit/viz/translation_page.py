@@ -101,11 +101,13 @@ def translation_page(
     data = {"examples": [_example_data(_as_example(e), k) for k, e in enumerate(examples)],
             "metrics": [[str(a), str(b)] for a, b in dict(metrics or {}).items()],
             "palettes": palette_data(WEIGHTS), "seq": WEIGHTS}
+    heads = any(e["L"] * e["H"] > 1 for e in data["examples"])
     legend = ("Each row of the grid is an output word and each column a source word: the darker "
               "the cell, the more the model looked at that source word while writing that "
               "output word.",
               "Hover over or Tab to a word (in the sentences or on the grid edges) to shade its "
-              "partners; pick a layer and a head above (the default blends all heads).")
+              "partners" + ("; pick a layer and a head above (the default blends all heads)."
+                            if heads else "."))
     page = explorer_page(title, legend, summary, body=_BODY, data=data, script=_JS, css=_CSS)
     return finish_page(page, path)
 
@@ -135,8 +137,8 @@ _CSS = """
 .line .tok { margin-right: .25em; line-height: 1.9; }
 .tok.active { outline: 2px solid var(--accent); }
 #matrix th.active { box-shadow: inset 0 0 0 2px var(--accent); }
-.matrix-wrap { max-height: 70vh; max-width: 100%; overflow: auto; border: 1px solid var(--line);
-               margin-top: .4em; }
+.matrix-wrap { max-height: 70vh; width: fit-content; max-width: 100%; overflow: auto;
+               border: 1px solid var(--line); margin-top: .4em; }
 #matrix { border-collapse: separate; border-spacing: 0; font-size: 12px; }
 #matrix td { width: 22px; min-width: 22px; height: 22px; padding: 0;
              border-right: 1px solid #fff; border-bottom: 1px solid #fff; }
