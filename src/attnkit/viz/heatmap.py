@@ -105,7 +105,7 @@ def alignment_figure(
     image = ax.imshow(w, cmap=cmap, aspect="equal", interpolation="nearest", vmin=0.0, vmax=vmax)
     _thinned_ticks(ax, source_tokens, step, "x", font)
     _thinned_ticks(ax, target_tokens, step, "y", font)
-    every = "" if step == 1 else f" (every {step}th token labelled)"
+    every = "" if step == 1 else f" (one label every {step} tokens)"
     ax.set_xlabel("source" + every)
     ax.set_ylabel("target")
     ax.tick_params(length=0)
@@ -115,7 +115,9 @@ def alignment_figure(
         chars = max(20, int(width * 72 / (0.55 * title_pt)))
         ax.set_title(textwrap.fill(str(title), chars), fontsize=title_pt)
         ax.title.set_parse_math(False)
-    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.02, label="attention weight")
+    # A bar about 0.35 in wide whatever the figure size (a fixed fraction grows with the figure).
+    fig.colorbar(image, ax=ax, fraction=min(0.046, 0.35 / width), pad=0.02,
+                 label="attention weight")
     return fig
 
 
