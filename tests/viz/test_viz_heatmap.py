@@ -77,3 +77,20 @@ def test_leaves_global_backend_alone():
     before = matplotlib.get_backend()
     plot_alignment(np.ones((1, 1)), ["a"], ["b"])
     assert matplotlib.get_backend() == before
+
+
+def test_long_inputs_stay_screen_sized_with_thinned_labels_and_a_whole_title():
+    n = 200
+    title = "a very long title about the alignment of this long sentence " * 3
+    fig = plot_alignment(np.ones((n, n)) / n, [f"s{i}" for i in range(n)],
+                         [f"t{i}" for i in range(n)], title=title)
+    assert fig.get_figwidth() <= 16 + 2.5 and fig.get_figheight() <= 16 + 2.0  # not 6000 px
+    ax = fig.axes[0]
+    labels = ax.get_xticklabels()
+    assert 20 <= len(labels) < n  # every k-th token labelled
+    assert labels[1].get_text() == f"s{ax.get_xticks()[1]}"
+    assert ax.get_yticklabels()[0].get_fontsize() >= 6
+    renderer = fig.canvas.get_renderer()
+    box = ax.title.get_window_extent(renderer)
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.width  # wrapped, not cut off
+    assert "one label every" in ax.get_xlabel()

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from attnkit.viz import attention_grid, overlay_image, upsample_map
+from attnkit.viz.palettes import WEIGHTS_ON_IMAGE
 
 
 def test_upsample_matches_torch_bilinear():
@@ -29,7 +30,8 @@ def test_overlay_blend_is_exact():
     img = rng.integers(0, 256, (32, 40, 3), dtype=np.uint8)
     m = rng.random((4, 5))
     np.testing.assert_array_equal(overlay_image(img, m, alpha=0.0), img)
-    heat = matplotlib.colormaps["jet"](upsample_map(m, 32, 40))[..., :3] * 255
+    # The default colour map is now the shared palette (was "jet").
+    heat = matplotlib.colormaps[WEIGHTS_ON_IMAGE](upsample_map(m, 32, 40))[..., :3] * 255
     out = overlay_image(img, torch.from_numpy(m), alpha=0.25)
     assert out.dtype == np.uint8 and out.shape == img.shape
     expected = 0.75 * img + 0.25 * heat
@@ -43,7 +45,10 @@ def test_attention_grid_writes_png_with_word_titles(tmp_path):
     fig = attention_grid(img, maps, words, tmp_path / "grid.png", cols=2)
     data = (tmp_path / "grid.png").read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 1000
-    assert [ax.get_title() for ax in fig.axes] == ["image", *words]
+    # The grid now carries a colour bar; it is an Axes of its own, left out of the panel titles.
+    panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    assert [ax.get_title() for ax in panels] == ["image", *words]
+    assert len(fig.axes) == len(panels) + 1
 
 
 def test_shape_errors():
@@ -56,3 +61,12 @@ def test_shape_errors():
         overlay_image(np.zeros((16, 16, 3), np.float32), np.ones((4, 4)))
     with pytest.raises(ValueError, match=r"\[h, w\]"):
         overlay_image(img, np.ones(16))
+
+
+def test_grid_colour_bar_uses_the_shared_palette():
+    img = np.zeros((16, 16, 3), np.uint8)
+    fig = attention_grid(img, np.ones((2, 4, 4)), ["a", "b"])
+    bar = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert len(bar) == 1 and "peak" in bar[0].get_ylabel()
+    mesh = [c for c in bar[0].collections if getattr(c, "get_array", lambda: None)() is not None]
+    assert [c.cmap.name for c in mesh] == [WEIGHTS_ON_IMAGE]

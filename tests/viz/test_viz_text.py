@@ -7,10 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnkit.viz import normalize_scores, shade_text_ansi, shade_text_html
+from attnkit.viz.palettes import SIGNED, WEIGHTS, colors_for
 
 TRUE_BG = re.compile(r"\x1b\[48;2;(\d+);(\d+);(\d+);\d+m")
 GREY_BG = re.compile(r"\x1b\[48;5;(\d+);\d+m")
-ALPHA = re.compile(r"rgba\(\d+,\d+,\d+,([0-9.]+)\)")
+HTML_RGB = re.compile(r"background-color: rgb\((\d+),(\d+),(\d+)\)")
 
 
 def _luma(rgb):
@@ -35,12 +36,14 @@ def test_ansi_truecolor_darker_means_more(scores):
 
 @settings(max_examples=50, deadline=None)
 @given(scores_st)
-def test_html_alpha_proportional_to_score(scores):
+def test_html_colour_is_the_palette_colour_of_the_score(scores):
+    # The shared palette replaced a single colour with alpha = score; the colour of each span is
+    # now the WEIGHTS palette entry of its normalised score.
     tokens = [f"t{i}" for i in range(len(scores))]
-    alphas = np.array([float(a) for a in ALPHA.findall(shade_text_html(tokens, scores))])
+    rgbs = np.array(HTML_RGB.findall(shade_text_html(tokens, scores)), dtype=int)
     s = np.asarray(scores)
     expected = s / s.max() if s.max() > 0 else s
-    np.testing.assert_allclose(alphas, expected, atol=1e-3)
+    np.testing.assert_array_equal(rgbs, colors_for(expected, WEIGHTS))
 
 
 def test_ansi_256_colour_ramp_is_monotone():
@@ -71,3 +74,15 @@ def test_length_mismatch_and_nan():
         shade_text_ansi(["a", "b", "c"], [1.0, 2.0])
     with pytest.raises(ValueError, match="NaN"):
         shade_text_html(["a"], [float("nan")])
+
+
+def test_signed_scores_use_the_diverging_palette():
+    out = shade_text_html(["bad", "film", "great"], [-2.0, 0.0, 1.0], signed=True)
+    rgbs = np.array(HTML_RGB.findall(out), dtype=int)
+    np.testing.assert_array_equal(rgbs, colors_for([0.0, 0.5, 0.75], SIGNED))
+    assert rgbs[0][0] > rgbs[0][2] and rgbs[2][2] > rgbs[2][0]  # red negative, blue positive
+    assert shade_text_ansi(["bad", "great"], [-1.0, 0.5], signed=True, color=False) == (
+        "bad(-1.00) great(+0.50)")
+    grey = shade_text_ansi(["bad", "meh", "great"], [-1.0, 0.0, 1.0], signed=True,
+                           truecolor=False)
+    assert GREY_BG.findall(grey) == ["160", "252", "33"]

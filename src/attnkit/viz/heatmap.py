@@ -7,7 +7,9 @@ PDF by extension. ``alignment_svg`` returns the same picture as inline SVG text 
 
 from __future__ import annotations
 
+import math
 import os
+import textwrap
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -15,12 +17,33 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from attnkit.viz._save import as_paths, figure_bytes, save_figure, to_numpy
+from attnkit.viz.palettes import WEIGHTS
 
 # One token row/column gets this many inches while the figure fits MAX_SIDE; labels are sized to
 # the cell so that neighbouring labels never overlap (0.28 in = 20 pt per cell, font 8 pt).
+# MAX_SIDE keeps a 200-token sentence at a screen-sized 1600 px (at 100 dpi), not 6000 px.
 CELL_INCHES = 0.28
-MAX_SIDE_INCHES = 40.0
+MAX_SIDE_INCHES = 16.0
 MIN_SIDE_INCHES = 3.0
+# Below this font a label is unreadable: we show every k-th label instead of shrinking further.
+MIN_FONT_PT = 6.0
+
+
+def _label_step(cell_pt: float) -> int:
+    """Show every k-th token label so that a MIN_FONT_PT label fits in k cells."""
+    return max(1, math.ceil(MIN_FONT_PT * 1.2 / cell_pt))
+
+
+def _thinned_ticks(ax, tokens: Sequence[str], step: int, axis: str, font: float) -> None:
+    # parse_math=False: tokens such as "$5" must be shown literally, not as mathtext.
+    pos = list(range(0, len(tokens), step))
+    labels = [str(tokens[i]) for i in pos]
+    if axis == "x":
+        ax.set_xticks(pos)
+        ax.set_xticklabels(labels, rotation=90, fontsize=font, parse_math=False)
+    else:
+        ax.set_yticks(pos)
+        ax.set_yticklabels(labels, fontsize=font, parse_math=False)
 
 
 def check_alignment(
@@ -52,23 +75,26 @@ def alignment_figure(
     target_tokens: Sequence[str],
     *,
     title: str | None = None,
-    cmap: str = "viridis",
+    cmap: str = WEIGHTS,
 ) -> Figure:
     """Build (but do not save) the alignment heatmap Figure.
+
+    The figure grows with the token counts up to ``MAX_SIDE_INCHES``; past that the cells shrink,
+    and once a label would be smaller than ``MIN_FONT_PT`` only every k-th token is labelled.
 
     Args:
         weights: ``[Tq, Tk]`` array or CPU tensor; row ``i`` is target token ``i``'s attention over
             the source tokens.
         source_tokens: ``Tk`` labels for the x axis.
         target_tokens: ``Tq`` labels for the y axis.
-        title: optional figure title.
-        cmap: a matplotlib colormap name.
+        title: optional figure title (wrapped to the figure width).
+        cmap: a matplotlib colormap name (default: the shared weights palette).
     """
     w = check_alignment(weights, source_tokens, target_tokens)
     tq, tk = w.shape
-    # Grow with the token counts; past MAX_SIDE the cells shrink and so does the font.
     cell = min(CELL_INCHES, MAX_SIDE_INCHES / max(tq, tk, 1))
-    font = float(np.clip(cell * 72 * 0.42, 3.0, 10.0))
+    font = float(np.clip(cell * 72 * 0.42, MIN_FONT_PT, 10.0))
+    step = _label_step(cell * 72)
     width = max(MIN_SIDE_INCHES, tk * cell + 2.5)  # + room for y labels and the colour bar
     height = max(MIN_SIDE_INCHES, tq * cell + 2.0)  # + room for rotated x labels and title
 
@@ -77,19 +103,21 @@ def alignment_figure(
     ax = fig.add_subplot(1, 1, 1)
     vmax = float(w.max()) if w.size and w.max() > 0 else 1.0
     image = ax.imshow(w, cmap=cmap, aspect="equal", interpolation="nearest", vmin=0.0, vmax=vmax)
-    ax.set_xticks(range(tk))
-    ax.set_yticks(range(tq))
-    # parse_math=False: tokens such as "$5" must be shown literally, not as mathtext.
-    ax.set_xticklabels([str(t) for t in source_tokens], rotation=90, fontsize=font,
-                       parse_math=False)
-    ax.set_yticklabels([str(t) for t in target_tokens], fontsize=font, parse_math=False)
-    ax.set_xlabel("source")
+    _thinned_ticks(ax, source_tokens, step, "x", font)
+    _thinned_ticks(ax, target_tokens, step, "y", font)
+    every = "" if step == 1 else f" (one label every {step} tokens)"
+    ax.set_xlabel("source" + every)
     ax.set_ylabel("target")
     ax.tick_params(length=0)
     if title is not None:
-        ax.set_title(str(title), fontsize=max(font, 9.0))
+        title_pt = max(font, 9.0)
+        # Wrap to the figure width (a character is about 0.55 em) so the title is never cut.
+        chars = max(20, int(width * 72 / (0.55 * title_pt)))
+        ax.set_title(textwrap.fill(str(title), chars), fontsize=title_pt)
         ax.title.set_parse_math(False)
-    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.02)
+    # A bar about 0.35 in wide whatever the figure size (a fixed fraction grows with the figure).
+    fig.colorbar(image, ax=ax, fraction=min(0.046, 0.35 / width), pad=0.02,
+                 label="attention weight")
     return fig
 
 
@@ -100,7 +128,7 @@ def plot_alignment(
     path_or_paths: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
     *,
     title: str | None = None,
-    cmap: str = "viridis",
+    cmap: str = WEIGHTS,
     dpi: int = 100,
 ) -> Figure:
     """Draw an attention alignment matrix and write it to one or more files.
@@ -137,7 +165,7 @@ def alignment_svg(
     target_tokens: Sequence[str],
     *,
     title: str | None = None,
-    cmap: str = "viridis",
+    cmap: str = WEIGHTS,
 ) -> str:
     """The alignment heatmap as an inline ``<svg>...</svg>`` string (no XML prolog), for HTML.
 

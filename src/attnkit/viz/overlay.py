@@ -2,7 +2,9 @@
 
 ``overlay_image(image [H, W, 3] uint8, map [h, w]) -> uint8 [H, W, 3]`` upsamples the map
 bilinearly to the image size and blends it (as a colour map) over the image.
-``attention_grid(image, maps [n, h, w], words, path)`` writes a grid of such panels, titled by word.
+``attention_grid(image, maps [n, h, w], words, path)`` writes a grid of such panels, titled by word,
+with one colour bar. Colours: :data:`attnkit.viz.palettes.WEIGHTS_ON_IMAGE` (perceptually uniform;
+dark = not looked at, bright = the peak).
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from collections.abc import Sequence
 import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from PIL import Image
 
 from attnkit.viz._save import as_paths, save_figure, to_numpy
+from attnkit.viz.palettes import WEIGHTS_ON_IMAGE
 
 
 def check_image(image) -> np.ndarray:
@@ -48,7 +53,8 @@ def upsample_map(attention_map, height: int, width: int) -> np.ndarray:
     return up / top if top > 0 else up
 
 
-def overlay_image(image, attention_map, *, alpha: float = 0.5, cmap: str = "jet") -> np.ndarray:
+def overlay_image(image, attention_map, *, alpha: float = 0.5,
+                  cmap: str = WEIGHTS_ON_IMAGE) -> np.ndarray:
     """Blend an attention map over an image.
 
     Args:
@@ -80,11 +86,14 @@ def attention_grid(
     *,
     cols: int | None = None,
     alpha: float = 0.5,
-    cmap: str = "jet",
+    cmap: str = WEIGHTS_ON_IMAGE,
     show_image: bool = True,
     dpi: int = 100,
 ) -> Figure:
     """One panel per generated word: its attention map over the image, the word as title.
+
+    Each map is scaled by its own peak, so one colour bar (0 = none, 1 = the word's peak) reads
+    every panel.
 
     Args:
         image: uint8 ``[H, W, 3]``.
@@ -118,15 +127,20 @@ def attention_grid(
         raise ValueError(f"cols must be >= 1, got {cols}")
     rows = max(1, math.ceil(len(panels) / cols))
     side = 2.2
-    fig = Figure(figsize=(cols * side, rows * (side + 0.35)))
+    # Constrained layout leaves room for the shared colour bar beside the panels.
+    fig = Figure(figsize=(cols * side + 0.9, rows * (side + 0.35)), layout="constrained")
     FigureCanvasAgg(fig)
+    axes = []
     for k, (title, panel) in enumerate(panels):
         ax = fig.add_subplot(rows, cols, k + 1)
         ax.imshow(panel, interpolation="bilinear")
         ax.set_title(title, fontsize=11)
         ax.title.set_parse_math(False)
         ax.axis("off")
-    fig.tight_layout()
+        axes.append(ax)
+    bar = ScalarMappable(norm=Normalize(0.0, 1.0), cmap=cmap)
+    fig.colorbar(bar, ax=axes, shrink=min(1.0, 0.9 / rows + 0.1), pad=0.02,
+                 label="attention / the word's peak")
     if paths:
         save_figure(fig, paths, dpi=dpi)
     return fig

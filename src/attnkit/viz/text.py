@@ -1,8 +1,9 @@
 """Tokens shaded by a score (attention weight, saliency): for terminals and for HTML.
 
-Scores are normalised by their maximum, so the most-attended token is fully shaded; negative
-scores count as 0. ``shade_text_ansi`` gives darker backgrounds for higher scores;
-``shade_text_html`` gives ``<span>`` elements whose background alpha is the normalised score.
+Weights are normalised by their maximum, so the most-attended token is fully shaded; negative
+weights count as 0; the colour comes from :data:`attnkit.viz.palettes.WEIGHTS` (light -> dark).
+With ``signed=True`` the scores are contributions: divided by the largest magnitude and drawn with
+the diverging :data:`attnkit.viz.palettes.SIGNED` palette (red = negative, blue = positive).
 """
 
 from __future__ import annotations
@@ -13,12 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from attnkit.viz._save import to_numpy
-
-# 24-bit shading runs from white (score 0) to this dark blue (score 1).
-_LIGHT = np.array([255.0, 255.0, 255.0])
-_DARK = np.array([8.0, 48.0, 107.0])
-# HTML spans: this colour with alpha = normalised score over the page background.
-_HTML_RGB = (255, 99, 71)
+from attnkit.viz.palettes import SIGNED, WEIGHTS, colors_for, signed_to_unit, text_color
 
 
 def normalize_scores(tokens: Sequence[str], scores) -> np.ndarray:
@@ -39,6 +35,20 @@ def normalize_scores(tokens: Sequence[str], scores) -> np.ndarray:
     return s / top if top > 0 else s
 
 
+def _unit_and_palette(tokens: Sequence[str], scores, signed: bool) -> tuple[np.ndarray, str]:
+    # Position of each score on its palette, in [0, 1], and the palette's name.
+    if not signed:
+        return normalize_scores(tokens, scores), WEIGHTS
+    s = to_numpy(scores, "scores").astype(np.float64)
+    if s.ndim != 1 or s.shape[0] != len(tokens):
+        raise ValueError(
+            f"scores must have shape [T] = [len(tokens)={len(tokens)}], got {list(s.shape)}"
+        )
+    if not np.all(np.isfinite(s)):
+        raise ValueError("scores contain NaN or infinity")
+    return signed_to_unit(s), SIGNED
+
+
 def _fg_for(rgb: np.ndarray) -> str:
     # Light text on dark backgrounds, by relative luminance, so tokens stay readable.
     luminance = 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
@@ -52,6 +62,7 @@ def shade_text_ansi(
     color: bool = True,
     truecolor: bool = True,
     sep: str = " ",
+    signed: bool = False,
 ) -> str:
     """Tokens with ANSI background shading: darker = higher score.
 
@@ -59,8 +70,10 @@ def shade_text_ansi(
         tokens: ``T`` strings.
         scores: ``[T]`` numbers (numpy, list or CPU tensor); normalised by their max.
         color: False gives plain text ``token(0.42)`` with the normalised score, for logs/pipes.
-        truecolor: 24-bit colours (white -> dark blue); False uses the 256-colour grey ramp.
+        truecolor: 24-bit colours from the shared palette; False uses the 256-colour grey ramp
+            (weights) or red / grey / blue steps (signed).
         sep: joins the tokens.
+        signed: scores are signed contributions (diverging palette); plain text shows ``+0.42``.
 
     Returns:
         One string; every shaded token ends with a reset code, so nothing leaks into later text.
@@ -68,14 +81,20 @@ def shade_text_ansi(
     Example:
         >>> print(shade_text_ansi(["the", "duck"], [0.1, 0.9]))
     """
-    s = normalize_scores(tokens, scores)
+    s, palette = _unit_and_palette(tokens, scores, signed)
     if not color:
+        if signed:
+            return sep.join(f"{t}({2 * v - 1:+.2f})" for t, v in zip(tokens, s, strict=True))
         return sep.join(f"{t}({v:.2f})" for t, v in zip(tokens, s, strict=True))
     parts = []
-    for t, v in zip(tokens, s, strict=True):
+    for t, v, rgb in zip(tokens, s, colors_for(s, palette).astype(float), strict=True):
         if truecolor:
-            rgb = np.rint(_LIGHT + (_DARK - _LIGHT) * v)
             bg = f"48;2;{int(rgb[0])};{int(rgb[1])};{int(rgb[2])}"
+        elif signed:
+            # 256-colour cube: reds below the middle, blues above, light grey near it.
+            bg = "48;5;" + ("160" if v < 0.35 else "33" if v > 0.65 else "252")
+            rgb = np.array([215.0, 0.0, 0.0]) if v < 0.35 else (
+                np.array([0.0, 135.0, 255.0]) if v > 0.65 else np.array([208.0, 208.0, 208.0]))
         else:
             # Grey ramp 232 (darkest) .. 255 (lightest): 24 steps.
             level = 23 - int(round(v * 23))
@@ -86,27 +105,30 @@ def shade_text_ansi(
     return sep.join(parts)
 
 
-def shade_text_html(tokens: Sequence[str], scores, *, sep: str = " ", digits: int = 4) -> str:
-    """Tokens as ``<span>`` elements whose background alpha is the normalised score.
+def shade_text_html(tokens: Sequence[str], scores, *, sep: str = " ", digits: int = 4,
+                    signed: bool = False) -> str:
+    """Tokens as ``<span>`` elements whose background is the score's palette colour.
 
     Args:
         tokens: ``T`` strings (HTML-escaped in the output).
-        scores: ``[T]`` numbers; normalised by their max.
+        scores: ``[T]`` numbers; weights are normalised by their max, signed contributions
+            (``signed=True``) by their largest magnitude.
         sep: joins the spans.
         digits: decimals of the raw score shown in each span's ``title`` (hover) attribute.
+        signed: use the diverging palette (red = negative, blue = positive).
 
     Returns:
         An HTML fragment, e.g. ``<span class="attnkit-token" style="background-color:
-        rgba(255,99,71,0.500)" title="0.2500">duck</span>``.
+        rgb(251,135,97); color: #000" title="0.2500">duck</span>``.
     """
-    s = normalize_scores(tokens, scores)
+    s, palette = _unit_and_palette(tokens, scores, signed)
     raw = to_numpy(scores, "scores").astype(np.float64)
-    r, g, b = _HTML_RGB
     spans = []
-    for t, v, x in zip(tokens, s, raw, strict=True):
+    for t, rgb, x in zip(tokens, colors_for(s, palette).tolist(), raw, strict=True):
+        fg = text_color(rgb)
         spans.append(
-            f'<span class="attnkit-token" style="background-color: rgba({r},{g},{b},{v:.3f});'
-            f' padding: 0 2px; border-radius: 3px" title="{x:.{digits}f}">'
-            f"{html.escape(str(t))}</span>"
+            f'<span class="attnkit-token" style="background-color: rgb({rgb[0]},{rgb[1]},'
+            f'{rgb[2]}); color: {fg}; padding: 0 2px; border-radius: 3px" '
+            f'title="{x:.{digits}f}">{html.escape(str(t))}</span>'
         )
     return sep.join(spans)

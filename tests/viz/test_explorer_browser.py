@@ -1,0 +1,234 @@
+"""The explorer pages in a real browser: Playwright driving Debian's Chromium (headless).
+
+Run just these with ``pytest -m browser``. They skip when the ``playwright`` package or a
+``chromium`` executable is missing (``scripts/test.sh`` installs chromium when it runs as root).
+"""
+
+import io
+import os
+import shutil
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from attnkit.data.classification_text import WordTokenizer
+from attnkit.viz import (
+    CaptionExample,
+    Review,
+    TokenView,
+    TranslationExample,
+    caption_page,
+    sentiment_page,
+    translation_page,
+)
+
+pytestmark = pytest.mark.browser
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is missing")
+
+XSS_TEXT = ("<script>window.__pwned = 1; alert(1)</script> Awful <img src=x "
+            "onerror=\"window.__pwned = 2; alert(2)\"> film, avoid.")
+
+
+def _chromium() -> str | None:
+    for cand in (os.environ.get("ATTNKIT_CHROMIUM"), shutil.which("chromium"),
+                 shutil.which("chromium-browser"), "/usr/bin/chromium"):
+        if cand and os.path.exists(cand):
+            return cand
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("no chromium executable (apt-get install chromium, or set ATTNKIT_CHROMIUM)")
+    with sync_api.sync_playwright() as pw:
+        # --no-sandbox: Chromium's sandbox refuses to start as root (CI containers).
+        b = pw.chromium.launch(executable_path=exe, headless=True, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+class Visit:
+    """A page opened from a file, with everything it asked the network for and logged."""
+
+    def __init__(self, browser, path):
+        self.page = browser.new_page(viewport={"width": 1200, "height": 900})
+        self.requests, self.errors, self.dialogs = [], [], []
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.page.goto(path.as_uri())
+
+    def check_clean(self):
+        assert self.errors == [] and self.dialogs == []
+        assert self.requests and all(u.startswith(("file://", "data:")) for u in self.requests)
+        shot = Image.open(io.BytesIO(self.page.screenshot(full_page=True))).convert("RGB")
+        assert len(np.unique(np.asarray(shot).reshape(-1, 3), axis=0)) > 50  # not blank
+
+    def bg(self, selector):
+        return self.page.eval_on_selector_all(
+            selector, "els => els.map(e => getComputedStyle(e).backgroundColor)")
+
+
+def _luma(css: str) -> float:
+    r, g, b = (float(x) for x in css[css.index("(") + 1:css.index(")")].split(",")[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+# ---------------------------------------------------------------- translation
+
+@pytest.fixture(scope="module")
+def translation_file(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    src, tgt = ["the", "black", "cat", "<b>sat</b>"], ["le", "chat", "noir", "s'assit"]
+    att = rng.random((2, 3, 4, 4)) * 0.1
+    att[..., [0, 1, 2, 3], [0, 2, 1, 3]] += 1.0  # the reordering: chat<-cat, noir<-black
+    att[1, 1] = att[1, 1][:, ::-1]  # head 2 of the last layer reads backwards
+    att /= att.sum(-1, keepdims=True)
+    long = TranslationExample([f"s{i}" for i in range(200)], [f"t{i}" for i in range(200)],
+                              np.eye(200) * 0.9 + 0.1 / 200)
+    path = tmp_path_factory.mktemp("pages") / "translate.html"
+    translation_page([TranslationExample(src, tgt, att, references=["le chat noir"]), long],
+                     {"model": "transformer"}, path, metrics={"BLEU": 12.5})
+    return path
+
+
+def test_translation_page_loads_clean_and_head_switch_changes_the_grid(browser,
+                                                                       translation_file):
+    v = Visit(browser, translation_file)
+    v.check_clean()
+    before = v.bg("#matrix td")
+    assert len(before) == 16 and len(set(before)) > 2
+    v.page.select_option("#head", "1")
+    after = v.bg("#matrix td")
+    assert after != before
+    v.page.select_option("#layer", "0")
+    assert v.bg("#matrix td") != after
+    v.page.close()
+
+
+def test_translation_focus_and_hover_shade_the_aligned_words(browser, translation_file):
+    v = Visit(browser, translation_file)
+    v.page.focus("#tgt-line .tok >> nth=1")  # "chat" (keyboard)
+    lumas = [_luma(c) for c in v.bg("#src-line .tok")]
+    assert int(np.argmin(lumas)) == 2  # "cat" is the darkest source word
+    assert "cat" in v.page.inner_text("#readout")
+    v.page.hover("#src-line .tok >> nth=1")  # "black" (mouse): the reverse direction
+    lumas = [_luma(c) for c in v.bg("#tgt-line .tok")]
+    assert int(np.argmin(lumas)) == 2  # "noir"
+    v.page.keyboard.press("Tab")
+    v.page.close()
+
+
+def test_translation_long_input_scrolls_inside_its_box(browser, translation_file):
+    v = Visit(browser, translation_file)
+    v.page.select_option("#example", "1")
+    box = v.page.eval_on_selector(
+        ".matrix-wrap", "e => [e.clientWidth, e.clientHeight, e.scrollWidth, e.scrollHeight]")
+    assert box[1] <= 900 and box[0] <= 1200  # the grid stays inside the screen
+    assert box[2] > 2000 and box[3] > 2000  # and scrolls: 200 words are all there
+    assert not v.page.is_visible("#head-box")  # a one-head example shows no selector
+    v.check_clean()
+    v.page.close()
+
+
+# ---------------------------------------------------------------- sentiment
+
+@pytest.fixture(scope="module")
+def sentiment_file(tmp_path_factory):
+    tok = WordTokenizer()
+    good = "A GREAT film.<br /><br />Not boring, not bad."
+    reviews = []
+    # The markup review's tokens leave its tags whole in the gaps between words: the page must
+    # still show them as text.
+    for text, prob, tokens in ((good, 0.9, tok.tokenize(good)),
+                               (XSS_TEXT, 0.1, ["awful", "film", "avoid"])):
+        contrib = np.linspace(-1.0, 1.0, len(tokens))
+        weights = np.linspace(1.0, 0.1, len(tokens))
+        reviews.append(Review(text, tokens, prob, [TokenView("contribution", contrib, signed=True),
+                                                   TokenView("attention", weights)]))
+    path = tmp_path_factory.mktemp("pages") / "sentiment.html"
+    sentiment_page(reviews, {"model": "bilstm"}, path)
+    return path
+
+
+def test_sentiment_page_view_switch_changes_the_shading(browser, sentiment_file):
+    v = Visit(browser, sentiment_file)
+    v.check_clean()
+    text = v.page.inner_text("#text")
+    assert "A GREAT film." in text and "Not boring, not bad." in text
+    assert "positive" in v.page.inner_text("#verdict")
+    signed = v.bg("#text .tok")
+    assert _luma(signed[0]) < 200 and signed[0] != signed[-1]  # red start, blue end
+    r0, _, b0 = (int(x) for x in signed[0][4:-1].split(","))
+    assert r0 > b0  # the first (most negative) word is red
+    v.page.select_option("#view", "1")
+    assert v.bg("#text .tok") != signed
+    assert "most weight" in v.page.inner_text("#bar")
+    v.page.close()
+
+
+def test_sentiment_review_with_markup_shows_text_and_runs_nothing(browser, sentiment_file):
+    v = Visit(browser, sentiment_file)
+    v.page.select_option("#review", "1")
+    v.page.wait_for_timeout(100)  # time for an injected handler to fire, were there one
+    text = v.page.inner_text("#text")
+    assert "<script>window.__pwned = 1; alert(1)</script>" in text
+    assert '<img src=x onerror="window.__pwned = 2; alert(2)">' in text
+    assert v.page.evaluate("window.__pwned") is None
+    assert v.page.query_selector("#text img") is None and v.page.query_selector_all(
+        "body script") and len(v.page.query_selector_all("script")) == 2
+    v.check_clean()  # no dialog, no console error (a CSP refusal would log one)
+    v.page.close()
+
+
+# ---------------------------------------------------------------- caption
+
+@pytest.fixture(scope="module")
+def caption_file(tmp_path_factory):
+    yy, xx = np.mgrid[0:128, 0:128]
+    img = np.stack([xx * 2, yy * 2, 255 - xx], -1).astype(np.uint8)
+    maps = np.full((3, 4, 4), 0.01)
+    maps[0, 0, 0] = maps[1, 3, 3] = maps[2, 0, 3] = 1.0  # top-left, bottom-right, top-right
+    path = tmp_path_factory.mktemp("pages") / "caption.html"
+    caption_page([CaptionExample(img, ["a", "<b>dog</b>", "runs"], maps)], {"model": "sat"}, path)
+    return path
+
+
+def _peak(v) -> tuple[float, float]:
+    """Where the overlay is brightest, as fractions (y, x) of the canvas."""
+    return tuple(v.page.evaluate("""() => {
+        const c = document.getElementById("heat"), d = c.getContext("2d")
+            .getImageData(0, 0, c.width, c.height).data;
+        let best = -1, at = 0;
+        for (let i = 0; i < d.length; i += 4) {
+            const y = d[i] + d[i + 1] + d[i + 2]; if (y > best) { best = y; at = i / 4; }
+        }
+        return [Math.floor(at / c.width) / c.height, (at % c.width) / c.width];
+    }"""))
+
+
+def test_caption_word_buttons_slider_and_keys_move_the_overlay(browser, caption_file):
+    v = Visit(browser, caption_file)
+    v.check_clean()
+    y, x = _peak(v)
+    assert y < 0.3 and x < 0.3  # "a": top-left
+    v.page.click("#words button >> nth=1")
+    y, x = _peak(v)
+    assert y > 0.7 and x > 0.7  # "<b>dog</b>": bottom-right
+    assert v.page.inner_text("#words button >> nth=1") == "<b>dog</b>"
+    v.page.keyboard.press("ArrowRight")  # keyboard: the next word
+    assert v.page.get_attribute("#words button >> nth=2", "aria-pressed") == "true"
+    y, x = _peak(v)
+    assert y < 0.3 and x > 0.7  # "runs": top-right
+    v.page.focus("#step")
+    v.page.keyboard.press("Home")  # the slider
+    assert v.page.get_attribute("#words button >> nth=0", "aria-pressed") == "true"
+    assert "peak" in v.page.inner_text("#bar")
+    v.page.uncheck("#show")
+    assert _peak(v) == (0.0, 0.0)  # overlay cleared: the plain image
+    v.page.close()
