@@ -94,7 +94,7 @@ def test_predict_renders_figure_and_page(run, tmp_path):
     assert isinstance(pred, app.CaptionPrediction) and pred.source == str(path)
     assert pred.weights.shape == (len(pred.words), 8, 8)
     assert pred.unknown == 0 and pred.truncated == 0 and pred.original_size == (64, 64)
-    assert pred.note(64) is None
+    assert pred.note() is None
     record = json.loads(json.dumps(pred.to_dict()))
     assert record["caption"] == pred.caption and record["image"] == str(path)
     assert np.allclose(record["weights"], pred.weights, atol=1e-5)
@@ -135,7 +135,7 @@ def test_predict_converts_odd_images(run, tmp_path, mode):
     assert pred.truncated == (mode == "big")
     if mode == "big":
         assert pred.original_size == (900, 700)
-        assert "resized from 900x700 to the model's 64x64" in pred.note(64)
+        assert "resized from 900x700 to the model's 64x64" in pred.note()
 
 
 def test_predict_bad_inputs_name_the_file(run, tmp_path):

@@ -216,6 +216,16 @@ def test_bad_images_and_empty_inputs_are_one_line(run, tmp_path, capsys, monkeyp
     assert "empty" in error_line(capsys, ["caption", "predict", "--run", str(run), " "])
     monkeypatch.setattr(sys, "stdin", io.StringIO("\n\n"))
     assert "stdin was empty" in error_line(capsys, ["caption", "predict", "--run", str(run)])
+    # Outputs that cannot be written: a folder that is a file, an extension no figure has.
+    image = scene_file(tmp_path)
+    blocked = tmp_path / "a_file"
+    blocked.write_text("")
+    for plot, message in ((blocked / "fig.png", "cannot write the figure"),
+                          (tmp_path / "fig.txt", "cannot write a .txt file")):
+        assert message in error_line(capsys, ["caption", "predict", "--run", str(run),
+                                              str(image), "--plot", str(plot)])
+    assert "cannot write the report" in error_line(capsys, [
+        "caption", "eval", "--run", str(run), "--report", str(blocked / "r.html")])
 
 
 def test_sigterm_stops_cleanly_and_the_run_resumes(tmp_path):

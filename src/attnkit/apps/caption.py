@@ -39,7 +39,7 @@ from torch import Tensor
 from attnkit.apps import runs
 from attnkit.apps.caption_grounding import grounding, grounding_table
 from attnkit.apps.caption_metrics import caption_metrics, decode_captions, validation_loss
-from attnkit.apps.prediction import Prediction
+from attnkit.apps.prediction import Prediction, write_page
 from attnkit.data.caption_data import (
     CaptionData,
     CaptionDataset,
@@ -58,7 +58,7 @@ from attnkit.training import LossOutput, TrainConfig, Trainer, TrainResult, seed
 from attnkit.training.distributed import is_main_process
 
 __all__ = ["CaptionPrediction", "CaptionSettings", "evaluate", "grounding_table", "load_run",
-           "numbered_paths", "predict", "train"]
+           "numbered_paths", "predict", "save_predictions", "train"]
 
 APP = "caption"
 # The first word stalls at "a" for 8-20 epochs before the glimpse learns to count; 40 epochs at
@@ -369,7 +369,7 @@ def load_run(run, *, device: str | None = "cpu") -> runs.Run:
     """
     from attnkit.training.checkpoint import load_weights
 
-    path = Path(run)
+    path, device = Path(run), _device(device)
     config = runs.read_config(path, APP)
     config.setdefault("data", CaptionSettings.from_config(config).data)  # format 1 lacks it
     model = Captioner(_read_model_config(path))
@@ -378,7 +378,6 @@ def load_run(run, *, device: str | None = "cpu") -> runs.Run:
         raise CheckpointError(f"{path}: no best weights yet (the run stopped before its first "
                               f"evaluation); continue it with --resume {path}")
     load_weights(model, path / "best.safetensors")
-    device = _device(device)
     return runs.Run(path, APP, model.to(device).eval(), vocab, config, device)
 
 
@@ -412,7 +411,7 @@ def evaluate(run, data: str | None = None, *, beam_size: int = 1, device: str | 
                **grounding(model, test, vocab), "beam_size": beam_size,
                "attention_supervision": settings.attention_supervision}
     if report is not None:
-        _write_report(report, loaded, test, metrics)
+        _writing("report", report, lambda: _write_report(report, loaded, test, metrics))
     return metrics
 
 
@@ -459,6 +458,7 @@ class CaptionPrediction(Prediction):
         truncated: 1 when the image was resized to the model's input (its details below a
             ``1 / image_size`` of its side are lost), else 0.
         original_size: ``(width, height)`` of the input.
+        input_size: the side the model saw it at (its ``image_size``).
     """
 
     source: str
@@ -468,6 +468,7 @@ class CaptionPrediction(Prediction):
     unknown: float = 0.0
     truncated: int = 0
     original_size: tuple[int, int] = (0, 0)
+    input_size: int = 0
 
     @property
     def caption(self) -> str:
@@ -478,12 +479,12 @@ class CaptionPrediction(Prediction):
                 "weights": np.round(self.weights, 5).tolist(), "unknown": self.unknown,
                 "truncated": self.truncated, "original_size": list(self.original_size)}
 
-    def note(self, model_size: int) -> str | None:
+    def note(self) -> str | None:
         """One line for stderr when the model could not see or name everything, else None."""
         parts = []
         if self.truncated:
-            w, h = self.original_size
-            parts.append(f"resized from {w}x{h} to the model's {model_size}x{model_size} pixels")
+            (w, h), side = self.original_size, self.input_size
+            parts.append(f"resized from {w}x{h} to the model's {side}x{side} pixels")
         if self.unknown:
             parts.append(f"{self.unknown:.0%} of the caption's words are unknown (<unk>)")
         return f"note: {self.source}: {'; '.join(parts)}" if parts else None
@@ -536,7 +537,7 @@ def predict(run, images, *, beam_size: int = 1, device: str | None = "cpu",
     preds = _predictions(loaded, to_chw([r[0] for r in read]), [r[1] for r in read],
                          beam_size=beam_size)
     for pred, (_, _, source, original) in zip(preds, read, strict=True):
-        pred.source, pred.original_size = source, original
+        pred.source, pred.original_size, pred.input_size = source, original, size
         pred.truncated = int(original != (size, size))
     return preds
 
@@ -549,7 +550,8 @@ def _predictions(run: runs.Run, images: Tensor, shown: list[np.ndarray], *,
                                     shown, strict=True):
         words = vocab.decode(ids, strip_specials=False)  # one word per map, even <unk>
         unknown = sum(i == vocab.unk_id for i in ids) / max(len(ids), 1)
-        out.append(CaptionPrediction("<array>", words, maps, picture, unknown))
+        out.append(CaptionPrediction("<array>", words, maps, picture, unknown,
+                                     input_size=run.model.config.image_size))
     return out
 
 
@@ -579,3 +581,29 @@ def numbered_paths(path, count: int) -> list[Path]:
     if count == 1:
         return [path]
     return [path.with_name(f"{path.stem}-{i}{path.suffix}") for i in range(1, count + 1)]
+
+
+def save_predictions(predictions: Sequence[CaptionPrediction], *, plot=None, html=None,
+                     summary: dict[str, Any] | None = None) -> list[Path]:
+    """Write each prediction's overlay grid to ``plot`` (numbered for several, see
+    :func:`numbered_paths`) and one page of them all to ``html``; returns the files written.
+
+    Raises:
+        UsageError: a file that cannot be written (or an extension that is no figure's).
+    """
+    written = []
+    if plot is not None:
+        for pred, path in zip(predictions, numbered_paths(plot, len(predictions)), strict=True):
+            written.append(_writing("figure", path, lambda p=pred, f=path: p.render(f)))
+    if html is not None:
+        written.append(_writing("page", html, lambda: write_page(predictions, html,
+                                                                 summary or {})))
+    return written
+
+
+def _writing(what: str, path, write) -> Path:
+    """``write()``, with an OSError (no such folder, no permission) as a UsageError."""
+    try:
+        return write()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write the {what} ({exc.strerror or exc})") from None

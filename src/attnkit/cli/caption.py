@@ -161,8 +161,7 @@ def run_eval(args) -> int:
 
 
 def run_predict(args) -> int:
-    from attnkit.apps.caption import load_run, numbered_paths, predict
-    from attnkit.apps.prediction import write_page
+    from attnkit.apps.caption import load_run, predict, save_predictions
 
     apply_threads(args.threads)
     paths = read_inputs(args.inputs, "image")
@@ -170,15 +169,9 @@ def run_predict(args) -> int:
     preds = predict(run, paths, beam_size=args.beam)
     for pred in preds:
         print(json.dumps(pred.to_dict()) if args.json else pred.caption)
-        note = pred.note(run.model.config.image_size)
+        note = pred.note()
         if note:
             print(note, file=sys.stderr)
-    written = []
-    if args.plot:
-        written += [p.render(path) for p, path in
-                    zip(preds, numbered_paths(args.plot, len(preds)), strict=True)]
-    if args.html:
-        written.append(write_page(preds, args.html, run.summary()))
-    for path in written:
+    for path in save_predictions(preds, plot=args.plot, html=args.html, summary=run.summary()):
         print(f"wrote {path}", file=sys.stderr)
     return 0
