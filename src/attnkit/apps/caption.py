@@ -112,12 +112,13 @@ class CaptionSettings:
         if self.image_size % 8 or self.image_size < 32:
             raise UsageError(f"image_size must be a multiple of 8 and >= 32, "
                              f"got {self.image_size}")
-        if not 0 < self.valid_fraction < 0.5:
-            raise UsageError(f"valid_fraction must be between 0 and 0.5, "
-                             f"got {self.valid_fraction}")
-        w = self.attention_supervision
-        if not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0):
+        fraction, w = self.valid_fraction, self.attention_supervision
+        if not (_is_number(fraction) and 0 < fraction < 0.5):
+            raise UsageError(f"valid_fraction must be between 0 and 0.5, got {fraction!r}")
+        if not (_is_number(w) and math.isfinite(w) and w >= 0):
             raise UsageError(f"attention_supervision must be a number >= 0, got {w!r}")
+        if not isinstance(self.data, str):
+            raise UsageError(f"data must be a string, got {self.data!r}")
         if self.data != "synthetic":
             parse_spec(self.data)
             if w > 0:
@@ -143,6 +144,10 @@ class CaptionSettings:
                 config.get("attention_supervision", 0.0)))
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"config.json: no valid caption data settings ({exc})") from None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 # ---------------------------------------------------------------------- train
