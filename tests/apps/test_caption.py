@@ -1,4 +1,5 @@
-"""The caption app: metrics against independent computations, a tiny run end to end, bad images."""
+"""The caption app: a tiny run end to end, the run-folder contract (overwrite, resume, seeds,
+old formats), predictions, bad images and bad options."""
 
 from __future__ import annotations
 
@@ -9,189 +10,116 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from safetensors.torch import load_file
 
 from attnkit.apps import caption as app
+from attnkit.apps.prediction import write_page
+from attnkit.apps.runs import FORMAT, Run, RunLock
 from attnkit.data.scenes import make_scenes
-from attnkit.data.vocab import Vocab
-from attnkit.errors import CheckpointError, DataError
-from attnkit.models.captioner import Captioner, CaptionerConfig
+from attnkit.errors import CheckpointError, DataError, UsageError
 
 # Small convolutions and per-word steps: a second thread only spins on a shared CPU.
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 SMALL = {"channels": 16, "emb_dim": 16, "hidden": 32, "attention_units": 16}
-
-
+# A run of a few steps at 32 px (4x4 feature map): well under a second.
+TINY = {"num_train": 8, "num_valid": 2, "num_test": 2, "image_size": 32, "epochs": 1,
+        "batch_size": 8, "device": "cpu", "progress": False, **SMALL}
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("caption") / "run"
-    result = app.train(out, num_train=24, num_valid=6, num_test=6, epochs=1, batch_size=8,
-                       device="cpu", progress=False, model_overrides=SMALL)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # module fixtures come before the one_thread fixture
+    try:
+        result = app.train("synthetic", out, num_train=24, num_valid=6, num_test=6, epochs=1,
+                           batch_size=8, device="cpu", progress=False, **SMALL)
+    finally:
+        torch.set_num_threads(before)
     assert result.stop_reason == "completed"
     return out
 
 
-def test_box_coverage_matches_pixel_count():
-    boxes = [(3, 5, 20, 11), (10, 8, 30, 31)]  # overlapping: the union counts once
-    cov = app.box_coverage(boxes, 32, 4)
-    inside = np.zeros((32, 32), bool)
-    for y in range(32):
-        for x in range(32):
-            inside[y, x] = any(x0 <= x < x1 and y0 <= y < y1 for x0, y0, x1, y1 in boxes)
-    for i in range(4):
-        for j in range(4):
-            assert cov[i, j] == pytest.approx(inside[8 * i:8 * i + 8, 8 * j:8 * j + 8].mean())
+def snapshot(folder):
+    """Every file and folder under ``folder`` with its size and modification time."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*"))}
 
 
-def test_uniform_attention_scores_the_uniform_baseline():
-    data = app._synthetic(5, 7, 64)
-    vocab = Vocab.build(r[0] for r in data.refs)
-    torch.manual_seed(0)
-    model = Captioner(CaptionerConfig(vocab_size=len(vocab), **SMALL))
-    with torch.no_grad():
-        model.attention.score.v.zero_()  # constant scores -> uniform weights everywhere
-    g = app.grounding(model, data, vocab)
-    for p in ("", "colour_", "count_"):
-        assert g[f"grounding_{p}mass"] == pytest.approx(g[f"uniform_{p}mass"])
-    expected = sum(1 for s in data.scenes for p in s.word_boxes
-                   if s.caption[p] in app.GROUNDED_WORDS)
-    assert g["grounded_words"] == expected == g["colour_words"] + g["count_words"]
-    assert g["colour_words"] > 0 and g["count_words"] > 0
-    assert 0 < g["uniform_mass"] < 0.5
-
-
-class OneCellModel(torch.nn.Module):
-    """Stands in for a captioner: word ``t`` puts all attention on cell ``CELLS[t]``."""
-
-    CELLS = [(1, 2), (3, 3), (0, 0), (7, 1), (2, 5), (4, 4), (6, 6), (5, 0), (2, 2), (1, 7)]
-
-    def __init__(self, config):
-        super().__init__()
-        self.config = config
-        self.weight = torch.nn.Parameter(torch.zeros(1))
-
-    def forward(self, images, tgt_in):
-        b, t = tgt_in.shape
-        alphas = torch.zeros(b, t, 8, 8)
-        for k in range(t):
-            alphas[:, k][:, self.CELLS[k][0], self.CELLS[k][1]] = 1.0
-        return torch.zeros(b, t, self.config.vocab_size), alphas
-
-
-def test_grounding_splits_words_and_aligns_maps_with_pixel_counts():
-    data = app._synthetic(12, 3, 64)
-    vocab = Vocab.build(r[0] for r in data.refs)
-    model = OneCellModel(CaptionerConfig(vocab_size=len(vocab), **SMALL))
-    g = app.grounding(model, data, vocab)
-    # Independent: per graded word, the share of the 8x8 pixel block of the cell attended when
-    # predicting word t (row t of the maps) that lies inside any named box, by pixel tests.
-    got = {"colour": [], "count": []}
-    per_word: dict = {}  # (kind, 1-based position, group) -> masses
-    for s in data.scenes:
-        for pos, boxes in s.word_boxes.items():
-            word = s.caption[pos]
-            group = "colour" if word in ("red", "blue", "green", "yellow") else (
-                "count" if word in ("a", "one", "two", "three", "four", "five") else None)
-            if group is None:
-                continue
-            r, c = OneCellModel.CELLS[pos]
-            inside = [any(x0 <= x < x1 and y0 <= y < y1 for x0, y0, x1, y1 in boxes)
-                      for y in range(8 * r, 8 * r + 8) for x in range(8 * c, 8 * c + 8)]
-            got[group].append(np.mean(inside))
-            per_word.setdefault((s.kind, pos + 1, group), []).append(np.mean(inside))
-    for group, vals in got.items():
-        assert g[f"{group}_words"] == len(vals) > 0
-        assert g[f"grounding_{group}_mass"] == pytest.approx(np.mean(vals))
-        assert g[f"grounding_{group}_max_inside"] == pytest.approx(
-            np.mean([v >= 0.5 for v in vals]))
-    both = got["colour"] + got["count"]
-    assert g["grounding_mass"] == pytest.approx(np.mean(both))
-    rows = {(r["kind"], r["position"], r["group"]): r for r in g["grounding_by_word"]}
-    assert set(rows) == set(per_word) and len(rows) > 3
-    for key, vals in per_word.items():
-        assert rows[key]["words"] == len(vals)
-        assert rows[key]["mass"] == pytest.approx(np.mean(vals))
-        assert rows[key]["max_inside"] == pytest.approx(np.mean([v >= 0.5 for v in vals]))
-    table = app.grounding_table(g)
-    assert "colour words" in table and "count words" in table and "overall" in table
-    assert f"{g['grounding_count_mass']:.3f}" in table
-    kind, pos, group = next(iter(sorted(rows)))
-    assert f"{kind} {pos} ({group})" in table
-
-
-def test_bleu_is_a_fraction():
-    refs = [[["a", "blue", "duck", "among", "yellow", "ducks"]],
-            [["two", "red", "ducks", "and", "one", "green", "duck"]]]
-    assert app.bleu4([r[0] for r in refs], refs) == pytest.approx(1.0)
-    assert 0.0 <= app.bleu4([["a", "duck"], ["two", "ducks"]], refs) < 0.5
-
-
-def test_collate_shifts_and_pads():
-    items = [(torch.zeros(3, 4, 4, dtype=torch.uint8), [1, 5, 6, 2]),
-             (torch.ones(3, 4, 4, dtype=torch.uint8), [1, 7, 2])]
-    batch = app.collate(items, pad_id=0)
-    # Row 1 feeds its EOS at step 2, a padded step (lengths) the loss ignores.
-    assert batch["tgt_in"].tolist() == [[1, 5, 6], [1, 7, 2]]
-    assert batch["tgt_out"].tolist() == [[5, 6, 2], [7, 2, 0]]
-    assert batch["lengths"].tolist() == [3, 2]
+def weights(run):
+    return load_file(run / "best.safetensors")
 
 
 def test_run_folder_and_evaluate(run):
     for name in ("config.json", "vocab.json", "model.json", "metrics.jsonl",
                  "best.safetensors", "last"):
         assert (run / name).exists(), name
-    assert json.loads((run / "config.json").read_text())["app"] == "caption"
+    config = json.loads((run / "config.json").read_text())
+    assert config["app"] == "caption" and config["format"] == FORMAT
+    assert config["data"] == "synthetic" and config["data_settings"]["num_train"] == 24
     metrics = app.evaluate(run)
     assert metrics["examples"] == 6 and 0 <= metrics["accuracy"] <= 1
     assert 0 <= metrics["bleu4"] <= 1 and metrics["grounded_words"] > 0
     assert 0 < metrics["uniform_mass"] < 1 and metrics["attention_supervision"] == 0.0
+    # The app trains CaptionerConfig's defaults, and says which version wrote model.json.
     model_cfg = json.loads((run / "model.json").read_text())
-    assert {k: model_cfg[k] for k in app.MODEL_DEFAULTS} == app.MODEL_DEFAULTS
+    assert model_cfg["version"] == 2
+    assert (model_cfg["init_pool"], model_cfg["global_context"]) == ("glimpse", True)
+    assert app.evaluate(run, "synthetic", num_test=3)["examples"] == 3
 
 
-def test_validation_loss_is_the_per_token_cross_entropy_and_breaks_ties(run):
-    model, vocab, meta = app.load_run(run)
-    assert meta["train"]["select_metric"] == "accuracy"
-    assert meta["train"]["select_tiebreak"] == "loss"
+def test_load_run_returns_the_run(run):
+    loaded = app.load_run(run)
+    assert isinstance(loaded, Run) and loaded.app == "caption" and not loaded.model.training
+    assert loaded.pipeline.decode([loaded.pipeline.bos_id], strip_specials=False) == ["<bos>"]
+    assert loaded.config["train"]["select_metric"] == "accuracy"
+    assert loaded.summary()["data"] == "synthetic"
+    assert app.evaluate(loaded) == app.evaluate(run)
+
+
+def test_checkpoints_are_selected_by_accuracy_then_validation_loss(run):
+    train_cfg = app.load_run(run).config["train"]
+    assert (train_cfg["select_metric"], train_cfg["select_tiebreak"]) == ("accuracy", "loss")
     evals = [json.loads(s) for s in (run / "metrics.jsonl").read_text().splitlines()
              if '"eval"' in s]
-    assert evals and all("val_loss" in e for e in evals)
-    data = app._synthetic(5, 9, 64)
-    # Independently: one image at a time, summed over its words + EOS, over all such tokens.
-    total, tokens = 0.0, 0
-    for image, (words,) in zip(data.images, data.refs, strict=True):
-        ids = vocab.encode(words[:model.config.max_caption_len], add_bos=True, add_eos=True)
-        logits, _ = model(image[None], torch.tensor([ids[:-1]]))
-        total += float(torch.nn.functional.cross_entropy(logits[0], torch.tensor(ids[1:]),
-                                                         reduction="sum"))
-        tokens += len(ids) - 1
-    # Batches of 2 with captions of different lengths: padding must not count.
-    assert app.validation_loss(model, data, vocab, batch_size=2) == pytest.approx(
-        total / tokens, rel=1e-5)
+    assert evals and all("val_loss" in e and "val_accuracy" in e for e in evals)
 
 
-def test_greedy_equals_beam_one_with_maps(run):
-    model, _, _ = app.load_run(run)
-    imgs = app._synthetic(3, 11, 64).images
-    greedy = app.decode_captions(model, imgs, beam_size=1)
-    beam = app.decode_captions(model, imgs, beam_size=3)
-    for (ids, maps), (bids, bmaps) in zip(greedy, beam, strict=True):
-        assert maps.shape == (len(ids), 8, 8) and bmaps.shape == (len(bids), 8, 8)
-        np.testing.assert_allclose(maps.sum((1, 2)), 1.0, rtol=1e-5)
-
-
-def test_predict_writes_figure_and_html(run, tmp_path):
+def test_predict_renders_figure_and_page(run, tmp_path):
     scene = make_scenes(1, 99)[0]
     path = tmp_path / "ducks.png"
     Image.fromarray(scene.image).save(path)
-    pred = app.predict(run, path, out=tmp_path / "fig.png", html=tmp_path / "r.html")
-    assert pred.maps.shape == (len(pred.words), 8, 8)
+    (pred,) = app.predict(run, path)
+    assert isinstance(pred, app.CaptionPrediction) and pred.source == str(path)
+    assert pred.weights.shape == (len(pred.words), 8, 8)
+    assert pred.unknown == 0 and pred.truncated == 0 and pred.original_size == (64, 64)
+    assert pred.note() is None
+    record = json.loads(json.dumps(pred.to_dict()))
+    assert record["caption"] == pred.caption and record["image"] == str(path)
+    assert np.allclose(record["weights"], pred.weights, atol=1e-5)
+    pred.render(tmp_path / "fig.png")
     with Image.open(tmp_path / "fig.png") as im:
         assert im.format == "PNG" and im.size[0] > 100
+    write_page([pred], tmp_path / "r.html", app.load_run(run).summary())
     page = (tmp_path / "r.html").read_text()
     assert "data:image/png;base64," in page and html.escape(pred.caption) in page
+
+
+def test_predict_takes_several_images_and_arrays(run, tmp_path):
+    scenes = make_scenes(2, 5)
+    paths = []
+    for i, s in enumerate(scenes):
+        paths.append(tmp_path / f"s{i}.png")
+        Image.fromarray(s.image).save(paths[-1])
+    both = app.predict(run, paths)
+    assert [p.source for p in both] == [str(p) for p in paths]
+    for pred, path in zip(both, paths, strict=True):
+        (alone,) = app.predict(run, path)
+        assert alone.words == pred.words
+        np.testing.assert_allclose(alone.weights, pred.weights, atol=1e-6)
+    (from_array,) = app.predict(run, scenes[0].image)
+    assert from_array.source == "<array>" and from_array.words == both[0].words
 
 
 @pytest.mark.parametrize("mode", ["L", "RGBA", "big"])
@@ -201,8 +129,13 @@ def test_predict_converts_odd_images(run, tmp_path, mode):
     im = im.resize((900, 700)) if mode == "big" else im.convert(mode)
     path = tmp_path / f"odd_{mode}.png"
     im.save(path)
-    pred = app.predict(run, path)
-    assert pred.image.shape == (256, 256, 3) and pred.maps.shape[1:] == (8, 8)
+    (pred,) = app.predict(run, path)
+    assert pred.image.shape == (256, 256, 3) and pred.weights.shape[1:] == (8, 8)
+    # Only the photo had to be resized to the model's 64 px: that is what truncated says.
+    assert pred.truncated == (mode == "big")
+    if mode == "big":
+        assert pred.original_size == (900, 700)
+        assert "resized from 900x700 to the model's 64x64" in pred.note()
 
 
 def test_predict_bad_inputs_name_the_file(run, tmp_path):
@@ -211,72 +144,202 @@ def test_predict_bad_inputs_name_the_file(run, tmp_path):
     with pytest.raises(DataError, match="notes.png"):
         app.predict(run, bad)
     with pytest.raises(DataError, match="missing.jpg"):
-        app.predict(run, tmp_path / "missing.jpg")
-    with pytest.raises(CheckpointError, match="not a caption run"):
+        app.predict(run, [tmp_path / "missing.jpg"])
+    with pytest.raises(CheckpointError, match="config.json is missing"):
         app.predict(tmp_path, bad)
-    with pytest.raises(ValueError, match=r"uint8 \[H, W, 3\]"):
+    with pytest.raises(UsageError, match=r"uint8 \[H, W, 3\]"):
         app.predict(run, np.zeros((64, 64), np.uint8))
+    with pytest.raises(UsageError, match="no image"):
+        app.predict(run, [])
 
 
-def test_bad_data_spec():
-    with pytest.raises(DataError, match="synthetic"):
-        app.load_splits("imagenet", 0, num_train=1, num_valid=1, num_test=1, image_size=64)
-
-
-def test_flickr_spec_splits_images_and_tokenizes(tmp_path):
-    images = tmp_path / "imgs"
-    images.mkdir()
-    lines = []
-    for i in range(10):
-        Image.fromarray(np.full((40, 30, 3), 20 * i, np.uint8)).save(images / f"{i}.jpg")
-        lines += [f"{i}.jpg#0\tA Dog, running {i}.", f"{i}.jpg#1\tthe dog's ball"]
-    tokens = tmp_path / "tokens.txt"
-    tokens.write_text("\n".join(lines) + "\n")
-    splits = app.load_splits(f"flickr:{tokens}:{images}", 0, num_train=0, num_valid=0,
-                             num_test=0, image_size=32, valid_fraction=0.2)
-    assert [len(splits[k]) for k in ("train", "valid", "test")] == [6, 2, 2]
-    assert splits["train"].images.shape == (6, 3, 32, 32) and splits["train"].scenes is None
-    assert splits["valid"].refs[0][1] == ["the", "dog's", "ball"]
-    assert splits["valid"].refs[0][0][:3] == ["a", "dog", "running"]
-
-
-def test_attention_targets_line_up_with_the_words():
-    data = app._synthetic(6, 2, 64)
-    vocab = Vocab.build(r[0] for r in data.refs)
-    ds = app.CaptionDataset(data, vocab, 20, map_side=8)
-    batch = app.collate([ds[i] for i in range(6)], vocab.pad_id)
-    assert batch["maps"].shape == (*batch["tgt_out"].shape, 8, 8)
-    for b, scene in enumerate(data.scenes):
-        for t in range(batch["maps"].shape[1]):
-            row = batch["maps"][b, t].numpy()
-            if t in scene.word_boxes:  # row t is the target of the word at tgt_out[t]
-                assert vocab.decode([int(batch["tgt_out"][b, t])]) == [scene.caption[t]]
-                np.testing.assert_allclose(row, app.box_coverage(scene.word_boxes[t], 64, 8))
-            else:
-                assert not row.any()
-    with pytest.raises(ValueError, match="synthetic"):
-        app.CaptionDataset(app.CaptionData(data.images, data.refs), vocab, 20, map_side=8)
+def test_eval_report_shows_metrics_grounding_and_examples(tmp_path):
+    app.train("synthetic", tmp_path / "run", **TINY)  # 2 test scenes: 2 figures to draw
+    metrics = app.evaluate(tmp_path / "run", report=tmp_path / "eval.html")
+    page = (tmp_path / "eval.html").read_text()
+    assert "attention grounding" in page and f"{metrics['bleu4']:.4f}" in page
+    assert page.count("data:image/png;base64,") == metrics["examples"]
 
 
 def test_supervised_run_records_its_weight(tmp_path):
     out = tmp_path / "sup"
-    app.train(out, num_train=16, num_valid=4, num_test=4, epochs=1, batch_size=8,
-              device="cpu", progress=False, model_overrides=SMALL, attention_supervision=1.0)
+    app.train("synthetic", out, attention_supervision=1.0, **TINY)
     assert json.loads((out / "config.json").read_text())["attention_supervision"] == 1.0
     assert app.evaluate(out)["attention_supervision"] == 1.0  # eval reports how it was trained
-    with pytest.raises(ValueError, match="attention_supervision"):
-        app.train(tmp_path / "bad", attention_supervision=-1.0)
+    with pytest.raises(UsageError, match="attention_supervision"):
+        app.train("synthetic", tmp_path / "bad", attention_supervision=-1.0)
+    with pytest.raises(UsageError, match="needs synthetic data"):
+        app.train("coco:c.json:images", tmp_path / "bad", attention_supervision=1.0)
+    assert not (tmp_path / "bad").exists()
 
 
-def test_same_seed_same_weights(tmp_path):
-    from safetensors.torch import load_file
+@pytest.mark.parametrize("overrides, message", [
+    ({"colour": 1}, "unknown caption option"),
+    ({"image_size": 36}, "multiple of 8"),
+    ({"num_train": 0}, "num_train"),
+    ({"attention": "sharp"}, "attention must be one of"),
+    ({"lr": -1.0}, "lr"),
+    ({"device": "bogus"}, "unknown device"),
+])
+def test_bad_options_are_usage_errors_and_write_nothing(tmp_path, overrides, message):
+    with pytest.raises(UsageError, match=message):
+        app.train("synthetic", tmp_path / "run", **{**TINY, **overrides})
+    assert not (tmp_path / "run").exists()
 
-    weights = []
-    for name in ("a", "b"):
+
+def test_bad_data_writes_nothing(tmp_path):
+    with pytest.raises(DataError, match="image folder not found"):
+        app.train(f"flickr:{tmp_path / 'tokens.txt'}:{tmp_path / 'nowhere'}", tmp_path / "run",
+                  **TINY)
+    assert not (tmp_path / "run").exists()
+
+
+def test_seed_fixes_the_weights(tmp_path):
+    runs = {}
+    for name, seed in (("a", 0), ("b", 0), ("c", 1)):
         torch.rand(7)  # move the global RNG: the run must not depend on it
-        app.train(tmp_path / name, num_train=8, num_valid=2, num_test=2, epochs=1,
-                  batch_size=8, device="cpu", progress=False, model_overrides=SMALL)
-        weights.append(load_file(tmp_path / name / "best.safetensors"))
-    assert weights[0].keys() == weights[1].keys()
-    for key, value in weights[0].items():
-        torch.testing.assert_close(value, weights[1][key], rtol=0, atol=0, msg=key)
+        app.train("synthetic", tmp_path / name, seed=seed, **TINY)
+        runs[name] = weights(tmp_path / name)
+    assert runs["a"].keys() == runs["b"].keys() == runs["c"].keys()
+    for key, value in runs["a"].items():
+        torch.testing.assert_close(value, runs["b"][key], rtol=0, atol=0, msg=key)
+    assert any(not torch.equal(v, runs["c"][k]) for k, v in runs["a"].items())
+
+
+def test_an_existing_run_is_replaced_only_with_overwrite(tmp_path):
+    out = tmp_path / "run"
+    app.train("synthetic", out, **TINY)
+    before = snapshot(out)
+    with pytest.raises(CheckpointError, match="already holds a run.*--overwrite"):
+        app.train("synthetic", out, **TINY)
+    assert snapshot(out) == before
+    (out / "notes.txt").write_text("from the old run")
+    app.train("synthetic", out, overwrite=True, **{**TINY, "seed": 1})
+    assert not (out / "notes.txt").exists()
+    assert json.loads((out / "config.json").read_text())["train"]["seed"] == 1
+    with pytest.raises(UsageError, match="contradict"):
+        app.train("synthetic", out, resume=True, overwrite=True)
+
+
+def test_resume_keeps_the_stored_settings_and_applies_the_budget(tmp_path):
+    out = tmp_path / "run"
+    first = app.train("synthetic", out, **{**TINY, "seed": 3, "max_minutes": 9.0})
+    result = app.train(None, out, resume=True, epochs=3, max_minutes=5.0)
+    config = json.loads((out / "config.json").read_text())
+    assert config["train"]["seed"] == 3 and config["train"]["epochs"] == 3
+    assert config["train"]["max_minutes"] == 5.0 and config["data_settings"]["num_train"] == 8
+    assert result.stop_reason == "completed" and result.epoch == 3
+    assert result.global_step == 3 * first.global_step
+    # Given values equal to the stored ones are fine; None budget = no budget.
+    app.train("synthetic", out, resume=True, seed=3, image_size=32, epochs=3,
+              max_minutes=None)
+    assert json.loads((out / "config.json").read_text())["train"]["max_minutes"] is None
+
+
+@pytest.mark.parametrize("data, overrides, message", [
+    (None, {"seed": 1}, "--seed 1 differs from the resumed run's 0"),
+    (None, {"image_size": 64}, "--image-size 64 differs"),
+    (None, {"attention": "hard"}, "--attention hard differs"),
+    (None, {"hidden": 64}, "--hidden 64 differs"),
+    ("coco:c.json:images", {}, "--data coco:c.json:images differs"),
+    (None, {"colour": 2}, "unknown caption option"),
+])
+def test_a_refused_resume_writes_nothing(tmp_path, data, overrides, message):
+    out = tmp_path / "run"
+    app.train("synthetic", out, **TINY)
+    before = snapshot(out)
+    with pytest.raises(UsageError, match=message):
+        app.train(data, out, resume=True, **overrides)
+    assert snapshot(out) == before
+
+
+def test_resume_needs_a_caption_run_with_a_checkpoint(tmp_path):
+    with pytest.raises(CheckpointError, match="nothing to resume"):
+        app.train(None, tmp_path / "none", resume=True)
+    other = tmp_path / "translate_run"
+    (other / "last").mkdir(parents=True)
+    (other / "config.json").write_text(json.dumps({"app": "translate", "format": 2}))
+    with pytest.raises(CheckpointError, match="is a translate run, not a caption run"):
+        app.train(None, other, resume=True)
+    broken = tmp_path / "broken"
+    (broken / "last").mkdir(parents=True)
+    (broken / "config.json").write_text(json.dumps({"app": "caption", "format": 2}))
+    with pytest.raises(CheckpointError, match="data settings"):
+        app.train(None, broken, resume=True)
+
+
+def test_a_locked_run_is_refused_naming_the_holder(tmp_path):
+    import os
+
+    out = tmp_path / "run"
+    with RunLock(out):
+        with pytest.raises(CheckpointError, match=f"PID {os.getpid()}"):
+            app.train("synthetic", out, **TINY)
+    assert sorted(p.name for p in out.iterdir()) == [".lock"]
+
+
+def test_a_format_1_run_with_a_version_1_model_loads(tmp_path):
+    out = tmp_path / "old"
+    app.train("synthetic", out, **TINY, init_pool="mean+max", global_context=False)
+    # Rewrite the files as the previous attnkit wrote them: no "format", no "data", and a
+    # model.json without "version" or the fields whose default changed since.
+    config = json.loads((out / "config.json").read_text())
+    for key in ("format", "data"):
+        del config[key]
+    del config["data_settings"]["valid_fraction"]
+    (out / "config.json").write_text(json.dumps(config))
+    model = json.loads((out / "model.json").read_text())
+    for key in ("version", "init_pool", "global_context"):
+        del model[key]
+    (out / "model.json").write_text(json.dumps(model))
+    loaded = app.load_run(out)
+    assert loaded.config["format"] == 1 and loaded.config["data"] == "synthetic"
+    assert loaded.model.config.init_pool == "mean+max"
+    assert app.evaluate(loaded)["examples"] == 2
+    result = app.train(None, out, resume=True, epochs=2)  # and it resumes
+    assert result.stop_reason == "completed"
+
+
+@pytest.mark.parametrize("damage, message", [
+    ({"config.json": b"{not json"}, "not valid JSON"),
+    ({"config.json": b'{"app": "caption\xff"}'}, "not UTF-8"),
+    ({"config.json": b'{"app": "sentiment", "format": 2}'}, "is a sentiment run"),
+    ({"model.json": b'{"vocab_size": 2}'}, "not a captioner config"),
+    ({"vocab.json": b"[]"}, "vocabulary"),
+    ({"best.safetensors": None}, "no best weights yet"),
+])
+def test_broken_runs_are_checkpoint_errors(tmp_path, damage, message):
+    out = tmp_path / "run"
+    app.train("synthetic", out, **TINY)
+    for name, content in damage.items():
+        if content is None:
+            (out / name).unlink()
+        else:
+            (out / name).write_bytes(content)
+    with pytest.raises(CheckpointError, match=message):
+        app.load_run(out)
+
+
+def _flickr(folder, n: int = 12) -> str:
+    images = folder / "imgs"
+    images.mkdir()
+    rng = np.random.default_rng(0)
+    lines = []
+    for i in range(n):
+        Image.fromarray(rng.integers(0, 255, (40, 30, 3), dtype=np.uint8)).save(
+            images / f"{i}.jpg")
+        lines += [f"{i}.jpg#0\tA dog runs.", f"{i}.jpg#1\tThe dog is running {i % 3}."]
+    (folder / "tokens.txt").write_text("\n".join(lines) + "\n")
+    return f"flickr:{folder / 'tokens.txt'}:{images}"
+
+
+def test_real_data_run_selects_by_bleu(tmp_path):
+    spec = _flickr(tmp_path)
+    out = tmp_path / "run"
+    app.train(spec, out, **{**TINY, "valid_fraction": 0.25})
+    config = json.loads((out / "config.json").read_text())
+    assert config["train"]["select_metric"] == "bleu4" and config["data"] == spec
+    metrics = app.evaluate(out)
+    assert metrics["examples"] == 3 and 0 <= metrics["bleu4"] <= 1
+    assert "grounding_mass" not in metrics  # photos have no boxes
+    assert app.evaluate(out, spec)["examples"] == 3

@@ -274,3 +274,33 @@ def test_attention_supervision_penalty_matches_loops_and_joins_the_loss():
     expected = float(ce) + 0.5 * float(-torch.log(alphas[:, 0, 0, 0]).mean())
     assert float(loss0) == pytest.approx(float(ce))
     assert float(loss1) == pytest.approx(expected, rel=1e-5)
+
+
+def test_defaults_are_the_settings_the_app_trains():
+    cfg = CaptionerConfig(vocab_size=20)
+    assert (cfg.init_pool, cfg.global_context, cfg.version) == ("glimpse", True, 2)
+    model = Captioner(cfg)
+    assert model.glimpse is not None and not hasattr(model, "init_h")
+    assert model.encoder.context is not None
+    assert cfg.to_dict()["version"] == 2
+
+
+def test_version_1_files_load_with_the_old_defaults():
+    v2 = CaptionerConfig(vocab_size=20, hidden=48).to_dict()
+    # A file written before the version field, without the fields whose default changed:
+    v1 = {k: v for k, v in v2.items() if k not in ("version", "init_pool", "global_context")}
+    old = CaptionerConfig.from_dict(v1)
+    assert (old.init_pool, old.global_context, old.hidden) == ("mean+max", False, 48)
+    assert old.version == 2  # held in memory (and written again) as the current version
+    assert CaptionerConfig.from_dict(old.to_dict()) == old
+    # What a version-1 file states is kept; only what it lacks takes the old defaults.
+    assert CaptionerConfig.from_dict({**v1, "init_pool": "none"}).init_pool == "none"
+    # Version 2 files lacking a field take today's defaults.
+    new = CaptionerConfig.from_dict({k: v for k, v in v2.items() if k != "init_pool"})
+    assert new.init_pool == "glimpse" and new.global_context
+    # Both load weights of the right architecture: the old one has the pooled f_init MLPs.
+    assert hasattr(Captioner(old), "init_h") and Captioner(old).glimpse is None
+    with pytest.raises(ValueError, match="version 3"):
+        CaptionerConfig.from_dict({**v2, "version": 3})
+    with pytest.raises(ValueError, match="version must be 2"):
+        CaptionerConfig(vocab_size=20, version=1)

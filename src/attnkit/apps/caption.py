@@ -1,595 +1,614 @@
-"""Image captioning with spatial attention: data + :class:`Captioner` + the trainer + overlays.
+"""Image captioning with spatial attention: train, evaluate, predict and load caption runs.
 
-``data="synthetic"`` (default) draws rubber-duck scenes (:mod:`attnkit.data.scenes`) with one
-correct caption each: train, valid and test sets come from seeds ``3 * seed``, ``3 * seed + 1``
-and ``3 * seed + 2``. Real data: ``"flickr:TOKEN_FILE:IMAGE_DIR"`` or ``"coco:JSON:IMAGE_DIR"``;
-images are split train/valid/test by ``valid_fraction`` (deterministic by seed).
+The data (synthetic duck scenes or Flickr/COCO captions) is :mod:`attnkit.data.caption_data`,
+the model :class:`~attnkit.models.captioner.Captioner`, the metrics
+:mod:`attnkit.apps.caption_metrics` and :mod:`attnkit.apps.caption_grounding`; this module
+wires them to the trainer and the run folder (:mod:`attnkit.apps.runs`).
 
-A run folder holds ``config.json`` (app metadata + train config), ``vocab.json``,
-``model.json`` (the :class:`CaptionerConfig`), ``metrics.jsonl``, ``best.safetensors`` (the
-checkpoint with the best validation exact match, BLEU-4 on real data; exact ties go to the
-lower validation loss) and ``last/``.
+A run folder holds ``config.json`` (app, format, data settings, model, train config),
+``vocab.json``, ``model.json`` (the :class:`CaptionerConfig`, with its ``version``),
+``metrics.jsonl``, ``train.log``, ``best.safetensors`` (the checkpoint with the best validation
+exact match, BLEU-4 on real data; exact ties go to the lower validation loss) and ``last/``.
 
 Example::
 
-    train(out="runs/ducks")                            # synthetic scenes, 2-9 min on 2 CPUs
+    train("synthetic", "runs/ducks")                   # 2-9 min on 2 CPUs
     m = evaluate("runs/ducks")   # {"accuracy", "bleu4", "grounding_count_mass", ...}
     print(grounding_table(m))    # colour / count / overall words: mass, max-in, vs uniform;
                                  # then one row per caption template and word position
-    pred = predict("runs/ducks", "duck.png", out="duck_attention.png", html="duck.html")
-    pred.words, pred.maps.shape                              # ['a', 'blue', ...], (6, 8, 8)
+    pred = predict("runs/ducks", "duck.png")[0]
+    pred.words, pred.weights.shape                     # ['a', 'blue', ...], (6, 8, 8)
+    pred.render("duck_attention.png")                  # or .svg / .html
 """
 
 from __future__ import annotations
 
-import json
-import random
-import re
+import dataclasses
+import math
+import os
+from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from attnkit.data.captions import load_image, read_coco_captions, read_flickr_tokens
-from attnkit.data.scenes import COLOURS, NUMBERS, Scene, make_scenes
+from attnkit.apps import runs
+from attnkit.apps.caption_grounding import grounding, grounding_table
+from attnkit.apps.caption_metrics import caption_metrics, decode_captions, validation_loss
+from attnkit.apps.prediction import Prediction, write_page
+from attnkit.data.caption_data import (
+    CaptionData,
+    CaptionDataset,
+    collate,
+    load_splits,
+    parse_spec,
+    real_splits,
+    synthetic_split,
+    to_chw,
+)
+from attnkit.data.captions import load_image
 from attnkit.data.vocab import Vocab
-from attnkit.decoding import beam_search, greedy_decode
-from attnkit.errors import CheckpointError, DataError
+from attnkit.errors import CheckpointError, DataError, UsageError
 from attnkit.models.captioner import Captioner, CaptionerConfig, caption_loss
+from attnkit.training import LossOutput, TrainConfig, Trainer, TrainResult, seed_everything
+from attnkit.training.distributed import is_main_process
 
-DEFAULTS = {"num_train": 6000, "num_valid": 300, "num_test": 500, "image_size": 64}
-# CaptionerConfig fields the app changes from the class defaults (which stay as they were so
-# old model.json files load unchanged). The state starts blank and the encoder sees the whole
-# image, so the first word must come from a glimpse at the ducks, not from a pooled init state;
-# a preliminary glimpse steers that first look ("glimpse"). With the blank query alone it
-# looked at every image the same way: count words' max-inside was 0.44 (the odd duck's "a":
-# 0.11); with the glimpse 0.41-0.86 over seeds 0-5 (0.73 for seed 0; the odd duck's "a"
-# 0.69-1.0, but ~0 in 2 of 6 seeds). Without the encoder's global context the first word's
-# look got worse (count words 0.34 / 0.53, seeds 0-1), not better.
-MODEL_DEFAULTS = {"init_pool": "glimpse", "global_context": True}
+__all__ = ["CaptionPrediction", "CaptionSettings", "evaluate", "grounding_table", "load_run",
+           "numbered_paths", "predict", "save_predictions", "train"]
+
+APP = "caption"
 # The first word stalls at "a" for 8-20 epochs before the glimpse learns to count; 40 epochs at
 # 2e-3 reached 0.998-1.0 exact match in 6 of 6 seeds (30 epochs: 2 of 3; 12 epochs: 0.86).
 TRAIN_DEFAULTS = {"epochs": 40, "batch_size": 32, "lr": 2e-3, "schedule": "cosine",
                   "warmup_steps": 100, "grad_clip": 5.0, "max_minutes": 9.0}
-# Caption words whose attention must land on the objects they name (the grounding figure).
-GROUNDED_WORDS = frozenset(COLOURS) | frozenset(NUMBERS.values()) | {"a"}
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-
-
-def tokenize(text: str) -> list[str]:
-    """Lower-cased words of a real caption (punctuation dropped)."""
-    return _WORD.findall(text.lower())
+# CaptionerConfig fields that follow from the data and the vocabulary, not from options.
+_DERIVED = ("vocab_size", "image_size", "feature_size", "max_caption_len", "pad_id", "bos_id",
+            "eos_id", "unk_id", "arch", "version")
+MODEL_OPTIONS = tuple(f.name for f in dataclasses.fields(CaptionerConfig)
+                      if f.name not in _DERIVED)
+# The app chooses how checkpoints are selected (accuracy, or BLEU on real data).
+TRAIN_OPTIONS = tuple(f.name for f in dataclasses.fields(TrainConfig)
+                      if not f.name.startswith("select_"))
+# What a resume may change: budgets and how it runs, never what it computes.
+RESUME_APPLIED = ("epochs", "max_minutes", "progress", "device")
 
 
 @dataclass
-class CaptionData:
-    """Images + tokenized reference captions (+ ground-truth scenes for synthetic data).
-
-    Attributes:
-        images: uint8 ``[N, 3, S, S]``.
-        refs: per image, one or more reference captions as word lists (the first is trained on).
-        scenes: the synthetic scenes (word boxes), or None for real data.
-    """
-
-    images: Tensor
-    refs: list[list[list[str]]]
-    scenes: list[Scene] | None = None
-
-    def __len__(self) -> int:
-        return len(self.refs)
-
-
-def _to_chw(images: list[np.ndarray]) -> Tensor:
-    return torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2).contiguous()
-
-
-def _synthetic(n: int, seed: int, size: int) -> CaptionData:
-    scenes = make_scenes(n, seed, size)
-    return CaptionData(_to_chw([s.image for s in scenes]), [[s.caption] for s in scenes], scenes)
-
-
-def _real(spec: str, size: int, valid_fraction: float, seed: int) -> dict[str, CaptionData]:
-    kind, _, rest = spec.partition(":")
-    captions, _, image_dir = rest.rpartition(":")
-    readers = {"flickr": read_flickr_tokens, "coco": read_coco_captions}
-    if kind not in readers or not captions or not image_dir:
-        raise DataError("data must be 'synthetic', 'flickr:TOKEN_FILE:IMAGE_DIR' or "
-                        f"'coco:JSON:IMAGE_DIR', got {spec!r}")
-    items = readers[kind](captions, image_dir, missing_images="skip").items
-    if len(items) < 3:
-        raise DataError(f"need at least 3 captioned images, found {len(items)}", path=captions)
-    order = list(range(len(items)))
-    random.Random(seed).shuffle(order)
-    n_hold = max(1, round(valid_fraction * len(items)))
-    parts = {"valid": order[:n_hold], "test": order[n_hold:2 * n_hold],
-             "train": order[2 * n_hold:]}
-    out = {}
-    for name, idx in parts.items():
-        imgs = [load_image(items[i].image, size) for i in idx]
-        refs = [[tokenize(c) for c in items[i].captions] for i in idx]
-        out[name] = CaptionData(_to_chw(imgs), refs)
-    return out
-
-
-def load_splits(data: str, seed: int, *, num_train: int, num_valid: int, num_test: int,
-                image_size: int, valid_fraction: float = 0.05) -> dict[str, CaptionData]:
-    """``{"train", "valid", "test"}`` for ``data`` (see the module docs)."""
-    if data == "synthetic":
-        return {"train": _synthetic(num_train, 3 * seed, image_size),
-                "valid": _synthetic(num_valid, 3 * seed + 1, image_size),
-                "test": _synthetic(num_test, 3 * seed + 2, image_size)}
-    return _real(data, image_size, valid_fraction, seed)
-
-
-class CaptionDataset(torch.utils.data.Dataset):
-    """Item ``i`` = ``(image uint8 [3, S, S], ids [BOS, w1 .. wn, EOS])`` of the first reference.
-
-    With ``map_side`` (synthetic scenes only) items get a third part, ``maps float32 [n + 1,
-    side, side]``: row ``t`` is the :func:`box_coverage` of the ducks word ``t`` names (zeros
-    for words naming nothing and for EOS), the target of supervised attention.
-    """
-
-    def __init__(self, data: CaptionData, vocab: Vocab, max_len: int,
-                 map_side: int | None = None):
-        self.images = data.images
-        self.ids = [vocab.encode(r[0][:max_len], add_bos=True, add_eos=True) for r in data.refs]
-        self.maps = None
-        if map_side is not None:
-            if data.scenes is None:
-                raise ValueError("attention targets need synthetic scenes (word boxes)")
-            size = int(data.images.shape[-1])
-            self.maps = []
-            for ids, scene in zip(self.ids, data.scenes, strict=True):
-                maps = np.zeros((len(ids) - 1, map_side, map_side), np.float32)
-                for pos, boxes in scene.word_boxes.items():
-                    if pos < len(ids) - 2:  # words cut by max_len have no row
-                        maps[pos] = box_coverage(boxes, size, map_side)
-                self.maps.append(torch.from_numpy(maps))
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, i: int):
-        if self.maps is not None:
-            return self.images[i], self.ids[i], self.maps[i]
-        return self.images[i], self.ids[i]
-
-
-def collate(items, pad_id: int = 0) -> dict[str, Tensor]:
-    """-> ``images [B, 3, S, S]``, ``tgt_in``/``tgt_out [B, T]`` (padded), ``lengths [B]``
-    (+ ``maps [B, T, side, side]``, zero-padded, when the items carry attention targets)."""
-    images, ids, *maps = zip(*items, strict=True)
-    width = max(len(s) for s in ids) - 1
-    tgt = torch.full((len(ids), width + 1), pad_id, dtype=torch.long)
-    for b, s in enumerate(ids):
-        tgt[b, :len(s)] = torch.tensor(s)
-    batch = {"images": torch.stack(images), "tgt_in": tgt[:, :-1], "tgt_out": tgt[:, 1:],
-             "lengths": torch.tensor([len(s) - 1 for s in ids])}
-    if maps:
-        side = maps[0][0].shape[-1]
-        padded = torch.zeros(len(ids), width, side, side)
-        for b, m in enumerate(maps[0]):
-            padded[b, :m.shape[0]] = m
-        batch["maps"] = padded
-    return batch
-
-
-def _loss_fn(supervision: float):
-    from attnkit.training import LossOutput
-
-    def loss_fn(model, batch):
-        loss, _, count = caption_loss(model, batch["images"], batch["tgt_in"],
-                                      batch["tgt_out"], batch["lengths"],
-                                      target_maps=batch.get("maps"), supervision=supervision)
-        return LossOutput(loss=loss, count=count)
-
-    return loss_fn
-
-
-# ---------------------------------------------------------------------- decoding + metrics
-def decode_captions(model: Captioner, images: Tensor, *, beam_size: int = 1,
-                    batch_size: int = 256) -> list[tuple[list[int], np.ndarray]]:
-    """Greedy (``beam_size=1``) or beam-search captions with the map of every word.
-
-    Reuses :mod:`attnkit.decoding` through the step API: each image is a "source" of
-    ``H * W`` locations, so the decoders' ``[len, H*W]`` rows reshape to maps.
+class CaptionSettings:
+    """What a caption run trains on, besides the model and the trainer's settings.
 
     Args:
-        images: ``[N, 3, S, S]`` (on the model's device or CPU).
+        data: ``"synthetic"``, ``"flickr:TOKEN_FILE:IMAGE_DIR"`` or ``"coco:JSON:IMAGE_DIR"``.
+        num_train, num_valid, num_test: synthetic set sizes.
+        image_size: image side in pixels (a multiple of 8, >= 32; the feature map is ``S / 8``).
+        valid_fraction: share of real images held out for validation (and as many for test).
+        attention_supervision: weight of supervised attention (synthetic data only): the loss
+            adds ``-log`` of each named word's attention mass inside its ducks' boxes
+            (:func:`~attnkit.models.captioner.attention_supervision_penalty`). 0 = attention
+            is learned from the captions alone, as in the paper; > 0 trains on the very boxes
+            the grounding figures score, so those figures then measure fitting.
 
-    Returns:
-        Per image ``(token ids without BOS/EOS, maps float32 [len(ids), H, W])``.
+    Raises:
+        UsageError: a value that cannot work (named).
     """
-    device = next(model.parameters()).device
-    cfg = model.config
-    side = cfg.feature_size
-    out = []
-    for start in range(0, images.shape[0], batch_size):
-        chunk = images[start:start + batch_size].to(device)
-        lengths = torch.full((chunk.shape[0],), side * side, dtype=torch.long, device=device)
-        # ratio 1 + offset 0 would allow H*W words: max_len is the real limit (+1 for EOS).
-        kw = {"max_len_ratio": 1.0, "max_len_offset": 0, "max_len": cfg.max_caption_len + 1}
-        if beam_size == 1:
-            hyps = greedy_decode(model, chunk, lengths, **kw)
-        else:
-            hyps = beam_search(model, chunk, lengths, beam_size=beam_size, **kw)
-        for h in hyps:
-            maps = (np.zeros((0, side, side), np.float32) if h.attention is None
-                    else h.attention.numpy().reshape(-1, side, side).astype(np.float32))
-            out.append((h.tokens, maps))
-    return out
+
+    data: str = "synthetic"
+    num_train: int = 6000
+    num_valid: int = 300
+    num_test: int = 500
+    image_size: int = 64
+    valid_fraction: float = 0.05
+    attention_supervision: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("num_train", "num_valid", "num_test", "image_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"{name} must be a positive whole number, got {value!r}")
+        if self.image_size % 8 or self.image_size < 32:
+            raise UsageError(f"image_size must be a multiple of 8 and >= 32, "
+                             f"got {self.image_size}")
+        fraction, w = self.valid_fraction, self.attention_supervision
+        if not (_is_number(fraction) and 0 < fraction < 0.5):
+            raise UsageError(f"valid_fraction must be between 0 and 0.5, got {fraction!r}")
+        if not (_is_number(w) and math.isfinite(w) and w >= 0):
+            raise UsageError(f"attention_supervision must be a number >= 0, got {w!r}")
+        if not isinstance(self.data, str):
+            raise UsageError(f"data must be a string, got {self.data!r}")
+        if self.data != "synthetic":
+            parse_spec(self.data)
+            if w > 0:
+                raise UsageError("attention_supervision needs synthetic data (its boxes), "
+                                 f"got data={self.data!r}")
+
+    def data_settings(self) -> dict[str, Any]:
+        """The ``config.json["data_settings"]`` of a run (everything but the supervision)."""
+        out = dataclasses.asdict(self)
+        del out["attention_supervision"]
+        return out
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> CaptionSettings:
+        """The settings stored in a run's ``config.json`` (format 1 or 2).
+
+        Raises:
+            CheckpointError: missing or invalid settings.
+        """
+        try:
+            stored = dict(config["data_settings"])
+            return cls(**stored, attention_supervision=float(
+                config.get("attention_supervision", 0.0)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"config.json: no valid caption data settings ({exc})") from None
 
 
-def bleu4(hyps: list[list[str]], refs: list[list[list[str]]]) -> float:
-    """sacrebleu corpus BLEU-4 as a fraction 0..1; ``refs[i]`` holds image ``i``'s references."""
-    import sacrebleu
-
-    if not hyps:
-        return 0.0
-    n = max(len(r) for r in refs)
-    # sacrebleu wants reference *streams*; images with fewer references repeat their first one.
-    streams = [[" ".join(r[k] if k < len(r) else r[0]) for r in refs] for k in range(n)]
-    return sacrebleu.corpus_bleu([" ".join(h) for h in hyps], streams).score / 100.0
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-@torch.no_grad()
-def caption_metrics(model: Captioner, data: CaptionData, vocab: Vocab, *,
-                    beam_size: int = 1) -> dict[str, float]:
-    """``{"accuracy", "bleu4", "examples"}``: exact match against any reference, corpus BLEU."""
-    was = model.training
-    decoded = decode_captions(model, data.images, beam_size=beam_size)
-    model.train(was)
-    hyps = [vocab.decode(ids, strip_specials=False) for ids, _ in decoded]
-    exact = sum(h in refs for h, refs in zip(hyps, data.refs, strict=True))
-    return {"accuracy": exact / max(len(hyps), 1), "bleu4": bleu4(hyps, data.refs),
-            "examples": len(hyps)}
+# ---------------------------------------------------------------------- train
+@dataclass
+class _Plan:
+    """Everything a training needs, gathered (and validated) before anything is written."""
+
+    settings: CaptionSettings
+    train: TrainConfig
+    model: CaptionerConfig
+    vocab: Vocab
+    splits: dict[str, CaptionData]
 
 
-@torch.no_grad()
-def validation_loss(model: Captioner, data: CaptionData, vocab: Vocab,
-                    batch_size: int = 256) -> float:
-    """Teacher-forced token cross-entropy (nats per token) on the first reference of each
-    image: what breaks ties when accuracy saturates on the validation set."""
-    was = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    ds = CaptionDataset(data, vocab, model.config.max_caption_len)
-    total, tokens = 0.0, 0
-    for start in range(0, len(ds), batch_size):
-        batch = collate([ds[i] for i in range(start, min(start + batch_size, len(ds)))],
-                        vocab.pad_id)
-        _, ce, count = caption_loss(model, *(batch[k].to(device) for k in
-                                             ("images", "tgt_in", "tgt_out", "lengths")))
-        total, tokens = total + float(ce) * count, tokens + count
-    model.train(was)
-    return total / max(tokens, 1)
-
-
-def box_coverage(boxes, image_size: int, side: int) -> np.ndarray:
-    """Share of each feature cell's pixels inside the union of ``boxes``: ``[side, side]``.
-
-    A cell's attention weight is spread evenly over the ``image_size / side`` pixel block it
-    covers, so ``sum(alpha * coverage)`` is the attention mass inside the boxes.
-    """
-    mask = np.zeros((image_size, image_size), np.float64)
-    for x0, y0, x1, y1 in boxes:
-        mask[y0:y1, x0:x1] = 1.0
-    cell = image_size // side
-    return mask.reshape(side, cell, side, cell).mean(axis=(1, 3))
-
-
-GROUPS = ("colour", "count")
-
-
-def word_group(word: str) -> str | None:
-    """``"colour"``, ``"count"`` (numbers and "a") or None for words not graded."""
-    if word in COLOURS:
-        return "colour"
-    return "count" if word in GROUNDED_WORDS else None
-
-
-@torch.no_grad()
-def grounding(model: Captioner, data: CaptionData, vocab: Vocab,
-              batch_size: int = 256) -> dict[str, float]:
-    """Where colour and count words look, with the gold caption fed (teacher forcing).
-
-    For each such word of each held-out scene: ``mass`` = attention inside the union of the
-    boxes of the ducks the word names (a count word names every duck it counts), ``max_inside``
-    = the most attended cell is mostly (>= half) inside them. The same two figures for uniform
-    attention (the union's share of the image; the share of such cells) are the baseline. The
-    map of word ``t`` is the one used to predict it (attended from the state after word
-    ``t - 1``; BOS for the first word).
-
-    Returns:
-        Averages over words: ``grounding_mass``, ``grounding_max_inside``, ``uniform_mass``,
-        ``uniform_max_inside``, ``grounded_words`` (all graded words), the same per group as
-        ``grounding_colour_mass``, ``uniform_count_max_inside``, ``colour_words``, ... ; and
-        ``grounding_by_word``, one row per caption template and word position (``{"kind",
-        "position"`` (1-based)``, "group", "words", "mass", "max_inside", "uniform_mass",
-        "uniform_max_inside"}``), which shows which words find their ducks and which do not;
-        ``{}`` without ground-truth scenes.
-    """
-    if data.scenes is None:
-        return {}
-    was = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    ds = CaptionDataset(data, vocab, model.config.max_caption_len)
-    side, size = model.config.feature_size, model.config.image_size
-    # (template, position, group) -> summed [mass, max inside, uniform mass, uniform max
-    # inside, words]; the group and overall figures are sums of these rows.
-    by_word: dict[tuple[str, int, str], np.ndarray] = {}
-    for start in range(0, len(ds), batch_size):
-        idx = range(start, min(start + batch_size, len(ds)))
-        batch = collate([ds[i] for i in idx], vocab.pad_id)
-        _, alphas = model(batch["images"].to(device), batch["tgt_in"].to(device))
-        alphas = alphas.float().cpu().numpy()  # [B, T, H, W]; row t predicted word t
-        for b, i in enumerate(idx):
-            scene = data.scenes[i]
-            for pos, boxes in scene.word_boxes.items():
-                group = word_group(scene.caption[pos])
-                if group is None or pos >= alphas.shape[1]:
-                    continue
-                cov = box_coverage(boxes, size, side)
-                alpha = alphas[b, pos]
-                top = np.unravel_index(int(alpha.argmax()), alpha.shape)
-                key = (scene.kind, pos, group)
-                by_word[key] = by_word.get(key, np.zeros(5)) + [
-                    float((alpha * cov).sum()), float(cov[top] >= 0.5), float(cov.mean()),
-                    float((cov >= 0.5).mean()), 1.0]
-    model.train(was)
-    keys = ("grounding_{}mass", "grounding_{}max_inside", "uniform_{}mass", "uniform_{}max_inside")
-    out: dict = {}
-    for prefix, groups in [("", GROUPS)] + [(f"{g}_", (g,)) for g in GROUPS]:
-        vec = sum((v for k, v in by_word.items() if k[2] in groups), np.zeros(5))
-        avg = vec[:4] / max(vec[4], 1)
-        out |= {key.format(prefix): float(x) for key, x in zip(keys, avg, strict=True)}
-        out[f"{prefix}words" if prefix else "grounded_words"] = int(vec[4])
-    names = [key.format("").removeprefix("grounding_") for key in keys]  # mass, ...
-    out["grounding_by_word"] = [
-        {"kind": kind, "position": pos + 1, "group": group, "words": int(v[4]),
-         **{n: float(x) for n, x in zip(names, v[:4] / v[4], strict=True)}}
-        for (kind, pos, group), v in sorted(by_word.items())]
-    return out
-
-
-def grounding_table(metrics: dict) -> str:
-    """The grounding figures of :func:`grounding` as a small text table (model vs uniform)."""
-    def row(name: str, words: int, mass: float, uniform_mass: float, max_inside: float,
-            uniform_max_inside: float) -> str:
-        return (f"{name:28}{words:>6}  {mass:>6.3f} {uniform_mass:>7.3f}  {max_inside:>6.3f} "
-                f"{uniform_max_inside:>7.3f}")
-
-    lines = ["attention grounding (teacher-forced; inside the named ducks' boxes)",
-             f"{'':28}{'words':>6}  {'mass':>6} {'uniform':>7}  {'max-in':>6} {'uniform':>7}"]
-    for name, p, n in [("colour words", "colour_", metrics.get("colour_words", 0)),
-                       ("count words", "count_", metrics.get("count_words", 0)),
-                       ("overall", "", metrics.get("grounded_words", 0))]:
-        lines.append(row(name, n, metrics[f"grounding_{p}mass"], metrics[f"uniform_{p}mass"],
-                         metrics[f"grounding_{p}max_inside"],
-                         metrics[f"uniform_{p}max_inside"]))
-    by_word = metrics.get("grounding_by_word", [])
-    if by_word:
-        lines.append("by caption template and word position (1 = the first word)")
-    for r in by_word:
-        lines.append(row(f"  {r['kind']} {r['position']} ({r['group']})", r["words"], r["mass"],
-                         r["uniform_mass"], r["max_inside"], r["uniform_max_inside"]))
-    return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------- train / load / evaluate
-def train(out, data: str = "synthetic", *, num_train: int | None = None,
-          num_valid: int | None = None, num_test: int | None = None,
-          image_size: int | None = None, attention: str = "soft", resume: bool = False,
-          model_overrides: dict | None = None, threads: int | None = 1,
-          attention_supervision: float = 0.0, **train_overrides):
+def train(data: str | None, out, *, resume: bool = False, overwrite: bool = False,
+          **overrides) -> TrainResult:
     """Train a captioning run into ``out``; returns the trainer's ``TrainResult``.
 
+    Everything is validated before anything is written: the folder (a run there is replaced
+    only with ``overwrite``), the options, the data. A resume takes the run's stored settings;
+    ``epochs``, ``max_minutes``, ``progress`` and ``device`` given with it apply, any other
+    option that differs from the stored one is refused.
+
     Args:
+        data: ``"synthetic"`` (None: synthetic, or the stored data on a resume) or a real data
+            spec (:class:`CaptionSettings`).
         out: the run folder.
-        data: ``"synthetic"`` or a real data spec (module docs).
-        num_train, num_valid, num_test: synthetic set sizes (defaults in :data:`DEFAULTS`).
-        image_size: image side in pixels (64; a multiple of 8, the feature map is ``S / 8``).
-        attention: ``"soft"`` or ``"hard"``.
-        resume: continue ``out/last`` exactly (same data and settings are reloaded from the run).
-        model_overrides: :class:`CaptionerConfig` fields to change.
-        attention_supervision: weight of supervised attention (synthetic data only): the
-            loss adds ``-log`` of each named word's attention mass inside its ducks' boxes
-            (:func:`~attnkit.models.captioner.attention_supervision_penalty`). 0 (default)
-            = attention is learned from the captions alone, as in the paper; > 0 trains on
-            the very boxes the grounding figures score, so those figures then measure
-            fitting, not emergent grounding.
-        threads: torch CPU threads while training (None = leave as is). One by default: the
-            model's small convolutions and per-word LSTM steps gain little from a second
-            thread, and on a shared CPU two spinning threads ran 12x slower than one.
-        **train_overrides: TrainConfig fields (epochs, batch_size, lr, seed, device,
-            max_minutes, progress, ...); None values keep the defaults.
+        resume: continue ``out/last`` exactly.
+        overwrite: empty a folder that already holds a run first.
+        **overrides: :class:`CaptionSettings` fields (``num_train``, ``image_size``,
+            ``attention_supervision``...), :class:`CaptionerConfig` fields (``attention``,
+            ``hidden``, ``init_pool``... see :data:`MODEL_OPTIONS`) and :class:`TrainConfig`
+            fields (``epochs``, ``seed``, ``max_minutes``, ``device``...). None keeps the
+            default, except ``max_minutes=None``: no time budget.
+
+    Raises:
+        UsageError: an unknown option or a value that cannot work; a resume that would change
+            the run; ``resume`` with ``overwrite``.
+        CheckpointError: a run in ``out`` without ``overwrite``, nothing to resume, a run of
+            another app, a folder locked by another training.
+        DataError: unreadable data.
+
+    Example::
+
+        train("synthetic", "runs/tiny", num_train=64, image_size=32, epochs=2, hidden=32)
+        train(None, "runs/tiny", resume=True, epochs=4)        # two more epochs
     """
-    from attnkit.training import TrainConfig, Trainer, seed_everything
-
     out = Path(out)
-    if resume:
-        meta = _read_json(out / "config.json")
-        settings = meta["data_settings"]
-        attention_supervision = float(meta.get("attention_supervision", 0.0))
-        train_overrides = {**{k: v for k, v in meta.get("train", {}).items()
-                              if k in TRAIN_DEFAULTS or k in ("seed", "device")},
-                           **{k: v for k, v in train_overrides.items() if v is not None}}
-    else:
-        settings = {"data": data, "num_train": num_train or DEFAULTS["num_train"],
-                    "num_valid": num_valid or DEFAULTS["num_valid"],
-                    "num_test": num_test or DEFAULTS["num_test"],
-                    "image_size": image_size or DEFAULTS["image_size"]}
-    seed = int(train_overrides.get("seed") or 0)
-    if attention_supervision < 0 or (attention_supervision > 0
-                                     and settings["data"] != "synthetic"):
-        raise ValueError("attention_supervision must be >= 0 and needs synthetic data (boxes), "
-                         f"got {attention_supervision} with data={settings['data']!r}")
-    size = int(settings["image_size"])
-    if size % 8 or size < 32:
-        raise ValueError(f"image_size must be a multiple of 8 and >= 32, got {size}")
-    splits = load_splits(settings["data"], seed, **{k: v for k, v in settings.items()
-                                                    if k != "data"})
-    out.mkdir(parents=True, exist_ok=True)
-    if resume:
-        vocab = Vocab.from_json(out / "vocab.json")
-        model_cfg = CaptionerConfig.from_dict(_read_json(out / "model.json"))
-    else:
-        vocab = Vocab.build(r[0] for r in splits["train"].refs)
-        vocab.to_json(out / "vocab.json")
-        model_cfg = CaptionerConfig(**{
-            "image_size": size, "feature_size": size // 8, "attention": attention,
-            "max_caption_len": max(len(r[0]) for r in splits["train"].refs),
-            **MODEL_DEFAULTS, **(model_overrides or {}), "vocab_size": len(vocab),
-            "pad_id": vocab.pad_id, "bos_id": vocab.bos_id, "eos_id": vocab.eos_id,
-            "unk_id": vocab.unk_id})
-        _write_json(out / "model.json", model_cfg.to_dict())
-    seed_everything(seed)  # the initial weights too are a function of the seed
-    model = Captioner(model_cfg)
-    train_set = CaptionDataset(splits["train"], vocab, model_cfg.max_caption_len,
-                               model_cfg.feature_size if attention_supervision > 0 else None)
-    synthetic = settings["data"] == "synthetic"
-    select = "accuracy" if synthetic else "bleu4"
+    if resume and overwrite:
+        raise UsageError("--resume and --overwrite contradict each other; give one")
+    plan = _resume_plan(out, data, overrides) if resume else _fresh_plan(out, data, overrides,
+                                                                         overwrite)
+    main = is_main_process()  # under torchrun only rank 0 locks and writes
+    folder = runs.start_run(out, app=APP, resume=resume, overwrite=overwrite) if main \
+        else nullcontext(out)
+    with folder:
+        if main and not resume:
+            plan.vocab.to_json(out / "vocab.json")
+            runs.write_json(out / "model.json", plan.model.to_dict())
+        seed_everything(plan.train.seed)  # the initial weights too are a function of the seed
+        model = Captioner(plan.model)
+        return _trainer(model, plan, out).fit(resume=resume)
 
-    def evaluate_fn(m):
-        return {**caption_metrics(m, splits["valid"], vocab),
-                "loss": validation_loss(m, splits["valid"], vocab)}
 
+def _split_overrides(overrides: dict[str, Any]) -> tuple[dict, dict, dict]:
+    """``overrides`` -> (settings, model, train) keyword arguments; None values dropped (but
+    ``max_minutes=None``, no budget, kept).
+
+    Raises:
+        UsageError: an option none of them has.
+    """
+    setting_names = {f.name for f in dataclasses.fields(CaptionSettings)} - {"data"}
+    parts: tuple[dict, dict, dict] = ({}, {}, {})
+    unknown = []
+    for name, value in overrides.items():
+        if value is None and name != "max_minutes":
+            continue
+        for part, names in zip(parts, (setting_names, MODEL_OPTIONS, TRAIN_OPTIONS),
+                               strict=True):
+            if name in names:
+                part[name] = value
+                break
+        else:
+            unknown.append(name)
+    if unknown:
+        known = sorted(setting_names | set(MODEL_OPTIONS) | set(TRAIN_OPTIONS))
+        raise UsageError(f"unknown caption option(s) {', '.join(sorted(unknown))}; known: "
+                         f"{', '.join(known)}")
+    return parts
+
+
+def _train_config(settings: CaptionSettings, values: dict[str, Any]) -> TrainConfig:
+    """The TrainConfig of a run: the app's defaults and checkpoint selection, then ``values``.
+
+    Raises:
+        UsageError: a value TrainConfig refuses.
+    """
+    select = "accuracy" if settings.data == "synthetic" else "bleu4"
     # Validation accuracy reaches 1.0 long before training ends (after 12-21 of 40 epochs
     # on the ducks); the loss then picks the later, better-trained checkpoint among those ties.
-    cfg = TrainConfig(**{**TRAIN_DEFAULTS, "select_metric": select, "select_mode": "max",
-                         "select_tiebreak": "loss",
-                         **{k: v for k, v in train_overrides.items() if v is not None}})
-    trainer = Trainer(model, cfg, out, train_dataset=train_set,
-                      collate_fn=lambda items: collate(items, vocab.pad_id),
-                      loss_fn=_loss_fn(attention_supervision), evaluate_fn=evaluate_fn,
-                      run_metadata={"app": "caption", "model": model_cfg.to_dict(),
-                                    "data_settings": settings,
-                                    "attention_supervision": attention_supervision,
-                                    "parameters": sum(p.numel() for p in model.parameters())})
-    before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
     try:
-        return trainer.fit(resume=resume)
-    finally:
-        torch.set_num_threads(before)
+        cfg = TrainConfig(**{**TRAIN_DEFAULTS, **values, "select_metric": select,
+                             "select_mode": "max", "select_tiebreak": "loss"})
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    _device(cfg.device)
+    return cfg
 
 
-def _read_json(path: Path) -> dict:
+def _fresh_plan(out: Path, data: str | None, overrides: dict[str, Any],
+                overwrite: bool) -> _Plan:
+    runs.check_new_run(out, overwrite=overwrite)
+    setting_kw, model_kw, train_kw = _split_overrides(overrides)
+    settings = CaptionSettings(data=data or "synthetic", **setting_kw)
+    train_cfg = _train_config(settings, train_kw)
+    size = settings.image_size
+    _model_config(model_kw, size, Vocab.build([["word"]]), 1)  # refuse bad options before the data
+    splits = _splits(settings, train_cfg.seed)
+    vocab = Vocab.build(r[0] for r in splits["train"].refs)
+    if len(vocab) == len(vocab.specials):
+        raise DataError(f"{settings.data}: the training captions have no words")
+    max_len = max(len(r[0]) for r in splits["train"].refs)
+    return _Plan(settings, train_cfg, _model_config(model_kw, size, vocab, max_len), vocab,
+                 splits)
+
+
+def _model_config(options: dict[str, Any], image_size: int, vocab: Vocab,
+                  max_len: int) -> CaptionerConfig:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{path.parent}: not a caption run (no {path.name})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{path}: not valid JSON ({err})") from err
+        return CaptionerConfig(**{
+            "image_size": image_size, "feature_size": image_size // 8, **options,
+            "max_caption_len": max_len, "vocab_size": len(vocab),
+            "pad_id": vocab.pad_id, "bos_id": vocab.bos_id, "eos_id": vocab.eos_id,
+            "unk_id": vocab.unk_id})
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"model option: {exc}") from None
 
 
-def _write_json(path: Path, obj) -> None:
-    from attnkit.fileio import atomic_write_text
+def _resume_plan(out: Path, data: str | None, overrides: dict[str, Any]) -> _Plan:
+    stored = runs.check_resumable(out, APP)
+    settings = CaptionSettings.from_config(stored)
+    model_cfg = _read_model_config(out)
+    try:
+        train_cfg = TrainConfig.from_dict(stored["train"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"{out}: config.json has no valid train settings ({exc})") from None
+    _split_overrides(overrides)  # unknown options are refused on a resume too
+    current = {**dataclasses.asdict(settings), **model_cfg.to_dict(), **train_cfg.to_dict()}
+    changes = runs.check_resume(current, {"data": data, **overrides}, applied=RESUME_APPLIED)
+    if "max_minutes" in overrides:  # None here means "no budget", not "not given"
+        changes["max_minutes"] = overrides["max_minutes"]
+    train_cfg = _train_config(settings, {**train_cfg.to_dict(), **changes})
+    return _Plan(settings, train_cfg, model_cfg, _read_vocab(out),
+                 _splits(settings, train_cfg.seed))
 
-    atomic_write_text(path, json.dumps(obj, indent=2) + "\n")
+
+def _splits(settings: CaptionSettings, seed: int) -> dict[str, CaptionData]:
+    return load_splits(settings.data, seed, num_train=settings.num_train,
+                       num_valid=settings.num_valid, num_test=settings.num_test,
+                       image_size=settings.image_size, valid_fraction=settings.valid_fraction,
+                       names=("train", "valid"))
 
 
-def load_run(run, device: str = "cpu") -> tuple[Captioner, Vocab, dict]:
-    """The best model of a run (eval mode), its vocabulary and its ``config.json``."""
+def _trainer(model: Captioner, plan: _Plan, out: Path) -> Trainer:
+    vocab, valid = plan.vocab, plan.splits["valid"]
+    supervision = plan.settings.attention_supervision
+    train_set = CaptionDataset(plan.splits["train"], vocab, plan.model.max_caption_len,
+                               plan.model.feature_size if supervision > 0 else None)
+
+    def loss_fn(m, batch):
+        loss, _, count = caption_loss(m, batch["images"], batch["tgt_in"], batch["tgt_out"],
+                                      batch["lengths"], target_maps=batch.get("maps"),
+                                      supervision=supervision)
+        return LossOutput(loss=loss, count=count)
+
+    def evaluate_fn(m):
+        return {**caption_metrics(m, valid, vocab), "loss": validation_loss(m, valid, vocab)}
+
+    metadata = {"app": APP, "format": runs.FORMAT, "data": plan.settings.data,
+                "data_settings": plan.settings.data_settings(),
+                "attention_supervision": supervision, "model": plan.model.to_dict(),
+                "parameters": sum(p.numel() for p in model.parameters())}
+    return Trainer(model, plan.train, out, train_dataset=train_set,
+                   collate_fn=lambda items: collate(items, vocab.pad_id), loss_fn=loss_fn,
+                   evaluate_fn=evaluate_fn, run_metadata=metadata)
+
+
+# ---------------------------------------------------------------------- load / evaluate
+def _read_model_config(run: Path) -> CaptionerConfig:
+    data = runs.read_json(run / "model.json", "the run's model settings")
+    try:
+        return CaptionerConfig.from_dict(data)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise CheckpointError(f"{run / 'model.json'}: not a captioner config ({exc})") from None
+
+
+def _read_vocab(run: Path) -> Vocab:
+    try:
+        return Vocab.from_json(run / "vocab.json")
+    except DataError as exc:
+        raise CheckpointError(f"{run}: the run's vocabulary is unreadable: {exc}") from None
+
+
+def _device(name: str | None) -> str:
+    """A device name torch accepts, here ("cpu" for None)."""
+    name = name or "cpu"
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise UsageError(f"unknown device {name!r}; use cpu, cuda, cuda:N or auto") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"device {name!r}: CUDA is not available here")
+    return name
+
+
+def load_run(run, *, device: str | None = "cpu") -> runs.Run:
+    """A trained caption run: the best model (eval mode, on ``device``), its vocabulary as the
+    pipeline, its ``config.json``.
+
+    Raises:
+        CheckpointError: not a caption run, broken or missing files, no best weights yet.
+    """
     from attnkit.training.checkpoint import load_weights
 
-    run = Path(run)
-    meta = _read_json(run / "config.json")
-    if meta.get("app") != "caption":
-        raise CheckpointError(f"{run}: not a caption run (config.json app={meta.get('app')!r})")
-    model = Captioner(CaptionerConfig.from_dict(_read_json(run / "model.json")))
-    load_weights(model, run / "best.safetensors")
-    try:
-        vocab = Vocab.from_json(run / "vocab.json")
-    except FileNotFoundError:
-        raise CheckpointError(f"{run}: not a caption run (no vocab.json)") from None
-    return model.to(device).eval(), vocab, meta
+    path, device = Path(run), _device(device)
+    config = runs.read_config(path, APP)
+    config.setdefault("data", CaptionSettings.from_config(config).data)  # format 1 lacks it
+    model = Captioner(_read_model_config(path))
+    vocab = _read_vocab(path)
+    if not (path / "best.safetensors").exists():
+        raise CheckpointError(f"{path}: no best weights yet (the run stopped before its first "
+                              f"evaluation); continue it with --resume {path}")
+    load_weights(model, path / "best.safetensors")
+    return runs.Run(path, APP, model.to(device).eval(), vocab, config, device)
 
 
-def evaluate(run, *, beam_size: int = 1, device: str = "cpu", num_test: int | None = None) -> dict:
-    """Metrics of a run's best model on its held-out test set.
+def evaluate(run, data: str | None = None, *, beam_size: int = 1, device: str | None = "cpu",
+             num_test: int | None = None, report=None) -> dict:
+    """Metrics of a run's best model on its held-out test set (or on ``data``).
+
+    Args:
+        run: a run folder or a loaded :class:`~attnkit.apps.runs.Run`.
+        data: None (or the run's own data): its test split; ``"synthetic"``: synthetic test
+            scenes; another real data spec: every image of it.
+        beam_size: 1 = greedy.
+        num_test: synthetic test scenes (default: the run's).
+        report: also write an HTML report (metrics, grounding table, examples) here.
 
     Returns:
         ``{"accuracy", "bleu4", "examples", "beam_size", "attention_supervision"}`` (the
         training weight of supervised attention, 0 = none) and, for synthetic data, the
         grounding figures of :func:`grounding` (model vs uniform attention).
     """
-    model, vocab, meta = load_run(run, device)
-    s = meta["data_settings"]
-    seed = int(meta.get("train", {}).get("seed", 0))
-    if s["data"] == "synthetic":
-        test = _synthetic(num_test or s["num_test"], 3 * seed + 2, s["image_size"])
-    else:
-        test = _real(s["data"], s["image_size"], 0.05, seed)["test"]
+    if beam_size < 1:
+        raise UsageError(f"beam size must be >= 1, got {beam_size}")
+    loaded = run if isinstance(run, runs.Run) else load_run(run, device=device)
+    settings = CaptionSettings.from_config(loaded.config)
+    if num_test is not None:
+        settings = dataclasses.replace(settings, num_test=num_test)
+    test = _test_split(settings, int(loaded.config.get("train", {}).get("seed", 0)), data)
+    model, vocab = loaded.model, loaded.pipeline
     # A run trained with supervised attention fitted the very boxes grounding scores: say so.
-    return {**caption_metrics(model, test, vocab, beam_size=beam_size),
-            **grounding(model, test, vocab), "beam_size": beam_size,
-            "attention_supervision": float(meta.get("attention_supervision", 0.0))}
+    metrics = {**caption_metrics(model, test, vocab, beam_size=beam_size),
+               **grounding(model, test, vocab), "beam_size": beam_size,
+               "attention_supervision": settings.attention_supervision}
+    if report is not None:
+        _writing("report", report, lambda: _write_report(report, loaded, test, metrics))
+    return metrics
+
+
+def _test_split(settings: CaptionSettings, seed: int, data: str | None) -> CaptionData:
+    size = settings.image_size
+    if data == "synthetic" or (data is None and settings.data == "synthetic"):
+        return synthetic_split(settings.num_test, 3 * seed + 2, size)
+    if data is None or data == settings.data:
+        return real_splits(settings.data, size, settings.valid_fraction, seed, ("test",))["test"]
+    return real_splits(data, size, settings.valid_fraction, seed, ("all",))["all"]
+
+
+def _write_report(path, run: runs.Run, test: CaptionData, metrics: dict,
+                  examples: int = 8) -> Path:
+    from attnkit.viz import HtmlReport
+
+    page = HtmlReport("attnkit caption eval")
+    page.add_text(f"{run.path}: exact-match accuracy {metrics['accuracy']:.4f}, BLEU-4 "
+                  f"{metrics['bleu4']:.4f} on {metrics['examples']} images "
+                  f"(beam {metrics['beam_size']})")
+    if "grounding_mass" in metrics:
+        page.add_text(grounding_table(metrics), preformatted=True)
+    images = test.images[:examples]
+    shown = [img.permute(1, 2, 0).numpy() for img in images]
+    for pred, refs in zip(_predictions(run, images, shown, beam_size=metrics["beam_size"]),
+                          test.refs, strict=False):
+        page.add_figure(pred.figure(), caption=f"{pred.caption}  (reference: "
+                        f"{' '.join(refs[0])})")
+    return page.write(path)
 
 
 # ---------------------------------------------------------------------- predict
 @dataclass
-class CaptionPrediction:
-    """``words`` of the caption, ``maps [len(words), H, W]``, ``image`` uint8 ``[D, D, 3]`` shown
-    under the overlays, and the files written (or None)."""
+class CaptionPrediction(Prediction):
+    """The caption of one image and where each word looked.
 
+    Attributes:
+        source: the image file (``"<array>"`` for an array).
+        words: the caption, one word per map (``<unk>`` included).
+        weights: float32 ``[len(words), side, side]``: the attention map used to predict each
+            word (the model's feature map, ``side = image_size / 8``).
+        image: uint8 ``[D, D, 3]``, the image as shown under the maps.
+        unknown: share of the caption's words the vocabulary could not name (``<unk>``).
+        truncated: 1 when the image was resized to the model's input (its details below a
+            ``1 / image_size`` of its side are lost), else 0.
+        original_size: ``(width, height)`` of the input.
+        input_size: the side the model saw it at (its ``image_size``).
+    """
+
+    source: str
     words: list[str]
-    maps: np.ndarray
+    weights: np.ndarray
     image: np.ndarray
-    figure: Path | None = None
-    html: Path | None = None
+    unknown: float = 0.0
+    truncated: int = 0
+    original_size: tuple[int, int] = (0, 0)
+    input_size: int = 0
 
     @property
     def caption(self) -> str:
         return " ".join(self.words)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"image": self.source, "caption": self.caption, "words": self.words,
+                "weights": np.round(self.weights, 5).tolist(), "unknown": self.unknown,
+                "truncated": self.truncated, "original_size": list(self.original_size)}
 
-def predict(run, image, *, out=None, html=None, beam_size: int = 1, device: str = "cpu",
-            display_size: int = 256) -> CaptionPrediction:
-    """Caption one image and draw where each word looked.
+    def note(self) -> str | None:
+        """One line for stderr when the model could not see or name everything, else None."""
+        parts = []
+        if self.truncated:
+            (w, h), side = self.original_size, self.input_size
+            parts.append(f"resized from {w}x{h} to the model's {side}x{side} pixels")
+        if self.unknown:
+            parts.append(f"{self.unknown:.0%} of the caption's words are unknown (<unk>)")
+        return f"note: {self.source}: {'; '.join(parts)}" if parts else None
+
+    def figure(self):
+        """The overlay grid: the image, then one panel per word with its map."""
+        from attnkit.viz import attention_grid
+
+        return attention_grid(self.image, self.weights, self.words)
+
+    @classmethod
+    def page(cls, predictions: Sequence[CaptionPrediction], summary: dict[str, Any]) -> str:
+        from attnkit.viz import HtmlReport
+
+        report = HtmlReport("attnkit caption")
+        if summary:
+            report.add_text(f"run {summary.get('run')}: {summary.get('parameters')} parameters")
+        for pred in predictions:
+            report.add_text(f"{pred.source}\nCaption: {pred.caption}")
+            report.add_figure(pred.figure(), caption="attention of each word (the map used "
+                              "to predict it)")
+        return report.to_html()
+
+
+def predict(run, images, *, beam_size: int = 1, device: str | None = "cpu",
+            display_size: int = 256) -> list[CaptionPrediction]:
+    """Caption images and keep where each word looked.
 
     Args:
-        run: the run folder.
-        image: a file path (any format :func:`~attnkit.data.captions.load_image` reads:
-            grayscale, RGBA, large photos are converted and resized) or uint8 ``[H, W, 3]``.
-        out: write the overlay grid (one panel per word) to this PNG.
-        html: write an HTML report (caption + grid) here.
+        run: a run folder or a loaded :class:`~attnkit.apps.runs.Run`.
+        images: a file path or uint8 ``[H, W, 3]`` array, or a list of them (any format
+            :func:`~attnkit.data.captions.load_image` reads: grayscale, RGBA, large photos
+            are converted and resized).
         beam_size: 1 = greedy.
         display_size: side of the image under the overlays.
 
     Raises:
-        DataError: the file is missing or not a readable image (names the file).
+        DataError: a file is missing or not a readable image (names the file).
+        UsageError: no image, or an array that is not uint8 ``[H, W, 3]``.
     """
-    from attnkit.viz import HtmlReport, attention_grid
+    if beam_size < 1 or display_size < 1:
+        raise UsageError(f"beam_size and display_size must be >= 1, got {beam_size}, "
+                         f"{display_size}")
+    items = [images] if isinstance(images, (str, os.PathLike, np.ndarray)) else list(images)
+    if not items:
+        raise UsageError("no image given: nothing to predict")
+    loaded = run if isinstance(run, runs.Run) else load_run(run, device=device)
+    size = loaded.model.config.image_size
+    read = [_read_image(item, size, display_size) for item in items]
+    preds = _predictions(loaded, to_chw([r[0] for r in read]), [r[1] for r in read],
+                         beam_size=beam_size)
+    for pred, (_, _, source, original) in zip(preds, read, strict=True):
+        pred.source, pred.original_size, pred.input_size = source, original, size
+        pred.truncated = int(original != (size, size))
+    return preds
 
-    model, vocab, _ = load_run(run, device)
-    size = model.config.image_size
+
+def _predictions(run: runs.Run, images: Tensor, shown: list[np.ndarray], *,
+                 beam_size: int) -> list[CaptionPrediction]:
+    vocab = run.pipeline
+    out = []
+    for (ids, maps), picture in zip(decode_captions(run.model, images, beam_size=beam_size),
+                                    shown, strict=True):
+        words = vocab.decode(ids, strip_specials=False)  # one word per map, even <unk>
+        unknown = sum(i == vocab.unk_id for i in ids) / max(len(ids), 1)
+        out.append(CaptionPrediction("<array>", words, maps, picture, unknown,
+                                     input_size=run.model.config.image_size))
+    return out
+
+
+def _read_image(image, size: int, display_size: int
+                ) -> tuple[np.ndarray, np.ndarray, str, tuple[int, int]]:
+    """-> (pixels uint8 [size, size, 3], shown [D, D, 3], source name, (width, height))."""
+    from PIL import Image
+
     if isinstance(image, np.ndarray):
         if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
-            raise ValueError(f"image must be uint8 [H, W, 3], got {image.dtype} "
+            raise UsageError(f"image must be uint8 [H, W, 3], got {image.dtype} "
                              f"{list(image.shape)}")
-        from PIL import Image
-
         pil = Image.fromarray(image)
-        pixels = np.asarray(pil.resize((size, size), Image.Resampling.BICUBIC))
-        shown = np.asarray(pil.resize((display_size, display_size), Image.Resampling.BICUBIC))
-    else:
-        pixels = load_image(image, size)
-        shown = load_image(image, display_size)
-    ids, maps = decode_captions(model, _to_chw([pixels]), beam_size=beam_size)[0]
-    words = vocab.decode(ids, strip_specials=False)  # one word per map, even <unk>
-    pred = CaptionPrediction(words, maps, shown)
-    fig = None
-    if out is not None or html is not None:
-        fig = attention_grid(shown, maps, words, out)
-        pred.figure = None if out is None else Path(out)
+        return (np.asarray(pil.resize((size, size), Image.Resampling.BICUBIC)),
+                np.asarray(pil.resize((display_size, display_size), Image.Resampling.BICUBIC)),
+                "<array>", pil.size)
+    pixels = load_image(image, size)  # DataError naming the file when unreadable
+    with Image.open(image) as im:
+        original = im.size
+    return pixels, load_image(image, display_size), str(image), original
+
+
+def numbered_paths(path, count: int) -> list[Path]:
+    """``count`` output files for one ``--plot FILE``: FILE itself for one, else
+    ``FILE-1.png``, ``FILE-2.png``... (the stem numbered, the extension kept)."""
+    path = Path(path)
+    if count == 1:
+        return [path]
+    return [path.with_name(f"{path.stem}-{i}{path.suffix}") for i in range(1, count + 1)]
+
+
+def save_predictions(predictions: Sequence[CaptionPrediction], *, plot=None, html=None,
+                     summary: dict[str, Any] | None = None) -> list[Path]:
+    """Write each prediction's overlay grid to ``plot`` (numbered for several, see
+    :func:`numbered_paths`) and one page of them all to ``html``; returns the files written.
+
+    Raises:
+        UsageError: a file that cannot be written (or an extension that is no figure's).
+    """
+    written = []
+    if plot is not None:
+        for pred, path in zip(predictions, numbered_paths(plot, len(predictions)), strict=True):
+            written.append(_writing("figure", path, lambda p=pred, f=path: p.render(f)))
     if html is not None:
-        report = HtmlReport("attnkit caption")
-        report.add_text(f"Caption: {pred.caption}")
-        report.add_figure(fig, caption="attention of each word (the map used to predict it)")
-        pred.html = report.write(html)
-    return pred
+        written.append(_writing("page", html, lambda: write_page(predictions, html,
+                                                                 summary or {})))
+    return written
+
+
+def _writing(what: str, path, write) -> Path:
+    """``write()``, with an OSError (no such folder, no permission) as a UsageError."""
+    try:
+        return write()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write the {what} ({exc.strerror or exc})") from None

@@ -5,10 +5,11 @@ locations of the feature map, feeds ``[E y_{t-1}; z_t]`` to an LSTM cell and pre
 ``t`` from the "deep output" ``L_o(E y_{t-1} + L_h h_t + L_z z_t)``. The attention map of word
 ``t`` is the ``alpha_t`` used to predict it (the first word's map is attended from ``h_0``, or
 from a preliminary glimpse's query with ``init_pool="glimpse"``).
-``h_0, c_0`` come from the batch-normalised mean (and by default max) feature through two small
-MLPs (``f_init`` of the paper), or are learned constants (``init_pool="none"``: the state then
-knows nothing of the image, so even the first word has to be read through attention;
-``"glimpse"``: the same, but the first word's look is steered by a preliminary glimpse).
+``h_0, c_0`` come from the batch-normalised mean (and max) feature through two small MLPs
+(``f_init`` of the paper, ``init_pool="mean"`` / ``"mean+max"``), or are learned constants
+(``init_pool="none"``: the state then knows nothing of the image, so even the first word has to
+be read through attention; ``"glimpse"``, the default: the same, but the first word's look is
+steered by a preliminary glimpse).
 
 * soft attention: :class:`~attnkit.attention.spatial.SpatialAttention` with the gating scalar
   ``beta_t = sigmoid(W_b h_{t-1})`` on the context;
@@ -48,6 +49,9 @@ from attnkit.models.losses import masked_cross_entropy
 
 ATTENTIONS = ("soft", "hard")
 INIT_POOLS = ("mean", "mean+max", "none", "glimpse")
+CONFIG_VERSION = 2
+# The defaults before version 2, for model.json files written without a "version" key.
+VERSION_1_DEFAULTS = {"init_pool": "mean+max", "global_context": False}
 
 
 @dataclass
@@ -65,19 +69,27 @@ class CaptionerConfig(SpecialIds):
         dropout: before the output layer.
         max_caption_len: decoding stops after this many words (plus EOS).
         doubly_stochastic: lambda of the regulariser.
-        init_pool: what ``h_0, c_0`` are computed from: ``"mean"`` (the paper),
-            ``"mean+max"`` (mean and max over locations) or ``"none"`` (learned constants:
-            the state knows nothing of the image, so every fact about it, the first word's
-            included, has to come through the attention glimpses) or ``"glimpse"`` (learned
-            constants too, but the first word's look is steered by one preliminary glimpse:
-            its query is ``tanh(W_g [h_0; z_pre])``, ``z_pre`` attended from ``h_0``; a blank
-            state alone would look at every image the same way, whatever the odd duck).
+        init_pool: what ``h_0, c_0`` are computed from (default ``"glimpse"``): ``"mean"``
+            (the paper), ``"mean+max"`` (mean and max over locations) or ``"none"``
+            (learned constants: the state knows nothing of the image, so every fact about it,
+            the first word's included, has to come through the attention glimpses) or
+            ``"glimpse"`` (learned constants too, but the first word's look is steered by one
+            preliminary glimpse: its query is ``tanh(W_g [h_0; z_pre])``, ``z_pre`` attended
+            from ``h_0``; a blank state alone would look at every image the same way, whatever
+            the odd duck).
         global_context: squeeze-and-excitation gates in the encoder
-            (:class:`~attnkit.models.cnn_encoder.ConvEncoder`).
+            (:class:`~attnkit.models.cnn_encoder.ConvEncoder`; default on).
         glimpses: attention hops per word. With ``g > 1`` the query of hop ``k + 1`` is
             ``tanh(W_g [h_{t-1}; z^k])``: what the previous hop saw refines where to look
             (multiple glimpses, Ba et al. 2015). The map of the last hop is the word's map
             and gives the context ``z_t``.
+        version: the ``model.json`` format. Version 1 files (no ``"version"`` key) were written
+            when the defaults were ``init_pool="mean+max"``, ``global_context=False``: the
+            fields such a file lacks take those (:data:`VERSION_1_DEFAULTS`).
+
+    The defaults are the settings the caption app trains: with a blank state and the encoder's
+    global context the first word is read through a preliminary glimpse at the ducks (see
+    README, "Image captioning").
     """
 
     vocab_size: int = 0
@@ -92,10 +104,11 @@ class CaptionerConfig(SpecialIds):
     dropout: float = 0.1
     max_caption_len: int = 20
     doubly_stochastic: float = 0.0
-    init_pool: str = "mean+max"
-    global_context: bool = False
+    init_pool: str = "glimpse"
+    global_context: bool = True
     glimpses: int = 1
     arch: str = "captioner"
+    version: int = CONFIG_VERSION
 
     def __post_init__(self) -> None:
         if self.vocab_size <= 4:
@@ -110,17 +123,30 @@ class CaptionerConfig(SpecialIds):
             raise ValueError(f"init_pool must be one of {INIT_POOLS}, got {self.init_pool!r}")
         if self.doubly_stochastic < 0:
             raise ValueError(f"doubly_stochastic must be >= 0, got {self.doubly_stochastic}")
+        if self.version != CONFIG_VERSION:
+            raise ValueError(f"version must be {CONFIG_VERSION} (older files load through "
+                             f"from_dict), got {self.version!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CaptionerConfig:
-        """Inverse of :meth:`to_dict`; unknown keys raise ValueError naming them."""
+        """Inverse of :meth:`to_dict`, also for older versions: a dict without ``"version"``
+        is version 1 and its missing fields take the version-1 defaults.
+
+        Raises:
+            ValueError: unknown keys (named), or a version this code does not know.
+        """
         unknown = sorted(set(data) - {f.name for f in fields(cls)})
         if unknown:
             raise ValueError(f"unknown captioner config keys: {unknown}")
-        return cls(**data)
+        version = data.get("version", 1)
+        if version not in (1, CONFIG_VERSION):
+            raise ValueError(f"captioner config version {version!r} is not one this attnkit "
+                             f"reads (1 or {CONFIG_VERSION}; a newer attnkit wrote it?)")
+        defaults = VERSION_1_DEFAULTS if version == 1 else {}
+        return cls(**{**defaults, **data, "version": CONFIG_VERSION})
 
 
 @dataclass

@@ -1,0 +1,98 @@
+"""Caption quality: decoding with each word's map, exact match, corpus BLEU-4, and the
+teacher-forced validation loss that breaks ties between checkpoints.
+
+BLEU is :func:`attnkit.apps.metrics.bleu_chrf`'s (sacrebleu, the one wrapper of the apps),
+reported here as a fraction 0..1 under the key ``"bleu4"``.
+
+Example::
+
+    decoded = decode_captions(model, images, beam_size=3)   # [(ids, maps [n, H, W]), ...]
+    caption_metrics(model, data, vocab)                      # {"accuracy", "bleu4", "examples"}
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from attnkit.apps.metrics import bleu_chrf
+from attnkit.data.caption_data import CaptionData, CaptionDataset, collate
+from attnkit.data.vocab import Vocab
+from attnkit.decoding import beam_search, greedy_decode
+from attnkit.models.captioner import Captioner, caption_loss
+
+
+def decode_captions(model: Captioner, images: Tensor, *, beam_size: int = 1,
+                    batch_size: int = 256) -> list[tuple[list[int], np.ndarray]]:
+    """Greedy (``beam_size=1``) or beam-search captions with the map of every word.
+
+    Reuses :mod:`attnkit.decoding` through the step API: each image is a "source" of
+    ``H * W`` locations, so the decoders' ``[len, H*W]`` rows reshape to maps.
+
+    Args:
+        images: ``[N, 3, S, S]`` (on the model's device or CPU).
+
+    Returns:
+        Per image ``(token ids without BOS/EOS, maps float32 [len(ids), H, W])``.
+    """
+    device = next(model.parameters()).device
+    cfg = model.config
+    side = cfg.feature_size
+    out = []
+    for start in range(0, images.shape[0], batch_size):
+        chunk = images[start:start + batch_size].to(device)
+        lengths = torch.full((chunk.shape[0],), side * side, dtype=torch.long, device=device)
+        # ratio 1 + offset 0 would allow H*W words: max_len is the real limit (+1 for EOS).
+        kw = {"max_len_ratio": 1.0, "max_len_offset": 0, "max_len": cfg.max_caption_len + 1}
+        if beam_size == 1:
+            hyps = greedy_decode(model, chunk, lengths, **kw)
+        else:
+            hyps = beam_search(model, chunk, lengths, beam_size=beam_size, **kw)
+        for h in hyps:
+            maps = (np.zeros((0, side, side), np.float32) if h.attention is None
+                    else h.attention.numpy().reshape(-1, side, side).astype(np.float32))
+            out.append((h.tokens, maps))
+    return out
+
+
+def bleu4(hyps: list[list[str]], refs: list[list[list[str]]]) -> float:
+    """Corpus BLEU-4 (:func:`attnkit.apps.metrics.bleu_chrf`) as a fraction 0..1;
+    ``refs[i]`` holds image ``i``'s references (word lists)."""
+    if not hyps:
+        return 0.0
+    scores = bleu_chrf([" ".join(h) for h in hyps], [[" ".join(r) for r in rs] for rs in refs])
+    return scores["bleu"] / 100.0
+
+
+@torch.no_grad()
+def caption_metrics(model: Captioner, data: CaptionData, vocab: Vocab, *,
+                    beam_size: int = 1) -> dict[str, float]:
+    """``{"accuracy", "bleu4", "examples"}``: exact match against any reference, corpus BLEU."""
+    was = model.training
+    decoded = decode_captions(model, data.images, beam_size=beam_size)
+    model.train(was)
+    hyps = [vocab.decode(ids, strip_specials=False) for ids, _ in decoded]
+    exact = sum(h in refs for h, refs in zip(hyps, data.refs, strict=True))
+    return {"accuracy": exact / max(len(hyps), 1), "bleu4": bleu4(hyps, data.refs),
+            "examples": len(hyps)}
+
+
+@torch.no_grad()
+def validation_loss(model: Captioner, data: CaptionData, vocab: Vocab,
+                    batch_size: int = 256) -> float:
+    """Teacher-forced token cross-entropy (nats per token) on the first reference of each
+    image: what breaks ties when accuracy saturates on the validation set."""
+    was = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    ds = CaptionDataset(data, vocab, model.config.max_caption_len)
+    total, tokens = 0.0, 0
+    for start in range(0, len(ds), batch_size):
+        batch = collate([ds[i] for i in range(start, min(start + batch_size, len(ds)))],
+                        vocab.pad_id)
+        _, ce, count = caption_loss(model, *(batch[k].to(device) for k in
+                                             ("images", "tgt_in", "tgt_out", "lengths")))
+        total, tokens = total + float(ce) * count, tokens + count
+    model.train(was)
+    return total / max(tokens, 1)
