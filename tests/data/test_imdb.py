@@ -262,3 +262,13 @@ def test_folder_unreadable_entry_is_a_data_error(tmp_path):
     with pytest.raises(DataError, match=r"7_1\.txt: cannot read"):
         load_split(tmp_path, "train")
     assert len(load_split(tmp_path, "train", skip_bad=True)) == 3
+
+
+@pytest.mark.parametrize("reader", [read_jsonl, read_csv,
+                                    lambda p, **kw: read_tar(p, "train", **kw)])
+def test_missing_file_or_a_folder_is_a_data_error(tmp_path, reader):
+    for skip_bad in (False, True):
+        with pytest.raises(DataError, match=r"nope\.x: file not found"):
+            reader(tmp_path / "nope.x", skip_bad=skip_bad)
+    with pytest.raises(DataError, match=str(tmp_path)):
+        reader(tmp_path)

@@ -115,3 +115,8 @@ def test_tatoeba_download_path(tmp_path, monkeypatch):
     path = pairs_mod.tatoeba_fra_eng(cache=tmp_path / "cache", progress=False)
     assert path == tmp_path / "cache" / "fra-eng" / "fra.txt"
     assert read_pairs(path).pairs[0] == ("Go.", "Va !")
+
+
+def test_a_folder_is_a_data_error(tmp_path):
+    with pytest.raises(DataError, match="cannot read"):
+        read_pairs(tmp_path)

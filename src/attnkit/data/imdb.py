@@ -35,6 +35,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from attnkit.data.compressed import open_maybe_gzip
 from attnkit.data.drops import BadRecord, DropReport
 from attnkit.data.jsonio import parse_json
 from attnkit.data.paths import outside_reason
@@ -135,12 +136,6 @@ def _collect(records: Iterator, stats: ReadStats, skip_bad: bool) -> list[Review
 CORRUPT_STREAM = (EOFError, zlib.error, gzip.BadGzipFile)
 
 
-def _open_binary(path: Path):
-    with open(path, "rb") as f:
-        magic = f.read(2)
-    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
-
-
 def _jsonl_records(path: Path) -> Iterator:
     name = str(path)
     try:
@@ -150,7 +145,7 @@ def _jsonl_records(path: Path) -> Iterator:
 
 
 def _jsonl_lines(path: Path, name: str) -> Iterator:
-    with _open_binary(path) as f:
+    with open_maybe_gzip(path) as f:
         for lineno, raw in enumerate(f, start=1):
             if not raw.strip():
                 continue
@@ -176,7 +171,7 @@ def _jsonl_lines(path: Path, name: str) -> Iterator:
 
 def _csv_records(path: Path, text_column: str, label_column: str) -> Iterator:
     name = str(path)
-    with _open_binary(path) as fb:
+    with open_maybe_gzip(path) as fb:
         try:
             data = fb.read()
         except CORRUPT_STREAM as exc:
@@ -290,7 +285,9 @@ def _tar_records(archive: Path, split: str) -> Iterator:
     name = str(archive)
     try:
         yield from _tar_members(archive, name, split)
-    except (tarfile.TarError, *CORRUPT_STREAM) as exc:
+    except FileNotFoundError as exc:
+        raise DataError("file not found", path=name) from exc
+    except (tarfile.TarError, *CORRUPT_STREAM, OSError) as exc:
         yield DataError(f"corrupt, truncated or not a tar archive ({exc})", path=name)
 
 

@@ -21,11 +21,10 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from attnkit.data.compressed import open_maybe_gzip
 from attnkit.data.download import fetch, safe_extract
 from attnkit.data.drops import DropReport, where
 from attnkit.errors import DataError
-
-_GZIP_MAGIC = b"\x1f\x8b"
 
 TATOEBA_FRA_ENG_URL = "https://www.manythings.org/anki/fra-eng.zip"
 TATOEBA_FRA_ENG_SHA256 = "161c93f18da3a7e6df611ed961426613260de8af06ccf8c79c977afe5135ac44"
@@ -61,12 +60,6 @@ class PairsResult:
         return self.drops.format(str(self.path))
 
 
-def _open_bytes(path: Path):
-    with open(path, "rb") as f:
-        magic = f.read(2)
-    return gzip.open(path, "rb") if magic == _GZIP_MAGIC else open(path, "rb")
-
-
 def read_pairs(
     path: str | os.PathLike, *, strict: bool = False, max_examples_shown: int = 3
 ) -> PairsResult:
@@ -87,11 +80,7 @@ def read_pairs(
     """
     path = Path(path)
     result = PairsResult(path, drops=DropReport("line", max_examples=max_examples_shown))
-    try:
-        stream = _open_bytes(path)
-    except FileNotFoundError as exc:
-        raise DataError("file not found", path=str(path)) from exc
-    with stream:
+    with open_maybe_gzip(path) as stream:
         try:
             for number, raw in enumerate(stream, start=1):
                 line = _decode(raw, path, number).rstrip("\r\n")
