@@ -138,3 +138,88 @@ def test_image_list_and_missing_folder(tmp_path):
     assert read_image_list(f) == ["a.jpg", "b.jpg"]
     with pytest.raises(DataError, match="image folder not found"):
         read_flickr_tokens(f, tmp_path / "nowhere")
+
+
+@pytest.fixture
+def names_dir(tmp_path):
+    """An image folder whose files the readers only look for (never decode)."""
+    d = tmp_path / "imgs"
+    d.mkdir()
+    for name in ("a.jpg", "b.jpg"):
+        (d / name).write_bytes(b"not decoded")
+    return d
+
+
+def test_flickr_missing_images_counted_with_their_names(tmp_path, names_dir):
+    f = _write(tmp_path / "tok.txt", "a.jpg#0\tok .\ngone.jpg#0\tone .\ngone.jpg#1\ttwo .\n"
+                                     "lost.jpg#0\tthree .\nno tab\n")
+    cs = read_flickr_tokens(f, names_dir, strict=False, missing_images="skip")
+    assert [it.image.name for it in cs.items] == ["a.jpg"]
+    assert cs.missing_images == ["gone.jpg", "lost.jpg"]
+    assert cs.drops.count("whose image is missing") == 3 and cs.skipped == 4
+    assert cs.report() == (f"dropped 4 records of {f}:\n"
+                           "  3 whose image is missing (e.g. gone.jpg, lost.jpg)\n"
+                           f"  1 without a tab ({f}:5)")
+    assert read_flickr_tokens(f, names_dir, strict=False, check_images=False).report() == (
+        f"dropped 1 record of {f}:\n  1 without a tab ({f}:5)")
+
+
+@pytest.mark.parametrize("name", ["../outside.jpg", "../imgs/../outside.jpg", "/etc/passwd",
+                                  "sub/../../outside.jpg", "link.jpg"])
+def test_flickr_names_outside_the_image_folder_are_refused(tmp_path, names_dir, name):
+    (tmp_path / "outside.jpg").write_bytes(b"not an image of the data set")
+    (names_dir / "link.jpg").symlink_to(tmp_path / "outside.jpg")
+    f = _write(tmp_path / "tok.txt", f"a.jpg#0\tfine .\n{name}#0\tescapes .\n")
+    for kwargs in ({}, {"check_images": False}):
+        with pytest.raises(DataError, match=r"tok\.txt:2: image name .* (absolute|'\.\.'|outs)"):
+            read_flickr_tokens(f, names_dir, **kwargs)
+    for kwargs in ({"missing_images": "skip"}, {"strict": False}):
+        cs = read_flickr_tokens(f, names_dir, **kwargs)
+        assert [it.image.name for it in cs.items] == ["a.jpg"] and cs.skipped == 1
+        assert cs.drops.reasons[0].examples == [f"{f}:2"]
+        assert cs.missing_images == []
+
+
+def test_coco_file_name_outside_the_image_folder_is_refused(tmp_path, names_dir):
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({"images": [{"id": 1, "file_name": "a.jpg"},
+                                        {"id": 2, "file_name": "../../etc/passwd"}],
+                             "annotations": [{"image_id": 1, "caption": "ok"},
+                                             {"image_id": 2, "caption": "escape"}]}))
+    with pytest.raises(DataError, match=r"c\.json: annotations\[1\]: image name .* '\.\.'"):
+        read_coco_captions(f, names_dir)
+    cs = read_coco_captions(f, names_dir, missing_images="skip")
+    assert len(cs) == 1 and cs.drops.reasons[0].examples == [f"{f}: annotations[1]"]
+
+
+def test_coco_missing_image_and_bad_records_reported(tmp_path, names_dir):
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({"images": [{"id": 1, "file_name": "a.jpg"},
+                                        {"id": 2, "file_name": "gone.jpg"}, {"id": 3}],
+                             "annotations": [{"image_id": 1, "caption": "ok"},
+                                             {"image_id": 2, "caption": "lost"},
+                                             {"image_id": 1, "caption": " "}]}))
+    cs = read_coco_captions(f, names_dir, strict=False, missing_images="skip")
+    assert cs.missing_images == ["gone.jpg"]
+    assert cs.report() == (f"dropped 3 records of {f}:\n"
+                           f"  1 images without an 'id' or a 'file_name' ({f}: images[2])\n"
+                           "  1 whose image is missing (gone.jpg)\n"
+                           f"  1 annotations with an empty caption ({f}: annotations[2])")
+
+
+def test_byte_order_mark_accepted_at_the_start_of_every_caption_file(tmp_path, names_dir):
+    f = tmp_path / "tok.txt"
+    f.write_bytes("\ufeffa.jpg#0\tfirst .\n\ufeffb.jpg#0\tsecond .\n".encode())
+    # A mark that opens line 2 is text: that image name does not exist, on line 2.
+    with pytest.raises(DataError, match=r"tok\.txt:2: image '\\ufeffb\.jpg' not found"):
+        read_flickr_tokens(f, names_dir)
+    cs = read_flickr_tokens(f, names_dir, missing_images="skip")
+    assert [it.image.name for it in cs.items] == ["a.jpg"]
+    j = tmp_path / "c.json"
+    j.write_bytes(b"\xef\xbb\xbf" + json.dumps({"images": [{"id": 1, "file_name": "a.jpg"}],
+                                                 "annotations": [{"image_id": 1,
+                                                                  "caption": "ok"}]}).encode())
+    assert read_coco_captions(j, names_dir).items[0].captions == ("ok",)
+    lst = tmp_path / "Flickr_8k.trainImages.txt"
+    lst.write_bytes("\ufeffa.jpg\nb.jpg\n".encode())
+    assert read_image_list(lst) == ["a.jpg", "b.jpg"]

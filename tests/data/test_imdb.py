@@ -16,6 +16,7 @@ from attnkit.data.imdb import (
     download_imdb,
     load_split,
     read_csv,
+    read_folder,
     read_jsonl,
     read_tar,
     split_validation,
@@ -159,3 +160,115 @@ def test_download_checks_the_checksum(tmp_path):
     assert path.parent == tmp_path / "cache" and load_split(path, "test") == [Review("Dire.", 0)]
     with pytest.raises(DownloadError):
         download_imdb(tmp_path / "cache2", url=src.as_uri(), sha256="0" * 64)
+
+
+def test_csv_field_longer_than_the_csv_module_default(tmp_path):
+    path = tmp_path / "long.csv"
+    long_review = "word " * 40_000   # 200,000 characters; csv's default limit is 131,072
+    path.write_text(f'text,label\n"{long_review}",pos\nshort,0\n', encoding="utf-8")
+    for skip_bad in (False, True):
+        stats = ReadStats()
+        assert read_csv(path, skip_bad=skip_bad, stats=stats) == [Review(long_review, 1),
+                                                                   Review("short", 0)]
+        assert stats.skipped == 0
+    import csv
+    assert csv.field_size_limit() == 131_072   # the module-wide limit is left as it was
+
+
+def test_csv_bad_byte_costs_its_record_only(tmp_path):
+    path = tmp_path / "reviews.csv"
+    path.write_bytes(b"\xef\xbb\xbftext,label\none,1\ntwo,0\nthree,pos\ncaf\xe9,1\nsix,neg\n"
+                     b'"multi\nline",1\n')
+    with pytest.raises(DataError, match=r"reviews\.csv:5: not valid UTF-8 \(byte 0xe9\)"):
+        read_csv(path)
+    stats = ReadStats()
+    reviews = read_csv(path, skip_bad=True, stats=stats)
+    assert [r.text for r in reviews] == ["one", "two", "three", "six", "multi\nline"]
+    assert (stats.read, stats.skipped) == (5, 1)
+    assert stats.report(str(path)) == (f"dropped 1 record of {path}:\n"
+                                       f"  1 not valid UTF-8 ({path}:5)")
+
+
+def test_skipped_records_reported_by_reason(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b'{"text": "ok", "label": 0}\n{"text": " ", "label": 1}\n{"text": \n'
+                     b'{"text": "x", "label": 7}\n{"text": "", "label": 0}\n')
+    stats = ReadStats()
+    assert read_jsonl(path, skip_bad=True, stats=stats) == [Review("ok", 0)]
+    assert stats.report("r.jsonl") == (
+        "dropped 4 records of r.jsonl:\n"
+        f"  2 with an empty review (e.g. {path}:2, {path}:5)\n"
+        f"  1 not valid JSON ({path}:3)\n"
+        f"  1 with a label other than 0, 1, neg or pos ({path}:4)")
+
+
+def test_byte_order_mark_opens_jsonl_folder_and_tar_files(tmp_path):
+    bom = b"\xef\xbb\xbf"
+    path = tmp_path / "train.jsonl"
+    path.write_bytes(bom + b'{"text": "ok", "label": 1}\n' + bom + b'{"text": "no", "label": 0}\n')
+    # Only the file start may hold the mark; on line 2 it is a JSON syntax error, on line 2.
+    with pytest.raises(DataError, match=r"train\.jsonl:2: invalid JSON"):
+        read_jsonl(path)
+    assert read_jsonl(path, skip_bad=True) == [Review("ok", 1)]
+    gz = tmp_path / "train.jsonl.gz"
+    _jsonl_gz(gz, [bom + b'{"text": "ok", "label": 1}'])
+    assert read_jsonl(gz) == [Review("ok", 1)]
+    folder = tmp_path / "aclImdb" / "train"
+    for label in ("pos", "neg"):
+        (folder / label).mkdir(parents=True)
+    (folder / "pos" / "0_9.txt").write_bytes(bom + b"Superb.")
+    assert read_folder(tmp_path / "aclImdb", "train") == [Review("Superb.", 1)]
+    archive = tmp_path / "a.tar.gz"
+    _tar(archive, [("aclImdb/train/neg/0_1.txt", bom + b"Bad.")])
+    assert read_tar(archive, "train") == [Review("Bad.", 0)]
+
+
+def test_folder_refuses_links_out_of_the_data_folder(tmp_path):
+    _write_folder(tmp_path)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash", encoding="utf-8")
+    pos = tmp_path / "aclImdb" / "train" / "pos"
+    (pos / "5_9.txt").symlink_to(secret)
+    (pos / "6_9.txt").symlink_to(pos / "0_8.txt")           # a link that stays inside is fine
+    with pytest.raises(DataError, match="resolves outside") as err:
+        load_split(tmp_path, "train")
+    assert err.value.path == str(pos / "5_9.txt")
+    stats = ReadStats()
+    reviews = load_split(tmp_path, "train", skip_bad=True, stats=stats)
+    assert "root:x" not in {r.text for r in reviews} and len(reviews) == 4
+    assert stats.drops.count("outside the data folder") == 1
+
+
+def test_folder_does_not_follow_a_linked_folder_out(tmp_path):
+    _write_folder(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "0_1.txt").write_text("not a review", encoding="utf-8")
+    neg = tmp_path / "aclImdb" / "test" / "neg"
+    for f in neg.iterdir():
+        f.unlink()
+    neg.rmdir()
+    neg.symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(DataError, match="folder resolves outside"):
+        load_split(tmp_path, "test")
+    stats = ReadStats()
+    assert [r.label for r in load_split(tmp_path, "test", skip_bad=True, stats=stats)] == [1, 1]
+    assert (stats.skipped, stats.drops.reasons[0].examples) == (1, [str(neg)])
+
+
+def test_folder_unreadable_entry_is_a_data_error(tmp_path):
+    _write_folder(tmp_path)
+    (tmp_path / "aclImdb" / "train" / "neg" / "7_1.txt").mkdir()   # a folder named like a review
+    with pytest.raises(DataError, match=r"7_1\.txt: cannot read"):
+        load_split(tmp_path, "train")
+    assert len(load_split(tmp_path, "train", skip_bad=True)) == 3
+
+
+@pytest.mark.parametrize("reader", [read_jsonl, read_csv,
+                                    lambda p, **kw: read_tar(p, "train", **kw)])
+def test_missing_file_or_a_folder_is_a_data_error(tmp_path, reader):
+    for skip_bad in (False, True):
+        with pytest.raises(DataError, match=r"nope\.x: file not found"):
+            reader(tmp_path / "nope.x", skip_bad=skip_bad)
+    with pytest.raises(DataError, match=str(tmp_path)):
+        reader(tmp_path)

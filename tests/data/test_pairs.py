@@ -17,7 +17,7 @@ def test_plain_with_attribution(tmp_path):
     p.write_text(GOOD, encoding="utf-8")
     r = read_pairs(p)
     assert r.pairs == [("Go.", "Va !"), ("Hi.", "Salut.")]
-    assert (r.dropped, r.problems) == (0, [])
+    assert (r.dropped, r.report()) == (0, "")
 
 
 def test_gzip_detected_by_magic(tmp_path):
@@ -26,18 +26,42 @@ def test_gzip_detected_by_magic(tmp_path):
     assert read_pairs(p).pairs == [("Go.", "Va !"), ("Hi.", "Salut.")]
 
 
-def test_bad_lines_counted_with_line_numbers(tmp_path):
+def test_bad_lines_counted_by_reason_with_line_numbers(tmp_path):
     p = tmp_path / "bad.tsv"
-    p.write_text("A.\tB.\nno tab here\n\n\tonly french\nonly english\t  \r\nC.\tD.\r\n",
-                 encoding="utf-8")
+    p.write_text("A.\tB.\nno tab here\n\n\tonly french\nonly english\t  \r\nC.\tD.\r\n"
+                 "still no tab\nnor here\n", encoding="utf-8")
     r = read_pairs(p, max_examples_shown=2)
     assert r.pairs == [("A.", "B."), ("C.", "D.")]
-    assert r.dropped == 3
-    assert r.problems == [f"{p}:2: no tab between the English and the French side",
-                          f"{p}:4: empty English side"]
+    assert r.dropped == 5
+    assert [(d.reason, d.count, d.examples) for d in r.drops.reasons] == [
+        ("without a tab", 3, [f"{p}:2", f"{p}:7"]),
+        ("with an empty English side", 1, [f"{p}:4"]),
+        ("with an empty French side", 1, [f"{p}:5"]),
+    ]
+    assert r.report() == (f"dropped 5 lines of {p}:\n"
+                          f"  3 without a tab (e.g. {p}:2, {p}:7)\n"
+                          f"  1 with an empty English side ({p}:4)\n"
+                          f"  1 with an empty French side ({p}:5)")
     with pytest.raises(DataError) as info:
         read_pairs(p, strict=True)
-    assert info.value.line == 2 and f"{p}:2:" in str(info.value)
+    assert info.value.line == 2 and f"{p}:2: line without a tab" in str(info.value)
+
+
+def test_strict_names_the_first_bad_line_whatever_its_reason(tmp_path):
+    p = tmp_path / "bad.tsv"
+    p.write_text("A.\tB.\nC.\t \nno tab\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"bad\.tsv:2: line with an empty French side"):
+        read_pairs(p, strict=True)
+    assert read_pairs(p).dropped == 2
+
+
+def test_byte_order_mark_only_opens_the_file(tmp_path):
+    p = tmp_path / "bom.tsv"
+    p.write_text("\ufeffGo.\tVa !\n\ufeffHi.\tSalut.\nno tab\n", encoding="utf-8")
+    r = read_pairs(p)
+    # The mark on line 2 is text, not a file header; line numbers count from the file start.
+    assert r.pairs == [("Go.", "Va !"), ("\ufeffHi.", "Salut.")]
+    assert r.drops.reasons[0].examples == [f"{p}:3"]
 
 
 def test_undecodable_bytes_name_file_and_line(tmp_path):
@@ -45,11 +69,14 @@ def test_undecodable_bytes_name_file_and_line(tmp_path):
     p.write_bytes(b"A.\tB.\nCaf\xe9.\tCaf\xe9.\n")
     with pytest.raises(DataError) as info:
         read_pairs(p)
-    assert info.value.line == 2 and str(p) in str(info.value)
+    assert info.value.line == 2 and str(p) in str(info.value) and "xe9" in str(info.value)
     gz = tmp_path / "latin1.tsv.gz"
     gz.write_bytes(gzip.compress(p.read_bytes()))
     with pytest.raises(DataError, match=":2:"):
         read_pairs(gz)
+    p.write_bytes(b"\xef\xbb\xbfA.\tB\xff.\n")
+    with pytest.raises(DataError, match=r":1: not valid UTF-8 \(b'\\xff'\)"):
+        read_pairs(p)
 
 
 def test_missing_file(tmp_path):
@@ -88,3 +115,8 @@ def test_tatoeba_download_path(tmp_path, monkeypatch):
     path = pairs_mod.tatoeba_fra_eng(cache=tmp_path / "cache", progress=False)
     assert path == tmp_path / "cache" / "fra-eng" / "fra.txt"
     assert read_pairs(path).pairs[0] == ("Go.", "Va !")
+
+
+def test_a_folder_is_a_data_error(tmp_path):
+    with pytest.raises(DataError, match="cannot read"):
+        read_pairs(tmp_path)

@@ -13,8 +13,13 @@ from attnkit.data.vocab import Vocab
 
 def test_filter_by_length():
     pairs = [(["a"], ["b"]), (["a"] * 4, ["b"]), ([], ["b"]), (["a"], ["b"] * 3), (["a"], [])]
-    kept, dropped = filter_by_length(pairs, 3)
-    assert kept == [(["a"], ["b"]), (["a"], ["b"] * 3)] and dropped == 3
+    kept, drops = filter_by_length(pairs, 3)
+    assert kept == [(["a"], ["b"]), (["a"], ["b"] * 3)] and drops.total == 3
+    assert drops.count("longer than 3 tokens") == 1 and drops.count("with an empty side") == 2
+    assert drops.format("the training pairs") == ("dropped 3 pairs of the training pairs:\n"
+                                                   "  1 longer than 3 tokens\n"
+                                                   "  2 with an empty side")
+    assert filter_by_length(pairs[:1], 3)[1].format("x") == ""
 
 
 def test_dataset_and_collate():

@@ -70,6 +70,8 @@ def bad_flickr_line(draw) -> bytes:
         f"{draw(name)}#1\t  ".encode(),               # empty caption
         b"a.jpg#2\tcaf\xe9",                          # Latin-1, not UTF-8
         f"missing.jpg#0\t{c}".encode(),               # image not in the folder
+        f"../images/a.jpg#0\t{c}".encode(),           # leaves the folder (and comes back)
+        f"/etc/hosts#0\t{c}".encode(),                # absolute
     ]))
 
 
@@ -91,6 +93,7 @@ def test_flickr_good_lines_kept_bad_lines_counted(rows, newline):
     assert {item.image.name: list(item.captions) for item in result.items} == want
     assert [item.image.name for item in result.items] == list(want)  # first-appearance order
     assert result.skipped == len(result.problems) == sum(k == "bad" for k, _, _ in rows)
+    assert result.drops.total == result.skipped
 
 
 # ---------------------------------------------------------------- COCO captions JSON
@@ -162,3 +165,4 @@ def test_coco_good_records_kept_bad_records_counted(records):
                    missing_images="skip")
     assert {item.image.name: list(item.captions) for item in result.items} == want
     assert result.skipped == sum(kind in ("bad", "bad_image") for kind, _ in records)
+    assert result.drops.total == result.skipped

@@ -28,9 +28,8 @@ fuzz = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fuzz)
 
 # Review text: any encodable Unicode (the writers below quote or escape what needs it).
-text = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40).filter(
-    lambda s: s.strip() != ""
-)
+text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\ue000"),
+               min_size=1, max_size=40).filter(lambda s: s.strip() != "")
 good_label = st.sampled_from([(0, 0), (1, 1), ("0", 0), ("1", 1), ("neg", 0), ("pos", 1),
                               (" POS ", 1), ("Neg", 0)])  # (as written, as read)
 bad_label = st.sampled_from([2, -1, "2", "", "positive", True, None, 0.5])
@@ -114,8 +113,8 @@ def bad_jsonl_line(draw) -> bytes:
 @settings(fuzz.SETTINGS)
 @given(st.lists(st.one_of(st.tuples(st.just("good"), text, good_label),
                           st.tuples(st.just("bad"), bad_jsonl_line())), max_size=25),
-       st.booleans())
-def test_jsonl_good_lines_kept_bad_lines_counted(rows, compress):
+       st.booleans(), st.sampled_from([b"", b"\xef\xbb\xbf"]))
+def test_jsonl_good_lines_kept_bad_lines_counted(rows, compress, bom):
     lines, want = [], []
     for kind, *row in rows:
         if kind == "good":
@@ -124,12 +123,13 @@ def test_jsonl_good_lines_kept_bad_lines_counted(rows, compress):
             want.append(Review(t, label))
         else:
             lines.append(row[0])
-    data = b"".join(line + b"\n" for line in lines)
+    data = bom + b"".join(line + b"\n" for line in lines)
     if compress:
         data = gzip.compress(data, mtime=0)
     reviews, stats = _read_skipping(read_jsonl, data, "reviews.jsonl.gz")
     assert reviews == want
     assert (stats.read, stats.skipped) == (len(want), len(rows) - len(want))
+    assert stats.drops.total == stats.skipped
 
 
 # ---------------------------------------------------------------- CSV
@@ -158,18 +158,29 @@ def test_csv_corrupt_gzip_raises_only_data_error(data):
     _never_crashes(read_csv, data, "reviews.csv.gz")
 
 
+# Stands for one byte that is not UTF-8 (Latin-1 e-acute) in a CSV record; texts never hold it.
+NOT_UTF8 = "\ue000"
+BAD_BYTE = b"\xe9"
+
+
 @settings(fuzz.SETTINGS)
 @given(st.lists(st.one_of(st.tuples(st.just("good"), text, good_label),
                           st.tuples(st.just("bad"), blank_text, good_label),
-                          st.tuples(st.just("bad"), text, bad_label)), max_size=25))
-def test_csv_good_rows_kept_bad_rows_counted(rows):
+                          st.tuples(st.just("bad"), text, bad_label),
+                          st.tuples(st.just("bad"), text.map(lambda t: t + NOT_UTF8),
+                                    good_label)), max_size=25),
+       st.sampled_from([b"", b"\xef\xbb\xbf"]))
+def test_csv_good_rows_kept_bad_rows_counted(rows, bom):
     # Texts hold commas, quotes and line breaks: the writer quotes them, one record spans lines.
+    # A bad byte costs its own record only, wherever it is.
     body = [[i, t, lab[0] if kind == "good" or isinstance(lab, tuple) else lab]
             for i, (kind, t, lab) in enumerate(rows)]
     want = [Review(t, lab[1]) for kind, t, lab in rows if kind == "good"]
-    reviews, stats = _read_skipping(read_csv, _csv(body), "reviews.csv")
+    data = bom + _csv(body).replace(NOT_UTF8.encode(), BAD_BYTE)
+    reviews, stats = _read_skipping(read_csv, data, "reviews.csv")
     assert reviews == want
     assert (stats.read, stats.skipped) == (len(want), len(rows) - len(want))
+    assert stats.drops.total == stats.skipped
 
 
 # ---------------------------------------------------------------- tar archive

@@ -22,15 +22,16 @@ good_line = st.tuples(side, side, st.sampled_from(["", "\tCC-BY 2.0 (France) Att
 
 
 @st.composite
-def bad_line(draw) -> str:
-    """A non-blank line read_pairs must drop: no tab, or a blank English or French side."""
+def bad_line(draw) -> tuple[str, str]:
+    """``(reason, line)``: a non-blank line read_pairs must drop, and the reason it reports."""
     blank = draw(st.sampled_from(["", " ", "  \u3000"]))
-    kind = draw(st.sampled_from(["no tab", "blank english", "blank french"]))
-    if kind == "no tab":
-        return draw(side)
-    if kind == "blank english":
-        return f"{blank}\t{draw(side)}"
-    return f"{draw(side)}\t{blank}"
+    kind = draw(st.sampled_from(["without a tab", "with an empty English side",
+                                 "with an empty French side"]))
+    if kind == "without a tab":
+        return kind, draw(side)
+    if kind == "with an empty English side":
+        return kind, f"{blank}\t{draw(side)}"
+    return kind, f"{draw(side)}\t{blank}"
 
 
 good_files = st.lists(good_line, max_size=6).map(
@@ -65,19 +66,24 @@ def test_arbitrary_bytes_raise_only_data_error(data, strict):
     st.booleans(),
 )
 def test_good_lines_kept_bad_lines_counted(rows, newline, compress):
-    lines, want = [], []
+    lines, want, bad = [], [], []
     for kind, row in rows:
         if kind == "good":
             en, fr, extra = row
             lines.append(f"{en}\t{fr}{extra}")
             want.append((en.strip(), fr.strip()))
         else:
-            lines.append(row)
+            lines.append(row[1])
+            bad.append((row[0], len(lines)))
     data = "".join(line + newline for line in lines).encode("utf-8")
     if compress:
         data = gzip.compress(data, mtime=0)
     with fuzz.temp_file(data, "pairs.tsv") as path:
         result = read_pairs(path)
     assert result.pairs == want
-    assert result.dropped == sum(kind == "bad" for kind, _ in rows)
-    assert len(result.problems) == min(result.dropped, 5)
+    assert result.dropped == len(bad)
+    for entry in result.drops.reasons:
+        numbers = [n for reason, n in bad if reason == entry.reason]
+        assert entry.count == len(numbers)
+        assert entry.examples == [f"{path}:{n}" for n in numbers[:3]]
+    assert len(result.report().splitlines()) == (len(result.drops.reasons) + 1 if bad else 0)

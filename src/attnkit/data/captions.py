@@ -7,20 +7,24 @@
 
 Readers return a :class:`CaptionSet` of ``CaptionedImage(image path, captions)`` in file order.
 Malformed records raise :class:`~attnkit.errors.DataError` naming the file and line (or JSON
-member); with ``strict=False`` they are skipped and counted instead. ``load_image`` turns any
-readable image (grayscale, RGBA, palette, CMYK...) into uint8 ``[size, size, 3]``.
+member); with ``strict=False`` they are skipped and counted by reason instead
+(:meth:`CaptionSet.report`). An image name that leaves the image folder (absolute, ``..``, a
+symbolic link out of it) is never opened. ``load_image`` turns any readable image (grayscale,
+RGBA, palette, CMYK...) into uint8 ``[size, size, 3]``.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from attnkit.data.drops import DropReport, where
 from attnkit.data.jsonio import parse_json
+from attnkit.data.paths import outside_reason
 from attnkit.errors import DataError
 
 _MISSING = ("error", "skip")
@@ -40,62 +44,107 @@ class CaptionSet:
 
     Attributes:
         items: images with at least one caption, in order of first appearance.
-        skipped: records left out (malformed with ``strict=False``, or missing images with
-            ``missing_images="skip"``).
+        skipped: records left out (malformed with ``strict=False``, or whose image is missing
+            or outside the image folder with ``missing_images="skip"``).
         problems: one message per skipped record, naming file and line/member.
+        drops: the skipped records by reason, with the first few places of each (image names
+            for "whose image is missing").
+        missing_images: the distinct image names not found in the folder, in order.
+        source: the caption file read.
     """
 
     items: list[CaptionedImage]
     skipped: int = 0
     problems: list[str] = field(default_factory=list)
+    drops: DropReport = field(default_factory=DropReport)
+    missing_images: list[str] = field(default_factory=list)
+    source: str | None = None
 
     def __len__(self) -> int:
         return len(self.items)
+
+    def report(self) -> str:
+        """One line per reason records were skipped (``""`` if none), e.g.::
+
+            dropped 3 records of Flickr8k.token.txt:
+              2 whose image is missing (e.g. 2258277193_586949ec62.jpg.1)
+              1 without a tab (Flickr8k.token.txt:17)
+        """
+        return self.drops.format(self.source)
 
     def select(self, names) -> CaptionSet:
         """Only the images whose file name is in ``names`` (e.g. from :func:`read_image_list`)."""
         keep = set(names)
         items = [it for it in self.items if it.image.name in keep]
-        return CaptionSet(items, self.skipped, list(self.problems))
+        return replace(self, items=items, problems=list(self.problems))
+
+
+_MISSING_REASON = "whose image is missing"
 
 
 class _Collector:
     """Gathers captions per image and applies the strict / missing-image policies."""
 
-    def __init__(self, image_dir: Path, strict: bool, missing_images: str, check_images: bool):
+    def __init__(self, source: Path, image_dir: Path, strict: bool, missing_images: str,
+                 check_images: bool):
         if missing_images not in _MISSING:
             raise ValueError(f"missing_images must be one of {_MISSING}, got {missing_images!r}")
         if not image_dir.is_dir():
             raise DataError("image folder not found", path=str(image_dir))
-        self.image_dir, self.strict = image_dir, strict
+        self.image_dir, self.root, self.strict = image_dir, image_dir.resolve(), strict
         self.missing_images, self.check_images = missing_images, check_images
         self.captions: dict[str, list[str]] = {}
-        self.exists: dict[str, bool] = {}
-        self.result = CaptionSet([])
+        self.image_problem: dict[str, str | None] = {}
+        self.result = CaptionSet([], source=str(source))
 
-    def bad(self, message: str, path: Path, line: int | None = None) -> None:
-        err = DataError(message, path=str(path), line=line)
-        if self.strict:
+    def bad(self, reason: str, message: str, path: Path, line: int | None = None, *,
+            member: str = "", skip: bool | None = None, place: str | None = None) -> None:
+        """Raise ``message`` or count the record under ``reason``.
+
+        Args:
+            member: names a JSON record ("annotations[3]") where there is no line.
+            skip: skip rather than raise (default: ``not strict``).
+            place: what the report shows for this record (default: file:line or member).
+        """
+        err = DataError(f"{member}: {message}" if member else message, path=str(path),
+                        line=line)
+        if not (skip if skip is not None else not self.strict):
             raise err
         self.result.skipped += 1
         self.result.problems.append(str(err))
+        if place is None:
+            place = f"{path}: {member}" if member else where(path, line)
+        self.result.drops.add(reason, place)
 
-    def add(self, name: str, caption: str, path: Path, line: int | None, where: str = "") -> None:
-        if self.check_images:
-            if name not in self.exists:
-                self.exists[name] = (self.image_dir / name).is_file()
-            if not self.exists[name]:
-                err = DataError(
-                    f"{where}image {name!r} not found in {self.image_dir} "
-                    "(missing_images='skip' leaves such captions out)",
-                    path=str(path), line=line,
-                )
-                if self.missing_images == "error":
-                    raise err
-                self.result.skipped += 1
-                self.result.problems.append(str(err))
-                return
-        self.captions.setdefault(name, []).append(caption)
+    def add(self, name: str, caption: str, path: Path, line: int | None, member: str = "") -> None:
+        """Keep ``caption`` of image ``name`` unless the image is missing or outside the folder;
+        ``member`` names a JSON record ("annotations[3]") where there is no line."""
+        first_time = name not in self.image_problem
+        if first_time:
+            self.image_problem[name] = self._check_image(name)
+        problem = self.image_problem[name]
+        if problem is None:
+            self.captions.setdefault(name, []).append(caption)
+        elif problem == _MISSING_REASON:
+            self.bad(_MISSING_REASON, f"image {name!r} not found in {self.image_dir} "
+                     "(missing_images='skip' leaves such captions out)", path, line,
+                     member=member, skip=self.missing_images == "skip", place=name)
+            if first_time:
+                self.result.missing_images.append(name)
+        else:
+            # Not a missing file but a name that escapes the folder: either policy may skip it.
+            self.bad("whose image name leaves the image folder",
+                     f"image name {name!r} {problem}", path, line, member=member,
+                     skip=not self.strict or self.missing_images == "skip")
+
+    def _check_image(self, name: str) -> str | None:
+        """Why captions of ``name`` cannot be kept (escapes the folder, or missing), or None."""
+        unsafe = outside_reason(self.root, name)
+        if unsafe is not None:
+            return unsafe
+        if self.check_images and not (self.image_dir / name).is_file():
+            return _MISSING_REASON
+        return None
 
     def finish(self) -> CaptionSet:
         self.result.items = [
@@ -120,36 +169,43 @@ def read_flickr_tokens(
         strict: raise on a malformed line (no tab, no image name, empty caption, bad UTF-8);
             False skips and counts it.
         missing_images: "error" or "skip" for captions whose image file is absent (the real
-            Flickr8k file names one such image, ``2258277193_586949ec62.jpg.1``).
+            Flickr8k file names one such image, ``2258277193_586949ec62.jpg.1``); skipped ones
+            are counted, their names in :attr:`CaptionSet.missing_images`.
         check_images: look for each image file at all.
 
+    An image name that is absolute, holds ``..`` or resolves outside ``image_dir`` is refused
+    whatever ``check_images`` says: a DataError, or a skipped record when ``strict=False`` or
+    ``missing_images="skip"``. A byte-order mark may open the file.
+
     Raises:
-        DataError: ``path:line: message`` for the first bad line (strict) or missing file.
+        DataError: ``path:line: message`` for the first bad line (strict), a missing image
+            (``missing_images="error"``) or an image name outside the folder.
     """
     path = Path(token_file)
-    col = _Collector(Path(image_dir), strict, missing_images, check_images)
+    col = _Collector(path, Path(image_dir), strict, missing_images, check_images)
     try:
         raw_lines = path.read_bytes().splitlines()
     except OSError as err:
         raise DataError(f"cannot read caption file: {err.strerror or err}", path=str(path)) from err
     for lineno, raw in enumerate(raw_lines, start=1):
         try:
-            line = raw.decode("utf-8").lstrip("\ufeff")
+            # A byte-order mark may open the file; anywhere else it is part of the text.
+            line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
         except UnicodeDecodeError:
-            col.bad("not valid UTF-8", path, lineno)
+            col.bad("not valid UTF-8", "not valid UTF-8", path, lineno)
             continue
         if not line.strip():
             continue
         if "\t" not in line:
-            col.bad("expected 'image#k<TAB>caption', found no tab", path, lineno)
+            col.bad("without a tab", "expected 'image#k<TAB>caption', found no tab", path, lineno)
             continue
         key, caption = line.split("\t", 1)
         name = key.strip().split("#", 1)[0].strip()
         caption = caption.strip()
         if not name:
-            col.bad("no image name before the tab", path, lineno)
+            col.bad("without an image name", "no image name before the tab", path, lineno)
         elif not caption:
-            col.bad(f"empty caption for image {name!r}", path, lineno)
+            col.bad("with an empty caption", f"empty caption for image {name!r}", path, lineno)
         else:
             col.add(name, caption, path, lineno)
     return col.finish()
@@ -168,9 +224,9 @@ def read_coco_captions(
     bad record is named by its member, e.g. ``annotations[12]: missing 'caption'``.
     """
     path = Path(json_file)
-    col = _Collector(Path(image_dir), strict, missing_images, check_images)
+    col = _Collector(path, Path(image_dir), strict, missing_images, check_images)
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # a byte-order mark may open the file
             text = f.read()
     except OSError as err:
         raise DataError(f"cannot read caption file: {err.strerror or err}", path=str(path)) from err
@@ -188,21 +244,26 @@ def read_coco_captions(
         if not isinstance(img, dict) or isinstance(img.get("id", []), (list, dict)) or not (
             isinstance(img.get("file_name"), str) and img["file_name"]
         ):
-            col.bad(f"images[{i}]: needs 'id' and a non-empty 'file_name'", path)
+            col.bad("images without an 'id' or a 'file_name'",
+                    "needs 'id' and a non-empty 'file_name'", path, member=f"images[{i}]")
         elif img["id"] in names:
-            col.bad(f"images[{i}]: duplicate id {img['id']!r}", path)
+            col.bad("images with a duplicate id", f"duplicate id {img['id']!r}", path,
+                    member=f"images[{i}]")
         else:
             names[img["id"]] = img["file_name"]
     for i, ann in enumerate(data["annotations"]):
-        where = f"annotations[{i}]: "
+        member = f"annotations[{i}]"
         if not isinstance(ann, dict) or "image_id" not in ann:
-            col.bad(where + "missing 'image_id'", path)
+            col.bad("annotations without an 'image_id'", "missing 'image_id'", path,
+                    member=member)
         elif not isinstance(ann.get("caption"), str) or not ann["caption"].strip():
-            col.bad(where + "missing or empty 'caption'", path)
+            col.bad("annotations with an empty caption", "missing or empty 'caption'", path,
+                    member=member)
         elif isinstance(ann["image_id"], (list, dict)) or ann["image_id"] not in names:
-            col.bad(where + f"image_id {ann['image_id']!r} is not among 'images'", path)
+            col.bad("annotations whose image_id is not among 'images'",
+                    f"image_id {ann['image_id']!r} is not among 'images'", path, member=member)
         else:
-            col.add(names[ann["image_id"]], ann["caption"].strip(), path, None, where)
+            col.add(names[ann["image_id"]], ann["caption"].strip(), path, None, member)
     return col.finish()
 
 
@@ -210,7 +271,7 @@ def read_image_list(path: str | os.PathLike) -> list[str]:
     """Image names from a split file (one per line, e.g. ``Flickr_8k.trainImages.txt``)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark may open the file
     except (OSError, UnicodeDecodeError) as err:
         raise DataError(f"cannot read image list: {err}", path=str(path)) from err
     return [ln.strip() for ln in text.splitlines() if ln.strip()]

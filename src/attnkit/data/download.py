@@ -30,6 +30,7 @@ from pathlib import Path, PurePosixPath
 
 from tqdm.auto import tqdm
 
+from attnkit.data.paths import outside_reason
 from attnkit.errors import DataError, DownloadError
 
 _CHUNK = 1 << 20
@@ -145,15 +146,10 @@ def fetch(
 
 def _check_inside(dest: Path, name: str, archive: Path) -> Path:
     """Resolve ``name`` under ``dest``; DataError naming the member if it would land outside."""
-    posix = name.replace("\\", "/")
-    if posix.startswith("/") or re.match(r"^[A-Za-z]:", posix):
-        raise DataError(f"archive member {name!r} has an absolute path", path=str(archive))
-    if ".." in PurePosixPath(posix).parts:
-        raise DataError(f"archive member {name!r} contains '..'", path=str(archive))
-    resolved = (dest / posix).resolve()
-    if resolved != dest and dest not in resolved.parents:
-        raise DataError(f"archive member {name!r} would land outside {dest}", path=str(archive))
-    return resolved
+    why = outside_reason(dest, name)
+    if why is not None:
+        raise DataError(f"archive member {name!r} {why}", path=str(archive))
+    return (dest / name.replace("\\", "/")).resolve()
 
 
 def _check_link(dest: Path, name: str, target: str, archive: Path, *, hard: bool) -> None:
@@ -204,6 +200,9 @@ def safe_extract(archive: str | os.PathLike, dest: str | os.PathLike) -> list[Pa
         raise DataError(f"corrupt or truncated archive: {exc}", path=str(archive)) from exc
     except gzip.BadGzipFile as exc:
         raise DataError(f"corrupt gzip stream: {exc}", path=str(archive)) from exc
+    except OSError as exc:
+        # A zip whose member offset points before the file start makes seek() fail (EINVAL).
+        raise DataError(f"cannot read or extract archive: {exc}", path=str(archive)) from exc
     raise DataError("not a zip or tar archive", path=str(archive))
 
 

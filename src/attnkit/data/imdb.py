@@ -10,9 +10,11 @@ Sources (:func:`load_split` picks by path):
 * CSV with a text and a label column.
 
 Labels may be ``0``/``1`` or ``"neg"``/``"pos"``. Every bad record (missing field, unknown label,
-undecodable bytes, empty review) raises :class:`~attnkit.errors.DataError` naming the file and
-line (or tar member), unless ``skip_bad=True``: then it is skipped and counted in
-:attr:`ReadStats.skipped`.
+undecodable bytes, empty review, a file of the folder that resolves outside it) raises
+:class:`~attnkit.errors.DataError` naming the file and line (or tar member), unless
+``skip_bad=True``: then it is skipped and counted by reason in :class:`ReadStats`. Bad records
+are found one by one, so one bad byte or one bad line costs that record only. A byte-order mark
+may open any file.
 
 Example::
 
@@ -26,13 +28,17 @@ import csv
 import gzip
 import io
 import random
+import re
 import tarfile
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from attnkit.data.compressed import open_maybe_gzip
+from attnkit.data.drops import BadRecord, DropReport
 from attnkit.data.jsonio import parse_json
+from attnkit.data.paths import outside_reason
 from attnkit.errors import DataError
 
 IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
@@ -40,6 +46,10 @@ IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
 IMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"
 SPLITS = ("train", "test")
 _LABELS = {0: 0, 1: 1, "0": 0, "1": 1, "neg": 0, "pos": 1}
+# csv.field_size_limit takes a C long (32 bits on Windows).
+_C_LONG_MAX = 2**31 - 1
+# What surrogateescape decodes an invalid UTF-8 byte to.
+_UNDECODED = re.compile("[\udc80-\udcff]")
 
 
 @dataclass(frozen=True)
@@ -52,39 +62,59 @@ class Review:
 
 @dataclass
 class ReadStats:
-    """What a reader did: records read and skipped (with the first reasons, for the user)."""
+    """What a reader did: records read and skipped.
+
+    Attributes:
+        read / skipped: record counts.
+        reasons: the first ten skip messages, in full.
+        drops: the skipped records by reason with the first places of each (:meth:`report`).
+    """
 
     read: int = 0
     skipped: int = 0
     reasons: list[str] = field(default_factory=list)
+    drops: DropReport = field(default_factory=DropReport)
 
     def skip(self, error: DataError) -> None:
         self.skipped += 1
+        self.drops.add_error(error)
         if len(self.reasons) < 10:
             self.reasons.append(str(error))
+
+    def report(self, source: str | None = None) -> str:
+        """One line per reason records were skipped (``""`` if none), e.g.::
+
+            dropped 3 records of train.csv:
+              2 not valid UTF-8 (e.g. train.csv:5, train.csv:9)
+              1 with an empty review (train.csv:7)
+        """
+        return self.drops.format(source)
 
 
 def parse_label(value, *, path: str, line: int | None = None) -> int:
     """``0``/``1``/``"0"``/``"1"``/``"neg"``/``"pos"`` -> 0 or 1, else DataError."""
     key = value.strip().lower() if isinstance(value, str) else value
     if not isinstance(key, (int, str)) or isinstance(key, bool) or key not in _LABELS:
-        raise DataError(f"label must be 0, 1, 'neg' or 'pos', got {value!r}", path=path, line=line)
+        raise BadRecord("with a label other than 0, 1, neg or pos",
+                        f"label must be 0, 1, 'neg' or 'pos', got {value!r}", path=path, line=line)
     return _LABELS[key]
 
 
 def _check_text(text, *, path: str, line: int | None) -> str:
     if not isinstance(text, str):
-        raise DataError(f"text must be a string, got {type(text).__name__}", path=path, line=line)
+        raise BadRecord("with a text that is not a string",
+                        f"text must be a string, got {type(text).__name__}", path=path, line=line)
     if not text.strip():
-        raise DataError("empty review", path=path, line=line)
+        raise BadRecord("with an empty review", "empty review", path=path, line=line)
     return text
 
 
-def _decode(data: bytes, *, path: str, line: int | None) -> str:
+def _decode(data: bytes, *, path: str, line: int | None, file_start: bool) -> str:
+    """UTF-8 text of ``data``; a byte-order mark is dropped where a file starts."""
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig" if file_start else "utf-8")
     except UnicodeDecodeError as exc:
-        raise DataError(f"not valid UTF-8 ({exc.reason} at byte {exc.start})",
+        raise BadRecord("not valid UTF-8", f"not valid UTF-8 ({exc.reason} at byte {exc.start})",
                         path=path, line=line) from None
 
 
@@ -106,12 +136,6 @@ def _collect(records: Iterator, stats: ReadStats, skip_bad: bool) -> list[Review
 CORRUPT_STREAM = (EOFError, zlib.error, gzip.BadGzipFile)
 
 
-def _open_binary(path: Path):
-    with open(path, "rb") as f:
-        magic = f.read(2)
-    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
-
-
 def _jsonl_records(path: Path) -> Iterator:
     name = str(path)
     try:
@@ -121,18 +145,23 @@ def _jsonl_records(path: Path) -> Iterator:
 
 
 def _jsonl_lines(path: Path, name: str) -> Iterator:
-    with _open_binary(path) as f:
+    with open_maybe_gzip(path) as f:
         for lineno, raw in enumerate(f, start=1):
             if not raw.strip():
                 continue
             try:
-                obj = parse_json(_decode(raw, path=name, line=lineno), path=name, line=lineno)
+                text = _decode(raw, path=name, line=lineno, file_start=lineno == 1)
+                if not text.strip():  # a byte-order mark alone
+                    continue
+                obj = parse_json(text, path=name, line=lineno)
                 if not isinstance(obj, dict):
-                    raise DataError("expected a JSON object {\"text\", \"label\"}",
+                    raise BadRecord("not a JSON object",
+                                    "expected a JSON object {\"text\", \"label\"}",
                                     path=name, line=lineno)
                 for key in ("text", "label"):
                     if key not in obj:
-                        raise DataError(f"missing field {key!r} (need \"text\" and \"label\")",
+                        raise BadRecord("without a 'text' or a 'label' field",
+                                        f"missing field {key!r} (need \"text\" and \"label\")",
                                         path=name, line=lineno)
                 yield Review(_check_text(obj["text"], path=name, line=lineno),
                              parse_label(obj["label"], path=name, line=lineno))
@@ -142,48 +171,104 @@ def _jsonl_lines(path: Path, name: str) -> Iterator:
 
 def _csv_records(path: Path, text_column: str, label_column: str) -> Iterator:
     name = str(path)
-    with _open_binary(path) as fb:
+    with open_maybe_gzip(path) as fb:
         try:
             data = fb.read()
         except CORRUPT_STREAM as exc:
             yield DataError(f"corrupt or truncated compressed file ({exc})", path=name)
             return
-        try:
-            content = data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            # Name the line that holds the bad byte (bytes before it, counted in newlines).
-            fb_line = None
-            if isinstance(exc.object, bytes):
-                fb_line = exc.object[: exc.start].count(b"\n") + 1
-            yield DataError(f"not valid UTF-8 ({exc.reason})", path=name, line=fb_line)
-            return
-    reader = csv.DictReader(io.StringIO(content, newline=""))
-    header = reader.fieldnames or []
+    # Each undecodable byte becomes a lone surrogate, which valid UTF-8 never decodes to: the
+    # record that holds one is refused on its own line and the records around it are kept.
+    content = data.decode("utf-8-sig", errors="surrogateescape")
+    try:
+        header, rows = _parse_csv(content)
+    except csv.Error as exc:
+        yield DataError(f"unreadable CSV header ({exc})", path=name, line=1)
+        return
     for col in (text_column, label_column):
         if col not in header:
             yield DataError(f"no column {col!r} in header {header}", path=name, line=1)
             return
-    for row in reader:
-        lineno = reader.line_num  # line of the end of this record; records may span lines
+    for lineno, row in rows:
+        if isinstance(row, csv.Error):
+            yield BadRecord("with bad CSV syntax", f"bad CSV record ({row})", path=name,
+                            line=lineno)
+            continue
         try:
+            _check_utf8(row.values(), path=name, line=lineno)
             yield Review(_check_text(row[text_column] or "", path=name, line=lineno),
                          parse_label(row[label_column], path=name, line=lineno))
         except DataError as exc:
             yield exc
 
 
+def _parse_csv(content: str) -> tuple[list[str], list[tuple[int, dict | csv.Error]]]:
+    """The header and every ``(line, row or csv.Error)``; ``line`` is where the record ends.
+
+    csv refuses fields over 128 KiB unless its module-wide limit is raised; a review may be as
+    long as the file, so the limit is raised for this parse only (and parsed in full here, so
+    that it is restored before the caller sees a record).
+    """
+    previous = csv.field_size_limit()
+    csv.field_size_limit(max(previous, min(len(content) + 1, _C_LONG_MAX)))
+    try:
+        reader = csv.DictReader(io.StringIO(content, newline=""))
+        header = reader.fieldnames or []
+        rows: list[tuple[int, dict | csv.Error]] = []
+        while True:
+            try:
+                row: dict | csv.Error = next(reader)
+            except StopIteration:
+                return list(header), rows
+            except csv.Error as exc:  # the reader starts afresh on the next line
+                row = exc
+            rows.append((reader.line_num, row))
+    finally:
+        csv.field_size_limit(previous)
+
+
+def _check_utf8(values, *, path: str, line: int) -> None:
+    """BadRecord if a field of a row holds an undecoded byte (see :func:`_csv_records`)."""
+    for value in values:
+        for text in value if isinstance(value, list) else [value]:
+            bad = _UNDECODED.search(text) if isinstance(text, str) else None
+            if bad:
+                byte = ord(bad.group()) - 0xDC00
+                raise BadRecord("not valid UTF-8", f"not valid UTF-8 (byte 0x{byte:02x})",
+                                path=path, line=line)
+
+
 def _folder_records(root: Path, split: str) -> Iterator:
+    base = root.resolve()
     for label_name in ("neg", "pos"):
         folder = root / split / label_name
         if not folder.is_dir():
             yield DataError(f"missing folder {split}/{label_name}", path=str(root))
             continue
+        why = outside_reason(base, f"{split}/{label_name}")
+        if why is not None:  # a symbolic link out of the data folder: not followed
+            yield BadRecord("outside the data folder", f"folder {why}", path=str(folder))
+            continue
         for file in sorted(folder.glob("*.txt")):
             try:
-                text = _decode(file.read_bytes(), path=str(file), line=None)
-                yield Review(_check_text(text, path=str(file), line=None), _LABELS[label_name])
+                yield Review(_folder_text(base, file, f"{split}/{label_name}/{file.name}"),
+                             _LABELS[label_name])
             except DataError as exc:
                 yield exc
+
+
+def _folder_text(base: Path, file: Path, relative: str) -> str:
+    """The review in ``file``, refused if it resolves outside ``base`` (a symbolic link)."""
+    why = outside_reason(base, relative)
+    if why is not None:
+        raise BadRecord("outside the data folder", f"file {why}", path=str(file))
+    try:
+        data = file.read_bytes()
+    except OSError as exc:  # a folder named *.txt, a dangling link, no permission
+        raise BadRecord("unreadable", f"cannot read: {exc.strerror or exc}",
+                        path=str(file)) from None
+    text = _decode(data, path=str(file), line=None, file_start=True)
+    return _check_text(text, path=str(file), line=None)
 
 
 def check_member_name(name: str, archive: str) -> PurePosixPath:
@@ -191,7 +276,8 @@ def check_member_name(name: str, archive: str) -> PurePosixPath:
     pure = PurePosixPath(name)
     if name.startswith(("/", "\\")) or pure.is_absolute() or ".." in pure.parts or (
             len(name) > 1 and name[1] == ":"):
-        raise DataError(f"unsafe member name {name!r} (absolute or contains '..')", path=archive)
+        raise BadRecord("with an unsafe member name",
+                        f"unsafe member name {name!r} (absolute or contains '..')", path=archive)
     return pure
 
 
@@ -199,7 +285,9 @@ def _tar_records(archive: Path, split: str) -> Iterator:
     name = str(archive)
     try:
         yield from _tar_members(archive, name, split)
-    except (tarfile.TarError, *CORRUPT_STREAM) as exc:
+    except FileNotFoundError as exc:
+        raise DataError("file not found", path=name) from exc
+    except (tarfile.TarError, *CORRUPT_STREAM, OSError) as exc:
         yield DataError(f"corrupt, truncated or not a tar archive ({exc})", path=name)
 
 
@@ -221,7 +309,7 @@ def _tar_members(archive: Path, name: str, split: str) -> Iterator:
             if f is None:
                 continue
             try:
-                text = _decode(f.read(), path=where, line=None)
+                text = _decode(f.read(), path=where, line=None, file_start=True)
                 yield Review(_check_text(text, path=where, line=None), _LABELS[parts[2]])
             except DataError as exc:
                 yield exc

@@ -1,14 +1,15 @@
 """Reading sentence pairs in the Tatoeba / Anki format ``english<TAB>french[<TAB>attribution]``.
 
 Files may be ``.txt`` or ``.tsv``, plain or gzip-compressed (detected from the first bytes, not the
-name). Bad lines are skipped and counted (or raise under ``strict``); bytes that are not UTF-8
-always raise, naming the file and line, since they mean the wrong file or a broken download.
+name). Bad lines are skipped and counted by reason (or raise under ``strict``); bytes that are
+not UTF-8 always raise, naming the file and line, since they mean the wrong file or a broken
+download (a skip would quietly drop every accented line of a Latin-1 file).
 
 Example::
 
     result = read_pairs("../shared/data/eng-fra/train.tsv.gz")
     result.pairs[0]          # ("He's a chain smoker.", "C'est un fumeur invétéré.")
-    result.dropped, result.problems[:2]
+    print(result.report())   # "" or "dropped 3 lines of FILE:\n  2 without a tab (e.g. ...)"
     refs = group_references(read_pairs(test_path).pairs)   # [(english, [french, ...]), ...]
 """
 
@@ -20,10 +21,10 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from attnkit.data.compressed import open_maybe_gzip
 from attnkit.data.download import fetch, safe_extract
+from attnkit.data.drops import DropReport, where
 from attnkit.errors import DataError
-
-_GZIP_MAGIC = b"\x1f\x8b"
 
 TATOEBA_FRA_ENG_URL = "https://www.manythings.org/anki/fra-eng.zip"
 TATOEBA_FRA_ENG_SHA256 = "161c93f18da3a7e6df611ed961426613260de8af06ccf8c79c977afe5135ac44"
@@ -34,85 +35,92 @@ class PairsResult:
     """What :func:`read_pairs` found.
 
     Attributes:
+        path: the file read.
         pairs: ``(english, french)`` tuples in file order, sides stripped of surrounding spaces.
-        dropped: number of skipped lines (no tab, or an empty side).
-        problems: the first few skipped lines as ``"path:line: reason"`` strings.
+        drops: the skipped lines by reason ("without a tab", "with an empty English side",
+            "with an empty French side"), with the first few ``file:line`` of each.
     """
 
+    path: Path
     pairs: list[tuple[str, str]] = field(default_factory=list)
-    dropped: int = 0
-    problems: list[str] = field(default_factory=list)
+    drops: DropReport = field(default_factory=lambda: DropReport("line"))
 
+    @property
+    def dropped(self) -> int:
+        """Number of skipped lines, all reasons together."""
+        return self.drops.total
 
-def _open_bytes(path: Path):
-    with open(path, "rb") as f:
-        magic = f.read(2)
-    return gzip.open(path, "rb") if magic == _GZIP_MAGIC else open(path, "rb")
+    def report(self) -> str:
+        """One line per reason lines were skipped (``""`` if none), e.g.::
+
+            dropped 3 lines of fra.txt:
+              2 without a tab (e.g. fra.txt:4, fra.txt:9)
+              1 with an empty French side (fra.txt:7)
+        """
+        return self.drops.format(str(self.path))
 
 
 def read_pairs(
-    path: str | os.PathLike, *, strict: bool = False, max_examples_shown: int = 5
+    path: str | os.PathLike, *, strict: bool = False, max_examples_shown: int = 3
 ) -> PairsResult:
     """Read ``english<TAB>french[<TAB>attribution...]`` lines.
 
     Args:
         path: a ``.txt`` / ``.tsv`` file, optionally gzip-compressed.
         strict: raise on the first bad line instead of skipping it.
-        max_examples_shown: how many skipped lines :attr:`PairsResult.problems` keeps.
+        max_examples_shown: how many ``file:line`` places the report keeps per reason.
 
     Returns:
         A :class:`PairsResult`. Blank lines are ignored (not counted); columns after the second
-        (Tatoeba's attribution) are ignored.
+        (Tatoeba's attribution) are ignored; a byte-order mark opening the file is dropped.
 
     Raises:
         DataError: undecodable bytes (always), or a bad line under ``strict``; the message
             names the file and the 1-based line number.
     """
     path = Path(path)
-    result = PairsResult()
-    try:
-        stream = _open_bytes(path)
-    except FileNotFoundError as exc:
-        raise DataError("file not found", path=str(path)) from exc
-    with stream:
+    result = PairsResult(path, drops=DropReport("line", max_examples=max_examples_shown))
+    with open_maybe_gzip(path) as stream:
         try:
             for number, raw in enumerate(stream, start=1):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise DataError(
-                        f"not valid UTF-8 (byte {exc.start}: {raw[exc.start:exc.start + 1]!r})",
-                        path=str(path),
-                        line=number,
-                    ) from exc
-                if number == 1:
-                    line = line.removeprefix("\ufeff")  # BOM left by some editors
-                line = line.rstrip("\r\n")
+                line = _decode(raw, path, number).rstrip("\r\n")
                 if not line.strip():
                     continue
                 reason = _check_line(line)
                 if reason is None:
                     english, french = line.split("\t")[:2]
                     result.pairs.append((english.strip(), french.strip()))
-                    continue
-                if strict:
-                    raise DataError(reason, path=str(path), line=number)
-                result.dropped += 1
-                if len(result.problems) < max_examples_shown:
-                    result.problems.append(f"{path}:{number}: {reason}")
+                elif strict:
+                    raise DataError(f"line {reason} (expected english<TAB>french)",
+                                    path=str(path), line=number)
+                else:
+                    result.drops.add(reason, where(path, number))
         except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
             raise DataError(f"corrupt gzip file: {exc}", path=str(path)) from exc
     return result
 
 
+def _decode(raw: bytes, path: Path, number: int) -> str:
+    try:
+        # A byte-order mark left by some editors opens the file; anywhere else it is text.
+        return raw.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"not valid UTF-8 ({exc.object[exc.start:exc.start + 1]!r})",
+            path=str(path),
+            line=number,
+        ) from exc
+
+
 def _check_line(line: str) -> str | None:
+    """The reason ``line`` is dropped (it reads after a count: "2 without a tab"), or None."""
     if "\t" not in line:
-        return "no tab between the English and the French side"
+        return "without a tab"
     english, french = line.split("\t")[:2]
     if not english.strip():
-        return "empty English side"
+        return "with an empty English side"
     if not french.strip():
-        return "empty French side"
+        return "with an empty French side"
     return None
 
 

@@ -6,7 +6,8 @@ positions, so ``tgt_lengths`` is ``len(y) + 1``.
 
 Example::
 
-    kept, dropped = filter_by_length(token_pairs, max_len=30)
+    kept, drops = filter_by_length(token_pairs, max_len=30)
+    print(drops.format("the training pairs"))   # "" or "dropped 12 pairs of ...:\n  12 longer ..."
     ds = TranslationDataset.from_token_pairs(kept, src_vocab, tgt_vocab)
     collate = functools.partial(collate_translation, pad_id=tgt_vocab.pad_id)
     batch = collate([ds[0], ds[1]])   # {"src": [2, S], "tgt_in": [2, T], ...}
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from attnkit.data.drops import DropReport
 from attnkit.data.vocab import Vocab
 
 TokenPair = tuple[Sequence[str], Sequence[str]]
@@ -26,16 +28,25 @@ TokenPair = tuple[Sequence[str], Sequence[str]]
 
 def filter_by_length(
     pairs_tokens: Sequence[TokenPair], max_len: int
-) -> tuple[list[TokenPair], int]:
+) -> tuple[list[TokenPair], DropReport]:
     """Keep pairs whose two sides are non-empty and at most ``max_len`` tokens.
 
     Returns:
-        ``(kept, dropped_count)``; ``kept`` keeps the input order.
+        ``(kept, drops)``: ``kept`` keeps the input order; ``drops`` counts the others by reason,
+        "with an empty side" or "longer than <max_len> tokens" (print ``drops.format(...)``).
     """
     if max_len < 1:
         raise ValueError(f"max_len must be >= 1, got {max_len}")
-    kept = [(s, t) for s, t in pairs_tokens if 0 < len(s) <= max_len and 0 < len(t) <= max_len]
-    return kept, len(pairs_tokens) - len(kept)
+    kept: list[TokenPair] = []
+    drops = DropReport("pair")
+    for s, t in pairs_tokens:
+        if not s or not t:
+            drops.add("with an empty side")
+        elif len(s) > max_len or len(t) > max_len:
+            drops.add(f"longer than {max_len} tokens")
+        else:
+            kept.append((s, t))
+    return kept, drops
 
 
 class TranslationDataset:

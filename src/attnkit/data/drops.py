@@ -1,0 +1,113 @@
+"""Counting the records a reader leaves out, by reason, with the first few places of each.
+
+A reader that skips a bad record (instead of raising) adds it to a :class:`DropReport`, so the
+app can print one report instead of losing data silently. Readers whose checks live in helper
+functions raise :class:`BadRecord`, a DataError that carries the short reason it is counted under.
+
+Example::
+
+    drops = DropReport("line")
+    drops.add("without a tab", where("fra.txt", 4))
+    drops.add("without a tab", where("fra.txt", 9))
+    drops.add("with an empty French side", where("fra.txt", 7))
+    drops.total                    # 3
+    print(drops.format("fra.txt"))
+    # dropped 3 lines of fra.txt:
+    #   2 without a tab (e.g. fra.txt:4, fra.txt:9)
+    #   1 with an empty French side (fra.txt:7)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from attnkit.errors import DataError
+
+
+def where(path, line: int | None = None) -> str:
+    """``"path:line"``, or ``"path"`` when the line is unknown (a whole file, a JSON member)."""
+    return f"{path}:{line}" if line is not None else str(path)
+
+
+class BadRecord(DataError):
+    """A DataError about one record, carrying the ``reason`` a :class:`DropReport` counts.
+
+    Args:
+        reason: short phrase that reads after a count ("with an empty review").
+        message: the full message (default: ``reason``); ``path`` / ``line`` as in DataError.
+    """
+
+    def __init__(self, reason: str, message: str | None = None, *, path: str | None = None,
+                 line: int | None = None):
+        super().__init__(message or reason, path=path, line=line)
+        self.reason = reason
+
+
+@dataclass
+class DropReason:
+    """One reason records were left out: how many, and the first few places (distinct)."""
+
+    reason: str
+    count: int = 0
+    examples: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DropReport:
+    """Records left out, grouped by reason in order of first appearance.
+
+    Args:
+        unit: what a record is, singular ("line", "pair", "caption", "record").
+        max_examples: how many places each reason keeps.
+    """
+
+    unit: str = "record"
+    max_examples: int = 3
+    reasons: list[DropReason] = field(default_factory=list)
+
+    def add(self, reason: str, place: str | None = None) -> None:
+        """Count one record dropped for ``reason``; keep ``place`` if it is among the first."""
+        entry = next((r for r in self.reasons if r.reason == reason), None)
+        if entry is None:
+            entry = DropReason(reason)
+            self.reasons.append(entry)
+        entry.count += 1
+        if place is not None and len(entry.examples) < self.max_examples \
+                and place not in entry.examples:
+            entry.examples.append(place)
+
+    def add_error(self, error: DataError) -> None:
+        """Count a record refused with ``error``: its :class:`BadRecord` reason, else its message
+        (without the ``path:line:`` prefix)."""
+        place = where(error.path, error.line) if error.path is not None else None
+        if isinstance(error, BadRecord):
+            reason = error.reason
+        else:
+            reason = str(error).removeprefix(f"{place}: ") if place else str(error)
+        self.add(reason, place)
+
+    @property
+    def total(self) -> int:
+        """Records dropped, all reasons together."""
+        return sum(r.count for r in self.reasons)
+
+    def count(self, reason: str) -> int:
+        """Records dropped for ``reason`` (0 if none)."""
+        return sum(r.count for r in self.reasons if r.reason == reason)
+
+    def format(self, source: str | None = None) -> str:
+        """One header line, then one line per reason; ``""`` when nothing was dropped.
+
+        ``source`` names what was read ("fra.txt", "the training pairs"); it is left out if None.
+        """
+        if not self.reasons:
+            return ""
+        total = self.total
+        unit = self.unit if total == 1 else self.unit + "s"
+        lines = [f"dropped {total} {unit}" + (f" of {source}:" if source else ":")]
+        for r in self.reasons:
+            shown = ", ".join(r.examples)
+            if shown:
+                shown = f" ({'e.g. ' if r.count > 1 else ''}{shown})"
+            lines.append(f"  {r.count} {r.reason}{shown}")
+        return "\n".join(lines)
