@@ -125,7 +125,7 @@ class TextPipeline:
         kept: collections.deque[str] | list[str] = (
             collections.deque(maxlen=self.maxlen) if keep_last else [])
         total = 0
-        for piece in text_chunks(text):
+        for piece in text_chunks(text, CHUNK_CHARS):
             tokens = self.tokenizer.tokenize(piece)
             total += len(tokens)
             if keep_last:
