@@ -127,6 +127,14 @@ def test_predict_weights_spans_and_sentiment_word(run):
         assert float(p.weights.sum()) == pytest.approx(1.0, abs=1e-5)
         assert p.unknown == 0.0 and p.truncated == 0
     assert preds[0].tokens[int(np.argmax(preds[0].weights))] == "superb"
+    # Signed contributions: the sentiment word pushes each verdict its way, and they add up to
+    # the logit (less the classifier's bias).
+    bias = float(load_run(out).model.classifier.bias.detach())
+    for p, word, sign in ((preds[0], "superb", 1), (preds[1], "awful", -1)):
+        assert p.contributions.shape == p.weights.shape
+        assert sign * p.contributions[p.tokens.index(word)] > 0
+        logit = np.log(p.prob / (1 - p.prob))
+        assert float(p.contributions.sum()) == pytest.approx(logit - bias, abs=1e-3)
     assert [text[a:b] for a, b in preds[0].spans] == ["The", "plot", "was", "SUPERB", "and",
                                                       "the", "film", "of", "this"]
     row = preds[0].to_dict()

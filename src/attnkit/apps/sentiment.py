@@ -636,6 +636,9 @@ class SentimentPrediction(Prediction):
         tokens: the tokens the model read (at most maxlen).
         weights: ``[len(tokens)]`` float32, each token's share of the decision (sums to 1;
             see :meth:`SentimentClassifier.explain`).
+        contributions: ``[len(tokens)]`` float32, each token's signed part of the logit
+            (> 0 towards positive; they sum to the logit minus the classifier's bias, see
+            :meth:`SentimentClassifier.attribute`).
         spans: ``(start, end)`` of each token in ``text`` (as written), or None when the
             tokenizer's pieces cannot be found in the text.
         unknown: share of ``tokens`` unknown to the vocabulary (0..1).
@@ -647,6 +650,7 @@ class SentimentPrediction(Prediction):
     label: str
     tokens: list[str]
     weights: np.ndarray
+    contributions: np.ndarray
     spans: list[tuple[int, int]] | None
     unknown: float
     truncated: int
@@ -654,6 +658,7 @@ class SentimentPrediction(Prediction):
     def to_dict(self) -> dict[str, Any]:
         return {"text": self.text, "prob": self.prob, "label": self.label,
                 "tokens": self.tokens, "weights": [float(w) for w in self.weights],
+                "contributions": [float(c) for c in self.contributions],
                 "spans": None if self.spans is None else [list(s) for s in self.spans],
                 "unknown": self.unknown, "truncated": self.truncated}
 
@@ -733,14 +738,14 @@ def _explain(run: runs.Run, texts: Sequence[str],
         return []
     pipeline = run.pipeline
     ids, lengths = pipeline.pad(reads)
-    probs, scores = run.model.explain(ids.to(run.device), lengths.to(run.device))
+    probs, scores, signed = run.model.attribute(ids.to(run.device), lengths.to(run.device))
     out = []
     for b, (text, seen) in enumerate(zip(texts, reads, strict=True)):
         n = len(seen.tokens)
-        row = scores[b].float().cpu().numpy()
-        real = row[pipeline.maxlen - n:] if pipeline.padding == "pre" else row[:n]
+        real = slice(pipeline.maxlen - n, None) if pipeline.padding == "pre" else slice(0, n)
         prob = float(probs[b])
-        out.append(SentimentPrediction(text, prob, "positive" if prob >= 0.5 else "negative",
-                                       seen.tokens, real.astype(np.float32),
-                                       pipeline.spans(text), seen.unknown_share, seen.dropped))
+        out.append(SentimentPrediction(
+            text, prob, "positive" if prob >= 0.5 else "negative", seen.tokens,
+            scores[b, real].float().cpu().numpy(), signed[b, real].float().cpu().numpy(),
+            pipeline.spans(text), seen.unknown_share, seen.dropped))
     return out
