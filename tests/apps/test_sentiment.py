@@ -111,8 +111,13 @@ def test_config_records_every_setting(run):
 def test_evaluate_defaults_to_the_runs_own_test_split(run, single_file_runs):
     data, out, _ = run
     assert evaluate(out) == evaluate(out, data)
+    assert evaluate(out)["truncated"] == 0  # at most 21 words, maxlen 24
+    reviews, outs = single_file_runs
     with pytest.raises(UsageError, match="--data"):
-        evaluate(single_file_runs[1][0])
+        evaluate(outs[0])
+    # maxlen 16: the reviews of 17 to 21 words are cut, and counted.
+    lengths = [len(json.loads(x)["text"].split()) for x in reviews.read_text().splitlines()]
+    assert evaluate(outs[0], reviews, split="train")["truncated"] == sum(n > 16 for n in lengths)
 
 
 def test_predict_weights_spans_and_sentiment_word(run):
@@ -287,6 +292,8 @@ def test_a_format_1_run_still_loads_and_evaluates(run, tmp_path):
     assert loaded.config["format"] == 1
     assert predict(loaded, ["superb film"])[0].prob > 0.5
     assert evaluate(loaded)["accuracy"] == evaluate(out, data)["accuracy"]
+    result = train(None, copy, resume=True, epochs=7, progress=False)  # with the old settings
+    assert result.epoch == 7 and runs.read_config(copy, "sentiment")["format"] == runs.FORMAT
 
 
 def test_chinese_reviews_with_char_tokenizer(tmp_path):

@@ -288,6 +288,10 @@ def plan_resume(data, out: Path, settings_kw: dict[str, Any],
              "data": data_key(data)}
     if "test_data" in given:
         given["test_data"] = data_key(given["test_data"])
+    try:
+        settings.check()
+    except UsageError as exc:
+        raise CheckpointError(f"{out / runs.CONFIG_FILE}: bad stored settings ({exc})") from None
     runs.check_resume(stored, given, applied=())
     runs.check_resume(config.get("model") or {}, settings_kw.get("model_overrides") or {},
                       applied=())
@@ -605,20 +609,24 @@ def evaluate(run, data=None, *, split: str = "test", skip_bad: bool = False,
             shaded by their weights.
 
     Returns:
-        ``{"accuracy", "loss", "examples", "data", "split"}``.
+        ``{"accuracy", "loss", "examples", "data", "split", "truncated"}``; ``truncated``
+        counts the reviews longer than the model's maxlen (cut as in training).
     """
     run = _as_run(run, device)
     if split not in SPLITS:
         raise UsageError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     data = own_test_data(run.config) if data is None else data
     reviews = _load(data, split, skip_bad)
-    metrics = {**accuracy(run.model, run.pipeline.dataset(reviews)), "examples": len(reviews),
-               "data": str(data), "split": split}
+    reads = [run.pipeline.read(r.text) for r in reviews]
+    ids, lengths = run.pipeline.pad(reads)
+    labels = torch.tensor([r.label for r in reviews], dtype=torch.float32)
+    metrics = {**accuracy(run.model, EncodedReviews(ids, lengths, labels)),
+               "examples": len(reviews), "data": str(data), "split": split,
+               "truncated": sum(r.dropped > 0 for r in reads)}
     if report is not None:
-        texts = [r.text for r in reviews[:examples]]
-        reads = [run.pipeline.read(t) for t in texts]
-        shown = [(t, r) for t, r in zip(texts, reads, strict=True) if r.tokens]
-        preds = _explain(run, [t for t, _ in shown], [r for _, r in shown])
+        shown = [(r.text, seen) for r, seen in zip(reviews[:examples], reads, strict=False)
+                 if seen.tokens]
+        preds = _explain(run, [t for t, _ in shown], [seen for _, seen in shown])
         write_page(preds, report, {**run.summary(), **metrics})
     return metrics
 

@@ -127,6 +127,9 @@ def run_eval(args) -> int:
     else:
         print(f"accuracy {metrics['accuracy']:.4f}  loss {metrics['loss']:.4f}  "
               f"({metrics['examples']} reviews of {metrics['data']}, {metrics['split']})")
+    if metrics["truncated"]:
+        print(f"attnkit: note: {metrics['truncated']} of {metrics['examples']} reviews were "
+              "longer than the model reads; their cut tokens were not seen", file=sys.stderr)
     return 0
 
 
