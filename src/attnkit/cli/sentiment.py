@@ -75,8 +75,11 @@ def _add_train(t: argparse.ArgumentParser) -> None:
     t.add_argument("--valid-fraction", type=float,
                    help="share of train held out for validation/selection (default: the "
                         "preset's, 0.1 for keras2018, 0.04 for best)")
-    add_train_options(t, data_required=False, data="training data (see below); a resume "
-                      "takes the run's")
+    add_train_options(t, data_required=False,
+                      data="training data (see below); a resume takes the run's",
+                      epochs="default: the preset's (5 keras2018, 1 best)",
+                      batch_size="default 64", lr="default: the preset's (1e-3 keras2018, "
+                      "2e-3 best)")
     t.add_argument("--tokenizer", choices=["word", "char", "subword"],
                    help="override the preset's tokenizer")
     t.add_argument("--num-words", type=int, help="vocabulary size (default: the preset's)")
