@@ -239,6 +239,11 @@ def test_a_failing_resume_writes_nothing(tmp_path):
     with pytest.raises(UsageError, match="contradict"):
         train(None, out, resume=True, overwrite=True)
     assert snapshot(out) == before
+    (out / "model.json").write_text("{")
+    before = snapshot(out)
+    with pytest.raises(CheckpointError, match="model.json"):
+        train(None, out, resume=True)
+    assert snapshot(out) == before
     shutil.rmtree(out / "last")
     before = snapshot(out)
     with pytest.raises(CheckpointError, match="nothing to resume"):

@@ -261,7 +261,8 @@ def stored_settings(config: dict[str, Any], run: Path) -> Settings:
     model = config.get("model") or {}
     if config["format"] == 1:
         pipeline = runs.read_json(run / "pipeline.json", "the run's text pipeline")
-        kind = pipeline.get("tokenizer", {}).get("kind") if isinstance(pipeline, dict) else None
+        tok = pipeline.get("tokenizer") if isinstance(pipeline, dict) else None
+        kind = tok.get("kind") if isinstance(tok, dict) else None
         old = {"preset": config.get("preset", "keras2018"), "data": config.get("data"),
                "valid_fraction": config.get("valid_fraction"), "tokenizer": kind,
                "num_words": model.get("vocab_size"), "maxlen": model.get("maxlen"),
@@ -277,7 +278,11 @@ def plan_resume(data, out: Path, settings_kw: dict[str, Any],
     """Validate a resume of ``out`` without writing anything: the stored settings, with the
     given budgets applied; a given option that would change the run is a UsageError."""
     config = runs.check_resumable(out, APP)
-    settings = stored_settings(config, out)
+    try:
+        settings = stored_settings(config, out)
+        settings.check()
+    except UsageError as exc:
+        raise CheckpointError(f"{out / runs.CONFIG_FILE}: bad stored settings ({exc})") from None
     try:
         stored_cfg = TrainConfig.from_dict(config.get("train"))
     except (ValueError, TypeError) as exc:
@@ -288,10 +293,6 @@ def plan_resume(data, out: Path, settings_kw: dict[str, Any],
              "data": data_key(data)}
     if "test_data" in given:
         given["test_data"] = data_key(given["test_data"])
-    try:
-        settings.check()
-    except UsageError as exc:
-        raise CheckpointError(f"{out / runs.CONFIG_FILE}: bad stored settings ({exc})") from None
     runs.check_resume(stored, given, applied=())
     runs.check_resume(config.get("model") or {}, settings_kw.get("model_overrides") or {},
                       applied=())
@@ -394,17 +395,16 @@ def train(data=None, out=None, *, resume: bool = False, overwrite: bool = False,
     else:
         settings, cfg = plan_fresh(data, out, overwrite, settings_kw, train_kw)
     reviews = read_reviews(settings, cfg.seed)
+    # A resume reads the run's pipeline and model now, so that a broken file stops it here.
+    kept = (load_pipeline(out), read_model_config(out)) if resume else None
     main = is_main_process()
     folder = runs.start_run(out, app=APP, resume=resume, overwrite=overwrite) if main \
         else nullcontext(out)
     with folder, _pipeline_folder(out) as scratch:
-        if resume:
-            pipeline, model_cfg = load_pipeline(out), read_model_config(out)
-        else:
-            pipeline, model_cfg = new_pipeline(settings, reviews.train, scratch), \
-                model_config(settings)
-            if main:
-                write_pipeline(out, pipeline, model_cfg)
+        pipeline, model_cfg = kept or (new_pipeline(settings, reviews.train, scratch),
+                                       model_config(settings))
+        if main and not resume:
+            write_pipeline(out, pipeline, model_cfg)
         return _fit(out, settings, cfg, pipeline, model_cfg, reviews, resume)
 
 
