@@ -13,40 +13,52 @@ Presets (:data:`PRESETS`):
   validation split selects nothing, so it is 4% of train (1,000 reviews, reported), not 10%:
   the extra 1,500 training reviews gained 0.5 points on seed 1.
 
-A run folder holds ``config.json`` (app metadata + train config), ``vocab.json``, the tokenizer
-files, ``metrics.jsonl``, ``best.safetensors`` and ``last/`` (the trainer's), and after training
-``test_metrics.json``.
+A run folder (see :mod:`attnkit.apps.runs`) holds ``config.json`` (the app, the format, every
+:class:`Settings` field resolved, the model, and the trainer's config under ``"train"``),
+``vocab.json``, ``pipeline.json`` (tokenizer, maxlen, padding), ``model.json``, the tokenizer's
+files, ``metrics.jsonl``, ``best.safetensors`` and ``last/`` (the trainer's), and after
+training ``test_metrics.json``.
+
+The four entry points follow the app contract: :func:`train`, :func:`evaluate`,
+:func:`predict` (a list of :class:`SentimentPrediction`) and :func:`load_run`.
 
 Example::
 
     result = train("../shared/data/imdb", "runs/imdb", preset="keras2018")
-    metrics = evaluate("runs/imdb", "../shared/data/imdb")          # {"accuracy": ..., ...}
-    pred = predict("runs/imdb", ["A wonderful, moving film."])[0]   # .prob, .tokens, .scores
+    metrics = evaluate("runs/imdb")                          # the run's own test split
+    pred = predict("runs/imdb", ["A wonderful, moving film."])[0]   # .prob, .tokens, .weights
+    pred.render("review.png")
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
-from torch import Tensor
 
-from attnkit.data.classification_text import (
-    atomic_write_json,
-    build_vocab,
-    make_tokenizer,
-    pad_sequences,
-    tokenizer_from_json,
-)
-from attnkit.data.imdb import ReadStats, Review, has_split, load_split, split_validation
+from attnkit.apps import runs
+from attnkit.apps.prediction import Prediction, write_page
+from attnkit.data.classification_text import build_vocab, make_tokenizer
+from attnkit.data.imdb import SPLITS, ReadStats, Review, has_split, load_split, split_validation
+from attnkit.data.review_pipeline import EncodedReviews, ReadReview, TextPipeline, collate
 from attnkit.data.vocab import Vocab
-from attnkit.errors import CheckpointError, DataError
+from attnkit.errors import CheckpointError, DataError, UsageError
 from attnkit.models.sentiment import SentimentClassifier, SentimentConfig, count_parameters
-from attnkit.training.distributed import is_main_process
+from attnkit.training.config import TrainConfig
+from attnkit.training.distributed import is_main_process, resolve_device
+from attnkit.training.trainer import TrainResult
 
+APP = "sentiment"
 PRESETS: dict[str, dict] = {
     "keras2018": {
         "tokenizer": "word", "num_words": 30000, "maxlen": 100, "truncating": "pre",
@@ -66,49 +78,367 @@ PRESETS: dict[str, dict] = {
                   "schedule": "linear", "warmup_steps": 100, "weight_decay": 0.0},
     },
 }
-
-
-class EncodedReviews(torch.utils.data.Dataset):
-    """Padded reviews as tensors: item ``i`` = ``(ids [maxlen], length [], label [])``."""
-
-    def __init__(self, ids: Tensor, lengths: Tensor, labels: Tensor):
-        self.ids, self.lengths, self.labels = ids, lengths, labels
-
-    def __len__(self) -> int:
-        return self.ids.shape[0]
-
-    def __getitem__(self, i: int):
-        return self.ids[i], self.lengths[i], self.labels[i]
-
-
-def collate(items) -> tuple[Tensor, Tensor, Tensor]:
-    """List of dataset items -> ``ids [batch, maxlen]``, ``lengths [batch]``, ``labels [batch]``."""
-    ids, lengths, labels = zip(*items, strict=True)
-    return torch.stack(ids), torch.stack(lengths), torch.stack(labels)
+TOKENIZERS = ("word", "char", "subword")
+TRAIN_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig))
+# What a resume may change: budgets, and where and how it runs (not what it computes).
+RESUME_APPLIED = ("epochs", "max_minutes", "device", "amp", "progress", "num_workers")
+# Model fields that come from the run's settings, not from model overrides.
+MODEL_FROM_SETTINGS = ("vocab_size", "maxlen", "mask_padding", "padding")
+# Test accuracy after epochs 1-5 of the 2018 Keras script on this machine (it validated on test).
+KERAS2018_TEST_CURVE = (0.850, 0.857, 0.838, 0.815, 0.814)
 
 
 @dataclass
-class TextPipeline:
-    """Text -> padded ids: a tokenizer, a vocabulary, ``maxlen`` and the padding sides."""
+class Settings:
+    """What a sentiment run is made of besides the trainer's :class:`TrainConfig`.
 
-    tokenizer: object
-    vocab: Vocab
-    maxlen: int
+    Every field is a keyword of :func:`train`; None means "the preset's". ``config.json``
+    stores them resolved (:meth:`resolved`), and a resume takes them from there.
+
+    Args:
+        preset: ``"keras2018"`` or ``"best"`` (:data:`PRESETS`).
+        data: anything :func:`attnkit.data.imdb.load_split` reads; its ``train`` split is used
+            (a single file is the training set).
+        valid_fraction: share of train held out for validation (split by ``seed``); the best
+            checkpoint is chosen on validation accuracy.
+        test_data: where the test split is (default ``data`` when it has one); the selected
+            checkpoint is evaluated on it into ``test_metrics.json``.
+        track_test: also log test accuracy after every epoch (reported, never used to select):
+            the curve the 2018 script printed, since it validated on test.
+        mask_padding: False = the 2018 behaviour (padding attended and pooled).
+        padding: ``"pre"`` or ``"post"``.
+        tokenizer: ``word`` / ``char`` / ``subword``.
+        skip_bad: skip malformed records (counted) instead of failing.
+        num_words, maxlen: vocabulary size and tokens kept per review.
+        model_overrides: :class:`SentimentConfig` fields to change (e.g. ``{"embed_dim": 32}``).
+    """
+
+    preset: str = "keras2018"
+    data: str | None = None
+    valid_fraction: float | None = None
+    test_data: str | None = None
+    track_test: bool = True
+    mask_padding: bool = True
     padding: str = "pre"
-    truncating: str = "pre"
+    tokenizer: str | None = None
+    skip_bad: bool = False
+    num_words: int | None = None
+    maxlen: int | None = None
+    model_overrides: dict[str, Any] = field(default_factory=dict)
 
-    def tokens(self, text: str) -> list[str]:
-        return self.tokenizer.tokenize(text)
+    def resolved(self) -> Settings:
+        """A copy with the preset's values filled in and data paths made absolute.
 
-    def encode(self, texts: list[str]) -> tuple[Tensor, Tensor]:
-        """``ids [batch, maxlen]``, ``lengths [batch]`` (see :func:`pad_sequences`)."""
-        seqs = [self.vocab.encode(self.tokens(t)) for t in texts]
-        return pad_sequences(seqs, self.maxlen, padding=self.padding, truncating=self.truncating)
+        Raises:
+            UsageError: an unknown preset.
+        """
+        if self.preset not in PRESETS:
+            raise UsageError(f"--preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
+        spec = PRESETS[self.preset]
+        test = self.test_data
+        if test is None and self.data is not None and has_split(self.data, "test"):
+            test = self.data
+        return dataclasses.replace(
+            self, data=data_key(self.data), test_data=data_key(test),
+            valid_fraction=spec["valid_fraction"] if self.valid_fraction is None
+            else self.valid_fraction,
+            tokenizer=self.tokenizer or spec["tokenizer"],
+            num_words=spec["num_words"] if self.num_words is None else self.num_words,
+            maxlen=spec["maxlen"] if self.maxlen is None else self.maxlen)
 
-    def dataset(self, reviews: list[Review]) -> EncodedReviews:
-        ids, lengths = self.encode([r.text for r in reviews])
-        return EncodedReviews(ids, lengths, torch.tensor([r.label for r in reviews],
-                                                         dtype=torch.float32))
+    def check(self) -> None:
+        """Raise UsageError naming the option of the first bad value (call on a resolved copy)."""
+        if self.data is None:
+            raise UsageError("give the training data with --data")
+        if not 0.0 < self.valid_fraction < 1.0:
+            raise UsageError(f"--valid-fraction must be between 0 and 1, got "
+                             f"{self.valid_fraction}")
+        if not _is_int(self.num_words) or self.num_words < 2:
+            raise UsageError(f"--num-words must be an integer of at least 2 (padding and "
+                             f"unknown), got {self.num_words!r}")
+        if not _is_int(self.maxlen) or self.maxlen < 1:
+            raise UsageError(f"--maxlen must be a positive integer, got {self.maxlen!r}")
+        if self.padding not in ("pre", "post"):
+            raise UsageError(f"--padding must be 'pre' or 'post', got {self.padding!r}")
+        if self.tokenizer not in TOKENIZERS:
+            raise UsageError(f"--tokenizer must be one of {', '.join(TOKENIZERS)}, got "
+                             f"{self.tokenizer!r}")
+        model_config(self)
+
+    def stored(self) -> dict[str, Any]:
+        """The fields as ``config.json`` keeps them."""
+        return dataclasses.asdict(self)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def data_key(path: str | os.PathLike | None) -> str | None:
+    """A data location as stored and compared: an absolute path, or ``"download"``."""
+    if path is None or str(path) == "download":
+        return None if path is None else "download"
+    return os.path.abspath(path)
+
+
+def model_config(settings: Settings) -> SentimentConfig:
+    """The model of resolved ``settings`` (preset, overrides, vocabulary size, maxlen, padding).
+
+    Raises:
+        UsageError: an unknown or bad model override.
+    """
+    overrides = dict(settings.model_overrides or {})
+    known = {f.name for f in dataclasses.fields(SentimentConfig)} - set(MODEL_FROM_SETTINGS)
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise UsageError(f"unknown model override(s) {unknown}; known: {sorted(known)} "
+                         "(vocabulary size, maxlen, padding and masking have options of their own)")
+    cfg = SentimentConfig(**{**PRESETS[settings.preset]["model"], **overrides,
+                             "vocab_size": settings.num_words, "maxlen": settings.maxlen,
+                             "mask_padding": settings.mask_padding, "padding": settings.padding})
+    sizes = ("embed_dim", "num_heads", "head_dim", "num_layers", "ffn_dim")
+    bad = [f"{n}={getattr(cfg, n)!r}" for n in sizes if not _is_int(getattr(cfg, n))
+           or getattr(cfg, n) < 1]
+    bad += [f"{n}={getattr(cfg, n)!r}" for n in ("dropout", "block_dropout")
+            if not isinstance(getattr(cfg, n), (int, float)) or not 0 <= getattr(cfg, n) < 1]
+    if bad:
+        raise UsageError(f"bad model setting(s) {', '.join(bad)}: sizes must be positive "
+                         "integers and dropouts in [0, 1)")
+    try:
+        cfg.check()
+    except ValueError as exc:
+        raise UsageError(f"bad model settings: {exc}") from None
+    return cfg
+
+
+# ---------------------------------------------------------------------------- training
+
+def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``train``'s keyword overrides -> (:class:`Settings` fields, :class:`TrainConfig` fields).
+
+    Raises:
+        UsageError: an override that is neither (the message lists the known ones).
+    """
+    settings_fields = {f.name for f in dataclasses.fields(Settings)} - {"data"}
+    unknown = sorted(set(overrides) - settings_fields - set(TRAIN_FIELDS))
+    if unknown:
+        raise UsageError(f"unknown sentiment training option(s) {unknown}; known: "
+                         f"{sorted(settings_fields | set(TRAIN_FIELDS))}")
+    return ({k: v for k, v in overrides.items() if k in settings_fields},
+            {k: v for k, v in overrides.items() if k in TRAIN_FIELDS})
+
+
+def train_config(values: dict[str, Any]) -> TrainConfig:
+    """A :class:`TrainConfig` whose bad values are UsageErrors naming the option."""
+    try:
+        cfg = TrainConfig(**values)
+        resolve_device(cfg.device)
+    except (ValueError, RuntimeError) as exc:
+        message = str(exc)
+        for name in TRAIN_FIELDS:
+            message = message.replace(f"TrainConfig.{name}", "--" + name.replace("_", "-"))
+        raise UsageError(message) from None
+    return cfg
+
+
+def plan_fresh(data, out: Path, overwrite: bool, settings_kw: dict[str, Any],
+               train_kw: dict[str, Any]) -> tuple[Settings, TrainConfig]:
+    """Validate a new run into ``out`` without writing anything."""
+    if is_main_process():
+        runs.check_new_run(out, overwrite=overwrite)
+    given = {k: v for k, v in settings_kw.items() if v is not None}
+    settings = Settings(data=data, **given).resolved()
+    settings.check()
+    spec = PRESETS[settings.preset]["train"]
+    cfg = train_config({**spec, "select_metric": "accuracy", "select_mode": "max",
+                        **{k: v for k, v in train_kw.items() if v is not None}})
+    return settings, cfg
+
+
+def stored_settings(config: dict[str, Any], run: Path) -> Settings:
+    """The :class:`Settings` a run was trained with, from its ``config.json`` (format 1 runs
+    kept them in the model and pipeline files)."""
+    model = config.get("model") or {}
+    if config["format"] == 1:
+        pipeline = runs.read_json(run / "pipeline.json", "the run's text pipeline")
+        tok = pipeline.get("tokenizer") if isinstance(pipeline, dict) else None
+        kind = tok.get("kind") if isinstance(tok, dict) else None
+        old = {"preset": config.get("preset", "keras2018"), "data": config.get("data"),
+               "valid_fraction": config.get("valid_fraction"), "tokenizer": kind,
+               "num_words": model.get("vocab_size"), "maxlen": model.get("maxlen"),
+               "padding": model.get("padding", "pre"),
+               "mask_padding": model.get("mask_padding", True)}
+        return Settings(**{k: v for k, v in old.items() if v is not None}).resolved()
+    names = {f.name for f in dataclasses.fields(Settings)}
+    return Settings(**{k: v for k, v in config.items() if k in names})
+
+
+def plan_resume(data, out: Path, settings_kw: dict[str, Any],
+                train_kw: dict[str, Any]) -> tuple[Settings, TrainConfig]:
+    """Validate a resume of ``out`` without writing anything: the stored settings, with the
+    given budgets applied; a given option that would change the run is a UsageError."""
+    config = runs.check_resumable(out, APP)
+    try:
+        settings = stored_settings(config, out)
+        settings.check()
+    except UsageError as exc:
+        raise CheckpointError(f"{out / runs.CONFIG_FILE}: bad stored settings ({exc})") from None
+    try:
+        stored_cfg = TrainConfig.from_dict(config.get("train"))
+    except (ValueError, TypeError) as exc:
+        raise CheckpointError(f"{out / runs.CONFIG_FILE}: bad \"train\" settings ({exc})") from None
+    stored = {**settings.stored(), **stored_cfg.to_dict()}
+    given = {**{k: v for k, v in settings_kw.items() if k != "model_overrides"},
+             **{k: v for k, v in train_kw.items() if k not in RESUME_APPLIED},
+             "data": data_key(data)}
+    if "test_data" in given:
+        given["test_data"] = data_key(given["test_data"])
+    runs.check_resume(stored, given, applied=())
+    runs.check_resume(config.get("model") or {}, settings_kw.get("model_overrides") or {},
+                      applied=())
+    applied = {k: v for k, v in train_kw.items() if k in RESUME_APPLIED
+               and (v is not None or k == "max_minutes")}
+    cfg = train_config({**stored_cfg.to_dict(), **applied})
+    if is_main_process():
+        budget = "none" if cfg.max_minutes is None else f"{cfg.max_minutes:g} minutes"
+        print(f"resuming {out} with its stored settings: preset {settings.preset}, seed "
+              f"{cfg.seed}, {cfg.epochs} epochs, budget {budget}", file=sys.stderr)
+    return settings, cfg
+
+
+@dataclass
+class SplitReviews:
+    """The reviews of a run: training, validation (carved from train by seed) and test."""
+
+    train: list[Review]
+    valid: list[Review]
+    test: list[Review]
+
+
+def read_reviews(settings: Settings, seed: int) -> SplitReviews:
+    """Read and split the data of resolved ``settings``.
+
+    Raises:
+        DataError: unreadable data or no reviews.
+        UsageError: the validation split is empty.
+    """
+    reviews = _load(settings.data, "train", settings.skip_bad)
+    train_reviews, valid_reviews = split_validation(reviews, settings.valid_fraction, seed)
+    if not valid_reviews or not train_reviews:
+        raise UsageError(f"--valid-fraction {settings.valid_fraction} of {len(reviews)} reviews "
+                         "leaves an empty training or validation split; change it")
+    test = _load(settings.test_data, "test", settings.skip_bad) if settings.test_data else []
+    return SplitReviews(train_reviews, valid_reviews, test)
+
+
+def _load(path, split: str, skip_bad: bool) -> list[Review]:
+    stats = ReadStats()
+    reviews = load_split(path, split, skip_bad=skip_bad, stats=stats)
+    if stats.skipped and is_main_process():
+        print(f"{path} ({split}): skipped {stats.skipped} bad records, e.g. {stats.reasons[0]}",
+              file=sys.stderr)
+    if not reviews:
+        raise DataError(f"no {split} reviews found", path=str(path))
+    return reviews
+
+
+@contextmanager
+def _pipeline_folder(out: Path) -> Iterator[Path]:
+    """Where this process writes tokenizer files: the run (rank 0) or a scratch folder."""
+    if is_main_process():
+        yield out
+    else:
+        with tempfile.TemporaryDirectory(prefix="attnkit-rank-") as tmp:
+            yield Path(tmp)
+
+
+def new_pipeline(settings: Settings, reviews: Sequence[Review], folder: Path) -> TextPipeline:
+    """Tokenizer (trained on ``reviews`` for subwords, into ``folder``) + vocabulary."""
+    texts = [r.text for r in reviews]
+    tok = make_tokenizer(settings.tokenizer, texts, folder)
+    vocab = build_vocab((tok.tokenize(t) for t in texts), settings.num_words)
+    return TextPipeline(tok, vocab, settings.maxlen, settings.padding,
+                        PRESETS[settings.preset]["truncating"])
+
+
+def train(data=None, out=None, *, resume: bool = False, overwrite: bool = False,
+          **overrides) -> TrainResult:
+    """Train a sentiment run into ``out`` and return the trainer's ``TrainResult``.
+
+    Everything is validated before anything is written; then the folder is locked, the
+    pipeline files written (a resume keeps the run's), the RNGs seeded, the model built and
+    trained. A run stopped by a signal returns at once (the trainer said how to resume).
+
+    Args:
+        data: the training data (see :class:`Settings`); on a resume None = the run's.
+        out: the run folder.
+        resume: continue ``out/last`` with the run's stored settings; a given ``epochs`` /
+            ``max_minutes`` applies, an option that would change the run is refused.
+        overwrite: replace the run already in ``out``.
+        **overrides: :class:`Settings` fields and :class:`TrainConfig` fields (epochs,
+            batch_size, lr, seed, device, amp, max_minutes, progress, ...).
+
+    Raises:
+        UsageError: an unknown override, a bad value, a resume that would change the run.
+        CheckpointError: ``out`` holds a run (without ``overwrite``), is being trained by
+            another process, or cannot be resumed.
+        DataError: unreadable data.
+    """
+    if out is None:
+        raise UsageError("give the run folder (--out RUN)")
+    out = Path(out)
+    if resume and overwrite:
+        raise UsageError("--resume and --overwrite contradict each other; give one")
+    settings_kw, train_kw = split_overrides(overrides)
+    if resume:
+        settings, cfg = plan_resume(data, out, settings_kw, train_kw)
+    else:
+        settings, cfg = plan_fresh(data, out, overwrite, settings_kw, train_kw)
+    reviews = read_reviews(settings, cfg.seed)
+    # A resume reads the run's pipeline and model now, so that a broken file stops it here.
+    kept = (load_pipeline(out), read_model_config(out)) if resume else None
+    main = is_main_process()
+    folder = runs.start_run(out, app=APP, resume=resume, overwrite=overwrite) if main \
+        else nullcontext(out)
+    with folder, _pipeline_folder(out) as scratch:
+        pipeline, model_cfg = kept or (new_pipeline(settings, reviews.train, scratch),
+                                       model_config(settings))
+        if main and not resume:
+            write_pipeline(out, pipeline, model_cfg)
+        return _fit(out, settings, cfg, pipeline, model_cfg, reviews, resume)
+
+
+def _fit(out: Path, settings: Settings, cfg: TrainConfig, pipeline: TextPipeline,
+         model_cfg: SentimentConfig, reviews: SplitReviews, resume: bool) -> TrainResult:
+    """Seed, build, train; then (unless stopped by a signal) the test evaluation."""
+    from attnkit.training import Trainer, seed_everything
+
+    train_set, valid_set = pipeline.dataset(reviews.train), pipeline.dataset(reviews.valid)
+    test_set = pipeline.dataset(reviews.test) if reviews.test else None
+    seed_everything(cfg.seed)  # before the model: the seed alone decides its initial weights
+    model = SentimentClassifier(model_cfg)
+
+    def evaluate_fn(m):
+        metrics = accuracy(m, valid_set)
+        if test_set is not None and settings.track_test:
+            metrics.update({f"test_{k}": v for k, v in accuracy(m, test_set).items()})
+        return metrics
+
+    metadata = {"app": APP, "format": runs.FORMAT, **settings.stored(),
+                "model": model_cfg.to_dict(), "parameters": count_parameters(model),
+                "train_size": len(train_set), "valid_size": len(valid_set),
+                "test_size": 0 if test_set is None else len(test_set)}
+    trainer = Trainer(model, cfg, out, train_dataset=train_set, collate_fn=collate,
+                      loss_fn=bce_loss, evaluate_fn=evaluate_fn, run_metadata=metadata)
+    result = trainer.fit(resume=resume)
+    if result.stop_reason == "signal":
+        return result
+    if test_set is not None and is_main_process():  # under torchrun, rank 0 reports alone
+        best = load_run(out).model
+        runs.write_json(out / "test_metrics.json", {**accuracy(best, test_set),
+                                                     "examples": len(test_set),
+                                                     "data": settings.test_data})
+    return result
 
 
 def bce_loss(model, batch):
@@ -141,112 +471,6 @@ def accuracy(model, data: EncodedReviews, batch_size: int = 256) -> dict[str, fl
     return {"loss": total_loss / n, "accuracy": correct / n}
 
 
-def _load(path, split: str, skip_bad: bool) -> list[Review]:
-    stats = ReadStats()
-    reviews = load_split(path, split, skip_bad=skip_bad, stats=stats)
-    if stats.skipped:
-        print(f"{path} ({split}): skipped {stats.skipped} bad records, e.g. {stats.reasons[0]}")
-    if not reviews:
-        raise DataError(f"no {split} reviews found", path=str(path))
-    return reviews
-
-
-def train(data, out, *, preset: str = "keras2018", valid_fraction: float | None = None,
-          test_data=None, track_test: bool = True, mask_padding: bool = True,
-          padding: str | None = None, tokenizer: str | None = None, resume: bool = False,
-          skip_bad: bool = False, num_words: int | None = None, maxlen: int | None = None,
-          model_overrides: dict | None = None, **train_overrides):
-    """Train a sentiment run into ``out`` and return the trainer's ``TrainResult``.
-
-    Args:
-        data: anything :func:`attnkit.data.imdb.load_split` reads; its ``train`` split is used
-            (a single file is the training set).
-        out: the run folder.
-        preset: ``"keras2018"`` or ``"best"``.
-        valid_fraction: share of train held out for validation (deterministic by ``seed``;
-            default: the preset's); the best checkpoint is chosen on validation accuracy.
-        test_data: where the test split is (default ``data`` when it has one). With
-            ``track_test`` its accuracy is also logged after every epoch (reported, never used
-            to select) - the curve the 2018 script printed, since it validated on test. The
-            selected checkpoint is always evaluated on it into ``test_metrics.json``.
-        mask_padding: False = the 2018 behaviour (padding attended and pooled).
-        padding: ``"pre"`` (default) or ``"post"``.
-        tokenizer: ``word`` / ``char`` / ``subword``, overriding the preset.
-        resume: continue ``out/last`` exactly (the data must be the same).
-        skip_bad: skip malformed records (counted) instead of failing.
-        num_words, maxlen: vocabulary size and sequence length, overriding the preset.
-        model_overrides: SentimentConfig fields to change.
-        **train_overrides: TrainConfig fields (epochs, batch_size, lr, seed, device, ...).
-    """
-    from attnkit.training import TrainConfig, Trainer
-
-    if preset not in PRESETS:
-        raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
-    spec = PRESETS[preset]
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    seed = int(train_overrides.get("seed", 0))
-    if valid_fraction is None:
-        valid_fraction = spec["valid_fraction"]
-    reviews = _load(data, "train", skip_bad)
-    train_reviews, valid_reviews = split_validation(reviews, valid_fraction, seed)
-    if not valid_reviews:
-        raise ValueError("the validation split is empty: raise --valid-fraction")
-    test_path = test_data if test_data is not None else (data if has_split(data, "test") else None)
-    test_reviews = _load(test_path, "test", skip_bad) if test_path else []
-
-    kind = tokenizer or spec["tokenizer"]
-    num_words = num_words or spec["num_words"]
-    if resume and (out / "pipeline.json").is_file():
-        pipeline = load_pipeline(out)  # the vocabulary of the interrupted run, not a new one
-    else:
-        tok = make_tokenizer(kind, [r.text for r in train_reviews], out)
-        vocab = build_vocab((tok.tokenize(r.text) for r in train_reviews), num_words)
-        pipeline = TextPipeline(tok, vocab, maxlen or spec["maxlen"], padding or "pre",
-                                spec["truncating"])
-        vocab.to_json(out / "vocab.json")
-        atomic_write_json(out / "pipeline.json", {
-            "tokenizer": tok.to_json(), "maxlen": pipeline.maxlen, "padding": pipeline.padding,
-            "truncating": pipeline.truncating})
-    train_set = pipeline.dataset(train_reviews)
-    valid_set = pipeline.dataset(valid_reviews)
-    test_set = pipeline.dataset(test_reviews) if test_reviews else None
-
-    model_cfg = SentimentConfig(**{**spec["model"], **(model_overrides or {}),
-                                   "vocab_size": num_words, "maxlen": pipeline.maxlen,
-                                   "mask_padding": mask_padding, "padding": pipeline.padding})
-    model = SentimentClassifier(model_cfg)
-    atomic_write_json(out / "model.json", model_cfg.to_dict())
-
-    def evaluate_fn(m):
-        metrics = accuracy(m, valid_set)
-        if test_set is not None and track_test:
-            metrics.update({f"test_{k}": v for k, v in accuracy(m, test_set).items()})
-        return metrics
-
-    cfg_kwargs = {**spec["train"], "select_metric": "accuracy", "select_mode": "max",
-                  **{k: v for k, v in train_overrides.items() if v is not None}}
-    cfg = TrainConfig(**cfg_kwargs)
-    trainer = Trainer(model, cfg, out, train_dataset=train_set, collate_fn=collate,
-                      loss_fn=bce_loss, evaluate_fn=evaluate_fn,
-                      run_metadata={"app": "sentiment", "preset": preset,
-                                    "model": model_cfg.to_dict(),
-                                    "parameters": count_parameters(model),
-                                    "data": str(data), "valid_fraction": valid_fraction,
-                                    "train_size": len(train_set), "valid_size": len(valid_set)})
-    result = trainer.fit(resume=resume)
-    if test_set is not None and is_main_process():  # under torchrun, rank 0 reports alone
-        best = load_run(out)[0]
-        metrics = accuracy(best, test_set)
-        atomic_write_json(out / "test_metrics.json", {**metrics, "examples": len(test_set),
-                                                      "data": str(test_path)})
-    return result
-
-
-# Test accuracy after epochs 1-5 of the 2018 Keras script on this machine (it validated on test).
-KERAS2018_TEST_CURVE = (0.850, 0.857, 0.838, 0.815, 0.814)
-
-
 def epoch_curve(run) -> list[dict]:
     """Per-epoch evaluations of a run from ``metrics.jsonl``: ``[{"epoch": 1, "valid_accuracy",
     "test_accuracy" (when tracked)}, ...]`` (epochs counted from 1)."""
@@ -265,8 +489,12 @@ def epoch_curve(run) -> list[dict]:
     return rows
 
 
-def format_curve(run, baseline=KERAS2018_TEST_CURVE) -> str:
-    """The per-epoch curve as a table, beside the 2018 Keras test accuracies."""
+def format_curve(run, baseline: Sequence[float] | None = None) -> str:
+    """The per-epoch curve as a table, beside the 2018 Keras test accuracies (for a keras2018
+    run, unless ``baseline`` is given)."""
+    if baseline is None:
+        preset = runs.read_config(run, APP).get("preset")
+        baseline = KERAS2018_TEST_CURVE if preset == "keras2018" else ()
     lines = ["epoch  valid acc  test acc  Keras 2018 test acc"]
     for row in epoch_curve(run):
         e = row["epoch"]
@@ -277,63 +505,255 @@ def format_curve(run, baseline=KERAS2018_TEST_CURVE) -> str:
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------- run files
+
+def write_pipeline(out: Path, pipeline: TextPipeline, model_cfg: SentimentConfig) -> None:
+    """``vocab.json``, ``pipeline.json`` and ``model.json`` of a new run."""
+    pipeline.vocab.to_json(out / "vocab.json")
+    runs.write_json(out / "pipeline.json", pipeline.to_dict())
+    runs.write_json(out / "model.json", model_cfg.to_dict())
+
+
 def load_pipeline(run) -> TextPipeline:
+    """The text pipeline of a run (``pipeline.json``, ``vocab.json``, tokenizer files).
+
+    Raises:
+        CheckpointError: a missing or broken file, named.
+    """
     run = Path(run)
+    meta = runs.read_json(run / "pipeline.json", "the run's text pipeline")
+    vocab_path = run / "vocab.json"
+    runs.read_json(vocab_path, "the run's vocabulary")  # missing / not UTF-8 / not JSON
     try:
-        meta = json.loads((run / "pipeline.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{run}: not a sentiment run (no pipeline.json)") from None
-    tok = tokenizer_from_json(meta["tokenizer"], run)
-    return TextPipeline(tok, Vocab.from_json(run / "vocab.json"), int(meta["maxlen"]),
-                        meta["padding"], meta["truncating"])
+        vocab = Vocab.from_json(vocab_path)
+        return TextPipeline.from_dict(meta, vocab, run)
+    except DataError as exc:
+        raise CheckpointError(str(exc)) from None
+    except (ValueError, KeyError, OSError) as exc:
+        raise CheckpointError(f"{run / 'pipeline.json'}: bad text pipeline ({exc})") from None
 
 
-def load_run(run, device: str = "cpu") -> tuple[SentimentClassifier, TextPipeline]:
-    """The best model of a run (eval mode) and its text pipeline."""
+def read_model_config(run) -> SentimentConfig:
+    """``RUN/model.json`` as a :class:`SentimentConfig` (CheckpointError when broken)."""
+    path = Path(run) / "model.json"
+    obj = runs.read_json(path, "the run's model settings")
+    try:
+        if not isinstance(obj, dict):
+            raise ValueError("must be a JSON object")
+        cfg = SentimentConfig.from_dict(obj)
+        cfg.check()
+    except (ValueError, TypeError) as exc:
+        raise CheckpointError(f"{path}: bad model settings ({exc})") from None
+    return cfg
+
+
+def runtime_device(name: str | None) -> str:
+    """``--device`` for eval and predict: None = CPU; a bad or absent device is a UsageError."""
+    try:
+        return str(resolve_device(name or "cpu"))
+    except (ValueError, RuntimeError) as exc:
+        raise UsageError(f"--device {name}: {exc}") from None
+
+
+def load_run(run, *, device: str | None = "cpu") -> runs.Run:
+    """The best model of a run (eval mode, on ``device``), its text pipeline and config.
+
+    Raises:
+        CheckpointError: not a sentiment run (another app's, or no run), a broken file, or
+            no best weights yet.
+    """
+    run = Path(run)
+    config = runs.read_config(run, APP)
+    model_cfg = read_model_config(run)
+    pipeline = load_pipeline(run)
+    best = run / "best.safetensors"
+    if not best.is_file():
+        raise CheckpointError(f"{run}: no trained weights yet (best.safetensors is missing: the "
+                              f"run stopped before its first evaluation); continue it with "
+                              f"--resume {run}")
     from attnkit.training.checkpoint import load_weights
 
-    run = Path(run)
-    try:
-        cfg = SentimentConfig.from_dict(json.loads((run / "model.json").read_text("utf-8")))
-    except FileNotFoundError:
-        raise CheckpointError(f"{run}: not a sentiment run (no model.json)") from None
-    model = SentimentClassifier(cfg)
-    load_weights(model, run / "best.safetensors")
-    return model.to(device).eval(), load_pipeline(run)
+    model = SentimentClassifier(model_cfg)
+    load_weights(model, best)
+    device = runtime_device(device)
+    return runs.Run(run, APP, model.to(device).eval(), pipeline, config, device)
 
 
-def evaluate(run, data, *, split: str = "test", skip_bad: bool = False,
-             device: str = "cpu") -> dict:
-    """``{"accuracy", "loss", "examples"}`` of a run's best model on ``data``'s ``split``."""
-    model, pipeline = load_run(run, device)
+def _as_run(run, device: str | None) -> runs.Run:
+    return run if isinstance(run, runs.Run) else load_run(run, device=device)
+
+
+# ---------------------------------------------------------------------------- evaluation
+
+def own_test_data(config: dict[str, Any]) -> str:
+    """The test data a run recorded (format 1: its data, when that has a test split)."""
+    test = config.get("test_data")
+    if test is None and config.get("format") == 1 and config.get("data") \
+            and has_split(config["data"], "test"):
+        test = config["data"]
+    if test is None:
+        raise UsageError("this run has no test data recorded; pass the data with --data")
+    return test
+
+
+def evaluate(run, data=None, *, split: str = "test", skip_bad: bool = False,
+             device: str | None = "cpu", report: str | os.PathLike | None = None,
+             examples: int = 20) -> dict:
+    """Accuracy of a run's best model on ``data``'s ``split``.
+
+    Args:
+        run: a run folder or a loaded :class:`~attnkit.apps.runs.Run`.
+        data: reviews (see :class:`Settings`); None = the run's own test data.
+        split: ``"test"`` or ``"train"``.
+        report: also write an HTML page with the metrics and the first ``examples`` reviews
+            shaded by their weights.
+
+    Returns:
+        ``{"accuracy", "loss", "examples", "data", "split", "truncated"}``; ``truncated``
+        counts the reviews longer than the model's maxlen (cut as in training).
+    """
+    run = _as_run(run, device)
+    if split not in SPLITS:
+        raise UsageError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
+    data = own_test_data(run.config) if data is None else data
     reviews = _load(data, split, skip_bad)
-    return {**accuracy(model, pipeline.dataset(reviews)), "examples": len(reviews)}
+    reads = [run.pipeline.read(r.text) for r in reviews]
+    ids, lengths = run.pipeline.pad(reads)
+    labels = torch.tensor([r.label for r in reviews], dtype=torch.float32)
+    metrics = {**accuracy(run.model, EncodedReviews(ids, lengths, labels)),
+               "examples": len(reviews), "data": str(data), "split": split,
+               "truncated": sum(r.dropped > 0 for r in reads)}
+    if report is not None:
+        shown = [(r.text, seen) for r, seen in zip(reviews[:examples], reads, strict=False)
+                 if seen.tokens]
+        preds = _explain(run, [t for t, _ in shown], [seen for _, seen in shown])
+        write_page(preds, report, {**run.summary(), **metrics})
+    return metrics
 
+
+# ---------------------------------------------------------------------------- prediction
 
 @dataclass
-class Prediction:
-    """``prob`` of "positive"; ``tokens`` the model saw and their ``scores`` (sum 1)."""
+class SentimentPrediction(Prediction):
+    """One review's sentiment and what the model read of it.
+
+    Attributes:
+        text: the review as given.
+        prob: P(positive).
+        label: ``"positive"`` (prob >= 0.5) or ``"negative"``.
+        tokens: the tokens the model read (at most maxlen).
+        weights: ``[len(tokens)]`` float32, each token's share of the decision (sums to 1;
+            see :meth:`SentimentClassifier.explain`).
+        contributions: ``[len(tokens)]`` float32, each token's signed part of the logit
+            (> 0 towards positive; they sum to the logit minus the classifier's bias, see
+            :meth:`SentimentClassifier.attribute`).
+        spans: ``(start, end)`` of each token in ``text`` (as written), or None when the
+            tokenizer's pieces cannot be found in the text.
+        unknown: share of ``tokens`` unknown to the vocabulary (0..1).
+        truncated: tokens cut off by maxlen (0 if none).
+    """
 
     text: str
     prob: float
+    label: str
     tokens: list[str]
-    scores: list[float]
+    weights: np.ndarray
+    contributions: np.ndarray
+    spans: list[tuple[int, int]] | None
+    unknown: float
+    truncated: int
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "prob": self.prob, "label": self.label,
+                "tokens": self.tokens, "weights": [float(w) for w in self.weights],
+                "contributions": [float(c) for c in self.contributions],
+                "spans": None if self.spans is None else [list(s) for s in self.spans],
+                "unknown": self.unknown, "truncated": self.truncated}
+
+    def figure(self):
+        """One row of token cells coloured by weight, titled with the probability."""
+        from attnkit.viz.heatmap import alignment_figure
+
+        fig = alignment_figure(self.weights[None, :], self.tokens, [self.label],
+                               title=f"P(positive) = {self.prob:.3f}")
+        fig.axes[0].set_xlabel("token")
+        fig.axes[0].set_ylabel("")
+        return fig
+
+    @classmethod
+    def page(cls, predictions: Sequence[SentimentPrediction], summary: dict[str, Any]) -> str:
+        """Each review shaded by its weights, under a table of the run's summary."""
+        from attnkit.viz.report import HtmlReport
+        from attnkit.viz.text import shade_text_html
+
+        report = HtmlReport("attnkit sentiment")
+        if summary:
+            report.add_table([(k, v if isinstance(v, (str, int, float)) else json.dumps(v))
+                              for k, v in summary.items()], header=("", ""))
+        report.add_text("Shading: each word's share of the decision (max pooling) or its "
+                        "attention-pooling weight.")
+        for i, p in enumerate(predictions, 1):
+            report.add_section(f"Review {i}: P(positive) = {p.prob:.4f} ({p.label})")
+            report.add_tokens(shade_text_html(p.tokens, p.weights))
+        return report.to_html()
 
 
-def predict(run, texts: list[str], device: str = "cpu") -> list[Prediction]:
-    """Probabilities and per-token scores (see :meth:`SentimentClassifier.explain`)."""
-    model, pipeline = load_run(run, device)
-    ids, lengths = pipeline.encode(texts)
-    probs, scores = model.explain(ids.to(device), lengths.to(device))
+def read_texts(pipeline: TextPipeline, texts: Sequence[str]) -> list[ReadReview]:
+    """Read every review; an empty one, or one without a token, is a UsageError naming it."""
+    if isinstance(texts, str):
+        raise UsageError("predict takes a list of reviews, not one string")
+    reads = []
+    for i, text in enumerate(texts, 1):
+        if not isinstance(text, str) or not text.strip():
+            raise UsageError(f"review {i} is empty: nothing to predict")
+        seen = pipeline.read(text)
+        if not seen.tokens:
+            kind = getattr(pipeline.tokenizer, "kind", "run's")
+            raise UsageError(f"review {i} ({text[:40]!r}) has no token the {kind} tokenizer "
+                             "reads: nothing to predict")
+        reads.append(seen)
+    return reads
+
+
+def predict(run, texts: Sequence[str], *, device: str | None = "cpu",
+            batch_size: int = 64) -> list[SentimentPrediction]:
+    """P(positive) and per-token weights of each review (see :class:`SentimentPrediction`).
+
+    Args:
+        run: a run folder or a loaded :class:`~attnkit.apps.runs.Run`.
+        texts: reviews; each must have at least one token.
+        batch_size: reviews per forward pass.
+
+    Raises:
+        UsageError: an empty review, or one without a token.
+    """
+    run = _as_run(run, device)
+    reads = read_texts(run.pipeline, texts)
+    texts = list(texts)
+    if batch_size < 1:
+        raise UsageError(f"batch size must be at least 1, got {batch_size}")
+    out: list[SentimentPrediction] = []
+    for start in range(0, len(reads), batch_size):
+        end = start + batch_size
+        out += _explain(run, list(texts[start:end]), reads[start:end])
+    return out
+
+
+def _explain(run: runs.Run, texts: Sequence[str],
+             reads: Sequence[ReadReview]) -> list[SentimentPrediction]:
+    """Predictions for reviews already read (each with at least one token)."""
+    if not reads:
+        return []
+    pipeline = run.pipeline
+    ids, lengths = pipeline.pad(reads)
+    probs, scores, signed = run.model.attribute(ids.to(run.device), lengths.to(run.device))
     out = []
-    for b, text in enumerate(texts):
-        toks = pipeline.tokens(text)
-        toks = toks[-pipeline.maxlen:] if pipeline.truncating == "pre" else toks[:pipeline.maxlen]
-        n = len(toks)
-        row = scores[b].cpu()
-        real = row[pipeline.maxlen - n:] if pipeline.padding == "pre" else row[:n]
-        out.append(Prediction(text, float(probs[b]), toks, [float(v) for v in real]))
+    for b, (text, seen) in enumerate(zip(texts, reads, strict=True)):
+        n = len(seen.tokens)
+        real = slice(pipeline.maxlen - n, None) if pipeline.padding == "pre" else slice(0, n)
+        prob = float(probs[b])
+        out.append(SentimentPrediction(
+            text, prob, "positive" if prob >= 0.5 else "negative", seen.tokens,
+            scores[b, real].float().cpu().numpy(), signed[b, real].float().cpu().numpy(),
+            pipeline.spans(text), seen.unknown_share, seen.dropped))
     return out

@@ -28,8 +28,11 @@ AMP_CHOICES = {"auto": "auto", "on": True, "off": False}
 
 
 def add_train_options(parser: argparse.ArgumentParser, *, data_default: str | None = None,
-                      **help_text: str) -> None:
+                      data_required: bool = True, **help_text: str) -> None:
     """Add the common ``train`` options to ``parser``.
+
+    ``data_required=False`` leaves ``--data`` optional without a default (an app whose resume
+    takes the run's stored data).
 
     ``help_text`` overrides the help of an option by its dest name (e.g. ``lr="default 1e-3"``),
     so each app can state its own defaults.
@@ -38,7 +41,8 @@ def add_train_options(parser: argparse.ArgumentParser, *, data_default: str | No
         parser.add_argument(flag, dest=dest, help=help_text.get(dest, default_help), **kw)
 
     add("--data", "data", f"training data (default {data_default})" if data_default
-        else "training data", default=data_default, required=data_default is None)
+        else "training data", default=data_default,
+        required=data_default is None and data_required)
     add("--out", "out", "the run folder to create", metavar="RUN")
     add("--resume", "resume", "continue the interrupted run in RUN (or in --out) exactly; "
         "its stored settings are kept", nargs="?", const=True, metavar="RUN")

@@ -360,19 +360,35 @@ class SentimentClassifier(nn.Module):
         In the unmasked 2018 mode the winners are taken among the real tokens only, since the
         question asked is which *words* mattered.
         """
+        prob, scores, _ = self.attribute(ids, lengths)
+        return prob, scores
+
+    @torch.no_grad()
+    def attribute(self, ids: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """:meth:`explain`'s probability ``[batch]`` and scores ``[batch, time]``, plus signed
+        contributions ``[batch, time]``: each real token's part of the logit (> 0 pushes
+        towards "positive", 0 on padding).
+
+        With masking they sum to ``logit - classifier bias``: attention pooling splits the
+        logit exactly, ``a_t * (w . h_t)``; max pooling passes each feature's term
+        ``w_d * max_t h[t, d]`` back through the attention row that made it (as the scores do
+        with its absolute value).
+        """
         x, mask, attn = self._encode(ids, lengths, need_weights=True)
         pooled, aux = self._pool(x, mask)
         prob = torch.sigmoid(self.classifier(pooled).squeeze(-1))
+        w = self.classifier.weight[0]
         if self.pool_score is not None:
-            scores = aux * mask
-            return prob, scores / scores.sum(-1, keepdim=True).clamp_min(1e-12)
-        filled = x.masked_fill(~mask.unsqueeze(-1), torch.finfo(x.dtype).min)
-        top, winners = filled.max(dim=1)  # [batch, width]: value and winning position per feature
-        # Each feature's share of the logit, |w_d * max_t h[t, d]|.
-        share = (self.classifier.weight[0] * top).abs() * mask.any(-1, keepdim=True)
-        rows = self._trace_back(attn[-1], winners)  # [batch, width, time]
-        scores = torch.einsum("bd,bdt->bt", share, rows) * mask
-        return prob, scores / scores.sum(-1, keepdim=True).clamp_min(1e-12)
+            scores, signed = aux * mask, aux * (x @ w) * mask
+        else:
+            filled = x.masked_fill(~mask.unsqueeze(-1), torch.finfo(x.dtype).min)
+            top, winners = filled.max(dim=1)  # [batch, width]: value, winning position per feature
+            # Each feature's term of the logit, w_d * max_t h[t, d].
+            term = w * top * mask.any(-1, keepdim=True)
+            rows = self._trace_back(attn[-1], winners)  # [batch, width, time]
+            scores = torch.einsum("bd,bdt->bt", term.abs(), rows) * mask
+            signed = torch.einsum("bd,bdt->bt", term, rows) * mask
+        return prob, scores / scores.sum(-1, keepdim=True).clamp_min(1e-12), signed
 
     def _trace_back(self, weights: Tensor | None, winners: Tensor) -> Tensor:
         """For feature ``d`` won at query ``q_d``: the attention row over the tokens that made it.

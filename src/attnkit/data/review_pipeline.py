@@ -1,0 +1,219 @@
+"""Review text -> the padded id tensors a sentiment classifier reads, and back to the text.
+
+:class:`TextPipeline` is a tokenizer, a vocabulary, ``maxlen`` and the padding and truncation
+sides. :meth:`TextPipeline.read` says what the model sees of one review: the tokens kept
+(at most ``maxlen``, cut on the ``truncating`` side), their ids, how many tokens were cut and
+how many kept ones are unknown to the vocabulary. A text of any length is read in pieces of
+:data:`CHUNK_CHARS` characters, so memory stays bounded (a 10-million-word line costs the
+``maxlen`` kept tokens, not 10 million strings). :meth:`TextPipeline.spans` finds the kept
+tokens in the review as written, for pages that show the original text.
+
+Example::
+
+    pipe = TextPipeline(WordTokenizer(), vocab, maxlen=100)
+    seen = pipe.read("A wonderful, moving film.")   # .tokens, .ids, .dropped, .unknown
+    ids, lengths = pipe.encode(["A wonderful, moving film.", "Dull."])
+    # ids [batch, maxlen] int64 (padding at the start by default), lengths [batch]
+    data = pipe.dataset(reviews)                     # EncodedReviews for the trainer
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+# The word tokenizer's HTML line-break pattern: a break is never a token, so spans skip it.
+from attnkit.data.classification_text import _BR_RE, pad_sequences, tokenizer_from_json
+from attnkit.data.imdb import Review
+from attnkit.data.vocab import Vocab
+
+# Longer texts are tokenized piece by piece (cut at whitespace, which no token spans).
+CHUNK_CHARS = 1 << 16
+PADDING_SIDES = ("pre", "post")
+
+
+@dataclass(frozen=True)
+class ReadReview:
+    """What the model sees of one review.
+
+    Attributes:
+        tokens: the kept tokens (at most ``maxlen``), in text order.
+        ids: their vocabulary ids.
+        dropped: tokens cut off by ``maxlen`` (0 if none).
+        unknown: kept tokens that are not in the vocabulary (read as ``<unk>``).
+    """
+
+    tokens: list[str]
+    ids: list[int]
+    dropped: int
+    unknown: int
+
+    @property
+    def unknown_share(self) -> float:
+        """Share of the kept tokens that are unknown (0 for a review without tokens)."""
+        return self.unknown / len(self.tokens) if self.tokens else 0.0
+
+
+class EncodedReviews(torch.utils.data.Dataset):
+    """Padded reviews as tensors: item ``i`` = ``(ids [maxlen], length [], label [])``."""
+
+    def __init__(self, ids: Tensor, lengths: Tensor, labels: Tensor):
+        self.ids, self.lengths, self.labels = ids, lengths, labels
+
+    def __len__(self) -> int:
+        return self.ids.shape[0]
+
+    def __getitem__(self, i: int):
+        return self.ids[i], self.lengths[i], self.labels[i]
+
+
+def collate(items) -> tuple[Tensor, Tensor, Tensor]:
+    """List of dataset items -> ``ids [batch, maxlen]``, ``lengths [batch]``, ``labels [batch]``."""
+    ids, lengths, labels = zip(*items, strict=True)
+    return torch.stack(ids), torch.stack(lengths), torch.stack(labels)
+
+
+def text_chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
+    """``text`` in consecutive pieces of at most about ``size`` characters, cut at whitespace
+    outside an HTML line break, so that tokenizing the pieces gives the tokens of the whole
+    (a single token longer than ``size / 2`` characters is cut)."""
+    start = 0
+    while len(text) - start > size:
+        end = start + size
+        cut = max(text.rfind(c, start + size // 2, end) for c in " \n\t\r")
+        if cut < 0:
+            cut = end
+        else:
+            br = re.search(r"<br\s*$", text[max(start, cut - 16):cut], re.IGNORECASE)
+            if br is not None:  # the break's own whitespace: cut before the "<" instead
+                cut -= len(br.group())
+        cut = max(cut, start + 1)
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
+
+
+@dataclass
+class TextPipeline:
+    """Text -> padded ids: a tokenizer, a vocabulary, ``maxlen`` and the padding sides.
+
+    Args:
+        tokenizer: anything with ``tokenize(text) -> list[str]`` and ``to_json()``
+            (see :mod:`attnkit.data.classification_text`).
+        vocab: the token ids (``<pad>`` = 0, ``<unk>`` = 1).
+        maxlen: tokens kept per review.
+        padding: ``"pre"`` (padding before the tokens) or ``"post"``.
+        truncating: ``"pre"`` (keep the LAST ``maxlen`` tokens) or ``"post"`` (the first).
+    """
+
+    tokenizer: Any
+    vocab: Vocab
+    maxlen: int
+    padding: str = "pre"
+    truncating: str = "pre"
+
+    def read(self, text: str) -> ReadReview:
+        """The tokens of ``text`` the model sees (see :class:`ReadReview`)."""
+        keep_last = self.truncating == "pre"
+        kept: collections.deque[str] | list[str] = (
+            collections.deque(maxlen=self.maxlen) if keep_last else [])
+        total = 0
+        for piece in text_chunks(text, CHUNK_CHARS):
+            tokens = self.tokenizer.tokenize(piece)
+            total += len(tokens)
+            if keep_last:
+                kept.extend(tokens)
+            elif len(kept) < self.maxlen:
+                kept.extend(tokens[:self.maxlen - len(kept)])
+        tokens = list(kept)
+        ids = self.vocab.encode(tokens)
+        unk = self.vocab.unk_id
+        return ReadReview(tokens, ids, total - len(tokens), sum(i == unk for i in ids))
+
+    def encode(self, texts: Sequence[str]) -> tuple[Tensor, Tensor]:
+        """``ids [batch, maxlen]`` int64 and ``lengths [batch]`` (see :func:`pad_sequences`)."""
+        return self.pad([self.read(t) for t in texts])
+
+    def pad(self, reads: Sequence[ReadReview]) -> tuple[Tensor, Tensor]:
+        """Already read reviews -> ``ids [batch, maxlen]``, ``lengths [batch]``."""
+        return pad_sequences([r.ids for r in reads], self.maxlen, padding=self.padding,
+                             truncating=self.truncating)
+
+    def dataset(self, reviews: Sequence[Review]) -> EncodedReviews:
+        """Labelled reviews -> an :class:`EncodedReviews` (labels as float32 0/1)."""
+        ids, lengths = self.encode([r.text for r in reviews])
+        return EncodedReviews(ids, lengths, torch.tensor([r.label for r in reviews],
+                                                         dtype=torch.float32))
+
+    def spans(self, text: str) -> list[tuple[int, int]] | None:
+        """``(start, end)`` character offsets in ``text`` of the kept tokens of :meth:`read`,
+        so that ``text[start:end]`` is the token as written (case kept); None for texts longer
+        than :data:`CHUNK_CHARS` or when a token cannot be found in order (a tokenizer that
+        rewrites characters)."""
+        if len(text) > CHUNK_CHARS:
+            return None
+        spans = token_spans(text, self.tokenizer.tokenize(text))
+        if spans is None or len(spans) <= self.maxlen:
+            return spans
+        return spans[-self.maxlen:] if self.truncating == "pre" else spans[:self.maxlen]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON of ``pipeline.json`` (the vocabulary is saved on its own)."""
+        return {"tokenizer": self.tokenizer.to_json(), "maxlen": self.maxlen,
+                "padding": self.padding, "truncating": self.truncating}
+
+    @classmethod
+    def from_dict(cls, obj: dict[str, Any], vocab: Vocab, folder: str | Path) -> TextPipeline:
+        """Rebuild from :meth:`to_dict`; ``folder`` holds a subword model file.
+
+        Raises:
+            ValueError: a missing or malformed field (the caller names the file).
+        """
+        if not isinstance(obj, dict):
+            raise ValueError("must be a JSON object")
+        missing = [k for k in ("tokenizer", "maxlen") if k not in obj]
+        if missing:
+            raise ValueError(f"missing {', '.join(missing)}")
+        maxlen = obj["maxlen"]
+        if not isinstance(maxlen, int) or isinstance(maxlen, bool) or maxlen < 1:
+            raise ValueError(f"maxlen must be a positive integer, got {maxlen!r}")
+        padding, truncating = obj.get("padding", "pre"), obj.get("truncating", "pre")
+        if padding not in PADDING_SIDES or truncating not in PADDING_SIDES:
+            raise ValueError(f"padding and truncating must be 'pre' or 'post', got "
+                             f"{padding!r}, {truncating!r}")
+        if not isinstance(obj["tokenizer"], dict):
+            raise ValueError("tokenizer must be a JSON object")
+        return cls(tokenizer_from_json(obj["tokenizer"], folder), vocab, maxlen, padding,
+                   truncating)
+
+
+def token_spans(text: str, tokens: Sequence[str]) -> list[tuple[int, int]] | None:
+    """Find ``tokens`` (lowercased by the tokenizer; sentencepiece's ``▁`` word mark allowed)
+    one after the other in ``text``: ``[(start, end)]`` per token, or None when one is not found.
+
+    HTML line breaks are skipped, as the tokenizers drop them.
+
+    Example:
+        >>> token_spans("Great film!", ["great", "film"])
+        [(0, 5), (6, 10)]
+    """
+    masked = _BR_RE.sub(lambda m: " " * len(m.group()), text)
+    spans, pos = [], 0
+    for token in tokens:
+        piece = token.lstrip("\u2581")
+        if not piece:  # a bare word mark: nothing of the text
+            spans.append((pos, pos))
+            continue
+        found = re.compile(re.escape(piece), re.IGNORECASE).search(masked, pos)
+        if found is None:
+            return None
+        spans.append(found.span())
+        pos = found.end()
+    return spans
