@@ -55,6 +55,14 @@ def append_line(path: Path, line: str) -> None:
         f.write(line + "\n")
 
 
+def say(message: str) -> None:
+    """Print ``message`` on stderr above the progress bar, if one is shown (a plain print
+    would tear it in two)."""
+    from tqdm.auto import tqdm
+    tqdm.write(message, file=sys.stderr)
+    sys.stderr.flush()
+
+
 def progress_bar(enabled: bool, total: int, initial: int, epoch: int, epochs: int):
     """A tqdm bar over the batches of one epoch when ``enabled`` and stderr is a terminal;
     else None."""

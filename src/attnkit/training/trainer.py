@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ from attnkit.training.checkpoint import (
 )
 from attnkit.training.config import TrainConfig
 from attnkit.training.position import LossWindow, TrainPosition
-from attnkit.training.progress import append_line, progress_bar, progress_line
+from attnkit.training.progress import append_line, progress_bar, progress_line, say
 from attnkit.training.schedule import apply_lr, lr_factor
 from attnkit.training.seeding import get_rng_state, seed_everything, set_rng_state
 from attnkit.training.signals import StopRequest
@@ -527,7 +526,7 @@ class Trainer:
 
     def _say(self, info: D.DistInfo, message: str) -> None:
         if info.is_main:
-            print(f"[attnkit.training] {message}", file=sys.stderr, flush=True)
+            say(f"[attnkit.training] {message}")
 
     def _nonfinite(self, info: D.DistInfo, value: float, pos: TrainPosition,
                    what: str = "training loss") -> None:
