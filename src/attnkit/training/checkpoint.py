@@ -45,8 +45,9 @@ _META_KEY = "attnkit"
 HEADER_FORMAT = "2"
 _FORMAT_KEY = "attnkit_format"
 _HEADER_SUM = "attnkit_header_sha256"
-# What attnkit.fileio.atomic_path and save_checkpoint name their temporaries: ".<name>.<random>.tmp"
-_TEMPORARY = re.compile(r"^\..+\.[A-Za-z0-9_]+\.tmp$")
+# Temporaries: ".<name>.<random>.tmp" of attnkit.fileio.atomic_path and save_checkpoint, and
+# ".tmp<6 random>" of safetensors' own writer (it writes beside the target, then renames).
+_TEMPORARY = re.compile(r"^(\..+\.[A-Za-z0-9_]+\.tmp|\.tmp[A-Za-z0-9]{6})$")
 
 
 def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
@@ -336,8 +337,8 @@ def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
     """Delete the temporaries that writes killed midway left in ``folder``; return them.
 
     These are hidden ``.<name>.<random>.tmp`` files (:func:`attnkit.fileio.atomic_path`) and
-    folders (:func:`save_checkpoint`). Call it only when nothing writes into ``folder``, e.g.
-    when a fit starts.
+    folders (:func:`save_checkpoint`), and ``.tmpXXXXXX`` files (safetensors' writer). Call it
+    only when nothing writes into ``folder``, e.g. when a fit starts.
     """
     removed = []
     folder = Path(folder)
