@@ -17,6 +17,11 @@ model name\t: Intel(R) Xeon(R) Platinum 8480+
 """
 
 
+@pytest.fixture(autouse=True)
+def _onednn_unrestricted(monkeypatch):
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+
+
 @pytest.fixture
 def fake_cpuinfo(tmp_path, monkeypatch):
     def write(extra: str = ""):
@@ -64,6 +69,14 @@ def test_bf16_native_asks_torch_first(monkeypatch, avx512_bf16, amx, expected):
                         raising=False)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx, raising=False)
     assert machine.cpu_has_native_bf16() is expected
+
+
+def test_onednn_limited_below_bf16_is_not_native(monkeypatch):
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx2")
+    assert machine.cpu_has_native_bf16() is False
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
+    assert machine.cpu_has_native_bf16() is True
 
 
 @pytest.mark.parametrize("flags, expected", [("", False), ("avx512_bf16", True),

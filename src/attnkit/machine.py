@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import platform
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,9 @@ CPUINFO = Path("/proc/cpuinfo")
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 # torch.cpu probes of the same (private API: looked up by name, absent in some versions).
 _TORCH_BF16_PROBES = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+# ONEDNN_MAX_CPU_ISA values that keep oneDNN (torch's CPU matmul) off its bf16 instructions.
+_ONEDNN_ISAS_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE",
+                             "AVX512_CORE_VNNI")
 
 
 def _cpuinfo_text() -> str:
@@ -52,8 +56,10 @@ def cpu_has_native_bf16() -> bool:
     There bf16 autocast speeds matmuls up; without it (AVX2, plain AVX512) torch emulates bf16
     and a matmul is many times slower than in float32. torch's own probes are asked first
     (they also know whether the OS lets the process use AMX); /proc/cpuinfo flags when torch
-    has none.
+    has none. ``ONEDNN_MAX_CPU_ISA`` set below AVX512_CORE_BF16 counts as no native bf16.
     """
+    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in _ONEDNN_ISAS_WITHOUT_BF16:
+        return False
     probes = [getattr(torch.cpu, name, None) for name in _TORCH_BF16_PROBES]
     probes = [p for p in probes if callable(p)]
     if probes:
