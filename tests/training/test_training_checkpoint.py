@@ -3,6 +3,7 @@ damaged or foreign file."""
 
 from __future__ import annotations
 
+import errno
 import json
 
 import pytest
@@ -10,10 +11,11 @@ import torch
 from torch import nn
 
 from attnkit.errors import CheckpointError
-from attnkit.training import load_weights, save_weights
+from attnkit.training import checkpoint, load_weights, save_weights
 from attnkit.training.checkpoint import (
     flatten_optimizer,
     load_checkpoint,
+    remove_stale_temporaries,
     save_checkpoint,
     unflatten_optimizer,
 )
@@ -139,3 +141,127 @@ def test_checkpoint_folder_round_trip_and_damage(tmp_path):
     state.unlink()
     with pytest.raises(CheckpointError, match="no checkpoint found"):
         load_checkpoint(folder, *fresh())
+
+
+def _flip_in_metadata(path, old: bytes, new: bytes) -> None:
+    raw = path.read_bytes()
+    header_len = int.from_bytes(raw[:8], "little")
+    assert raw.count(old, 8, 8 + header_len) == 1 and len(old) == len(new)
+    path.write_bytes(raw.replace(old, new))
+
+
+def test_a_flipped_byte_in_the_header_metadata_is_caught(tmp_path):
+    path = tmp_path / "best.safetensors"
+    save_weights(_model(), path, {"step": 7, "metrics": {"loss": 0.5}})
+    _flip_in_metadata(path, b'\\"step\\": 7', b'\\"step\\": 6')
+    with pytest.raises(CheckpointError, match="best.safetensors: checksum mismatch in the header"):
+        load_weights(_model(), path)
+
+
+def _save_header_format_1(path, model: nn.Module, metadata: dict) -> None:
+    """A file as attnkit wrote it before the header checksum existed."""
+    from safetensors.torch import save_file
+
+    from attnkit.training.checkpoint import tensors_sha256
+    tensors = {k: v.contiguous() for k, v in model.state_dict().items()}
+    save_file(tensors, str(path), metadata={
+        "attnkit": json.dumps(metadata), "attnkit_sha256": tensors_sha256(tensors),
+        "attnkit_aliases": "{}", "format": "pt"})
+
+
+def test_header_format_1_files_still_load_and_verify_their_tensors(tmp_path):
+    path = tmp_path / "old.safetensors"
+    a = _model()
+    _save_header_format_1(path, a, {"step": 3})
+    b = _model()
+    assert load_weights(b, path) == {"step": 3}
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(),
+                                                  b.state_dict().values(), strict=True))
+    raw = bytearray(path.read_bytes())
+    raw[-3] ^= 0x01
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match="checksum mismatch"):
+        load_weights(_model(), path)
+
+
+def test_a_removed_header_checksum_is_not_taken_for_format_1(tmp_path):
+    path = tmp_path / "w.safetensors"
+    save_weights(_model(), path, {"step": 7})
+    _flip_in_metadata(path, b'"attnkit_header_sha256"', b'"attnkit_header_sha25X"')
+    with pytest.raises(CheckpointError, match="checksum mismatch in the header"):
+        load_weights(_model(), path)
+
+
+def _disk_full(kind: str):
+    def save_file(tensors, filename, metadata=None):
+        with open(filename, "wb") as f:
+            f.write(b"partial")
+        if kind == "safetensors":
+            from safetensors import SafetensorError
+            # What safetensors 0.8 raised on a full tmpfs.
+            raise SafetensorError("Error while serializing: I/O error: No space left on device "
+                                  "(os error 28)")
+        raise OSError(errno.ENOSPC, "No space left on device")
+    return save_file
+
+
+@pytest.mark.parametrize("kind", ["safetensors", "oserror"])
+def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(tmp_path, monkeypatch,
+                                                                     kind):
+    model = _model()
+    opt = _trained_optimizer(model)
+    folder = tmp_path / "last"
+    save_checkpoint(folder, model, opt, {"position": {"global_step": 2}})
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    monkeypatch.setattr(checkpoint, "save_file", _disk_full(kind))
+    with pytest.raises(CheckpointError, match=r"cannot write .*last/model.safetensors: no "
+                       r"space left on device \(needs about [\d.]+ (kB|bytes)\)"):
+        save_checkpoint(folder, model, opt, {"position": {"global_step": 3}})
+    with pytest.raises(CheckpointError, match=r"cannot write .*best.safetensors: no space"):
+        save_weights(model, tmp_path / "best.safetensors")
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last"]  # no temporaries left
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    m2 = _model()
+    o2 = torch.optim.AdamW(m2.parameters(), lr=0.1)
+    assert load_checkpoint(folder, m2, o2)["position"]["global_step"] == 2
+
+
+def test_other_write_errors_are_not_called_disk_full(tmp_path, monkeypatch):
+    def denied(tensors, filename, metadata=None):
+        raise OSError(errno.EACCES, "Permission denied")
+    monkeypatch.setattr(checkpoint, "save_file", denied)
+    with pytest.raises(PermissionError):
+        save_weights(_model(), tmp_path / "w.safetensors")
+
+
+def test_remove_stale_temporaries(tmp_path):
+    keep = ["best.safetensors", "config.json", "last", "notes.tmp", ".hidden", ".tmpfile1"]
+    stale = [".best.safetensors.k2j_8x0q.tmp", ".config.json.abcd1234.tmp", ".tmpLeTygF"]
+    for name in keep[:2] + keep[3:] + stale:
+        (tmp_path / name).write_text("x")
+    (tmp_path / "last").mkdir()
+    (tmp_path / ".last.x7y8z9w0.tmp").mkdir()
+    (tmp_path / ".last.x7y8z9w0.tmp" / "model.safetensors").write_text("x")
+    removed = remove_stale_temporaries(tmp_path)
+    assert sorted(p.name for p in removed) == sorted(stale + [".last.x7y8z9w0.tmp"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(keep)
+
+
+def test_a_crash_mid_swap_leaves_prev_until_the_next_checkpoint_is_in(tmp_path, monkeypatch):
+    model = _model()
+    opt = _trained_optimizer(model)
+    folder = tmp_path / "last"
+    save_checkpoint(folder, model, opt, {"position": {"global_step": 2}})
+    folder.rename(tmp_path / "last.prev")  # killed between the two renames of the swap
+    renames = []
+    real_replace = checkpoint.os.replace
+
+    def watch(src, dst):
+        renames.append((tmp_path / "last.prev").exists())
+        real_replace(src, dst)
+    monkeypatch.setattr(checkpoint.os, "replace", watch)
+    save_checkpoint(folder, model, opt, {"position": {"global_step": 3}})
+    # prev still existed when the new folder moved in (there was always a checkpoint).
+    assert renames[-1] is True
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last"]

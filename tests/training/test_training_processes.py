@@ -65,6 +65,10 @@ def test_two_ranks_equal_one_process(tmp_path):
     for k in want:
         torch.testing.assert_close(got[k], want[k], rtol=1e-5, atol=1e-5)
     one, ddp = _metric_lines(tmp_path / "one"), _metric_lines(tmp_path / "ddp")
+    # train.log: one line per evaluation, written once (by rank 0).
+    logs = [[s.split("  ")[:2] for s in (tmp_path / run / "train.log").read_text().splitlines()]
+            for run in ("one", "ddp")]
+    assert logs[0] == logs[1] == [["step 5", "epoch 1/2"], ["step 10", "epoch 2/2"]]
     assert [r["step"] for r in one] == [r["step"] for r in ddp]
     for a, b in zip(one, ddp, strict=True):
         for key in ("loss", "val_loss"):

@@ -3,16 +3,20 @@ max_minutes, non-finite loss, and resume continuing exactly."""
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import itertools
 import json
 import math
+import re
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
+from attnkit.errors import CheckpointError
 from attnkit.training import LossOutput, TrainConfig, Trainer, TrainingError, load_weights
 from attnkit.training.checkpoint import load_checkpoint
 from attnkit.training.trainer import build_optimizer
@@ -169,6 +173,160 @@ def test_resume_in_process_equals_uninterrupted_run(tmp_path):
 
 
 def test_resume_without_checkpoint_is_a_clear_error(tmp_path):
-    from attnkit.errors import CheckpointError
     with pytest.raises(CheckpointError, match="no checkpoint found"):
         task.make_trainer(tmp_path, task.script_config()).fit(resume=True)
+
+
+LOG_LINE = re.compile(r"^step (\d+)  epoch (\d+)/(\d+)  train loss \S+  val loss \S+  "
+                      r"val neg_loss \S+  \d+ samples/s  \S+$")
+
+
+def test_train_log_one_line_per_evaluation_on_stderr_too(tmp_path, capsys):
+    cfg = task.script_config(epochs=2)  # 6 batches per epoch, evaluations every 5 steps
+    task.make_trainer(tmp_path, cfg).fit()
+    lines = (tmp_path / "train.log").read_text().splitlines()
+    steps = [r["step"] for r in metric_lines(tmp_path) if r["kind"] == "eval"]
+    assert steps == [5, 10, 12]
+    assert [int(LOG_LINE.match(s).group(1)) for s in lines] == steps
+    assert [LOG_LINE.match(s).group(2, 3) for s in lines] == [("1", "2"), ("2", "2"),
+                                                              ("2", "2")]
+    # The train loss of a line is the mean over the steps since the previous evaluation.
+    evals = [r for r in metric_lines(tmp_path) if r["kind"] == "eval"]
+    assert f"val loss {evals[0]['val_loss']:.4g}" in lines[0]
+    err = capsys.readouterr().err
+    assert all(f"[attnkit.training] {s}" in err for s in lines)
+
+
+def test_train_log_train_loss_is_since_the_last_evaluation(tmp_path):
+    cfg = TrainConfig(epochs=1, batch_size=16, eval_every_steps=3, log_every_steps=1,
+                      progress=False, device="cpu")
+    task.make_trainer(tmp_path, cfg, dropout=0.0).fit()  # 6 steps: evaluations at 3 and 6
+    train = [r["loss"] for r in metric_lines(tmp_path) if r["kind"] == "train"]
+    lines = (tmp_path / "train.log").read_text().splitlines()
+    for line, losses in zip(lines, (train[:3], train[3:]), strict=True):
+        assert f"train loss {sum(losses) / 3:.4g}" in line  # equal counts: a plain mean
+
+
+def test_train_log_appended_on_resume_emptied_by_a_fresh_run(tmp_path):
+    cfg = task.script_config(epochs=3, checkpoint_every=3)
+    calls = {"n": 0}
+
+    def crashing(model, batch):
+        calls["n"] += 1
+        if calls["n"] == 13:
+            raise RuntimeError("simulated crash")
+        return task.loss_fn(model, batch)
+
+    with pytest.raises(RuntimeError):
+        task.make_trainer(tmp_path, cfg, loss=crashing).fit()
+    before = (tmp_path / "train.log").read_text()
+    assert len(before.splitlines()) == 2  # evaluations at steps 5 and 10
+    task.make_trainer(tmp_path, cfg).fit(resume=True)  # from step 12
+    after = (tmp_path / "train.log").read_text()
+    assert after.startswith(before)
+    assert [int(LOG_LINE.match(s).group(1)) for s in after.splitlines()[2:]] == [15, 18]
+    task.make_trainer(tmp_path, task.script_config(epochs=1)).fit()
+    assert len((tmp_path / "train.log").read_text().splitlines()) == 2  # steps 5 and 6
+
+
+def test_resume_from_a_checkpoint_with_the_old_plain_dict_position(tmp_path):
+    # Checkpoints written before TrainPosition: no best_tiebreak/eval_window, a 3-value window.
+    from attnkit.training.checkpoint import _body_checksum
+    cfg = task.script_config(epochs=3, checkpoint_every=4)
+    task.make_trainer(tmp_path / "full", cfg).fit()
+    cut = tmp_path / "cut"
+    calls = {"n": 0}
+
+    def crashing(model, batch):
+        calls["n"] += 1
+        if calls["n"] == 11:
+            raise RuntimeError("simulated crash")
+        return task.loss_fn(model, batch)
+
+    with pytest.raises(RuntimeError):
+        task.make_trainer(cut, cfg, loss=crashing).fit()
+    path = cut / "last" / "state.json"
+    doc = json.loads(path.read_text())
+    doc.pop("checksum")
+    pos = doc["state"]["position"]
+    assert pos["global_step"] == 8
+    for key in ("best_tiebreak", "eval_window"):
+        del pos[key]
+    pos["window"] = pos["window"][:3]
+    path.write_text(json.dumps({"checksum": _body_checksum(doc), **doc}))
+    assert task.make_trainer(cut, cfg).fit(resume=True).global_step == 18
+    assert metric_lines(cut) == metric_lines(tmp_path / "full")
+    want, got = last_params(tmp_path / "full"), last_params(cut)
+    assert all(torch.equal(want[k], got[k]) for k in want)
+
+
+def test_resume_with_best_but_no_last_says_start_again(tmp_path):
+    # A kill -9 during the first checkpoint write: best.safetensors (and config.json) exist,
+    # last/ does not, and the half-written checkpoint folder is still there.
+    cfg = task.script_config(epochs=2, checkpoint_every=None)
+    task.make_trainer(tmp_path, cfg).fit()
+    shutil.rmtree(tmp_path / "last")
+    (tmp_path / ".last.ab12cd34.tmp").mkdir()
+    (tmp_path / ".last.ab12cd34.tmp" / "model.safetensors").write_bytes(b"half")
+    with pytest.raises(CheckpointError, match=r"has no last/ checkpoint \(the run was stopped "
+                       r"before its first checkpoint\).*start it again with --overwrite"):
+        task.make_trainer(tmp_path, cfg).fit(resume=True)
+    assert not (tmp_path / ".last.ab12cd34.tmp").exists()
+
+
+def test_fit_removes_temporaries_of_killed_writes(tmp_path):
+    cfg = task.script_config(epochs=1)
+    task.make_trainer(tmp_path, cfg).fit()
+    stale = [".best.safetensors.q1w2e3r4.tmp", ".config.json.zz_99aa0.tmp"]
+    for resume in (True, False):
+        for name in stale:
+            (tmp_path / name).write_bytes(b"partial")
+        (tmp_path / ".last.t0t0t0t0.tmp").mkdir()
+        task.make_trainer(tmp_path, cfg).fit(resume=resume)
+        assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_resume_over_a_corrupt_best_is_refused(tmp_path):
+    cfg = task.script_config(epochs=2, checkpoint_every=None)
+    calls = {"n": 0}
+
+    def crashing(model, batch):
+        calls["n"] += 1
+        if calls["n"] == 8:
+            raise RuntimeError("simulated crash")
+        return task.loss_fn(model, batch)
+
+    with pytest.raises(RuntimeError):
+        task.make_trainer(tmp_path, cfg, loss=crashing).fit()
+    best = tmp_path / "best.safetensors"
+    raw = bytearray(best.read_bytes())
+    raw[-3] ^= 0x01
+    best.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match=r"best.safetensors: checksum mismatch.*cannot be "
+                       r"resumed.*--overwrite"):
+        task.make_trainer(tmp_path, cfg).fit(resume=True)
+    assert best.read_bytes() == bytes(raw)  # left for the user to look at
+
+
+def test_disk_full_at_a_checkpoint_stops_the_run_and_keeps_the_last_one(tmp_path, monkeypatch):
+    from attnkit.training import checkpoint
+    real_save_file = checkpoint.save_file
+    writes = {"n": 0}
+
+    def fills_up(tensors, filename, metadata=None):
+        if "/.last." in str(filename):
+            writes["n"] += 1
+            if writes["n"] > 2:  # the second checkpoint (model + optimizer each)
+                raise OSError(errno.ENOSPC, "No space left on device")
+        real_save_file(tensors, filename, metadata=metadata)
+
+    monkeypatch.setattr(checkpoint, "save_file", fills_up)
+    cfg = task.script_config(epochs=3, checkpoint_every=4)
+    with pytest.raises(CheckpointError, match=r"cannot write .*last/model.safetensors: no "
+                       "space left on device"):
+        task.make_trainer(tmp_path, cfg).fit()
+    m = task.make_model()
+    state = load_checkpoint(tmp_path / "last", m, build_optimizer(m, cfg))
+    assert state["position"]["global_step"] == 4
+    monkeypatch.undo()
+    assert task.make_trainer(tmp_path, cfg).fit(resume=True).global_step == 18

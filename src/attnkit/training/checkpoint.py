@@ -1,7 +1,9 @@
 """Weights and full training checkpoints: safetensors + JSON, atomic writes, checksums.
 
 * ``save_weights`` / ``load_weights``: one ``.safetensors`` file with the model's state dict,
-  JSON metadata and a sha256 of the tensor bytes in its header (``best.safetensors``).
+  JSON metadata and, in its header, a sha256 of the tensor bytes and one of the header's
+  metadata (``best.safetensors``). Files of header format 1 (no metadata checksum, written
+  before it existed) are still read, their tensors verified as then.
 * ``save_checkpoint`` / ``load_checkpoint``: the folder ``RUN/last/`` with ``model.safetensors``,
   ``optimizer.safetensors`` (the optimizer's tensors) and ``state.json`` (format version,
   sha256 of both files, optimizer scalars and param groups, scheduler, RNG states of every rank,
@@ -9,16 +11,22 @@
   moment leaves a complete checkpoint (``last/`` or ``last.prev/``).
 
 Nothing is pickled and ``torch.load`` is never called. Every problem with a file (missing,
-truncated, altered, from another model) raises :class:`attnkit.errors.CheckpointError`.
+truncated, altered, from another model, no space left to write it) raises
+:class:`attnkit.errors.CheckpointError`. A run killed mid-write leaves hidden ``.<name>.*.tmp``
+files or folders; :func:`remove_stale_temporaries` clears them when the next fit starts.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +40,14 @@ from attnkit.fileio import atomic_path
 
 FORMAT_VERSION = 1
 _META_KEY = "attnkit"
+# Header format of a safetensors file: "2" adds _HEADER_SUM over every header entry (the JSON
+# metadata included); files without "attnkit_format" are format 1 (tensors checksum only).
+HEADER_FORMAT = "2"
+_FORMAT_KEY = "attnkit_format"
+_HEADER_SUM = "attnkit_header_sha256"
+# Temporaries: ".<name>.<random>.tmp" of attnkit.fileio.atomic_path and save_checkpoint, and
+# ".tmp<6 random>" of safetensors' own writer (it writes beside the target, then renames).
+_TEMPORARY = re.compile(r"^(\..+\.[A-Za-z0-9_]+\.tmp|\.tmp[A-Za-z0-9]{6})$")
 
 
 def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
@@ -68,20 +84,70 @@ def _dedupe(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], di
     return tensors, aliases
 
 
+def header_sha256(header: dict[str, str]) -> str:
+    """sha256 over every entry of a safetensors ``__metadata__`` header but the checksum's own."""
+    body = {k: v for k, v in header.items() if k != _HEADER_SUM}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
 def save_tensors(path: str | os.PathLike, tensors: dict[str, torch.Tensor],
                  metadata: dict[str, Any] | None = None,
                  aliases: dict[str, str] | None = None) -> None:
-    """Write ``tensors`` + JSON ``metadata`` + checksum to a safetensors file, atomically."""
+    """Write ``tensors`` + JSON ``metadata`` + checksums to a safetensors file, atomically.
+
+    Raises:
+        CheckpointError: the disk is full (the message says how much the file needs).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _write_tensors(path, tensors, metadata, aliases, shown=path, needed=None)
+
+
+def _write_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, Any] | None,
+                   aliases: dict[str, str] | None, *, shown: Path, needed: int | None) -> None:
+    """:func:`save_tensors`; a full disk is reported as writing ``shown`` (``needed`` bytes,
+    default: this file's size)."""
     header = {
         _META_KEY: json.dumps(metadata or {}),
         "attnkit_sha256": tensors_sha256(tensors),
         "attnkit_aliases": json.dumps(aliases or {}),
         "format": "pt",
+        _FORMAT_KEY: HEADER_FORMAT,
     }
-    with atomic_path(path) as tmp:
+    header[_HEADER_SUM] = header_sha256(header)
+    if needed is None:
+        needed = _tensor_bytes(tensors) + len(json.dumps(header))
+    with _disk_full_as_error(shown, needed), atomic_path(path) as tmp:
         save_file(tensors, str(tmp), metadata=header)
+
+
+def _tensor_bytes(tensors: dict[str, torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors.values())
+
+
+def _is_disk_full(error: BaseException) -> bool:
+    # safetensors reports the OS error inside its own SafetensorError message.
+    return (isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+            or "No space left on device" in str(error) or "Disk quota exceeded" in str(error))
+
+
+def _human_bytes(n: int) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
+
+
+@contextmanager
+def _disk_full_as_error(shown: Path, needed: int) -> Iterator[None]:
+    """A full disk while writing ``shown`` becomes one CheckpointError saying what it needs."""
+    try:
+        yield
+    except (OSError, SafetensorError) as e:
+        if not _is_disk_full(e):
+            raise
+        raise CheckpointError(f"cannot write {shown}: no space left on device (needs about "
+                              f"{_human_bytes(needed)})") from e
 
 
 def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -104,6 +170,7 @@ def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict
     if expected is None:
         raise CheckpointError(f"{path}: no attnkit checksum in the header; not written by "
                               "attnkit.training.checkpoint")
+    _verify_header(path, header)
     if tensors_sha256(tensors) != expected:
         raise CheckpointError(f"{path}: checksum mismatch, the file was altered or corrupted")
     try:
@@ -114,6 +181,19 @@ def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict
     for alias, target in aliases.items():
         tensors[alias] = tensors[target]
     return tensors, metadata
+
+
+def _verify_header(path: Path, header: dict[str, str]) -> None:
+    """Check the header checksum; a file with neither it nor a format mark is format 1."""
+    fmt = header.get(_FORMAT_KEY)
+    if fmt is None and _HEADER_SUM not in header:
+        return  # format 1: only the tensors are checksummed
+    if fmt != HEADER_FORMAT:
+        raise CheckpointError(f"{path}: header format {fmt!r} is not supported (expected "
+                              f"{HEADER_FORMAT!r}); altered, or written by a newer attnkit")
+    if header.get(_HEADER_SUM) != header_sha256(header):
+        raise CheckpointError(f"{path}: checksum mismatch in the header metadata, the file was "
+                              "altered or corrupted")
 
 
 def save_weights(model: nn.Module, path: str | os.PathLike,
@@ -206,15 +286,23 @@ def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
 
     ``state`` holds what the trainer needs to resume (scheduler, RNG states, data position);
     it must be JSON-able. The new folder is complete before it replaces the old one.
+
+    Raises:
+        CheckpointError: the disk is full; the message names the file and how much the
+            checkpoint needs, and the previous checkpoint is left as it was.
     """
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
+    model_tensors, aliases = _dedupe(model.state_dict())
+    opt_tensors, opt_rest = flatten_optimizer(optimizer.state_dict())
+    # Both files plus headers and state.json: what the new folder takes beside the old one.
+    needed = _tensor_bytes(model_tensors) + _tensor_bytes(opt_tensors) + (64 << 10)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
     try:
         os.chmod(tmp, 0o755)
-        save_weights(model, tmp / "model.safetensors")
-        opt_tensors, opt_rest = flatten_optimizer(optimizer.state_dict())
-        save_tensors(tmp / "optimizer.safetensors", opt_tensors)
+        for name, tensors, names in (("model.safetensors", model_tensors, aliases),
+                                     ("optimizer.safetensors", opt_tensors, None)):
+            _write_tensors(tmp / name, tensors, None, names, shown=folder / name, needed=needed)
         body = {
             "format_version": FORMAT_VERSION,
             "sha256": {name: file_sha256(tmp / name)
@@ -223,18 +311,48 @@ def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
             "state": state,
         }
         doc = {"checksum": _body_checksum(body), **body}
-        (tmp / "state.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
-        prev = folder.with_name(folder.name + ".prev")
-        if prev.exists():
-            shutil.rmtree(prev)
-        if folder.exists():
-            os.replace(folder, prev)
-        os.replace(tmp, folder)
-        if prev.exists():
-            shutil.rmtree(prev)
+        with _disk_full_as_error(folder / "state.json", needed):
+            (tmp / "state.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
+        _swap_in(tmp, folder)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _swap_in(new: Path, folder: Path) -> None:
+    """Replace ``folder`` by the complete folder ``new``; at every moment ``folder`` or
+    ``folder.prev`` holds a complete checkpoint."""
+    prev = folder.with_name(folder.name + ".prev")
+    if folder.exists():
+        if prev.exists():
+            shutil.rmtree(prev)
+        os.replace(folder, prev)
+    # Without ``folder`` (a crash mid-swap), ``prev`` is the only checkpoint until this line.
+    os.replace(new, folder)
+    if prev.exists():
+        shutil.rmtree(prev)
+
+
+def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
+    """Delete the temporaries that writes killed midway left in ``folder``; return them.
+
+    These are hidden ``.<name>.<random>.tmp`` files (:func:`attnkit.fileio.atomic_path`) and
+    folders (:func:`save_checkpoint`), and ``.tmpXXXXXX`` files (safetensors' writer). Call it
+    only when nothing writes into ``folder``, e.g. when a fit starts.
+    """
+    removed = []
+    folder = Path(folder)
+    if not folder.is_dir():
+        return removed
+    for path in sorted(folder.iterdir()):
+        if not _TEMPORARY.match(path.name):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+        removed.append(path)
+    return removed
 
 
 def checkpoint_folder(folder: str | os.PathLike) -> Path:

@@ -8,6 +8,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from attnkit.training.amp import AMP_CHOICES
+
 SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
 
 
@@ -43,7 +45,11 @@ class TrainConfig:
         eval_every_steps: evaluate every N optimizer steps (None = at the end of each epoch).
         checkpoint_every_steps: write ``RUN/last`` every N steps (always also at each epoch end
             and when the run stops).
-        amp: bf16 autocast around ``loss_fn`` (GPU option; no gradient scaler is needed for bf16).
+        amp: bf16 autocast around ``loss_fn`` and ``evaluate_fn`` (no gradient scaler is needed
+            for bf16). ``"auto"``: on for CUDA devices with bf16 and CPUs with native bf16
+            (AMX-BF16, AVX512-BF16), float32 elsewhere; ``True``/``"on"``, ``False``/``"off"``
+            force it (see :mod:`attnkit.training.amp`). ``RUN/config.json`` records the
+            resolved choice under ``"runtime"``.
         compile: ``torch.compile`` the model used inside ``loss_fn`` (GPU option).
         progress: tqdm progress bar (rank 0, only when stderr is a terminal).
         log_every_steps: write a train line to ``metrics.jsonl`` every N steps.
@@ -73,7 +79,7 @@ class TrainConfig:
     select_tiebreak: str | None = None
     eval_every_steps: int | None = None
     checkpoint_every_steps: int | None = None
-    amp: bool = False
+    amp: bool | str = "auto"
     compile: bool = False
     progress: bool = True
     log_every_steps: int = 50
@@ -103,6 +109,9 @@ class TrainConfig:
         if self.schedule not in SCHEDULES:
             raise ValueError(f"TrainConfig.schedule must be one of {SCHEDULES}, "
                              f"got {self.schedule!r}")
+        if not isinstance(self.amp, (bool, str)) or self.amp not in AMP_CHOICES:
+            raise ValueError(f"TrainConfig.amp must be 'auto', 'on', 'off', True or False, "
+                             f"got {self.amp!r}")
         if self.select_mode not in ("min", "max"):
             raise ValueError(f"TrainConfig.select_mode must be 'min' or 'max', "
                              f"got {self.select_mode!r}")

@@ -12,10 +12,8 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import sys
 import time
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -26,11 +24,23 @@ from torch.utils.data import DataLoader
 
 # TrainingError lives with the other error types; importing it here keeps
 # ``from attnkit.training.trainer import TrainingError`` working.
-from attnkit.errors import TrainingError
+from attnkit.errors import AttnkitError, CheckpointError, TrainingError
 from attnkit.fileio import atomic_write_text
+from attnkit.machine import machine_info
 from attnkit.training import distributed as D
-from attnkit.training.checkpoint import load_checkpoint, save_checkpoint, save_weights
+from attnkit.training.amp import autocast, resolve_amp
+from attnkit.training.checkpoint import (
+    check_state_fits,
+    checkpoint_folder,
+    load_checkpoint,
+    load_tensors,
+    remove_stale_temporaries,
+    save_checkpoint,
+    save_weights,
+)
 from attnkit.training.config import TrainConfig
+from attnkit.training.position import LossWindow, TrainPosition
+from attnkit.training.progress import append_line, progress_bar, progress_line, say
 from attnkit.training.schedule import apply_lr, lr_factor
 from attnkit.training.seeding import get_rng_state, seed_everything, set_rng_state
 from attnkit.training.signals import StopRequest
@@ -166,7 +176,132 @@ class Trainer:
         self.batch_plan = batch_plan or default_batch_plan(len(train_dataset), cfg.batch_size)
         self.run_metadata = dict(run_metadata or {})
 
-    # ---------------------------------------------------------------- set-up helpers
+    # ---------------------------------------------------------------- fit
+    def fit(self, resume: bool = False) -> TrainResult:
+        """Train (or continue ``RUN/last`` when ``resume``) until done; see :class:`TrainResult`.
+
+        A fresh run (``resume=False``) empties ``metrics.jsonl`` and ``train.log`` and removes
+        a stale ``last/``; a resume truncates ``metrics.jsonl`` to the checkpoint and appends
+        to ``train.log``. Both remove temporaries that killed writes left in the run folder.
+
+        Raises:
+            CheckpointError: ``resume`` without a usable ``last/`` checkpoint, a corrupt
+                ``best.safetensors``, or a full disk while saving.
+            TrainingError: non-finite loss, a failing rank, an unusable batch plan.
+        """
+        info = D.setup(self.cfg.device)
+        try:
+            return self._fit(info, resume)
+        finally:
+            D.teardown(info)
+
+    def _fit(self, info: D.DistInfo, resume: bool) -> TrainResult:
+        """Set up (or resume), then steps until a stop reason; each step may evaluate and
+        checkpoint (:meth:`_after_step`)."""
+        self.model.to(info.device)
+        self.model.train()
+        optimizer = build_optimizer(self.model, self.cfg)
+        pos = self._resume(info, optimizer) if resume else self._fresh_start(info)
+        amp = resolve_amp(self.cfg.amp, info.device)
+        self._write_config(info, amp)
+        fit = _Fit(info, optimizer, self._step_module(info), amp,
+                   self.cfg.epochs * len(self._plan(0, info.world_size)),
+                   _Clock(pos.elapsed, time.monotonic()))
+        stop_reason: str | None = "completed" if pos.epoch >= self.cfg.epochs else None
+        signal_name = None
+        with StopRequest() as stop:
+            while stop_reason is None:
+                plan = self._plan(pos.epoch, info.world_size)
+                if not plan:
+                    raise TrainingError(f"batch_plan({pos.epoch}, {self.cfg.seed}) returned "
+                                        "no batches")
+                bar = progress_bar(self.cfg.progress and info.is_main, len(plan), pos.batch,
+                                   pos.epoch, self.cfg.epochs)
+                for batch in self._loader(plan[pos.batch:], info):
+                    totals, lr = self._step(fit, pos, batch, stop)
+                    self._count_step(fit, pos, totals, lr, len(plan[pos.batch]), bar)
+                    stop_reason = _requested_stop(totals)
+                    if stop_reason == "signal":
+                        signal_name = _signal_name(stop)
+                    stop_reason = self._after_step(fit, pos, len(plan), stop_reason)
+                    if stop_reason is not None:
+                        break
+                if bar is not None:
+                    bar.close()
+        return self._finish(fit, pos, stop_reason or "completed", signal_name)
+
+    # ---------------------------------------------------------------- set-up / resume
+    def _fresh_start(self, info: D.DistInfo) -> TrainPosition:
+        """Seed, empty the logs, and remove what an earlier run left here."""
+        seed_everything(self.cfg.seed + info.rank)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if info.is_main:
+            remove_stale_temporaries(self.run_dir)
+            (self.run_dir / "metrics.jsonl").write_text("")
+            (self.run_dir / "train.log").write_text("")
+            # A stale checkpoint of an earlier run here must never be resumed by mistake.
+            for old in (self.run_dir / "last", self.run_dir / "last.prev"):
+                if old.is_dir():
+                    shutil.rmtree(old)
+        return TrainPosition()
+
+    def _resume(self, info: D.DistInfo, optimizer: torch.optim.Optimizer) -> TrainPosition:
+        """Load ``RUN/last`` into the model and optimizer; restore RNGs and ``metrics.jsonl``."""
+        if info.is_main:
+            remove_stale_temporaries(self.run_dir)
+        try:
+            checkpoint_folder(self.run_dir / "last")
+        except CheckpointError as e:
+            raise CheckpointError(
+                f"{self.run_dir} has no last/ checkpoint (the run was stopped before its first "
+                "checkpoint): no checkpoint found to resume; start it again with --overwrite "
+                "(Trainer.fit(resume=False))") from e
+        self._verify_best()
+        state = load_checkpoint(self.run_dir / "last", self.model, optimizer)
+        pos = TrainPosition.from_dict(state["position"])
+        if len(state["rng"]) == info.world_size:
+            set_rng_state(state["rng"][info.rank])
+        else:
+            self._say(info, f"checkpoint has RNG states of {len(state['rng'])} ranks, this "
+                      f"run has {info.world_size}: reseeding (dropout draws will differ)")
+            seed_everything(self.cfg.seed + pos.global_step * 1009 + info.rank)
+        metrics_path = self.run_dir / "metrics.jsonl"
+        if info.is_main and metrics_path.exists():
+            # Lines written after the checkpoint are about to be redone.
+            with open(metrics_path, "r+b") as f:
+                f.truncate(state["metrics_bytes"])
+        return pos
+
+    def _verify_best(self) -> None:
+        """CheckpointError when ``RUN/best.safetensors`` exists but is corrupt or foreign: a
+        resume would otherwise go on and end with it still damaged."""
+        best = self.run_dir / "best.safetensors"
+        if not best.exists():
+            return
+        try:
+            tensors, _ = load_tensors(best)
+            check_state_fits(self.model.state_dict(), tensors, best)
+        except CheckpointError as e:
+            raise CheckpointError(f"{e}; the run cannot be resumed with it: start it again "
+                                  "with --overwrite (Trainer.fit(resume=False))") from e
+
+    def _write_config(self, info: D.DistInfo, amp: bool) -> None:
+        if info.is_main:
+            runtime = {"amp_resolved": amp, "device": str(info.device),
+                       "world_size": info.world_size, "machine": machine_info()}
+            atomic_write_text(self.run_dir / "config.json", json.dumps(
+                {**self.run_metadata, "train": self.cfg.to_dict(), "runtime": runtime},
+                indent=2))
+
+    def _step_module(self, info: D.DistInfo) -> nn.Module:
+        inner = torch.compile(self.model) if self.cfg.compile else self.model
+        step_module: nn.Module = _LossModule(inner, self.loss_fn)
+        if info.distributed:
+            step_module = nn.parallel.DistributedDataParallel(
+                step_module, device_ids=[info.device.index] if info.device.type == "cuda"
+                else None, find_unused_parameters=self.cfg.find_unused_parameters)
+        return step_module
+
     def _plan(self, epoch: int, world: int) -> list[list[int]]:
         plan = self.batch_plan(epoch, self.cfg.seed)
         n = len(self.dataset)
@@ -179,211 +314,147 @@ class Trainer:
                                     f"(0..{n - 1})")
         return plan
 
-    def _log(self, info: D.DistInfo, record: dict[str, Any]) -> None:
-        if info.is_main:
-            with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
-                f.write(json.dumps(_finite_or_none(record), allow_nan=False) + "\n")
+    def _loader(self, batches: list[list[int]], info: D.DistInfo) -> DataLoader:
+        """This rank's share of each global batch in ``batches``, collated."""
+        shards = [D.shard(b, info.rank, info.world_size) for b in batches]
+        return DataLoader(self.dataset, batch_sampler=shards, collate_fn=self.collate_fn,
+                          num_workers=self.cfg.num_workers,
+                          pin_memory=info.device.type == "cuda",
+                          generator=torch.Generator().manual_seed(self.cfg.seed))
 
-    def _say(self, info: D.DistInfo, message: str) -> None:
-        if info.is_main:
-            print(f"[attnkit.training] {message}", file=sys.stderr, flush=True)
-
-    # ---------------------------------------------------------------- fit
-    def fit(self, resume: bool = False) -> TrainResult:
-        """Train (or continue ``RUN/last`` when ``resume``) until done; see :class:`TrainResult`.
-
-        A fresh run (``resume=False``) empties ``metrics.jsonl`` and removes a stale ``last/``.
-        """
-        info = D.setup(self.cfg.device)
+    # ---------------------------------------------------------------- one step
+    def _step(self, fit: _Fit, pos: TrainPosition, batch: Any,
+              stop: StopRequest) -> tuple[StepTotals, float]:
+        """Forward, agree over ranks, backward and update; returns the totals and the lr."""
+        cfg, info = self.cfg, fit.info
+        batch = move_to_device(batch, info.device)
+        lr = apply_lr(fit.optimizer, cfg.lr, lr_factor(
+            cfg.schedule, pos.global_step, cfg.warmup_steps, fit.total_steps))
+        error: BaseException | None = None
         try:
-            return self._fit(info, resume)
-        finally:
-            D.teardown(info)
+            with autocast(fit.amp, info.device):
+                loss, count = fit.step_module(batch)
+            local = [float(loss.detach()) * float(count), float(count)]
+        except Exception as e:  # re-raised below, once every rank knows
+            error, local = e, [0.0, 0.0]
+        totals = StepTotals.all_reduce(StepTotals(
+            *local, failed=error is not None, signalled=stop.signum is not None,
+            time_up=fit.clock.minutes() > (cfg.max_minutes or math.inf)), info)
+        if error is not None:
+            raise error
+        if totals.failed:
+            raise TrainingError("another rank failed in loss_fn; see its log")
+        if totals.count <= 0:
+            raise TrainingError(f"step {pos.global_step}: loss_fn returned count 0 on every "
+                                "rank")
+        mean_loss = totals.loss_sum / totals.count
+        if not math.isfinite(mean_loss):
+            self._nonfinite(info, mean_loss, pos)
+        fit.optimizer.zero_grad(set_to_none=True)
+        (loss * (float(count) * info.world_size / totals.count)).backward()
+        if cfg.grad_clip is not None:
+            norm = nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+            if not math.isfinite(float(norm)):
+                self._nonfinite(info, float(norm), pos, what="gradient norm")
+        fit.optimizer.step()
+        return totals, lr
 
-    def _fit(self, info: D.DistInfo, resume: bool) -> TrainResult:
-        cfg, model = self.cfg, self.model
-        model.to(info.device)
-        model.train()
-        optimizer = build_optimizer(model, cfg)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        metrics_path = self.run_dir / "metrics.jsonl"
-        pos: dict[str, Any] = {"epoch": 0, "batch": 0, "global_step": 0, "best": None,
-                               "best_tiebreak": None, "best_step": None, "bad_evals": 0,
-                               "last_metrics": {},
-                               "last_eval_step": None, "elapsed": 0.0,
-                               "window": [0.0, 0.0, 0]}
-        if resume:
-            state = load_checkpoint(self.run_dir / "last", model, optimizer)
-            pos = state["position"]
-            if len(state["rng"]) == info.world_size:
-                set_rng_state(state["rng"][info.rank])
-            else:
-                self._say(info, f"checkpoint has RNG states of {len(state['rng'])} ranks, this "
-                          f"run has {info.world_size}: reseeding (dropout draws will differ)")
-                seed_everything(cfg.seed + pos["global_step"] * 1009 + info.rank)
-            if info.is_main and metrics_path.exists():
-                # Lines written after the checkpoint are about to be redone.
-                with open(metrics_path, "r+b") as f:
-                    f.truncate(state["metrics_bytes"])
-        else:
-            seed_everything(cfg.seed + info.rank)
-            if info.is_main:
-                metrics_path.write_text("")
-                # A stale checkpoint of an earlier run here must never be resumed by mistake.
-                for old in (self.run_dir / "last", self.run_dir / "last.prev"):
-                    if old.is_dir():
-                        shutil.rmtree(old)
-        if info.is_main:
-            atomic_write_text(self.run_dir / "config.json", json.dumps(
-                {**self.run_metadata, "train": cfg.to_dict()}, indent=2))
+    def _count_step(self, fit: _Fit, pos: TrainPosition, totals: StepTotals, lr: float,
+                    samples: int, bar: Any) -> None:
+        """Advance the position by the step just done; the bar and the train log lines."""
+        pos.global_step += 1
+        pos.batch += 1
+        for window in (pos.window, pos.eval_window):
+            window.add(totals.loss_sum, totals.count, samples)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{totals.loss_sum / totals.count:.4f}", lr=f"{lr:.2e}")
+        if pos.global_step % self.cfg.log_every_steps == 0:
+            now = fit.clock.elapsed()
+            self._log(fit.info, {"kind": "train", "step": pos.global_step, "epoch": pos.epoch,
+                                 "loss": pos.window.mean_loss(), "lr": lr,
+                                 "samples_per_s": pos.window.samples_per_s(now),
+                                 "elapsed": now})
+            pos.window = LossWindow(start=now)
 
-        inner = torch.compile(model) if cfg.compile else model
-        step_module: nn.Module = _LossModule(inner, self.loss_fn)
-        if info.distributed:
-            step_module = nn.parallel.DistributedDataParallel(
-                step_module, device_ids=[info.device.index] if info.device.type == "cuda"
-                else None, find_unused_parameters=cfg.find_unused_parameters)
-        autocast = (torch.autocast(info.device.type, dtype=torch.bfloat16) if cfg.amp
-                    else nullcontext())
-        total_steps = cfg.epochs * len(self._plan(0, info.world_size))
+    def _after_step(self, fit: _Fit, pos: TrainPosition, num_batches: int,
+                    stop_reason: str | None) -> str | None:
+        """Evaluate, close the epoch and checkpoint as the step just done requires.
 
-        t_start = time.monotonic()
-        elapsed0 = pos["elapsed"]
-        window_t0 = t_start
-        stop_reason: str | None = "completed" if pos["epoch"] >= cfg.epochs else None
-        signal_name = None
+        ``stop_reason``: what the ranks asked for (signal, max_minutes) or None. Returns the
+        reason to stop now (also early_stopping, completed) or None to go on.
+        """
+        cfg = self.cfg
+        end_of_epoch = pos.batch == num_batches
+        is_last = end_of_epoch and pos.epoch + 1 >= cfg.epochs
+        regular = (pos.global_step % cfg.eval_every_steps == 0 if cfg.eval_every_steps
+                   else end_of_epoch)
+        if self.evaluate_fn is not None and (
+                regular or is_last or stop_reason == "max_minutes"):
+            pos.elapsed = fit.clock.elapsed()
+            if self._evaluate(fit, pos) and stop_reason is None:
+                stop_reason = "early_stopping"
+        if is_last and stop_reason is None:
+            stop_reason = "completed"
+        if end_of_epoch:
+            pos.epoch, pos.batch = pos.epoch + 1, 0
+        if (end_of_epoch or stop_reason is not None or (
+                cfg.checkpoint_every_steps
+                and pos.global_step % cfg.checkpoint_every_steps == 0)):
+            self._checkpoint(fit, pos)
+        return stop_reason
 
-        def elapsed() -> float:
-            return elapsed0 + time.monotonic() - t_start
+    # ---------------------------------------------------------------- checkpoint
+    def _checkpoint(self, fit: _Fit, pos: TrainPosition) -> None:
+        """Write ``RUN/last`` (rank 0); every rank raises if it failed (e.g. a full disk)."""
+        info = fit.info
+        pos.elapsed = fit.clock.elapsed()
+        rng = D.all_gather_json(get_rng_state(), info)
 
-        def checkpoint() -> None:
-            pos["elapsed"] = elapsed()
-            rng = D.all_gather_json(get_rng_state(), info)
-            if info.is_main:
-                state = {"position": pos, "rng": rng, "world_size": info.world_size,
-                         "scheduler": {"name": cfg.schedule, "step": pos["global_step"],
-                                       "warmup_steps": cfg.warmup_steps,
-                                       "total_steps": total_steps},
-                         "scaler": None,  # bf16 autocast needs no gradient scaler
-                         "metrics_bytes": metrics_path.stat().st_size,
-                         "config": cfg.to_dict()}
-                save_checkpoint(self.run_dir / "last", model, optimizer, state)
-
-        with StopRequest() as stop:
-            while stop_reason is None:
-                epoch = pos["epoch"]
-                plan = self._plan(epoch, info.world_size)
-                if not plan:
-                    raise TrainingError(f"batch_plan({epoch}, {cfg.seed}) returned no batches")
-                shards = [D.shard(b, info.rank, info.world_size) for b in plan[pos["batch"]:]]
-                loader = DataLoader(self.dataset, batch_sampler=shards,
-                                    collate_fn=self.collate_fn, num_workers=cfg.num_workers,
-                                    pin_memory=info.device.type == "cuda",
-                                    generator=torch.Generator().manual_seed(cfg.seed))
-                bar = _progress(cfg, info, len(plan), pos["batch"], epoch)
-                for batch in loader:
-                    batch = move_to_device(batch, info.device)
-                    lr = apply_lr(optimizer, cfg.lr, lr_factor(
-                        cfg.schedule, pos["global_step"], cfg.warmup_steps, total_steps))
-                    error: BaseException | None = None
-                    try:
-                        with autocast:
-                            loss, count = step_module(batch)
-                        local = [float(loss.detach()) * float(count), float(count)]
-                    except Exception as e:  # re-raised below, once every rank knows
-                        error, local = e, [0.0, 0.0]
-                    time_up = (cfg.max_minutes is not None
-                               and time.monotonic() - t_start > cfg.max_minutes * 60)
-                    tot = D.all_reduce_sum(local + [error is not None, stop.signum is not None,
-                                                    time_up], info)
-                    if error is not None:
-                        raise error
-                    if tot[2]:
-                        raise TrainingError("another rank failed in loss_fn; see its log")
-                    if tot[1] <= 0:
-                        raise TrainingError(f"step {pos['global_step']}: loss_fn returned "
-                                            "count 0 on every rank")
-                    mean_loss = tot[0] / tot[1]
-                    if not math.isfinite(mean_loss):
-                        self._nonfinite(info, mean_loss, pos)
-                    optimizer.zero_grad(set_to_none=True)
-                    (loss * (float(count) * info.world_size / tot[1])).backward()
-                    if cfg.grad_clip is not None:
-                        norm = nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                        if not math.isfinite(float(norm)):
-                            self._nonfinite(info, float(norm), pos, what="gradient norm")
-                    optimizer.step()
-
-                    pos["global_step"] += 1
-                    pos["batch"] += 1
-                    step = pos["global_step"]
-                    w = pos["window"]
-                    w[0] += tot[0]
-                    w[1] += tot[1]
-                    w[2] += len(plan[pos["batch"] - 1])
-                    if bar is not None:
-                        bar.update(1)
-                        bar.set_postfix(loss=f"{mean_loss:.4f}", lr=f"{lr:.2e}")
-                    if step % cfg.log_every_steps == 0:
-                        now = time.monotonic()
-                        self._log(info, {"kind": "train", "step": step, "epoch": epoch,
-                                         "loss": w[0] / w[1], "lr": lr,
-                                         "samples_per_s": w[2] / max(now - window_t0, 1e-9),
-                                         "elapsed": elapsed()})
-                        pos["window"], window_t0 = [0.0, 0.0, 0], now
-
-                    if tot[3]:
-                        stop_reason, signal_name = "signal", _signal_name(stop)
-                    elif tot[4]:
-                        stop_reason = "max_minutes"
-                    end_of_epoch = pos["batch"] == len(plan)
-                    is_last = end_of_epoch and epoch + 1 >= cfg.epochs
-                    regular = (step % cfg.eval_every_steps == 0 if cfg.eval_every_steps
-                               else end_of_epoch)
-                    if self.evaluate_fn is not None and (
-                            regular or is_last or stop_reason == "max_minutes"):
-                        pos["elapsed"] = elapsed()
-                        if self._evaluate(info, model, pos, autocast) and stop_reason is None:
-                            stop_reason = "early_stopping"
-                    if is_last and stop_reason is None:
-                        stop_reason = "completed"
-                    if end_of_epoch:
-                        pos["epoch"], pos["batch"] = epoch + 1, 0
-                    if (end_of_epoch or stop_reason is not None or (
-                            cfg.checkpoint_every_steps
-                            and step % cfg.checkpoint_every_steps == 0)):
-                        checkpoint()
-                    if stop_reason is not None:
-                        break
-                if bar is not None:
-                    bar.close()
-
-        if self.evaluate_fn is None and info.is_main:
-            save_weights(model, self.run_dir / "best.safetensors",
-                         {"step": pos["global_step"], "epoch": pos["epoch"], "metrics": {}})
-        result = TrainResult(self.run_dir, stop_reason or "completed", pos["global_step"],
-                             pos["epoch"], pos["best"], pos["best_step"],
-                             dict(pos["last_metrics"]), elapsed(), signal_name)
-        if stop_reason == "signal":
-            self._say(info, f"stopped by {signal_name} after step {pos['global_step']}; "
-                      f"checkpoint saved in {self.run_dir / 'last'}. Resume with "
-                      f"--resume {self.run_dir} (Trainer.fit(resume=True)).")
-        elif stop_reason in ("max_minutes", "early_stopping"):
-            self._say(info, f"stopped ({stop_reason}) after step {pos['global_step']}; "
-                      f"best {cfg.select_metric} = {pos['best']} at step {pos['best_step']}")
-        return result
+        def save() -> None:
+            state = {"position": pos.to_dict(), "rng": rng, "world_size": info.world_size,
+                     "scheduler": {"name": self.cfg.schedule, "step": pos.global_step,
+                                   "warmup_steps": self.cfg.warmup_steps,
+                                   "total_steps": fit.total_steps},
+                     "scaler": None,  # bf16 autocast needs no gradient scaler
+                     "metrics_bytes": (self.run_dir / "metrics.jsonl").stat().st_size,
+                     "config": self.cfg.to_dict()}
+            save_checkpoint(self.run_dir / "last", self.model, fit.optimizer, state)
+        _on_main(info, save)
 
     # ---------------------------------------------------------------- evaluation
-    def _evaluate(self, info: D.DistInfo, model: nn.Module, pos: dict[str, Any],
-                  autocast: Any) -> bool:
+    def _evaluate(self, fit: _Fit, pos: TrainPosition) -> bool:
         """Run evaluate_fn on rank 0, broadcast, update best/patience; True = stop early."""
-        cfg = self.cfg
+        cfg, info = self.cfg, fit.info
+        metrics = self._run_evaluate_fn(fit)
+        step = pos.global_step
+        pos.last_metrics, pos.last_eval_step = metrics, step
+        self._log(info, {"kind": "eval", "step": step, "epoch": pos.epoch,
+                         "elapsed": pos.elapsed,
+                         **{f"val_{k}": v for k, v in metrics.items()}})
+        self._report_progress(fit, pos, metrics)
+        value = metrics[cfg.select_metric]
+        tiebreak = metrics[cfg.select_tiebreak] if cfg.select_tiebreak is not None else None
+        if self._is_better(value, tiebreak, pos):
+            pos.best, pos.best_step, pos.bad_evals = value, step, 0
+            pos.best_tiebreak = tiebreak
+            _on_main(info, lambda: save_weights(
+                self.model, self.run_dir / "best.safetensors",
+                {"step": step, "epoch": pos.epoch, "metrics": metrics}))
+        else:
+            pos.bad_evals += 1
+        patience = cfg.early_stopping_patience
+        return patience is not None and pos.bad_evals >= patience
+
+    def _run_evaluate_fn(self, fit: _Fit) -> dict[str, float]:
+        """``evaluate_fn(model)`` on rank 0 in eval mode; its dict on every rank."""
+        cfg, info, model = self.cfg, fit.info, self.model
         payload: dict[str, Any] = {}
         failure: BaseException | None = None
         if info.is_main:
             model.eval()
             try:
-                with torch.no_grad(), autocast:
+                with torch.no_grad(), autocast(fit.amp, info.device):
                     metrics = {k: float(v) for k, v in self.evaluate_fn(model).items()}
                 for key in (cfg.select_metric, cfg.select_tiebreak):
                     if key is not None and key not in metrics:
@@ -399,55 +470,142 @@ class Trainer:
             raise failure
         if "error" in payload:
             raise TrainingError(f"evaluate_fn failed on rank 0: {payload['error']}")
-        metrics = payload["metrics"]
-        step = pos["global_step"]
-        pos["last_metrics"], pos["last_eval_step"] = metrics, step
-        self._log(info, {"kind": "eval", "step": step, "epoch": pos["epoch"],
-                         "elapsed": pos["elapsed"],
-                         **{f"val_{k}": v for k, v in metrics.items()}})
-        value = metrics[cfg.select_metric]
-        tiebreak = metrics[cfg.select_tiebreak] if cfg.select_tiebreak is not None else None
-        best, best_tiebreak = pos["best"], pos.get("best_tiebreak")  # absent in old checkpoints
-        if not math.isfinite(value):
-            better = False
-        elif best is None:
-            better = True
-        elif value != best:
-            better = value < best if cfg.select_mode == "min" else value > best
-        else:  # an exact tie: the lower tie-break value wins, if there is one
-            better = tiebreak is not None and math.isfinite(tiebreak) and (
-                best_tiebreak is None or tiebreak < best_tiebreak)
-        if better:
-            pos["best"], pos["best_step"], pos["bad_evals"] = value, step, 0
-            pos["best_tiebreak"] = tiebreak
-            if info.is_main:
-                save_weights(model, self.run_dir / "best.safetensors",
-                             {"step": step, "epoch": pos["epoch"], "metrics": metrics})
-        else:
-            pos["bad_evals"] += 1
-        patience = cfg.early_stopping_patience
-        return patience is not None and pos["bad_evals"] >= patience
+        return payload["metrics"]
 
-    def _nonfinite(self, info: D.DistInfo, value: float, pos: dict[str, Any],
+    def _is_better(self, value: float, tiebreak: float | None, pos: TrainPosition) -> bool:
+        """Does an evaluation with ``select_metric = value`` beat ``pos.best``?"""
+        best = pos.best
+        if not math.isfinite(value):
+            return False
+        if best is None:
+            return True
+        if value != best:
+            return value < best if self.cfg.select_mode == "min" else value > best
+        # An exact tie: the lower tie-break value wins, if there is one.
+        return tiebreak is not None and math.isfinite(tiebreak) and (
+            pos.best_tiebreak is None or tiebreak < pos.best_tiebreak)
+
+    def _report_progress(self, fit: _Fit, pos: TrainPosition, metrics: dict[str, float]) -> None:
+        """The evaluation's line on stderr and in ``RUN/train.log`` (rank 0)."""
+        now = fit.clock.elapsed()
+        if fit.info.is_main:
+            line = progress_line(step=pos.global_step, epoch=pos.epoch, epochs=self.cfg.epochs,
+                                 train_loss=pos.eval_window.mean_loss(),
+                                 samples_per_s=pos.eval_window.samples_per_s(now),
+                                 elapsed=now, metrics=metrics)
+            append_line(self.run_dir / "train.log", line)
+            self._say(fit.info, line)
+        pos.eval_window = LossWindow(start=now)
+
+    # ---------------------------------------------------------------- the end
+    def _finish(self, fit: _Fit, pos: TrainPosition, stop_reason: str,
+                signal_name: str | None) -> TrainResult:
+        """Final weights without evaluate_fn, the result, and what to tell the user."""
+        info, cfg = fit.info, self.cfg
+        if self.evaluate_fn is None:
+            _on_main(info, lambda: save_weights(
+                self.model, self.run_dir / "best.safetensors",
+                {"step": pos.global_step, "epoch": pos.epoch, "metrics": {}}))
+        result = TrainResult(self.run_dir, stop_reason, pos.global_step, pos.epoch, pos.best,
+                             pos.best_step, dict(pos.last_metrics), fit.clock.elapsed(),
+                             signal_name)
+        if stop_reason == "signal":
+            self._say(info, f"stopped by {signal_name} after step {pos.global_step}; "
+                      f"checkpoint saved in {self.run_dir / 'last'}. Resume with "
+                      f"--resume {self.run_dir} (Trainer.fit(resume=True)).")
+        elif stop_reason in ("max_minutes", "early_stopping"):
+            self._say(info, f"stopped ({stop_reason}) after step {pos.global_step}; "
+                      f"best {cfg.select_metric} = {pos.best} at step {pos.best_step}")
+        return result
+
+    # ---------------------------------------------------------------- messages
+    def _log(self, info: D.DistInfo, record: dict[str, Any]) -> None:
+        if info.is_main:
+            append_line(self.run_dir / "metrics.jsonl",
+                        json.dumps(_finite_or_none(record), allow_nan=False))
+
+    def _say(self, info: D.DistInfo, message: str) -> None:
+        if info.is_main:
+            say(f"[attnkit.training] {message}")
+
+    def _nonfinite(self, info: D.DistInfo, value: float, pos: TrainPosition,
                    what: str = "training loss") -> None:
         last = self.run_dir / "last"
         where = (f"the last good checkpoint {last} is kept" if last.exists()
                  else "no checkpoint was written yet")
-        message = (f"non-finite {what} ({value}) at step {pos['global_step'] + 1} "
-                   f"(epoch {pos['epoch']}); the run stops and {where}. Try a lower lr, "
+        message = (f"non-finite {what} ({value}) at step {pos.global_step + 1} "
+                   f"(epoch {pos.epoch}); the run stops and {where}. Try a lower lr, "
                    "grad_clip, or warmup_steps.")
         self._say(info, message)
         raise TrainingError(message)
 
 
+class StepTotals(NamedTuple):
+    """One step's numbers summed over the ranks in one all-reduce (so all decide alike)."""
+
+    loss_sum: float  # sum of loss * count
+    count: float
+    failed: float  # ranks whose loss_fn raised
+    signalled: float  # ranks that caught SIGINT/SIGTERM
+    time_up: float  # ranks past max_minutes
+
+    @classmethod
+    def all_reduce(cls, local: StepTotals, info: D.DistInfo) -> StepTotals:
+        return cls(*D.all_reduce_sum([float(v) for v in local], info))
+
+
+@dataclass(frozen=True)
+class _Clock:
+    """Training seconds: ``elapsed0`` from earlier fit calls plus this one's since ``t0``."""
+
+    elapsed0: float
+    t0: float
+
+    def elapsed(self) -> float:
+        return self.elapsed0 + time.monotonic() - self.t0
+
+    def minutes(self) -> float:
+        """Minutes of this fit call (what ``max_minutes`` limits)."""
+        return (time.monotonic() - self.t0) / 60
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """What one ``fit`` call works with; built at its start and dropped when it returns."""
+
+    info: D.DistInfo
+    optimizer: torch.optim.Optimizer
+    step_module: nn.Module
+    amp: bool
+    total_steps: int
+    clock: _Clock
+
+
+def _requested_stop(totals: StepTotals) -> str | None:
+    """The stop a rank asked for in this step: a signal first, then the time budget."""
+    if totals.signalled:
+        return "signal"
+    if totals.time_up:
+        return "max_minutes"
+    return None
+
+
+def _on_main(info: D.DistInfo, action: Callable[[], None]) -> None:
+    """Run ``action`` (a write) on rank 0; if it fails every rank raises, none waits forever."""
+    error: AttnkitError | OSError | None = None
+    if info.is_main:
+        try:
+            action()
+        except (AttnkitError, OSError) as e:  # re-raised below, after the others are told
+            error = e
+    message = D.broadcast_json(None if error is None else f"{type(error).__name__}: {error}",
+                               info)
+    if error is not None:
+        raise error
+    if message is not None:
+        raise TrainingError(f"rank 0 failed to write the run folder: {message}")
+
+
 def _signal_name(stop: StopRequest) -> str:
     # Another rank may have caught the signal; report ours, or SIGTERM (what torchrun forwards).
     return stop.name or "SIGTERM"
-
-
-def _progress(cfg: TrainConfig, info: D.DistInfo, total: int, initial: int, epoch: int):
-    if not (cfg.progress and info.is_main and sys.stderr.isatty()):
-        return None
-    from tqdm.auto import tqdm
-    return tqdm(total=total, initial=initial, desc=f"epoch {epoch + 1}/{cfg.epochs}",
-                leave=False, dynamic_ncols=True)

@@ -1,0 +1,109 @@
+"""What this machine is: CPU model, vector ISA, native bf16, threads, torch, GPU.
+
+Every timing the project reports carries :func:`machine_line`, and ``amp="auto"`` asks
+:func:`cpu_has_native_bf16` whether bf16 autocast pays off on the CPU. Bottom layer: imports
+only the standard library and torch.
+
+Example:
+    >>> from attnkit.machine import machine_line
+    >>> print(machine_line())  # doctest: +SKIP
+    Intel(R) Xeon(R) Processor (AVX512, bf16 native: yes), 2 threads, torch 2.13.0+cpu
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+import torch
+
+CPUINFO = Path("/proc/cpuinfo")
+# CPU flags (as Linux names them) of bf16 dot-product instructions that oneDNN uses for matmul.
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+# torch.cpu probes of the same (private API: looked up by name, absent in some versions).
+_TORCH_BF16_PROBES = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+# ONEDNN_MAX_CPU_ISA values that keep oneDNN (torch's CPU matmul) off its bf16 instructions.
+_ONEDNN_ISAS_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE",
+                             "AVX512_CORE_VNNI")
+
+
+def _cpuinfo_text() -> str:
+    try:
+        return CPUINFO.read_text(encoding="utf-8", errors="replace")
+    except OSError:  # not Linux, or /proc not mounted: callers fall back to platform
+        return ""
+
+
+def _cpuinfo_field(text: str, key: str) -> str | None:
+    """The value of the first ``key : value`` line of /proc/cpuinfo text, or None."""
+    for line in text.splitlines():
+        name, sep, value = line.partition(":")
+        if sep and name.strip() == key:
+            return value.strip()
+    return None
+
+
+def cpu_flags() -> set[str]:
+    """The CPU feature flags Linux reports (``flags`` line of /proc/cpuinfo); empty elsewhere."""
+    return set((_cpuinfo_field(_cpuinfo_text(), "flags") or "").split())
+
+
+def cpu_has_native_bf16() -> bool:
+    """True when the CPU computes bf16 dot products natively (AVX512-BF16 or AMX-BF16).
+
+    There bf16 autocast speeds matmuls up; without it (AVX2, plain AVX512) torch emulates bf16
+    and a matmul is many times slower than in float32. torch's own probes are asked first
+    (they also know whether the OS lets the process use AMX); /proc/cpuinfo flags when torch
+    has none. ``ONEDNN_MAX_CPU_ISA`` set below AVX512_CORE_BF16 counts as no native bf16.
+    """
+    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in _ONEDNN_ISAS_WITHOUT_BF16:
+        return False
+    probes = [getattr(torch.cpu, name, None) for name in _TORCH_BF16_PROBES]
+    probes = [p for p in probes if callable(p)]
+    if probes:
+        return any(bool(probe()) for probe in probes)
+    return bool(cpu_flags() & set(BF16_FLAGS))
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name (``model name`` of /proc/cpuinfo), else what platform knows."""
+    name = _cpuinfo_field(_cpuinfo_text(), "model name")
+    return name or platform.processor() or platform.machine() or "unknown CPU"
+
+
+def machine_info() -> dict[str, Any]:
+    """The facts a benchmark figure needs, as a JSON-able dict.
+
+    Returns:
+        ``cpu`` (model name), ``isa`` (``torch.backends.cpu.get_cpu_capability()``, e.g.
+        ``"AVX512"``), ``bf16_native`` (bool), ``threads`` (``torch.get_num_threads()``),
+        ``torch`` (version), ``cuda`` (name of the current CUDA device, or None).
+    """
+    cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    return {"cpu": cpu_model(), "isa": torch.backends.cpu.get_cpu_capability(),
+            "bf16_native": cpu_has_native_bf16(), "threads": torch.get_num_threads(),
+            "torch": torch.__version__, "cuda": cuda}
+
+
+def machine_line(info: dict[str, Any] | None = None) -> str:
+    """One line describing the machine, printed next to every timing.
+
+    Args:
+        info: a :func:`machine_info` dict (e.g. read back from a results file); None = this
+            machine.
+
+    Example:
+        >>> machine_line({"cpu": "Intel(R) Xeon(R) Processor", "isa": "AVX512",
+        ...               "bf16_native": True, "threads": 2, "torch": "2.13.0+cpu",
+        ...               "cuda": None})
+        'Intel(R) Xeon(R) Processor (AVX512, bf16 native: yes), 2 threads, torch 2.13.0+cpu'
+    """
+    info = machine_info() if info is None else info
+    bf16 = "yes" if info["bf16_native"] else "no"
+    line = (f"{info['cpu']} ({info['isa']}, bf16 native: {bf16}), {info['threads']} "
+            f"thread{'' if info['threads'] == 1 else 's'}, torch {info['torch']}")
+    if info.get("cuda"):
+        line += f", CUDA: {info['cuda']}"
+    return line

@@ -1,0 +1,49 @@
+"""TrainPosition: JSON round trip, positions of older checkpoints, unknown keys."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from attnkit.errors import CheckpointError
+from attnkit.training.position import LossWindow, TrainPosition
+
+# The "position" of a state.json written before TrainPosition existed (a plain dict).
+OLD = {"epoch": 1, "batch": 2, "global_step": 8, "best": 0.5, "best_step": 5, "bad_evals": 0,
+       "last_metrics": {"loss": 0.5}, "last_eval_step": 5, "elapsed": 12.5,
+       "window": [3.0, 48.0, 48]}
+
+
+def test_round_trip_through_json():
+    pos = TrainPosition(epoch=2, batch=1, global_step=13, best=0.25, best_tiebreak=0.1,
+                        best_step=10, bad_evals=1, last_metrics={"loss": 0.3},
+                        last_eval_step=10, elapsed=4.5,
+                        window=LossWindow(1.5, 32.0, 32, 4.0),
+                        eval_window=LossWindow(2.5, 48.0, 48, 3.0))
+    assert TrainPosition.from_dict(json.loads(json.dumps(pos.to_dict()))) == pos
+
+
+def test_old_positions_take_defaults():
+    pos = TrainPosition.from_dict(OLD)
+    assert (pos.epoch, pos.batch, pos.global_step, pos.best, pos.best_step) == (1, 2, 8, 0.5, 5)
+    assert pos.best_tiebreak is None  # absent before tie-breaks existed
+    # The window keeps its sums; it opened at the checkpoint as far as anyone can tell.
+    assert pos.window == LossWindow(3.0, 48.0, 48, 12.5)
+    assert pos.eval_window == LossWindow(0.0, 0.0, 0, 12.5)
+    assert TrainPosition.from_dict({}) == TrainPosition()
+
+
+def test_unknown_fields_are_refused():
+    with pytest.raises(CheckpointError, match=r"unknown fields \['future'\]"):
+        TrainPosition.from_dict({**OLD, "future": 1})
+    with pytest.raises(CheckpointError, match="JSON object"):
+        TrainPosition.from_dict([1, 2])
+
+
+def test_loss_window():
+    w = LossWindow(start=10.0)
+    w.add(4.0, 8.0, 8)
+    w.add(2.0, 8.0, 8)
+    assert w.mean_loss() == pytest.approx(6.0 / 16.0)
+    assert w.samples_per_s(now=12.0) == pytest.approx(8.0)
