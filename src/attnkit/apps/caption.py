@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -308,7 +309,7 @@ def _splits(settings: CaptionSettings, seed: int) -> dict[str, CaptionData]:
     return load_splits(settings.data, seed, num_train=settings.num_train,
                        num_valid=settings.num_valid, num_test=settings.num_test,
                        image_size=settings.image_size, valid_fraction=settings.valid_fraction,
-                       names=("train", "valid"))
+                       names=("train", "valid"), log=_note)
 
 
 def _trainer(model: Captioner, plan: _Plan, out: Path) -> Trainer:
@@ -425,8 +426,14 @@ def _test_split(settings: CaptionSettings, seed: int, data: str | None) -> Capti
     if data == "synthetic" or (data is None and settings.data == "synthetic"):
         return synthetic_split(settings.num_test, 3 * seed + 2, size)
     if data is None or data == settings.data:
-        return real_splits(settings.data, size, settings.valid_fraction, seed, ("test",))["test"]
-    return real_splits(data, size, settings.valid_fraction, seed, ("all",))["all"]
+        return real_splits(settings.data, size, settings.valid_fraction, seed, ("test",),
+                           _note)["test"]
+    return real_splits(data, size, settings.valid_fraction, seed, ("all",), _note)["all"]
+
+
+def _note(message: str) -> None:
+    """What the readers skipped, for the user (stderr: stdout stays for results)."""
+    print(message, file=sys.stderr)
 
 
 def _write_report(path, run: runs.Run, test: CaptionData, metrics: dict,

@@ -335,8 +335,7 @@ def _load(path, split: str, skip_bad: bool) -> list[Review]:
     stats = ReadStats()
     reviews = load_split(path, split, skip_bad=skip_bad, stats=stats)
     if stats.skipped and is_main_process():
-        print(f"{path} ({split}): skipped {stats.skipped} bad records, e.g. {stats.reasons[0]}",
-              file=sys.stderr)
+        print(stats.report(f"{path} ({split})"), file=sys.stderr)
     if not reviews:
         raise DataError(f"no {split} reviews found", path=str(path))
     return reviews

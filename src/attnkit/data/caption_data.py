@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,17 +93,24 @@ def parse_spec(spec: str) -> tuple[str, Path, Path]:
 
 
 def real_splits(spec: str, size: int, valid_fraction: float, seed: int,
-                names: Sequence[str] = SPLITS) -> dict[str, CaptionData]:
+                names: Sequence[str] = SPLITS,
+                log: Callable[[str], None] | None = None) -> dict[str, CaptionData]:
     """The ``names`` splits of a real data set; images of other splits are not read.
 
     The images are shuffled by ``seed``; the first ``round(valid_fraction * N)`` (at least
     one) are ``valid``, as many again ``test``, the rest ``train``; ``"all"`` is every image.
 
+    Captions whose image is missing (or malformed records) are skipped; ``log`` receives the
+    report of what was skipped and why.
+
     Raises:
         DataError: a bad spec, unreadable files, or fewer than 3 captioned images.
     """
     kind, captions, image_dir = parse_spec(spec)
-    items = _READERS[kind](captions, image_dir, missing_images="skip").items
+    read = _READERS[kind](captions, image_dir, missing_images="skip")
+    if read.skipped and log is not None:
+        log(read.report())
+    items = read.items
     if len(items) < 3:
         raise DataError(f"need at least 3 captioned images, found {len(items)}",
                         path=str(captions))
@@ -124,11 +131,13 @@ def real_splits(spec: str, size: int, valid_fraction: float, seed: int,
 
 def load_splits(data: str, seed: int, *, num_train: int, num_valid: int, num_test: int,
                 image_size: int, valid_fraction: float = 0.05,
-                names: Sequence[str] = SPLITS) -> dict[str, CaptionData]:
+                names: Sequence[str] = SPLITS,
+                log: Callable[[str], None] | None = None) -> dict[str, CaptionData]:
     """The ``names`` splits (default train, valid, test) of ``data`` (see the module docs);
-    ``num_*`` size the synthetic splits, ``valid_fraction`` the real ones."""
+    ``num_*`` size the synthetic splits, ``valid_fraction`` the real ones; ``log`` receives
+    the report of skipped captions (real data)."""
     if data != "synthetic":
-        return real_splits(data, image_size, valid_fraction, seed, names)
+        return real_splits(data, image_size, valid_fraction, seed, names, log)
     sizes = {"train": num_train, "valid": num_valid, "test": num_test}
     return {name: synthetic_split(sizes[name], 3 * seed + SPLITS.index(name), image_size)
             for name in names}
