@@ -3,7 +3,6 @@ old formats), predictions, bad images and bad options."""
 
 from __future__ import annotations
 
-import html
 import json
 
 import numpy as np
@@ -103,7 +102,9 @@ def test_predict_renders_figure_and_page(run, tmp_path):
         assert im.format == "PNG" and im.size[0] > 100
     write_page([pred], tmp_path / "r.html", app.load_run(run).summary())
     page = (tmp_path / "r.html").read_text()
-    assert "data:image/png;base64," in page and html.escape(pred.caption) in page
+    # The explorer page: the image inline, every word of the caption in its data block.
+    assert "data:image/png;base64," in page and "http" not in page.split("<body", 1)[1]
+    assert all(f'"{w}"' in page for w in pred.words)
 
 
 def test_predict_takes_several_images_and_arrays(run, tmp_path):

@@ -176,7 +176,9 @@ def test_prediction_renders_figure_and_page(run, tmp_path):
     pred = predict(run[1], ["the film was superb"])[0]
     assert pred.render(tmp_path / "p.png").stat().st_size > 0
     page = pred.render(tmp_path / "p.html", {"run": "r"}).read_text(encoding="utf-8")
-    assert "superb" in page and "<span" in page and "P(positive)" in page
+    # The explorer page: the review in its data block, both views, no network.
+    assert "superb" in page and "push towards positive" in page and "pooling weight" in page
+    assert "http" not in page.split("<body", 1)[1]
 
 
 def test_same_seed_same_weights_other_seed_other_weights(single_file_runs):

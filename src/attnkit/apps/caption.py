@@ -438,21 +438,21 @@ def _note(message: str) -> None:
 
 def _write_report(path, run: runs.Run, test: CaptionData, metrics: dict,
                   examples: int = 8) -> Path:
-    from attnkit.viz import HtmlReport
+    """The caption explorer for the first ``examples`` test images, under the metrics."""
+    from attnkit.viz import CaptionExample, caption_page
 
-    page = HtmlReport("attnkit caption eval")
-    page.add_text(f"{run.path}: exact-match accuracy {metrics['accuracy']:.4f}, BLEU-4 "
-                  f"{metrics['bleu4']:.4f} on {metrics['examples']} images "
-                  f"(beam {metrics['beam_size']})")
-    if "grounding_mass" in metrics:
-        page.add_text(grounding_table(metrics), preformatted=True)
     images = test.images[:examples]
     shown = [img.permute(1, 2, 0).numpy() for img in images]
-    for pred, refs in zip(_predictions(run, images, shown, beam_size=metrics["beam_size"]),
-                          test.refs, strict=False):
-        page.add_figure(pred.figure(), caption=f"{pred.caption}  (reference: "
-                        f"{' '.join(refs[0])})")
-    return page.write(path)
+    preds = _predictions(run, images, shown, beam_size=metrics["beam_size"])
+    summary = {**run.summary(), "exact-match accuracy": f"{metrics['accuracy']:.4f}",
+               "BLEU-4": f"{metrics['bleu4']:.4f}", "test images": metrics["examples"],
+               "beam": metrics["beam_size"]}
+    if "grounding_mass" in metrics:
+        summary["grounding"] = grounding_table(metrics)
+    caption_page([CaptionExample(p.image, p.words, p.weights,
+                                 references=[" ".join(r) for r in refs])
+                  for p, refs in zip(preds, test.refs, strict=False)], summary, path)
+    return Path(path)
 
 
 # ---------------------------------------------------------------------- predict
@@ -509,16 +509,11 @@ class CaptionPrediction(Prediction):
 
     @classmethod
     def page(cls, predictions: Sequence[CaptionPrediction], summary: dict[str, Any]) -> str:
-        from attnkit.viz import HtmlReport
+        """The caption explorer: each image with the selected word's attention over it."""
+        from attnkit.viz import CaptionExample, caption_page
 
-        report = HtmlReport("attnkit caption")
-        if summary:
-            report.add_text(f"run {summary.get('run')}: {summary.get('parameters')} parameters")
-        for pred in predictions:
-            report.add_text(f"{pred.source}\nCaption: {pred.caption}")
-            report.add_figure(pred.figure(), caption="attention of each word (the map used "
-                              "to predict it)")
-        return report.to_html()
+        return caption_page([CaptionExample(p.image, p.words, p.weights) for p in predictions],
+                            summary)
 
 
 def predict(run, images, *, beam_size: int = 1, device: str | None = "cpu",

@@ -681,20 +681,15 @@ class SentimentPrediction(Prediction):
 
     @classmethod
     def page(cls, predictions: Sequence[SentimentPrediction], summary: dict[str, Any]) -> str:
-        """Each review shaded by its weights, under a table of the run's summary."""
-        from attnkit.viz.report import HtmlReport
-        from attnkit.viz.text import shade_text_html
+        """The sentiment explorer: each review as written, shaded by which way each word
+        pushed the verdict (signed contributions) or by its share of the decision."""
+        from attnkit.viz import Review, TokenView, sentiment_page
 
-        report = HtmlReport("attnkit sentiment")
-        if summary:
-            report.add_table([(k, v if isinstance(v, (str, int, float)) else json.dumps(v))
-                              for k, v in summary.items()], header=("", ""))
-        report.add_text("Shading: each word's share of the decision (max pooling) or its "
-                        "attention-pooling weight.")
-        for i, p in enumerate(predictions, 1):
-            report.add_section(f"Review {i}: P(positive) = {p.prob:.4f} ({p.label})")
-            report.add_tokens(shade_text_html(p.tokens, p.weights))
-        return report.to_html()
+        reviews = [Review(p.text, p.tokens, p.prob, spans=p.spans, views=[
+            TokenView("push towards positive / negative", p.contributions, signed=True),
+            TokenView("share of the decision (pooling weight)", p.weights)])
+            for p in predictions]
+        return sentiment_page(reviews, summary)
 
 
 def read_texts(pipeline: TextPipeline, texts: Sequence[str]) -> list[ReadReview]:
