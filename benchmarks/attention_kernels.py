@@ -48,6 +48,7 @@ from attnkit.attention.additive import AdditiveAttention  # noqa: E402
 from attnkit.attention.base import build_mask  # noqa: E402
 from attnkit.attention.dot_product import DotProductAttention  # noqa: E402
 from attnkit.attention.multi_head import MultiHeadAttention  # noqa: E402
+from attnkit.machine import machine_line  # noqa: E402
 
 MHA_SHAPES = [(64, 100, 8, 16), (32, 512, 8, 64), (4, 4096, 8, 64)]
 ADD_SHAPES = [(64, 1, 20, 256), (64, 20, 20, 256), (8, 512, 512, 256)]
@@ -223,8 +224,9 @@ def main(argv: list[str] | None = None) -> None:
     mem = _setup_malloc()
     rounds = args.rounds or (3 if args.quick else 5)
     mha_shapes, add_shapes = (QUICK_MHA, QUICK_ADD) if args.quick else (MHA_SHAPES, ADD_SHAPES)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {rounds} rounds, "
-          f"median; ratio = attnkit / baseline; memory = peak RSS increase (MiB)")
+    print(f"machine: {machine_line()}")
+    print(f"{rounds} rounds, median; ratio = attnkit / baseline; memory = peak RSS increase "
+          "(MiB)")
     head = (f"{'case':<24} {'mode':<17} {'baseline':<26} {'ours ms':>9} {'base ms':>9} "
             f"{'time x':>7} {'ours MiB':>9} {'base MiB':>9} {'mem x':>6}  target")
     print(head)

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from attnkit.machine import machine_line
 from attnkit.training import LossOutput, TrainConfig, Trainer, load_weights, seed_everything
 
 DIM, HIDDEN = 64, 256
@@ -90,6 +91,7 @@ def main() -> None:
         load_weights(b, Path(tmp) / "many" / "best.safetensors")
         diff = max((pa - pb).abs().max().item()
                    for pa, pb in zip(a.parameters(), b.parameters(), strict=True))
+    print(f"machine: {machine_line()}")
     print(f"{'processes':>10} {'samples/s':>12}")
     print(f"{1:>10} {one:>12.0f}")
     print(f"{args.procs:>10} {many:>12.0f}")

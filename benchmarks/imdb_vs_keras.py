@@ -286,6 +286,10 @@ def main() -> None:
         ]
     base = rows[0][1].get("samples_per_s")
     mean_length = float(np.mean(draw_lengths(args.samples, review_lengths)))
+    sys.path.insert(0, str(REPO / "src"))
+    from attnkit.machine import machine_line
+
+    print(f"machine: {machine_line()} (each framework at --threads)")
     print(f"review lengths {described} (capped at {MAXLEN}; mean {mean_length:.1f} real ids)")
     print(f"one epoch, {args.samples} samples, batch {BATCH}, maxlen {MAXLEN}, "
           f"{args.threads} thread(s) per framework, {os.cpu_count()} CPUs, "
