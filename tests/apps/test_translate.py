@@ -99,6 +99,9 @@ def test_saved_run_gives_identical_results(tiny_run):
         assert x.weights.shape == (len(x.tokens), len(x.source_tokens))
         assert (x.weights == y.weights).all()
     assert a[0].unknown == 0 and a[1].unknown > 0.5       # the cat sentence: unknown words
+    old = app.Translator.load(run)                        # the pre-contract handle
+    assert [p.tokens for p in old.translate(sentences)] == [p.tokens for p in a]
+    assert old.run_config["app"] == "translate" and old.codec.subword is None
 
 
 def test_prediction_renders_itself(tiny_run, tmp_path):

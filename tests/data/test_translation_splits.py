@@ -4,8 +4,14 @@ import gzip
 
 import pytest
 
-from attnkit.data.translation_splits import (data_spec, eval_pairs, load_splits,
-                                             read_pair_file, spec_name, split_by_source)
+from attnkit.data.translation_splits import (
+    data_spec,
+    eval_pairs,
+    load_splits,
+    read_pair_file,
+    spec_name,
+    split_by_source,
+)
 from attnkit.errors import DataError
 
 

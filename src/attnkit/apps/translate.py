@@ -388,6 +388,36 @@ def predict(run: str | os.PathLike | Run, inputs: Sequence[str], *, beam: int = 
                                unk_replace=unk_replace, batch_size=batch_size)
 
 
+class Translator:
+    """The handle of the pre-contract API, kept for ``benchmarks/translate_decode.py``: a model
+    with its vocabularies and codec. New code uses :func:`load_run` and :func:`predict`.
+
+    Example::
+
+        tr = Translator.load("runs/demo")
+        tr.translate(["I am cold."], beam=5)[0].text
+    """
+
+    def __init__(self, model: nn.Module, src_vocab: Vocab, tgt_vocab: Vocab,
+                 run_config: dict[str, Any] | None = None, codec: TextCodec | None = None):
+        self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
+        self.run_config = run_config or {}
+        self.codec = codec or TextCodec()
+
+    @classmethod
+    def load(cls, run: str | os.PathLike, *, device: str = "cpu") -> Translator:
+        """:func:`load_run`'s model, vocabularies, config and codec."""
+        loaded = load_run(run, device=device)
+        p = loaded.pipeline
+        return cls(loaded.model, p.src_vocab, p.tgt_vocab, loaded.config, p.codec)
+
+    def translate(self, sentences: Sequence[str], **options: Any) -> list[TranslationPrediction]:
+        """:func:`translate_sentences` with this model (options: beam, alpha, ...)."""
+        pipeline = TranslatePipeline(self.codec, self.src_vocab, self.tgt_vocab,
+                                     source_limit(self.model.config))
+        return translate_sentences(self.model, pipeline, sentences, **options)
+
+
 # ============================================================================ metrics
 
 def by_length_table(src_lengths: Sequence[int], hypotheses: Sequence[str],
