@@ -89,7 +89,7 @@ def test_saved_run_gives_identical_results(tiny_run):
     again = app.evaluate(run)   # reloads config, vocabularies and best.safetensors from disk
     assert again["bleu"] == metrics["bleu"] and again["counts"] == metrics["counts"]
     assert again["engine"] == "attnkit" and again["sentences_per_s"] > 0
-    assert again["truncated"] == 0
+    assert again["truncated"] == 0 and again["unknown"] == 0
     loaded = app.load_run(run)
     assert isinstance(loaded, Run) and not loaded.model.training and loaded.app == "translate"
     sentences = ["one two three .", "The cat does not see her."]
@@ -127,6 +127,8 @@ def test_long_sources_are_capped(tiny_run, tmp_path):
     data.write_text(f"{huge}\tun .\none .\tun .\n", encoding="utf-8")
     metrics = app.evaluate(run, str(data))
     assert metrics["truncated"] == 1 and metrics["sentences"] == 2
+    other = app.evaluate(run, "synthetic")      # the synthetic corpus: words it never saw
+    assert 0.5 < other["unknown"] <= 1 and "unknown to the model" in app.format_table(other)
     assert "were cut" in app.format_table(metrics)
 
 

@@ -475,7 +475,8 @@ def _score(model: nn.Module, pipeline: TranslatePipeline, pairs: Sequence[Pair],
                     "decode_seconds": round(seconds, 2),
                     "sentences_per_s": round(len(groups) / max(seconds, 1e-9), 1),
                     "engine": "attnkit", "max_source_tokens": pipeline.max_source,
-                    "truncated": sum(1 for p in preds if p.truncated)})
+                    "truncated": sum(1 for p in preds if p.truncated),
+                    "unknown": round(sum(p.unknown for p in preds) / len(preds), 4)})
     return metrics, preds, refs
 
 
@@ -495,8 +496,9 @@ def evaluate(run: str | os.PathLike | Run, data: str | None = None, *, beam: int
     Returns:
         ``{"bleu", "chrf", "counts", "signature", "by_length", "single_ref", "sentences",
         "references", "beam", "alpha", "decode_seconds", "sentences_per_s", "engine",
-        "max_source_tokens", "truncated"}``; ``truncated`` counts the sources cut to
-        ``max_source_tokens``.
+        "max_source_tokens", "truncated", "unknown"}``; ``truncated`` counts the sources cut
+        to ``max_source_tokens``, ``unknown`` is the mean share of source tokens outside the
+        vocabulary.
     """
     loaded = _loaded(run, device)
     pairs = eval_pairs(data, loaded.config["data"], strict=strict, log=log)
@@ -523,6 +525,9 @@ def format_table(metrics: dict[str, Any]) -> str:
     if metrics.get("truncated"):
         lines.append(f"{metrics['truncated']} source sentence(s) longer than "
                      f"{metrics['max_source_tokens']} tokens were cut to that length")
+    if metrics.get("unknown"):
+        lines.append(f"{metrics['unknown']:.1%} of the source tokens are unknown to the model "
+                     "(mean per sentence)")
     lines += [f"{metrics['signature']}", "",
               "source length  sentences    BLEU  |  lines  BLEU 1-ref"]
     for row in metrics["by_length"]:

@@ -160,7 +160,7 @@ def run_eval(args) -> int:
         print(json.dumps({k: metrics[k] for k in (
             "bleu", "chrf", "counts", "sentences", "references", "beam", "by_length",
             "signature", "single_ref", "sentences_per_s", "engine", "truncated",
-            "max_source_tokens") if k in metrics}))
+            "max_source_tokens", "unknown") if k in metrics}))
     return 0
 
 
