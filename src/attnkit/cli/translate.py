@@ -31,10 +31,11 @@ EXAMPLES = """examples:
 
 --data is "synthetic" (built-in grammar corpus), "tatoeba" (download), a folder with
 train/valid/test .tsv[.gz] files, or one english<TAB>french pairs file (split 96/2/2).
---threads defaults to 1 here: the fastest for these small models, above all on a shared CPU.
 """
 
-DEFAULT_THREADS = 1
+# One thread by default: these small models gain little from more, and on a busy CPU the
+# extra threads only contend (a second thread on a shared 2-core CPU cut training steps ~10x).
+THREADS_HELP = "CPU threads for torch (default 1, the fastest for these small models)"
 DATA_HELP = "synthetic | tatoeba | PATH (default: the run's test split)"
 # Translate's own train options: (flag, type, help); all default to None ("not given").
 TRAIN_OPTIONS = (
@@ -90,10 +91,12 @@ def _decoding_options(parser: argparse.ArgumentParser) -> None:
 def _add_train(sub) -> None:
     t = _sub(sub, "train", "train a run folder, then score its test split")
     add_train_options(
-        t, data_default="synthetic", epochs="default 8 (early stopping on validation BLEU)",
-        batch_size="default 64", lr="default 3e-3 (rnn), 1e-3 (transformer)",
+        t, data_default="synthetic", threads=THREADS_HELP,
+        epochs="default 8 (early stopping on validation BLEU)", batch_size="default 64",
+        lr="default 3e-3 (rnn), 1e-3 (transformer)",
         max_minutes="training budget in minutes (default 2; 0 = no budget)")
-    t.set_defaults(data=None)   # None: synthetic for a new run, the stored data on a resume
+    # data None: synthetic for a new run, the stored data on a resume.
+    t.set_defaults(data=None, threads=1)
     for flag, choices, help_text in CHOICES:
         t.add_argument(flag, choices=choices, help=help_text)
     for flag, kind, help_text in TRAIN_OPTIONS:
@@ -113,13 +116,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     _add_train(sub)
 
     e = _sub(sub, "eval", "BLEU/chrF of a run (free-running decoding, multi-reference)")
-    add_eval_options(e, DATA_HELP)
+    add_eval_options(e, DATA_HELP, threads_help=THREADS_HELP)
+    e.set_defaults(threads=1)
     _decoding_options(e)
     e.add_argument("--strict", action="store_true", help="a malformed data line is an error")
     e.set_defaults(func=run_eval)
 
     p = _sub(sub, "predict", "translate sentences (arguments, or stdin lines)")
-    add_predict_options(p, "SENTENCE", "sentences to translate")
+    add_predict_options(p, "SENTENCE", "sentences to translate", threads_help=THREADS_HELP)
+    p.set_defaults(threads=1)
     _decoding_options(p)
     p.add_argument("--plot", metavar="FILE", help="save the heatmap of the (first) sentence "
                    "(.png/.svg/.pdf); with several sentences FILE gets -2, -3 ... before its "
@@ -128,15 +133,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
-def _threads(args) -> None:
-    apply_threads(DEFAULT_THREADS if args.threads is None else args.threads)
-
-
 def run_train(args) -> int:
     from attnkit.apps.translate import train
 
     out, resume = train_target(args)
-    _threads(args)
+    apply_threads(args.threads)
     overrides = {**train_overrides(args),
                  **given(**{name: getattr(args, name) for name in OWN_SETTINGS})}
     if args.strict:
@@ -148,7 +149,7 @@ def run_train(args) -> int:
 def run_eval(args) -> int:
     from attnkit.apps.translate import evaluate, format_table
 
-    _threads(args)
+    apply_threads(args.threads)
     metrics = evaluate(args.run, args.data, beam=args.beam, alpha=args.alpha,
                        device=args.device or "cpu", unk_replace=not args.no_unk_replace,
                        report=args.report, strict=args.strict,
@@ -175,7 +176,7 @@ def run_predict(args) -> int:
     from attnkit.apps.prediction import write_page
     from attnkit.apps.translate import load_run, predict
 
-    _threads(args)
+    apply_threads(args.threads)
     sentences = read_inputs(args.inputs, "sentence")
     run = load_run(args.run, device=args.device or "cpu")
     predictions = predict(run, sentences, beam=args.beam, alpha=args.alpha,
