@@ -1,17 +1,23 @@
-"""The translate app end to end on a tiny pairs file (seconds), plus its metric helpers."""
+"""The translate app end to end on a tiny pairs file (seconds): train, load_run, evaluate,
+predict, resume and overwrite rules, seeds, the source length cap, and the metric helpers."""
 
 import json
 import random
+import shutil
 
+import numpy as np
 import pytest
 import torch
+from safetensors.numpy import load_file
 
 from attnkit.apps import translate as app
-from attnkit.errors import CheckpointError, DataError
+from attnkit.apps.metrics import bleu_chrf
+from attnkit.apps.runs import FORMAT, Run
+from attnkit.apps.translate_settings import stored_settings
+from attnkit.errors import CheckpointError, DataError, UsageError
 
-TINY = {"model": {"hidden": 32, "emb_dim": 16}, "epochs": 4, "batch_size": 8, "lr": 1e-2,
-        "max_minutes": None, "threads": 1, "progress": False, "examples": 2}
-
+TINY = {"hidden": 32, "emb_dim": 16, "epochs": 4, "batch_size": 8, "lr": 1e-2,
+        "max_minutes": None, "progress": False, "examples": 2}
 
 WORDS = {"one": "un", "two": "deux", "three": "trois", "four": "quatre", "five": "cinq",
          "six": "six", "seven": "sept", "eight": "huit", "nine": "neuf", "ten": "dix"}
@@ -28,109 +34,218 @@ def write_pairs(path, n=300, seed=1):
     return path
 
 
+def snapshot(folder):
+    """Every file under ``folder`` with its size and mtime: 'nothing was written' checks."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*"))}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(one_thread):
+    """Tiny models: one thread is the fastest (conftest's ``one_thread``)."""
 
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    before = torch.get_num_threads()
     folder = tmp_path_factory.mktemp("translate")
     data = write_pairs(folder / "pairs.tsv")
     logs = []
-    metrics = app.train(str(data), folder / "run", log=logs.append, **TINY)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    result = app.train(str(data), folder / "run", log=logs.append, **TINY)
     torch.set_num_threads(before)
-    return folder / "run", metrics, logs, data
+    return folder / "run", result, logs, data
+
+
+@pytest.fixture
+def run_copy(tiny_run, tmp_path):
+    shutil.copytree(tiny_run[0], tmp_path / "copy")
+    return tmp_path / "copy"
 
 
 def test_run_folder_contents(tiny_run):
-    run, metrics, logs, _ = tiny_run
+    run, result, logs, _ = tiny_run
+    assert result.stop_reason == "completed"
     for name in ("config.json", "vocab_src.json", "vocab_tgt.json", "metrics.jsonl",
                  "best.safetensors", "last", "test_metrics.json", "heatmap.png", "report.html"):
         assert (run / name).exists(), name
     config = json.loads((run / "config.json").read_text())
-    assert config["app"] == "translate" and config["train"]["select_metric"] == "bleu"
-    assert config["data"]["kind"] == "file"
+    assert config["app"] == "translate" and config["format"] == FORMAT
+    assert config["train"]["select_metric"] == "bleu" and config["data"]["kind"] == "file"
     evals = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()
              if '"eval"' in line]
     assert evals and all("val_bleu" in e for e in evals)
-    assert set(metrics) >= {"bleu", "chrf", "counts", "by_length", "sentences"}
+    metrics = json.loads((run / "test_metrics.json").read_text())
+    assert set(metrics) >= {"bleu", "chrf", "counts", "by_length", "sentences", "stop_reason"}
     assert 30 < metrics["bleu"] <= 100     # it learnt something (number words, one by one)
     assert any(line.startswith("test: BLEU") for line in logs)
+    assert any("longer than 30 tokens dropped" in line for line in logs)
     assert "<img" in (run / "report.html").read_text()
 
 
 def test_saved_run_gives_identical_results(tiny_run):
-    run, metrics, _, _ = tiny_run
+    run, _, _, _ = tiny_run
+    metrics = json.loads((run / "test_metrics.json").read_text())
     again = app.evaluate(run)   # reloads config, vocabularies and best.safetensors from disk
     assert again["bleu"] == metrics["bleu"] and again["counts"] == metrics["counts"]
-    a = app.translate(run, ["one two three .", "The cat does not see her."])
-    b = app.Translator.load(run).translate(["one two three .", "The cat does not see her."])
+    assert again["engine"] == "attnkit" and again["sentences_per_s"] > 0
+    assert again["truncated"] == 0 and again["unknown"] == 0
+    loaded = app.load_run(run)
+    assert isinstance(loaded, Run) and not loaded.model.training and loaded.app == "translate"
+    sentences = ["one two three .", "The cat does not see her."]
+    a, b = app.predict(run, sentences), app.predict(loaded, sentences)
     for x, y in zip(a, b, strict=True):
         assert x.tokens == y.tokens
-        assert x.attention.shape == (len(x.tokens), len(x.source_tokens))
-        assert (x.attention == y.attention).all()
+        assert x.weights.shape == (len(x.tokens), len(x.source_tokens))
+        assert (x.weights == y.weights).all()
+    assert a[0].unknown == 0 and a[1].unknown > 0.5       # the cat sentence: unknown words
+    old = app.Translator.load(run)                        # the pre-contract handle
+    assert [p.tokens for p in old.translate(sentences)] == [p.tokens for p in a]
+    assert old.run_config["app"] == "translate" and old.codec.subword is None
 
 
-def test_vocabulary_that_does_not_match_the_weights(tiny_run, tmp_path):
-    import shutil
+def test_prediction_renders_itself(tiny_run, tmp_path):
+    p = app.predict(tiny_run[0], ["one two ."])[0]
+    row = p.to_dict()
+    assert row["text"] == p.text and len(row["weights"]) == len(p.tokens)
+    assert row["unknown"] == 0 and row["truncated"] == 0
+    assert p.render(tmp_path / "a.png").stat().st_size > 1000
+    assert "<img" in p.render(tmp_path / "a.html").read_text()
+    with pytest.raises(UsageError, match="cannot write"):
+        p.render(tmp_path / "a.txt")
 
-    run = tmp_path / "copy"
-    shutil.copytree(tiny_run[0], run)
-    vocab = json.loads((run / "vocab_src.json").read_text())
+
+def test_long_sources_are_capped(tiny_run, tmp_path):
+    run = app.load_run(tiny_run[0])
+    huge = " ".join(["one"] * 100_000) + " ."
+    p = app.predict(run, [huge, "two ."])[0]
+    limit = run.pipeline.max_source
+    assert limit == app.RNN_MAX_SOURCE
+    assert len(p.source_tokens) == limit and p.truncated == 100_001 - limit
+    assert p.weights.shape[1] == limit and "cut off" in p.note()
+    data = tmp_path / "long.tsv"
+    data.write_text(f"{huge}\tun .\none .\tun .\n", encoding="utf-8")
+    metrics = app.evaluate(run, str(data))
+    assert metrics["truncated"] == 1 and metrics["sentences"] == 2
+    other = app.evaluate(run, "synthetic")      # the synthetic corpus: words it never saw
+    assert 0.5 < other["unknown"] <= 1 and "unknown to the model" in app.format_table(other)
+    assert "were cut" in app.format_table(metrics)
+
+
+def test_vocabulary_that_does_not_match_the_weights(run_copy):
+    vocab = json.loads((run_copy / "vocab_src.json").read_text())
     key = "tokens"
     vocab[key][5], vocab[key][6] = vocab[key][6], vocab[key][5]   # same size, other ids
-    (run / "vocab_src.json").write_text(json.dumps(vocab))
+    (run_copy / "vocab_src.json").write_text(json.dumps(vocab))
     with pytest.raises(CheckpointError, match="does not match"):
-        app.Translator.load(run)
+        app.load_run(run_copy)
     vocab[key].append("zzz-new-word")                              # other size
-    (run / "vocab_src.json").write_text(json.dumps(vocab))
+    (run_copy / "vocab_src.json").write_text(json.dumps(vocab))
     with pytest.raises(CheckpointError, match="does not match"):
-        app.Translator.load(run)
+        app.load_run(run_copy)
 
 
-def test_truncated_checkpoint_is_a_checkpoint_error(tiny_run, tmp_path):
-    import shutil
-
-    run = tmp_path / "copy"
-    shutil.copytree(tiny_run[0], run)
-    data = (run / "best.safetensors").read_bytes()
-    (run / "best.safetensors").write_bytes(data[: len(data) // 2])
+def test_truncated_checkpoint_and_broken_configs(run_copy, tmp_path):
+    data = (run_copy / "best.safetensors").read_bytes()
+    (run_copy / "best.safetensors").write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError):
-        app.Translator.load(run)
+        app.load_run(run_copy)
     with pytest.raises(CheckpointError, match="config.json"):
-        app.Translator.load(tmp_path)
+        app.load_run(tmp_path)
+    config = run_copy / "config.json"
+    for broken, message in ((b"{not json", "not valid JSON"), (b"\xff\xfe{}", "not UTF-8"),
+                            (b'{"app": "sentiment"}', "is a sentiment run"),
+                            (b'{"app": "translate"}', "no model or data settings")):
+        config.write_bytes(broken)
+        with pytest.raises(CheckpointError, match=message):
+            app.load_run(run_copy)
 
 
-def test_resume_a_finished_run_and_refuse_to_overwrite(tiny_run):
-    run, metrics, _, data = tiny_run
-    again = app.train(resume=run, log=lambda _: None, threads=1, progress=False, examples=1)
-    assert again["bleu"] == metrics["bleu"]
+def test_a_format_1_run_still_loads(run_copy, tiny_run):
+    config = json.loads((run_copy / "config.json").read_text())
+    del config["format"]                   # runs written before the format field existed
+    (run_copy / "config.json").write_text(json.dumps(config))
+    assert app.load_run(run_copy).config["format"] == 1
+    assert app.evaluate(run_copy)["bleu"] == app.evaluate(tiny_run[0])["bleu"]
+
+
+def test_settings_read_back_from_the_run(tiny_run):
+    config = json.loads((tiny_run[0] / "config.json").read_text())
+    stored = stored_settings(config)
+    for name, value in TINY.items():
+        assert getattr(stored, name) == value, name
+    assert (stored.seed, stored.arch, stored.layers, stored.schedule) == (0, "rnn", 1, "constant")
+
+
+def test_resume_and_overwrite_rules(tiny_run, run_copy):
+    _, _, _, data = tiny_run
+    before = snapshot(run_copy)
     with pytest.raises(CheckpointError, match="--resume"):
-        app.train(str(data), run, log=lambda _: None, **TINY)
+        app.train(str(data), run_copy, log=lambda _: None, **TINY)
+    for overrides, message in (({"seed": 5}, "--seed 5 differs"),
+                               ({"hidden": 64}, "--hidden 64 differs"),
+                               ({"arch": "transformer", "d_model": 32}, "differs")):
+        with pytest.raises(UsageError, match=message):
+            app.train(None, run_copy, resume=True, **overrides)
+    with pytest.raises(UsageError, match="--data .* differs"):
+        app.train("synthetic", run_copy, resume=True)
+    with pytest.raises(UsageError, match="contradict"):
+        app.train(None, run_copy, resume=True, overwrite=True)
+    assert snapshot(run_copy) == before                  # refused: nothing written
+
+
+def test_resume_keeps_the_stored_settings_and_applies_budgets(tiny_run, run_copy):
+    metrics = json.loads((tiny_run[0] / "test_metrics.json").read_text())
+    result = app.train(None, run_copy, resume=True, log=lambda _: None, examples=0)
+    assert result.stop_reason == "completed"             # it had finished: nothing to add
+    assert json.loads((run_copy / "test_metrics.json").read_text())["bleu"] == metrics["bleu"]
+    result = app.train(str(tiny_run[3]), run_copy, resume=True, log=lambda _: None,
+                       epochs=5, max_minutes=3.0, seed=0, examples=0)
+    config = json.loads((run_copy / "config.json").read_text())
+    assert config["train"]["epochs"] == 5 and config["train"]["max_minutes"] == 3.0
+    assert config["train"]["seed"] == 0 and config["model"]["hidden"] == 32
+    assert result.epoch == 5 and result.global_step > 0
+
+
+def test_overwrite_replaces_the_run(tiny_run, run_copy):
+    (run_copy / "stray.txt").write_text("old")
+    app.train(str(tiny_run[3]), run_copy, overwrite=True, log=lambda _: None,
+              **{**TINY, "epochs": 1})
+    assert not (run_copy / "stray.txt").exists() and (run_copy / "best.safetensors").exists()
+
+
+def _weights(run):
+    return load_file(str(run / "best.safetensors"))
+
+
+def test_same_seed_same_weights_other_seed_other_weights(tmp_path):
+    data = write_pairs(tmp_path / "pairs.tsv", n=120)
+    tiny = {**TINY, "epochs": 1, "examples": 0}
+    for name, seed in (("a", 0), ("b", 0), ("c", 1)):
+        app.train(str(data), tmp_path / name, seed=seed, log=lambda _: None, **tiny)
+    a, b, c = (_weights(tmp_path / name) for name in "abc")
+    assert a.keys() == b.keys()
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not all(np.array_equal(a[k], c[k]) for k in a if a[k].shape == c[k].shape)
 
 
 def test_empty_sentence_and_missing_data(tiny_run, tmp_path):
-    with pytest.raises(DataError, match="empty sentence"):
-        app.translate(tiny_run[0], ["Fine.", "   "])
+    with pytest.raises(UsageError, match="empty sentence"):
+        app.predict(tiny_run[0], ["Fine.", "   "])
+    with pytest.raises(UsageError, match="no sentence"):
+        app.predict(tiny_run[0], [])
     with pytest.raises(DataError, match="no such file"):
-        app.data_spec(str(tmp_path / "absent.tsv"))
+        app.train(str(tmp_path / "absent.tsv"), tmp_path / "run", **TINY)
+    assert not (tmp_path / "run").exists()
 
 
 def test_multi_reference_bleu_and_length_table():
     hyps = ["le chat noir dort ici .", "un chien"]
-    one = app.bleu_chrf(hyps, [["le chat noir dort là ."], ["un chien"]])
-    two = app.bleu_chrf(hyps, [["le chat noir dort là .", "le chat noir dort ici ."],
-                               ["un chien"]])
+    one = bleu_chrf(hyps, [["le chat noir dort là ."], ["un chien"]])
+    two = bleu_chrf(hyps, [["le chat noir dort là .", "le chat noir dort ici ."],
+                           ["un chien"]])
     assert two["bleu"] == pytest.approx(100.0) and one["bleu"] < 100.0
     assert two["counts"]["sys_len"] == 8
     rows = app.by_length_table([3, 12], hyps, [["le chat noir dort ici ."], ["un chat"]])
     assert [(r["lengths"], r["n"]) for r in rows] == [("1-5", 1), ("11-15", 1)]
     assert rows[0]["bleu"] == pytest.approx(100.0)
-
-
-def test_file_split_keeps_alternatives_together():
-    pairs = [(f"s{i}", f"t{i}") for i in range(200)] + [("s5", "alt")]
-    splits = app._split_file(pairs, seed=0)
-    where = {en: name for name, ps in splits.items() for en, _ in ps}
-    assert sum(len(v) for v in splits.values()) == 201
-    assert [name for name, ps in splits.items() for en, fr in ps if en == "s5"] == \
-        [where["s5"]] * 2

@@ -1,79 +1,188 @@
-"""``attnkit translate`` end to end on a tiny run: train, eval --json, predict, errors."""
+"""``attnkit translate`` end to end on a tiny run: train, eval --json, predict, every user
+mistake as one error line, the run-folder rules, and a SIGTERM stop that resumes."""
 
 import io
 import json
+import os
 import random
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 import torch
 
+from attnkit.apps.runs import RunLock
 from attnkit.cli.main import main
 
 WORDS = {"one": "un", "two": "deux", "three": "trois", "four": "quatre", "five": "cinq"}
+TINY = ["--hidden", "32", "--emb-dim", "16", "--batch-size", "8", "--lr", "1e-2",
+        "--no-progress", "--examples", "1"]
 
 
+def write_pairs(path, n=200):
+    rng = random.Random(0)
+    lines = []
+    for _ in range(n):
+        en = rng.choices(list(WORDS), k=rng.randint(2, 4))
+        lines.append(" ".join(en) + " .\t" + " ".join(WORDS[w] for w in en) + " .")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(one_thread):
+    """Tiny models: one thread is the fastest (conftest's ``one_thread``)."""
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cli")
-    rng = random.Random(0)
-    lines = []
-    for _ in range(200):
-        en = rng.choices(list(WORDS), k=rng.randint(2, 4))
-        lines.append(" ".join(en) + " .\t" + " ".join(WORDS[w] for w in en) + " .")
-    (folder / "pairs.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_pairs(folder / "pairs.tsv")
     before = torch.get_num_threads()
     rc = main(["translate", "train", "--data", str(folder / "pairs.tsv"), "--out",
-               str(folder / "run"), "--hidden", "32", "--emb-dim", "16", "--epochs", "3",
-               "--batch-size", "8", "--lr", "1e-2", "--max-minutes", "0", "--no-progress"])
+               str(folder / "run"), "--epochs", "3", "--max-minutes", "0", *TINY])
     torch.set_num_threads(before)
     assert rc == 0
     return folder / "run"
 
 
+def snapshot(folder):
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*"))}
+
+
+def assert_one_error_line(capsys, *needles):
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("attnkit: error:"), captured.err
+    assert "Traceback" not in captured.out + captured.err
+    for needle in needles:
+        assert needle in err[0], (needle, err[0])
+    return err[0]
+
+
+def cli(*argv):
+    """``attnkit translate ARGV``'s exit code (argparse's own errors exit through SystemExit)."""
+    try:
+        return main(["translate", *argv])
+    except SystemExit as exc:
+        return exc.code
+
+
 def test_train_wrote_a_run(run_dir):
     assert (run_dir / "best.safetensors").exists()
     assert (run_dir / "heatmap.png").exists()
+    assert json.loads((run_dir / "config.json").read_text())["train"]["max_minutes"] is None
 
 
-def test_eval_json_is_the_last_line(run_dir, capsys):
-    assert main(["translate", "eval", "--run", str(run_dir), "--beam", "2", "--json"]) == 0
+def test_eval_json_is_the_last_line(run_dir, capsys, tmp_path):
+    report = tmp_path / "r.html"
+    assert main(["translate", "eval", "--run", str(run_dir), "--beam", "2", "--json",
+                 "--report", str(report)]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     metrics = json.loads(out[-1])
-    assert {"bleu", "chrf", "counts"} <= set(metrics)
-    assert metrics["beam"] == 2
+    assert {"bleu", "chrf", "counts", "sentences_per_s"} <= set(metrics)
+    assert metrics["beam"] == 2 and metrics["engine"] == "attnkit" and metrics["truncated"] == 0
     assert any(line.startswith("BLEU") for line in out[:-1])   # the table comes first
+    assert "<img" in report.read_text()
 
 
-def test_predict_argument_plot_and_stdin(run_dir, tmp_path, capsys, monkeypatch):
-    plot = tmp_path / "one.png"
-    assert main(["translate", "predict", "--run", str(run_dir), "one two .",
-                 "--plot", str(plot)]) == 0
-    assert capsys.readouterr().out.strip()
-    assert plot.exists() and plot.stat().st_size > 1000
+def test_predict_argument_plot_html_and_stdin(run_dir, tmp_path, capsys, monkeypatch):
+    plot, page = tmp_path / "one.png", tmp_path / "one.html"
+    assert main(["translate", "predict", "--run", str(run_dir), "one two .", "six .",
+                 "--plot", str(plot), "--html", str(page)]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.strip().splitlines()) == 2
+    assert plot.exists() and plot.stat().st_size > 1000 and (tmp_path / "one-2.png").exists()
+    assert "<img" in page.read_text()
+    assert "note: sentence 2: 50% of its tokens are unknown" in captured.err   # "six" is not
     monkeypatch.setattr("sys.stdin", io.StringIO("three four .\n\none .\n"))
     assert main(["translate", "predict", "--run", str(run_dir), "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
     assert [r["source"] for r in rows] == ["three four .", "one ."]
-    assert all(len(r["attention"]) == len(r["tokens"]) for r in rows)
+    assert all(len(r["weights"]) == len(r["tokens"]) for r in rows)
 
 
-def test_clear_errors_without_traceback(run_dir, tmp_path, capsys, monkeypatch):
-    assert main(["translate", "predict", "--run", str(run_dir), " "]) == 2
-    assert "empty sentence" in capsys.readouterr().err
+def test_a_huge_input_is_capped(run_dir, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO(" ".join(["one"] * 100_000) + "\n"))
+    start = time.perf_counter()
+    assert main(["translate", "predict", "--run", str(run_dir)]) == 0
+    assert time.perf_counter() - start < 60
+    assert "99488 tokens cut off after the first 512" in capsys.readouterr().err
+
+
+def _broken_runs(run_dir, tmp_path):
+    """Run folders that must each fail with one line: name -> folder."""
+    runs = {}
+    for name, config in (("bad_json", b"{nope"), ("not_utf8", b"\xff\xfe\x00{"),
+                         ("sentiment", b'{"app": "sentiment", "format": 2}')):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "config.json").write_bytes(config)
+        runs[name] = folder
+    truncated = tmp_path / "truncated"
+    truncated.mkdir()
+    for name in ("config.json", "vocab_src.json", "vocab_tgt.json"):
+        (truncated / name).write_bytes((run_dir / name).read_bytes())
+    (truncated / "best.safetensors").write_bytes((run_dir / "best.safetensors").read_bytes()[:100])
+    runs["truncated"] = truncated
+    return runs
+
+
+def test_user_mistakes_are_one_line_without_traceback(run_dir, tmp_path, capsys, monkeypatch):
+    data = str(run_dir.parent / "pairs.tsv")
+    cases = [
+        (["predict", "--run", str(run_dir), " "], "is empty"),
+        (["predict", "--run", str(run_dir), "one .", "--beam", "0"], "--beam must be"),
+        (["eval", "--run", str(tmp_path / "nowhere")], "no such run folder"),
+        (["eval", "--run", str(run_dir), "--data", str(tmp_path / "absent.tsv")],
+         "no such file"),
+        (["train", "--data", str(tmp_path / "absent.tsv"), "--out", str(tmp_path / "n1")],
+         "no such file"),
+        (["train", "--data", data, "--out", str(tmp_path / "n2"), "--hidden", "-3"],
+         "--hidden must be"),
+        (["train", "--data", data, "--out", str(tmp_path / "n3"), "--max-minutes", "-1"],
+         "--max-minutes must be"),
+        (["train", "--data", data], "--out"),
+        (["train", "--resume", str(tmp_path / "nothing")], "nothing to resume"),
+        (["train", "--resume", str(run_dir), "--seed", "3"], "--seed 3 differs"),
+        (["train", "--resume", str(run_dir), "--overwrite"], "contradict"),
+        (["train", "--data", data, "--out", str(run_dir)], "--overwrite"),
+        (["train", "--data", data, "--out", str(tmp_path / "n4"), "--amp", "maybe"],
+         "invalid choice"),
+    ]
+    cases += [(["predict", "--run", str(folder), "one ."], "")
+              for folder in _broken_runs(run_dir, tmp_path).values()]
+    before = snapshot(run_dir)
+    for argv, needle in cases:
+        assert cli(*argv) == 2, argv
+        assert_one_error_line(capsys, needle)
     monkeypatch.setattr("sys.stdin", io.StringIO("\n"))
     assert main(["translate", "predict", "--run", str(run_dir)]) == 2
-    assert "no sentence" in capsys.readouterr().err
-    broken = tmp_path / "broken"
-    broken.mkdir()
-    for name in ("config.json", "vocab_src.json", "vocab_tgt.json"):
-        (broken / name).write_bytes((run_dir / name).read_bytes())
-    data = (run_dir / "best.safetensors").read_bytes()
-    (broken / "best.safetensors").write_bytes(data[:100])          # truncated
-    assert main(["translate", "predict", "--run", str(broken), "one ."]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("attnkit: error:") and "Traceback" not in err
+    assert_one_error_line(capsys, "no sentence")
+    assert snapshot(run_dir) == before
+    assert not any((tmp_path / f"n{i}").exists() for i in range(1, 5))
+
+
+def test_a_run_of_another_app_names_the_app(run_dir, tmp_path, capsys):
+    folder = _broken_runs(run_dir, tmp_path)["sentiment"]
+    assert main(["translate", "eval", "--run", str(folder)]) == 2
+    assert_one_error_line(capsys, "is a sentiment run, not a translate run")
+
+
+def test_overwrite_and_the_lock(run_dir, tmp_path, capsys):
+    run = tmp_path / "run"
+    (run / "last").mkdir(parents=True)
+    (run / "config.json").write_text((run_dir / "config.json").read_text())
+    with RunLock(run):
+        assert main(["translate", "train", "--data", str(run_dir.parent / "pairs.tsv"),
+                     "--out", str(run), "--overwrite", "--epochs", "1", *TINY]) == 2
+        assert_one_error_line(capsys, f"PID {os.getpid()}")
+    assert main(["translate", "train", "--data", str(run_dir.parent / "pairs.tsv"), "--out",
+                 str(run), "--overwrite", "--epochs", "1", "--max-minutes", "0", *TINY]) == 0
+    assert (run / "best.safetensors").exists() and (run / "test_metrics.json").exists()
 
 
 @pytest.mark.parametrize("action", [[], ["train"], ["eval"], ["predict"]])
@@ -82,3 +191,64 @@ def test_help_everywhere_has_examples(action, capsys):
         main(["translate", *action, "--help"])
     assert exit_info.value.code == 0
     assert "attnkit translate train --data synthetic" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------- SIGTERM
+
+def _start(args, cwd):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-m", "attnkit.cli.main", "translate", "train",
+                             *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _wait_until(predicate, proc, timeout=240.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"training ended before the signal: {out[-2000:]} {err[-2000:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("training did not start in time")
+        time.sleep(0.2)
+
+
+def _has_eval(run):
+    path = run / "metrics.jsonl"
+    return path.exists() and '"eval"' in path.read_text()
+
+
+@pytest.mark.slow
+def test_sigterm_stops_cleanly_and_resume_finishes(tmp_path):
+    data = write_pairs(tmp_path / "pairs.tsv")
+    run = tmp_path / "run"
+    proc = _start(["--data", str(data), "--out", str(run), "--epochs", "400",
+                   "--eval-every", "5", "--valid-sample", "2", "--max-minutes", "0", *TINY],
+                  tmp_path)
+    _wait_until(lambda: _has_eval(run), proc)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 143, err[-3000:]
+    assert "Traceback" not in out + err and "error" not in err
+    assert (run / "last").is_dir() and not (run / "test_metrics.json").exists()
+    proc = _start(["--resume", str(run), "--epochs", "1"], tmp_path)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert (run / "test_metrics.json").exists()
+    assert json.loads((run / "config.json").read_text())["train"]["epochs"] == 1
+
+
+@pytest.mark.slow
+def test_sigterm_before_the_first_evaluation(tmp_path):
+    data = write_pairs(tmp_path / "pairs.tsv", n=3000)
+    run = tmp_path / "run"
+    proc = _start(["--data", str(data), "--out", str(run), "--epochs", "5", "--batch-size",
+                   "1", "--hidden", "16", "--emb-dim", "8", "--no-progress"], tmp_path)
+    _wait_until(lambda: (run / "config.json").exists(), proc)
+    time.sleep(1.0)   # the trainer installs its signal handler right after config.json
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 143, err[-3000:]
+    assert "Traceback" not in out + err and "checkpoint file is missing" not in err
+    assert (run / "last").is_dir() and not (run / "best.safetensors").exists()

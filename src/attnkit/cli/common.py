@@ -54,22 +54,26 @@ def add_train_options(parser: argparse.ArgumentParser, *, data_default: str | No
         type=int)
     add("--max-minutes", "max_minutes", "stop cleanly after this wall-clock budget "
         "(0 = no budget)", type=float)
-    add_runtime_options(parser)
+    add_runtime_options(parser, threads_help=help_text.get("threads"))
     parser.add_argument("--amp", choices=list(AMP_CHOICES), default=None,
                         help="bf16 autocast: auto (default) = on with CUDA or a CPU with native "
                              "bf16 (AMX / AVX512-BF16), off otherwise")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def add_runtime_options(parser: argparse.ArgumentParser) -> None:
-    """``--threads`` and ``--device``, for every command that runs a model."""
+def add_runtime_options(parser: argparse.ArgumentParser, *,
+                        threads_help: str | None = None) -> None:
+    """``--threads`` and ``--device``, for every command that runs a model (``threads_help``:
+    an app's own help, when it sets another default with ``parser.set_defaults``)."""
     parser.add_argument("--threads", type=int, metavar="N",
-                        help="CPU threads for torch (default: torch's, one per core)")
+                        help=threads_help or "CPU threads for torch (default: torch's, one per "
+                        "core)")
     parser.add_argument("--device", default=None, help="auto | cpu | cuda | cuda:N "
                         "(default: auto when training, cpu otherwise)")
 
 
-def add_eval_options(parser: argparse.ArgumentParser, data_help: str) -> None:
+def add_eval_options(parser: argparse.ArgumentParser, data_help: str, *,
+                     threads_help: str | None = None) -> None:
     """Add the common ``eval`` options (``--run --data --json --report`` + runtime)."""
     parser.add_argument("--run", required=True, metavar="RUN", help="a trained run folder")
     parser.add_argument("--data", help=data_help)
@@ -77,10 +81,11 @@ def add_eval_options(parser: argparse.ArgumentParser, data_help: str) -> None:
                         help="print the metrics as one JSON object (the last line)")
     parser.add_argument("--report", metavar="FILE.html",
                         help="also write an HTML report with examples and their attention")
-    add_runtime_options(parser)
+    add_runtime_options(parser, threads_help=threads_help)
 
 
-def add_predict_options(parser: argparse.ArgumentParser, inputs: str, inputs_help: str) -> None:
+def add_predict_options(parser: argparse.ArgumentParser, inputs: str, inputs_help: str, *,
+                        threads_help: str | None = None) -> None:
     """Add the common ``predict`` options; ``inputs`` names the positional inputs."""
     parser.add_argument("--run", required=True, metavar="RUN", help="a trained run folder")
     parser.add_argument("inputs", nargs="*", metavar=inputs,
@@ -88,7 +93,7 @@ def add_predict_options(parser: argparse.ArgumentParser, inputs: str, inputs_hel
     parser.add_argument("--json", action="store_true", help="print one JSON object per input")
     parser.add_argument("--html", metavar="FILE.html",
                         help="also write an attention explorer page for the inputs")
-    add_runtime_options(parser)
+    add_runtime_options(parser, threads_help=threads_help)
 
 
 def train_target(args: argparse.Namespace) -> tuple[Path, bool]:

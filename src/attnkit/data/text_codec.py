@@ -1,0 +1,95 @@
+"""Text <-> tokens for a translation run: words, or the pieces of a joint subword model.
+
+A run trained on words tokenizes with :mod:`attnkit.data.text` (per language); a run trained
+with ``--subword`` uses one joint sentencepiece model for both languages, whose decoding
+restores the text. :meth:`TextCodec.encode_capped` reads at most ``limit`` tokens of a text and
+counts the rest without holding them, so a pathological input (one line of ten million words)
+costs one chunk of tokens at a time, not all of them at once.
+
+Example::
+
+    TextCodec().encode("I'm cold.", "en")                    # ["I", "'m", "cold", "."]
+    TextCodec().encode_capped("one two three four", "en", 2)  # (["one", "two"], 2)
+    codec = TextCodec(SubwordModel("runs/fr/subword.model"))
+    codec.decode(codec.encode("J'ai froid.", "fr"), "fr")    # "J'ai froid."
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from attnkit.data.subword import SubwordModel
+from attnkit.data.text import detokenize, tokenize
+
+SRC_LANG, TGT_LANG = "en", "fr"
+Pair = tuple[str, str]
+TokenPair = tuple[list[str], list[str]]
+# Texts longer than this are tokenized chunk by chunk (cut at spaces): about 10k words each.
+CHUNK_CHARS = 1 << 16
+
+
+def text_chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
+    """``text`` in consecutive pieces of at most ``size`` characters, cut at a space when there
+    is one in the piece (a token never spans a space, so tokens stay whole)."""
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + size)
+        if end < len(text):
+            space = text.rfind(" ", start + 1, end)
+            end = space if space > start else end
+        yield text[start:end]
+        start = end
+
+
+class TextCodec:
+    """Tokenize and detokenize both languages of a translation run.
+
+    Args:
+        subword: the run's joint sentencepiece model, or None for words.
+    """
+
+    def __init__(self, subword: SubwordModel | None = None):
+        self.subword = subword
+
+    def encode(self, text: str, lang: str) -> list[str]:
+        """The tokens of ``text`` (``lang``: ``"en"`` or ``"fr"``; subwords ignore it)."""
+        if self.subword is None:
+            return tokenize(text, lang)
+        return self.subword.encode(text)
+
+    def decode(self, tokens: Sequence[str], lang: str) -> str:
+        """The text of ``tokens``: the inverse of :meth:`encode`."""
+        if self.subword is None:
+            return detokenize(tokens, lang)
+        return self.subword.decode(tokens)
+
+    def encode_capped(self, text: str, lang: str, limit: int) -> tuple[list[str], int]:
+        """The first ``limit`` tokens of ``text`` and the number of tokens after them.
+
+        Example::
+
+            TextCodec().encode_capped("a b c .", "en", 3)   # (["a", "b", "c"], 1)
+        """
+        if len(text) <= CHUNK_CHARS:
+            tokens = self.encode(text, lang)
+            return tokens[:limit], max(0, len(tokens) - limit)
+        kept: list[str] = []
+        cut = 0
+        for chunk in text_chunks(text):
+            tokens = self.encode(chunk, lang)
+            room = max(0, limit - len(kept))
+            kept += tokens[:room]
+            cut += len(tokens) - min(room, len(tokens))
+        return kept, cut
+
+    def encode_pairs(self, pairs: Sequence[Pair]) -> list[TokenPair]:
+        """``[(english_tokens, french_tokens)]`` of ``(english, french)`` pairs."""
+        return [(self.encode(en, SRC_LANG), self.encode(fr, TGT_LANG)) for en, fr in pairs]
+
+
+def word_count(text: str, lang: str) -> int:
+    """The number of words of ``text`` (:func:`~attnkit.data.text.tokenize`), counted chunk by
+    chunk so that a huge text is never held as one list of words."""
+    if len(text) <= CHUNK_CHARS:
+        return len(tokenize(text, lang))
+    return sum(len(tokenize(chunk, lang)) for chunk in text_chunks(text))

@@ -1,0 +1,182 @@
+"""Where a translation run's sentence pairs come from, and its train/valid/test splits.
+
+``data`` names one of four sources; :func:`data_spec` turns it into a small JSON description
+(stored in the run's ``config.json``) that :func:`load_splits` turns back into the same pairs:
+
+* ``"synthetic"``: the built-in grammar corpus (:mod:`attnkit.data.synthetic_fr`), generated
+  from the seed (20000 / 1000 / 1000 pairs by default);
+* ``"tatoeba"``: the Anki/Tatoeba English-French file (downloaded once), split 96/2/2;
+* a folder with ``train``, ``valid`` and ``test`` ``.tsv[.gz]`` / ``.txt[.gz]`` files;
+* one ``english<TAB>french`` pairs file, split 96/2/2.
+
+The 96/2/2 split groups the pairs by English sentence first (Tatoeba lists alternative
+translations of one sentence on adjacent lines), so no source sentence is in two splits, and
+shuffles the groups with the seed: the same seed gives the same split.
+
+Example::
+
+    spec = data_spec("pairs.tsv", seed=0)     # {"kind": "file", "path": ..., "split_seed": 0}
+    splits = load_splits(spec)                # {"train": [(en, fr), ...], "valid": ..., ...}
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from attnkit.data.pairs import read_pairs, tatoeba_fra_eng
+from attnkit.data.synthetic_fr import synthetic_splits
+from attnkit.errors import DataError
+
+Pair = tuple[str, str]
+Log = Callable[[str], None]
+SYNTHETIC_SIZES = {"train": 20000, "valid": 1000, "test": 1000}
+SPLITS = ("train", "valid", "test")
+EXTENSIONS = (".tsv.gz", ".tsv", ".txt.gz", ".txt")
+NAMED = ("synthetic", "tatoeba")
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def split_by_source(pairs: Sequence[Pair], seed: int) -> dict[str, list[Pair]]:
+    """The 96/2/2 train/valid/test split by English sentence, reproducible from ``seed``.
+
+    Raises:
+        DataError: fewer than 3 distinct English sentences.
+    """
+    groups: dict[str, list[Pair]] = {}
+    for en, fr in pairs:
+        groups.setdefault(en, []).append((en, fr))
+    order = list(groups.values())
+    if len(order) < 3:
+        raise DataError(f"need at least 3 distinct English sentences to split, got {len(order)}")
+    random.Random(seed).shuffle(order)
+    n_eval = max(1, len(order) // 50)
+    parts = {"valid": order[:n_eval], "test": order[n_eval:2 * n_eval],
+             "train": order[2 * n_eval:]}
+    return {name: [p for group in part for p in group] for name, part in parts.items()}
+
+
+def read_pair_file(path: Path, *, strict: bool = False, log: Log = _quiet) -> list[Pair]:
+    """The pairs of one file; skipped malformed lines are logged (how many, the first few).
+
+    Args:
+        path: an ``english<TAB>french`` file, optionally gzip-compressed.
+        strict: a malformed line is a DataError instead of being skipped.
+        log: where the note about skipped lines goes.
+
+    Raises:
+        DataError: unreadable, or no pair at all.
+    """
+    result = read_pairs(path, strict=strict)
+    if result.dropped:
+        log(f"{path}: skipped {result.dropped} malformed line(s)"
+            + "".join(f"\n  {problem}" for problem in result.problems))
+    if not result.pairs:
+        raise DataError("no sentence pairs found (expected english<TAB>french lines)",
+                        path=str(path))
+    return result.pairs
+
+
+def split_files(folder: Path) -> dict[str, Path] | None:
+    """``{"train", "valid", "test"}`` files of ``folder``, or None when one is missing."""
+    found = {}
+    for split in SPLITS:
+        for ext in EXTENSIONS:
+            if (folder / f"{split}{ext}").is_file():
+                found[split] = folder / f"{split}{ext}"
+                break
+    return found if len(found) == len(SPLITS) else None
+
+
+def data_spec(data: str, seed: int = 0, train_size: int | None = None) -> dict[str, Any]:
+    """The JSON description of ``data`` that :func:`load_splits` turns back into pairs.
+
+    Args:
+        data: ``"synthetic"``, ``"tatoeba"``, a folder or a pairs file.
+        seed: generates the synthetic corpus / shuffles the 96/2/2 split.
+        train_size: synthetic training pairs (default 20000); ignored otherwise.
+
+    Raises:
+        DataError: no such file or folder, or a folder without the three split files.
+    """
+    if data == "synthetic":
+        sizes = dict(SYNTHETIC_SIZES)
+        if train_size is not None:
+            sizes["train"] = train_size
+        return {"kind": "synthetic", "seed": seed, **sizes}
+    if data == "tatoeba":
+        return {"kind": "tatoeba", "split_seed": seed}
+    path = Path(data)
+    if path.is_dir():
+        if split_files(path) is None:
+            raise DataError("folder needs train, valid and test .tsv[.gz] or .txt[.gz] files",
+                            path=str(path))
+        return {"kind": "folder", "path": str(path.resolve())}
+    if not path.is_file():
+        raise DataError("no such file or folder (expected synthetic, tatoeba, a pairs file or a "
+                        "folder with train/valid/test files)", path=str(path))
+    return {"kind": "file", "path": str(path.resolve()), "split_seed": seed}
+
+
+def spec_name(spec: dict[str, Any]) -> str:
+    """What a spec was made from, for messages and comparisons: the name or the path."""
+    return spec.get("path") or spec.get("kind", "?")
+
+
+def load_splits(spec: dict[str, Any], *, progress: bool = True, strict: bool = False,
+                log: Log = _quiet) -> dict[str, list[Pair]]:
+    """``{"train", "valid", "test"}`` lists of ``(english, french)`` for a :func:`data_spec`.
+
+    Args:
+        spec: from :func:`data_spec` (or a run's ``config.json``).
+        progress: a download progress bar (tatoeba).
+        strict, log: as :func:`read_pair_file`.
+
+    Raises:
+        DataError: unreadable files, or a spec of an unknown kind.
+    """
+    kind = spec.get("kind")
+    if kind == "synthetic":
+        return synthetic_splits(spec["seed"], spec["train"], spec["valid"], spec["test"])
+    if kind == "folder":
+        files = split_files(Path(spec["path"]))
+        if files is None:
+            raise DataError("train/valid/test files are missing", path=spec["path"])
+        return {split: read_pair_file(path, strict=strict, log=log)
+                for split, path in files.items()}
+    if kind in ("tatoeba", "file"):
+        path = tatoeba_fra_eng(progress=progress) if kind == "tatoeba" else Path(spec["path"])
+        return split_by_source(read_pair_file(path, strict=strict, log=log),
+                               spec["split_seed"])
+    raise DataError(f"unknown data kind {kind!r} in the run's config.json")
+
+
+def eval_pairs(data: str | None, run_spec: dict[str, Any], *, strict: bool = False,
+               log: Log = _quiet) -> list[Pair]:
+    """The pairs an evaluation scores.
+
+    Args:
+        data: None or the run's own data name (``"synthetic"``/``"tatoeba"``): the run's test
+            split; the other name: that corpus' default test split; a folder: its test file;
+            a file: every pair in it.
+        run_spec: the run's data spec.
+        strict, log: as :func:`read_pair_file`.
+    """
+    if data is None or data == run_spec.get("kind"):
+        return load_splits(run_spec, strict=strict, log=log)["test"]
+    if data in NAMED:
+        return load_splits(data_spec(data), strict=strict, log=log)["test"]
+    path = Path(data)
+    if path.is_dir():
+        files = split_files(path)
+        if files is None:
+            raise DataError("folder has no train/valid/test files", path=str(path))
+        return read_pair_file(files["test"], strict=strict, log=log)
+    if not path.is_file():
+        raise DataError("no such file or folder", path=str(path))
+    return read_pair_file(path, strict=strict, log=log)
