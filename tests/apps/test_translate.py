@@ -49,6 +49,8 @@ def _one_thread(one_thread):
 def tiny_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("translate")
     data = write_pairs(folder / "pairs.tsv")
+    with open(data, "a", encoding="utf-8") as f:   # two lines the run must report, not train on
+        f.write("a line without a tab\none two .\t\n")
     logs = []
     before = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -79,7 +81,9 @@ def test_run_folder_contents(tiny_run):
     assert set(metrics) >= {"bleu", "chrf", "counts", "by_length", "sentences", "stop_reason"}
     assert 30 < metrics["bleu"] <= 100     # it learnt something (number words, one by one)
     assert any(line.startswith("test: BLEU") for line in logs)
-    assert any("longer than 30 tokens dropped" in line for line in logs)
+    dropped = next(line for line in logs if line.startswith("dropped 2 lines of"))
+    assert "1 without a tab (" in dropped and "pairs.tsv:301)" in dropped
+    assert "1 with an empty French side (" in dropped and "pairs.tsv:302)" in dropped
     assert "<img" in (run / "report.html").read_text()
 
 

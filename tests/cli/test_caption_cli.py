@@ -32,6 +32,7 @@ def train(run, *extra: str) -> int:
 
 def error_line(capsys, argv: list[str]) -> str:
     """Run the CLI expecting a user error: exit 2 and exactly one line on stderr."""
+    capsys.readouterr()  # only this command's output counts
     try:
         code = main(argv)
     except SystemExit as exc:  # argparse's own errors

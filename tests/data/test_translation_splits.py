@@ -69,7 +69,8 @@ def test_skipped_lines_are_reported_and_strict_refuses_them(tmp_path):
     path.write_text("a\tb\nno tab here\nc\td\n", encoding="utf-8")
     notes = []
     assert read_pair_file(path, log=notes.append) == [("a", "b"), ("c", "d")]
-    assert len(notes) == 1 and "skipped 1 malformed line" in notes[0] and ":2:" in notes[0]
+    assert len(notes) == 1 and "dropped 1 line of" in notes[0]
+    assert "1 without a tab (" in notes[0] and "pairs.tsv:2)" in notes[0]
     with pytest.raises(DataError, match=":2:"):
         read_pair_file(path, strict=True)
     empty = tmp_path / "empty.tsv"

@@ -634,16 +634,17 @@ def _prepare_fresh(data: str | None, out: Path, s: TranslateSettings, log: Log) 
     spec = data_spec(data or "synthetic", s.seed, s.train_size)
     splits = load_splits(spec, progress=s.progress, strict=s.strict, log=log)
     codec, subword_bytes = _subword_codec(s, splits, out, log)
-    tokens, dropped = filter_by_length(codec.encode_pairs(splits["train"]), s.max_len)
+    tokens, drops = filter_by_length(codec.encode_pairs(splits["train"]), s.max_len)
     if not tokens:
         raise DataError(f"no training pairs left after the length filter (--max-len "
                         f"{s.max_len})", path=spec_name(spec))
     src_vocab, tgt_vocab = _build_vocabs(s, tokens)
     model_config = build_model_config(s, src_vocab, tgt_vocab)
     pipeline = TranslatePipeline(codec, src_vocab, tgt_vocab, source_limit(model_config))
-    log(f"data: {len(tokens)} training pairs ({dropped} longer than {s.max_len} tokens "
-        f"dropped), {len(splits['valid'])} valid, {len(splits['test'])} test; vocabulary "
-        f"{len(src_vocab)} en / {len(tgt_vocab)} fr")
+    if drops.total:
+        log(drops.format("the training split"))
+    log(f"data: {len(tokens)} training pairs, {len(splits['valid'])} valid, "
+        f"{len(splits['test'])} test; vocabulary {len(src_vocab)} en / {len(tgt_vocab)} fr")
     try:
         train_config = s.train_config()
     except ValueError as exc:

@@ -62,7 +62,7 @@ def split_by_source(pairs: Sequence[Pair], seed: int) -> dict[str, list[Pair]]:
 
 
 def read_pair_file(path: Path, *, strict: bool = False, log: Log = _quiet) -> list[Pair]:
-    """The pairs of one file; skipped malformed lines are logged (how many, the first few).
+    """The pairs of one file; skipped lines are logged by reason, with the first few places.
 
     Args:
         path: an ``english<TAB>french`` file, optionally gzip-compressed.
@@ -74,8 +74,7 @@ def read_pair_file(path: Path, *, strict: bool = False, log: Log = _quiet) -> li
     """
     result = read_pairs(path, strict=strict)
     if result.dropped:
-        log(f"{path}: skipped {result.dropped} malformed line(s)"
-            + "".join(f"\n  {problem}" for problem in result.problems))
+        log(result.report())
     if not result.pairs:
         raise DataError("no sentence pairs found (expected english<TAB>french lines)",
                         path=str(path))
