@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-env.sh
 out=${1:-runs/demo}
-.venv/bin/attnkit translate train --data synthetic --out "$out"
+.venv/bin/attnkit translate train --data synthetic --out "$out" --overwrite   # replaces an earlier demo run
 .venv/bin/attnkit translate eval --run "$out" --data synthetic
 .venv/bin/attnkit translate predict --run "$out" --plot "$out/heatmap.png" \
   "Your tired dogs will not find her."
