@@ -50,7 +50,7 @@ def test_exported_greedy_equals_attnkit_greedy(kw, toy, tmp_path):
     sources = [[TOKENS[i] for i in row[:n]] for row, n in zip(src.tolist(), src_len.tolist(),
                                                                strict=True)]
     translator = load_translator(out)
-    got = translate_tokens(translator, sources, max_decoding_length=12)
+    got = translate_tokens(translator, sources, max_len=12)
     assert [[TOKENS[i] for i in h.tokens] for h in want] == [g.tokens for g in got]
     assert sum(h.ended for h in want) >= 10   # real EOS decisions compared
     # The same numbers: CTranslate2's log-probabilities of attnkit's outputs (<eos> included).
@@ -58,6 +58,23 @@ def test_exported_greedy_equals_attnkit_greedy(kw, toy, tmp_path):
     scored = translator.score_batch([sources[i] for i in ended], [got[i].tokens for i in ended])
     for i, r in zip(ended, scored, strict=True):
         assert math.isclose(sum(r.log_probs), want[i].score, rel_tol=1e-4, abs_tol=1e-4)
+
+
+def test_per_sentence_length_limits_as_attnkit(toy, tmp_path):
+    pytest.importorskip("ctranslate2")
+    torch.manual_seed(1)
+    model = TransformerSeq2Seq(TransformerConfig(src_vocab=12, tgt_vocab=12, d_model=16,
+                                                 heads=2, layers=1, ff_dim=32)).eval()
+    out = export_ctranslate2(model.config, model.state_dict(), TOKENS, TOKENS, tmp_path / "m",
+                             quantization="float32")
+    src, src_len, _, _ = toy.batch(toy.pairs(12, 12, seed=42, min_len=1, max_len=9))
+    want = greedy_decode(model, src, src_len, max_len_offset=1)
+    assert sum(not h.ended for h in want) >= 6   # untrained: most stop at their own limit
+    assert len({len(h.tokens) for h in want}) >= 3
+    sources = [[TOKENS[i] for i in row[:n]] for row, n in zip(src.tolist(), src_len.tolist(),
+                                                               strict=True)]
+    got = translate_tokens(load_translator(out), sources, max_len_offset=1, batch_size=5)
+    assert [[TOKENS[i] for i in h.tokens] for h in want] == [g.tokens for g in got]
 
 
 def test_int8_export_translates(toy, tmp_path):

@@ -25,8 +25,8 @@ What it refuses, with an attnkit error: an RNN model (CTranslate2 runs Transform
 vocabulary whose size or special tokens do not match the config, weights that do not fit the
 config, an unknown quantization, an existing non-empty output folder.
 
-Decoding differs from attnkit's in two documented ways: one length limit per batch
-(``max_decoding_length``) instead of one per sentence, and beam search normalises scores by
+:func:`translate_tokens` applies attnkit's per-sentence length limit (CTranslate2 has one per
+call: batches of similar length, outputs cut at their own limit). Beam search normalises by
 ``length ** length_penalty`` (CTranslate2's rule) instead of the GNMT penalty. Greedy outputs
 are the same tokens as attnkit's greedy decoding (float32; tested), and ``score_batch`` gives
 the same log-probabilities; the scores ``translate_batch`` reports are slightly higher (by
@@ -55,6 +55,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from attnkit.decoding import length_batches, max_lengths
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.models import TransformerSeq2Seq, build_model, config_from_dict
 from attnkit.models.config import RNNSeq2SeqConfig, TransformerConfig
@@ -279,8 +280,9 @@ def load_translator(model_dir: str | os.PathLike, *, threads: int = 1, device: s
 
 
 def translate_tokens(translator: Any, sources: Sequence[Sequence[str]], *, beam: int = 1,
-                     length_penalty: float | None = None, max_decoding_length: int = 200,
-                     max_batch_size: int = 64) -> list[CT2Output]:
+                     length_penalty: float | None = None, max_len_ratio: float = 2.0,
+                     max_len_offset: int = 5, max_len: int | None = 200,
+                     batch_size: int = 64) -> list[CT2Output]:
     """Translate source token lists (already tokenized as the run's vocabulary expects).
 
     Args:
@@ -289,16 +291,24 @@ def translate_tokens(translator: Any, sources: Sequence[Sequence[str]], *, beam:
         beam: beam size (1 = greedy).
         length_penalty: CTranslate2's score normalisation ``score / length ** penalty``; None:
             0 for greedy (the total log-probability, as attnkit's greedy score), 1 for beams.
-        max_decoding_length: most output tokens per sentence.
-        max_batch_size: sentences per batch (CTranslate2 sorts them by length itself).
+        max_len_ratio, max_len_offset, max_len: attnkit's per-sentence length limit
+            (:func:`attnkit.decoding.max_lengths`). CTranslate2 takes one limit per call, so
+            sentences are sent in batches of similar length with the batch's largest limit,
+            and each output is then cut at its own limit: the outputs attnkit would give.
+        batch_size: sentences per call.
 
     Returns:
         One :class:`CT2Output` per source, in order.
     """
     if length_penalty is None:
         length_penalty = 0.0 if beam == 1 else 1.0
-    results = translator.translate_batch(
-        [list(s) for s in sources], beam_size=beam, length_penalty=length_penalty,
-        max_decoding_length=max_decoding_length, max_batch_size=max_batch_size,
-        return_scores=True)
-    return [CT2Output(list(r.hypotheses[0]), float(r.scores[0])) for r in results]
+    lengths = [len(s) for s in sources]
+    limits = max_lengths(torch.tensor(lengths), max_len_ratio, max_len_offset, max_len)
+    out: list[CT2Output | None] = [None] * len(sources)
+    for idx in length_batches(lengths, batch_size=batch_size):
+        results = translator.translate_batch(
+            [list(sources[i]) for i in idx], beam_size=beam, length_penalty=length_penalty,
+            max_decoding_length=max(limits[i] for i in idx), return_scores=True)
+        for i, r in zip(idx, results, strict=True):
+            out[i] = CT2Output(list(r.hypotheses[0])[: limits[i]], float(r.scores[0]))
+    return out  # type: ignore[return-value]
