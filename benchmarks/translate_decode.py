@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import tempfile
 import time
@@ -41,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from attnkit.apps.translate import SRC_LANG, TGT_LANG, Translator, eval_pairs  # noqa: E402
 from attnkit.decoding import decode_many  # noqa: E402
 from attnkit.errors import AttnkitError  # noqa: E402
+from attnkit.machine import machine_info, machine_line  # noqa: E402
 from attnkit.models.config import TransformerConfig  # noqa: E402
 
 BEAMS = (1, 5)
@@ -49,30 +49,18 @@ WARMUP = 8
 
 
 def machine() -> dict[str, Any]:
-    """CPU model, torch ISA capability, native bf16, threads, versions (a local equivalent of
-    the machine line: this tree has no ``attnkit.machine``)."""
-    cpu, flags = platform.processor() or "unknown", set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-            elif line.startswith("flags") and not flags:
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
+    """:func:`attnkit.machine.machine_info` plus the CTranslate2 version (None: not installed)."""
+    info = machine_info()
     try:
         import ctranslate2
-        ct2 = ctranslate2.__version__
+        info["ctranslate2"] = ctranslate2.__version__
     except ImportError:
-        ct2 = None
-    return {"cpu": cpu, "isa": torch.backends.cpu.get_cpu_capability(),
-            "bf16": bool(flags & {"avx512_bf16", "amx_bf16"}), "threads": torch.get_num_threads(),
-            "torch": torch.__version__, "ctranslate2": ct2}
+        info["ctranslate2"] = None
+    return info
 
 
-def machine_line(m: dict[str, Any]) -> str:
-    return (f"machine: {m['cpu']} | ISA {m['isa']} | native bf16 {'yes' if m['bf16'] else 'no'}"
-            f" | {m['threads']} threads | torch {m['torch']} | ctranslate2 {m['ctranslate2']}")
+def machine_text(info: dict[str, Any]) -> str:
+    return f"machine: {machine_line(info)}, ctranslate2 {info['ctranslate2']}"
 
 
 def timed(fn: Callable[[Sequence[Any]], list[str]], sources: Sequence[Any]
@@ -138,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     ids = [tr.src_vocab.encode(tr.codec.encode(en, SRC_LANG)) for en, _ in pairs]
     refs = [fr for _, fr in pairs]
     info = machine()
-    print(machine_line(info))
+    print(machine_text(info))
     print(f"command: {' '.join(sys.argv)}  ({len(ids)} sentences)")
     rows = []
     with tempfile.TemporaryDirectory(prefix="attnkit-ct2-") as tmp:

@@ -53,4 +53,5 @@ def test_rnn_runs_are_not_exported(tmp_path):
     assert "Transformers only" in bench.ct2_models(tr, tmp_path, tmp_path)
     info = bench.machine()
     assert info["threads"] == torch.get_num_threads() and info["isa"]
-    assert bench.machine_line(info).startswith("machine: ")
+    assert bench.machine_text(info).startswith("machine: ")
+    assert "ctranslate2" in info
