@@ -1,6 +1,6 @@
 """Translation decoding speed and BLEU: uncached, cached (attnkit) and CTranslate2, in one run.
 
-Run: ``.venv/bin/python benchmarks/translate_decode.py RUN [--threads N] [--limit N]``
+Run: ``.venv/bin/python benchmarks/translate_decode.py RUN [--threads N] [--limit N] [--rounds N]``
 
 ``RUN`` is a translate run folder (``attnkit translate train``). Every row decodes the same
 sentences of the run's test split (the first ``--limit``), with the same threads, one after the
@@ -16,7 +16,8 @@ line, no ``<unk>`` replacement so every engine is scored on its raw output):
   CTranslate2 is not installed or the run is an RNN).
 
 Greedy and beam 5 (alpha 0.6; CTranslate2 normalises beams by ``length ** 0.6`` instead of the
-GNMT penalty). Each row decodes a few sentences first as warm-up. ``speedup`` is against
+GNMT penalty). Each row decodes a few sentences first as warm-up; the rows of one beam size
+are then timed interleaved, ``--rounds`` times (median reported). ``speedup`` is against
 ``attnkit-uncached`` at the same beam. The last line is JSON: ``{"rows": [{"engine", "beam",
 "sent_per_s", "bleu", ...}], "machine": {...}}``.
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -65,8 +67,7 @@ def machine_text(info: dict[str, Any]) -> str:
 
 def timed(fn: Callable[[Sequence[Any]], list[str]], sources: Sequence[Any]
           ) -> tuple[list[str], float]:
-    """Warm up on a few sentences, then decode all: (hypotheses, sentences per second)."""
-    fn(sources[:WARMUP])
+    """Decode all sources once: (hypotheses, sentences per second)."""
     start = time.perf_counter()
     hyps = fn(sources)
     return hyps, len(sources) / max(time.perf_counter() - start, 1e-9)
@@ -118,6 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("run")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--limit", type=int, default=1000, help="test sentences (default 1000)")
+    p.add_argument("--rounds", type=int, default=3, help="timed rounds per row (median)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     run = Path(args.run)
@@ -138,21 +140,34 @@ def main(argv: list[str] | None = None) -> None:
                 name = f"ctranslate2-{q}"
                 engines.append((name, exported if isinstance(exported, str)
                                 else ct2_engine(tr, exported[q], beam, args.threads)))
-            rows += [measure(name, beam, engine, ids, refs) for name, engine in engines]
+            rows += measure(engines, beam, ids, refs, args.rounds)
     print_table(rows)
     print(json.dumps({"rows": rows, "machine": info}))
 
 
-def measure(name: str, beam: int, engine: Callable | str, ids: Sequence[list[int]],
-            refs: Sequence[str]) -> dict[str, Any]:
-    row: dict[str, Any] = {"engine": name, "beam": beam, "sent_per_s": None, "bleu": None}
-    if isinstance(engine, str):
-        row["skipped"] = engine
-        return row
-    hyps, speed = timed(engine, ids)
-    row["sent_per_s"] = round(speed, 1)
-    row["bleu"] = round(sacrebleu.corpus_bleu(hyps, [list(refs)]).score, 2)
-    return row
+def measure(engines: list[tuple[str, Callable | str]], beam: int, ids: Sequence[list[int]],
+            refs: Sequence[str], rounds: int) -> list[dict[str, Any]]:
+    """Time the engines of one beam size interleaved (A, B, C, A, B, C, ...) after a warm-up
+    each, so that load from other processes spreads over all of them; the median speed of
+    ``rounds`` is reported, BLEU from the first round (decoding is deterministic)."""
+    rows, runnable = [], []
+    for name, engine in engines:
+        row: dict[str, Any] = {"engine": name, "beam": beam, "sent_per_s": None, "bleu": None}
+        if isinstance(engine, str):
+            row["skipped"] = engine
+        else:
+            engine(ids[:WARMUP])
+            runnable.append((row, engine, []))
+        rows.append(row)
+    for r in range(rounds):
+        for row, engine, speeds in runnable:
+            hyps, speed = timed(engine, ids)
+            speeds.append(speed)
+            if r == 0:
+                row["bleu"] = round(sacrebleu.corpus_bleu(hyps, [list(refs)]).score, 2)
+    for row, _, speeds in runnable:
+        row["sent_per_s"] = round(statistics.median(speeds), 1)
+    return rows
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:

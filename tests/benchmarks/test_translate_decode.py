@@ -35,15 +35,16 @@ def test_cached_and_uncached_engines_agree_and_rows_are_measured():
                      ff_dim=32)
     ids = [[4, 5, 6], [7, 8], [9]]
     refs = ["a b", "c", "d e f"]
-    rows = [bench.measure(name, 5, bench.attnkit_engine(tr, 5, cache), ids, refs)
-            for name, cache in (("attnkit-uncached", False), ("attnkit", True))]
+    engines = [("attnkit-uncached", bench.attnkit_engine(tr, 5, False)),
+               ("attnkit", bench.attnkit_engine(tr, 5, True)), ("ctranslate2-int8", "no reason")]
+    rows = bench.measure(engines, 5, ids, refs, rounds=2)
     assert bench.attnkit_engine(tr, 5, False)(ids) == bench.attnkit_engine(tr, 5, True)(ids)
-    for row in rows:
+    for row in rows[:2]:
         assert row["sent_per_s"] > 0 and 0 <= row["bleu"] <= 100
-    skipped = bench.measure("ctranslate2-int8", 1, "no reason", ids, refs)
-    assert skipped == {"engine": "ctranslate2-int8", "beam": 1, "sent_per_s": None,
+    assert rows[0]["bleu"] == rows[1]["bleu"]
+    assert rows[2] == {"engine": "ctranslate2-int8", "beam": 5, "sent_per_s": None,
                        "bleu": None, "skipped": "no reason"}
-    bench.print_table(rows + [skipped])
+    bench.print_table(rows)
     assert rows[0]["speedup"] == 1.0
 
 
