@@ -1,7 +1,9 @@
 """Greedy decoding of a padded batch of source sentences.
 
 Works with any model of the step API (``encode``/``decode_step``/``reorder_state``, see
-:mod:`attnkit.models.seq2seq`). Runs in eval mode under ``no_grad``.
+:mod:`attnkit.models.seq2seq`). Runs in eval mode under ``no_grad``. A sentence leaves the batch
+as soon as it is finished (EOS or its length limit), so the remaining steps run on the
+sentences still being decoded only.
 
 Example::
 
@@ -14,12 +16,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from attnkit.decoding.hypothesis import Hypothesis, inference, max_lengths
+from attnkit.decoding.hypothesis import Hypothesis, inference, max_lengths, start, step
 
 
 def greedy_decode(model: nn.Module, src: Tensor, src_lengths: Tensor, *,
                   max_len_ratio: float = 2.0, max_len_offset: int = 5,
-                  max_len: int | None = 200) -> list[Hypothesis]:
+                  max_len: int | None = 200, need_weights: bool = True,
+                  use_cache: bool = True) -> list[Hypothesis]:
     """Pick the most probable token at every step, for every sentence of the batch at once.
 
     Args:
@@ -28,6 +31,9 @@ def greedy_decode(model: nn.Module, src: Tensor, src_lengths: Tensor, *,
         src_lengths: ``[batch]`` real source lengths.
         max_len_ratio, max_len_offset, max_len: a sentence stops after
             ``min(ceil(ratio * src_len) + offset, max_len)`` tokens (EOS included).
+        need_weights: keep the attention rows (``Hypothesis.attention``; None otherwise, which
+            lets a Transformer run its fused attention kernels).
+        use_cache: incremental decoding (False: the model's uncached reference path).
 
     Returns:
         One :class:`Hypothesis` per sentence, in batch order.
@@ -35,34 +41,39 @@ def greedy_decode(model: nn.Module, src: Tensor, src_lengths: Tensor, *,
     cfg = model.config
     limits = max_lengths(src_lengths, max_len_ratio, max_len_offset, max_len)
     batch = src.shape[0]
+    tokens: list[list[int]] = [[] for _ in range(batch)]
+    total, ended = [0.0] * batch, [False] * batch
+    attn_steps: list[Tensor] = []  # per step [batch, S], zero rows for finished sentences
     with inference(model):
-        state = model.encode(src, src_lengths)
+        state = start(model, src, src_lengths, use_cache)
+        alive = torch.arange(batch, device=src.device)
         prev = torch.full((batch,), cfg.bos_id, dtype=torch.long, device=src.device)
-        limit_t = torch.tensor(limits, device=src.device)
-        finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
-        steps: list[Tensor] = []
-        scores: list[Tensor] = []
-        weights: list[Tensor | None] = []
         for t in range(max(limits)):
-            log_probs, state, w = model.decode_step(prev, state)
+            log_probs, state, w = step(model, prev, state, need_weights)
             best, nxt = log_probs.max(dim=-1)
-            nxt = torch.where(finished, torch.full_like(nxt, cfg.pad_id), nxt)
-            steps.append(nxt)
-            scores.append(torch.where(finished, torch.zeros_like(best), best))
-            weights.append(w)
-            finished = finished | (nxt == cfg.eos_id) | (t + 1 >= limit_t)
-            if bool(finished.all()):
+            if w is not None:
+                attn_steps.append(w.new_zeros(batch, w.shape[-1]).index_copy(0, alive, w))
+            keep = []
+            for i, (b, tok, s) in enumerate(zip(alive.tolist(), nxt.tolist(), best.tolist(),
+                                                strict=True)):
+                total[b] += s
+                if tok == cfg.eos_id:
+                    ended[b] = True
+                    continue
+                tokens[b].append(tok)
+                if t + 1 < limits[b]:
+                    keep.append(i)
+            if not keep:
                 break
+            if len(keep) < len(alive):  # drop the finished sentences from the batch
+                index = torch.tensor(keep, device=src.device)
+                state = model.reorder_state(state, index)
+                alive, nxt = alive.index_select(0, index), nxt.index_select(0, index)
             prev = nxt
-    tokens = torch.stack(steps, 1).tolist()
-    total = torch.stack(scores, 1).sum(1).tolist()
-    attn = None if weights[0] is None else torch.stack(weights, 1)  # [batch, T, S]
+    attn = torch.stack(attn_steps, 1) if attn_steps else None  # [batch, T, S]
     lengths = src_lengths.tolist()
-    out: list[Hypothesis] = []
+    out = []
     for b in range(batch):
-        seq = tokens[b][: limits[b]]
-        ended = cfg.eos_id in seq
-        n = seq.index(cfg.eos_id) if ended else len(seq)
-        a = None if attn is None else attn[b, :n, : lengths[b]].float().cpu()
-        out.append(Hypothesis(seq[:n], a, total[b], ended))
+        a = None if attn is None else attn[b, : len(tokens[b]), : lengths[b]].float().cpu()
+        out.append(Hypothesis(tokens[b], a, total[b], ended[b]))
     return out

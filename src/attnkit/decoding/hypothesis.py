@@ -1,4 +1,11 @@
-"""What the decoders share: the output record, per-sentence length limits, eval mode."""
+"""What the decoders share: the output record, per-sentence length limits, eval mode, and the
+two calls into a model's step API with the optional ``use_cache`` / ``need_weights`` switches.
+
+A model of the step API may accept ``encode(..., use_cache=False)`` (an uncached reference path)
+and ``decode_step(..., need_weights=False)`` (no attention wanted: a faster path); the switches
+are passed only when they differ from the defaults, so models without them (the captioner) keep
+working with the defaults.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,7 @@ import contextlib
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -54,3 +62,19 @@ def inference(model: nn.Module) -> Iterator[None]:
             yield
     finally:
         model.train(was_training)
+
+
+def start(model: nn.Module, src: Tensor, src_lengths: Tensor, use_cache: bool) -> Any:
+    """``model.encode(src, src_lengths)``; with ``use_cache=False`` the uncached reference."""
+    if use_cache:
+        return model.encode(src, src_lengths)
+    return model.encode(src, src_lengths, use_cache=False)
+
+
+def step(model: nn.Module, prev: Tensor, state: Any,
+         need_weights: bool) -> tuple[Tensor, Any, Tensor | None]:
+    """``model.decode_step(prev, state)``; attention weights dropped unless ``need_weights``."""
+    if need_weights:
+        return model.decode_step(prev, state)
+    log_probs, state, _ = model.decode_step(prev, state, need_weights=False)
+    return log_probs, state, None

@@ -11,7 +11,10 @@
 Any attnkit score mechanism works (``attnkit.attention.factory.create``). Dot-product scores need
 query and key of equal size: encoder outputs are then projected to the decoder size for the
 *keys* only (the context still averages the unprojected encoder outputs). The memory is computed
-once per source in :meth:`RNNDecoder.init_state`; padded source positions are masked.
+once per source in :meth:`RNNDecoder.init_state` (``memory()``: additive attention's ``W_k k``,
+general attention's ``W k``); padded source positions are masked. ``init_state(...,
+use_cache=False)`` keeps the reference path that recomputes that projection at every step (tests
+and benchmarks compare the two; the outputs are the same).
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ class RNNDecoderState:
         context: the fixed context ``[batch, hidden]`` of the no-attention baseline, else None.
         src_lengths: ``[batch]``.
         step: index of the next target position (local-m attention centres its window on it).
+        cached: the memory's key projection is reused at every step (False: recomputed each
+            step from ``memory.raw_keys``, the uncached reference path).
     """
 
     hidden: RNNState
@@ -67,6 +72,7 @@ class RNNDecoderState:
     context: Tensor | None
     src_lengths: Tensor
     step: int = 0
+    cached: bool = True
 
     def reorder(self, index: Tensor) -> RNNDecoderState:
         """Select batch rows ``index [new_batch]`` (beam search, batch expansion)."""
@@ -77,6 +83,7 @@ class RNNDecoderState:
             None if self.context is None else self.context.index_select(0, index),
             self.src_lengths.index_select(0, index),
             self.step,
+            self.cached,
         )
 
 
@@ -96,10 +103,10 @@ class RNNDecoder(nn.Module):
             mechanisms); it must accept queries of size ``hidden`` and keys of size ``enc_dim``.
 
     Call:
-        ``init_state(enc_out [batch, S, enc_dim], src_lengths [batch], enc_state)``
-        -> :class:`RNNDecoderState`;
-        ``step(prev_tokens [batch], state) -> (logits [batch, vocab], state, weights [batch, S]
-        or None)``.
+        ``init_state(enc_out [batch, S, enc_dim], src_lengths [batch], enc_state,
+        use_cache=True)`` -> :class:`RNNDecoderState`;
+        ``step(prev_tokens [batch], state, need_weights=True) -> (logits [batch, vocab], state,
+        weights [batch, S] or None)``.
     """
 
     def __init__(self, vocab: int, emb_dim: int, hidden: int, enc_dim: int, layers: int = 1,
@@ -137,8 +144,8 @@ class RNNDecoder(nn.Module):
             self.readout = nn.Linear(ctx_dim + hidden, hidden)  # W_c of h~ = tanh(W_c [c; h])
         self.out = nn.Linear(hidden, vocab)
 
-    def init_state(self, enc_out: Tensor, src_lengths: Tensor,
-                   enc_state: RNNState) -> RNNDecoderState:
+    def init_state(self, enc_out: Tensor, src_lengths: Tensor, enc_state: RNNState,
+                   use_cache: bool = True) -> RNNDecoderState:
         memory = None
         context = None
         if self.attention is not None:
@@ -149,21 +156,26 @@ class RNNDecoder(nn.Module):
         feed = None
         if self.style == "luong":
             feed = enc_out.new_zeros(enc_out.shape[0], self.hidden)
-        return RNNDecoderState(enc_state, memory, feed, context, src_lengths)
+        return RNNDecoderState(enc_state, memory, feed, context, src_lengths, cached=use_cache)
 
     def _attend(self, query: Tensor, state: RNNDecoderState) -> tuple[Tensor, Tensor | None]:
         if state.memory is None:
             return state.context, None  # type: ignore[return-value]
+        memory = state.memory
+        if not state.cached:
+            memory = self.attention.memory(memory.raw_keys, memory.values,
+                                           key_mask=memory.key_mask)
         extra = {}
         if self.monotonic:
             extra["query_positions"] = torch.full((query.shape[0], 1), state.step,
                                                   device=query.device)
-        out = self.attention.attend(query.unsqueeze(1), state.memory, need_weights=True,
-                                    **extra)
+        out = self.attention.attend(query.unsqueeze(1), memory, need_weights=True, **extra)
         return out.context[:, 0], out.weights[:, 0]
 
-    def step(self, prev_tokens: Tensor,
-             state: RNNDecoderState) -> tuple[Tensor, RNNDecoderState, Tensor | None]:
+    def step(self, prev_tokens: Tensor, state: RNNDecoderState,
+             need_weights: bool = True) -> tuple[Tensor, RNNDecoderState, Tensor | None]:
+        # Score attention computes its weights anyway (they give the context); need_weights
+        # only decides whether they are returned.
         emb = self.dropout(self.embedding(prev_tokens))
         if self.style == "bahdanau":
             context, weights = self._attend(_top(state.hidden), state)
@@ -179,5 +191,5 @@ class RNNDecoder(nn.Module):
             feed = readout
         logits = self.out(self.dropout(readout))
         new_state = RNNDecoderState(hidden, state.memory, feed, state.context, state.src_lengths,
-                                    state.step + 1)
-        return logits, new_state, weights
+                                    state.step + 1, state.cached)
+        return logits, new_state, weights if need_weights else None

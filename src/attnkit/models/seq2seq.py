@@ -4,8 +4,11 @@ Every translation model in attnkit (this one and :class:`~attnkit.models.transfo
 TransformerSeq2Seq`) has the same surface, which is all :mod:`attnkit.decoding` relies on:
 
 * ``forward(src [B, S], src_lengths [B], tgt_in [B, T]) -> logits [B, T, V]``
-* ``encode(src, src_lengths) -> state``
-* ``decode_step(prev_tokens [B], state) -> (log_probs [B, V], new_state, attn [B, S] or None)``
+* ``encode(src, src_lengths, use_cache=True) -> state`` (``use_cache=False``: the uncached
+  reference path, same outputs, for tests and benchmarks)
+* ``decode_step(prev_tokens [B], state, need_weights=True) -> (log_probs [B, V], new_state,
+  attn [B, S] or None)`` (None also when ``need_weights=False``: the caller does not want the
+  attention, so a model may take a faster path)
 * ``reorder_state(state, index [B'])`` -> the state of rows ``index`` (beam search)
 * ``config`` with ``pad_id``, ``bos_id``, ``eos_id``, ``unk_id`` and ``to_dict()``.
 
@@ -54,15 +57,17 @@ class RNNSeq2Seq(nn.Module):
                                   c.layers, c.cell, c.style, c.attention, c.attention_units,
                                   c.window, c.dropout, c.pad_id, attention_module)
 
-    def encode(self, src: Tensor, src_lengths: Tensor) -> RNNDecoderState:
+    def encode(self, src: Tensor, src_lengths: Tensor, use_cache: bool = True) -> RNNDecoderState:
         """Run the encoder and precompute the attention memory: the decoder's initial state."""
         enc_out, enc_state = self.encoder(src, src_lengths)
-        return self.decoder.init_state(enc_out, src_lengths.to(enc_out.device), enc_state)
+        return self.decoder.init_state(enc_out, src_lengths.to(enc_out.device), enc_state,
+                                       use_cache=use_cache)
 
-    def decode_step(self, prev_tokens: Tensor,
-                    state: RNNDecoderState) -> tuple[Tensor, RNNDecoderState, Tensor | None]:
+    def decode_step(self, prev_tokens: Tensor, state: RNNDecoderState,
+                    need_weights: bool = True
+                    ) -> tuple[Tensor, RNNDecoderState, Tensor | None]:
         """One decoder step: ``prev_tokens [batch]`` -> log-probabilities ``[batch, vocab]``."""
-        logits, state, weights = self.decoder.step(prev_tokens, state)
+        logits, state, weights = self.decoder.step(prev_tokens, state, need_weights)
         return torch.log_softmax(logits.float(), dim=-1), state, weights
 
     def reorder_state(self, state: RNNDecoderState, index: Tensor) -> RNNDecoderState:

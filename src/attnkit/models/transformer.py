@@ -5,11 +5,18 @@ come from :mod:`attnkit.positional` (sinusoidal or learned, summed with the ``sq
 embeddings). Pre-norm (``x + f(LayerNorm(x))``, a final LayerNorm on each stack) trains stably
 without warm-up tricks at small sizes.
 
-Same step API as :class:`~attnkit.models.seq2seq.RNNSeq2Seq`. ``decode_step`` recomputes the
-whole target prefix each step (no key/value cache: simple and obviously correct, fine for short
-sentences); the attention it returns for plots and ``<unk>`` replacement is the last decoder
-layer's cross-attention averaged over heads. ``forward(..., need_weights=True)`` also returns
-the cross-attention of every layer and head.
+Same step API as :class:`~attnkit.models.seq2seq.RNNSeq2Seq`. ``encode(..., use_cache=True)``
+(the default) makes ``decode_step`` incremental: the state carries a
+:class:`~attnkit.models.kv_cache.LayerCache` per decoder layer (source keys/values projected
+once per sentence, one self-attention key/value row appended per step), so a step costs one
+position instead of the whole prefix. ``use_cache=False`` keeps the reference path that
+recomputes the whole target prefix every step (tests and benchmarks compare the two).
+
+Attention weights are computed only when asked: training (``forward``) and
+``decode_step(..., need_weights=False)`` run the fused SDPA kernels everywhere;
+``need_weights=True`` returns the last decoder layer's cross-attention of the new position
+averaged over heads (plots, ``<unk>`` replacement), computed explicitly in that layer only.
+``forward(..., need_weights=True)`` returns the cross-attention of every layer and head.
 
 Example::
 
@@ -29,6 +36,12 @@ from torch import Tensor, nn
 
 from attnkit.attention.multi_head import MultiHeadAttention
 from attnkit.models.config import TransformerConfig
+from attnkit.models.kv_cache import (
+    LayerCache,
+    cached_cross_attention,
+    cached_self_attention,
+    project_memory,
+)
 from attnkit.models.rnn_encoder import check_tokens
 from attnkit.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
@@ -56,8 +69,10 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Causal self-attention, cross-attention over the source, feed-forward; all pre-norm.
 
-    Call: ``layer(y [batch, T, d], memory [batch, S, d], src_lengths [batch])`` ->
-    ``(y, cross weights [batch, heads, T, S])``.
+    Call: ``layer(y [batch, T, d], memory [batch, S, d], src_lengths [batch],
+    need_weights=False)`` -> ``(y, cross weights [batch, heads, T, S] or None)``; the weights
+    are computed (explicit softmax instead of the fused kernel) only with ``need_weights``.
+    ``step`` is the incremental form for one new position over a :class:`LayerCache`.
     """
 
     def __init__(self, d: int, heads: int, ff: int, dropout: float):
@@ -68,33 +83,49 @@ class DecoderLayer(nn.Module):
         self.ff = _feed_forward(d, ff, dropout)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, y: Tensor, memory: Tensor, src_lengths: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, y: Tensor, memory: Tensor, src_lengths: Tensor,
+                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         h = self.norm1(y)
         y = y + self.drop(self.self_attn(h, h, causal=True).context)
         cross = self.cross_attn(self.norm2(y), memory, key_lengths=src_lengths,
-                                need_weights=True)
+                                need_weights=need_weights)
         y = y + self.drop(cross.context)
         return y + self.drop(self.ff(self.norm3(y))), cross.weights
+
+    def step(self, y: Tensor, cache: LayerCache, key_mask: Tensor,
+             need_weights: bool = False) -> tuple[Tensor, LayerCache, Tensor | None]:
+        """One new position ``y [batch, 1, d]`` -> ``(y, cache + its key/value, cross weights
+        [batch, heads, 1, S] or None)``; ``key_mask [batch, 1, 1, S]`` (True = real source)."""
+        attended, cache = cached_self_attention(self.self_attn, self.norm1(y), cache)
+        y = y + self.drop(attended)
+        cross, weights = cached_cross_attention(self.cross_attn, self.norm2(y), cache,
+                                                key_mask, need_weights)
+        y = y + self.drop(cross)
+        return y + self.drop(self.ff(self.norm3(y))), cache, weights
 
 
 @dataclass
 class TransformerState:
-    """Decoding state: the encoded source and the target prefix so far (BOS first).
+    """Decoding state: the encoded source, the target prefix so far (BOS first), the cache.
 
     Attributes:
         memory: ``[batch, S, d_model]`` encoder output.
         src_lengths: ``[batch]``.
         prefix: ``[batch, t]`` target ids fed so far.
+        cache: one :class:`LayerCache` per decoder layer (incremental decoding), or None
+            (``use_cache=False``: every step recomputes the whole prefix).
     """
 
     memory: Tensor
     src_lengths: Tensor
     prefix: Tensor
+    cache: tuple[LayerCache, ...] | None = None
 
     def reorder(self, index: Tensor) -> TransformerState:
+        cache = None if self.cache is None else tuple(c.reorder(index) for c in self.cache)
         return TransformerState(self.memory.index_select(0, index),
                                 self.src_lengths.index_select(0, index),
-                                self.prefix.index_select(0, index))
+                                self.prefix.index_select(0, index), cache)
 
 
 class TransformerSeq2Seq(nn.Module):
@@ -136,47 +167,91 @@ class TransformerSeq2Seq(nn.Module):
         if c.tie_embeddings:
             self.out.weight = self.tgt_embedding.weight
 
-    def _embed(self, emb: nn.Embedding, tokens: Tensor) -> Tensor:
+    def _embed(self, emb: nn.Embedding, tokens: Tensor, offset: int = 0) -> Tensor:
         x = emb(tokens) * math.sqrt(self.config.d_model)
-        return self.drop(self.positions(x))
+        return self.drop(self.positions(x, offset))
 
-    def encode(self, src: Tensor, src_lengths: Tensor) -> TransformerState:
-        """Encode the source: ``src [batch, S]`` -> state with memory ``[batch, S, d]``."""
+    def encode(self, src: Tensor, src_lengths: Tensor, use_cache: bool = True) -> TransformerState:
+        """Encode the source: ``src [batch, S]`` -> state with memory ``[batch, S, d]``; with
+        ``use_cache`` also every decoder layer's cross-attention keys/values (projected once)."""
         check_tokens(src, src_lengths)
         src_lengths = src_lengths.to(src.device)
         x = self._embed(self.src_embedding, src)
         for layer in self.encoder_layers:
             x = layer(x, src_lengths)
+        memory = self.encoder_norm(x)
         prefix = src.new_empty(src.shape[0], 0)
-        return TransformerState(self.encoder_norm(x), src_lengths, prefix)
+        cache = None
+        if use_cache:
+            cache = tuple(self._empty_cache(layer, memory) for layer in self.decoder_layers)
+        return TransformerState(memory, src_lengths, prefix, cache)
 
-    def _decoder_states(self, tgt_in: Tensor,
-                        state: TransformerState) -> tuple[Tensor, list[Tensor]]:
-        """``tgt_in [batch, T]`` -> (normed decoder states ``[batch, T, d]``, cross weights)."""
+    def _empty_cache(self, layer: DecoderLayer, memory: Tensor) -> LayerCache:
+        keys, values = project_memory(layer.cross_attn, memory)
+        empty = keys.new_zeros(keys.shape[0], keys.shape[1], 0, keys.shape[3])
+        return LayerCache(empty, empty, keys, values)
+
+    def _decoder_states(self, tgt_in: Tensor, state: TransformerState,
+                        need_weights: bool) -> tuple[Tensor, list[Tensor | None]]:
+        """``tgt_in [batch, T]`` -> (normed decoder states ``[batch, T, d]``, cross weights per
+        layer, None unless ``need_weights``)."""
         y = self._embed(self.tgt_embedding, tgt_in)
         weights = []
         for layer in self.decoder_layers:
-            y, w = layer(y, state.memory, state.src_lengths)
+            y, w = layer(y, state.memory, state.src_lengths, need_weights=need_weights)
             weights.append(w)
         return self.decoder_norm(y), weights
 
-    def decode(self, tgt_in: Tensor, state: TransformerState) -> tuple[Tensor, list[Tensor]]:
+    def decode(self, tgt_in: Tensor, state: TransformerState,
+               need_weights: bool = True) -> tuple[Tensor, list[Tensor | None]]:
         """``tgt_in [batch, T]`` -> ``(logits [batch, T, V], cross weights per layer)``."""
-        y, weights = self._decoder_states(tgt_in, state)
+        y, weights = self._decoder_states(tgt_in, state, need_weights)
         return self.out(y), weights
 
-    def decode_step(self, prev_tokens: Tensor,
-                    state: TransformerState) -> tuple[Tensor, TransformerState, Tensor]:
-        """Append ``prev_tokens [batch]`` to the prefix -> (log-probs ``[batch, V]``, state,
-        last layer's cross-attention of the new position averaged over heads ``[batch, S]``)."""
+    def decode_step(self, prev_tokens: Tensor, state: TransformerState,
+                    need_weights: bool = True
+                    ) -> tuple[Tensor, TransformerState, Tensor | None]:
+        """Feed ``prev_tokens [batch]`` -> (log-probs ``[batch, V]``, new state, the last
+        layer's cross-attention of the new position averaged over heads ``[batch, S]``, or None
+        without ``need_weights``). Incremental when the state has a cache."""
         prefix = torch.cat([state.prefix, prev_tokens.unsqueeze(1)], dim=1)
-        y, weights = self._decoder_states(prefix, state)
+        if state.cache is None:
+            y, weights = self._prefix_step(prefix, state, need_weights)
+            cache = None
+        else:
+            y, cache, weights = self._cached_step(prev_tokens, state, need_weights)
         # Only the new position needs the output projection: over a subword vocabulary it
-        # costs as much as the decoder itself, so projecting the whole prefix doubled the time.
-        logits = self.out(y[:, -1])
-        new_state = TransformerState(state.memory, state.src_lengths, prefix)
-        attn = weights[-1][:, :, -1].mean(dim=1)
+        # costs as much as the decoder itself.
+        logits = self.out(y)
+        new_state = TransformerState(state.memory, state.src_lengths, prefix, cache)
+        attn = None if weights is None else weights[:, :, -1].mean(dim=1)
         return torch.log_softmax(logits.float(), dim=-1), new_state, attn
+
+    def _prefix_step(self, prefix: Tensor, state: TransformerState,
+                     need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        """Reference step: the whole prefix through every layer -> (last state ``[batch, d]``,
+        last layer's cross weights ``[batch, heads, t, S]`` or None)."""
+        y = self._embed(self.tgt_embedding, prefix)
+        last = len(self.decoder_layers) - 1
+        w = None
+        for i, layer in enumerate(self.decoder_layers):
+            y, w = layer(y, state.memory, state.src_lengths,
+                         need_weights=need_weights and i == last)
+        return self.decoder_norm(y[:, -1]), w
+
+    def _cached_step(self, prev_tokens: Tensor, state: TransformerState, need_weights: bool
+                     ) -> tuple[Tensor, tuple[LayerCache, ...], Tensor | None]:
+        """Incremental step: the new position only -> (state ``[batch, d]``, cache, weights)."""
+        y = self._embed(self.tgt_embedding, prev_tokens.unsqueeze(1), offset=state.prefix.shape[1])
+        src_len = state.memory.shape[1]
+        key_mask = (torch.arange(src_len, device=y.device)
+                    < state.src_lengths.unsqueeze(1))[:, None, None, :]
+        last = len(self.decoder_layers) - 1
+        caches, w = [], None
+        for i, (layer, cache) in enumerate(zip(self.decoder_layers, state.cache, strict=True)):
+            y, cache, w = layer.step(y, cache, key_mask, need_weights=need_weights and i == last)
+            caches.append(cache)
+        return self.decoder_norm(y[:, -1]), tuple(caches), w
 
     def reorder_state(self, state: TransformerState, index: Tensor) -> TransformerState:
         return state.reorder(index)
@@ -186,5 +261,6 @@ class TransformerSeq2Seq(nn.Module):
         if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
             raise ValueError(f"tgt_in must have shape [{src.shape[0]}, T], "
                              f"got {tuple(tgt_in.shape)}")
-        logits, weights = self.decode(tgt_in, self.encode(src, src_lengths))
+        state = self.encode(src, src_lengths, use_cache=False)
+        logits, weights = self.decode(tgt_in, state, need_weights=need_weights)
         return (logits, weights) if need_weights else logits

@@ -1,0 +1,101 @@
+"""Decode many sentences: group by length, batch by tokens, results in input order.
+
+Sorting by source length puts sentences of similar length in one batch, so little padding is
+encoded and the sentences of a batch finish at about the same step; batches are cut by a
+sentence count and/or a token budget (the padded rows times the beam: what one decoder step
+holds), so a batch of short sentences can be much larger than a batch of long ones.
+
+Example::
+
+    hyps = decode_many(model, [[5, 6, 7], [8, 9]], beam=5, max_tokens=4000,
+                       need_weights=False)
+    hyps[0].tokens
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from attnkit.decoding.beam import beam_search
+from attnkit.decoding.greedy import greedy_decode
+from attnkit.decoding.hypothesis import Hypothesis
+
+
+def length_batches(lengths: Sequence[int], *, batch_size: int | None = 64,
+                   max_tokens: int | None = None, beam: int = 1) -> list[list[int]]:
+    """Indices of ``lengths`` grouped into batches of similar length (shortest first).
+
+    Args:
+        lengths: the source length of every sentence.
+        batch_size: at most this many sentences per batch (None: no count limit).
+        max_tokens: at most this many ``sentences * beam * longest source`` tokens per batch
+            (None: no token limit); a sentence longer than the budget gets a batch of its own.
+        beam: hypotheses per sentence.
+
+    Returns:
+        Batches of indices into ``lengths``; every index appears once.
+    """
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    if batch_size is None and max_tokens is None:
+        raise ValueError("give batch_size, max_tokens or both")
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        # Sorted order: the newest sentence is the longest of the batch.
+        full = batch_size is not None and len(current) >= batch_size
+        over = (max_tokens is not None and current
+                and (len(current) + 1) * beam * max(lengths[i], 1) > max_tokens)
+        if full or over:
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def decode_many(model: nn.Module, src_ids: Sequence[Sequence[int]], *, beam: int = 1,
+                alpha: float = 0.6, batch_size: int | None = 64, max_tokens: int | None = None,
+                need_weights: bool = True, use_cache: bool = True,
+                max_len_ratio: float = 2.0, max_len_offset: int = 5,
+                max_len: int | None = 200) -> list[Hypothesis]:
+    """Greedy (``beam=1``) or beam search over any number of id sequences.
+
+    Args:
+        model: a translation model with the step API (its device is used).
+        src_ids: source token ids per sentence (non-empty).
+        beam, alpha: beam size and GNMT length penalty (:func:`beam_search`).
+        batch_size, max_tokens: batching (:func:`length_batches`).
+        need_weights: keep attention rows (``<unk>`` replacement, heatmaps); False is faster.
+        use_cache: incremental decoding (False: the uncached reference path).
+        max_len_ratio, max_len_offset, max_len: per-sentence length limit.
+
+    Returns:
+        One :class:`Hypothesis` per sentence, in input order.
+    """
+    device = next(model.parameters()).device
+    pad = model.config.pad_id
+    options = {"max_len_ratio": max_len_ratio, "max_len_offset": max_len_offset,
+              "max_len": max_len, "need_weights": need_weights, "use_cache": use_cache}
+    out: list[Hypothesis | None] = [None] * len(src_ids)
+    lengths = [len(s) for s in src_ids]
+    for idx in length_batches(lengths, batch_size=batch_size, max_tokens=max_tokens, beam=beam):
+        src = torch.full((len(idx), max(lengths[i] for i in idx)), pad, dtype=torch.long)
+        for row, i in enumerate(idx):
+            src[row, : lengths[i]] = torch.tensor(src_ids[i], dtype=torch.long)
+        src_len = torch.tensor([lengths[i] for i in idx], device=device)
+        src = src.to(device)
+        if beam > 1:
+            hyps = beam_search(model, src, src_len, beam_size=beam, alpha=alpha, **options)
+        else:
+            hyps = greedy_decode(model, src, src_len, **options)
+        for i, h in zip(idx, hyps, strict=True):
+            out[i] = h
+    return out  # type: ignore[return-value]

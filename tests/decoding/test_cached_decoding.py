@@ -1,0 +1,104 @@
+"""Cached (incremental) decoding gives the uncached path's outputs; finished sentences leave the
+batch; decode_many keeps the input order."""
+
+import math
+
+import pytest
+import torch
+
+from attnkit.decoding import beam_search, decode_many, greedy_decode, length_batches
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: 1 thread is fastest
+
+MODELS = ["rnn", "rnn-luong-lstm", "transformer"]
+
+
+def _same(a, b, attention=True):
+    assert [h.tokens for h in a] == [h.tokens for h in b]
+    for x, y in zip(a, b, strict=True):
+        assert x.ended == y.ended
+        assert math.isclose(x.score, y.score, rel_tol=1e-4, abs_tol=1e-4)
+        if attention:
+            torch.testing.assert_close(x.attention, y.attention, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("beam", [1, 5])
+def test_cached_equals_uncached(name, beam, trained_models, toy):
+    model = trained_models[name]
+    src, src_len, _, _ = toy.batch(toy.pairs(24, 12, seed=31))
+    if beam == 1:
+        cached = greedy_decode(model, src, src_len)
+        plain = greedy_decode(model, src, src_len, use_cache=False)
+    else:
+        cached = beam_search(model, src, src_len, beam_size=beam)
+        plain = beam_search(model, src, src_len, beam_size=beam, use_cache=False)
+    _same(cached, plain)
+    assert sum(h.ended for h in cached) > 0   # a trained model: real EOS decisions compared
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_without_weights_same_tokens_and_no_attention(name, trained_models, toy):
+    model = trained_models[name]
+    src, src_len, _, _ = toy.batch(toy.pairs(12, 12, seed=32))
+    for decode, kw in ((greedy_decode, {}), (beam_search, {"beam_size": 3})):
+        with_w = decode(model, src, src_len, **kw)
+        without = decode(model, src, src_len, need_weights=False, **kw)
+        _same(with_w, without, attention=False)
+        assert all(h.attention is None for h in without)
+
+
+class _Recorder(torch.nn.Module):
+    """The wrapped model, recording the batch size of every decode step."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.config, self.sizes = model, model.config, []
+
+    def encode(self, *args, **kwargs):
+        return self.model.encode(*args, **kwargs)
+
+    def decode_step(self, prev, state, **kwargs):
+        self.sizes.append(prev.shape[0])
+        return self.model.decode_step(prev, state, **kwargs)
+
+    def reorder_state(self, state, index):
+        return self.model.reorder_state(state, index)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_finished_sentences_leave_the_batch(beam, trained_models, toy):
+    rec = _Recorder(trained_models["transformer"])
+    # One short source (short limit) with long ones: it is cut at its limit early.
+    src, src_len, _, _ = toy.batch(toy.pairs(4, 12, seed=33, min_len=6, max_len=6))
+    src_len = torch.tensor([1, 6, 6, 6])
+    hyps = (greedy_decode(rec, src, src_len, max_len_offset=0) if beam == 1 else
+            beam_search(rec, src, src_len, beam_size=beam, max_len_offset=0))
+    assert len(hyps[0].tokens) <= 2
+    assert rec.sizes[0] == 4 * beam
+    assert min(rec.sizes) <= 3 * beam   # the short sentence's rows were dropped
+    assert rec.sizes == sorted(rec.sizes, reverse=True)
+
+
+def test_length_batches_group_by_length_and_respect_the_budget():
+    lengths = [5, 1, 9, 2, 9, 1, 3]
+    batches = length_batches(lengths, batch_size=None, max_tokens=20, beam=2)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    flat = [lengths[i] for b in batches for i in b]
+    assert flat == sorted(flat)
+    for b in batches:
+        assert len(b) == 1 or len(b) * 2 * max(lengths[i] for i in b) <= 20
+    assert [len(b) for b in length_batches(lengths, batch_size=3)] == [3, 3, 1]
+    with pytest.raises(ValueError, match="batch_size, max_tokens"):
+        length_batches(lengths, batch_size=None)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_decode_many_keeps_order_and_equals_one_batch(beam, trained_models, toy):
+    model = trained_models["transformer"]
+    pairs = toy.pairs(10, 12, seed=34)
+    ids = [s for s, _ in pairs]
+    many = decode_many(model, ids, beam=beam, max_tokens=3 * 6 * beam, need_weights=False)
+    for i, s in enumerate(ids):
+        one = decode_many(model, [s], beam=beam, need_weights=False)
+        _same([many[i]], one, attention=False)
