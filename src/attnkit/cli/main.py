@@ -14,6 +14,7 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 from importlib.metadata import PackageNotFoundError, version
 
 from attnkit.errors import AttnkitError
@@ -65,7 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    return f"attnkit: warning: {message}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
+    # A warning for the user (e.g. bf16 autocast on a CPU without bf16) is one line, not a
+    # source location and a code line.
+    warnings.formatwarning = _one_line_warning
     try:
         args = build_parser().parse_args(argv)
         return int(args.func(args) or 0)
