@@ -8,7 +8,7 @@ import torch
 from attnkit.data import review_pipeline
 from attnkit.data.classification_text import CharTokenizer, WordTokenizer, build_vocab
 from attnkit.data.imdb import Review
-from attnkit.data.review_pipeline import TextPipeline, collate, text_chunks, token_spans
+from attnkit.data.review_pipeline import TextPipeline, collate, text_chunks
 
 
 def _pipeline(maxlen=4, truncating="pre", padding="pre", tokenizer=None):
@@ -56,13 +56,3 @@ def test_long_texts_are_read_in_chunks_with_the_same_tokens(monkeypatch, tokeniz
     assert seen.tokens == whole[-5:] and seen.dropped == len(whole) - 5
 
 
-def test_spans_point_at_the_tokens_as_written():
-    text = "Great<br />br FILM, isn't it?"
-    tokens = WordTokenizer().tokenize(text)
-    spans = token_spans(text, tokens)
-    assert [text[a:b] for a, b in spans] == ["Great", "br", "FILM", "isn't", "it"]
-    assert spans[1] == (11, 13)  # the word "br", not the line break's letters
-    assert token_spans("abc", ["xyz"]) is None
-    assert token_spans("hello world", ["\u2581hello", "\u2581world"]) == [(0, 5), (6, 11)]
-    pipe = _pipeline(maxlen=2)
-    assert pipe.spans("good film bad plot") == [(10, 13), (14, 18)]  # the kept (last) two

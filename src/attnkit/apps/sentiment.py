@@ -50,7 +50,13 @@ from attnkit.apps import runs
 from attnkit.apps.prediction import Prediction, write_page
 from attnkit.data.classification_text import build_vocab, make_tokenizer
 from attnkit.data.imdb import SPLITS, ReadStats, Review, has_split, load_split, split_validation
-from attnkit.data.review_pipeline import EncodedReviews, ReadReview, TextPipeline, collate
+from attnkit.data.review_pipeline import (
+    CHUNK_CHARS,
+    EncodedReviews,
+    ReadReview,
+    TextPipeline,
+    collate,
+)
 from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, DataError, UsageError
 from attnkit.models.sentiment import SentimentClassifier, SentimentConfig, count_parameters
@@ -749,5 +755,17 @@ def _explain(run: runs.Run, texts: Sequence[str],
         out.append(SentimentPrediction(
             text, prob, "positive" if prob >= 0.5 else "negative", seen.tokens,
             scores[b, real].float().cpu().numpy(), signed[b, real].float().cpu().numpy(),
-            pipeline.spans(text), seen.unknown_share, seen.dropped))
+            _spans(pipeline, text, seen), seen.unknown_share, seen.dropped))
     return out
+
+
+def _spans(pipeline: TextPipeline, text: str,
+           seen: ReadReview) -> list[tuple[int, int] | None] | None:
+    """Where each kept token sits in the review as written (None for a review too long to
+    search); pre-truncation kept the last tokens, so they are matched from the end."""
+    from attnkit.viz import token_spans
+
+    if len(text) > CHUNK_CHARS:
+        return None
+    return token_spans(text, seen.tokens,
+                       from_end=seen.dropped > 0 and pipeline.truncating == "pre")

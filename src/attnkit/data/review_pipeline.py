@@ -29,8 +29,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-# The word tokenizer's HTML line-break pattern: a break is never a token, so spans skip it.
-from attnkit.data.classification_text import _BR_RE, pad_sequences, tokenizer_from_json
+from attnkit.data.classification_text import pad_sequences, tokenizer_from_json
 from attnkit.data.imdb import Review
 from attnkit.data.vocab import Vocab
 
@@ -152,18 +151,6 @@ class TextPipeline:
         return EncodedReviews(ids, lengths, torch.tensor([r.label for r in reviews],
                                                          dtype=torch.float32))
 
-    def spans(self, text: str) -> list[tuple[int, int]] | None:
-        """``(start, end)`` character offsets in ``text`` of the kept tokens of :meth:`read`,
-        so that ``text[start:end]`` is the token as written (case kept); None for texts longer
-        than :data:`CHUNK_CHARS` or when a token cannot be found in order (a tokenizer that
-        rewrites characters)."""
-        if len(text) > CHUNK_CHARS:
-            return None
-        spans = token_spans(text, self.tokenizer.tokenize(text))
-        if spans is None or len(spans) <= self.maxlen:
-            return spans
-        return spans[-self.maxlen:] if self.truncating == "pre" else spans[:self.maxlen]
-
     def to_dict(self) -> dict[str, Any]:
         """The JSON of ``pipeline.json`` (the vocabulary is saved on its own)."""
         return {"tokenizer": self.tokenizer.to_json(), "maxlen": self.maxlen,
@@ -192,28 +179,3 @@ class TextPipeline:
             raise ValueError("tokenizer must be a JSON object")
         return cls(tokenizer_from_json(obj["tokenizer"], folder), vocab, maxlen, padding,
                    truncating)
-
-
-def token_spans(text: str, tokens: Sequence[str]) -> list[tuple[int, int]] | None:
-    """Find ``tokens`` (lowercased by the tokenizer; sentencepiece's ``▁`` word mark allowed)
-    one after the other in ``text``: ``[(start, end)]`` per token, or None when one is not found.
-
-    HTML line breaks are skipped, as the tokenizers drop them.
-
-    Example:
-        >>> token_spans("Great film!", ["great", "film"])
-        [(0, 5), (6, 10)]
-    """
-    masked = _BR_RE.sub(lambda m: " " * len(m.group()), text)
-    spans, pos = [], 0
-    for token in tokens:
-        piece = token.lstrip("\u2581")
-        if not piece:  # a bare word mark: nothing of the text
-            spans.append((pos, pos))
-            continue
-        found = re.compile(re.escape(piece), re.IGNORECASE).search(masked, pos)
-        if found is None:
-            return None
-        spans.append(found.span())
-        pos = found.end()
-    return spans
