@@ -32,14 +32,13 @@ Example::
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +47,15 @@ import torch
 
 from attnkit.apps import runs
 from attnkit.apps.prediction import Prediction, write_page
+from attnkit.apps.sentiment_settings import (
+    APP,
+    PRESETS,
+    Settings,
+    model_config,
+    plan_fresh,
+    plan_resume,
+    split_overrides,
+)
 from attnkit.data.classification_text import build_vocab, make_tokenizer
 from attnkit.data.imdb import SPLITS, ReadStats, Review, has_split, load_split, split_validation
 from attnkit.data.review_pipeline import (
@@ -64,253 +72,12 @@ from attnkit.training.config import TrainConfig
 from attnkit.training.distributed import is_main_process, resolve_device
 from attnkit.training.trainer import TrainResult
 
-APP = "sentiment"
-PRESETS: dict[str, dict] = {
-    "keras2018": {
-        "tokenizer": "word", "num_words": 30000, "maxlen": 100, "truncating": "pre",
-        "valid_fraction": 0.1,
-        "model": {},  # SentimentConfig defaults are the 2018 model
-        "train": {"epochs": 5, "batch_size": 64, "lr": 1e-3, "grad_clip": None,
-                  "schedule": "constant"},
-    },
-    "best": {
-        "tokenizer": "word", "num_words": 100000, "maxlen": 800, "truncating": "pre",
-        "valid_fraction": 0.04,
-        "model": {"embed_dim": 64, "num_heads": 4, "head_dim": 16, "block": "transformer",
-                  "ffn_dim": 128, "positional": "learned", "pooling": "attention",
-                  "dropout": 0.3, "block_dropout": 0.2, "attn_bias": True,
-                  "attn_out_proj": True, "bigram_buckets": 1 << 20},
-        "train": {"epochs": 1, "batch_size": 64, "lr": 2e-3, "grad_clip": 1.0,
-                  "schedule": "linear", "warmup_steps": 100, "weight_decay": 0.0},
-    },
-}
-TOKENIZERS = ("word", "char", "subword")
-TRAIN_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig))
-# What a resume may change: budgets, and where and how it runs (not what it computes).
-RESUME_APPLIED = ("epochs", "max_minutes", "device", "amp", "progress", "num_workers")
-# Model fields that come from the run's settings, not from model overrides.
-MODEL_FROM_SETTINGS = ("vocab_size", "maxlen", "mask_padding", "padding")
 # Test accuracy after epochs 1-5 of the 2018 Keras script on this machine (it validated on test).
 KERAS2018_TEST_CURVE = (0.850, 0.857, 0.838, 0.815, 0.814)
 
 
-@dataclass
-class Settings:
-    """What a sentiment run is made of besides the trainer's :class:`TrainConfig`.
-
-    Every field is a keyword of :func:`train`; None means "the preset's". ``config.json``
-    stores them resolved (:meth:`resolved`), and a resume takes them from there.
-
-    Args:
-        preset: ``"keras2018"`` or ``"best"`` (:data:`PRESETS`).
-        data: anything :func:`attnkit.data.imdb.load_split` reads; its ``train`` split is used
-            (a single file is the training set).
-        valid_fraction: share of train held out for validation (split by ``seed``); the best
-            checkpoint is chosen on validation accuracy.
-        test_data: where the test split is (default ``data`` when it has one); the selected
-            checkpoint is evaluated on it into ``test_metrics.json``.
-        track_test: also log test accuracy after every epoch (reported, never used to select):
-            the curve the 2018 script printed, since it validated on test.
-        mask_padding: False = the 2018 behaviour (padding attended and pooled).
-        padding: ``"pre"`` or ``"post"``.
-        tokenizer: ``word`` / ``char`` / ``subword``.
-        skip_bad: skip malformed records (counted) instead of failing.
-        num_words, maxlen: vocabulary size and tokens kept per review.
-        model_overrides: :class:`SentimentConfig` fields to change (e.g. ``{"embed_dim": 32}``).
-    """
-
-    preset: str = "keras2018"
-    data: str | None = None
-    valid_fraction: float | None = None
-    test_data: str | None = None
-    track_test: bool = True
-    mask_padding: bool = True
-    padding: str = "pre"
-    tokenizer: str | None = None
-    skip_bad: bool = False
-    num_words: int | None = None
-    maxlen: int | None = None
-    model_overrides: dict[str, Any] = field(default_factory=dict)
-
-    def resolved(self) -> Settings:
-        """A copy with the preset's values filled in and data paths made absolute.
-
-        Raises:
-            UsageError: an unknown preset.
-        """
-        if self.preset not in PRESETS:
-            raise UsageError(f"--preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
-        spec = PRESETS[self.preset]
-        test = self.test_data
-        if test is None and self.data is not None and has_split(self.data, "test"):
-            test = self.data
-        return dataclasses.replace(
-            self, data=data_key(self.data), test_data=data_key(test),
-            valid_fraction=spec["valid_fraction"] if self.valid_fraction is None
-            else self.valid_fraction,
-            tokenizer=self.tokenizer or spec["tokenizer"],
-            num_words=spec["num_words"] if self.num_words is None else self.num_words,
-            maxlen=spec["maxlen"] if self.maxlen is None else self.maxlen)
-
-    def check(self) -> None:
-        """Raise UsageError naming the option of the first bad value (call on a resolved copy)."""
-        if self.data is None:
-            raise UsageError("give the training data with --data")
-        if not 0.0 < self.valid_fraction < 1.0:
-            raise UsageError(f"--valid-fraction must be between 0 and 1, got "
-                             f"{self.valid_fraction}")
-        if not _is_int(self.num_words) or self.num_words < 2:
-            raise UsageError(f"--num-words must be an integer of at least 2 (padding and "
-                             f"unknown), got {self.num_words!r}")
-        if not _is_int(self.maxlen) or self.maxlen < 1:
-            raise UsageError(f"--maxlen must be a positive integer, got {self.maxlen!r}")
-        if self.padding not in ("pre", "post"):
-            raise UsageError(f"--padding must be 'pre' or 'post', got {self.padding!r}")
-        if self.tokenizer not in TOKENIZERS:
-            raise UsageError(f"--tokenizer must be one of {', '.join(TOKENIZERS)}, got "
-                             f"{self.tokenizer!r}")
-        model_config(self)
-
-    def stored(self) -> dict[str, Any]:
-        """The fields as ``config.json`` keeps them."""
-        return dataclasses.asdict(self)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def data_key(path: str | os.PathLike | None) -> str | None:
-    """A data location as stored and compared: an absolute path, or ``"download"``."""
-    if path is None or str(path) == "download":
-        return None if path is None else "download"
-    return os.path.abspath(path)
-
-
-def model_config(settings: Settings) -> SentimentConfig:
-    """The model of resolved ``settings`` (preset, overrides, vocabulary size, maxlen, padding).
-
-    Raises:
-        UsageError: an unknown or bad model override.
-    """
-    overrides = dict(settings.model_overrides or {})
-    known = {f.name for f in dataclasses.fields(SentimentConfig)} - set(MODEL_FROM_SETTINGS)
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise UsageError(f"unknown model override(s) {unknown}; known: {sorted(known)} "
-                         "(vocabulary size, maxlen, padding and masking have options of their own)")
-    cfg = SentimentConfig(**{**PRESETS[settings.preset]["model"], **overrides,
-                             "vocab_size": settings.num_words, "maxlen": settings.maxlen,
-                             "mask_padding": settings.mask_padding, "padding": settings.padding})
-    sizes = ("embed_dim", "num_heads", "head_dim", "num_layers", "ffn_dim")
-    bad = [f"{n}={getattr(cfg, n)!r}" for n in sizes if not _is_int(getattr(cfg, n))
-           or getattr(cfg, n) < 1]
-    bad += [f"{n}={getattr(cfg, n)!r}" for n in ("dropout", "block_dropout")
-            if not isinstance(getattr(cfg, n), (int, float)) or not 0 <= getattr(cfg, n) < 1]
-    if bad:
-        raise UsageError(f"bad model setting(s) {', '.join(bad)}: sizes must be positive "
-                         "integers and dropouts in [0, 1)")
-    try:
-        cfg.check()
-    except ValueError as exc:
-        raise UsageError(f"bad model settings: {exc}") from None
-    return cfg
-
 
 # ---------------------------------------------------------------------------- training
-
-def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``train``'s keyword overrides -> (:class:`Settings` fields, :class:`TrainConfig` fields).
-
-    Raises:
-        UsageError: an override that is neither (the message lists the known ones).
-    """
-    settings_fields = {f.name for f in dataclasses.fields(Settings)} - {"data"}
-    unknown = sorted(set(overrides) - settings_fields - set(TRAIN_FIELDS))
-    if unknown:
-        raise UsageError(f"unknown sentiment training option(s) {unknown}; known: "
-                         f"{sorted(settings_fields | set(TRAIN_FIELDS))}")
-    return ({k: v for k, v in overrides.items() if k in settings_fields},
-            {k: v for k, v in overrides.items() if k in TRAIN_FIELDS})
-
-
-def train_config(values: dict[str, Any]) -> TrainConfig:
-    """A :class:`TrainConfig` whose bad values are UsageErrors naming the option."""
-    try:
-        cfg = TrainConfig(**values)
-        resolve_device(cfg.device)
-    except (ValueError, RuntimeError) as exc:
-        message = str(exc)
-        for name in TRAIN_FIELDS:
-            message = message.replace(f"TrainConfig.{name}", "--" + name.replace("_", "-"))
-        raise UsageError(message) from None
-    return cfg
-
-
-def plan_fresh(data, out: Path, overwrite: bool, settings_kw: dict[str, Any],
-               train_kw: dict[str, Any]) -> tuple[Settings, TrainConfig]:
-    """Validate a new run into ``out`` without writing anything."""
-    if is_main_process():
-        runs.check_new_run(out, overwrite=overwrite)
-    given = {k: v for k, v in settings_kw.items() if v is not None}
-    settings = Settings(data=data, **given).resolved()
-    settings.check()
-    spec = PRESETS[settings.preset]["train"]
-    cfg = train_config({**spec, "select_metric": "accuracy", "select_mode": "max",
-                        **{k: v for k, v in train_kw.items() if v is not None}})
-    return settings, cfg
-
-
-def stored_settings(config: dict[str, Any], run: Path) -> Settings:
-    """The :class:`Settings` a run was trained with, from its ``config.json`` (format 1 runs
-    kept them in the model and pipeline files)."""
-    model = config.get("model") or {}
-    if config["format"] == 1:
-        pipeline = runs.read_json(run / "pipeline.json", "the run's text pipeline")
-        tok = pipeline.get("tokenizer") if isinstance(pipeline, dict) else None
-        kind = tok.get("kind") if isinstance(tok, dict) else None
-        old = {"preset": config.get("preset", "keras2018"), "data": config.get("data"),
-               "valid_fraction": config.get("valid_fraction"), "tokenizer": kind,
-               "num_words": model.get("vocab_size"), "maxlen": model.get("maxlen"),
-               "padding": model.get("padding", "pre"),
-               "mask_padding": model.get("mask_padding", True)}
-        return Settings(**{k: v for k, v in old.items() if v is not None}).resolved()
-    names = {f.name for f in dataclasses.fields(Settings)}
-    return Settings(**{k: v for k, v in config.items() if k in names})
-
-
-def plan_resume(data, out: Path, settings_kw: dict[str, Any],
-                train_kw: dict[str, Any]) -> tuple[Settings, TrainConfig]:
-    """Validate a resume of ``out`` without writing anything: the stored settings, with the
-    given budgets applied; a given option that would change the run is a UsageError."""
-    config = runs.check_resumable(out, APP)
-    try:
-        settings = stored_settings(config, out)
-        settings.check()
-    except UsageError as exc:
-        raise CheckpointError(f"{out / runs.CONFIG_FILE}: bad stored settings ({exc})") from None
-    try:
-        stored_cfg = TrainConfig.from_dict(config.get("train"))
-    except (ValueError, TypeError) as exc:
-        raise CheckpointError(f"{out / runs.CONFIG_FILE}: bad \"train\" settings ({exc})") from None
-    stored = {**settings.stored(), **stored_cfg.to_dict()}
-    given = {**{k: v for k, v in settings_kw.items() if k != "model_overrides"},
-             **{k: v for k, v in train_kw.items() if k not in RESUME_APPLIED},
-             "data": data_key(data)}
-    if "test_data" in given:
-        given["test_data"] = data_key(given["test_data"])
-    runs.check_resume(stored, given, applied=())
-    runs.check_resume(config.get("model") or {}, settings_kw.get("model_overrides") or {},
-                      applied=())
-    applied = {k: v for k, v in train_kw.items() if k in RESUME_APPLIED
-               and (v is not None or k == "max_minutes")}
-    cfg = train_config({**stored_cfg.to_dict(), **applied})
-    if is_main_process():
-        budget = "none" if cfg.max_minutes is None else f"{cfg.max_minutes:g} minutes"
-        print(f"resuming {out} with its stored settings: preset {settings.preset}, seed "
-              f"{cfg.seed}, {cfg.epochs} epochs, budget {budget}", file=sys.stderr)
-    return settings, cfg
-
 
 @dataclass
 class SplitReviews:
