@@ -319,7 +319,7 @@ class TranslationPrediction(Prediction):
 
 
 def encode_source(pipeline: TranslatePipeline, text: str,
-                   index: int) -> tuple[list[str], list[int], int]:
+                  index: int) -> tuple[list[str], list[int], int]:
     """``text`` as the model reads it: (tokens, their ids, tokens cut after ``max_source``).
 
     Raises:
@@ -464,8 +464,9 @@ def score_translations(hypotheses: Sequence[str], sources: Sequence[str],
 
 
 def score_pairs(translate: Callable[[Sequence[str]], list[TranslationPrediction]],
-           pairs: Sequence[Pair], *, beam: int, alpha: float, engine: str, max_source: int,
-           ) -> tuple[dict[str, Any], list[TranslationPrediction], list[list[str]]]:
+                pairs: Sequence[Pair], *, beam: int, alpha: float, engine: str,
+                max_source: int,
+                ) -> tuple[dict[str, Any], list[TranslationPrediction], list[list[str]]]:
     """Metrics, predictions and references of ``pairs`` (each distinct source decoded once,
     by ``translate``: sentences -> predictions)."""
     groups = group_references(list(pairs))
@@ -494,7 +495,7 @@ def _score_run(run: Run, pairs: Sequence[Pair], *, beam: int = 1, alpha: float =
                                   alpha=alpha, unk_replace=unk_replace, batch_size=batch_size,
                                   need_weights=False)
     return score_pairs(translate, pairs, beam=beam, alpha=alpha, engine="attnkit",
-                  max_source=run.pipeline.max_source)
+                       max_source=run.pipeline.max_source)
 
 
 def has_attention(model: nn.Module) -> bool:
