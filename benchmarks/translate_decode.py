@@ -39,7 +39,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from attnkit.apps.translate import SRC_LANG, TGT_LANG, Translator, eval_pairs  # noqa: E402
+from attnkit.apps.runs import Run  # noqa: E402
+from attnkit.apps.translate import SRC_LANG, TGT_LANG, eval_pairs, load_run  # noqa: E402
 from attnkit.decoding import decode_many  # noqa: E402
 from attnkit.errors import AttnkitError  # noqa: E402
 from attnkit.machine import machine_info, machine_line  # noqa: E402
@@ -73,44 +74,47 @@ def timed(fn: Callable[[Sequence[Any]], list[str]], sources: Sequence[Any]
     return hyps, len(sources) / max(time.perf_counter() - start, 1e-9)
 
 
-def attnkit_engine(tr: Translator, beam: int, use_cache: bool) -> Callable:
-    skip = {tr.tgt_vocab.pad_id, tr.tgt_vocab.bos_id, tr.tgt_vocab.eos_id}
+def attnkit_engine(run: Run, beam: int, use_cache: bool) -> Callable:
+    """A run's model and pipeline (:func:`attnkit.apps.translate.load_run`) as an engine:
+    source ids -> output texts."""
+    p = run.pipeline
+    skip = {p.tgt_vocab.pad_id, p.tgt_vocab.bos_id, p.tgt_vocab.eos_id}
 
-    def run(ids: Sequence[list[int]]) -> list[str]:
-        hyps = decode_many(tr.model, ids, beam=beam, alpha=ALPHA, need_weights=False,
+    def decode(ids: Sequence[list[int]]) -> list[str]:
+        hyps = decode_many(run.model, ids, beam=beam, alpha=ALPHA, need_weights=False,
                            use_cache=use_cache)
-        return [tr.codec.decode([tr.tgt_vocab.itos[i] for i in h.tokens if i not in skip],
-                                TGT_LANG) for h in hyps]
-    return run
+        return [p.codec.decode([p.tgt_vocab.itos[i] for i in h.tokens if i not in skip],
+                               TGT_LANG) for h in hyps]
+    return decode
 
 
-def ct2_engine(tr: Translator, model_dir: Path, beam: int, threads: int) -> Callable:
+def ct2_engine(run: Run, model_dir: Path, beam: int, threads: int) -> Callable:
     from attnkit.serving.ctranslate2 import load_translator, translate_tokens
 
+    p = run.pipeline
     translator = load_translator(model_dir, threads=threads)
 
-    def run(ids: Sequence[list[int]]) -> list[str]:
-        tokens = [[tr.src_vocab.itos[i] for i in s] for s in ids]
+    def decode(ids: Sequence[list[int]]) -> list[str]:
+        tokens = [[p.src_vocab.itos[i] for i in s] for s in ids]
         outs = translate_tokens(translator, tokens, beam=beam,
                                 length_penalty=ALPHA if beam > 1 else None)
-        return [tr.codec.decode(o.tokens, TGT_LANG) for o in outs]
-    return run
+        return [p.codec.decode(o.tokens, TGT_LANG) for o in outs]
+    return decode
 
 
-def ct2_models(tr: Translator, run: Path, folder: Path) -> dict[str, Path] | str:
-    """Export the run as float32 and int8 models, or the reason why not."""
-    if not isinstance(tr.model.config, TransformerConfig):
+def ct2_models(run: Run, folder: Path) -> dict[str, Path] | str:
+    """Export the run's model (its loaded weights) as float32 and int8 CTranslate2 models, or
+    the reason why not."""
+    if not isinstance(run.model.config, TransformerConfig):
         return "RNN run: CTranslate2 runs Transformers only"
     try:
         from attnkit.serving.ctranslate2 import export_ctranslate2, require_ctranslate2
         require_ctranslate2()
     except AttnkitError as exc:
         return str(exc)
-    weights = run / "best.safetensors"
-    if not weights.exists():
-        weights = run / "last" / "model.safetensors"
-    return {q: export_ctranslate2(tr.model.config, weights, tr.src_vocab.itos,
-                                  tr.tgt_vocab.itos, folder / q, quantization=q)
+    p, state = run.pipeline, run.model.state_dict()
+    return {q: export_ctranslate2(run.model.config, state, p.src_vocab.itos, p.tgt_vocab.itos,
+                                  folder / q, quantization=q)
             for q in ("float32", "int8")}
 
 
@@ -122,24 +126,24 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=3, help="timed rounds per row (median)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    run = Path(args.run)
-    tr = Translator.load(run)
-    pairs = eval_pairs(None, tr.run_config["data"])[: args.limit]
-    ids = [tr.src_vocab.encode(tr.codec.encode(en, SRC_LANG)) for en, _ in pairs]
+    run = load_run(args.run)
+    p = run.pipeline
+    pairs = eval_pairs(None, run.config["data"])[: args.limit]
+    ids = [p.src_vocab.encode(p.codec.encode(en, SRC_LANG)) for en, _ in pairs]
     refs = [fr for _, fr in pairs]
     info = machine()
     print(machine_text(info))
     print(f"command: {' '.join(sys.argv)}  ({len(ids)} sentences)")
     rows = []
     with tempfile.TemporaryDirectory(prefix="attnkit-ct2-") as tmp:
-        exported = ct2_models(tr, run, Path(tmp))
+        exported = ct2_models(run, Path(tmp))
         for beam in BEAMS:
-            engines = [("attnkit-uncached", attnkit_engine(tr, beam, False)),
-                       ("attnkit", attnkit_engine(tr, beam, True))]
+            engines = [("attnkit-uncached", attnkit_engine(run, beam, False)),
+                       ("attnkit", attnkit_engine(run, beam, True))]
             for q in ("float32", "int8"):
                 name = f"ctranslate2-{q}"
                 engines.append((name, exported if isinstance(exported, str)
-                                else ct2_engine(tr, exported[q], beam, args.threads)))
+                                else ct2_engine(run, exported[q], beam, args.threads)))
             rows += measure(engines, beam, ids, refs, args.rounds)
     print_table(rows)
     print(json.dumps({"rows": rows, "machine": info}))

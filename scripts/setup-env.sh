@@ -9,9 +9,10 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.attnkit-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] \
+   || [ scripts/setup-env.sh -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q "${ATTNKIT_TORCH_SPEC:-torch==2.13.0}"
-  .venv/bin/python -m pip install -q -e ".[dev,subword,docs]"
+  .venv/bin/python -m pip install -q -e ".[dev,subword,docs,serve]"
   touch "$stamp"
 fi

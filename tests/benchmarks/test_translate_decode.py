@@ -6,7 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnkit.apps.translate import Translator
+from attnkit.apps.runs import Run
+from attnkit.apps.translate import TranslatePipeline, source_limit
+from attnkit.data.text_codec import TextCodec
 from attnkit.data.vocab import Vocab
 from attnkit.models import RNNSeq2Seq, RNNSeq2SeqConfig, TransformerConfig, TransformerSeq2Seq
 
@@ -21,24 +23,25 @@ def _bench():
     return module
 
 
-def _translator(model_cls, config_cls, **kw):
+def _run(model_cls, config_cls, **kw):
+    """What ``load_run`` returns, for an untrained model (no run folder)."""
     torch.manual_seed(0)
     vocab = Vocab(["<pad>", "<bos>", "<eos>", "<unk>"] + WORDS)
     model = model_cls(config_cls(src_vocab=len(vocab), tgt_vocab=len(vocab), **kw)).eval()
-    return Translator(model, vocab, vocab)
+    pipeline = TranslatePipeline(TextCodec(), vocab, vocab, source_limit(model.config))
+    return Run(Path("."), "translate", model, pipeline, {})
 
 
 @pytest.mark.usefixtures("one_thread")
 def test_cached_and_uncached_engines_agree_and_rows_are_measured():
     bench = _bench()
-    tr = _translator(TransformerSeq2Seq, TransformerConfig, d_model=16, heads=2, layers=2,
-                     ff_dim=32)
+    run = _run(TransformerSeq2Seq, TransformerConfig, d_model=16, heads=2, layers=2, ff_dim=32)
     ids = [[4, 5, 6], [7, 8], [9]]
     refs = ["a b", "c", "d e f"]
-    engines = [("attnkit-uncached", bench.attnkit_engine(tr, 5, False)),
-               ("attnkit", bench.attnkit_engine(tr, 5, True)), ("ctranslate2-int8", "no reason")]
+    engines = [("attnkit-uncached", bench.attnkit_engine(run, 5, False)),
+               ("attnkit", bench.attnkit_engine(run, 5, True)), ("ctranslate2-int8", "no reason")]
     rows = bench.measure(engines, 5, ids, refs, rounds=2)
-    assert bench.attnkit_engine(tr, 5, False)(ids) == bench.attnkit_engine(tr, 5, True)(ids)
+    assert bench.attnkit_engine(run, 5, False)(ids) == bench.attnkit_engine(run, 5, True)(ids)
     for row in rows[:2]:
         assert row["sent_per_s"] > 0 and 0 <= row["bleu"] <= 100
     assert rows[0]["bleu"] == rows[1]["bleu"]
@@ -50,8 +53,8 @@ def test_cached_and_uncached_engines_agree_and_rows_are_measured():
 
 def test_rnn_runs_are_not_exported(tmp_path):
     bench = _bench()
-    tr = _translator(RNNSeq2Seq, RNNSeq2SeqConfig, emb_dim=8, hidden=8)
-    assert "Transformers only" in bench.ct2_models(tr, tmp_path, tmp_path)
+    run = _run(RNNSeq2Seq, RNNSeq2SeqConfig, emb_dim=8, hidden=8)
+    assert "Transformers only" in bench.ct2_models(run, tmp_path)
     info = bench.machine()
     assert info["threads"] == torch.get_num_threads() and info["isa"]
     assert bench.machine_text(info).startswith("machine: ")

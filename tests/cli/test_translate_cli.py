@@ -86,7 +86,8 @@ def test_eval_json_is_the_last_line(run_dir, capsys, tmp_path):
     assert {"bleu", "chrf", "counts", "sentences_per_s"} <= set(metrics)
     assert metrics["beam"] == 2 and metrics["engine"] == "attnkit" and metrics["truncated"] == 0
     assert any(line.startswith("BLEU") for line in out[:-1])   # the table comes first
-    assert "<img" in report.read_text()
+    page = report.read_text()
+    assert 'id="attnkit-data"' in page and "whole test set" in page   # the explorer page
 
 
 def test_predict_argument_plot_html_and_stdin(run_dir, tmp_path, capsys, monkeypatch):
@@ -96,7 +97,7 @@ def test_predict_argument_plot_html_and_stdin(run_dir, tmp_path, capsys, monkeyp
     captured = capsys.readouterr()
     assert len(captured.out.strip().splitlines()) == 2
     assert plot.exists() and plot.stat().st_size > 1000 and (tmp_path / "one-2.png").exists()
-    assert "<img" in page.read_text()
+    assert 'id="attnkit-data"' in page.read_text()
     assert "note: sentence 2: 50% of its tokens are unknown" in captured.err   # "six" is not
     monkeypatch.setattr("sys.stdin", io.StringIO("three four .\n\none .\n"))
     assert main(["translate", "predict", "--run", str(run_dir), "--json"]) == 0
@@ -185,12 +186,91 @@ def test_overwrite_and_the_lock(run_dir, tmp_path, capsys):
     assert (run / "best.safetensors").exists() and (run / "test_metrics.json").exists()
 
 
-@pytest.mark.parametrize("action", [[], ["train"], ["eval"], ["predict"]])
+@pytest.mark.parametrize("action", [[], ["train"], ["eval"], ["predict"], ["export"]])
 def test_help_everywhere_has_examples(action, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["translate", *action, "--help"])
     assert exit_info.value.code == 0
     assert "attnkit translate train --data synthetic" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------- CTranslate2
+
+@pytest.fixture(scope="module")
+def transformer_run(tmp_path_factory):
+    """A tiny Transformer with subwords, trained through the CLI (seconds)."""
+    pytest.importorskip("sentencepiece")
+    folder = tmp_path_factory.mktemp("cli-transformer")
+    write_pairs(folder / "pairs.tsv", n=300)
+    before = torch.get_num_threads()
+    rc = main(["translate", "train", "--data", str(folder / "pairs.tsv"), "--out",
+               str(folder / "run"), "--arch", "transformer", "--d-model", "32", "--heads", "2",
+               "--ff-dim", "64", "--dropout", "0", "--subword", "30", "--epochs", "10",
+               "--batch-size", "16", "--lr", "5e-3", "--warmup", "10", "--max-minutes", "0",
+               "--no-progress", "--examples", "1"])
+    torch.set_num_threads(before)
+    assert rc == 0
+    return folder / "run"
+
+
+def test_export_then_ctranslate2_gives_attnkit_greedy(transformer_run, tmp_path, capsys):
+    pytest.importorskip("ctranslate2")
+    out = tmp_path / "ct2"
+    assert cli("export", str(transformer_run), str(out), "--quantization", "float32") == 0
+    assert "exported:" in capsys.readouterr().out and (out / "model.bin").is_file()
+    sentences = ["one two three .", "five four .", "two two one ."]
+    assert cli("predict", "--run", str(transformer_run), "--no-unk-replace", *sentences) == 0
+    want = capsys.readouterr().out.splitlines()
+    assert cli("predict", "--run", str(out), "--engine", "ctranslate2", *sentences) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == want and len(want) == 3
+    assert "note: the CTranslate2 engine computes no attention" in captured.err
+    rows = {}
+    for engine, run in (("attnkit", transformer_run), ("ctranslate2", out)):
+        assert cli("eval", "--run", str(run), "--engine", engine, "--no-unk-replace",
+                   "--json") == 0
+        rows[engine] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert rows[engine]["engine"] == engine and rows[engine]["sentences_per_s"] > 0
+    assert rows["ctranslate2"]["bleu"] == rows["attnkit"]["bleu"]
+    assert rows["ctranslate2"]["quantization"] == "float32"
+    page = tmp_path / "p.html"
+    assert cli("predict", "--run", str(transformer_run), "one two .", "--html", str(page)) == 0
+    assert 'id="layer"' in page.read_text() and '"L":2,"H":2' in page.read_text()
+    capsys.readouterr()
+    cases = [(["predict", "--run", str(out), "--engine", "ctranslate2", "one .", "--html",
+               str(tmp_path / "x.html")], "computes no attention"),
+             (["predict", "--run", str(out), "--engine", "ctranslate2", "one .", "--plot",
+               str(tmp_path / "x.png")], "computes no attention"),
+             (["eval", "--run", str(out), "--engine", "ctranslate2", "--report",
+               str(tmp_path / "x.html")], "computes no attention"),
+             (["predict", "--run", str(transformer_run), "--engine", "ctranslate2", "one ."],
+              "export it first"),
+             (["predict", "--run", str(out), "one ."], "--engine ctranslate2"),
+             (["export", str(transformer_run), str(out)], "not empty")]
+    for argv, needle in cases:
+        assert cli(*argv) == 2, argv
+        assert_one_error_line(capsys, needle)
+    assert not (tmp_path / "x.html").exists() and not (tmp_path / "x.png").exists()
+
+
+def test_export_and_engine_refusals(run_dir, transformer_run, tmp_path, capsys, monkeypatch):
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine")
+    cases = [(["export", str(run_dir), str(tmp_path / "a")], "Transformer runs only"),
+             (["export", str(transformer_run), str(full)], "not empty"),
+             (["export", str(transformer_run), str(tmp_path / "b"), "--quantization", "int3"],
+              "quantization must be one of")]
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)      # not installed
+    cases += [(["export", str(transformer_run), str(tmp_path / "c")], "serve extra"),
+              (["predict", "--run", str(tmp_path), "--engine", "ctranslate2", "one ."],
+               "install the serve extra: pip install 'attnkit[serve]'"),
+              (["eval", "--run", str(tmp_path), "--engine", "ctranslate2"], "serve extra")]
+    for argv, needle in cases:
+        assert cli(*argv) == 2, argv
+        assert_one_error_line(capsys, needle)
+    assert [p.name for p in full.iterdir()] == ["keep.txt"]
+    assert not any((tmp_path / name).exists() for name in "abc")
 
 
 # ---------------------------------------------------------------------------- SIGTERM

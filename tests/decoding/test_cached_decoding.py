@@ -102,3 +102,23 @@ def test_decode_many_keeps_order_and_equals_one_batch(beam, trained_models, toy)
     for i, s in enumerate(ids):
         one = decode_many(model, [s], beam=beam, need_weights=False)
         _same([many[i]], one, attention=False)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_weights_of_every_layer_and_head(beam, use_cache, toy):
+    torch.manual_seed(0)
+    from attnkit.models import TransformerConfig, TransformerSeq2Seq
+
+    model = TransformerSeq2Seq(TransformerConfig(src_vocab=12, tgt_vocab=12, d_model=16, heads=2,
+                                                 layers=3, ff_dim=32, dropout=0.0)).eval()
+    ids = [s for s, _ in toy.pairs(6, 12, seed=35)]
+    last = decode_many(model, ids, beam=beam, use_cache=use_cache, max_len=8)
+    every = decode_many(model, ids, beam=beam, use_cache=use_cache, max_len=8,
+                        need_weights="all")
+    _same(last, every, attention=False)
+    for h, a, s in zip(last, every, ids, strict=True):
+        assert a.attention.shape == (len(h.tokens), 3, 2, len(s))   # [T, layers, heads, S]
+        torch.testing.assert_close(a.attention[:, -1].mean(1), h.attention, atol=1e-6,
+                                   rtol=1e-5)
+    assert any(len(h.tokens) > 1 for h in last)

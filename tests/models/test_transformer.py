@@ -54,6 +54,21 @@ def test_step_api_equals_forward(toy):
         torch.testing.assert_close(w, cross[-1][:, :, t].mean(1), atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_step_weights_of_every_layer_and_head(use_cache, toy):
+    model = make()
+    src, src_len, tgt_in, _ = toy.batch(toy.pairs(3, VOCAB))
+    _, cross = model(src, src_len, tgt_in, need_weights=True)
+    state = model.encode(src, src_len, use_cache=use_cache)
+    for t in range(tgt_in.shape[1]):
+        _, state, w = model.decode_step(tgt_in[:, t], state, need_weights="all")
+        assert w.shape == (3, 2, 4, src.shape[1])     # [batch, layers, heads, S]
+        for layer in range(2):
+            torch.testing.assert_close(w[:, layer], cross[layer][:, :, t], atol=1e-6, rtol=1e-5)
+    with pytest.raises(ValueError, match="need_weights"):
+        model.decode_step(tgt_in[:, 0], model.encode(src, src_len), need_weights="last")
+
+
 def test_source_padding_does_not_change_a_sentence(toy):
     model = make()
     pairs = toy.pairs(4, VOCAB, seed=2)

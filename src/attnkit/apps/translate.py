@@ -12,8 +12,14 @@ arguments for them):
   and chrF of *free-running* decoding; adjacent lines with the same English sentence are the
   references of one source (multi-reference BLEU), ``single_ref`` scores each line alone.
 * :func:`predict` ``(run, sentences)`` -> :class:`TranslationPrediction` s, each with its
-  attention ``[T_tgt, T_src]``.
+  attention ``[T_tgt, T_src]`` (and, asked with ``need_weights="all"``, a Transformer's
+  ``[layers, heads, T_tgt, T_src]``).
 * :func:`load_run` ``(run)`` -> a :class:`~attnkit.apps.runs.Run` (model, pipeline, config).
+
+Decoding goes through :func:`attnkit.decoding.decode_many` (incremental decoding with the
+key/value cache, length-grouped batches, batched beam search); attention is kept only when
+something uses it (``<unk>`` replacement, figures, pages). ``engine="ctranslate2"`` translates
+with a run exported by :func:`attnkit.apps.translate_ct2.export_run` instead (no attention).
 
 ``data``: see :mod:`attnkit.data.translation_splits` (``"synthetic"``, ``"tatoeba"``, a folder
 with train/valid/test files, or one pairs file split 96/2/2).
@@ -64,6 +70,7 @@ from attnkit.apps.runs import (
     start_run,
     write_json,
 )
+from attnkit.apps.translate_report import explorer_page, report_page
 from attnkit.apps.translate_settings import (
     OPTION_FIELDS,
     ModelConfig,
@@ -80,7 +87,7 @@ from attnkit.data.text_codec import SRC_LANG, TGT_LANG, TextCodec, TokenPair, wo
 from attnkit.data.translation import TranslationDataset, collate_translation, filter_by_length
 from attnkit.data.translation_splits import Pair, data_spec, eval_pairs, load_splits, spec_name
 from attnkit.data.vocab import UNK, Vocab
-from attnkit.decoding import Hypothesis, beam_search, greedy_decode, replace_unk
+from attnkit.decoding import Hypothesis, decode_many, replace_unk
 from attnkit.errors import CheckpointError, DataError, UsageError
 from attnkit.fileio import atomic_write_bytes, atomic_write_text
 from attnkit.models import build_model, masked_cross_entropy
@@ -99,6 +106,9 @@ from attnkit.training import (
 from attnkit.training.distributed import is_main_process
 
 APP = "translate"
+ENGINES = ("attnkit", "ctranslate2")
+NO_ATTENTION = ("the CTranslate2 engine computes no attention: --html, --plot and --report "
+                "need --engine attnkit (with the training run)")
 Log = Callable[[str], None]
 VOCAB_FILES = {"src": "vocab_src.json", "tgt": "vocab_tgt.json"}
 SUBWORD_FILE = "subword.model"   # the joint sentencepiece model of a --subword run
@@ -202,15 +212,30 @@ def _run_pipeline(run: Path, config: dict[str, Any],
                              source_limit(model_config))
 
 
-def load_run(run: str | os.PathLike, *, device: str = "cpu", weights: str = "best") -> Run:
+def load_run(run: str | os.PathLike, *, device: str = "cpu", weights: str = "best",
+             engine: str = "attnkit") -> Run:
     """A trained run: the model (eval mode, ``best`` or ``last`` weights), its pipeline
     (:class:`TranslatePipeline`) and its config.
+
+    With ``engine="ctranslate2"``, ``run`` is a folder written by ``attnkit translate export``
+    and the result an :class:`~attnkit.apps.translate_ct2.ExportedRun` (``weights`` is
+    ignored: the export holds one set).
 
     Raises:
         CheckpointError: not a translate run, broken JSON, vocabularies that do not match the
             ones the weights were trained with, a missing or truncated weights file.
+        UsageError: an unknown engine; CTranslate2 not installed.
     """
+    if engine not in ENGINES:
+        raise UsageError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}")
+    if engine == "ctranslate2":
+        from attnkit.apps.translate_ct2 import load_exported
+
+        return load_exported(run, device=device)
     run = Path(run)
+    if (run / "model.bin").is_file():
+        raise CheckpointError(f"{run}: an exported CTranslate2 model, not a training run; "
+                              "use it with --engine ctranslate2")
     config = read_config(run, APP)
     model_config = _run_model_config(run, config)
     pipeline = _run_pipeline(run, config, model_config)
@@ -232,10 +257,15 @@ class TranslationPrediction(Prediction):
             vocabulary were ``<unk>`` to the model).
         tokens: output tokens (``<unk>`` replaced by the most attended source word when asked).
         text: the detokenized translation.
-        weights: ``[len(tokens), len(source_tokens)]`` attention, None for attention='none'.
+        weights: ``[len(tokens), len(source_tokens)]`` attention (a Transformer's last decoder
+            layer, averaged over heads); None for attention='none', the CTranslate2 engine,
+            or when not asked.
         score: log-probability of the output.
         unknown: share of the source tokens the vocabulary maps to ``<unk>`` (0..1).
         truncated: source tokens cut off after ``max_source`` (0: read whole).
+        layer_weights: a Transformer's cross-attention of every decoder layer and head,
+            ``[layers, heads, len(tokens), len(source_tokens)]``, when asked
+            (``need_weights="all"``: the explorer page shows it); None otherwise.
     """
 
     source: str
@@ -246,20 +276,25 @@ class TranslationPrediction(Prediction):
     score: float
     unknown: float = 0.0
     truncated: int = 0
+    layer_weights: np.ndarray | None = None
 
     def to_dict(self) -> dict[str, Any]:
         weights = None if self.weights is None else np.round(self.weights, 4).tolist()
-        return {"source": self.source, "text": self.text, "tokens": self.tokens,
-                "source_tokens": self.source_tokens, "score": self.score,
-                "unknown": round(self.unknown, 4), "truncated": self.truncated,
-                "weights": weights}
+        row = {"source": self.source, "text": self.text, "tokens": self.tokens,
+               "source_tokens": self.source_tokens, "score": self.score,
+               "unknown": round(self.unknown, 4), "truncated": self.truncated,
+               "weights": weights}
+        if self.layer_weights is not None:
+            row["layer_weights"] = np.round(self.layer_weights, 4).tolist()
+        return row
 
     def figure(self):
         """The alignment heatmap (target tokens down, source tokens across)."""
         from attnkit.viz.heatmap import alignment_figure
 
         if self.weights is None:
-            raise UsageError("this model has no attention (attention='none'): nothing to plot")
+            raise UsageError(f"no attention weights for {self.source!r}: the model has none "
+                             "(attention='none'), or they were not kept (CTranslate2 engine)")
         if not self.tokens:
             raise UsageError(f"the translation of {self.source!r} is empty: nothing to plot")
         return alignment_figure(self.weights, self.source_tokens, self.tokens,
@@ -268,12 +303,9 @@ class TranslationPrediction(Prediction):
     @classmethod
     def page(cls, predictions: Sequence[TranslationPrediction],
              summary: dict[str, Any]) -> str:
-        from attnkit.viz.report import HtmlReport
-
-        report = HtmlReport(f"attnkit translate: {Path(summary.get('run', 'run')).name}")
-        report.add_section("Translations")
-        _add_examples(report, predictions, None)
-        return report.to_html()
+        """The translation explorer (:func:`attnkit.viz.translation_page`): every layer and
+        head when the predictions carry ``layer_weights``, else their ``weights``."""
+        return explorer_page(predictions, summary)
 
     def note(self) -> str | None:
         """One line on what the model could not read, or None when it read everything."""
@@ -286,43 +318,13 @@ class TranslationPrediction(Prediction):
         return "; ".join(parts) or None
 
 
-def _add_examples(report, predictions: Sequence[TranslationPrediction],
-                  references: Sequence[Sequence[str]] | None) -> None:
-    """Each prediction as text (with its references when given) and its heatmap."""
-    from attnkit.viz.heatmap import alignment_figure
+def encode_source(pipeline: TranslatePipeline, text: str,
+                  index: int) -> tuple[list[str], list[int], int]:
+    """``text`` as the model reads it: (tokens, their ids, tokens cut after ``max_source``).
 
-    for i, p in enumerate(predictions):
-        refs = "" if references is None else "\nREF: " + "\n     ".join(references[i])
-        report.add_text(f"EN:  {p.source}\nOUT: {p.text}{refs}", preformatted=True)
-        if p.weights is not None and p.tokens:
-            fig = alignment_figure(p.weights, p.source_tokens, p.tokens)
-            report.add_figure(fig, caption=f"attention: {p.source}")
-
-
-def decode_ids(model: nn.Module, src_ids: Sequence[Sequence[int]], *, beam: int = 1,
-               alpha: float = 0.6, batch_size: int = 64) -> list[Hypothesis]:
-    """Decode many id sequences: batches of similar length, results in input order."""
-    device = next(model.parameters()).device
-    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
-    out: list[Hypothesis | None] = [None] * len(src_ids)
-    for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
-        lengths = torch.tensor([len(src_ids[i]) for i in idx])
-        src = torch.full((len(idx), int(lengths.max())), model.config.pad_id, dtype=torch.long)
-        for row, i in enumerate(idx):
-            src[row, : len(src_ids[i])] = torch.tensor(src_ids[i], dtype=torch.long)
-        src, lengths = src.to(device), lengths.to(device)
-        if beam > 1:
-            hyps = beam_search(model, src, lengths, beam_size=beam, alpha=alpha)
-        else:
-            hyps = greedy_decode(model, src, lengths)
-        for i, h in zip(idx, hyps, strict=True):
-            out[i] = h
-    return out  # type: ignore[return-value]
-
-
-def _encode_source(pipeline: TranslatePipeline, text: str,
-                   index: int) -> tuple[list[str], list[int], int]:
+    Raises:
+        UsageError: a text without any token (``index`` names it).
+    """
     tokens, cut = pipeline.codec.encode_capped(text, SRC_LANG, pipeline.max_source)
     if not tokens:
         raise UsageError(f"empty sentence (input {index}): nothing to translate")
@@ -338,84 +340,88 @@ def _prediction(pipeline: TranslatePipeline, source: str,
     # Drop stray specials together with their attention rows, so rows stay aligned.
     keep = [k for k, i in enumerate(hyp.tokens) if i not in skip]
     words = [v.itos[hyp.tokens[k]] for k in keep]
-    attn = None if hyp.attention is None else hyp.attention[keep].float()
+    attn, layers = None, None
+    if hyp.attention is not None:
+        rows = hyp.attention[keep].float()   # [T, S] or [T, layers, heads, S]
+        if rows.dim() == 4:
+            layers = rows.permute(1, 2, 0, 3).numpy()
+            rows = rows[:, -1].mean(dim=1)   # what need_weights=True gives
+        attn = rows
     if unk_replace:
         words = replace_unk(words, attn, tokens, unk=UNK)
     unknown = sum(i == pipeline.src_vocab.unk_id for i in ids) / len(ids)
     return TranslationPrediction(source, tokens, words, pipeline.codec.decode(words, TGT_LANG),
                                  None if attn is None else attn.numpy(), float(hyp.score),
-                                 unknown, cut)
+                                 unknown, cut, layers)
 
 
 def translate_sentences(model: nn.Module, pipeline: TranslatePipeline,
                         sentences: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
-                        unk_replace: bool = True,
-                        batch_size: int = 64) -> list[TranslationPrediction]:
-    """Translate ``sentences`` with a model and its pipeline (batched by length, order kept).
+                        unk_replace: bool = True, batch_size: int = 64,
+                        need_weights: bool | str = True) -> list[TranslationPrediction]:
+    """Translate ``sentences`` with a model and its pipeline (:func:`decode_many`: batched by
+    length, cached, order kept).
+
+    Args:
+        need_weights: keep the attention (``weights``); ``"all"`` also a Transformer's
+            ``layer_weights``; False skips it (faster) unless ``unk_replace`` needs it.
 
     Raises:
         UsageError: an empty sentence, or a beam size below 1.
     """
     if beam < 1:
         raise UsageError(f"--beam must be at least 1, got {beam}")
-    encoded = [_encode_source(pipeline, s, i) for i, s in enumerate(sentences, 1)]
-    hyps = decode_ids(model, [ids for _, ids, _ in encoded], beam=beam, alpha=alpha,
-                      batch_size=batch_size)
+    if batch_size < 1:
+        raise UsageError(f"batch size must be at least 1, got {batch_size}")
+    if need_weights == "all" and not isinstance(model.config, TransformerConfig):
+        need_weights = True   # an RNN has one attention: its [T, S] is the whole story
+    encoded = [encode_source(pipeline, s, i) for i, s in enumerate(sentences, 1)]
+    hyps = decode_many(model, [ids for _, ids, _ in encoded], beam=beam, alpha=alpha,
+                       batch_size=batch_size, need_weights=need_weights or unk_replace)
     return [_prediction(pipeline, s, enc, hyp, unk_replace)
             for s, enc, hyp in zip(sentences, encoded, hyps, strict=True)]
 
 
-def _loaded(run: str | os.PathLike | Run, device: str) -> Run:
-    return run if isinstance(run, Run) else load_run(run, device=device)
+def _loaded(run: str | os.PathLike | Any, device: str, engine: str) -> Any:
+    """A :func:`load_run` result for a folder; an already loaded run as it is."""
+    if isinstance(run, (str, os.PathLike)):
+        return load_run(run, device=device, engine=engine)
+    return run
 
 
 def predict(run: str | os.PathLike | Run, inputs: Sequence[str], *, beam: int = 1,
             alpha: float = 0.6, unk_replace: bool = True, batch_size: int = 64,
-            device: str = "cpu") -> list[TranslationPrediction]:
+            device: str = "cpu", need_weights: bool | str | None = None,
+            engine: str = "attnkit") -> list[TranslationPrediction]:
     """Translate ``inputs`` with a run folder (or a :func:`load_run` result).
 
     Args:
-        beam, alpha: beam size (1 = greedy) and GNMT length penalty.
-        unk_replace: replace an output ``<unk>`` by the most attended source token.
+        beam, alpha: beam size (1 = greedy) and length penalty (attnkit: GNMT; CTranslate2:
+            ``length ** alpha``).
+        unk_replace: replace an output ``<unk>`` by the most attended source token (the
+            CTranslate2 engine has no attention: ``<unk>`` stays).
+        need_weights: keep the attention (None: the engine's default, True for attnkit);
+            ``"all"`` also a Transformer's ``layer_weights`` (the explorer page); False is
+            faster. The CTranslate2 engine refuses True and ``"all"``.
+        engine: ``"attnkit"``, or ``"ctranslate2"`` with ``run`` an exported folder
+            (``attnkit translate export``).
 
     Raises:
-        UsageError: no input, or an empty one.
+        UsageError: no input, or an empty one; attention asked from CTranslate2.
     """
     if not inputs:
         raise UsageError("no sentence given: nothing to translate")
-    loaded = _loaded(run, device)
+    if need_weights and engine == "ctranslate2":
+        raise UsageError(NO_ATTENTION)
+    loaded = _loaded(run, device, engine)
+    if not isinstance(loaded, Run):
+        from attnkit.apps.translate_ct2 import translate_exported
+
+        return translate_exported(loaded, inputs, beam=beam, alpha=alpha,
+                                  batch_size=batch_size, need_weights=need_weights)
     return translate_sentences(loaded.model, loaded.pipeline, inputs, beam=beam, alpha=alpha,
-                               unk_replace=unk_replace, batch_size=batch_size)
-
-
-class Translator:
-    """The handle of the pre-contract API, kept for ``benchmarks/translate_decode.py``: a model
-    with its vocabularies and codec. New code uses :func:`load_run` and :func:`predict`.
-
-    Example::
-
-        tr = Translator.load("runs/demo")
-        tr.translate(["I am cold."], beam=5)[0].text
-    """
-
-    def __init__(self, model: nn.Module, src_vocab: Vocab, tgt_vocab: Vocab,
-                 run_config: dict[str, Any] | None = None, codec: TextCodec | None = None):
-        self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
-        self.run_config = run_config or {}
-        self.codec = codec or TextCodec()
-
-    @classmethod
-    def load(cls, run: str | os.PathLike, *, device: str = "cpu") -> Translator:
-        """:func:`load_run`'s model, vocabularies, config and codec."""
-        loaded = load_run(run, device=device)
-        p = loaded.pipeline
-        return cls(loaded.model, p.src_vocab, p.tgt_vocab, loaded.config, p.codec)
-
-    def translate(self, sentences: Sequence[str], **options: Any) -> list[TranslationPrediction]:
-        """:func:`translate_sentences` with this model (options: beam, alpha, ...)."""
-        pipeline = TranslatePipeline(self.codec, self.src_vocab, self.tgt_vocab,
-                                     source_limit(self.model.config))
-        return translate_sentences(self.model, pipeline, sentences, **options)
+                               unk_replace=unk_replace, batch_size=batch_size,
+                               need_weights=True if need_weights is None else need_weights)
 
 
 # ============================================================================ metrics
@@ -457,56 +463,104 @@ def score_translations(hypotheses: Sequence[str], sources: Sequence[str],
     return metrics
 
 
-def _score(model: nn.Module, pipeline: TranslatePipeline, pairs: Sequence[Pair], *,
-           beam: int = 1, alpha: float = 0.6, unk_replace: bool = True, batch_size: int = 64,
-           ) -> tuple[dict[str, Any], list[TranslationPrediction], list[list[str]]]:
-    """Metrics, predictions and references of ``pairs`` (each distinct source decoded once)."""
+def score_pairs(translate: Callable[[Sequence[str]], list[TranslationPrediction]],
+                pairs: Sequence[Pair], *, beam: int, alpha: float, engine: str,
+                max_source: int,
+                ) -> tuple[dict[str, Any], list[TranslationPrediction], list[list[str]]]:
+    """Metrics, predictions and references of ``pairs`` (each distinct source decoded once,
+    by ``translate``: sentences -> predictions)."""
     groups = group_references(list(pairs))
     if not groups:
         raise DataError("nothing to evaluate: no sentence pairs")
     sources, refs = [en for en, _ in groups], [r for _, r in groups]
     start = time.perf_counter()
-    preds = translate_sentences(model, pipeline, sources, beam=beam, alpha=alpha,
-                                unk_replace=unk_replace, batch_size=batch_size)
+    preds = translate(sources)
     seconds = time.perf_counter() - start
     metrics = score_translations([p.text for p in preds], sources, refs)
     metrics.update({"sentences": len(groups), "references": sum(len(r) for r in refs),
                     "beam": beam, "alpha": alpha if beam > 1 else None,
                     "decode_seconds": round(seconds, 2),
                     "sentences_per_s": round(len(groups) / max(seconds, 1e-9), 1),
-                    "engine": "attnkit", "max_source_tokens": pipeline.max_source,
+                    "engine": engine, "max_source_tokens": max_source,
                     "truncated": sum(1 for p in preds if p.truncated),
                     "unknown": round(sum(p.unknown for p in preds) / len(preds), 4)})
     return metrics, preds, refs
 
 
+def _score_run(run: Run, pairs: Sequence[Pair], *, beam: int = 1, alpha: float = 0.6,
+               unk_replace: bool = True, batch_size: int = 64,
+               ) -> tuple[dict[str, Any], list[TranslationPrediction], list[list[str]]]:
+    """:func:`score_pairs` with the attnkit engine (attention kept only for ``<unk>``)."""
+    translate = functools.partial(translate_sentences, run.model, run.pipeline, beam=beam,
+                                  alpha=alpha, unk_replace=unk_replace, batch_size=batch_size,
+                                  need_weights=False)
+    return score_pairs(translate, pairs, beam=beam, alpha=alpha, engine="attnkit",
+                       max_source=run.pipeline.max_source)
+
+
+def has_attention(model: nn.Module) -> bool:
+    """False for the fixed-length-context baseline (``attention='none'``)."""
+    return getattr(model.config, "attention", None) != "none"
+
+
+def _report_page(run: Run, metrics: dict[str, Any],
+                 predictions: Sequence[TranslationPrediction],
+                 references: Sequence[Sequence[str]], *, beam: int = 1, alpha: float = 0.6,
+                 unk_replace: bool = True) -> str:
+    """The explorer page of a scored run: ``predictions`` (a few) decoded again with every
+    decoder layer's and head's attention, with their references and the run's metrics."""
+    shown = translate_sentences(run.model, run.pipeline, [p.source for p in predictions],
+                                beam=beam, alpha=alpha, unk_replace=unk_replace,
+                                need_weights="all")
+    return report_page(metrics, shown, references, run.summary())
+
+
 def evaluate(run: str | os.PathLike | Run, data: str | None = None, *, beam: int = 1,
              alpha: float = 0.6, unk_replace: bool = True, batch_size: int = 64,
              report: str | os.PathLike | None = None, examples: int = 10,
-             device: str = "cpu", strict: bool = False, log: Log = _quiet) -> dict[str, Any]:
+             device: str = "cpu", strict: bool = False, log: Log = _quiet,
+             engine: str = "attnkit") -> dict[str, Any]:
     """BLEU/chrF of a run on ``data`` (None = the run's own test split).
 
     Args:
         run: a run folder or a :func:`load_run` result.
         data: see :func:`~attnkit.data.translation_splits.eval_pairs`.
         beam, alpha, unk_replace, batch_size: decoding (see :func:`predict`).
-        report: also write an HTML page with the first ``examples`` translations and heatmaps.
+        report: also write the explorer page with the first ``examples`` translations, their
+            references and attention (decoded again with every layer's and head's weights).
         strict: a malformed data line is an error; log: where notes on skipped lines go.
+        engine: ``"attnkit"``, or ``"ctranslate2"`` with ``run`` an exported folder (no
+            attention: no ``report``, no ``<unk>`` replacement).
 
     Returns:
         ``{"bleu", "chrf", "counts", "signature", "by_length", "single_ref", "sentences",
         "references", "beam", "alpha", "decode_seconds", "sentences_per_s", "engine",
         "max_source_tokens", "truncated", "unknown"}``; ``truncated`` counts the sources cut
         to ``max_source_tokens``, ``unknown`` is the mean share of source tokens outside the
-        vocabulary.
+        vocabulary; ``sentences_per_s`` times the decoding alone.
+
+    Raises:
+        UsageError: ``report`` for a model without attention or the CTranslate2 engine.
     """
-    loaded = _loaded(run, device)
+    if report is not None and engine == "ctranslate2":
+        raise UsageError(NO_ATTENTION)
+    loaded = _loaded(run, device, engine)
+    if not isinstance(loaded, Run):
+        from attnkit.apps.translate_ct2 import evaluate_exported
+
+        if report is not None:
+            raise UsageError(NO_ATTENTION)
+        return evaluate_exported(loaded, data, beam=beam, alpha=alpha, batch_size=batch_size,
+                                 strict=strict, log=log)
+    if report is not None and not has_attention(loaded.model):
+        raise UsageError("--report shows attention, and this model has none (attention='none')")
     pairs = eval_pairs(data, loaded.config["data"], strict=strict, log=log)
-    metrics, preds, refs = _score(loaded.model, loaded.pipeline, pairs, beam=beam, alpha=alpha,
-                                  unk_replace=unk_replace, batch_size=batch_size)
+    metrics, preds, refs = _score_run(loaded, pairs, beam=beam, alpha=alpha,
+                                      unk_replace=unk_replace, batch_size=batch_size)
     if report is not None:
-        atomic_write_text(report, report_page(metrics, preds[:examples], refs[:examples],
-                                              f"attnkit translate: {loaded.path.name}"))
+        atomic_write_text(report, _report_page(loaded, metrics, preds[:examples],
+                                               refs[:examples], beam=beam, alpha=alpha,
+                                               unk_replace=unk_replace))
     return metrics
 
 
@@ -545,25 +599,6 @@ def most_reordered(predictions: Sequence[TranslationPrediction]) -> TranslationP
         peaks = p.weights.argmax(axis=1).tolist() if p.weights is not None else []
         return sum(a > b for i, a in enumerate(peaks) for b in peaks[i + 1:])
     return max(predictions, key=crossings)
-
-
-def report_page(metrics: dict[str, Any], predictions: Sequence[TranslationPrediction],
-                references: Sequence[Sequence[str]], title: str) -> str:
-    """An HTML page: metrics, the by-length table and each example with its heatmap."""
-    from attnkit.viz.report import HtmlReport
-
-    report = HtmlReport(title)
-    report.add_section("Metrics")
-    report.add_table([[f"{metrics['bleu']:.2f}", f"{metrics['chrf']:.2f}",
-                       metrics["sentences"], metrics["beam"]]],
-                     header=["BLEU", "chrF", "sentences", "beam"])
-    report.add_text(metrics.get("signature", ""), preformatted=True)
-    report.add_section("BLEU by source length (words)")
-    report.add_table([[r["lengths"], r["n"], r["bleu"]] for r in metrics["by_length"]],
-                     header=["source length", "sentences", "BLEU"])
-    report.add_section("Test examples")
-    _add_examples(report, predictions, references)
-    return report.to_html()
 
 
 # ============================================================================ training
@@ -736,7 +771,7 @@ def _fit(out: Path, prep: _Prepared, resume: bool, log: Log) -> TrainResult:
 def _finish(out: Path, prep: _Prepared, result: TrainResult, log: Log) -> dict[str, Any]:
     """Score the best weights on the test split; write test_metrics.json, heatmap, report."""
     run = load_run(out, device=prep.settings.device)
-    metrics, preds, refs = _score(run.model, run.pipeline, prep.splits["test"])
+    metrics, preds, refs = _score_run(run, prep.splits["test"])
     metrics.update({"stop_reason": result.stop_reason, "train_seconds": round(result.elapsed, 1),
                     "best_valid_bleu": result.best_metric, "run": str(out)})
     write_json(out / "test_metrics.json", metrics)
@@ -745,13 +780,18 @@ def _finish(out: Path, prep: _Prepared, result: TrainResult, log: Log) -> dict[s
     n = prep.settings.examples
     for p, r in list(zip(preds, refs, strict=True))[:n]:
         log(f"  EN  {p.source}\n  OUT {p.text}\n  REF {r[0]}")
+    if not has_attention(run.model):
+        log("no heatmap or report.html: this model has no attention (attention='none')")
+        return metrics
     plottable = [p for p in preds[:100] if p.weights is not None and p.tokens]
     if plottable:
         shown = most_reordered(plottable)
         shown.render(out / "heatmap.png")
         log(f"heatmap: {out / 'heatmap.png'} ({shown.source!r} -> {shown.text!r})")
-    atomic_write_text(out / "report.html", report_page(metrics, preds[:n], refs[:n],
-                                                       f"attnkit translate: {out.name}"))
+    if not any(p.tokens for p in preds[:n]):
+        log(f"no report.html: no example to show (--examples {n}, or empty translations)")
+        return metrics
+    atomic_write_text(out / "report.html", _report_page(run, metrics, preds[:n], refs[:n]))
     log(f"report: {out / 'report.html'}")
     return metrics
 

@@ -1,4 +1,5 @@
-"""``attnkit translate train|eval|predict``: argument parsing only (the work is in apps/)."""
+"""``attnkit translate train|eval|predict|export``: argument parsing only (the work is in
+apps/)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,13 @@ EXAMPLES = """examples:
   attnkit translate train --resume runs/fr --max-minutes 60        # continue an interrupted run
   attnkit translate eval --run runs/demo --data synthetic --beam 5 --json
   attnkit translate predict --run runs/demo "The cat does not see her." --plot cat.png
+  attnkit translate predict --run runs/demo "I am cold." --html cold.html   # every layer/head
   echo "I will take these letters." | attnkit translate predict --run runs/demo --json
+
+  # CTranslate2 (pip install 'attnkit[serve]'): a Transformer run trained with --subword
+  attnkit translate export runs/fr runs/fr-ct2 --quantization int8
+  attnkit translate eval --run runs/fr-ct2 --engine ctranslate2 --beam 5 --json
+  attnkit translate predict --run runs/fr-ct2 --engine ctranslate2 "I am cold."
 
 --data is "synthetic" (built-in grammar corpus), "tatoeba" (download), a folder with
 train/valid/test .tsv[.gz] files, or one english<TAB>french pairs file (split 96/2/2).
@@ -86,6 +93,10 @@ def _decoding_options(parser: argparse.ArgumentParser) -> None:
                         help="GNMT length penalty (beam > 1; default 0.6)")
     parser.add_argument("--no-unk-replace", action="store_true",
                         help="keep <unk> instead of copying the most attended source word")
+    parser.add_argument("--engine", choices=["attnkit", "ctranslate2"], default="attnkit",
+                        help="attnkit (default) or ctranslate2: then --run is a folder written "
+                        "by `attnkit translate export` (no attention: no --html/--plot/--report,"
+                        " <unk> kept)")
 
 
 def _add_train(sub) -> None:
@@ -130,6 +141,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    "(.png/.svg/.pdf); with several sentences FILE gets -2, -3 ... before its "
                    "extension")
     p.set_defaults(func=run_predict)
+
+    x = _sub(sub, "export", "export a Transformer run (trained with --subword) to a "
+             "self-contained CTranslate2 folder")
+    x.add_argument("run", metavar="RUN", help="the translate run folder")
+    x.add_argument("out", metavar="OUT", help="the folder to create (new or empty)")
+    x.add_argument("--quantization", default="int8",
+                   help="stored weight type: int8 (default), int8_float32, int8_float16, "
+                   "int8_bfloat16, int16, float16, bfloat16 or float32")
+    x.set_defaults(func=run_export)
     return parser
 
 
@@ -152,16 +172,17 @@ def run_eval(args) -> int:
     apply_threads(args.threads)
     metrics = evaluate(args.run, args.data, beam=args.beam, alpha=args.alpha,
                        device=args.device or "cpu", unk_replace=not args.no_unk_replace,
-                       report=args.report, strict=args.strict,
+                       report=args.report, strict=args.strict, engine=args.engine,
                        log=lambda line: print(line, file=sys.stderr))
+    _engine_note(args)
     print(format_table(metrics))
     if args.report:
         print(f"report: {args.report}")
     if args.json:
         print(json.dumps({k: metrics[k] for k in (
             "bleu", "chrf", "counts", "sentences", "references", "beam", "by_length",
-            "signature", "single_ref", "sentences_per_s", "engine", "truncated",
-            "max_source_tokens", "unknown") if k in metrics}))
+            "signature", "single_ref", "sentences_per_s", "engine", "quantization",
+            "truncated", "max_source_tokens", "unknown") if k in metrics}))
     return 0
 
 
@@ -178,9 +199,12 @@ def run_predict(args) -> int:
 
     apply_threads(args.threads)
     sentences = read_inputs(args.inputs, "sentence")
-    run = load_run(args.run, device=args.device or "cpu")
+    # Attention only when something shows it; the page shows every layer and head.
+    need_weights = "all" if args.html else (True if args.plot else None)
+    run = load_run(args.run, device=args.device or "cpu", engine=args.engine)
     predictions = predict(run, sentences, beam=args.beam, alpha=args.alpha,
-                          unk_replace=not args.no_unk_replace)
+                          unk_replace=not args.no_unk_replace, need_weights=need_weights)
+    _engine_note(args)
     for i, p in enumerate(predictions):
         print(json.dumps(p.to_dict(), ensure_ascii=False) if args.json else p.text)
         if p.note():
@@ -189,4 +213,19 @@ def run_predict(args) -> int:
             print(f"heatmap: {p.render(_plot_path(args.plot, i))}", file=sys.stderr)
     if args.html:
         print(f"page: {write_page(predictions, args.html, run.summary())}", file=sys.stderr)
+    return 0
+
+
+def _engine_note(args) -> None:
+    if args.engine == "ctranslate2" and not args.no_unk_replace:
+        print("attnkit: note: the CTranslate2 engine computes no attention, so an output <unk> "
+              "is kept (no unk replacement)", file=sys.stderr)
+
+
+def run_export(args) -> int:
+    from attnkit.apps.translate_ct2 import export_run
+
+    out = export_run(args.run, args.out, quantization=args.quantization)
+    print(f"exported: {out} (CTranslate2, {args.quantization}); use it with "
+          f"--engine ctranslate2 --run {out}")
     return 0

@@ -63,7 +63,7 @@ def length_batches(lengths: Sequence[int], *, batch_size: int | None = 64,
 
 def decode_many(model: nn.Module, src_ids: Sequence[Sequence[int]], *, beam: int = 1,
                 alpha: float = 0.6, batch_size: int | None = 64, max_tokens: int | None = None,
-                need_weights: bool = True, use_cache: bool = True,
+                need_weights: bool | str = True, use_cache: bool = True,
                 max_len_ratio: float = 2.0, max_len_offset: int = 5,
                 max_len: int | None = 200) -> list[Hypothesis]:
     """Greedy (``beam=1``) or beam search over any number of id sequences.
@@ -73,7 +73,8 @@ def decode_many(model: nn.Module, src_ids: Sequence[Sequence[int]], *, beam: int
         src_ids: source token ids per sentence (non-empty).
         beam, alpha: beam size and GNMT length penalty (:func:`beam_search`).
         batch_size, max_tokens: batching (:func:`length_batches`).
-        need_weights: keep attention rows (``<unk>`` replacement, heatmaps); False is faster.
+        need_weights: keep attention rows (``<unk>`` replacement, heatmaps); False is faster;
+            ``"all"``: a Transformer's rows of every layer and head (the explorer page).
         use_cache: incremental decoding (False: the uncached reference path).
         max_len_ratio, max_len_offset, max_len: per-sentence length limit.
 

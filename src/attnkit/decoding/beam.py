@@ -47,7 +47,8 @@ def normalised_score(score: float, length: int, alpha: float, length_norm: str) 
 
 def beam_search(model: nn.Module, src: Tensor, src_lengths: Tensor, *, beam_size: int = 5,
                 alpha: float = 0.6, length_norm: str = "gnmt", max_len_ratio: float = 2.0,
-                max_len_offset: int = 5, max_len: int | None = 200, need_weights: bool = True,
+                max_len_offset: int = 5, max_len: int | None = 200,
+                need_weights: bool | str = True,
                 use_cache: bool = True) -> list[Hypothesis]:
     """Beam search for every sentence of a padded batch at once.
 
@@ -58,12 +59,14 @@ def beam_search(model: nn.Module, src: Tensor, src_lengths: Tensor, *, beam_size
         alpha, length_norm: the length penalty (module docs).
         max_len_ratio, max_len_offset, max_len: per-sentence length limit, as greedy.
         need_weights: keep the attention rows of the hypotheses (None otherwise: no attention
-            history is kept and a Transformer runs its fused attention kernels).
+            history is kept and a Transformer runs its fused attention kernels); ``"all"``: a
+            Transformer's rows of every layer and head.
         use_cache: incremental decoding (False: the model's uncached reference path).
 
     Returns:
         One :class:`Hypothesis` per sentence (the best one), with the attention rows of the
-        chosen hypothesis, ``[len(tokens), src_len]``.
+        chosen hypothesis, ``[len(tokens), src_len]`` (``"all"``: ``[len(tokens), layers,
+        heads, src_len]``).
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
@@ -86,7 +89,7 @@ def beam_search(model: nn.Module, src: Tensor, src_lengths: Tensor, *, beam_size
         for t in range(max(limits)):
             log_probs, state, w = step(model, prev, state, need_weights)
             if w is not None and attn_hist is None:
-                attn_hist = w.new_zeros(batch * k, 0, w.shape[-1])
+                attn_hist = w.new_zeros(batch * k, 0, *w.shape[1:])
             n, vocab = len(active), log_probs.shape[-1]
             cand = (scores.view(-1, 1) + log_probs.float()).view(n, k * vocab)
             top_scores, top_idx = cand.topk(min(2 * k, k * vocab), dim=-1)
@@ -124,7 +127,8 @@ def beam_search(model: nn.Module, src: Tensor, src_lengths: Tensor, *, beam_size
 class _Step:
     """The ``2k`` best extensions of every active sentence at step ``t`` (Python lists; rows
     index the current ``hist [rows, t]``), with the histories they extend and the step's
-    attention ``weights [rows, S]`` (None when not kept)."""
+    attention ``weights [rows, S]`` (``[rows, layers, heads, S]`` for ``"all"``; None when
+    not kept)."""
 
     t: int
     scores: list[list[float]]
@@ -173,6 +177,6 @@ class _Rules:
             a = beams.attn_hist[row]
             if not ended:
                 a = torch.cat([a, beams.weights[row].unsqueeze(0)], 0)
-            a = a[:, : self.src_lens[b]].float().cpu()
+            a = a[..., : self.src_lens[b]].float().cpu()
         norm = normalised_score(s, beams.t + 1, self.alpha, self.length_norm)
         return norm, s, toks, a, ended

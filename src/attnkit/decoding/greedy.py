@@ -21,7 +21,7 @@ from attnkit.decoding.hypothesis import Hypothesis, inference, max_lengths, star
 
 def greedy_decode(model: nn.Module, src: Tensor, src_lengths: Tensor, *,
                   max_len_ratio: float = 2.0, max_len_offset: int = 5,
-                  max_len: int | None = 200, need_weights: bool = True,
+                  max_len: int | None = 200, need_weights: bool | str = True,
                   use_cache: bool = True) -> list[Hypothesis]:
     """Pick the most probable token at every step, for every sentence of the batch at once.
 
@@ -32,7 +32,8 @@ def greedy_decode(model: nn.Module, src: Tensor, src_lengths: Tensor, *,
         max_len_ratio, max_len_offset, max_len: a sentence stops after
             ``min(ceil(ratio * src_len) + offset, max_len)`` tokens (EOS included).
         need_weights: keep the attention rows (``Hypothesis.attention``; None otherwise, which
-            lets a Transformer run its fused attention kernels).
+            lets a Transformer run its fused attention kernels); ``"all"``: a Transformer's
+            rows of every layer and head (``[len(tokens), layers, heads, src_len]``).
         use_cache: incremental decoding (False: the model's uncached reference path).
 
     Returns:
@@ -43,7 +44,7 @@ def greedy_decode(model: nn.Module, src: Tensor, src_lengths: Tensor, *,
     batch = src.shape[0]
     tokens: list[list[int]] = [[] for _ in range(batch)]
     total, ended = [0.0] * batch, [False] * batch
-    attn_steps: list[Tensor] = []  # per step [batch, S], zero rows for finished sentences
+    attn_steps: list[Tensor] = []  # per step [batch, ..., S], zeros for finished sentences
     with inference(model):
         state = start(model, src, src_lengths, use_cache)
         alive = torch.arange(batch, device=src.device)
@@ -52,7 +53,7 @@ def greedy_decode(model: nn.Module, src: Tensor, src_lengths: Tensor, *,
             log_probs, state, w = step(model, prev, state, need_weights)
             best, nxt = log_probs.max(dim=-1)
             if w is not None:
-                attn_steps.append(w.new_zeros(batch, w.shape[-1]).index_copy(0, alive, w))
+                attn_steps.append(w.new_zeros(batch, *w.shape[1:]).index_copy(0, alive, w))
             keep = []
             for i, (b, tok, s) in enumerate(zip(alive.tolist(), nxt.tolist(), best.tolist(),
                                                 strict=True)):
@@ -70,10 +71,10 @@ def greedy_decode(model: nn.Module, src: Tensor, src_lengths: Tensor, *,
                 state = model.reorder_state(state, index)
                 alive, nxt = alive.index_select(0, index), nxt.index_select(0, index)
             prev = nxt
-    attn = torch.stack(attn_steps, 1) if attn_steps else None  # [batch, T, S]
+    attn = torch.stack(attn_steps, 1) if attn_steps else None  # [batch, T, ..., S]
     lengths = src_lengths.tolist()
     out = []
     for b in range(batch):
-        a = None if attn is None else attn[b, : len(tokens[b]), : lengths[b]].float().cpu()
+        a = None if attn is None else attn[b, : len(tokens[b]), ..., : lengths[b]].float().cpu()
         out.append(Hypothesis(tokens[b], a, total[b], ended[b]))
     return out

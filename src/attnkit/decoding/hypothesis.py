@@ -2,9 +2,10 @@
 two calls into a model's step API with the optional ``use_cache`` / ``need_weights`` switches.
 
 A model of the step API may accept ``encode(..., use_cache=False)`` (an uncached reference path)
-and ``decode_step(..., need_weights=False)`` (no attention wanted: a faster path); the switches
-are passed only when they differ from the defaults, so models without them (the captioner) keep
-working with the defaults.
+and ``decode_step(..., need_weights=False)`` (no attention wanted: a faster path) or
+``need_weights="all"`` (a Transformer's cross-attention of every layer and head, for the
+attention explorer page); the switches are passed only when they differ from the defaults, so
+models without them (the captioner) keep working with the defaults.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ class Hypothesis:
     Attributes:
         tokens: output token ids, without BOS and without the final EOS.
         attention: ``[len(tokens), src_len]`` weights over the *real* source tokens (no padding
-            columns), the row of each output token; None for models without attention.
+            columns), the row of each output token; ``[len(tokens), layers, heads, src_len]``
+            when decoded with ``need_weights="all"`` by a Transformer; None for models without
+            attention or when not asked.
         score: total log-probability (EOS included when the sentence ended with it).
         ended: True when the model emitted EOS (False: cut at the length limit).
     """
@@ -72,8 +75,11 @@ def start(model: nn.Module, src: Tensor, src_lengths: Tensor, use_cache: bool) -
 
 
 def step(model: nn.Module, prev: Tensor, state: Any,
-         need_weights: bool) -> tuple[Tensor, Any, Tensor | None]:
-    """``model.decode_step(prev, state)``; attention weights dropped unless ``need_weights``."""
+         need_weights: bool | str) -> tuple[Tensor, Any, Tensor | None]:
+    """``model.decode_step(prev, state)``: weights ``[batch, S]`` (True), the model's own
+    ``"all"`` form (a Transformer: ``[batch, layers, heads, S]``), or dropped (False)."""
+    if need_weights == "all":
+        return model.decode_step(prev, state, need_weights="all")
     if need_weights:
         return model.decode_step(prev, state)
     log_probs, state, _ = model.decode_step(prev, state, need_weights=False)

@@ -15,7 +15,8 @@ recomputes the whole target prefix every step (tests and benchmarks compare the 
 Attention weights are computed only when asked: training (``forward``) and
 ``decode_step(..., need_weights=False)`` run the fused SDPA kernels everywhere;
 ``need_weights=True`` returns the last decoder layer's cross-attention of the new position
-averaged over heads (plots, ``<unk>`` replacement), computed explicitly in that layer only.
+averaged over heads (plots, ``<unk>`` replacement), computed explicitly in that layer only;
+``need_weights="all"`` returns every layer's and head's (the attention explorer page).
 ``forward(..., need_weights=True)`` returns the cross-attention of every layer and head.
 
 Example::
@@ -209,11 +210,17 @@ class TransformerSeq2Seq(nn.Module):
         return self.out(y), weights
 
     def decode_step(self, prev_tokens: Tensor, state: TransformerState,
-                    need_weights: bool = True
+                    need_weights: bool | str = True
                     ) -> tuple[Tensor, TransformerState, Tensor | None]:
-        """Feed ``prev_tokens [batch]`` -> (log-probs ``[batch, V]``, new state, the last
-        layer's cross-attention of the new position averaged over heads ``[batch, S]``, or None
-        without ``need_weights``). Incremental when the state has a cache."""
+        """Feed ``prev_tokens [batch]`` -> (log-probs ``[batch, V]``, new state, weights).
+
+        The weights are the cross-attention of the new position: with ``need_weights=True``
+        the last layer's averaged over heads, ``[batch, S]``; with ``"all"`` every layer's and
+        head's, ``[batch, layers, heads, S]``; None with False. Incremental when the state has
+        a cache.
+        """
+        if need_weights not in (True, False, "all"):
+            raise ValueError(f"need_weights must be True, False or 'all', got {need_weights!r}")
         prefix = torch.cat([state.prefix, prev_tokens.unsqueeze(1)], dim=1)
         if state.cache is None:
             y, weights = self._prefix_step(prefix, state, need_weights)
@@ -224,34 +231,39 @@ class TransformerSeq2Seq(nn.Module):
         # costs as much as the decoder itself.
         logits = self.out(y)
         new_state = TransformerState(state.memory, state.src_lengths, prefix, cache)
-        attn = None if weights is None else weights[:, :, -1].mean(dim=1)
+        attn = _step_weights(weights, need_weights)
         return torch.log_softmax(logits.float(), dim=-1), new_state, attn
 
     def _prefix_step(self, prefix: Tensor, state: TransformerState,
-                     need_weights: bool) -> tuple[Tensor, Tensor | None]:
+                     need_weights: bool | str) -> tuple[Tensor, list[Tensor | None]]:
         """Reference step: the whole prefix through every layer -> (last state ``[batch, d]``,
-        last layer's cross weights ``[batch, heads, t, S]`` or None)."""
+        each layer's cross weights of the last position ``[batch, heads, S]``, computed in
+        the last layer only unless ``need_weights == "all"``)."""
         y = self._embed(self.tgt_embedding, prefix)
-        last = len(self.decoder_layers) - 1
-        w = None
+        weights = []
         for i, layer in enumerate(self.decoder_layers):
             y, w = layer(y, state.memory, state.src_lengths,
-                         need_weights=need_weights and i == last)
-        return self.decoder_norm(y[:, -1]), w
+                         need_weights=_layer_wants(need_weights, i, len(self.decoder_layers)))
+            weights.append(None if w is None else w[:, :, -1])
+        return self.decoder_norm(y[:, -1]), weights
 
-    def _cached_step(self, prev_tokens: Tensor, state: TransformerState, need_weights: bool
-                     ) -> tuple[Tensor, tuple[LayerCache, ...], Tensor | None]:
-        """Incremental step: the new position only -> (state ``[batch, d]``, cache, weights)."""
+    def _cached_step(self, prev_tokens: Tensor, state: TransformerState,
+                     need_weights: bool | str
+                     ) -> tuple[Tensor, tuple[LayerCache, ...], list[Tensor | None]]:
+        """Incremental step: the new position only -> (state ``[batch, d]``, cache, each
+        layer's cross weights ``[batch, heads, S]`` or None)."""
         y = self._embed(self.tgt_embedding, prev_tokens.unsqueeze(1), offset=state.prefix.shape[1])
         src_len = state.memory.shape[1]
         key_mask = (torch.arange(src_len, device=y.device)
                     < state.src_lengths.unsqueeze(1))[:, None, None, :]
-        last = len(self.decoder_layers) - 1
-        caches, w = [], None
+        n = len(self.decoder_layers)
+        caches, weights = [], []
         for i, (layer, cache) in enumerate(zip(self.decoder_layers, state.cache, strict=True)):
-            y, cache, w = layer.step(y, cache, key_mask, need_weights=need_weights and i == last)
+            y, cache, w = layer.step(y, cache, key_mask,
+                                     need_weights=_layer_wants(need_weights, i, n))
             caches.append(cache)
-        return self.decoder_norm(y[:, -1]), tuple(caches), w
+            weights.append(None if w is None else w[:, :, -1])
+        return self.decoder_norm(y[:, -1]), tuple(caches), weights
 
     def reorder_state(self, state: TransformerState, index: Tensor) -> TransformerState:
         return state.reorder(index)
@@ -264,3 +276,19 @@ class TransformerSeq2Seq(nn.Module):
         state = self.encode(src, src_lengths, use_cache=False)
         logits, weights = self.decode(tgt_in, state, need_weights=need_weights)
         return (logits, weights) if need_weights else logits
+
+
+def _layer_wants(need_weights: bool | str, layer: int, layers: int) -> bool:
+    """Whether decoder layer ``layer`` computes its cross weights: all layers for ``"all"``,
+    the last one for True (the explicit softmax is slower than the fused kernel)."""
+    return need_weights == "all" or (bool(need_weights) and layer == layers - 1)
+
+
+def _step_weights(weights: list[Tensor | None], need_weights: bool | str) -> Tensor | None:
+    """Per-layer ``[batch, heads, S]`` -> ``[batch, layers, heads, S]`` ("all"), the last
+    layer's head mean ``[batch, S]`` (True), or None."""
+    if need_weights == "all":
+        return torch.stack(weights, dim=1)
+    if need_weights:
+        return weights[-1].mean(dim=1)
+    return None

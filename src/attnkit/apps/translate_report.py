@@ -1,0 +1,96 @@
+"""The translate app's HTML pages: its predictions in the translation explorer.
+
+:func:`explorer_page` turns :class:`~attnkit.apps.translate.TranslationPrediction` s into
+:func:`attnkit.viz.translation_page` examples: a Transformer's cross-attention of every decoder
+layer and head (``layer_weights``, ``[layers, heads, T_tgt, T_src]``) when the predictions
+carry it, else the ``[T_tgt, T_src]`` weights (an RNN's one attention). :func:`report_page`
+adds a scored run's references and metrics (``eval --report``, a run's ``report.html``).
+
+Example::
+
+    preds = predict("runs/fr", ["I am cold."], need_weights="all")
+    html = explorer_page(preds, run.summary())
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attnkit.apps.metrics import bleu_chrf
+from attnkit.errors import UsageError
+
+if TYPE_CHECKING:
+    from attnkit.apps.translate import TranslationPrediction
+
+
+def _example(p: TranslationPrediction, references: Sequence[str],
+             scores: dict[str, Any]) -> Any:
+    from attnkit.viz import TranslationExample
+
+    weights = p.layer_weights if p.layer_weights is not None else p.weights
+    return TranslationExample(p.source_tokens, p.tokens, weights, references=list(references),
+                              scores=scores)
+
+
+def _scores(p: TranslationPrediction) -> dict[str, Any]:
+    scores: dict[str, Any] = {"log-probability": round(p.score, 3)}
+    if p.unknown:
+        scores["unknown source tokens"] = f"{p.unknown:.0%}"
+    if p.truncated:
+        scores["source tokens cut off"] = p.truncated
+    return scores
+
+
+def _title(summary: dict[str, Any]) -> str:
+    return f"attnkit translate: {Path(str(summary.get('run', 'run'))).name}"
+
+
+def explorer_page(predictions: Sequence[TranslationPrediction], summary: dict[str, Any], *,
+                  references: Sequence[Sequence[str]] | None = None,
+                  metrics: dict[str, Any] | None = None) -> str:
+    """The translation explorer of ``predictions`` (with their references when given).
+
+    A prediction without attention weights (a model with ``attention='none'``, the CTranslate2
+    engine) or with an empty output has nothing to show and is left out.
+
+    Raises:
+        UsageError: no prediction has anything to show.
+    """
+    refs = references if references is not None else [()] * len(predictions)
+    examples = []
+    for p, r in zip(predictions, refs, strict=True):
+        if p.weights is None or not p.tokens:
+            continue
+        scores = _scores(p)
+        if r:
+            scores["chrF"] = round(bleu_chrf([p.text], [r])["chrf"], 1)
+        examples.append(_example(p, r, scores))
+    if not examples:
+        raise UsageError("nothing to show on the page: no translation with attention weights "
+                         "(a model without attention, or empty outputs)")
+    from attnkit.viz import translation_page
+
+    return translation_page(examples, summary, title=_title(summary), metrics=metrics)
+
+
+def page_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The run-level figures the page shows: BLEU/chrF, decoding, BLEU by source length."""
+    shown: dict[str, Any] = {"BLEU": f"{metrics['bleu']:.2f}", "chrF": f"{metrics['chrf']:.2f}",
+                             "sentences": metrics["sentences"], "beam": metrics["beam"]}
+    single = metrics.get("single_ref")
+    if single:
+        shown["BLEU, one reference per line"] = f"{single['bleu']:.2f} ({single['lines']} lines)"
+    for row in metrics.get("by_length", []):
+        shown[f"BLEU, sources of {row['lengths']} words"] = f"{row['bleu']:.2f} ({row['n']})"
+    if metrics.get("signature"):
+        shown["sacrebleu"] = metrics["signature"]
+    return shown
+
+
+def report_page(metrics: dict[str, Any], predictions: Sequence[TranslationPrediction],
+                references: Sequence[Sequence[str]], summary: dict[str, Any]) -> str:
+    """A scored run's page: its metrics, and each example with its references and attention."""
+    return explorer_page(predictions, summary, references=references,
+                         metrics=page_metrics(metrics))

@@ -1,0 +1,153 @@
+"""A tiny Transformer run with subwords: every layer's and head's attention on the explorer page,
+the CTranslate2 export (a self-contained folder) and ``engine="ctranslate2"`` giving attnkit's
+greedy outputs, and the export's refusals."""
+
+import json
+import random
+import shutil
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from attnkit.apps import translate as app
+from attnkit.apps.translate_ct2 import EXPORT_FILE, export_run
+from attnkit.errors import CheckpointError, UsageError
+
+WORDS = {"one": "un", "two": "deux", "three": "trois", "four": "quatre", "five": "cinq",
+         "six": "six", "seven": "sept", "eight": "huit", "nine": "neuf", "ten": "dix"}
+TINY = {"arch": "transformer", "d_model": 32, "heads": 2, "layers": 2, "ff_dim": 64,
+        "dropout": 0.0, "subword": 40, "epochs": 10, "batch_size": 16, "lr": 5e-3, "warmup": 10,
+        "max_minutes": None, "progress": False, "examples": 3}
+SENTENCES = ["one two three .", "four five six seven .", "ten nine .", "eight one two six ."]
+
+
+def write_pairs(path, n=300, seed=5):
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        en = rng.choices(list(WORDS), k=rng.randint(2, 5))
+        lines.append(" ".join(en) + " .\t" + " ".join(WORDS[w] for w in en) + " .")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(one_thread):
+    """Tiny models: one thread is the fastest (conftest's ``one_thread``)."""
+
+
+@pytest.fixture(scope="module")
+def tf_run(tmp_path_factory):
+    pytest.importorskip("sentencepiece")
+    folder = tmp_path_factory.mktemp("transformer")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    app.train(str(write_pairs(folder / "pairs.tsv")), folder / "run", log=lambda _: None,
+              **TINY)
+    torch.set_num_threads(before)
+    return folder / "run"
+
+
+@pytest.fixture(scope="module")
+def exported(tf_run, tmp_path_factory):
+    pytest.importorskip("ctranslate2")
+    return export_run(tf_run, tmp_path_factory.mktemp("ct2") / "model", quantization="float32")
+
+
+def test_every_layer_and_head_on_the_page(tf_run, tmp_path):
+    run = app.load_run(tf_run)
+    last = app.predict(run, SENTENCES)
+    full = app.predict(run, SENTENCES, need_weights="all")
+    for a, b in zip(last, full, strict=True):
+        assert a.tokens == b.tokens and a.layer_weights is None
+        t, s = len(b.tokens), len(b.source_tokens)
+        assert b.layer_weights.shape == (2, 2, t, s)              # [layers, heads, T, S]
+        np.testing.assert_allclose(b.layer_weights[-1].mean(axis=0), b.weights, atol=1e-6)
+        np.testing.assert_allclose(b.weights, a.weights, atol=1e-5)   # = the default path
+        assert not np.allclose(b.layer_weights[0], b.layer_weights[1])
+    assert np.array(full[0].to_dict()["layer_weights"]).shape == full[0].layer_weights.shape
+    page = full[0].render(tmp_path / "p.html").read_text()
+    assert 'id="layer"' in page and 'id="head"' in page and '"L":2,"H":2' in page
+    report = (tf_run / "report.html").read_text()              # written by train
+    assert '"L":2,"H":2' in report and "whole test set" in report
+
+
+def test_decoding_paths_give_the_same_outputs(tf_run):
+    """No attention (fused kernels), the last layer's, every layer's: the same translations;
+    and evaluate with and without <unk> replacement scores the same (no <unk> here)."""
+    run = app.load_run(tf_run)
+    for beam in (1, 3):
+        fast = app.predict(run, SENTENCES, beam=beam, unk_replace=False, need_weights=False)
+        assert all(p.weights is None for p in fast)
+        for need in (True, "all"):
+            slow = app.predict(run, SENTENCES, beam=beam, need_weights=need)
+            assert [p.tokens for p in slow] == [p.tokens for p in fast]
+    plain, replaced = app.evaluate(run, unk_replace=False), app.evaluate(run)
+    assert plain["bleu"] == replaced["bleu"] and plain["counts"] == replaced["counts"]
+    assert plain["bleu"] > 10                                   # it learnt something
+
+
+def test_export_is_a_self_contained_folder(exported, tf_run):
+    names = {p.name for p in exported.iterdir()}
+    assert {"model.bin", "config.json", app.SUBWORD_FILE, EXPORT_FILE,
+            *app.VOCAB_FILES.values()} <= names
+    assert (exported / app.SUBWORD_FILE).read_bytes() == (tf_run / app.SUBWORD_FILE).read_bytes()
+    settings = json.loads((exported / EXPORT_FILE).read_text())
+    assert settings["engine"] == "ctranslate2" and settings["quantization"] == "float32"
+    assert settings["max_source"] == app.load_run(tf_run).pipeline.max_source
+    assert not [p for p in exported.parent.iterdir() if p.name.startswith(".")]  # no leftovers
+
+
+def test_ctranslate2_engine_gives_attnkit_greedy_outputs(exported, tf_run, tmp_path):
+    moved = tmp_path / "elsewhere"                       # usable on its own, anywhere
+    shutil.copytree(exported, moved)
+    want = app.predict(tf_run, SENTENCES, unk_replace=False)
+    got = app.predict(moved, SENTENCES, engine="ctranslate2")
+    assert [p.tokens for p in got] == [p.tokens for p in want]
+    assert [p.text for p in got] == [p.text for p in want]
+    assert all(p.weights is None for p in got)
+    ours = app.evaluate(tf_run, unk_replace=False)
+    theirs = app.evaluate(moved, engine="ctranslate2")   # the run's test split, from attnkit.json
+    assert theirs["engine"] == "ctranslate2" and theirs["sentences_per_s"] > 0
+    assert theirs["bleu"] == ours["bleu"] and theirs["sentences"] == ours["sentences"]
+    assert theirs["quantization"] == "float32"
+    beams = app.predict(moved, SENTENCES, engine="ctranslate2", beam=3)
+    assert all(p.text for p in beams)
+
+
+def test_engine_refusals(exported, tf_run, tmp_path):
+    with pytest.raises(UsageError, match="computes no attention"):
+        app.predict(exported, SENTENCES, engine="ctranslate2", need_weights=True)
+    with pytest.raises(UsageError, match="computes no attention"):
+        app.evaluate(exported, engine="ctranslate2", report=tmp_path / "r.html")
+    with pytest.raises(CheckpointError, match="export it first"):
+        app.load_run(tf_run, engine="ctranslate2")
+    with pytest.raises(CheckpointError, match="--engine ctranslate2"):
+        app.load_run(exported)
+    with pytest.raises(UsageError, match="engine must be one of"):
+        app.load_run(tf_run, engine="onnx")
+
+
+def test_export_refusals(tf_run, tmp_path, monkeypatch):
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine")
+    with pytest.raises(UsageError, match="not empty"):
+        export_run(tf_run, full)
+    assert [p.name for p in full.iterdir()] == ["keep.txt"]
+    with pytest.raises(UsageError, match="quantization must be one of"):
+        export_run(tf_run, tmp_path / "q", quantization="int4")
+    words = tmp_path / "words"
+    shutil.copytree(tf_run, words)
+    config = json.loads((words / "config.json").read_text())
+    config["options"]["subword"] = None
+    (words / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UsageError, match="trained on words"):
+        export_run(words, tmp_path / "w")
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)    # not installed
+    with pytest.raises(UsageError, match=r"pip install 'attnkit\[serve\]'"):
+        export_run(tf_run, tmp_path / "n")
+    assert not (tmp_path / "q").exists() and not (tmp_path / "w").exists()
+    assert not (tmp_path / "n").exists()
