@@ -11,6 +11,7 @@ import torch
 from safetensors.numpy import load_file
 
 from attnkit.apps import translate as app
+from attnkit.apps import translate_metrics as metrics_of
 from attnkit.apps.metrics import bleu_chrf
 from attnkit.apps.runs import FORMAT, Run
 from attnkit.apps.translate_settings import stored_settings
@@ -132,8 +133,8 @@ def test_long_sources_are_capped(tiny_run, tmp_path):
     metrics = app.evaluate(run, str(data))
     assert metrics["truncated"] == 1 and metrics["sentences"] == 2
     other = app.evaluate(run, "synthetic")      # the synthetic corpus: words it never saw
-    assert 0.5 < other["unknown"] <= 1 and "unknown to the model" in app.format_table(other)
-    assert "were cut" in app.format_table(metrics)
+    assert 0.5 < other["unknown"] <= 1 and "unknown to the model" in metrics_of.format_table(other)
+    assert "were cut" in metrics_of.format_table(metrics)
 
 
 def test_vocabulary_that_does_not_match_the_weights(run_copy):
@@ -250,6 +251,6 @@ def test_multi_reference_bleu_and_length_table():
                            ["un chien"]])
     assert two["bleu"] == pytest.approx(100.0) and one["bleu"] < 100.0
     assert two["counts"]["sys_len"] == 8
-    rows = app.by_length_table([3, 12], hyps, [["le chat noir dort ici ."], ["un chat"]])
+    rows = metrics_of.by_length_table([3, 12], hyps, [["le chat noir dort ici ."], ["un chat"]])
     assert [(r["lengths"], r["n"]) for r in rows] == [("1-5", 1), ("11-15", 1)]
     assert rows[0]["bleu"] == pytest.approx(100.0)

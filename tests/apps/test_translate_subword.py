@@ -9,6 +9,7 @@ import sacrebleu
 import torch
 
 from attnkit.apps import translate as app
+from attnkit.apps import translate_metrics as metrics_of
 from attnkit.cli.main import main
 from attnkit.data.pairs import group_references
 from attnkit.data.subword import SubwordModel
@@ -96,8 +97,9 @@ def test_single_reference_bleu_counts_every_line():
     outs = {"I am cold .": "J'ai très froid .", "The cat sleeps here today .":
             "Le chat dort ici .", "Go .": "Va !"}
     groups = group_references(pairs)
-    metrics = app.score_translations([outs[en] for en, _ in groups], [en for en, _ in groups],
-                                     [refs for _, refs in groups])
+    metrics = metrics_of.score_translations([outs[en] for en, _ in groups],
+                                            [en for en, _ in groups],
+                                            [refs for _, refs in groups])
     # Independent computation with sacrebleu: each line against its own reference only ...
     hyps = [outs[en] for en, _ in pairs]
     single = sacrebleu.corpus_bleu(hyps, [[fr for _, fr in pairs]])
@@ -114,7 +116,7 @@ def test_single_reference_bleu_counts_every_line():
     assert rows["6-10"]["bleu_single_ref"] == pytest.approx(sacrebleu.corpus_bleu(
         ["Le chat dort ici ."], [["Le chat dort ici aujourd'hui ."]]).score, abs=0.01)
     metrics.update(sentences=3, references=4, beam=1, sentences_per_s=10.0, decode_seconds=0.3)
-    assert "one reference per line" in app.format_table(metrics)
+    assert "one reference per line" in metrics_of.format_table(metrics)
 
 
 def test_cli_passes_the_recipe_options(monkeypatch):

@@ -167,7 +167,8 @@ def run_train(args) -> int:
 
 
 def run_eval(args) -> int:
-    from attnkit.apps.translate import evaluate, format_table
+    from attnkit.apps.translate import evaluate
+    from attnkit.apps.translate_metrics import format_table
 
     apply_threads(args.threads)
     metrics = evaluate(args.run, args.data, beam=args.beam, alpha=args.alpha,
