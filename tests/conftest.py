@@ -3,6 +3,7 @@ translation task the model and decoding tests share (reverse a sentence and shif
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -84,3 +85,28 @@ def one_thread():
 def toy():
     """``toy.pairs(n, vocab, seed)``, ``toy.batch(pairs)`` and the special ids."""
     return SimpleNamespace(pairs=toy_pairs, batch=toy_batch, PAD=PAD, BOS=BOS, EOS=EOS, UNK=UNK)
+
+
+NUMBER_WORDS = {"one": "un", "two": "deux", "three": "trois", "four": "quatre", "five": "cinq",
+                "six": "six", "seven": "sept", "eight": "huit", "nine": "neuf", "ten": "dix"}
+
+
+def write_number_pairs(path, n: int = 300, seed: int = 1, words: int = 10,
+                       max_words: int = 5) -> Path:
+    """A pairs file of word-for-word number sentences ("one two ." -> "un deux ."), learnt
+    in seconds: ``n`` lines of 2..``max_words`` of the first ``words`` number words."""
+    vocab = list(NUMBER_WORDS)[:words]
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        en = rng.choices(vocab, k=rng.randint(2, max_words))
+        lines.append(" ".join(en) + " .\t" + " ".join(NUMBER_WORDS[w] for w in en) + " .")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def number_pairs():
+    """``number_pairs(path, n, seed, words, max_words)`` writes a toy pairs file
+    (:func:`write_number_pairs`)."""
+    return write_number_pairs

@@ -2,7 +2,6 @@
 predict, resume and overwrite rules, seeds, the source length cap, and the metric helpers."""
 
 import json
-import random
 import shutil
 
 import numpy as np
@@ -20,19 +19,6 @@ from attnkit.errors import CheckpointError, DataError, UsageError
 TINY = {"hidden": 32, "emb_dim": 16, "epochs": 4, "batch_size": 8, "lr": 1e-2,
         "max_minutes": None, "progress": False, "examples": 2}
 
-WORDS = {"one": "un", "two": "deux", "three": "trois", "four": "quatre", "five": "cinq",
-         "six": "six", "seven": "sept", "eight": "huit", "nine": "neuf", "ten": "dix"}
-
-
-def write_pairs(path, n=300, seed=1):
-    """Word-for-word number sentences ("one two ." -> "un deux ."): learnt in seconds."""
-    rng = random.Random(seed)
-    lines = []
-    for _ in range(n):
-        en = rng.choices(list(WORDS), k=rng.randint(2, 5))
-        lines.append(" ".join(en) + " .\t" + " ".join(WORDS[w] for w in en) + " .")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 def snapshot(folder):
@@ -47,9 +33,9 @@ def _one_thread(one_thread):
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
+def tiny_run(number_pairs, tmp_path_factory):
     folder = tmp_path_factory.mktemp("translate")
-    data = write_pairs(folder / "pairs.tsv")
+    data = number_pairs(folder / "pairs.tsv")
     with open(data, "a", encoding="utf-8") as f:   # two lines the run must report, not train on
         f.write("a line without a tab\none two .\t\n")
     logs = []
@@ -223,8 +209,8 @@ def _weights(run):
     return load_file(str(run / "best.safetensors"))
 
 
-def test_same_seed_same_weights_other_seed_other_weights(tmp_path):
-    data = write_pairs(tmp_path / "pairs.tsv", n=120)
+def test_same_seed_same_weights_other_seed_other_weights(number_pairs, tmp_path):
+    data = number_pairs(tmp_path / "pairs.tsv", n=120)
     tiny = {**TINY, "epochs": 1, "examples": 0}
     for name, seed in (("a", 0), ("b", 0), ("c", 1)):
         app.train(str(data), tmp_path / name, seed=seed, log=lambda _: None, **tiny)

@@ -3,7 +3,6 @@ the CTranslate2 export (a self-contained folder) and ``engine="ctranslate2"`` gi
 greedy outputs, and the export's refusals."""
 
 import json
-import random
 import shutil
 import sys
 
@@ -15,22 +14,10 @@ from attnkit.apps import translate as app
 from attnkit.apps.translate_ct2 import EXPORT_FILE, export_run
 from attnkit.errors import CheckpointError, UsageError
 
-WORDS = {"one": "un", "two": "deux", "three": "trois", "four": "quatre", "five": "cinq",
-         "six": "six", "seven": "sept", "eight": "huit", "nine": "neuf", "ten": "dix"}
 TINY = {"arch": "transformer", "d_model": 32, "heads": 2, "layers": 2, "ff_dim": 64,
         "dropout": 0.0, "subword": 40, "epochs": 10, "batch_size": 16, "lr": 5e-3, "warmup": 10,
         "max_minutes": None, "progress": False, "examples": 3}
 SENTENCES = ["one two three .", "four five six seven .", "ten nine .", "eight one two six ."]
-
-
-def write_pairs(path, n=300, seed=5):
-    rng = random.Random(seed)
-    lines = []
-    for _ in range(n):
-        en = rng.choices(list(WORDS), k=rng.randint(2, 5))
-        lines.append(" ".join(en) + " .\t" + " ".join(WORDS[w] for w in en) + " .")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 @pytest.fixture(autouse=True)
@@ -39,12 +26,12 @@ def _one_thread(one_thread):
 
 
 @pytest.fixture(scope="module")
-def tf_run(tmp_path_factory):
+def tf_run(number_pairs, tmp_path_factory):
     pytest.importorskip("sentencepiece")
     folder = tmp_path_factory.mktemp("transformer")
     before = torch.get_num_threads()
     torch.set_num_threads(1)
-    app.train(str(write_pairs(folder / "pairs.tsv")), folder / "run", log=lambda _: None,
+    app.train(str(number_pairs(folder / "pairs.tsv", seed=5)), folder / "run", log=lambda _: None,
               **TINY)
     torch.set_num_threads(before)
     return folder / "run"

@@ -4,7 +4,6 @@ mistake as one error line, the run-folder rules, and a SIGTERM stop that resumes
 import io
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -16,19 +15,8 @@ import torch
 from attnkit.apps.runs import RunLock
 from attnkit.cli.main import main
 
-WORDS = {"one": "un", "two": "deux", "three": "trois", "four": "quatre", "five": "cinq"}
 TINY = ["--hidden", "32", "--emb-dim", "16", "--batch-size", "8", "--lr", "1e-2",
         "--no-progress", "--examples", "1"]
-
-
-def write_pairs(path, n=200):
-    rng = random.Random(0)
-    lines = []
-    for _ in range(n):
-        en = rng.choices(list(WORDS), k=rng.randint(2, 4))
-        lines.append(" ".join(en) + " .\t" + " ".join(WORDS[w] for w in en) + " .")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 @pytest.fixture(autouse=True)
@@ -37,9 +25,9 @@ def _one_thread(one_thread):
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
+def run_dir(number_pairs, tmp_path_factory):
     folder = tmp_path_factory.mktemp("cli")
-    write_pairs(folder / "pairs.tsv")
+    number_pairs(folder / "pairs.tsv", n=200, seed=0, words=5, max_words=4)
     before = torch.get_num_threads()
     rc = main(["translate", "train", "--data", str(folder / "pairs.tsv"), "--out",
                str(folder / "run"), "--epochs", "3", "--max-minutes", "0", *TINY])
@@ -197,11 +185,11 @@ def test_help_everywhere_has_examples(action, capsys):
 # ---------------------------------------------------------------------------- CTranslate2
 
 @pytest.fixture(scope="module")
-def transformer_run(tmp_path_factory):
+def transformer_run(number_pairs, tmp_path_factory):
     """A tiny Transformer with subwords, trained through the CLI (seconds)."""
     pytest.importorskip("sentencepiece")
     folder = tmp_path_factory.mktemp("cli-transformer")
-    write_pairs(folder / "pairs.tsv", n=300)
+    number_pairs(folder / "pairs.tsv", n=300, seed=0, words=5, max_words=4)
     before = torch.get_num_threads()
     rc = main(["translate", "train", "--data", str(folder / "pairs.tsv"), "--out",
                str(folder / "run"), "--arch", "transformer", "--d-model", "32", "--heads", "2",
@@ -300,8 +288,8 @@ def _has_eval(run):
 
 
 @pytest.mark.slow
-def test_sigterm_stops_cleanly_and_resume_finishes(tmp_path):
-    data = write_pairs(tmp_path / "pairs.tsv")
+def test_sigterm_stops_cleanly_and_resume_finishes(number_pairs, tmp_path):
+    data = number_pairs(tmp_path / "pairs.tsv", n=200, seed=0, words=5, max_words=4)
     run = tmp_path / "run"
     proc = _start(["--data", str(data), "--out", str(run), "--epochs", "400",
                    "--eval-every", "5", "--valid-sample", "2", "--max-minutes", "0", *TINY],
@@ -320,8 +308,8 @@ def test_sigterm_stops_cleanly_and_resume_finishes(tmp_path):
 
 
 @pytest.mark.slow
-def test_sigterm_before_the_first_evaluation(tmp_path):
-    data = write_pairs(tmp_path / "pairs.tsv", n=3000)
+def test_sigterm_before_the_first_evaluation(number_pairs, tmp_path):
+    data = number_pairs(tmp_path / "pairs.tsv", n=3000, seed=0, words=5, max_words=4)
     run = tmp_path / "run"
     proc = _start(["--data", str(data), "--out", str(run), "--epochs", "5", "--batch-size",
                    "1", "--hidden", "16", "--emb-dim", "8", "--no-progress"], tmp_path)
