@@ -4,18 +4,12 @@ import pytest
 import torch
 
 from attnkit.attention import multi_head
-from attnkit.models import TransformerConfig, TransformerSeq2Seq, kv_cache
+from attnkit.models import kv_cache
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: 1 thread is fastest
 
-VOCAB = 12
+VOCAB = 12  # the vocabulary of the conftest's tiny_transformer
 
-
-def make(**kw):
-    torch.manual_seed(0)
-    cfg = TransformerConfig(src_vocab=VOCAB, tgt_vocab=VOCAB, d_model=32, heads=4, layers=2,
-                            ff_dim=64, dropout=0.0, **kw)
-    return TransformerSeq2Seq(cfg).eval()
 
 
 def _no_explicit_softmax(monkeypatch):
@@ -27,8 +21,8 @@ def _no_explicit_softmax(monkeypatch):
 
 
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
-def test_cached_steps_equal_uncached_steps(positional, toy):
-    model = make(positional=positional)
+def test_cached_steps_equal_uncached_steps(tiny_transformer, positional, toy):
+    model = tiny_transformer(positional=positional)
     src, src_len, tgt_in, _ = toy.batch(toy.pairs(4, VOCAB, seed=3))
     cached, plain = model.encode(src, src_len), model.encode(src, src_len, use_cache=False)
     assert cached.cache is not None and len(cached.cache) == 2 and plain.cache is None
@@ -43,8 +37,8 @@ def test_cached_steps_equal_uncached_steps(positional, toy):
     assert cached.cache[1].cross_values.shape == (4, 4, src.shape[1], 8)
 
 
-def test_reordered_cache_follows_its_rows(toy):
-    model = make()
+def test_reordered_cache_follows_its_rows(tiny_transformer, toy):
+    model = tiny_transformer()
     src, src_len, tgt_in, _ = toy.batch(toy.pairs(3, VOCAB, seed=4))
     state = model.encode(src, src_len)
     with torch.no_grad():
@@ -56,8 +50,8 @@ def test_reordered_cache_follows_its_rows(toy):
     torch.testing.assert_close(got, want[index], atol=1e-5, rtol=1e-4)
 
 
-def test_training_and_plain_decoding_run_the_fused_path(toy, monkeypatch):
-    model = make()
+def test_training_and_plain_decoding_run_the_fused_path(tiny_transformer, toy, monkeypatch):
+    model = tiny_transformer()
     src, src_len, tgt_in, _ = toy.batch(toy.pairs(3, VOCAB, seed=5))
     with torch.no_grad():
         want = [model.decode_step(tgt_in[:, 0], model.encode(src, src_len))[0]]
@@ -73,8 +67,8 @@ def test_training_and_plain_decoding_run_the_fused_path(toy, monkeypatch):
             torch.testing.assert_close(logp, want[0], atol=1e-5, rtol=1e-4)
 
 
-def test_weights_are_computed_when_asked(toy, monkeypatch):
-    model = make()
+def test_weights_are_computed_when_asked(tiny_transformer, toy, monkeypatch):
+    model = tiny_transformer()
     src, src_len, tgt_in, _ = toy.batch(toy.pairs(3, VOCAB, seed=6))
     _no_explicit_softmax(monkeypatch)
     with torch.no_grad(), pytest.raises(AssertionError, match="fused path was left"):

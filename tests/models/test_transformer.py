@@ -7,18 +7,12 @@ from attnkit.models.losses import masked_cross_entropy
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: 1 thread is fastest
 
-VOCAB = 12
+VOCAB = 12  # the vocabulary of the conftest's tiny_transformer
 
 
-def make(**kw):
-    torch.manual_seed(0)
-    cfg = TransformerConfig(src_vocab=VOCAB, tgt_vocab=VOCAB, d_model=32, heads=4, layers=2,
-                            ff_dim=64, dropout=0.0, **kw)
-    return TransformerSeq2Seq(cfg).eval()
 
-
-def test_cross_attention_shapes_and_rows(toy):
-    model = make()
+def test_cross_attention_shapes_and_rows(tiny_transformer, toy):
+    model = tiny_transformer()
     src, src_len, tgt_in, _ = toy.batch(toy.pairs(3, VOCAB))
     logits, cross = model(src, src_len, tgt_in, need_weights=True)
     assert logits.shape == (3, tgt_in.shape[1], VOCAB)
@@ -31,8 +25,8 @@ def test_cross_attention_shapes_and_rows(toy):
 
 
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
-def test_causal_future_tokens_do_not_change_earlier_logits(positional, toy):
-    model = make(positional=positional)
+def test_causal_future_tokens_do_not_change_earlier_logits(tiny_transformer, positional, toy):
+    model = tiny_transformer(positional=positional)
     src, src_len, tgt_in, _ = toy.batch(toy.pairs(3, VOCAB))
     a = model(src, src_len, tgt_in)
     changed = tgt_in.clone()
@@ -42,8 +36,8 @@ def test_causal_future_tokens_do_not_change_earlier_logits(positional, toy):
     assert not torch.allclose(a[:, 3:], b[:, 3:])
 
 
-def test_step_api_equals_forward(toy):
-    model = make()
+def test_step_api_equals_forward(tiny_transformer, toy):
+    model = tiny_transformer()
     src, src_len, tgt_in, _ = toy.batch(toy.pairs(3, VOCAB))
     logits, cross = model(src, src_len, tgt_in, need_weights=True)
     state = model.encode(src, src_len)
@@ -55,8 +49,8 @@ def test_step_api_equals_forward(toy):
 
 
 @pytest.mark.parametrize("use_cache", [True, False])
-def test_step_weights_of_every_layer_and_head(use_cache, toy):
-    model = make()
+def test_step_weights_of_every_layer_and_head(tiny_transformer, use_cache, toy):
+    model = tiny_transformer()
     src, src_len, tgt_in, _ = toy.batch(toy.pairs(3, VOCAB))
     _, cross = model(src, src_len, tgt_in, need_weights=True)
     state = model.encode(src, src_len, use_cache=use_cache)
@@ -69,8 +63,8 @@ def test_step_weights_of_every_layer_and_head(use_cache, toy):
         model.decode_step(tgt_in[:, 0], model.encode(src, src_len), need_weights="last")
 
 
-def test_source_padding_does_not_change_a_sentence(toy):
-    model = make()
+def test_source_padding_does_not_change_a_sentence(tiny_transformer, toy):
+    model = tiny_transformer()
     pairs = toy.pairs(4, VOCAB, seed=2)
     src, src_len, tgt_in, _ = toy.batch(pairs)
     batched = model(src, src_len, tgt_in)
@@ -80,8 +74,8 @@ def test_source_padding_does_not_change_a_sentence(toy):
                                    atol=1e-5, rtol=1e-4)
 
 
-def test_build_from_dict_and_bad_config(toy):
-    model = make()
+def test_build_from_dict_and_bad_config(tiny_transformer, toy):
+    model = tiny_transformer()
     again = build_model(model.config.to_dict())
     assert isinstance(again, TransformerSeq2Seq)
     with pytest.raises(ValueError, match="must divide"):

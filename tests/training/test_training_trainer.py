@@ -44,6 +44,18 @@ def last_params(run: Path) -> dict[str, torch.Tensor]:
     load_weights(model, run / "last" / "model.safetensors")
     return params(model)
 
+def crash_at_call(n: int):
+    """A ``loss_fn`` that raises RuntimeError("simulated crash") on its ``n``-th call."""
+    calls = {"n": 0}
+
+    def crashing(model, batch):
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise RuntimeError("simulated crash")
+        return task.loss_fn(model, batch)
+    return crashing
+
+
 
 def test_loss_falls_and_run_folder_is_complete(tmp_path):
     cfg = TrainConfig(epochs=4, batch_size=16, lr=2e-2, seed=0, device="auto",
@@ -154,14 +166,7 @@ def test_resume_in_process_equals_uninterrupted_run(tmp_path):
     full = task.make_trainer(tmp_path / "full", cfg)
     full.fit()
 
-    calls = {"n": 0}
-
-    def crashing(model, batch):
-        calls["n"] += 1
-        if calls["n"] == 8:
-            raise RuntimeError("simulated crash")
-        return task.loss_fn(model, batch)
-
+    crashing = crash_at_call(8)
     with pytest.raises(RuntimeError, match="simulated crash"):
         task.make_trainer(tmp_path / "cut", cfg, loss=crashing).fit()
     resumed = task.make_trainer(tmp_path / "cut", cfg)  # fresh model, like a new process
@@ -209,14 +214,7 @@ def test_train_log_train_loss_is_since_the_last_evaluation(tmp_path):
 
 def test_train_log_appended_on_resume_emptied_by_a_fresh_run(tmp_path):
     cfg = task.script_config(epochs=3, checkpoint_every=3)
-    calls = {"n": 0}
-
-    def crashing(model, batch):
-        calls["n"] += 1
-        if calls["n"] == 13:
-            raise RuntimeError("simulated crash")
-        return task.loss_fn(model, batch)
-
+    crashing = crash_at_call(13)
     with pytest.raises(RuntimeError):
         task.make_trainer(tmp_path, cfg, loss=crashing).fit()
     before = (tmp_path / "train.log").read_text()
@@ -235,14 +233,7 @@ def test_resume_from_a_checkpoint_with_the_old_plain_dict_position(tmp_path):
     cfg = task.script_config(epochs=3, checkpoint_every=4)
     task.make_trainer(tmp_path / "full", cfg).fit()
     cut = tmp_path / "cut"
-    calls = {"n": 0}
-
-    def crashing(model, batch):
-        calls["n"] += 1
-        if calls["n"] == 11:
-            raise RuntimeError("simulated crash")
-        return task.loss_fn(model, batch)
-
+    crashing = crash_at_call(11)
     with pytest.raises(RuntimeError):
         task.make_trainer(cut, cfg, loss=crashing).fit()
     path = cut / "last" / "state.json"
@@ -288,14 +279,7 @@ def test_fit_removes_temporaries_of_killed_writes(tmp_path):
 
 def test_resume_over_a_corrupt_best_is_refused(tmp_path):
     cfg = task.script_config(epochs=2, checkpoint_every=None)
-    calls = {"n": 0}
-
-    def crashing(model, batch):
-        calls["n"] += 1
-        if calls["n"] == 8:
-            raise RuntimeError("simulated crash")
-        return task.loss_fn(model, batch)
-
+    crashing = crash_at_call(8)
     with pytest.raises(RuntimeError):
         task.make_trainer(tmp_path, cfg, loss=crashing).fit()
     best = tmp_path / "best.safetensors"

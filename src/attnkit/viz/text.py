@@ -17,12 +17,8 @@ from attnkit.viz._save import to_numpy
 from attnkit.viz.palettes import SIGNED, WEIGHTS, colors_for, signed_to_unit, text_color
 
 
-def normalize_scores(tokens: Sequence[str], scores) -> np.ndarray:
-    """Scores ``[T]`` divided by their max and clipped to [0, 1] (all-zero stays zero).
-
-    Raises:
-        ValueError: ``scores`` is not 1-D with ``len(tokens)`` entries, or is not finite.
-    """
+def _checked_scores(tokens: Sequence[str], scores) -> np.ndarray:
+    """``scores`` as float64 ``[T]``; ValueError unless 1-D, ``len(tokens)`` long and finite."""
     s = to_numpy(scores, "scores").astype(np.float64)
     if s.ndim != 1 or s.shape[0] != len(tokens):
         raise ValueError(
@@ -30,6 +26,16 @@ def normalize_scores(tokens: Sequence[str], scores) -> np.ndarray:
         )
     if not np.all(np.isfinite(s)):
         raise ValueError("scores contain NaN or infinity")
+    return s
+
+
+def normalize_scores(tokens: Sequence[str], scores) -> np.ndarray:
+    """Scores ``[T]`` divided by their max and clipped to [0, 1] (all-zero stays zero).
+
+    Raises:
+        ValueError: ``scores`` is not 1-D with ``len(tokens)`` entries, or is not finite.
+    """
+    s = _checked_scores(tokens, scores)
     s = np.clip(s, 0.0, None)
     top = s.max() if s.size else 0.0
     return s / top if top > 0 else s
@@ -39,14 +45,7 @@ def _unit_and_palette(tokens: Sequence[str], scores, signed: bool) -> tuple[np.n
     # Position of each score on its palette, in [0, 1], and the palette's name.
     if not signed:
         return normalize_scores(tokens, scores), WEIGHTS
-    s = to_numpy(scores, "scores").astype(np.float64)
-    if s.ndim != 1 or s.shape[0] != len(tokens):
-        raise ValueError(
-            f"scores must have shape [T] = [len(tokens)={len(tokens)}], got {list(s.shape)}"
-        )
-    if not np.all(np.isfinite(s)):
-        raise ValueError("scores contain NaN or infinity")
-    return signed_to_unit(s), SIGNED
+    return signed_to_unit(_checked_scores(tokens, scores)), SIGNED
 
 
 def _fg_for(rgb: np.ndarray) -> str:
