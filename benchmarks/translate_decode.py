@@ -13,7 +13,8 @@ line, no ``<unk>`` replacement so every engine is scored on its raw output):
 * ``attnkit``: the same with the key/value cache (incremental decoding), ``need_weights=False``;
 * ``ctranslate2-float32`` / ``ctranslate2-int8``: the run exported with
   :func:`attnkit.serving.ctranslate2.export_ctranslate2` (skipped, with the reason, when
-  CTranslate2 is not installed or the run is an RNN).
+  CTranslate2 is not installed or the run is an RNN), run by ``--threads`` workers of one
+  thread each (:func:`attnkit.serving.ctranslate2.load_translator`).
 
 Greedy and beam 5 (alpha 0.6; CTranslate2 normalises beams by ``length ** 0.6`` instead of the
 GNMT penalty). Each row decodes a few sentences first as warm-up; the rows of one beam size

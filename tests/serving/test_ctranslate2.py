@@ -77,6 +77,24 @@ def test_per_sentence_length_limits_as_attnkit(toy, tmp_path):
     assert [[TOKENS[i] for i in h.tokens] for h in want] == [g.tokens for g in got]
 
 
+
+def test_two_workers_keep_input_order(toy, tmp_path):
+    """``threads=2`` runs two CPU workers (one thread each) on batches submitted together;
+    the outputs still come back in input order, equal to attnkit's."""
+    pytest.importorskip("ctranslate2")
+    model = _trained(toy)
+    out = export_ctranslate2(model.config, model.state_dict(), TOKENS, TOKENS, tmp_path / "w",
+                             quantization="float32")
+    translator = load_translator(out, threads=2)
+    assert translator.num_translators == 2   # inter_threads: workers, not intra-op threads
+    src, src_len, _, _ = toy.batch(toy.pairs(30, 12, seed=43, min_len=1, max_len=9))
+    want = greedy_decode(model, src, src_len, max_len=12)
+    sources = [[TOKENS[i] for i in row[:n]] for row, n in zip(src.tolist(), src_len.tolist(),
+                                                               strict=True)]
+    got = translate_tokens(translator, sources, max_len=12, batch_size=4)   # 8 batches
+    assert [[TOKENS[i] for i in h.tokens] for h in want] == [g.tokens for g in got]
+    assert len({len(s) for s in sources}) >= 5   # batches of different lengths, reordered
+
 def test_int8_export_translates(toy, tmp_path):
     pytest.importorskip("ctranslate2")
     model = _trained(toy)
