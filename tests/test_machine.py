@@ -31,9 +31,12 @@ def fake_cpuinfo(tmp_path, monkeypatch):
     return write
 
 
-def test_machine_info_reports_this_machine():
+def test_machine_info_reports_this_machine(monkeypatch):
+    for name in machine.ISA_CAPS:
+        monkeypatch.delenv(name, raising=False)
     info = machine.machine_info()
-    assert set(info) == {"cpu", "isa", "bf16_native", "threads", "torch", "cuda"}
+    assert set(info) == {"cpu", "isa", "bf16_native", "threads", "torch", "cuda", "isa_caps"}
+    assert info["isa_caps"] == {}
     assert info["isa"] == torch.backends.cpu.get_cpu_capability()
     assert info["threads"] == torch.get_num_threads()
     assert info["torch"] == torch.__version__
@@ -51,6 +54,19 @@ def test_machine_line_format():
     info.update(bf16_native=False, threads=1, isa="AVX2", cuda="NVIDIA H200")
     assert machine.machine_line(info) == ("Intel(R) Xeon(R) Processor (AVX2, bf16 native: no), "
                                           "1 thread, torch 2.13.0+cpu, CUDA: NVIDIA H200")
+
+
+def test_an_emulated_isa_is_named_in_the_line(monkeypatch):
+    """Timings taken with the ISA capped (an AVX2 CPU emulated on a newer one) say so."""
+    for name in machine.ISA_CAPS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    info = machine.machine_info()
+    assert info["isa_caps"] == {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    assert machine.machine_line(info).endswith(
+        ", ISA capped by ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2")
+    assert not info["bf16_native"]
 
 
 def test_cpu_model_from_cpuinfo_or_platform(fake_cpuinfo, monkeypatch, tmp_path):

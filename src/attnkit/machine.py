@@ -27,6 +27,10 @@ _TORCH_BF16_PROBES = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
 # ONEDNN_MAX_CPU_ISA values that keep oneDNN (torch's CPU matmul) off its bf16 instructions.
 _ONEDNN_ISAS_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE",
                              "AVX512_CORE_VNNI")
+# Variables that make torch (ATen, oneDNN, MKL) or CTranslate2 run a lower ISA than the CPU has:
+# a timing taken under them emulates an older CPU, and its machine line has to say so.
+ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS",
+            "CT2_FORCE_CPU_ISA")
 
 
 def _cpuinfo_text() -> str:
@@ -79,12 +83,14 @@ def machine_info() -> dict[str, Any]:
     Returns:
         ``cpu`` (model name), ``isa`` (``torch.backends.cpu.get_cpu_capability()``, e.g.
         ``"AVX512"``), ``bf16_native`` (bool), ``threads`` (``torch.get_num_threads()``),
-        ``torch`` (version), ``cuda`` (name of the current CUDA device, or None).
+        ``torch`` (version), ``cuda`` (name of the current CUDA device, or None),
+        ``isa_caps`` (the :data:`ISA_CAPS` variables that are set, name -> value).
     """
     cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    caps = {name: os.environ[name] for name in ISA_CAPS if os.environ.get(name)}
     return {"cpu": cpu_model(), "isa": torch.backends.cpu.get_cpu_capability(),
             "bf16_native": cpu_has_native_bf16(), "threads": torch.get_num_threads(),
-            "torch": torch.__version__, "cuda": cuda}
+            "torch": torch.__version__, "cuda": cuda, "isa_caps": caps}
 
 
 def machine_line(info: dict[str, Any] | None = None) -> str:
@@ -106,4 +112,6 @@ def machine_line(info: dict[str, Any] | None = None) -> str:
             f"thread{'' if info['threads'] == 1 else 's'}, torch {info['torch']}")
     if info.get("cuda"):
         line += f", CUDA: {info['cuda']}"
+    if info.get("isa_caps"):
+        line += ", ISA capped by " + " ".join(f"{k}={v}" for k, v in info["isa_caps"].items())
     return line
