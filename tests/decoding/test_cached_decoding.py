@@ -104,6 +104,28 @@ def test_decode_many_keeps_order_and_equals_one_batch(beam, trained_models, toy)
         _same([many[i]], one, attention=False)
 
 
+@pytest.mark.parametrize("beam", [1, 5])
+def test_decode_many_batches_by_tokens_by_default(beam, trained_models, toy, monkeypatch):
+    """300 sources of 1-8 tokens fit in one or two batches of DECODE_MAX_TOKENS rows, far
+    more than 64 sentences each; the outputs equal sentence-by-sentence decoding."""
+    import attnkit.decoding.batched as batched
+
+    model = trained_models["transformer"]
+    ids = [s for s, _ in toy.pairs(300, 12, seed=36, min_len=1, max_len=8)]
+    sizes = []
+    search = batched.beam_search if beam > 1 else batched.greedy_decode
+
+    def counting(model, src, src_len, **kw):
+        sizes.append(src.shape[0])
+        return search(model, src, src_len, **kw)
+    monkeypatch.setattr(batched, "beam_search" if beam > 1 else "greedy_decode", counting)
+    many = decode_many(model, ids, beam=beam, need_weights=False)
+    assert sum(sizes) == 300 and len(sizes) <= 2 and min(sizes) > 64
+    for i in range(0, 300, 37):
+        _same([many[i]], decode_many(model, [ids[i]], beam=beam, need_weights=False),
+              attention=False)
+
+
 @pytest.mark.parametrize("beam", [1, 3])
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_weights_of_every_layer_and_head(beam, use_cache, toy):

@@ -95,6 +95,20 @@ def test_two_workers_keep_input_order(toy, tmp_path):
     assert [[TOKENS[i] for i in h.tokens] for h in want] == [g.tokens for g in got]
     assert len({len(s) for s in sources}) >= 5   # batches of different lengths, reordered
 
+
+def test_loading_a_translator_keeps_torch_threads(toy, tmp_path):
+    """CTranslate2 sets the OpenMP thread count to its intra-op threads (1) when a translator
+    is built; torch, which reads it, must keep the threads it was given."""
+    pytest.importorskip("ctranslate2")
+    model = TransformerSeq2Seq(TransformerConfig(src_vocab=12, tgt_vocab=12, d_model=16,
+                                                 heads=2, layers=1, ff_dim=32))
+    out = export_ctranslate2(model.config, model.state_dict(), TOKENS, TOKENS, tmp_path / "t",
+                             quantization="float32")
+    torch.set_num_threads(2)   # the one_thread fixture puts 1 back afterwards
+    load_translator(out, threads=2)
+    assert torch.get_num_threads() == 2
+
+
 def test_int8_export_translates(toy, tmp_path):
     pytest.importorskip("ctranslate2")
     model = _trained(toy)

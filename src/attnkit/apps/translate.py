@@ -357,7 +357,7 @@ def _prediction(pipeline: TranslatePipeline, source: str,
 
 def translate_sentences(model: nn.Module, pipeline: TranslatePipeline,
                         sentences: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
-                        unk_replace: bool = True, batch_size: int = 64,
+                        unk_replace: bool = True, batch_size: int | None = None,
                         need_weights: bool | str = True) -> list[TranslationPrediction]:
     """Translate ``sentences`` with a model and its pipeline (:func:`decode_many`: batched by
     length, cached, order kept).
@@ -371,7 +371,7 @@ def translate_sentences(model: nn.Module, pipeline: TranslatePipeline,
     """
     if beam < 1:
         raise UsageError(f"--beam must be at least 1, got {beam}")
-    if batch_size < 1:
+    if batch_size is not None and batch_size < 1:
         raise UsageError(f"batch size must be at least 1, got {batch_size}")
     if need_weights == "all" and not isinstance(model.config, TransformerConfig):
         need_weights = True   # an RNN has one attention: its [T, S] is the whole story
@@ -390,7 +390,7 @@ def _loaded(run: str | os.PathLike | Any, device: str, engine: str) -> Any:
 
 
 def predict(run: str | os.PathLike | Run, inputs: Sequence[str], *, beam: int = 1,
-            alpha: float = 0.6, unk_replace: bool = True, batch_size: int = 64,
+            alpha: float = 0.6, unk_replace: bool = True, batch_size: int | None = None,
             device: str = "cpu", need_weights: bool | str | None = None,
             engine: str = "attnkit") -> list[TranslationPrediction]:
     """Translate ``inputs`` with a run folder (or a :func:`load_run` result).
@@ -400,6 +400,9 @@ def predict(run: str | os.PathLike | Run, inputs: Sequence[str], *, beam: int = 
             ``length ** alpha``).
         unk_replace: replace an output ``<unk>`` by the most attended source token (the
             CTranslate2 engine has no attention: ``<unk>`` stays).
+        batch_size: at most this many sentences per batch; None: the engine's default
+            (attnkit batches by tokens, :data:`attnkit.decoding.batched.DECODE_MAX_TOKENS`;
+            CTranslate2 by 64 sentences).
         need_weights: keep the attention (None: the engine's default, True for attnkit);
             ``"all"`` also a Transformer's ``layer_weights`` (the explorer page); False is
             faster. The CTranslate2 engine refuses True and ``"all"``.
@@ -451,7 +454,7 @@ def score_pairs(translate: Callable[[Sequence[str]], list[TranslationPrediction]
 
 
 def _score_run(run: Run, pairs: Sequence[Pair], *, beam: int = 1, alpha: float = 0.6,
-               unk_replace: bool = True, batch_size: int = 64,
+               unk_replace: bool = True, batch_size: int | None = None,
                ) -> tuple[dict[str, Any], list[TranslationPrediction], list[list[str]]]:
     """:func:`score_pairs` with the attnkit engine (attention kept only for ``<unk>``)."""
     translate = functools.partial(translate_sentences, run.model, run.pipeline, beam=beam,
@@ -479,7 +482,7 @@ def _report_page(run: Run, metrics: dict[str, Any],
 
 
 def evaluate(run: str | os.PathLike | Run, data: str | None = None, *, beam: int = 1,
-             alpha: float = 0.6, unk_replace: bool = True, batch_size: int = 64,
+             alpha: float = 0.6, unk_replace: bool = True, batch_size: int | None = None,
              report: str | os.PathLike | None = None, examples: int = 10,
              device: str = "cpu", strict: bool = False, log: Log = _quiet,
              engine: str = "attnkit") -> dict[str, Any]:
@@ -674,7 +677,7 @@ def _valid_fn(pipeline: TranslatePipeline, pairs: Sequence[Pair]) -> Callable:
     groups = group_references(list(pairs))
 
     def evaluate_fn(model: nn.Module) -> dict[str, float]:
-        preds = translate_sentences(model, pipeline, [en for en, _ in groups], batch_size=128)
+        preds = translate_sentences(model, pipeline, [en for en, _ in groups])
         return {"bleu": bleu_chrf([p.text for p in preds], [r for _, r in groups])["bleu"]}
     return evaluate_fn
 

@@ -206,7 +206,7 @@ def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> ExportedRu
 
 
 def translate_exported(run: ExportedRun, sentences: Sequence[str], *, beam: int = 1,
-                       alpha: float = 0.6, batch_size: int = 64,
+                       alpha: float = 0.6, batch_size: int | None = None,
                        need_weights: bool | str | None = None) -> list[TranslationPrediction]:
     """Translate ``sentences`` with CTranslate2 (``weights`` None: no attention).
 
@@ -219,7 +219,7 @@ def translate_exported(run: ExportedRun, sentences: Sequence[str], *, beam: int 
         raise UsageError(NO_ATTENTION)
     if beam < 1:
         raise UsageError(f"--beam must be at least 1, got {beam}")
-    if batch_size < 1:
+    if batch_size is not None and batch_size < 1:
         raise UsageError(f"batch size must be at least 1, got {batch_size}")
     p = run.pipeline
     encoded = [encode_source(p, s, i) for i, s in enumerate(sentences, 1)]
@@ -235,7 +235,7 @@ def translate_exported(run: ExportedRun, sentences: Sequence[str], *, beam: int 
 
 
 def evaluate_exported(run: ExportedRun, data: str | None = None, *, beam: int = 1,
-                      alpha: float = 0.6, batch_size: int = 64, strict: bool = False,
+                      alpha: float = 0.6, batch_size: int | None = None, strict: bool = False,
                       log: Log = _quiet) -> dict[str, Any]:
     """:func:`attnkit.apps.translate.evaluate` with CTranslate2: the same metrics, with
     ``"engine": "ctranslate2"`` and the export's ``"quantization"``."""
