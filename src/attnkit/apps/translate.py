@@ -402,7 +402,7 @@ def predict(run: str | os.PathLike | Run, inputs: Sequence[str], *, beam: int = 
             CTranslate2 engine has no attention: ``<unk>`` stays).
         batch_size: at most this many sentences per batch; None: the engine's default
             (attnkit batches by tokens, :data:`attnkit.decoding.batched.DECODE_MAX_TOKENS`;
-            CTranslate2 by 64 sentences).
+            CTranslate2 by sentences, :data:`attnkit.serving.ctranslate2.BATCH_SIZE`).
         need_weights: keep the attention (None: the engine's default, True for attnkit);
             ``"all"`` also a Transformer's ``layer_weights`` (the explorer page); False is
             faster. The CTranslate2 engine refuses True and ``"all"``.

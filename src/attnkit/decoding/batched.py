@@ -7,10 +7,11 @@ holds), so a batch of short sentences can be much larger than a batch of long on
 
 By default :func:`decode_many` batches by tokens only (:data:`DECODE_MAX_TOKENS`). A decoder
 step of a small model is mostly per-operation overhead, so the more rows a step holds the
-cheaper each one is, until the step's ``[rows, vocabulary]`` log-probabilities outgrow the
-CPU caches. On the Tatoeba test split (the recipe's Transformer, 2-core AMD EPYC at AVX2,
-docs/results.md) batches of 64 sentences decoded 277 sentences/s greedy and 96 at beam 5; a
-budget of 8,192 tokens 467 and 113; 32,768 tokens was slower again (371 and 84).
+cheaper each one is, up to a point (likely where the step's ``[rows, vocabulary]``
+log-probabilities no longer fit the CPU caches). On the Tatoeba test split (the recipe's
+Transformer, 2-core AMD EPYC at AVX2, docs/results.md) batches of 64 sentences decoded 277
+sentences/s greedy and 96 at beam 5; a budget of 8,192 tokens 467 and 113; 32,768 tokens was
+slower again (371 and 84).
 
 Example::
 
