@@ -40,8 +40,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from attnkit.apps.runs import Run  # noqa: E402
-from attnkit.apps.translate import SRC_LANG, TGT_LANG, eval_pairs, load_run  # noqa: E402
+from attnkit.apps import Loaded as Run  # noqa: E402
+from attnkit.apps.translate import load_run  # noqa: E402
+from attnkit.data.text_codec import SRC_LANG, TGT_LANG  # noqa: E402
+from attnkit.data.translation_splits import eval_pairs  # noqa: E402
 from attnkit.decoding import decode_many  # noqa: E402
 from attnkit.errors import AttnkitError  # noqa: E402
 from attnkit.machine import machine_info, machine_line  # noqa: E402

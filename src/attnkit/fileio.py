@@ -1,16 +1,21 @@
 """Atomic file writes: a temporary file in the same folder, then ``os.replace``.
 
 A reader never sees a half-written file, and a run killed mid-write leaves the previous file
-intact. Every module that writes a user-visible file goes through here.
+intact; replacing a file never writes through a link in its place (the link itself is
+replaced). The two writes that cannot be atomic, appending to a log and cutting it back on a
+resume, refuse a link instead. Every module that writes a user-visible file goes through here.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from attnkit.errors import CheckpointError
 
 
 @contextmanager
@@ -46,3 +51,30 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically; returns ``path`` as a Path."""
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _no_follow(path: Path, flags: int) -> int:
+    """``os.open`` that refuses a link in the file's place (ELOOP becomes a clear error)."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CheckpointError(f"{path} is a link; attnkit does not write through links "
+                                  "in a run folder (replace it with a plain file)") from None
+        raise
+
+
+def append_text(path: str | os.PathLike, text: str) -> None:
+    """Append ``text`` (UTF-8) to ``path`` in one write; a link in its place is refused."""
+    fd = _no_follow(Path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    with os.fdopen(fd, "ab") as f:
+        f.write(text.encode("utf-8"))
+
+
+def truncate_file(path: str | os.PathLike, size: int) -> None:
+    """Cut ``path`` to ``size`` bytes (creating it empty when missing); a link is refused."""
+    fd = _no_follow(Path(path), os.O_WRONLY | os.O_CREAT)
+    try:
+        os.ftruncate(fd, size)
+    finally:
+        os.close(fd)

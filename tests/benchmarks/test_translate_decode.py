@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnkit.apps.runs import Run
-from attnkit.apps.translate import TranslatePipeline, source_limit
+from attnkit.apps import Loaded
+from attnkit.apps.translate.pipeline import TranslatePipeline, source_limit
 from attnkit.data.text_codec import TextCodec
 from attnkit.data.vocab import Vocab
 from attnkit.models import RNNSeq2Seq, RNNSeq2SeqConfig, TransformerConfig, TransformerSeq2Seq
@@ -29,7 +29,7 @@ def _run(model_cls, config_cls, **kw):
     vocab = Vocab(["<pad>", "<bos>", "<eos>", "<unk>"] + WORDS)
     model = model_cls(config_cls(src_vocab=len(vocab), tgt_vocab=len(vocab), **kw)).eval()
     pipeline = TranslatePipeline(TextCodec(), vocab, vocab, source_limit(model.config))
-    return Run(Path("."), "translate", model, pipeline, {})
+    return Loaded(Path("."), "translate", model, pipeline, {})
 
 
 @pytest.mark.usefixtures("one_thread")

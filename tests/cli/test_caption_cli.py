@@ -99,7 +99,9 @@ def test_train_eval_predict(run, tmp_path, capsys):
     report = tmp_path / "eval.html"
     assert main(["caption", "eval", "--run", str(run), "--report", str(report)]) == 0
     out = capsys.readouterr().out.strip().splitlines()
-    assert "BLEU-4" in out[0] and json.loads(out[-1])["examples"] == 4
+    # Without --json the table alone (no JSON line after it, as in the other apps).
+    assert "BLEU-4" in out[0] and "(4 images, beam 1)" in out[0]
+    assert not any(line.startswith("{") for line in out)
     text = "\n".join(out)
     for row in ("colour words", "count words", "overall", "uniform", "max-in",
                 "by caption template and word position"):
@@ -127,8 +129,9 @@ def test_predict_several_images_from_stdin(run, tmp_path, capsys, monkeypatch):
     out, err = capsys.readouterr()
     assert len(out.strip().splitlines()) == 2  # one caption per image
     # The 64 px image was resized to the model's 32 px: a note says so, on stderr.
-    notes = [line for line in err.splitlines() if line.startswith("note:")]
-    assert notes == [f"note: {images[1]}: resized from 64x64 to the model's 32x32 pixels"]
+    notes = [line for line in err.splitlines() if line.startswith("attnkit: note:")]
+    assert notes == [f"attnkit: note: image 2: {images[1]}: resized from 64x64 to the model's "
+                     "32x32 pixels"]
     assert (tmp_path / "f-1.svg").is_file() and (tmp_path / "f-2.svg").is_file()
     assert page.read_text().count("data:image/png;base64,") == 2
 
@@ -222,7 +225,7 @@ def test_bad_images_and_empty_inputs_are_one_line(run, tmp_path, capsys, monkeyp
     blocked = tmp_path / "a_file"
     blocked.write_text("")
     for plot, message in ((blocked / "fig.png", "cannot write the figure"),
-                          (tmp_path / "fig.txt", "cannot write a .txt file")):
+                          (tmp_path / "fig.txt", "a figure is written to a .png")):
         assert message in error_line(capsys, ["caption", "predict", "--run", str(run),
                                               str(image), "--plot", str(plot)])
     assert "cannot write the report" in error_line(capsys, [

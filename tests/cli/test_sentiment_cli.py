@@ -72,7 +72,7 @@ def test_train_prints_the_curve(run, capsys):
     capsys.readouterr()
     assert main(["sentiment", "train", "--resume", str(copy), "--epochs", "7"]) == 0
     text = capsys.readouterr().out
-    assert "Keras 2018 test acc" in text and "test accuracy of that checkpoint" in text
+    assert "Keras 2018 test acc" in text and "  test: accuracy " in text
     epochs = [json.loads(x).get("epoch") for x in (copy / "metrics.jsonl").read_text().split("\n")
               if x.strip()]
     assert max(e for e in epochs if e is not None) == 6
@@ -173,7 +173,6 @@ MISTAKES = [
     (["predict", "--run", "{invalid}", "superb"], "not valid JSON"),
     (["eval", "--run", "{not_utf8}"], "not UTF-8"),
     (["predict", "--run", "{run}", ""], "review 1 is empty"),
-    (["predict", "--run", "{run}", "superb", "?!"], "review 2"),
     (["predict", "--run", "{tmp}/nope", "superb"], "no such run folder"),
     (["predict", "--run", "{run}", "--device", "cuda:7", "superb"], "--device"),
     (["eval", "--run", "{run}", "--data", "{tmp}/nope"], "no such file or folder"),

@@ -67,9 +67,11 @@ def test_encode_weights_round_trips_within_one_step():
 
 
 def test_summary_box_escapes_keys_and_values():
-    out = summary_html({"<k>": "a & <b>", "sizes": {"d": 256}})
+    out = summary_html({"<k>": "a & <b>", "sizes": {"d": 256, "<v>": 0.1 + 0.2},
+                        "parameters": 561695, "bleu": 100.00000000000004})
     assert "&lt;k&gt;" in out and "a &amp; &lt;b&gt;" in out and "<b>" not in out
-    assert "{&quot;d&quot;: 256}" in out
+    # A reader's numbers: separators, no float noise, a mapping as pairs (not a JSON dump).
+    assert "d: 256, &lt;v&gt;: 0.3" in out and "561,695" in out and ">100<" in out
     assert summary_html(None) == ""
 
 

@@ -1,17 +1,19 @@
 """What every app's ``predict`` returns: an output with its attention, able to render itself.
 
-Each app subclasses :class:`Prediction` (a translation, a review's sentiment, an image's
-caption) and implements three things: ``to_dict`` (JSON-ready, the weights included),
-``figure`` (a static matplotlib figure) and the class method ``page`` (one self-contained HTML
-page for a list of predictions of that app). :meth:`Prediction.render` and
-:func:`write_page` choose the format by the file's extension.
+Each app subclasses `Prediction` (a translation, a review's sentiment, an image's caption)
+and implements: ``to_dict`` (JSON-ready, the weights included), ``text_line`` (how the
+``predict`` command prints it), ``figure`` (a static matplotlib figure) and the class method
+``page`` (one self-contained HTML page for a list of predictions of that app); ``note`` says
+what the model could not read. `Prediction.render` and `write_page` choose the format by the
+file's extension and check the file first (`attnkit.apps.outputs`).
 
-Example::
-
+Example:
+    ```python
     preds = predict("runs/fr", ["I am cold."])
     preds[0].weights.shape            # [target_len, source_len]
     preds[0].render("cold.png")       # or .svg / .pdf / .html
     write_page(preds, "cold.html", run.summary())
+    ```
 """
 
 from __future__ import annotations
@@ -23,10 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from attnkit.apps.outputs import FIGURE, FIGURE_OR_PAGE, PAGE, output_file, write_output, writing
 from attnkit.errors import UsageError
-from attnkit.fileio import atomic_write_text
-
-FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 class Prediction:
@@ -38,6 +38,15 @@ class Prediction:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (weights as nested lists)."""
         raise NotImplementedError
+
+    def text_line(self, **show: Any) -> str:
+        """What the ``predict`` command prints for it (``show``: the app's display options,
+        e.g. ``color=True``)."""
+        raise NotImplementedError
+
+    def note(self) -> str | None:
+        """One line on what the model could not read or see, or None."""
+        return None
 
     def figure(self):
         """A static matplotlib ``Figure`` of the attention (saved by :meth:`render`)."""
@@ -53,17 +62,15 @@ class Prediction:
         page (``.html``), atomically.
 
         Raises:
-            UsageError: an extension that is none of these.
+            UsageError: an extension that is none of these, or a file that is not such an
+                output (`attnkit.apps.outputs.output_file`).
         """
-        path = Path(path)
-        if path.suffix.lower() == ".html":
+        path = output_file(path, FIGURE_OR_PAGE)
+        if path.suffix.lower() in PAGE.suffixes:
             return write_page([self], path, summary or {})
-        if path.suffix.lower() not in FIGURE_SUFFIXES:
-            raise UsageError(f"{path}: cannot write a {path.suffix or 'suffix-less'} file; use "
-                             ".png, .svg, .pdf or .html")
         from attnkit.viz._save import save_figure
 
-        return save_figure(self.figure(), [path])[0]
+        return writing(path, FIGURE, lambda p: save_figure(self.figure(), [p]))
 
 
 def write_page(predictions: Sequence[Prediction], path: str | os.PathLike,
@@ -71,4 +78,5 @@ def write_page(predictions: Sequence[Prediction], path: str | os.PathLike,
     """Write one HTML page for ``predictions`` (all of one app) to ``path``, atomically."""
     if not predictions:
         raise UsageError("nothing to show: no predictions")
-    return atomic_write_text(path, type(predictions[0]).page(predictions, summary))
+    output_file(path, PAGE)
+    return write_output(path, PAGE, type(predictions[0]).page(predictions, summary))

@@ -1,52 +1,60 @@
 """The run folder every app trains into and loads from: one format, one set of rules.
 
-A run folder holds::
+A run folder holds:
 
-    config.json        {"app": "translate" | "sentiment" | "caption", "format": 2,
-                        ...the app's data, model and option settings..., "train": TrainConfig}
-    metrics.jsonl      one JSON object per log line / evaluation (the trainer's)
-    train.log          one readable line per evaluation (the trainer's)
-    best.safetensors   the weights of the best validation metric
-    last/              the resumable checkpoint (model, optimizer, RNG states, position)
-    ...                the app's pipeline files (vocabularies, tokenizer, subword model)
-    .lock              held while a process trains into the folder (its PID inside)
+```text
+config.json        {"app": NAME, "format": 2, ...the app's settings..., "train": TrainConfig}
+metrics.jsonl      one JSON object per log line / evaluation (the trainer's)
+train.log          one readable line per evaluation (the trainer's)
+best.safetensors   the weights of the best validation metric
+last/              the resumable checkpoint (model, optimizer, RNG states, position)
+test_metrics.json  the scores of the best weights on the run's test split
+...                the app's pipeline files (vocabularies, tokenizer, subword model)
+.lock              held while a process trains into the folder (its PID inside)
+```
 
 The rules, the same for every app:
 
 * A folder that holds a run is never trained into again unless the caller says ``overwrite``
   (which empties it first) or ``resume``.
-* Only one process trains into a folder at a time (:class:`RunLock`); a second one fails at once
+* Only one process trains into a folder at a time (`RunLock`); a second one fails at once
   naming the holder's PID.
 * A resume takes the stored settings: an option given with it is applied when it is a budget
-  (epochs, minutes), and refused with a message when it would change the run (seed, data, model
-  shape) - see :func:`check_resume`. Nothing is written before a resume is validated.
+  (epochs, minutes), and refused with a message when it would change the run (seed, data,
+  model shape); see `check_resume`. Nothing is written before a resume is validated.
 * ``config.json`` carries the app and a format version; a run of another app, or of an unknown
-  (newer) format, is a clear :class:`~attnkit.errors.CheckpointError`. Runs written before the
-  format field existed are format 1 and load through each app's migration.
+  (newer) format, is a clear `CheckpointError`. Runs written before the format field existed
+  are format 1 and load through each app's migration.
+* Files are read through `attnkit.apps.run_files` (size caps, no links out of the run).
 
-Example::
-
+Example:
+    ```python
     with start_run("runs/fr", app="translate", resume=False, overwrite=False) as run:
         ...                                     # write pipeline files, train
     config = read_config("runs/fr", app="translate")
+    ```
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import shutil
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from attnkit.apps.run_files import read_json, read_json_object
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.fileio import atomic_write_text
 
-APPS = ("translate", "sentiment", "caption")
+__all__ = ["CONFIG_FILE", "FORMAT", "RunLock", "check_new_run", "check_resumable",
+           "check_resume", "clear_run", "is_run", "read_config", "read_json", "start_run",
+           "write_json"]
+
 FORMAT = 2                 # the format this code writes
 KNOWN_FORMATS = (1, 2)     # 1: runs written before config.json had "format"
 CONFIG_FILE = "config.json"
@@ -55,49 +63,16 @@ LOCK_FILE = ".lock"
 RUN_MARKERS = (CONFIG_FILE, "best.safetensors", "last")
 
 
-# ---------------------------------------------------------------------------- JSON files
-
-def read_json(path: str | os.PathLike, what: str = "file") -> Any:
-    """The JSON value in ``path``; every way it can be unreadable is one CheckpointError.
-
-    Args:
-        path: the file.
-        what: what the file is, for the message (e.g. ``"the run's config"``).
-
-    Raises:
-        CheckpointError: missing, not UTF-8, or not valid JSON (the message names the path).
-    """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: {what} is missing") from None
-    except IsADirectoryError:
-        raise CheckpointError(f"{path}: {what} is a folder, not a file") from None
-    except UnicodeDecodeError as exc:
-        raise CheckpointError(f"{path}: {what} is not UTF-8 text ({exc.reason} at byte "
-                              f"{exc.start})") from None
-    except OSError as exc:
-        raise CheckpointError(f"{path}: cannot read {what} ({exc.strerror})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{path}: {what} is not valid JSON ({exc.msg}, line "
-                              f"{exc.lineno} column {exc.colno})") from None
-
-
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
     """Write ``obj`` as indented UTF-8 JSON, atomically."""
     return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
-# ---------------------------------------------------------------------------- reading runs
-
 def is_run(folder: str | os.PathLike) -> bool:
     """True when ``folder`` holds a run (finished, interrupted, or stopped before any
     checkpoint)."""
     folder = Path(folder)
-    return any((folder / name).exists() for name in RUN_MARKERS)
+    return any(os.path.lexists(folder / name) for name in RUN_MARKERS)
 
 
 def read_config(run: str | os.PathLike, app: str) -> dict[str, Any]:
@@ -111,14 +86,12 @@ def read_config(run: str | os.PathLike, app: str) -> dict[str, Any]:
     if not run.is_dir():
         raise CheckpointError(f"{run}: no such run folder")
     path = run / CONFIG_FILE
-    if not path.exists():
+    if not os.path.lexists(path):
         raise CheckpointError(f"{run}: not a run folder (config.json is missing)")
-    config = read_json(path, "the run's config")
-    if not isinstance(config, dict):
-        raise CheckpointError(f"{path}: the run's config must be a JSON object")
+    config = read_json_object(path, "the run's config", root=run)
     found = config.get("app")
     if found != app:
-        if found in APPS:
+        if isinstance(found, str) and found.isidentifier():
             raise CheckpointError(f"{run} is a {found} run, not a {app} run; use "
                                   f"'attnkit {found} ...' with it")
         raise CheckpointError(f"{path}: not written by attnkit {app} (app is {found!r})")
@@ -130,36 +103,6 @@ def read_config(run: str | os.PathLike, app: str) -> dict[str, Any]:
     return {**config, "format": version}
 
 
-@dataclass
-class Run:
-    """A trained run, loaded: what ``load_run`` of every app returns.
-
-    Attributes:
-        path: the run folder.
-        app: ``"translate"``, ``"sentiment"`` or ``"caption"``.
-        model: the network, in eval mode, on ``device``, with the best weights.
-        pipeline: the app's text or image pipeline (tokenizer, vocabularies, sizes).
-        config: the run's ``config.json`` (data, model, options, train settings).
-        device: where the model is.
-    """
-
-    path: Path
-    app: str
-    model: Any
-    pipeline: Any
-    config: dict[str, Any]
-    device: str = "cpu"
-    extras: dict[str, Any] = field(default_factory=dict)
-
-    def summary(self) -> dict[str, Any]:
-        """The model and data of the run in a few fields, for reports and explorer pages."""
-        return {"run": str(self.path), "app": self.app,
-                "model": self.config.get("model", {}), "data": self.config.get("data"),
-                "parameters": sum(p.numel() for p in self.model.parameters())}
-
-
-# ---------------------------------------------------------------------------- training into
-
 class RunLock:
     """An exclusive lock on a run folder while a process trains into it.
 
@@ -167,10 +110,11 @@ class RunLock:
     killed run never leaves a stale lock) and holds the owner's PID, which a second process
     names in its error.
 
-    Example::
-
+    Example:
+        ```python
         with RunLock("runs/fr"):
             trainer.fit()
+        ```
     """
 
     def __init__(self, run: str | os.PathLike):
@@ -178,8 +122,11 @@ class RunLock:
         self._fd: int | None = None
 
     def __enter__(self) -> RunLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            raise CheckpointError(_cannot_write(self.path.parent, exc)) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -192,12 +139,37 @@ class RunLock:
         self._fd = fd
         return self
 
+    @staticmethod
+    def check(run: str | os.PathLike) -> None:
+        """Fail now if another process holds the lock, without creating or writing anything
+        (so a run that would be refused is refused before it reads its data)."""
+        path = Path(run) / LOCK_FILE
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return   # no lock file (or none we can open): nothing holds it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise CheckpointError(f"{path.parent} is being trained by another process "
+                                  f"(PID {holder}); wait for it or use another --out") from None
+        finally:
+            os.close(fd)
+
     def __exit__(self, *exc: object) -> None:
         if self._fd is not None:
             os.ftruncate(self._fd, 0)
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def _cannot_write(folder: Path, exc: OSError) -> str:
+    reason = {errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+              errno.ENOSPC: "the disk is full", errno.ELOOP: "a link stands in the way"}
+    return (f"{folder}: cannot write the run folder "
+            f"({reason.get(exc.errno or 0, exc.strerror or str(exc))})")
 
 
 def check_new_run(out: str | os.PathLike, *, overwrite: bool) -> Path:
@@ -217,6 +189,7 @@ def check_new_run(out: str | os.PathLike, *, overwrite: bool) -> Path:
             hint = ("it was stopped before its first checkpoint, so it cannot be resumed; "
                     "start it again with --overwrite")
         raise CheckpointError(f"{out} already holds a run; {hint}")
+    RunLock.check(out)
     return out
 
 
@@ -234,6 +207,7 @@ def check_resumable(run: str | os.PathLike, app: str) -> dict[str, Any]:
     if not (run / "last").is_dir():
         raise CheckpointError(f"{run}: nothing to resume (the run was stopped before its first "
                               "checkpoint); start it again with --overwrite")
+    RunLock.check(run)
     return read_config(run, app)
 
 
@@ -241,7 +215,7 @@ def clear_run(out: str | os.PathLike) -> None:
     """Remove everything in the run folder ``out`` (for ``--overwrite``); the folder stays.
 
     Only a folder that holds a run is emptied, so a mistyped ``--out`` never deletes files
-    that are not a run's.
+    that are not a run's. Links are removed, never followed.
     """
     out = Path(out)
     if not is_run(out):
@@ -266,7 +240,8 @@ def start_run(out: str | os.PathLike, *, app: str, resume: bool = False,
 
     Raises:
         UsageError: both ``resume`` and ``overwrite``.
-        CheckpointError: as :func:`check_new_run`, :func:`check_resumable`, :class:`RunLock`.
+        CheckpointError: as `check_new_run`, `check_resumable`, `RunLock`; a folder that
+            cannot be written (read-only, full, no permission).
     """
     out = Path(out)
     if resume and overwrite:
@@ -277,7 +252,10 @@ def start_run(out: str | os.PathLike, *, app: str, resume: bool = False,
         check_new_run(out, overwrite=overwrite)
     with RunLock(out):
         if overwrite:
-            clear_run(out)
+            try:
+                clear_run(out)
+            except OSError as exc:
+                raise CheckpointError(_cannot_write(out, exc)) from None
         yield out
 
 
@@ -298,10 +276,11 @@ def check_resume(stored: Mapping[str, Any], given: Mapping[str, Any], *,
         UsageError: an option outside ``applied`` whose value differs from the stored one; the
             message names the option, both values, and what to do instead.
 
-    Example::
-
+    Example:
+        ```python
         check_resume({"seed": 0, "epochs": 8}, {"seed": None, "epochs": 12})  # {"epochs": 12}
         check_resume({"seed": 0}, {"seed": 1})          # UsageError: --seed 1 differs ...
+        ```
     """
     changes = {}
     for name, value in given.items():

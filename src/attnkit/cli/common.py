@@ -4,10 +4,10 @@ The three apps' ``train``, ``eval`` and ``predict`` take the same common options
 names and meanings::
 
     train    --data --out --resume [RUN] --overwrite --epochs --batch-size --lr --seed
-             --threads --device --amp {auto,on,off} --max-minutes --no-progress
+             --threads --device --amp {auto,on,off} --max-minutes --patience --no-progress
     eval     --run --data --threads --device --json --report FILE.html
     predict  --run [INPUT ...] (none: one per line on stdin) --threads --device --json
-             --html FILE.html
+             --html FILE.html --plot FILE
 
 Options left out on the command line are None here, so an app can tell "not given" (take the
 run's stored value on a resume, or the default) from "given".
@@ -54,6 +54,8 @@ def add_train_options(parser: argparse.ArgumentParser, *, data_default: str | No
         type=int)
     add("--max-minutes", "max_minutes", "stop cleanly after this wall-clock budget "
         "(0 = no budget)", type=float)
+    add("--patience", "patience", "stop after N evaluations without a better validation "
+        "score (0 = never stop early; default 3)", type=int, metavar="N")
     add_runtime_options(parser, threads_help=help_text.get("threads"))
     parser.add_argument("--amp", choices=list(AMP_CHOICES), default=None,
                         help="bf16 autocast: auto (default) = on with CUDA or a CPU with native "
@@ -85,14 +87,19 @@ def add_eval_options(parser: argparse.ArgumentParser, data_help: str, *,
 
 
 def add_predict_options(parser: argparse.ArgumentParser, inputs: str, inputs_help: str, *,
-                        threads_help: str | None = None) -> None:
-    """Add the common ``predict`` options; ``inputs`` names the positional inputs."""
+                        threads_help: str | None = None, plot_aliases: tuple[str, ...] = ()
+                        ) -> None:
+    """Add the common ``predict`` options; ``inputs`` names the positional inputs
+    (``plot_aliases``: other flags an app has always accepted for ``--plot``)."""
     parser.add_argument("--run", required=True, metavar="RUN", help="a trained run folder")
     parser.add_argument("inputs", nargs="*", metavar=inputs,
                         help=f"{inputs_help} (none: read one per line from stdin)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per input")
     parser.add_argument("--html", metavar="FILE.html",
                         help="also write an attention explorer page for the inputs")
+    parser.add_argument("--plot", *plot_aliases, dest="plot", metavar="FILE",
+                        help="also write each input's attention "
+                        "figure (.png/.svg/.pdf; several inputs: FILE-1.png, FILE-2.png, ...)")
     add_runtime_options(parser, threads_help=threads_help)
 
 
@@ -119,7 +126,8 @@ def train_overrides(args: argparse.Namespace) -> dict[str, Any]:
     ``--max-minutes 0`` means no budget (None)."""
     budget = args.max_minutes
     out = given(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-                device=args.device, amp=None if args.amp is None else AMP_CHOICES[args.amp])
+                device=args.device, amp=None if args.amp is None else AMP_CHOICES[args.amp],
+                patience=args.patience)
     if budget is not None:
         out["max_minutes"] = None if budget == 0 else budget
     if args.no_progress:
@@ -139,7 +147,8 @@ def apply_threads(threads: int | None) -> None:
 
 
 def read_inputs(inputs: Sequence[str], what: str) -> list[str]:
-    """The inputs given as arguments, or else the non-empty lines of stdin.
+    """The inputs given as arguments, or else the non-empty lines of stdin; bytes that are not
+    UTF-8 become U+FFFD (a note on stderr counts them), so no output carries invalid text.
 
     Raises:
         UsageError: no input at all, or an empty (blank) argument.
@@ -148,14 +157,34 @@ def read_inputs(inputs: Sequence[str], what: str) -> list[str]:
         for i, text in enumerate(inputs, 1):
             if not text.strip():
                 raise UsageError(f"{what} {i} is empty: nothing to predict")
-        return list(inputs)
+        return [_valid_text(text, f"{what} {i}") for i, text in enumerate(inputs, 1)]
     if sys.stdin is None or sys.stdin.isatty():
         raise UsageError(f"no {what} given: pass one as an argument or one per line on stdin")
-    lines = [line.rstrip("\r\n") for line in sys.stdin]
+    raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+    lines = [_valid_text(line, f"line {i} of stdin")
+             for i, line in enumerate(_lines(raw), 1)]
     lines = [line for line in lines if line.strip()]
     if not lines:
         raise UsageError(f"no {what} given: stdin was empty")
     return lines
+
+
+def _lines(raw: bytes | str) -> list[bytes | str]:
+    newline = b"\n" if isinstance(raw, bytes) else "\n"
+    return [line.rstrip(b"\r" if isinstance(raw, bytes) else "\r")
+            for line in raw.split(newline)]
+
+
+def _valid_text(text: bytes | str, where: str) -> str:
+    """``text`` as valid Unicode: undecodable bytes (raw, or the surrogates Python keeps for
+    them in arguments) replaced by U+FFFD, with a note saying how many."""
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape")
+    clean = data.decode("utf-8", "replace")
+    bad = clean.count("\ufffd") - data.count("\ufffd".encode())
+    if bad:
+        print(f"attnkit: note: {where}: {bad} invalid UTF-8 sequence(s) replaced by U+FFFD",
+              file=sys.stderr)
+    return clean
 
 
 def exit_code(result: Any) -> int:

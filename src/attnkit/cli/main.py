@@ -1,30 +1,24 @@
-"""The ``attnkit`` command: ``attnkit translate|sentiment|caption|demo ...``.
+"""The ``attnkit`` command: ``attnkit APP train|eval|predict ...`` for every registered app.
 
-Each subcommand lives in its own module exposing ``add_parser(subparsers)``; modules are imported
-lazily so that ``attnkit --help`` stays fast and one broken app never hides another.
+The subcommands come from `attnkit.apps.APPS` (the built-in apps and those other packages
+register); each is built by `attnkit.cli.apps.add_app_parser` from the app's declared options,
+and an app that fails to load is one error line when it is asked for, never hiding the others.
 
 Every mistake a user can make on the command line ends as one line ``attnkit: error: ...`` and
-exit status 2: argparse's own errors (see :class:`OneLineParser`) and every
-:class:`~attnkit.errors.AttnkitError` an app raises. A signal stop exits ``128 + signal``.
+exit status 2: argparse's own errors (see `OneLineParser`) and every
+`attnkit.errors.AttnkitError` an app raises. A signal stop exits ``128 + signal``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
+import signal
 import sys
 import warnings
 from importlib.metadata import PackageNotFoundError, version
 
-from attnkit.errors import AttnkitError
-
-SUBCOMMANDS = {
-    "translate": "attnkit.cli.translate",
-    "sentiment": "attnkit.cli.sentiment",
-    "caption": "attnkit.cli.caption",
-    "demo": "attnkit.cli.demo",
-}
+from attnkit.errors import AttnkitError, UsageError
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -41,7 +35,12 @@ def _version() -> str:
         return "unknown"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser. When ``argv`` names an app, only that app is imported; an app that
+    cannot be loaded is listed as such, and fails only when it is the one asked for."""
+    from attnkit.apps.registry import APPS
+    from attnkit.cli.apps import add_app_parser
+
     parser = OneLineParser(
         prog="attnkit",
         description="Attention mechanisms for PyTorch, and applications that show them at work.",
@@ -50,19 +49,27 @@ def build_parser() -> argparse.ArgumentParser:
         "  attnkit translate train --data synthetic --out runs/fr\n"
         "  attnkit translate predict --run runs/fr \"I am cold.\" --html cold.html\n"
         "  attnkit sentiment train --preset keras2018 --data imdb.jsonl.gz --out runs/imdb\n"
-        "  attnkit caption train --out runs/ducks\n",
+        "  attnkit caption train --out runs/ducks\n"
+        "  attnkit caption scene --out duck.png && attnkit caption predict --run runs/ducks "
+        "duck.png\n",
     )
     parser.add_argument("--version", action="version", version=f"attnkit {_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
-    for module_name in SUBCOMMANDS.values():
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                parser_class=OneLineParser)
+    names = APPS.names()
+    wanted = next((a for a in (argv or []) if not a.startswith("-")), None)
+    for name in names:
+        if wanted in names and name != wanted:
+            sub.add_parser(name, help=f"the {name} app")   # not imported: not asked for
+            continue
         try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
+            app = APPS[name]
+        except UsageError as exc:
+            if name == wanted:
                 raise
-            continue  # that application is not installed in this build
-        module.add_parser(sub)
+            sub.add_parser(name, help=f"(cannot be loaded: {exc})")
+            continue
+        add_app_parser(sub, app)
     return parser
 
 
@@ -74,15 +81,25 @@ def main(argv: list[str] | None = None) -> int:
     # A warning for the user (e.g. bf16 autocast on a CPU without bf16) is one line, not a
     # source location and a code line.
     warnings.formatwarning = _one_line_warning
+    from attnkit.training.signals import Interrupted
+
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser(argv)
+        if not argv:
+            parser.print_help()
+            return 0
+        args = parser.parse_args(argv)
         return int(args.func(args) or 0)
     except AttnkitError as exc:
         print(f"attnkit: error: {exc}", file=sys.stderr)
         return 2
+    except Interrupted as exc:
+        print(f"attnkit: interrupted by {exc}; a run resumes with --resume", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print("attnkit: interrupted", file=sys.stderr)
-        return 130
+        return 128 + signal.SIGINT
     except BrokenPipeError:
         # The reader went away (`attnkit ... | head`): not an error of ours. Point stdout at
         # /dev/null so the interpreter's final flush does not raise again.

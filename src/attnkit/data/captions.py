@@ -267,6 +267,10 @@ def read_coco_captions(
     return col.finish()
 
 
+# The most pixels an image may have to be decoded (a 40-megapixel photo; pass more explicitly).
+MAX_PIXELS = 40_000_000
+
+
 def read_image_list(path: str | os.PathLike) -> list[str]:
     """Image names from a split file (one per line, e.g. ``Flickr_8k.trainImages.txt``)."""
     path = Path(path)
@@ -277,19 +281,24 @@ def read_image_list(path: str | os.PathLike) -> list[str]:
     return [ln.strip() for ln in text.splitlines() if ln.strip()]
 
 
-def load_image(path: str | os.PathLike, size: int, *, crop: bool = False) -> np.ndarray:
+def load_image(path: str | os.PathLike, size: int, *, crop: bool = False,
+               max_pixels: int | None = MAX_PIXELS) -> np.ndarray:
     """Read an image as uint8 ``[size, size, 3]`` RGB.
 
     Grayscale, palette, RGBA/LA (composited on white), CMYK and 16-bit images become RGB; EXIF
     rotation is applied; large JPEGs are decoded at reduced scale first (fast), then resized.
+    The pixels to decode are counted from the header first: a small file can declare a huge
+    image (a 500 KB PNG of 13000 x 13000 pixels decodes to 500 MB, and more on the way).
 
     Args:
         path: image file.
         size: output side in pixels.
         crop: centre-crop to a square first (keeps the aspect ratio); False stretches.
+        max_pixels: the most pixels decoded (after JPEG's reduced-scale decoding); None: any.
 
     Raises:
-        DataError: the file is missing, unreadable, truncated or not an image (names the file).
+        DataError: the file is missing, unreadable, truncated, not an image, or over
+            ``max_pixels`` (names the file).
     """
     if size < 1:
         raise ValueError(f"size must be >= 1, got {size}")
@@ -298,9 +307,16 @@ def load_image(path: str | os.PathLike, size: int, *, crop: bool = False) -> np.
         with Image.open(path) as im:
             # JPEG draft mode decodes at 1/2..1/8 scale: a 4000 px photo for a 224 px input.
             im.draft("RGB", (size, size))
+            width, height = im.size
+            if max_pixels is not None and width * height > max_pixels:
+                raise DataError(f"the image is {width} x {height} pixels, more than the "
+                                f"{max_pixels:,} attnkit decodes (--max-pixels)",
+                                path=str(path))
             im = ImageOps.exif_transpose(im)
             im.load()
             rgb = _to_rgb(im)
+    except DataError:
+        raise
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError,
             Image.DecompressionBombError) as err:
         raise DataError(f"cannot read image: {err}", path=str(path)) from err

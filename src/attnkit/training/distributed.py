@@ -10,8 +10,9 @@ import datetime
 import gc
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -139,6 +140,34 @@ def all_gather_json(obj: Any, info: DistInfo) -> list[Any]:
     dist.all_gather(bufs, buf)
     return [json.loads(b[:int(s.item())].cpu().numpy().tobytes().decode())
             for b, s in zip(bufs, sizes, strict=True)]
+
+
+T = TypeVar("T")
+
+
+def run_on_main(info: DistInfo, action: Callable[[], T]) -> T | None:
+    """``action()`` on rank 0 alone (a write, a preparation); every rank learns how it went.
+
+    Returns ``action()``'s value on rank 0 and None elsewhere. If it raises on rank 0, rank 0
+    re-raises it and every other rank raises :class:`~attnkit.errors.TrainingError` naming it,
+    so no rank waits forever for a rank that failed.
+    """
+    from attnkit.errors import TrainingError
+
+    result: T | None = None
+    error: Exception | None = None
+    if info.is_main:
+        try:
+            result = action()
+        except Exception as e:  # re-raised below, after the other ranks are told
+            error = e
+    message = broadcast_json(None if error is None else f"{type(error).__name__}: {error}",
+                             info)
+    if error is not None:
+        raise error
+    if message is not None:
+        raise TrainingError(f"rank 0 failed: {message}")
+    return result
 
 
 def _comm_device(info: DistInfo) -> torch.device:

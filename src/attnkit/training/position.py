@@ -72,6 +72,10 @@ class TrainPosition:
         elapsed: seconds of training over all ``fit`` calls (time between them not counted).
         window: train loss since the last ``metrics.jsonl`` train line.
         eval_window: train loss since the last evaluation (its ``train.log`` line).
+        stopped: ``"completed"`` or ``"early_stopping"`` once the run has ended for good
+            (None while it can go on: not started, stopped by a signal or the time budget).
+        epochs_asked: the ``epochs`` it was given when it ended (a resume asking for more
+            goes on).
     """
 
     epoch: int = 0
@@ -86,6 +90,8 @@ class TrainPosition:
     elapsed: float = 0.0
     window: LossWindow = field(default_factory=LossWindow)
     eval_window: LossWindow = field(default_factory=LossWindow)
+    stopped: str | None = None
+    epochs_asked: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict (the ``"position"`` of ``state.json``)."""

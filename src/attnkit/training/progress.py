@@ -15,6 +15,8 @@ import math
 import sys
 from pathlib import Path
 
+from attnkit.fileio import append_text
+
 
 def _number(value: float) -> str:
     if not math.isfinite(value):
@@ -50,9 +52,9 @@ def progress_line(*, step: int, epoch: int, epochs: int, train_loss: float,
 
 
 def append_line(path: Path, line: str) -> None:
-    """Append ``line`` to the text file ``path`` (one write: a reader never sees half)."""
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(line + "\n")
+    """Append ``line`` to the text file ``path`` (one write: a reader never sees half; a
+    link in its place is refused, so a run never writes outside its folder)."""
+    append_text(path, line + "\n")
 
 
 def say(message: str) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 
 
@@ -42,3 +44,37 @@ class StopRequest:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]
         self._previous.clear()
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived where work cannot stop cleanly at a step boundary (loading,
+    the final evaluation). A BaseException, like KeyboardInterrupt, so that no
+    ``except Exception`` swallows it; the command line exits ``128 + signum``."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """While inside, SIGINT and SIGTERM raise :class:`Interrupted` (a trainer's
+    :class:`StopRequest` inside takes over during its steps, then gives them back).
+
+    Example:
+        >>> with interruptible():
+        ...     pass   # a SIGTERM here raises Interrupted instead of killing the process
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]

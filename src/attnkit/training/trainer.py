@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -24,8 +25,8 @@ from torch.utils.data import DataLoader
 
 # TrainingError lives with the other error types; importing it here keeps
 # ``from attnkit.training.trainer import TrainingError`` working.
-from attnkit.errors import AttnkitError, CheckpointError, TrainingError
-from attnkit.fileio import atomic_write_text
+from attnkit.errors import CheckpointError, TrainingError
+from attnkit.fileio import atomic_write_text, truncate_file
 from attnkit.machine import machine_info
 from attnkit.training import distributed as D
 from attnkit.training.amp import autocast, resolve_amp
@@ -59,7 +60,9 @@ class TrainResult:
     """How a ``fit`` ended. ``stop_reason``: completed | early_stopping | max_minutes | signal.
 
     ``best_metric``/``best_step``: the best ``select_metric`` and its step (None without
-    evaluation); ``last_metrics``: the last evaluation's dict; ``signal``: e.g. ``"SIGTERM"``.
+    evaluation); ``last_metrics``: the last evaluation's dict; ``signal``: e.g. ``"SIGTERM"``;
+    ``finished_before``: a resume found the run already ended for good and trained nothing
+    (its ``stop_reason`` is the one it ended with).
     """
 
     run_dir: Path
@@ -71,6 +74,7 @@ class TrainResult:
     last_metrics: dict[str, float] = field(default_factory=dict)
     elapsed: float = 0.0
     signal: str | None = None
+    finished_before: bool = False
 
 
 def default_batch_plan(num_examples: int, batch_size: int) -> Callable[[int, int], list]:
@@ -207,7 +211,11 @@ class Trainer:
         fit = _Fit(info, optimizer, self._step_module(info), amp,
                    self.cfg.epochs * len(self._plan(0, info.world_size)),
                    _Clock(pos.elapsed, time.monotonic()))
-        stop_reason: str | None = "completed" if pos.epoch >= self.cfg.epochs else None
+        if resume and self._finished(pos):
+            return self._finish(fit, pos, pos.stopped or "completed", None, finished_before=True)
+        stop_reason: str | None = None
+        if pos.stopped == "early_stopping":   # asked for more epochs: patience starts again
+            pos.stopped, pos.bad_evals = None, 0
         signal_name = None
         with StopRequest() as stop:
             while stop_reason is None:
@@ -228,7 +236,18 @@ class Trainer:
                         break
                 if bar is not None:
                     bar.close()
+            if stop.signum is not None and stop_reason != "signal":
+                # It came after the last step's agreement (during the final evaluation or
+                # checkpoint): the run is saved, but the caller must still hear of it.
+                stop_reason, signal_name = "signal", _signal_name(stop)
         return self._finish(fit, pos, stop_reason or "completed", signal_name)
+
+    def _finished(self, pos: TrainPosition) -> bool:
+        """Whether a resumed run had already ended for good (completed its epochs, or stopped
+        early with no more epochs asked for): then there is nothing to train."""
+        if pos.epoch >= self.cfg.epochs:
+            return True
+        return pos.stopped == "early_stopping" and self.cfg.epochs <= pos.epochs_asked
 
     # ---------------------------------------------------------------- set-up / resume
     def _fresh_start(self, info: D.DistInfo) -> TrainPosition:
@@ -237,8 +256,8 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if info.is_main:
             remove_stale_temporaries(self.run_dir)
-            (self.run_dir / "metrics.jsonl").write_text("")
-            (self.run_dir / "train.log").write_text("")
+            truncate_file(self.run_dir / "metrics.jsonl", 0)
+            truncate_file(self.run_dir / "train.log", 0)
             # A stale checkpoint of an earlier run here must never be resumed by mistake.
             for old in (self.run_dir / "last", self.run_dir / "last.prev"):
                 if old.is_dir():
@@ -266,10 +285,9 @@ class Trainer:
                       f"run has {info.world_size}: reseeding (dropout draws will differ)")
             seed_everything(self.cfg.seed + pos.global_step * 1009 + info.rank)
         metrics_path = self.run_dir / "metrics.jsonl"
-        if info.is_main and metrics_path.exists():
+        if info.is_main and os.path.lexists(metrics_path):
             # Lines written after the checkpoint are about to be redone.
-            with open(metrics_path, "r+b") as f:
-                f.truncate(state["metrics_bytes"])
+            truncate_file(metrics_path, state["metrics_bytes"])
         return pos
 
     def _verify_best(self) -> None:
@@ -396,6 +414,8 @@ class Trainer:
                 stop_reason = "early_stopping"
         if is_last and stop_reason is None:
             stop_reason = "completed"
+        if stop_reason in ("completed", "early_stopping"):
+            pos.stopped, pos.epochs_asked = stop_reason, cfg.epochs
         if end_of_epoch:
             pos.epoch, pos.batch = pos.epoch + 1, 0
         if (end_of_epoch or stop_reason is not None or (
@@ -420,7 +440,7 @@ class Trainer:
                      "metrics_bytes": (self.run_dir / "metrics.jsonl").stat().st_size,
                      "config": self.cfg.to_dict()}
             save_checkpoint(self.run_dir / "last", self.model, fit.optimizer, state)
-        _on_main(info, save)
+        D.run_on_main(info, save)
 
     # ---------------------------------------------------------------- evaluation
     def _evaluate(self, fit: _Fit, pos: TrainPosition) -> bool:
@@ -438,7 +458,7 @@ class Trainer:
         if self._is_better(value, tiebreak, pos):
             pos.best, pos.best_step, pos.bad_evals = value, step, 0
             pos.best_tiebreak = tiebreak
-            _on_main(info, lambda: save_weights(
+            D.run_on_main(info, lambda: save_weights(
                 self.model, self.run_dir / "best.safetensors",
                 {"step": step, "epoch": pos.epoch, "metrics": metrics}))
         else:
@@ -499,11 +519,14 @@ class Trainer:
 
     # ---------------------------------------------------------------- the end
     def _finish(self, fit: _Fit, pos: TrainPosition, stop_reason: str,
-                signal_name: str | None) -> TrainResult:
+                signal_name: str | None, finished_before: bool = False) -> TrainResult:
         """Final weights without evaluate_fn, the result, and what to tell the user."""
         info, cfg = fit.info, self.cfg
+        if finished_before:
+            return TrainResult(self.run_dir, stop_reason, pos.global_step, pos.epoch, pos.best,
+                               pos.best_step, dict(pos.last_metrics), pos.elapsed, None, True)
         if self.evaluate_fn is None:
-            _on_main(info, lambda: save_weights(
+            D.run_on_main(info, lambda: save_weights(
                 self.model, self.run_dir / "best.safetensors",
                 {"step": pos.global_step, "epoch": pos.epoch, "metrics": {}}))
         result = TrainResult(self.run_dir, stop_reason, pos.global_step, pos.epoch, pos.best,
@@ -588,22 +611,6 @@ def _requested_stop(totals: StepTotals) -> str | None:
     if totals.time_up:
         return "max_minutes"
     return None
-
-
-def _on_main(info: D.DistInfo, action: Callable[[], None]) -> None:
-    """Run ``action`` (a write) on rank 0; if it fails every rank raises, none waits forever."""
-    error: AttnkitError | OSError | None = None
-    if info.is_main:
-        try:
-            action()
-        except (AttnkitError, OSError) as e:  # re-raised below, after the others are told
-            error = e
-    message = D.broadcast_json(None if error is None else f"{type(error).__name__}: {error}",
-                               info)
-    if error is not None:
-        raise error
-    if message is not None:
-        raise TrainingError(f"rank 0 failed to write the run folder: {message}")
 
 
 def _signal_name(stop: StopRequest) -> str:

@@ -142,14 +142,27 @@ def encode_weights(values, name: str = "weights") -> dict:
     return {"b64": base64.b64encode(q.tobytes()).decode("ascii"), "scale": scale}
 
 
+def _shown(value: object) -> str:
+    """A summary value as a reader wants it: whole numbers with thousands separators, other
+    numbers to 4 significant digits (no float noise), a mapping as ``key: value`` pairs."""
+    if isinstance(value, bool) or value is None:
+        return str(value).lower() if value is not None else "-"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}: {_shown(v)}" for k, v in value.items())
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
 def summary_html(summary: Mapping[str, object] | None) -> str:
-    """The run summary box: each key and value escaped; nested values shown as JSON."""
+    """The run summary box: each key and value escaped (see `_shown` for the formatting)."""
     if not summary:
         return ""
     rows = []
     for key, value in summary.items():
-        shown = value if isinstance(value, str) else json.dumps(value, default=str)
-        rows.append(f"<dt>{html.escape(str(key))}</dt><dd>{html.escape(shown)}</dd>")
+        rows.append(f"<dt>{html.escape(str(key))}</dt><dd>{html.escape(_shown(value))}</dd>")
     return ('<section class="summary" aria-label="run summary"><dl>' + "".join(rows)
             + "</dl></section>")
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnkit.apps.caption_metrics import (
+from attnkit.apps.caption.metrics import (
     bleu4,
     caption_metrics,
     decode_captions,

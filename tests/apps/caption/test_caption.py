@@ -11,9 +11,10 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file
 
+from attnkit.apps import Loaded
 from attnkit.apps import caption as app
 from attnkit.apps.prediction import write_page
-from attnkit.apps.runs import FORMAT, Run, RunLock
+from attnkit.apps.runs import FORMAT, RunLock
 from attnkit.data.scenes import make_scenes
 from attnkit.errors import CheckpointError, DataError, UsageError
 
@@ -70,7 +71,7 @@ def test_run_folder_and_evaluate(run):
 
 def test_load_run_returns_the_run(run):
     loaded = app.load_run(run)
-    assert isinstance(loaded, Run) and loaded.app == "caption" and not loaded.model.training
+    assert isinstance(loaded, Loaded) and loaded.app == "caption" and not loaded.model.training
     assert loaded.pipeline.decode([loaded.pipeline.bos_id], strip_specials=False) == ["<bos>"]
     assert loaded.config["train"]["select_metric"] == "accuracy"
     assert loaded.summary()["data"] == "synthetic"

@@ -6,23 +6,25 @@ layer and head (``layer_weights``, ``[layers, heads, T_tgt, T_src]``) when the p
 carry it, else the ``[T_tgt, T_src]`` weights (an RNN's one attention). :func:`report_page`
 adds a scored run's references and metrics (``eval --report``, a run's ``report.html``).
 
-Example::
-
-    preds = predict("runs/fr", ["I am cold."], need_weights="all")
+Example:
+    ```python
+    preds = predict("runs/fr", ["I am cold."], attention="all")
     html = explorer_page(preds, run.summary())
+    ```
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from attnkit.apps.metrics import bleu_chrf
 from attnkit.errors import UsageError
 
-if TYPE_CHECKING:
-    from attnkit.apps.translate import TranslationPrediction
+# A TranslationPrediction (attnkit.apps.translate.prediction), which imports this module for
+# its page: the name alone keeps the two files free of an import cycle.
+TranslationPrediction = Any
 
 
 def _example(p: TranslationPrediction, references: Sequence[str],

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnkit.apps import runs
+from attnkit.apps import Loaded, runs
 from attnkit.apps.sentiment import (
     SentimentPrediction,
     evaluate,
@@ -156,18 +156,28 @@ def test_predict_reports_what_the_model_could_not_read(run):
     assert zh.tokens == ["这部电影很精彩"] and zh.unknown == 1.0
 
 
-@pytest.mark.parametrize("bad, which", [(["good", ""], "review 2 is empty"),
-                                         (["   "], "review 1 is empty"),
-                                         (["fine", "!!! ..."], "review 2"),
-                                         ("superb film", "list")])
-def test_predict_refuses_reviews_without_a_token(run, bad, which):
-    with pytest.raises(UsageError, match=which):
-        predict(run[1], bad)
+@pytest.mark.parametrize("reviews, empty", [(["good", ""], [False, True]),
+                                             (["   "], [True]),
+                                             (["fine", "!!! ..."], [False, True])])
+def test_a_review_without_a_token_is_marked_empty_not_an_abort(run, reviews, empty):
+    preds = predict(run[1], reviews)
+    assert [p.empty for p in preds] == empty
+    for p in preds:
+        if p.empty:
+            assert p.label == "empty" and p.prob is None and p.tokens == []
+            assert "nothing predicted" in p.note() and json.dumps(p.to_dict())
+        else:
+            assert 0 <= p.prob <= 1
+
+
+def test_predict_takes_a_list_of_reviews(run):
+    with pytest.raises(UsageError, match="list"):
+        predict(run[1], "superb film")
 
 
 def test_load_run_is_eval_mode(run):
     loaded = load_run(run[1])
-    assert isinstance(loaded, runs.Run) and loaded.app == "sentiment"
+    assert isinstance(loaded, Loaded) and loaded.app == "sentiment"
     assert not loaded.model.training and loaded.pipeline.maxlen == 24
     assert loaded.config["num_words"] == 100 and loaded.summary()["parameters"] > 0
 

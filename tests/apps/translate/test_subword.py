@@ -3,13 +3,14 @@ one-reference-per-line BLEU next to the multi-reference one."""
 
 import json
 import random
+from types import SimpleNamespace
 
 import pytest
 import sacrebleu
 import torch
 
 from attnkit.apps import translate as app
-from attnkit.apps import translate_metrics as metrics_of
+from attnkit.apps.translate import metrics as metrics_of
 from attnkit.cli.main import main
 from attnkit.data.pairs import group_references
 from attnkit.data.subword import SubwordModel
@@ -121,11 +122,12 @@ def test_single_reference_bleu_counts_every_line():
 
 def test_cli_passes_the_recipe_options(monkeypatch):
     seen = {}
-    monkeypatch.setattr(app, "train", lambda data, out, **kw: seen.update(kw, data=data))
+    monkeypatch.setattr(app.APP, "train", lambda given, out, **kw: seen.update(given) or
+                        SimpleNamespace(stop_reason="signal", signal="SIGTERM"))
     assert main(["translate", "train", "--data", "x", "--out", "r", "--arch", "transformer",
                  "--subword", "8000", "--batch-tokens", "2000", "--schedule", "cosine",
                  "--warmup", "100", "--eval-every", "50", "--amp", "on", "--ff-dim", "512",
-                 "--dropout", "0", "--strict"]) == 0
+                 "--dropout", "0", "--strict"]) == 143
     assert seen["subword"] == 8000 and seen["batch_tokens"] == 2000
     assert seen["schedule"] == "cosine" and seen["warmup"] == 100
     assert seen["eval_every"] == 50 and seen["amp"] is True and seen["strict"] is True

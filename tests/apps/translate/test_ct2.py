@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from attnkit.apps import translate as app
-from attnkit.apps.translate_ct2 import EXPORT_FILE, export_run
+from attnkit.apps.translate import export_run
+from attnkit.apps.translate.ct2 import EXPORT_FILE
 from attnkit.errors import CheckpointError, UsageError
 
 TINY = {"arch": "transformer", "d_model": 32, "heads": 2, "layers": 2, "ff_dim": 64,

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from attnkit.apps import translate as app
-from attnkit.apps.translate_settings import (
+from attnkit.apps.translate.settings import (
     TranslateSettings,
     build_model_config,
     resume_settings,

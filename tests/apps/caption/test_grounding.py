@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnkit.apps.caption_grounding import (
+from attnkit.apps.caption.grounding import (
     GROUNDED_WORDS,
     grounding,
     grounding_table,

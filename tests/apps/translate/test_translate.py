@@ -9,11 +9,12 @@ import pytest
 import torch
 from safetensors.numpy import load_file
 
+from attnkit.apps import Loaded
 from attnkit.apps import translate as app
-from attnkit.apps import translate_metrics as metrics_of
 from attnkit.apps.metrics import bleu_chrf
-from attnkit.apps.runs import FORMAT, Run
-from attnkit.apps.translate_settings import stored_settings
+from attnkit.apps.runs import FORMAT
+from attnkit.apps.translate import metrics as metrics_of
+from attnkit.apps.translate.settings import stored_settings
 from attnkit.errors import CheckpointError, DataError, UsageError
 
 TINY = {"hidden": 32, "emb_dim": 16, "epochs": 4, "batch_size": 8, "lr": 1e-2,
@@ -84,7 +85,7 @@ def test_saved_run_gives_identical_results(tiny_run):
     assert again["engine"] == "attnkit" and again["sentences_per_s"] > 0
     assert again["truncated"] == 0 and again["unknown"] == 0
     loaded = app.load_run(run)
-    assert isinstance(loaded, Run) and not loaded.model.training and loaded.app == "translate"
+    assert isinstance(loaded, Loaded) and not loaded.model.training and loaded.app == "translate"
     sentences = ["one two three .", "The cat does not see her."]
     a, b = app.predict(run, sentences), app.predict(loaded, sentences)
     for x, y in zip(a, b, strict=True):
@@ -102,7 +103,7 @@ def test_prediction_renders_itself(tiny_run, tmp_path):
     assert p.render(tmp_path / "a.png").stat().st_size > 1000
     page = p.render(tmp_path / "a.html").read_text()
     assert 'id="attnkit-data"' in page and '"src":["one","two","."]' in page
-    with pytest.raises(UsageError, match="cannot write"):
+    with pytest.raises(UsageError, match="written to a .png"):
         p.render(tmp_path / "a.txt")
 
 

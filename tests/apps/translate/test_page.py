@@ -4,8 +4,8 @@ page shows, what it leaves out, and the run-level figures of a report."""
 import numpy as np
 import pytest
 
-from attnkit.apps.translate import TranslationPrediction
-from attnkit.apps.translate_report import explorer_page, page_metrics, report_page
+from attnkit.apps.translate.page import explorer_page, page_metrics, report_page
+from attnkit.apps.translate.prediction import TranslationPrediction
 from attnkit.errors import UsageError
 
 

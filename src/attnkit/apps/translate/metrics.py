@@ -6,11 +6,12 @@ distinct source is decoded once and scored against all its references (multi-ref
 ``single_ref`` scores every *line* against its own reference, the usual one-reference-per-line
 test-set BLEU.
 
-Example::
-
+Example:
+    ```python
     metrics = score_translations(["le chat dort ."], ["the cat sleeps ."],
                                  [["le chat dort .", "le chat est endormi ."]])
     metrics["bleu"], metrics["single_ref"]["bleu"], metrics["by_length"]
+    ```
 """
 
 from __future__ import annotations

@@ -1,16 +1,18 @@
 """The settings of a translate training run: one dataclass, validated, stored and read back.
 
-:class:`TranslateSettings` lists every keyword override :func:`attnkit.apps.translate.train`
-accepts; a value out of range, or an unknown name, is a :class:`~attnkit.errors.UsageError`
-naming the command-line flag. A run stores its settings in ``config.json`` (the model config,
-the trainer's config and the app's options); :func:`stored_settings` reads them back, and
-:func:`resume_settings` applies what a ``--resume`` may change (budgets) and refuses the rest.
+`TranslateSettings` lists every keyword override `attnkit.apps.translate.train` accepts; a
+value out of range, or an unknown name, is a `UsageError` naming the command-line flag. A run
+stores its settings in ``config.json`` (the model config, the trainer's config and the app's
+options); `stored_settings` reads them back, and `resume_settings` applies what a ``--resume``
+may change (budgets) and refuses the rest. `configure` is the app's first step: the settings,
+the data spec and the trainer's config of a new run or a resume, validated, nothing written.
 
-Example::
-
+Example:
+    ```python
     s = settings_from({"arch": "transformer", "d_model": 256, "subword": 8000})
     s.train_config().lr                         # 1e-3, the Transformer's default
     settings_from({"hiden": 3})                 # UsageError: unknown translate setting(s): hiden
+    ```
 """
 
 from __future__ import annotations
@@ -20,8 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
+from attnkit.apps.options import split_options
 from attnkit.apps.runs import check_resume
 from attnkit.data.translation_splits import data_spec, spec_name
 from attnkit.data.vocab import Vocab
@@ -36,7 +37,6 @@ from attnkit.models.config import (
 )
 from attnkit.training import TrainConfig
 from attnkit.training.config import SCHEDULES
-from attnkit.training.distributed import resolve_device
 
 ModelConfig = RNNSeq2SeqConfig | TransformerConfig
 
@@ -53,13 +53,14 @@ MODEL_FIELDS = {"rnn": ("emb_dim", "hidden", "layers", "window", "dropout", "tea
 OPTION_FIELDS = ("label_smoothing", "max_len", "valid_sample", "min_freq", "max_vocab",
                  "subword", "batch_tokens", "examples")
 # What a --resume may change: budgets and how the run is watched, never what it computes.
-RESUME_APPLIES = ("epochs", "max_minutes", "device", "progress", "examples", "strict")
+RESUME_APPLIES = ("epochs", "max_minutes", "device", "progress", "examples", "strict",
+                  "patience")
 
 
 @dataclass
 class TranslateSettings:
     """Every setting of a translate training run: the keyword ``overrides`` of
-    :func:`attnkit.apps.translate.train`.
+    `attnkit.apps.translate.train`.
 
     Data: ``seed`` (data split / synthetic corpus, initial weights, batch order),
     ``train_size`` (synthetic training pairs, default 20000), ``max_len`` (drop training pairs
@@ -80,15 +81,17 @@ class TranslateSettings:
     ``label_smoothing``, ``batch_tokens`` (also cap a batch at this many padded tokens),
     ``eval_every`` (validate every N steps; None = once per epoch), ``valid_sample``
     (validation sentences decoded for the selection BLEU; None = all), ``max_minutes``
-    (None = no budget), ``device``, ``amp`` (None = the trainer's default, ``"auto"``,
+    (None = no budget), ``patience`` (stop after this many evaluations without a better
+    BLEU; 0 = never stop early), ``device``, ``amp`` (None = the trainer's default, ``"auto"``,
     True, False), ``progress``, ``examples`` (test examples logged and put in the report).
 
     Raises:
         UsageError: a value out of range, or a model field of the other architecture.
 
-    Example::
-
+    Example:
+        ```python
         TranslateSettings(arch="transformer", d_model=256, subword=8000).train_config().lr
+        ```
     """
 
     seed: int = 0
@@ -121,6 +124,7 @@ class TranslateSettings:
     eval_every: int | None = None
     valid_sample: int | None = 300
     max_minutes: float | None = 2.0
+    patience: int = 3
     device: str = "auto"
     amp: bool | str | None = None
     progress: bool = True
@@ -143,17 +147,20 @@ class TranslateSettings:
         return TrainConfig(
             epochs=self.epochs, batch_size=self.batch_size,
             lr=self.lr or (3e-3 if rnn else 1e-3), seed=self.seed, device=self.device,
-            max_minutes=self.max_minutes, grad_clip=1.0, early_stopping_patience=3,
+            max_minutes=self.max_minutes, grad_clip=1.0,
+            early_stopping_patience=self.patience or None,
             select_metric="bleu", select_mode="max", progress=self.progress,
             schedule=self.schedule or ("constant" if rnn else "inverse_sqrt"),
             warmup_steps=self.warmup if self.warmup is not None else (0 if rnn else 300),
             eval_every_steps=self.eval_every, **extra)
 
 
+SETTING_NAMES = tuple(f.name for f in dataclasses.fields(TranslateSettings))
 _INT_MIN = {"seed": 0, "train_size": 1, "max_len": 1, "subword": 8, "min_freq": 1,
             "max_vocab": 5, "emb_dim": 1, "hidden": 1, "layers": 1, "window": 0, "d_model": 1,
             "heads": 1, "ff_dim": 1, "epochs": 1, "batch_size": 1, "warmup": 0,
-            "batch_tokens": 1, "eval_every": 1, "valid_sample": 1, "examples": 0}
+            "batch_tokens": 1, "eval_every": 1, "valid_sample": 1, "examples": 0,
+            "patience": 0}
 _FLOAT_OK = {"dropout": (lambda x: 0 <= x < 1, "a number in [0, 1)"),
              "label_smoothing": (lambda x: 0 <= x < 1, "a number in [0, 1)"),
              "teacher_forcing": (lambda x: 0 <= x <= 1, "a number in [0, 1]"),
@@ -198,19 +205,8 @@ def _validate(s: TranslateSettings) -> None:
                              f"architecture, not of --arch {s.arch}")
 
 
-def check_device(name: str) -> torch.device:
-    try:
-        return resolve_device(name)
-    except (RuntimeError, ValueError) as exc:
-        raise UsageError(f"--device {name}: {exc}") from None
-
-
 def _check_names(overrides: dict[str, Any]) -> None:
-    known = {f.name for f in dataclasses.fields(TranslateSettings)}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise UsageError(f"unknown translate setting(s): {', '.join(unknown)} (known: "
-                         f"{', '.join(sorted(known))})")
+    split_options(overrides, {"settings": SETTING_NAMES}, "translate setting")
 
 
 def settings_from(overrides: dict[str, Any],
@@ -268,7 +264,8 @@ def stored_settings(config: dict[str, Any]) -> TranslateSettings:
                     epochs=train.epochs, batch_size=train.batch_size, lr=train.lr,
                     schedule=train.schedule, warmup=train.warmup_steps,
                     eval_every=train.eval_every_steps, max_minutes=train.max_minutes,
-                    device=train.device, amp=train.amp, progress=train.progress)
+                    device=train.device, amp=train.amp, progress=train.progress,
+                    patience=train.early_stopping_patience or 0)
         return TranslateSettings(**flat)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"config.json does not describe a translate training "

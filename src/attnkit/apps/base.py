@@ -1,0 +1,271 @@
+"""The App contract: what every application provides, and what they share, written once.
+
+An application (translation, sentiment, captioning, or one of yours) is a subclass of `App`
+registered in `attnkit.apps.APPS`. It implements a few steps; the base class runs them the
+same way for every app:
+
+```text
+train(settings, out)      configure -> [rank 0] prepare -> claim the folder -> save
+                          -> [other ranks] reload -> fit -> [rank 0] final evaluation
+load(run)                 -> Loaded (the model, its pipeline, its config)
+evaluate(loaded, data)    evaluation -> metrics (+ test_metrics.json, + a report page)
+predict(loaded, inputs)   predictions -> list[Prediction], each with its attention
+page(predictions)         the app's explorer page
+```
+
+What the base does for every app: the run-folder rules (claim, lock, resume, overwrite;
+`attnkit.apps.runs`), the process group under ``torchrun`` (started before preparation:
+rank 0 prepares and saves, the other ranks then read what it saved, as a resume does),
+seeding before the model is built, the final evaluation into ``test_metrics.json``, the
+checks on output files (`attnkit.apps.outputs`), and turning a run folder given in place of a
+loaded run into one.
+
+Example:
+    ```python
+    from attnkit.apps import APPS
+
+    app = APPS["translate"]
+    run = app.train({"data": "synthetic", "epochs": 2}, "runs/demo")
+    loaded = app.load("runs/demo")
+    app.evaluate(loaded)["bleu"]
+    preds = app.predict(loaded, ["I am cold."])
+    html = app.page(preds, loaded.summary())
+    ```
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, ClassVar
+
+from attnkit.apps.outputs import PAGE, REPORT, output_file, write_output
+from attnkit.apps.prediction import Prediction
+from attnkit.apps.presentation import Presentation
+from attnkit.apps.results import (
+    TEST_METRICS,
+    Evaluation,
+    Loaded,
+    Log,
+    Prepared,
+    Run,
+    quiet,
+    stderr_log,
+    write_test_metrics,
+)
+from attnkit.apps.runs import check_new_run, check_resumable, start_run, write_json
+from attnkit.errors import UsageError
+from attnkit.training import TrainResult
+from attnkit.training import distributed as D
+from attnkit.training.signals import interruptible
+
+
+class App(Presentation, ABC):
+    """One application: a subclass implements the steps, the base class runs them; how the
+    command line presents the app (its options, examples, tables) is `Presentation`'s.
+
+    Class attributes:
+        name: the command (``attnkit NAME ...``) and the ``"app"`` of its runs.
+        inputs: what ``predict`` takes, for messages (``"sentence"``, ``"review"``, ``"image"``).
+    """
+
+    name: ClassVar[str]
+    inputs: ClassVar[str] = "input"
+
+    # ------------------------------------------------------------------ the steps of an app
+    @abstractmethod
+    def configure(self, given: dict[str, Any], out: Path, stored: dict[str, Any] | None) -> Any:
+        """The validated settings of a training; writes nothing.
+
+        Args:
+            given: the options the caller gave (``"data"`` among them).
+            out: the run folder.
+            stored: on a resume, the run's ``config.json``: its settings are kept and
+                ``given`` may only change what a resume may (budgets); None for a new run.
+
+        Returns:
+            The app's settings, with a ``train`` attribute (the `TrainConfig`).
+        """
+
+    @abstractmethod
+    def prepare(self, config: Any, log: Log) -> Prepared:
+        """Read the data and build what training needs, in memory (rank 0 of a fresh run)."""
+
+    @abstractmethod
+    def save(self, prepared: Prepared, out: Path) -> None:
+        """Write the prepared pipeline files into the claimed run folder (rank 0)."""
+
+    @abstractmethod
+    def reload(self, config: Any, out: Path, log: Log) -> Prepared:
+        """What training needs, from the run folder's files and the data (a resume; the other
+        ranks of a fresh run, after rank 0 saved)."""
+
+    @abstractmethod
+    def fit(self, prepared: Prepared, out: Path, *, resume: bool, log: Log) -> TrainResult:
+        """Build the model (the base has seeded) and train it into ``out``."""
+
+    @abstractmethod
+    def load(self, run: str | os.PathLike, *, weights: str = "best", device: str | None = None,
+             engine: str | None = None) -> Loaded:
+        """A trained run, ready to evaluate and predict."""
+
+    @abstractmethod
+    def evaluation(self, loaded: Loaded, data: Any, *, report: int, **options: Any
+                   ) -> Evaluation:
+        """The metrics of ``loaded`` on ``data`` (None: the run's own test split), and with
+        ``report > 0`` the report page of that many examples."""
+
+    @abstractmethod
+    def predictions(self, loaded: Loaded, inputs: Sequence[Any], **options: Any
+                    ) -> list[Prediction]:
+        """One prediction, with its attention, per input."""
+
+    # ------------------------------------------------------------------ optional hooks
+    def has_test_split(self, loaded: Loaded) -> bool:
+        """Whether the run has its own test data (training then scores it)."""
+        return True
+
+    def after_training(self, loaded: Loaded, metrics: dict[str, Any], log: Log) -> None:
+        """What the app shows once a run has its test metrics (figures, examples); nothing
+        by default."""
+        return None
+
+    # ------------------------------------------------------------------ the shared flow
+    def train(self, settings: Mapping[str, Any] | None = None,
+              out: str | os.PathLike | None = None, *, resume: bool = False,
+              overwrite: bool = False, log: Log = stderr_log) -> Run:
+        """Train a run into ``out``, then score its test split into ``test_metrics.json``.
+
+        Args:
+            settings: the options given (``{"data": ..., "epochs": ...}``; the app's
+                ``configure`` says which exist). With ``resume`` they may only change budgets.
+            out: the run folder.
+            resume: continue the interrupted run in ``out`` with its stored settings.
+            overwrite: replace the run already in ``out``.
+            log: where progress lines go (rank 0 only).
+
+        Returns:
+            The `Run`; one stopped by a signal returns at once (no test evaluation).
+
+        Raises:
+            UsageError: an unknown setting, a bad value, a resume that would change the run.
+            CheckpointError: ``out`` holds a run (without overwrite/resume), or is locked.
+            DataError: unreadable data.
+        """
+        if out is None:
+            raise UsageError("give the run folder (--out RUN)")
+        if resume and overwrite:
+            raise UsageError("--resume and --overwrite contradict each other; give one")
+        out, main = Path(out), D.is_main_process()
+        log = log if main else quiet
+        stored = check_resumable(out, self.name) if resume else None
+        config = self.configure(dict(settings or {}), out, stored)
+        info = D.setup(config.train.device)   # before preparation: rank 0 prepares alone
+        try:
+            with ExitStack() as claimed:
+                prepared = self._prepared(config, out, info, claimed, resume=resume,
+                                          overwrite=overwrite, log=log)
+                from attnkit.training import seed_everything
+
+                seed_everything(prepared.train.seed)  # before the model: it fixes the weights
+                with interruptible():
+                    result = self.fit(prepared, out, resume=resume, log=log)
+        finally:
+            D.teardown(info)
+        run = Run(out, self.name, result, select_metric=prepared.train.select_metric)
+        if result.stop_reason != "signal" and main:
+            with interruptible():
+                run.test_metrics = self._final_evaluation(run, prepared, log)
+        return run
+
+    def _prepared(self, config: Any, out: Path, info: D.DistInfo, claimed: ExitStack, *,
+                  resume: bool, overwrite: bool, log: Log) -> Prepared:
+        """Rank 0 validates and claims the run folder; a new run is prepared and saved by rank
+        0 alone (every other rank waits for it, a failure there stops them too, then reads
+        what it saved); a resume is read by every rank before anything is written."""
+        def claim(prepare: bool) -> Prepared | None:
+            prepared = None
+            if prepare:
+                check_new_run(out, overwrite=overwrite)
+                prepared = self.prepare(config, log)   # reads the data: before any write
+            claimed.enter_context(start_run(out, app=self.name, resume=resume,
+                                            overwrite=overwrite))
+            if prepared is not None:
+                self.save(prepared, out)
+            return prepared
+
+        if resume:
+            prepared = self.reload(config, out, log)   # a broken file stops it here
+            D.run_on_main(info, lambda: claim(prepare=False))
+            return prepared
+        prepared = D.run_on_main(info, lambda: claim(prepare=True))
+        return prepared if prepared is not None else self.reload(config, out, log)
+
+    def _final_evaluation(self, run: Run, prepared: Prepared, log: Log) -> dict | None:
+        loaded = self.load(run.path, device=str(D.resolve_device(prepared.train.device)))
+        if not self.has_test_split(loaded):
+            return None
+        metrics = self.evaluation(loaded, None, report=0).metrics
+        metrics.update({"stop_reason": run.stop_reason,
+                        "train_seconds": round(run.result.elapsed, 1),
+                        f"best_valid_{prepared.train.select_metric}": run.best_metric,
+                        "run": str(run.path)})
+        write_json(run.path / TEST_METRICS, metrics)
+        self.after_training(loaded, metrics, log)
+        return metrics
+
+    def evaluate(self, run: Loaded | str | os.PathLike, data: Any = None, *,
+                 report: str | os.PathLike | None = None, examples: int | None = None,
+                 device: str | None = None, engine: str | None = None,
+                 **options: Any) -> dict[str, Any]:
+        """The metrics of a run on ``data`` (None: its own test split, whose metrics are also
+        written to the run's ``test_metrics.json``).
+
+        Args:
+            run: a `Loaded` run or a run folder (loaded with ``device`` and ``engine``).
+            data: the app's data (None: the run's test split).
+            report: also write the app's report page (metrics and examples) to this file.
+            examples: how many examples the report shows (None: the app's default).
+            **options: the app's own evaluation options (a beam size...).
+        """
+        loaded = self._loaded(run, device=device, engine=engine)
+        if report is not None:
+            report = output_file(report, REPORT)
+        shown = 0 if report is None else (-1 if examples is None else max(examples, 0))
+        result = self.evaluation(loaded, data, report=shown, **options)
+        if data is None and loaded.trained_here:
+            write_test_metrics(loaded.path, result.metrics)
+        if report is not None and result.page is not None:
+            write_output(report, REPORT, result.page)
+        return result.metrics
+
+    def predict(self, run: Loaded | str | os.PathLike, inputs: Sequence[Any], *,
+                device: str | None = None, engine: str | None = None,
+                **options: Any) -> list[Prediction]:
+        """Predictions of a run (a `Loaded` run, or a folder loaded with ``device`` and
+        ``engine``) for ``inputs``, each with its attention; ``options`` are the app's."""
+        return self.predictions(self._loaded(run, device=device, engine=engine), inputs,
+                                **options)
+
+    def page(self, predictions: Sequence[Prediction], summary: dict[str, Any]) -> str:
+        """The app's explorer page of ``predictions`` (self-contained HTML)."""
+        if not predictions:
+            raise UsageError("nothing to show: no predictions")
+        return type(predictions[0]).page(predictions, summary)
+
+    def write_page(self, predictions: Sequence[Prediction], path: str | os.PathLike,
+                   summary: dict[str, Any]) -> Path:
+        """`page` written to ``path`` (checked as an output file, atomically)."""
+        output_file(path, PAGE)
+        return write_output(path, PAGE, self.page(predictions, summary))
+
+    def _loaded(self, run: Loaded | str | os.PathLike, *, device: str | None,
+                engine: str | None) -> Loaded:
+        if isinstance(run, Loaded):
+            if run.app != self.name:
+                raise UsageError(f"a {run.app} run given to the {self.name} app")
+            return run
+        return self.load(run, device=device, engine=engine)

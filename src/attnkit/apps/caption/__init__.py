@@ -1,0 +1,188 @@
+"""Image captioning with spatial attention (Show, Attend and Tell) on synthetic duck scenes or
+Flickr/COCO captions.
+
+The app (`CaptionApp`, registered as ``"caption"``) keeps the contract of
+`attnkit.apps.base.App`; the functions here are its Python API. The data is
+`attnkit.data.caption_data`, the model `attnkit.models.captioner.Captioner`, the metrics
+`attnkit.apps.caption.metrics` and `attnkit.apps.caption.grounding`. ``attnkit caption scene``
+draws example scenes to caption (`write_scenes`).
+
+Example:
+    ```python
+    train("synthetic", "runs/ducks")                   # 10-15 min on 2 CPU cores
+    m = evaluate("runs/ducks")   # {"accuracy", "bleu4", "grounding_count_mass", ...}
+    print(grounding_table(m))    # colour / count / overall words: mass, max-in, vs uniform
+    write_scenes("duck.png")                           # an example scene to caption
+    pred = predict("runs/ducks", "duck.png")[0]
+    pred.words, pred.weights.shape                     # ['a', 'blue', ...], (6, 8, 8)
+    pred.render("duck_attention.png")                  # or .svg / .html
+    ```
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from attnkit.apps.base import App, Evaluation, Loaded, Log, Run, stderr_log
+from attnkit.apps.caption import evaluation, prediction, prepare, training
+from attnkit.apps.caption.grounding import grounding_table
+from attnkit.apps.caption.prediction import CaptionPrediction
+from attnkit.apps.caption.scenes import SCENE_COMMAND, write_scenes
+from attnkit.apps.caption.settings import CaptionSettings
+from attnkit.apps.options import Option, build_bounded, resolve_device
+from attnkit.apps.run_files import weights_file
+from attnkit.apps.runs import read_config
+from attnkit.models.captioner import Captioner
+from attnkit.training import load_weights
+
+__all__ = ["APP", "CaptionApp", "CaptionPrediction", "CaptionSettings", "evaluate",
+           "grounding_table", "load_run", "predict", "train", "write_scenes"]
+
+DATA_HELP = ('"synthetic" (default), "flickr:TOKEN_FILE:IMAGE_DIR" or '
+             '"coco:CAPTIONS_JSON:IMAGE_DIR"')
+OPTIONS = (
+    Option("--num-train", int, "synthetic training scenes (6000)", metavar="N"),
+    Option("--num-valid", int, "synthetic validation scenes (300)", metavar="N"),
+    Option("--num-test", int, "synthetic test scenes (train: 500; eval: the run's)",
+           ("train", "eval"), metavar="N"),
+    Option("--image-size", int, "image side in pixels, a multiple of 8 (default 64)",
+           metavar="S"),
+    Option("--valid-fraction", float, "real data: share of images held out for validation, "
+           "and as many for test (default 0.05)", metavar="F"),
+    Option("--attention", str, "default soft", choices=("soft", "hard")),
+    Option("--attention-supervision", float, "weight of supervised attention on the "
+           "synthetic ducks' boxes (default 0: attention learned from captions only; > 0 "
+           "trains on what the grounding figures score)", metavar="W"),
+    Option("--beam", int, "beam size (default 1 = greedy)", ("eval", "predict"),
+           dest="beam_size"),
+    Option("--examples", int, "test images shown on the --report page (default 8)", ("eval",),
+           metavar="N"),
+    Option("--max-pixels", int, "refuse image files larger than N pixels, before decoding "
+           "them (default 40,000,000)", ("predict",), metavar="N"),
+)
+
+
+class CaptionApp(App):
+    """Image captioning with spatial attention (Show, Attend and Tell)."""
+
+    name = "caption"
+    help = "image captioning with spatial attention (Show, Attend and Tell)"
+    description = ("Train, evaluate and visualise an attention captioner (CNN + LSTM). "
+                   "Images of any size or mode are converted to RGB and resized.")
+    inputs = "image"
+    options = OPTIONS
+    commands = (SCENE_COMMAND,)
+    headline = ("accuracy", "bleu4")
+    plot_aliases = ("--out",)
+    examples = (
+        "attnkit caption train --out runs/ducks             # synthetic duck scenes, 10-15 min",
+        "attnkit caption train --out runs/ducks-hard --attention hard --epochs 20",
+        "attnkit caption train --resume runs/ducks --max-minutes 20   # continue, new budget",
+        "attnkit caption train --out runs/tiny --num-train 64 --image-size 32 --epochs 2",
+        "attnkit caption eval --run runs/ducks --report ducks.html   # with examples' attention",
+        "attnkit caption scene --out duck.png                # an example scene to caption",
+        "attnkit caption predict --run runs/ducks duck.png --plot duck_attention.png",
+        "ls photos/*.jpg | attnkit caption predict --run runs/f8k     # paths on stdin",
+        "", f"--data is {DATA_HELP}.")
+    train_help = {"data": f"training data: {DATA_HELP}",
+                  "epochs": "passes over the training scenes (default 40)",
+                  "batch_size": "default 32", "lr": "peak learning rate (default 2e-3, cosine)",
+                  "max_minutes": "stop cleanly after this wall-clock budget (default 20; "
+                                 "0 = no budget)",
+                  "patience": "stop after N evaluations without a better validation score "
+                              "(default 0: never stop early)",
+                  "threads": "CPU threads for torch (default 1: the small convolutions and "
+                             "per-word LSTM steps gain little from more)"}
+    eval_help = "accuracy, BLEU-4 and attention grounding on held-out data"
+    eval_data_help = (f"evaluate on this data instead: {DATA_HELP} (a real data set other than "
+                      "the run's: all its images)")
+    default_threads = {"train": 1}
+
+    def configure(self, given: dict[str, Any], out: Path, stored: dict[str, Any] | None):
+        return prepare.configure(given, out, stored)
+
+    def prepare(self, config, log: Log):
+        return prepare.prepare(config, log)
+
+    def save(self, prepared, out: Path) -> None:
+        prepare.save(prepared, out)
+
+    def reload(self, config, out: Path, log: Log):
+        return prepare.reload(config, out, log)
+
+    def fit(self, prepared, out: Path, *, resume: bool, log: Log):
+        return training.fit(prepared, out, resume=resume, log=log)
+
+    def load(self, run: str | os.PathLike, *, weights: str = "best", device: str | None = None,
+             engine: str | None = None) -> Loaded:
+        """A trained caption run: the model (eval mode, on ``device``), its vocabulary as the
+        pipeline, its ``config.json``.
+
+        Raises:
+            CheckpointError: not a caption run, broken or missing files, no such weights.
+        """
+        path = Path(run)
+        config = read_config(path, self.name)
+        config.setdefault("data", CaptionSettings.from_config(config).data)  # format 1 lacks it
+        model_cfg = prepare.read_model_config(path)
+        vocab = prepare.read_vocab(path)
+        weights_path = weights_file(path, weights)
+        model = build_bounded(lambda: Captioner(model_cfg), f"{path / 'model.json'}")
+        load_weights(model, weights_path)
+        device = resolve_device(device)
+        return Loaded(path, self.name, model.to(device).eval(), vocab, config, device,
+                      description=f"{model_cfg.attention} attention over a "
+                                  f"{model_cfg.feature_size}x{model_cfg.feature_size} feature "
+                                  f"map, LSTM {model_cfg.hidden}, {model_cfg.image_size} px")
+
+    def evaluation(self, loaded: Loaded, data: Any, *, report: int = 0,
+                   **options: Any) -> Evaluation:
+        return evaluation.evaluation(loaded, data, report=report, **options)
+
+    def predictions(self, loaded: Loaded, inputs, **options: Any) -> list[CaptionPrediction]:
+        return prediction.predictions(loaded, inputs, **options)
+
+    def format_metrics(self, metrics: dict[str, Any]) -> str:
+        lines = [f"exact-match accuracy {metrics['accuracy']:.4f}  BLEU-4 "
+                 f"{metrics['bleu4']:.4f}  ({metrics['examples']} images, beam "
+                 f"{metrics['beam_size']})"]
+        if "grounding_mass" in metrics:
+            lines.append(grounding_table(metrics))
+            if metrics.get("attention_supervision", 0) > 0:
+                lines.append(f"note: trained with supervised attention on these boxes (weight "
+                             f"{metrics['attention_supervision']:g}): the figures measure fit, "
+                             "not emergent grounding")
+        return "\n".join(lines)
+
+
+APP = CaptionApp()
+
+
+def train(data: str | None = None, out: str | os.PathLike | None = None, *,
+          resume: bool = False, overwrite: bool = False, log: Log = stderr_log,
+          **overrides: Any) -> Run:
+    """Train a captioning run into ``out`` (`App.train`); ``overrides`` are `CaptionSettings`
+    fields, `attnkit.models.captioner.CaptionerConfig` fields and
+    `attnkit.training.TrainConfig` fields (and ``patience``). None keeps the default, except
+    ``max_minutes=None``: no time budget."""
+    return APP.train({"data": data, **overrides}, out, resume=resume, overwrite=overwrite,
+                     log=log)
+
+
+def load_run(run, *, device: str | None = "cpu", weights: str = "best") -> Loaded:
+    """A trained caption run (`App.load`)."""
+    return APP.load(run, weights=weights, device=device)
+
+
+def evaluate(run, data: str | None = None, **options: Any) -> dict:
+    """Metrics of a run on its held-out test set or ``data``; options as
+    `attnkit.apps.caption.evaluation.evaluation` plus ``report``, ``examples``, ``device``."""
+    return APP.evaluate(run, data, **options)
+
+
+def predict(run, images, **options: Any) -> list[CaptionPrediction]:
+    """Caption images (a path, an array, or a list of them) and keep where each word looked
+    (`attnkit.apps.caption.prediction.predictions`)."""
+    return APP.predict(run, images, **options)

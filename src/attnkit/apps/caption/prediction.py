@@ -1,0 +1,157 @@
+"""The caption of one image and where each word looked: what the caption app's ``predict``
+returns.
+
+Example:
+    ```python
+    pred = predict("runs/ducks", "duck.png")[0]
+    pred.words, pred.weights.shape              # ['a', 'blue', ...], (6, 8, 8)
+    pred.render("duck_attention.png")           # or .svg / .html
+    ```
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from torch import Tensor
+
+from attnkit.apps.base import Loaded
+from attnkit.apps.caption.metrics import decode_captions
+from attnkit.apps.prediction import Prediction
+from attnkit.data.caption_data import to_chw
+from attnkit.data.captions import MAX_PIXELS, load_image
+from attnkit.errors import UsageError
+
+
+@dataclass
+class CaptionPrediction(Prediction):
+    """The caption of one image and where each word looked.
+
+    Attributes:
+        source: the image file (``"<array>"`` for an array).
+        words: the caption, one word per map (``<unk>`` included).
+        weights: float32 ``[len(words), side, side]``: the attention map used to predict each
+            word (the model's feature map, ``side = image_size / 8``).
+        image: uint8 ``[D, D, 3]``, the image as shown under the maps.
+        unknown: share of the caption's words the vocabulary could not name (``<unk>``).
+        truncated: 1 when the image was resized to the model's input (its details below a
+            ``1 / image_size`` of its side are lost), else 0.
+        original_size: ``(width, height)`` of the input.
+        input_size: the side the model saw it at (its ``image_size``).
+    """
+
+    source: str
+    words: list[str]
+    weights: np.ndarray
+    image: np.ndarray
+    unknown: float = 0.0
+    truncated: int = 0
+    original_size: tuple[int, int] = (0, 0)
+    input_size: int = 0
+
+    @property
+    def caption(self) -> str:
+        return " ".join(self.words)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"image": self.source, "caption": self.caption, "words": self.words,
+                "weights": np.round(self.weights, 5).tolist(), "unknown": self.unknown,
+                "truncated": self.truncated, "original_size": list(self.original_size)}
+
+    def text_line(self, **show: Any) -> str:
+        return self.caption
+
+    def note(self) -> str | None:
+        """One line for stderr when the model could not see or name everything, else None."""
+        parts = []
+        if self.truncated:
+            (w, h), side = self.original_size, self.input_size
+            parts.append(f"resized from {w}x{h} to the model's {side}x{side} pixels")
+        if self.unknown:
+            parts.append(f"{self.unknown:.0%} of the caption's words are unknown (<unk>)")
+        return f"{self.source}: {'; '.join(parts)}" if parts else None
+
+    def figure(self):
+        """The overlay grid: the image, then one panel per word with its map."""
+        from attnkit.viz import attention_grid
+
+        return attention_grid(self.image, self.weights, self.words)
+
+    @classmethod
+    def page(cls, predictions: Sequence[CaptionPrediction], summary: dict[str, Any]) -> str:
+        """The caption explorer: each image with the selected word's attention over it."""
+        from attnkit.viz import CaptionExample, caption_page
+
+        return caption_page([CaptionExample(p.image, p.words, p.weights) for p in predictions],
+                            summary)
+
+
+def predictions(loaded: Loaded, images, *, beam_size: int = 1, display_size: int = 256,
+                max_pixels: int | None = MAX_PIXELS,
+                attention: bool | str | None = None) -> list[CaptionPrediction]:
+    """Caption images and keep where each word looked.
+
+    Args:
+        loaded: a caption run.
+        images: a file path or uint8 ``[H, W, 3]`` array, or a list of them (any format
+            :func:`~attnkit.data.captions.load_image` reads: grayscale, RGBA, large photos
+            are converted and resized).
+        beam_size: 1 = greedy.
+        display_size: side of the image under the overlays.
+        max_pixels: the most pixels an image file may have (checked before decoding).
+        attention: accepted for the app contract; the maps come with every caption.
+
+    Raises:
+        DataError: a file is missing or not a readable image (names the file).
+        UsageError: no image, or an array that is not uint8 ``[H, W, 3]``.
+    """
+    if beam_size < 1 or display_size < 1:
+        raise UsageError(f"beam_size and display_size must be >= 1, got {beam_size}, "
+                         f"{display_size}")
+    items = [images] if isinstance(images, (str, os.PathLike, np.ndarray)) else list(images)
+    if not items:
+        raise UsageError("no image given: nothing to predict")
+    size = loaded.model.config.image_size
+    read = [_read_image(item, size, display_size, max_pixels) for item in items]
+    preds = _predictions(loaded, to_chw([r[0] for r in read]), [r[1] for r in read],
+                         beam_size=beam_size)
+    for pred, (_, _, source, original) in zip(preds, read, strict=True):
+        pred.source, pred.original_size, pred.input_size = source, original, size
+        pred.truncated = int(original != (size, size))
+    return preds
+
+
+def _predictions(run: Loaded, images: Tensor, shown: list[np.ndarray], *,
+                 beam_size: int) -> list[CaptionPrediction]:
+    vocab = run.pipeline
+    out = []
+    for (ids, maps), picture in zip(decode_captions(run.model, images, beam_size=beam_size),
+                                    shown, strict=True):
+        words = vocab.decode(ids, strip_specials=False)  # one word per map, even <unk>
+        unknown = sum(i == vocab.unk_id for i in ids) / max(len(ids), 1)
+        out.append(CaptionPrediction("<array>", words, maps, picture, unknown,
+                                     input_size=run.model.config.image_size))
+    return out
+
+
+def _read_image(image, size: int, display_size: int, max_pixels: int | None
+                ) -> tuple[np.ndarray, np.ndarray, str, tuple[int, int]]:
+    """-> (pixels uint8 [size, size, 3], shown [D, D, 3], source name, (width, height))."""
+    from PIL import Image
+
+    if isinstance(image, np.ndarray):
+        if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+            raise UsageError(f"image must be uint8 [H, W, 3], got {image.dtype} "
+                             f"{list(image.shape)}")
+        pil = Image.fromarray(image)
+        return (np.asarray(pil.resize((size, size), Image.Resampling.BICUBIC)),
+                np.asarray(pil.resize((display_size, display_size), Image.Resampling.BICUBIC)),
+                "<array>", pil.size)
+    pixels = load_image(image, size, max_pixels=max_pixels)  # DataError naming the file
+    with Image.open(image) as im:
+        original = im.size
+    return pixels, load_image(image, display_size, max_pixels=max_pixels), str(image), original

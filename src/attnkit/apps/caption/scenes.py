@@ -1,0 +1,80 @@
+"""``attnkit caption scene``: example images to caption, drawn like the synthetic training
+scenes (`attnkit.data.scenes.generate_scene`), each with the caption it should get.
+
+Example:
+    ```python
+    write_scenes("duck.png")                          # [("duck.png", "a blue duck ...")]
+    write_scenes("ducks.png", count=3, seed=7)        # ducks-1.png, ducks-2.png, ducks-3.png
+    ```
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+from attnkit.apps.options import Command, Option
+from attnkit.apps.outputs import FIGURE, numbered_paths, output_file, write_output
+from attnkit.errors import UsageError
+
+# Scenes drawn from this seed on are not among any run's training scenes: those are drawn
+# from seeds 3 * seed, 3 * seed + 1 and 3 * seed + 2 of small run seeds, in another stream.
+SCENE_SEED_OFFSET = 1_000_003
+
+
+def write_scenes(path: str | os.PathLike, *, count: int = 1, seed: int = 0,
+                 size: int = 128) -> list[tuple[Path, str]]:
+    """Draw ``count`` scenes and write them as PNG files (several: ``FILE-1.png``...).
+
+    Args:
+        path: a ``.png`` file.
+        count: how many scenes.
+        seed: which scenes (the same seed draws the same ones).
+        size: their side in pixels (32 to 256; a model reads them at its own size).
+
+    Returns:
+        ``[(file, the scene's true caption), ...]``.
+
+    Raises:
+        UsageError: a bad count, size or file.
+    """
+    import numpy as np
+    from PIL import Image
+
+    from attnkit.data.scenes import MAX_SIZE, MIN_SIZE, generate_scene
+
+    if not 1 <= count <= 1000:
+        raise UsageError(f"--count must be from 1 to 1000, got {count}")
+    if not MIN_SIZE <= size <= MAX_SIZE:
+        raise UsageError(f"--size must be from {MIN_SIZE} to {MAX_SIZE} pixels, got {size}")
+    paths = [output_file(p, FIGURE) for p in numbered_paths(path, count)]
+    if any(p.suffix.lower() != ".png" for p in paths):
+        raise UsageError(f"{path}: scenes are written as .png files")
+    rng = np.random.default_rng(SCENE_SEED_OFFSET + seed)
+    written = []
+    for p in paths:
+        scene = generate_scene(rng, size)
+        buffer = io.BytesIO()
+        Image.fromarray(scene.image).save(buffer, format="PNG")
+        written.append((write_output(p, FIGURE, buffer.getvalue()), scene.caption_text))
+    return written
+
+
+def _scene(values: dict[str, Any]) -> int:
+    for path, caption in write_scenes(values["out"], count=values["count"],
+                                      seed=values["seed"], size=values["size"]):
+        print(f"{path}\t{caption}")
+    return 0
+
+
+SCENE_COMMAND = Command(
+    "scene", "draw example duck scenes (PNG) to caption, each printed with its true caption",
+    (Option("--out", str, "the .png file to write (several: FILE-1.png, FILE-2.png, ...)",
+            metavar="FILE.png", default="scene.png"),
+     Option("--count", int, "how many scenes (default 1)", default=1, metavar="N"),
+     Option("--seed", int, "which scenes (default 0)", default=0, metavar="N"),
+     Option("--size", int, "side in pixels, 32 to 256 (default 128)", default=128,
+            metavar="S")),
+    _scene)

@@ -1,0 +1,129 @@
+"""Files a user names for an output (``--html``, ``--report``, ``--plot``, ``--out``): checked
+once, here, then written atomically.
+
+The rules:
+
+* the file's extension says what it is (a page ``.html``, a figure ``.png``/``.svg``/``.pdf``,
+  Pharaoh alignments ``.txt``/``.wa``...), so ``--report RUN/config.json`` is refused before
+  anything is computed;
+* a file that belongs to a run folder (its config, weights, logs, vocabularies, checkpoint) is
+  never an output, whatever its name: only the run's own pages and figures may be replaced;
+* an existing file is replaced only when it already is that kind of output (an HTML page, a
+  PNG...), never silently over something else;
+* a folder that cannot be written (missing permission, read-only, full) is one error line.
+
+Example:
+    ```python
+    path = output_file("cold.html", PAGE)          # checked; then
+    write_output(path, PAGE, page_html)            # written atomically
+    ```
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from attnkit.apps.runs import is_run
+from attnkit.errors import UsageError
+from attnkit.fileio import atomic_write_bytes
+
+
+def _starts_with(*prefixes: bytes) -> Callable[[bytes, str], bool]:
+    return lambda head, suffix: head.lstrip().lower().startswith(prefixes)
+
+
+_FIGURE_MAGIC = {".png": (b"\x89png",), ".pdf": (b"%pdf",), ".svg": (b"<?xml", b"<svg")}
+_PHARAOH = re.compile(rb"^\s*(\d+[-p]\d+(\s+\d+[-p]\d+)*)?\s*$")
+
+
+@dataclass(frozen=True)
+class OutputKind:
+    """What an output file is: a name for messages, the extensions it may have, and how the
+    start of an existing file shows that it already is one (``sniff(head, suffix)``)."""
+
+    name: str
+    suffixes: tuple[str, ...]
+    sniff: Callable[[bytes, str], bool]
+
+
+PAGE = OutputKind("page", (".html", ".htm"), _starts_with(b"<!doctype html", b"<html"))
+REPORT = OutputKind("report", PAGE.suffixes, PAGE.sniff)
+FIGURE = OutputKind("figure", tuple(_FIGURE_MAGIC), lambda head, suffix: head.lstrip().lower()
+                    .startswith(_FIGURE_MAGIC[suffix]))
+FIGURE_OR_PAGE = OutputKind("figure or page", FIGURE.suffixes + PAGE.suffixes,
+                            lambda head, suffix: (PAGE if suffix in PAGE.suffixes else FIGURE)
+                            .sniff(head, suffix))
+EXPORT = OutputKind("export folder", (), lambda head, suffix: False)
+ALIGNMENTS = OutputKind("alignment file", (".txt", ".wa", ".align", ".pharaoh"),
+                        lambda head, suffix: bool(_PHARAOH.match(head.split(b"\n")[0])))
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(256)
+    except OSError:
+        return b""
+
+
+def output_file(path: str | os.PathLike, kind: OutputKind) -> Path:
+    """Check a file the user named for an output of ``kind``; nothing is written.
+
+    Raises:
+        UsageError: a wrong extension, a folder in its place, an existing file that is not
+            such an output (a run's own file among them).
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in kind.suffixes:
+        raise UsageError(f"{path}: a {kind.name} is written to a {' / '.join(kind.suffixes)} "
+                         f"file, not {suffix or 'a file without an extension'}")
+    if path.is_dir():
+        raise UsageError(f"{path}: is a folder; name a file for the {kind.name}")
+    if (path.exists() or path.is_symlink()) and not (
+            path.is_file() and kind.sniff(_head(path), suffix)):
+        folder = path.parent
+        if is_run(folder):
+            raise UsageError(f"{path}: a file of the run folder {folder}, not a {kind.name}; "
+                             f"write the {kind.name} somewhere else")
+        raise UsageError(f"{path}: already exists and is not a {kind.name}; remove it or name "
+                         "a new file")
+    return path
+
+
+def write_output(path: str | os.PathLike, kind: OutputKind, content: str | bytes) -> Path:
+    """Check ``path`` (`output_file`) and write ``content`` to it atomically.
+
+    Raises:
+        UsageError: as `output_file`, or a folder that cannot be written.
+    """
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    return writing(output_file(path, kind), kind, lambda p: atomic_write_bytes(p, data))
+
+
+def writing(path: Path, kind: OutputKind, write: Callable[[Path], object]) -> Path:
+    """``write(path)`` with an OSError (no such folder, no permission, read-only, full disk)
+    turned into one UsageError naming the file."""
+    try:
+        write(path)
+    except OSError as exc:
+        reason = {errno.EROFS: "read-only file system", errno.ENOSPC: "the disk is full",
+                  errno.EACCES: "permission denied", errno.EEXIST: "a file stands where its "
+                  "folder should be", errno.ENOTDIR: "a file stands where its folder should be"
+                  }.get(exc.errno or 0, exc.strerror or str(exc))
+        raise UsageError(f"{path}: cannot write the {kind.name} ({reason})") from None
+    return path
+
+
+def numbered_paths(path: str | os.PathLike, count: int) -> list[Path]:
+    """``count`` output files for one ``--plot FILE``: FILE itself for one, else
+    ``FILE-1.png``, ``FILE-2.png``... (the stem numbered, the extension kept)."""
+    path = Path(path)
+    if count == 1:
+        return [path]
+    return [path.with_name(f"{path.stem}-{i}{path.suffix}") for i in range(1, count + 1)]

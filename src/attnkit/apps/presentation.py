@@ -1,0 +1,69 @@
+"""How the command line presents an app: its options, examples and help lines, and how its
+metrics and finished runs are printed. `attnkit.apps.base.App` inherits it; ``attnkit.cli``
+reads it to build ``attnkit APP ...``.
+
+Example:
+    ```python
+    class ReverseApp(App):
+        name = "reverse"
+        help = "reverse a sequence of digits"
+        headline = ("accuracy",)
+        options = (Option("--length", int, "digits per sequence (default 8)"),)
+    ```
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from attnkit.apps.results import Run
+
+
+class Presentation:
+    """What the ``attnkit APP`` commands show of an app.
+
+    Class attributes:
+        help: one line for ``attnkit --help``.
+        description: a paragraph for ``attnkit NAME --help``.
+        options: `attnkit.apps.options.Option` s the CLI adds for this app.
+        examples: command lines shown under ``attnkit NAME --help``.
+        commands: `attnkit.apps.options.Command` s beyond train / eval / predict (e.g.
+            ``translate export``).
+        headline: the test metrics a finished training prints on its last line.
+        train_help: the help of common train options, by name, where the app's defaults
+            differ (``{"epochs": "default 8"}``).
+        eval_help, eval_data_help: the help of ``eval`` and of its ``--data``.
+        default_threads: CPU threads by command where torch's default (one per core) is not
+            the fastest for the app's small models.
+        plot_aliases: other flags the app accepts for ``predict --plot``.
+    """
+
+    help: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    options: ClassVar[tuple] = ()
+    examples: ClassVar[tuple[str, ...]] = ()
+    commands: ClassVar[tuple] = ()
+    headline: ClassVar[tuple[str, ...]] = ()
+    train_help: ClassVar[dict[str, str]] = {}
+    eval_help: ClassVar[str] = "its metrics on held-out data"
+    eval_data_help: ClassVar[str] = "data to evaluate on (default: the run's own test split)"
+    default_threads: ClassVar[dict[str, int]] = {}
+    plot_aliases: ClassVar[tuple[str, ...]] = ()
+
+    def json_metrics(self, metrics: dict[str, Any]) -> dict[str, Any]:
+        """The metrics ``eval --json`` prints (all of them unless the app says otherwise)."""
+        return metrics
+
+    def format_metrics(self, metrics: dict[str, Any]) -> str:
+        """The metrics as the ``eval`` command prints them."""
+        return "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                         for k, v in metrics.items() if isinstance(v, (int, float, str)))
+
+    def training_report(self, run: Run) -> str | None:
+        """A table printed after ``train`` (e.g. a learning curve), or None."""
+        return None
+
+    def run_line(self, run: Run) -> str:
+        """The last line ``train`` prints (`attnkit.apps.results.Run.line` with the
+        ``headline``)."""
+        return run.line(self.headline)

@@ -1,0 +1,162 @@
+"""The data an app's steps pass around: a loaded run, a finished training, an evaluation,
+prepared data; and the two logs every app uses.
+
+Example:
+    ```python
+    loaded = APPS["sentiment"].load("runs/imdb")
+    loaded.model, loaded.pipeline, loaded.summary()["parameters"]
+    ```
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attnkit.apps.run_files import read_json
+from attnkit.apps.runs import write_json
+from attnkit.errors import CheckpointError
+from attnkit.training import TrainConfig, TrainResult
+
+Log = Callable[[str], None]
+TEST_METRICS = "test_metrics.json"
+# Fields of test_metrics.json that describe the training, kept when `eval` rewrites the file.
+TRAINING_FIELDS = ("stop_reason", "train_seconds", "run")
+
+
+def quiet(_: str) -> None:
+    """A log that drops its lines."""
+    return None
+
+
+def stderr_log(line: str) -> None:
+    """A log that prints its lines on stderr (stdout stays for results)."""
+    print(line, file=sys.stderr)
+
+
+@dataclass
+class Loaded:
+    """A trained run, loaded: what `App.load` returns.
+
+    Attributes:
+        path: the run folder (or an exported folder).
+        app: the app's name.
+        model: the network, in eval mode, on ``device``, with the chosen weights (None when an
+            engine other than attnkit runs an exported model).
+        pipeline: the app's text or image pipeline (tokenizer, vocabularies, sizes).
+        config: the run's ``config.json`` (data, model, options, train settings).
+        device: where the model runs.
+        engine: how the app runs the model, when it has a choice (translation: attnkit's
+            decoding or CTranslate2).
+        description: the model in a few words, for pages and listings.
+        trained_here: True for a training run (``evaluate`` writes its ``test_metrics.json``),
+            False for an exported folder.
+    """
+
+    path: Path
+    app: str
+    model: Any
+    pipeline: Any
+    config: dict[str, Any]
+    device: str = "cpu"
+    engine: Any = None
+    description: str = ""
+    trained_here: bool = True
+
+    def summary(self) -> dict[str, Any]:
+        """The run in a few readable fields, for reports, explorer pages and the server."""
+        out: dict[str, Any] = {"run": str(self.path), "app": self.app,
+                               "model": self.description or "-"}
+        if self.model is not None:
+            out["parameters"] = sum(p.numel() for p in self.model.parameters())
+        data = self.config.get("data")
+        if isinstance(data, dict):
+            data = data.get("path") or data.get("kind")
+        if data is not None:
+            out["data"] = str(data)
+        return out
+
+
+@dataclass
+class Run:
+    """A training that has ended: what `App.train` returns.
+
+    Attributes:
+        path: the run folder.
+        app: the app's name.
+        result: the trainer's `TrainResult` (``stop_reason``, steps, best metric...).
+        test_metrics: the scores of the best weights on the test split (None: stopped by a
+            signal, or no test split).
+        select_metric: the validation metric that chose the best weights.
+    """
+
+    path: Path
+    app: str
+    result: TrainResult
+    test_metrics: dict[str, Any] | None = None
+    select_metric: str = ""
+
+    def line(self, headline: tuple[str, ...] = ()) -> str:
+        """One line: where the run is, why it stopped, its best validation score and the
+        ``headline`` test metrics (numbers to 4 significant digits: no float noise)."""
+        best = ("none (stopped before its first evaluation)" if self.best_metric is None
+                else f"{self.best_metric:.4g}")
+        line = (f"run: {self.path}  stop: {self.stop_reason}  best validation "
+                f"{self.select_metric or 'score'}: {best}")
+        scores = [f"{k} {self.test_metrics[k]:.4g}" for k in headline
+                  if isinstance((self.test_metrics or {}).get(k), (int, float))]
+        return line + (f"  test: {', '.join(scores)}" if scores else "")
+
+    stop_reason = property(lambda self: self.result.stop_reason)
+    signal = property(lambda self: self.result.signal)
+    epoch = property(lambda self: self.result.epoch)
+    global_step = property(lambda self: self.result.global_step)
+    best_metric = property(lambda self: self.result.best_metric)
+    best_step = property(lambda self: self.result.best_step)
+    elapsed = property(lambda self: self.result.elapsed)
+
+
+@dataclass
+class Evaluation:
+    """What an app's `App.evaluation` returns: the metrics, and the report page when asked."""
+
+    metrics: dict[str, Any]
+    page: str | None = None
+
+
+@dataclass
+class Prepared:
+    """What a training needs, ready: every app's prepared data subclasses this.
+
+    Attributes:
+        config: the app's validated settings (`App.configure`).
+        train: the trainer's settings.
+    """
+
+    config: Any
+    train: TrainConfig
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def write_test_metrics(run: Path, metrics: dict[str, Any]) -> None:
+    """``RUN/test_metrics.json`` with ``metrics``; the fields that describe the training (why
+    it stopped, how long it took, its best validation score) are kept from the file's
+    previous version, so an ``eval`` never erases them. A run folder that cannot be written
+    (a read-only copy) is still evaluated: a note says the file was not updated."""
+    path = run / TEST_METRICS
+    kept: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            old = read_json(path, "the run's test metrics", root=run)
+        except CheckpointError:
+            old = {}
+        if isinstance(old, dict):
+            kept = {k: v for k, v in old.items()
+                    if k in TRAINING_FIELDS or k.startswith("best_valid_")}
+    try:
+        write_json(path, {**metrics, **kept})
+    except OSError as exc:
+        stderr_log(f"attnkit: note: {path} not updated ({exc.strerror or exc})")

@@ -1,0 +1,188 @@
+"""IMDB-style sentiment: a self-attention classifier trained into a run folder, and reviews
+shaded by what decided them.
+
+Presets (`attnkit.apps.sentiment.settings.PRESETS`):
+
+* ``keras2018``: the 2018 Keras model and recipe: 30,000 words (Keras tokenizer), maxlen 100
+  padded and truncated at the start, Adam 1e-3, batch 64, 5 epochs, no gradient clipping.
+* ``best``: the most accurate recipe measured within a 15-minute CPU budget (one transformer
+  block, attention pooling, hashed bigrams, one epoch; docs/results.md).
+
+The app (`SentimentApp`, registered as ``"sentiment"``) keeps the contract of
+`attnkit.apps.base.App`; the functions here are its Python API.
+
+Example:
+    ```python
+    run = train("../shared/data/imdb", "runs/imdb", preset="keras2018")
+    metrics = evaluate("runs/imdb")                          # the run's own test split
+    pred = predict("runs/imdb", ["A wonderful, moving film."])[0]   # .prob, .tokens, .weights
+    pred.render("review.png")
+    ```
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from attnkit.apps.base import App, Evaluation, Loaded, Log, Run, stderr_log
+from attnkit.apps.options import Option, build_bounded, resolve_device
+from attnkit.apps.run_files import weights_file
+from attnkit.apps.runs import read_config
+from attnkit.apps.sentiment import evaluation, prediction, prepare, training
+from attnkit.apps.sentiment.prediction import SentimentPrediction
+from attnkit.apps.sentiment.settings import PRESETS, Settings, configure
+from attnkit.models.sentiment import SentimentClassifier
+from attnkit.training import load_weights
+
+__all__ = ["APP", "PRESETS", "SentimentApp", "SentimentPrediction", "Settings", "evaluate",
+           "load_run", "predict", "train"]
+
+DATA_FORMS = ('--data is an aclImdb/ folder, aclImdb_v1.tar.gz, a folder with train/test '
+              '.jsonl.gz or .csv, a single .jsonl[.gz]/.csv file ({"text", "label"}; label 0/1 '
+              'or neg/pos), or "download".')
+OPTIONS = (
+    Option("--preset", str, "model and recipe (default keras2018)", choices=tuple(PRESETS)),
+    Option("--test-data", str, "test split location (default: --data when it has one)"),
+    Option("--valid-fraction", float, "share of train held out for validation/selection "
+           "(default: the preset's, 0.1 for keras2018, 0.04 for best)"),
+    Option("--tokenizer", str, "override the preset's tokenizer",
+           choices=("word", "char", "subword")),
+    Option("--num-words", int, "vocabulary size (default: the preset's)"),
+    Option("--maxlen", int, "tokens kept per review (default: the preset's)"),
+    Option("--padding", str, "padding side (default pre)", choices=("pre", "post")),
+    Option("--no-mask", None, "the 2018 behaviour: padding is attended and max-pooled",
+           dest="mask_padding", const=False),
+    Option("--no-test-curve", None, "do not log test accuracy after each epoch",
+           dest="track_test", const=False),
+    Option("--skip-bad", None, "skip (and count) malformed records", ("train", "eval")),
+    Option("--split", str, "the split of --data (default test)", ("eval",),
+           choices=("train", "test")),
+    Option("--examples", int, "reviews shown on the --report page (default 20)", ("eval",),
+           metavar="N"),
+    Option("--color", str, "shade the words in the terminal (default: when stdout is one)",
+           ("predict",), choices=("auto", "always", "never"), default="auto", stage="show"),
+)
+
+
+class SentimentApp(App):
+    """Movie-review sentiment with self-attention (IMDB)."""
+
+    name = "sentiment"
+    help = "movie-review sentiment with self-attention (IMDB)"
+    description = "Train, evaluate and explain self-attention sentiment classifiers."
+    inputs = "review"
+    options = OPTIONS
+    headline = ("accuracy",)
+    examples = (
+        "attnkit sentiment train --preset keras2018 --data ../shared/data/imdb --out "
+        "runs/imdb2018",
+        "attnkit sentiment train --preset best --data aclImdb_v1.tar.gz --out runs/imdb "
+        "--max-minutes 15",
+        "attnkit sentiment train --resume runs/imdb --epochs 8     # continue, with a larger "
+        "budget",
+        "attnkit sentiment eval --run runs/imdb --report imdb.html  # the run's own test split",
+        'attnkit sentiment predict --run runs/imdb --html review.html "Dull and far too long."',
+        "attnkit sentiment predict --run runs/imdb --json < reviews.txt   # one review per line",
+        "", DATA_FORMS)
+    train_help = {"data": "training data (see below); a resume takes the run's",
+                  "epochs": "default: the preset's (5 keras2018, 1 best)",
+                  "batch_size": "default 64",
+                  "lr": "default: the preset's (1e-3 keras2018, 2e-3 best)",
+                  "patience": "stop after N evaluations without a better validation accuracy "
+                              "(default 0: never stop early)"}
+    eval_help = "accuracy on labelled reviews"
+    eval_data_help = "reviews to evaluate on (default: the run's own test data)"
+
+    def configure(self, given: dict[str, Any], out: Path, stored: dict[str, Any] | None):
+        return configure(given, out, stored)
+
+    def prepare(self, config, log: Log):
+        return prepare.prepare(config, log)
+
+    def save(self, prepared, out: Path) -> None:
+        prepare.save(prepared, out)
+
+    def reload(self, config, out: Path, log: Log):
+        return prepare.reload(config, out, log)
+
+    def fit(self, prepared, out: Path, *, resume: bool, log: Log):
+        return training.fit(prepared, out, resume=resume, log=log)
+
+    def load(self, run: str | os.PathLike, *, weights: str = "best", device: str | None = None,
+             engine: str | None = None) -> Loaded:
+        """The model of a run (eval mode, on ``device``), its text pipeline and config.
+
+        Raises:
+            CheckpointError: not a sentiment run (another app's, or no run), a broken file, or
+                no such weights yet.
+        """
+        run = Path(run)
+        config = read_config(run, self.name)
+        model_cfg = prepare.read_model_config(run)
+        pipeline = prepare.load_pipeline(run)
+        path = weights_file(run, weights)
+        model = build_bounded(lambda: SentimentClassifier(model_cfg), f"{run / 'model.json'}")
+        load_weights(model, path)
+        device = resolve_device(device)
+        return Loaded(run, self.name, model.to(device).eval(), pipeline, config, device,
+                      description=_describe(model_cfg))
+
+    def evaluation(self, loaded: Loaded, data: Any, *, report: int = 0,
+                   **options: Any) -> Evaluation:
+        return evaluation.evaluation(loaded, data, report=report, **options)
+
+    def predictions(self, loaded: Loaded, inputs: Sequence[str], **options: Any
+                    ) -> list[SentimentPrediction]:
+        return prediction.predictions(loaded, inputs, **options)
+
+    def has_test_split(self, loaded: Loaded) -> bool:
+        return evaluation.own_test_data(loaded.config) is not None
+
+    def training_report(self, run: Run) -> str | None:
+        return training.format_curve(run.path)
+
+    def format_metrics(self, metrics: dict[str, Any]) -> str:
+        line = (f"accuracy {metrics['accuracy']:.4f}  loss {metrics['loss']:.4f}  "
+                f"({metrics['examples']} reviews of {metrics['data']}, {metrics['split']})")
+        if metrics.get("truncated"):
+            line += (f"\n{metrics['truncated']} of {metrics['examples']} reviews were longer "
+                     "than the model reads; their cut tokens were not seen")
+        return line
+
+
+def _describe(cfg) -> str:
+    block = ("one transformer block" if cfg.block == "transformer"
+             else f"{cfg.num_layers} self-attention layer(s)")
+    return (f"{block}, {cfg.num_heads} heads x {cfg.head_dim}, embeddings {cfg.embed_dim}, "
+            f"{cfg.pooling} pooling, {cfg.maxlen} tokens")
+
+
+APP = SentimentApp()
+
+
+def train(data=None, out=None, *, resume: bool = False, overwrite: bool = False,
+          log: Log = stderr_log, **overrides: Any) -> Run:
+    """Train a sentiment run into ``out`` (`App.train`); ``overrides`` are `Settings` and
+    `attnkit.training.TrainConfig` fields (and ``patience``)."""
+    return APP.train({"data": data, **overrides}, out, resume=resume, overwrite=overwrite,
+                     log=log)
+
+
+def load_run(run, *, device: str | None = "cpu", weights: str = "best") -> Loaded:
+    """The best model of a run, its text pipeline and config (`App.load`)."""
+    return APP.load(run, weights=weights, device=device)
+
+
+def evaluate(run, data=None, **options: Any) -> dict:
+    """Accuracy of a run on ``data`` (None: its own test data); options as
+    `attnkit.apps.sentiment.evaluation.evaluation` plus ``report``, ``examples``, ``device``
+    (`App.evaluate`)."""
+    return APP.evaluate(run, data, **options)
+
+
+def predict(run, texts: Sequence[str], **options: Any) -> list[SentimentPrediction]:
+    """P(positive) and per-token weights of each review (`App.predict`)."""
+    return APP.predict(run, texts, **options)

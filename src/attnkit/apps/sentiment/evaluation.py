@@ -1,0 +1,79 @@
+"""Scoring a sentiment run: accuracy and loss on labelled reviews, and the report page.
+
+Example:
+    ```python
+    result = evaluation(loaded, None, report=20)     # the run's own test data
+    result.metrics["accuracy"], result.page is not None
+    ```
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from attnkit.apps.base import Evaluation, Loaded
+from attnkit.apps.sentiment.prediction import SentimentPrediction, predictions
+from attnkit.apps.sentiment.prepare import load_reviews
+from attnkit.apps.sentiment.training import accuracy
+from attnkit.data.imdb import SPLITS, has_split
+from attnkit.data.review_pipeline import EncodedReviews
+from attnkit.errors import UsageError
+
+DEFAULT_EXAMPLES = 20
+
+
+def own_test_data(config: dict[str, Any]) -> str | None:
+    """The test data a run recorded (format 1: its data, when that has a test split)."""
+    test = config.get("test_data")
+    if test is None and config.get("format") == 1 and config.get("data") \
+            and has_split(config["data"], "test"):
+        test = config["data"]
+    return test
+
+
+def evaluation(loaded: Loaded, data: str | None, *, report: int = 0, split: str = "test",
+               skip_bad: bool = False) -> Evaluation:
+    """Accuracy of a run's model on ``data``'s ``split`` (None: the run's own test data).
+
+    Args:
+        loaded: a sentiment run.
+        data: reviews (see `attnkit.apps.sentiment.settings.Settings`).
+        report: reviews shown on the report page (0: no page; -1: the default, 20).
+        split: ``"test"`` or ``"train"``.
+        skip_bad: skip (and count) malformed records instead of failing.
+
+    Returns:
+        `Evaluation` with ``{"accuracy", "loss", "examples", "data", "split", "truncated"}``;
+        ``truncated`` counts the reviews longer than the model's maxlen (cut as in training).
+
+    Raises:
+        UsageError: an unknown split, or no data given for a run that recorded none.
+    """
+    if split not in SPLITS:
+        raise UsageError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
+    if data is None:
+        data = own_test_data(loaded.config)
+        if data is None:
+            raise UsageError("this run has no test data recorded; pass the data with --data")
+    reviews = load_reviews(data, split, skip_bad)
+    reads = [loaded.pipeline.read(r.text) for r in reviews]
+    ids, lengths = loaded.pipeline.pad(reads)
+    labels = torch.tensor([r.label for r in reviews], dtype=torch.float32)
+    metrics = {**accuracy(loaded.model, EncodedReviews(ids, lengths, labels)),
+               "examples": len(reviews), "data": str(data), "split": split,
+               "truncated": sum(r.dropped > 0 for r in reads)}
+    page = None
+    if report:
+        n = DEFAULT_EXAMPLES if report < 0 else report
+        shown: list[SentimentPrediction] = [
+            p for p in predictions(loaded, [r.text for r in reviews[:n]]) if not p.empty]
+        if shown:
+            page = SentimentPrediction.page(shown, {**loaded.summary(), **_shown(metrics)})
+    return Evaluation(metrics, page)
+
+
+def _shown(metrics: dict[str, Any]) -> dict[str, Any]:
+    return {"accuracy": f"{metrics['accuracy']:.4f}", "loss": f"{metrics['loss']:.4f}",
+            "reviews": f"{metrics['examples']:,}", "data": metrics["data"]}

@@ -1,0 +1,213 @@
+"""A review's sentiment and what the model read of it: what the sentiment app's ``predict``
+returns.
+
+Reviews are read (`attnkit.data.review_pipeline.TextPipeline.read`), sorted by length and run
+in batches cut to their longest review, so a batch of short reviews costs no padding; weights
+are computed only when asked (the page, a figure, the JSON, the terminal shading). A review in
+which the model finds no word it reads gets a prediction marked ``empty`` instead of stopping
+the batch.
+
+Example:
+    ```python
+    pred = predict("runs/imdb", ["A wonderful, moving film."])[0]
+    pred.prob, pred.label, pred.tokens, pred.weights
+    ```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnkit.apps.base import Loaded
+from attnkit.apps.prediction import Prediction
+from attnkit.data.review_pipeline import CHUNK_CHARS, ReadReview, TextPipeline
+from attnkit.errors import UsageError
+
+
+@dataclass
+class SentimentPrediction(Prediction):
+    """One review's sentiment and what the model read of it.
+
+    Attributes:
+        text: the review as given.
+        prob: P(positive); None for an empty review.
+        label: ``"positive"`` (prob >= 0.5), ``"negative"``, or ``"empty"`` (no word the
+            model reads: nothing was predicted).
+        tokens: the tokens the model read (at most maxlen).
+        weights: ``[len(tokens)]`` float32, each token's share of the decision (sums to 1;
+            see `attnkit.models.sentiment.SentimentClassifier.explain`); None when not asked.
+        contributions: ``[len(tokens)]`` float32, each token's signed part of the logit
+            (> 0 towards positive; they sum to the logit minus the classifier's bias); None
+            when not asked.
+        spans: ``(start, end)`` of each token in ``text`` (as written), or None when the
+            tokenizer's pieces cannot be found in the text.
+        unknown: share of ``tokens`` unknown to the vocabulary (0..1).
+        truncated: tokens cut off by maxlen (0 if none).
+    """
+
+    text: str
+    prob: float | None
+    label: str
+    tokens: list[str]
+    weights: np.ndarray | None
+    contributions: np.ndarray | None
+    spans: list[tuple[int, int]] | None
+    unknown: float
+    truncated: int
+
+    @property
+    def empty(self) -> bool:
+        return self.prob is None
+
+    def to_dict(self) -> dict[str, Any]:
+        def floats(a):
+            return None if a is None else [float(x) for x in a]
+        return {"text": self.text, "prob": self.prob,
+                "label": self.label, "tokens": self.tokens, "weights": floats(self.weights),
+                "contributions": floats(self.contributions),
+                "spans": None if self.spans is None else [list(s) for s in self.spans],
+                "unknown": round(self.unknown, 4), "truncated": self.truncated}
+
+    def text_line(self, color: str = "never", **show: Any) -> str:
+        """``P(positive) = ...`` and the review's words shaded by which way each pushed the
+        verdict (red towards negative, blue towards positive) in a terminal: ``color`` is
+        ``"always"``, ``"never"`` (then each word carries its signed share, ``+0.42``) or
+        ``"auto"`` (when standard output is a terminal)."""
+        import sys
+
+        from attnkit.viz.text import shade_text_ansi
+
+        if self.empty:
+            return "(no word the model reads: nothing predicted)"
+        head = f"P(positive) = {self.prob:.4f}  ({self.label})"
+        if self.contributions is None:
+            return head
+        shaded = color == "always" or (color == "auto" and sys.stdout.isatty())
+        return head + "\n" + shade_text_ansi(self.tokens, self.contributions, color=shaded,
+                                             signed=True)
+
+    def note(self) -> str | None:
+        if self.empty:
+            return "no word the model reads: nothing predicted"
+        parts = []
+        if self.unknown:
+            parts.append(f"{self.unknown:.0%} of its {len(self.tokens)} token(s) are unknown "
+                         "to the model's vocabulary")
+        if self.truncated:
+            parts.append(f"{self.truncated} token(s) cut off (the model reads "
+                         f"{len(self.tokens)})")
+        return "; ".join(parts) or None
+
+    def figure(self):
+        """One row of token cells coloured by weight, titled with the probability."""
+        from attnkit.viz.heatmap import alignment_figure
+
+        if self.empty or self.weights is None:
+            raise UsageError(f"no weights to draw for {self.text[:40]!r} (an empty review, or "
+                             "weights not asked for)")
+        fig = alignment_figure(self.weights[None, :], self.tokens, [self.label],
+                               title=f"P(positive) = {self.prob:.3f}")
+        fig.axes[0].set_xlabel("token")
+        fig.axes[0].set_ylabel("")
+        return fig
+
+    @classmethod
+    def page(cls, predictions: Sequence[SentimentPrediction], summary: dict[str, Any]) -> str:
+        """The sentiment explorer: each review as written, shaded by which way each word
+        pushed the verdict (signed contributions) or by its share of the decision."""
+        from attnkit.viz import Review, TokenView, sentiment_page
+
+        shown = [p for p in predictions if not p.empty and p.weights is not None]
+        if not shown:
+            raise UsageError("nothing to show on the page: no review with words the model reads")
+        reviews = [Review(p.text, p.tokens, p.prob, spans=p.spans, views=[
+            TokenView("push towards positive / negative", p.contributions, signed=True),
+            TokenView("share of the decision (pooling weight)", p.weights)])
+            for p in shown]
+        return sentiment_page(reviews, summary)
+
+
+def read_texts(pipeline: TextPipeline, texts: Sequence[str]) -> list[ReadReview | None]:
+    """Every review read; None for one that is blank or has no token the model reads."""
+    if isinstance(texts, str):
+        raise UsageError("predict takes a list of reviews, not one string")
+    reads: list[ReadReview | None] = []
+    for i, text in enumerate(texts, 1):
+        if not isinstance(text, str):
+            raise UsageError(f"review {i} is not text: {type(text).__name__}")
+        seen = pipeline.read(text) if text.strip() else None
+        reads.append(seen if seen is not None and seen.tokens else None)
+    return reads
+
+
+def predictions(loaded: Loaded, texts: Sequence[str], *, batch_size: int = 64,
+                attention: bool | str | None = None) -> list[SentimentPrediction]:
+    """P(positive) of each review, with per-token weights unless ``attention`` is False.
+
+    Raises:
+        UsageError: no review, a review that is not text, a batch size below 1.
+    """
+    if batch_size < 1:
+        raise UsageError(f"batch size must be at least 1, got {batch_size}")
+    reads = read_texts(loaded.pipeline, texts)
+    if not reads:
+        raise UsageError("no review given: nothing to predict")
+    out: list[SentimentPrediction | None] = [None] * len(reads)
+    real = sorted((i for i, r in enumerate(reads) if r is not None),
+                  key=lambda i: len(reads[i].tokens))
+    for start in range(0, len(real), batch_size):
+        rows = real[start:start + batch_size]
+        for i, pred in zip(rows, _batch(loaded, [texts[i] for i in rows],
+                                        [reads[i] for i in rows], attention is not False),
+                           strict=True):
+            out[i] = pred
+    for i, text in enumerate(texts):
+        if out[i] is None:
+            out[i] = SentimentPrediction(text, None, "empty", [], None, None, None, 0.0, 0)
+    return out  # type: ignore[return-value]
+
+
+@torch.no_grad()
+def _batch(loaded: Loaded, texts: Sequence[str], reads: Sequence[ReadReview],
+           weights: bool) -> list[SentimentPrediction]:
+    """Predictions for reviews of similar length (each with at least one token), run on
+    columns cut to the longest of them."""
+    pipeline, model = loaded.pipeline, loaded.model
+    ids, lengths = pipeline.pad(reads)
+    # With masking a review's output does not depend on its padding, so the batch runs on
+    # its longest review's columns; the 2018 mode attends to padding and needs all of them.
+    keep = int(lengths.max()) if model.config.mask_padding else pipeline.maxlen
+    cols = slice(pipeline.maxlen - keep, None) if pipeline.padding == "pre" else slice(0, keep)
+    ids, lengths = ids[:, cols].to(loaded.device), lengths.to(loaded.device)
+    if weights:
+        probs, scores, signed = model.attribute(ids, lengths)
+    else:
+        probs, scores, signed = torch.sigmoid(model(ids, lengths)), None, None
+    out = []
+    for b, (text, seen) in enumerate(zip(texts, reads, strict=True)):
+        n = len(seen.tokens)
+        real = slice(keep - n, keep) if pipeline.padding == "pre" else slice(0, n)
+        prob = float(probs[b])
+        out.append(SentimentPrediction(
+            text, prob, "positive" if prob >= 0.5 else "negative", seen.tokens,
+            None if scores is None else scores[b, real].float().cpu().numpy(),
+            None if signed is None else signed[b, real].float().cpu().numpy(),
+            _spans(pipeline, text, seen), seen.unknown_share, seen.dropped))
+    return out
+
+
+def _spans(pipeline: TextPipeline, text: str,
+           seen: ReadReview) -> list[tuple[int, int] | None] | None:
+    """Where each kept token sits in the review as written (None for a review too long to
+    search); pre-truncation kept the last tokens, so they are matched from the end."""
+    from attnkit.viz import token_spans
+
+    if len(text) > CHUNK_CHARS:
+        return None
+    return token_spans(text, seen.tokens,
+                       from_end=seen.dropped > 0 and pipeline.truncating == "pre")

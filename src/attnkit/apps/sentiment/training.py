@@ -1,0 +1,116 @@
+"""The sentiment app's training wiring: the loss, the validation accuracy that selects
+checkpoints (and the per-epoch test curve of the 2018 script), the trainer, and the curve
+printed after training beside the Keras figures.
+
+Example:
+    ```python
+    result = fit(prepared, Path("runs/imdb"), resume=False, log=print)
+    print(format_curve("runs/imdb"))    # epoch, valid acc, test acc, Keras 2018 test acc
+    ```
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from attnkit.apps.base import Log
+from attnkit.apps.run_files import MAX_VOCAB_BYTES, read_text
+from attnkit.apps.runs import FORMAT, read_config
+from attnkit.apps.sentiment.prepare import SentimentPrepared
+from attnkit.data.review_pipeline import EncodedReviews, collate
+from attnkit.models.sentiment import SentimentClassifier, count_parameters
+from attnkit.training import LossOutput, Trainer, TrainResult
+
+APP = "sentiment"
+# Test accuracy after epochs 1-5 of the 2018 Keras script on this machine (it validated on test).
+KERAS2018_TEST_CURVE = (0.850, 0.857, 0.838, 0.815, 0.814)
+
+
+def bce_loss(model, batch) -> LossOutput:
+    """Binary cross-entropy on logits (= sigmoid + BCE, as Keras, but numerically stable)."""
+    ids, lengths, labels = batch
+    logits = model(ids, lengths)
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels)
+    return LossOutput(loss=loss, count=int(labels.shape[0]))
+
+
+@torch.no_grad()
+def accuracy(model, data: EncodedReviews, batch_size: int = 256) -> dict[str, float]:
+    """``{"loss", "accuracy"}`` of ``model`` (in eval mode) on ``data``."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    correct, total_loss = 0, 0.0
+    for start in range(0, len(data), batch_size):
+        ids = data.ids[start:start + batch_size].to(device)
+        lengths = data.lengths[start:start + batch_size].to(device)
+        labels = data.labels[start:start + batch_size].to(device)
+        logits = model(ids, lengths)
+        total_loss += float(torch.nn.functional.binary_cross_entropy_with_logits(
+            logits, labels, reduction="sum"))
+        correct += int(((logits > 0).float() == labels).sum())
+    model.train(was_training)
+    n = max(len(data), 1)
+    return {"loss": total_loss / n, "accuracy": correct / n}
+
+
+def fit(prep: SentimentPrepared, out: Path, *, resume: bool, log: Log) -> TrainResult:
+    """Build the model (seeded by the caller) and train it, or continue ``last/``."""
+    settings, pipeline, reviews = prep.config.settings, prep.pipeline, prep.reviews
+    train_set, valid_set = pipeline.dataset(reviews.train), pipeline.dataset(reviews.valid)
+    test_set = pipeline.dataset(reviews.test) if reviews.test else None
+    model = SentimentClassifier(prep.model)
+
+    def evaluate_fn(m):
+        metrics = accuracy(m, valid_set)
+        if test_set is not None and settings.track_test:
+            metrics.update({f"test_{k}": v for k, v in accuracy(m, test_set).items()})
+        return metrics
+
+    metadata = {"app": APP, "format": FORMAT, **settings.stored(),
+                "model": prep.model.to_dict(), "parameters": count_parameters(model),
+                "train_size": len(train_set), "valid_size": len(valid_set),
+                "test_size": 0 if test_set is None else len(test_set)}
+    trainer = Trainer(model, prep.train, out, train_dataset=train_set, collate_fn=collate,
+                      loss_fn=bce_loss, evaluate_fn=evaluate_fn, run_metadata=metadata)
+    return trainer.fit(resume=resume)
+
+
+def epoch_curve(run) -> list[dict]:
+    """Per-epoch evaluations of a run from ``metrics.jsonl``: ``[{"epoch": 1, "valid_accuracy",
+    "test_accuracy" (when tracked)}, ...]`` (epochs counted from 1)."""
+    rows = []
+    text = read_text(Path(run) / "metrics.jsonl", "the run's metrics", root=run,
+                     limit=MAX_VOCAB_BYTES)
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        obj = json.loads(line)
+        if obj.get("kind") != "eval":
+            continue
+        # The trainer prefixes evaluate_fn's keys with "val_".
+        row = {"epoch": int(obj["epoch"]) + 1, "valid_accuracy": obj.get("val_accuracy")}
+        if "val_test_accuracy" in obj:
+            row["test_accuracy"] = obj["val_test_accuracy"]
+        rows.append(row)
+    return rows
+
+
+def format_curve(run, baseline: Sequence[float] | None = None) -> str:
+    """The per-epoch curve as a table, beside the 2018 Keras test accuracies (for a keras2018
+    run, unless ``baseline`` is given)."""
+    if baseline is None:
+        preset = read_config(run, APP).get("preset")
+        baseline = KERAS2018_TEST_CURVE if preset == "keras2018" else ()
+    lines = ["epoch  valid acc  test acc  Keras 2018 test acc"]
+    for row in epoch_curve(run):
+        e = row["epoch"]
+        keras = f"{baseline[e - 1]:.3f}" if e <= len(baseline) else "-"
+        test = row.get("test_accuracy")
+        lines.append(f"{e:>5}  {row['valid_accuracy']:>9.4f}  "
+                     f"{'-' if test is None else f'{test:.4f}':>8}  {keras:>19}")
+    return "\n".join(lines)

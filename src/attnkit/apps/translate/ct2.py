@@ -1,0 +1,219 @@
+"""The translate app on CTranslate2: export a Transformer run, translate with the export.
+
+``attnkit translate export RUN OUT`` (`export_run`) writes a folder that is usable on its own
+(no attnkit weights or vocabulary files needed):
+
+* ``model.bin``, ``config.json`` and the vocabulary files CTranslate2 writes: the CTranslate2
+  model (`attnkit.serving.ctranslate2.export_ctranslate2`, whose docstring says what it
+  supports);
+* ``subword.model``: the run's joint sentencepiece model (text <-> pieces);
+* ``vocab_src.json``, ``vocab_tgt.json``: the run's vocabularies (the share of unknown source
+  pieces);
+* ``attnkit.json``: the rest the app needs: the longest source the model reads, the run's data
+  and model settings (``eval`` without ``--data`` scores the run's test split), the
+  quantization, the run it came from;
+* ``manifest.json``: the size and sha256 of every other file. Loading checks them all, and
+  that CTranslate2's vocabulary is the run's, so a damaged or edited export is refused instead
+  of translating wrongly.
+
+``--engine ctranslate2 --run OUT`` translates with it (`CTranslate2Engine`): sources are cut to
+the same length as with attnkit, greedy outputs are attnkit's (float32); beams are normalised
+by ``length ** alpha`` (CTranslate2's rule) rather than the GNMT penalty. The engine computes
+no attention: predictions have ``weights`` None and an output ``<unk>`` stays.
+
+Refused, each with one error line: an RNN run (CTranslate2 runs Transformers only), a run
+trained on words (the export tokenizes with the run's sentencepiece model, so that
+sentencepiece and ctranslate2 alone can use it: train with ``--subword N``), a non-empty OUT.
+
+Example:
+    ```python
+    export_run("runs/fr", "runs/fr-ct2", quantization="int8")
+    predict("runs/fr-ct2", ["I am cold."], engine="ctranslate2")[0].text
+    ```
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from attnkit.apps.base import Loaded
+from attnkit.apps.outputs import EXPORT, writing
+from attnkit.apps.run_files import read_json_object
+from attnkit.apps.runs import FORMAT, write_json
+from attnkit.apps.translate.engines import check_decoding, summary_of
+from attnkit.apps.translate.manifest import check_ct2_vocabulary, check_manifest, write_manifest
+from attnkit.apps.translate.pipeline import (
+    SUBWORD_FILE,
+    VOCAB_FILES,
+    TranslatePipeline,
+    encode_source,
+    read_vocab,
+    run_codec,
+    run_model_config,
+)
+from attnkit.apps.translate.prediction import TranslationPrediction
+from attnkit.data.text_codec import TGT_LANG
+from attnkit.errors import CheckpointError, UsageError
+from attnkit.models.config import TransformerConfig
+
+APP = "translate"
+EXPORT_FILE = "attnkit.json"
+ENGINE = "ctranslate2"
+DEVICES = ("cpu", "cuda", "auto")
+NO_ATTENTION = ("the CTranslate2 engine computes no attention: --html, --plot, --report and "
+                "--alignments need --engine attnkit (with the training run)")
+
+
+class CTranslate2Engine:
+    """Translation by CTranslate2 of an exported run (see the module docstring)."""
+
+    name = ENGINE
+    has_attention = False
+
+    def __init__(self, translator: Any, pipeline: TranslatePipeline):
+        self.translator, self.pipeline = translator, pipeline
+
+    def translate(self, sentences: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
+                  unk_replace: bool = True, batch_size: int | None = None,
+                  attention: bool | str = False) -> list[TranslationPrediction]:
+        """See `attnkit.apps.translate.engines.Engine.translate` (``unk_replace`` has no
+        effect: there is no attention to copy a source word by).
+
+        Raises:
+            UsageError: an empty sentence, a beam or batch size below 1, attention asked for.
+        """
+        from attnkit.serving.ctranslate2 import translate_tokens
+
+        if attention:
+            raise UsageError(NO_ATTENTION)
+        check_decoding(beam, batch_size)
+        p = self.pipeline
+        encoded = [encode_source(p, s, i) for i, s in enumerate(sentences, 1)]
+        outs = translate_tokens(self.translator, [tokens for tokens, _, _ in encoded],
+                                beam=beam, length_penalty=alpha if beam > 1 else None,
+                                batch_size=batch_size)
+        v = p.tgt_vocab
+        # attnkit drops special tokens a model emits inside a sentence; so does this engine.
+        specials = {v.itos[i] for i in (v.pad_id, v.bos_id, v.eos_id)}
+        preds = []
+        for source, (tokens, ids, cut), out in zip(sentences, encoded, outs, strict=True):
+            words = [w for w in out.tokens if w not in specials]
+            unknown = sum(i == p.src_vocab.unk_id for i in ids) / len(ids)
+            preds.append(TranslationPrediction(source, tokens, words,
+                                               p.codec.decode(words, TGT_LANG), None,
+                                               out.score, unknown, cut))
+        return preds
+
+
+def export_run(loaded: Loaded, out: str | os.PathLike, *, quantization: str = "int8") -> Path:
+    """Export a loaded Transformer run's weights to a self-contained CTranslate2 folder.
+
+    Args:
+        loaded: the run (`attnkit.apps.translate.load_run`), a Transformer trained with
+            ``--subword``.
+        out: the folder to create (it may exist if empty); it appears complete or not at all.
+        quantization: the stored weight type
+            (`attnkit.serving.ctranslate2.QUANTIZATIONS`).
+
+    Returns:
+        ``out`` as a Path.
+
+    Raises:
+        UsageError: an RNN run, a run trained on words, a non-empty ``out`` or a file there,
+            a folder that cannot be written, an unknown quantization, CTranslate2 missing.
+    """
+    from attnkit.serving.ctranslate2 import QUANTIZATIONS, export_ctranslate2
+
+    out = Path(out)
+    if quantization not in QUANTIZATIONS:
+        raise UsageError(f"quantization must be one of {', '.join(QUANTIZATIONS)}; "
+                         f"got {quantization!r}")
+    if out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir()))):
+        raise UsageError(f"{out}: already exists and is not empty (a file, or a folder with "
+                         "files); choose a new folder or remove it")
+    if not isinstance(loaded.model.config, TransformerConfig):
+        raise UsageError(f"{loaded.path}: an RNN run; CTranslate2 export supports Transformer "
+                         "runs only (train with --arch transformer)")
+    p = loaded.pipeline
+    if p.codec.subword is None:
+        raise UsageError(f"{loaded.path}: trained on words; the export tokenizes with the "
+                         "run's sentencepiece model (train with --subword N)")
+
+    def write(target: Path) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        try:
+            folder = export_ctranslate2(loaded.model.config, loaded.model.state_dict(),
+                                        p.src_vocab.itos, p.tgt_vocab.itos, tmp / "model",
+                                        quantization=quantization)
+            shutil.copyfile(p.codec.subword.path, folder / SUBWORD_FILE)
+            for side, vocab in (("src", p.src_vocab), ("tgt", p.tgt_vocab)):
+                vocab.to_json(folder / VOCAB_FILES[side])
+            write_json(folder / EXPORT_FILE, {
+                "app": APP, "engine": ENGINE, "format": FORMAT, "quantization": quantization,
+                "subword": SUBWORD_FILE, "max_source": p.max_source,
+                "source_run": str(loaded.path), "data": loaded.config["data"],
+                "model": loaded.config["model"], "options": loaded.config.get("options", {})})
+            write_manifest(folder)
+            if target.exists():
+                target.rmdir()   # empty (checked above)
+            folder.rename(target)
+        finally:
+            shutil.rmtree(tmp)
+
+    return writing(out, EXPORT, write)
+
+
+def _export_config(path: Path) -> dict[str, Any]:
+    if not (path / "model.bin").is_file():
+        hint = ("a training run: export it first (attnkit translate export RUN OUT)"
+                if (path / "best.safetensors").is_file() or (path / "last").is_dir()
+                else "not an exported CTranslate2 model (model.bin is missing)")
+        raise CheckpointError(f"{path}: {hint}")
+    config = read_json_object(path / EXPORT_FILE, "the export's settings", root=path)
+    if config.get("app") != APP or config.get("engine") != ENGINE:
+        raise CheckpointError(f"{path / EXPORT_FILE}: not a translate CTranslate2 export")
+    if not isinstance(config.get("max_source"), int) or not isinstance(config.get("data"), dict):
+        raise CheckpointError(f"{path / EXPORT_FILE}: no max_source or data settings")
+    return config
+
+
+def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> Loaded:
+    """A folder written by `export_run`, checked (manifest, vocabulary) and ready to translate
+    (``torch``'s thread count is CTranslate2's: ``--threads``).
+
+    Raises:
+        CheckpointError: not such a folder (a training run says to export it first), a file
+            changed since the export, a vocabulary that is not the model's.
+        UsageError: a device CTranslate2 does not take; CTranslate2 not installed.
+    """
+    from attnkit.serving.ctranslate2 import load_translator, require_ctranslate2
+
+    path = Path(path)
+    if device not in DEVICES:
+        raise UsageError(f"--device for the CTranslate2 engine: one of {', '.join(DEVICES)}; "
+                         f"got {device!r}")
+    require_ctranslate2()
+    config = _export_config(path)
+    check_manifest(path)
+    model_config = run_model_config(path, config)
+    src, tgt = (read_vocab(path / VOCAB_FILES[side], path) for side in ("src", "tgt"))
+    check_ct2_vocabulary(path, src.itos, tgt.itos, model_config)
+    pipeline = TranslatePipeline(run_codec(path, {"options": {"subword": True}}), src, tgt,
+                                 config["max_source"])
+    try:
+        translator = load_translator(path, threads=torch.get_num_threads(), device=device)
+    except (RuntimeError, ValueError) as exc:
+        raise CheckpointError(f"{path}: CTranslate2 cannot load this model "
+                              f"({str(exc).splitlines()[0]})") from None
+    return Loaded(path, APP, None, pipeline, config, device,
+                  engine=CTranslate2Engine(translator, pipeline),
+                  description=f"{summary_of(model_config)} (CTranslate2, "
+                              f"{config.get('quantization')})", trained_here=False)

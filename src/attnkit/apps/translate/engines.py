@@ -1,0 +1,118 @@
+"""The engines that translate: one small protocol, attnkit's own decoding behind it.
+
+`evaluate` and `predict` never ask which engine they hold: they call `Engine.translate` and
+read `Engine.has_attention`. `AttnkitEngine` decodes with `attnkit.decoding.decode_many`
+(incremental decoding with the key/value cache, length-grouped batches, batched beam search)
+and keeps attention only when something uses it (``<unk>`` replacement, figures, pages);
+`attnkit.apps.translate.ct2.CTranslate2Engine` runs an exported model and computes none.
+
+Example:
+    ```python
+    engine = AttnkitEngine(model, pipeline)
+    engine.translate(["I am cold."], beam=5, attention=True)[0].weights.shape
+    ```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from torch import nn
+
+from attnkit.apps.translate.pipeline import TranslatePipeline, encode_source
+from attnkit.apps.translate.prediction import TranslationPrediction
+from attnkit.data.text_codec import TGT_LANG
+from attnkit.data.vocab import UNK
+from attnkit.decoding import Hypothesis, decode_many, replace_unk
+from attnkit.errors import UsageError
+from attnkit.models.config import TransformerConfig
+
+
+class Engine(Protocol):
+    """What translates a batch of sentences.
+
+    Attributes:
+        name: ``"attnkit"`` or ``"ctranslate2"`` (reported in the metrics).
+        pipeline: the run's text pipeline (tokenizer, vocabularies, source cap).
+        has_attention: whether `translate` can return attention weights.
+    """
+
+    name: str
+    pipeline: TranslatePipeline
+    has_attention: bool
+
+    def translate(self, sentences: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
+                  unk_replace: bool = True, batch_size: int | None = None,
+                  attention: bool | str = False) -> list[TranslationPrediction]:
+        """Translate ``sentences`` in order; ``attention``: False, True (each prediction's
+        ``weights``) or ``"all"`` (also a Transformer's every layer and head)."""
+        ...
+
+
+def check_decoding(beam: int, batch_size: int | None) -> None:
+    """Refuse a beam or batch size below 1 (one line naming the option)."""
+    if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
+        raise UsageError(f"--beam must be a whole number of at least 1, got {beam!r}")
+    if batch_size is not None and batch_size < 1:
+        raise UsageError(f"batch size must be at least 1, got {batch_size}")
+
+
+class AttnkitEngine:
+    """attnkit's own decoding of a loaded model (see the module docstring)."""
+
+    name = "attnkit"
+
+    def __init__(self, model: nn.Module, pipeline: TranslatePipeline):
+        self.model, self.pipeline = model, pipeline
+        self.has_attention = getattr(model.config, "attention", None) != "none"
+
+    def translate(self, sentences: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
+                  unk_replace: bool = True, batch_size: int | None = None,
+                  attention: bool | str = False) -> list[TranslationPrediction]:
+        """See `Engine.translate`; ``unk_replace`` replaces an output ``<unk>`` by the most
+        attended source token (so it keeps the attention it needs).
+
+        Raises:
+            UsageError: an empty sentence, a beam or batch size below 1.
+        """
+        check_decoding(beam, batch_size)
+        if attention == "all" and not isinstance(self.model.config, TransformerConfig):
+            attention = True   # an RNN has one attention: its [T, S] is the whole story
+        encoded = [encode_source(self.pipeline, s, i) for i, s in enumerate(sentences, 1)]
+        hyps = decode_many(self.model, [ids for _, ids, _ in encoded], beam=beam, alpha=alpha,
+                           batch_size=batch_size, need_weights=attention or unk_replace)
+        return [self._prediction(s, enc, hyp, unk_replace, keep=bool(attention))
+                for s, enc, hyp in zip(sentences, encoded, hyps, strict=True)]
+
+    def _prediction(self, source: str, encoded: tuple[list[str], list[int], int],
+                    hyp: Hypothesis, unk_replace: bool, keep: bool) -> TranslationPrediction:
+        tokens, ids, cut = encoded
+        p, v = self.pipeline, self.pipeline.tgt_vocab
+        skip = {v.pad_id, v.bos_id, v.eos_id}
+        # Drop stray specials together with their attention rows, so rows stay aligned.
+        kept = [k for k, i in enumerate(hyp.tokens) if i not in skip]
+        words = [v.itos[hyp.tokens[k]] for k in kept]
+        attn, layers = None, None
+        if hyp.attention is not None:
+            rows = hyp.attention[kept].float()   # [T, S] or [T, layers, heads, S]
+            if rows.dim() == 4:
+                layers = rows.permute(1, 2, 0, 3).numpy()
+                rows = rows[:, -1].mean(dim=1)   # the last layer, averaged over heads
+            attn = rows
+        if unk_replace:
+            words = replace_unk(words, attn, tokens, unk=UNK)
+        unknown = sum(i == p.src_vocab.unk_id for i in ids) / len(ids)
+        weights = None if attn is None or not keep else attn.numpy()
+        return TranslationPrediction(source, tokens, words, p.codec.decode(words, TGT_LANG),
+                                     weights, float(hyp.score), unknown, cut,
+                                     layers if keep else None)
+
+
+def summary_of(config: Any) -> str:
+    """A translation model in a few words (for pages and listings)."""
+    if isinstance(config, TransformerConfig):
+        return (f"Transformer, {config.layers} layers, d_model {config.d_model}, "
+                f"{config.heads} heads")
+    return (f"{config.cell.upper()} encoder-decoder, hidden {config.hidden}, "
+            f"{config.attention} attention ({config.style} style)")

@@ -1,0 +1,156 @@
+"""What turns text into a translation run's model ids and back, and how a run's files give it.
+
+A run holds ``vocab_src.json`` / ``vocab_tgt.json`` (one joint vocabulary written twice for a
+``--subword`` run) and, with subwords, ``subword.model``; ``config.json`` records each
+vocabulary's size and sha256, so a vocabulary swapped for another is refused instead of
+silently mistranslating.
+
+Source length cap: a source longer than the model reads is cut to its first
+`TranslatePipeline.max_source` tokens (``truncated`` counts the rest) and never encoded whole.
+For a Transformer the cap is its ``max_len`` (the positional table it was built for, 512 by
+default); an RNN has no positional limit, so its cap is the same 512 tokens
+(`RNN_MAX_SOURCE`). The run's ``max_len`` option is *not* the cap: it only filters training
+pairs.
+
+Example:
+    ```python
+    config = read_config("runs/fr", "translate")
+    pipeline = run_pipeline(Path("runs/fr"), config, run_model_config(Path("runs/fr"), config))
+    tokens, ids, cut = encode_source(pipeline, "I am cold.", 1)
+    ```
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from attnkit.apps.options import checked_sizes
+from attnkit.apps.run_files import MAX_VOCAB_BYTES, checked_file, run_file
+from attnkit.apps.translate.settings import ModelConfig
+from attnkit.data.subword import SubwordModel
+from attnkit.data.text_codec import SRC_LANG, TextCodec
+from attnkit.data.vocab import Vocab
+from attnkit.errors import CheckpointError, DataError, UsageError
+from attnkit.models.config import TransformerConfig, config_from_dict
+
+VOCAB_FILES = {"src": "vocab_src.json", "tgt": "vocab_tgt.json"}
+SUBWORD_FILE = "subword.model"   # the joint sentencepiece model of a --subword run
+RNN_MAX_SOURCE = 512
+# The sizes of a translation model (checked before anything is allocated from config.json).
+MODEL_SIZES = ("src_vocab", "tgt_vocab", "emb_dim", "hidden", "layers", "d_model", "heads",
+               "ff_dim", "max_len")
+
+
+@dataclass
+class TranslatePipeline:
+    """What turns text into a run's model ids and back.
+
+    Attributes:
+        codec: words or the run's joint subword model.
+        src_vocab, tgt_vocab: the vocabularies (one joint vocabulary with subwords).
+        max_source: the longest source (tokens) the model reads; longer ones are cut.
+    """
+
+    codec: TextCodec
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    max_source: int
+
+
+def source_limit(config: ModelConfig) -> int:
+    """The longest source the model reads: a Transformer's positional table, else 512."""
+    return config.max_len if isinstance(config, TransformerConfig) else RNN_MAX_SOURCE
+
+
+def vocab_digest(vocab: Vocab) -> str:
+    """The sha256 of a vocabulary's tokens (recorded in ``config.json``)."""
+    return hashlib.sha256(json.dumps(vocab.itos, ensure_ascii=False).encode()).hexdigest()
+
+
+def read_vocab(path: Path, root: Path | None = None) -> Vocab:
+    """A vocabulary file (checked: regular, inside ``root``, size-capped).
+
+    Raises:
+        CheckpointError: missing, not a vocabulary file.
+    """
+    checked_file(path, "vocabulary file", root=root, limit=MAX_VOCAB_BYTES)
+    try:
+        return Vocab.from_json(path)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"{path}: not a vocabulary file ({exc})") from None
+
+
+def load_vocabs(run: Path, config: dict[str, Any]) -> tuple[Vocab, Vocab]:
+    """The run's two vocabularies, checked against the sizes and digests in its config.
+
+    Raises:
+        CheckpointError: a missing file, or one that is not the vocabulary the weights were
+            trained with.
+    """
+    vocabs = []
+    for side in ("src", "tgt"):
+        path = run / VOCAB_FILES[side]
+        vocab = read_vocab(path, run)
+        want = config.get("vocab", {}).get(side, {})
+        size = config["model"][f"{side}_vocab"]
+        if len(vocab) != size or want.get("sha256") not in (None, vocab_digest(vocab)):
+            raise CheckpointError(
+                f"{path}: this vocabulary ({len(vocab)} tokens) does not match the one the "
+                f"run's weights were trained with ({size} tokens, sha256 "
+                f"{str(want.get('sha256'))[:12]}...); restore the run's original vocabulary")
+        vocabs.append(vocab)
+    return vocabs[0], vocabs[1]
+
+
+def run_codec(run: Path, config: dict[str, Any]) -> TextCodec:
+    """The codec a run was trained with (its ``subword.model`` when it used subwords)."""
+    if not config.get("options", {}).get("subword"):
+        return TextCodec()
+    path = run_file(run, SUBWORD_FILE, "the run's sentencepiece model", limit=MAX_VOCAB_BYTES)
+    try:
+        return TextCodec(SubwordModel(path))
+    except DataError as exc:
+        raise CheckpointError(str(exc)) from None
+
+
+def run_model_config(run: Path, config: dict[str, Any]) -> ModelConfig:
+    """The model config of a run's ``config.json``, its sizes checked.
+
+    Raises:
+        CheckpointError: no model or data settings, a size that is not a positive whole
+            number within bounds, a config the model refuses.
+    """
+    where = run / "config.json"
+    missing = [key for key in ("model", "data") if not isinstance(config.get(key), dict)]
+    if missing:
+        raise CheckpointError(f"{where}: no {' or '.join(missing)} settings")
+    checked_sizes({k: config["model"].get(k) for k in MODEL_SIZES}, f"{where}: model")
+    try:
+        return config_from_dict(config["model"])
+    except (TypeError, ValueError, KeyError) as exc:
+        raise CheckpointError(f"{where}: bad model config ({exc})") from None
+
+
+def run_pipeline(run: Path, config: dict[str, Any],
+                 model_config: ModelConfig) -> TranslatePipeline:
+    """The pipeline of a trained run, from its files."""
+    src_vocab, tgt_vocab = load_vocabs(run, config)
+    return TranslatePipeline(run_codec(run, config), src_vocab, tgt_vocab,
+                             source_limit(model_config))
+
+
+def encode_source(pipeline: TranslatePipeline, text: str,
+                  index: int) -> tuple[list[str], list[int], int]:
+    """``text`` as the model reads it: (tokens, their ids, tokens cut after ``max_source``).
+
+    Raises:
+        UsageError: a text without any token (``index`` names it).
+    """
+    tokens, cut = pipeline.codec.encode_capped(text, SRC_LANG, pipeline.max_source)
+    if not tokens:
+        raise UsageError(f"empty sentence (input {index}): nothing to translate")
+    return tokens, pipeline.src_vocab.encode(tokens), cut

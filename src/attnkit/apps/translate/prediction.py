@@ -1,0 +1,105 @@
+"""One translated sentence with its attention: what the translate app's ``predict`` returns.
+
+Example:
+    ```python
+    p = predict("runs/demo", ["The cat does not see her."])[0]
+    p.text, p.weights.shape          # "Le chat ne la voit pas .", (7, 7)
+    p.render("cat.png")              # the alignment heatmap (or .svg / .pdf / .html)
+    ```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from attnkit.apps.prediction import Prediction
+from attnkit.errors import UsageError
+
+
+@dataclass
+class TranslationPrediction(Prediction):
+    """One translated sentence.
+
+    Attributes:
+        source: the input text.
+        source_tokens: the tokens the model read (at most ``max_source``; words outside the
+            vocabulary were ``<unk>`` to the model).
+        tokens: output tokens (``<unk>`` replaced by the most attended source word when asked).
+        text: the detokenized translation.
+        weights: ``[len(tokens), len(source_tokens)]`` attention (a Transformer's last decoder
+            layer, averaged over heads); None for attention='none', the CTranslate2 engine,
+            or when not asked.
+        score: log-probability of the output.
+        unknown: share of the source tokens the vocabulary maps to ``<unk>`` (0..1).
+        truncated: source tokens cut off after ``max_source`` (0: read whole).
+        layer_weights: a Transformer's cross-attention of every decoder layer and head,
+            ``[layers, heads, len(tokens), len(source_tokens)]``, when asked
+            (``attention="all"``: the explorer page shows it); None otherwise.
+    """
+
+    source: str
+    source_tokens: list[str]
+    tokens: list[str]
+    text: str
+    weights: np.ndarray | None
+    score: float
+    unknown: float = 0.0
+    truncated: int = 0
+    layer_weights: np.ndarray | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        weights = None if self.weights is None else np.round(self.weights, 4).tolist()
+        row = {"source": self.source, "text": self.text, "tokens": self.tokens,
+               "source_tokens": self.source_tokens, "score": round(self.score, 6),
+               "unknown": round(self.unknown, 4), "truncated": self.truncated,
+               "weights": weights}
+        if self.layer_weights is not None:
+            row["layer_weights"] = np.round(self.layer_weights, 4).tolist()
+        return row
+
+    def text_line(self, **show: Any) -> str:
+        return self.text
+
+    def figure(self):
+        """The alignment heatmap (target tokens down, source tokens across)."""
+        from attnkit.viz.heatmap import alignment_figure
+
+        if self.weights is None:
+            raise UsageError(f"no attention weights for {self.source!r}: the model has none "
+                             "(attention='none'), or they were not kept (CTranslate2 engine)")
+        if not self.tokens:
+            raise UsageError(f"the translation of {self.source!r} is empty: nothing to plot")
+        return alignment_figure(self.weights, self.source_tokens, self.tokens,
+                                title=self.source)
+
+    @classmethod
+    def page(cls, predictions: Sequence[TranslationPrediction],
+             summary: dict[str, Any]) -> str:
+        """The translation explorer (`attnkit.viz.translation_page`): every layer and head
+        when the predictions carry ``layer_weights``, else their ``weights``."""
+        from attnkit.apps.translate.page import explorer_page
+
+        return explorer_page(predictions, summary)
+
+    def note(self) -> str | None:
+        """One line on what the model could not read, or None when it read everything."""
+        parts = []
+        if self.unknown:
+            parts.append(f"{self.unknown:.0%} of its tokens are unknown to the model")
+        if self.truncated:
+            parts.append(f"{self.truncated} tokens cut off after the first "
+                         f"{len(self.source_tokens)} (the model reads no more)")
+        return "; ".join(parts) or None
+
+
+def most_reordered(predictions: Sequence[TranslationPrediction]) -> TranslationPrediction:
+    """The prediction whose attention crosses most (inversions of the per-row argmax): the
+    heatmap that shows re-ordering, rather than a plain diagonal."""
+    def crossings(p: TranslationPrediction) -> int:
+        peaks = p.weights.argmax(axis=1).tolist() if p.weights is not None else []
+        return sum(a > b for i, a in enumerate(peaks) for b in peaks[i + 1:])
+    return max(predictions, key=crossings)

@@ -1,0 +1,194 @@
+"""From a data argument to what a translation training needs, in one place.
+
+`configure` validates the settings of a new run or a resume (nothing read but the run's
+config); `prepare` reads the data and builds the pipeline in memory (splits, the subword
+model, vocabularies, token pairs, the model config, the run's metadata); `save` writes the
+pipeline files into the claimed run folder; `reload` rebuilds the same from those files and
+the data (a resume, and the other ranks of a ``torchrun`` training once rank 0 has saved).
+
+Example:
+    ```python
+    config = configure({"data": "synthetic", "epochs": 2}, Path("runs/demo"), None)
+    prepared = prepare(config, print)
+    prepared.pipeline.src_vocab, prepared.model_config.arch, len(prepared.train_tokens)
+    ```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from attnkit.apps.base import Log, Prepared
+from attnkit.apps.options import resolve_device
+from attnkit.apps.runs import FORMAT, write_json
+from attnkit.apps.translate.pipeline import (
+    SUBWORD_FILE,
+    VOCAB_FILES,
+    TranslatePipeline,
+    run_model_config,
+    run_pipeline,
+    source_limit,
+    vocab_digest,
+)
+from attnkit.apps.translate.settings import (
+    OPTION_FIELDS,
+    ModelConfig,
+    TranslateSettings,
+    build_model_config,
+    resume_settings,
+    settings_from,
+)
+from attnkit.data.subword import SubwordModel
+from attnkit.data.text_codec import TextCodec, TokenPair
+from attnkit.data.translation import filter_by_length
+from attnkit.data.translation_splits import Pair, data_spec, load_splits, spec_name
+from attnkit.data.vocab import Vocab
+from attnkit.errors import DataError, UsageError
+from attnkit.fileio import atomic_write_bytes
+from attnkit.training import TrainConfig
+
+APP = "translate"
+
+
+@dataclass
+class TranslateConfig:
+    """A training's validated settings: what `configure` returns.
+
+    Attributes:
+        settings: every `TranslateSettings` field.
+        spec: the data spec (`attnkit.data.translation_splits.data_spec`).
+        train: the trainer's settings.
+        stored: the run's ``config.json`` on a resume, else None.
+    """
+
+    settings: TranslateSettings
+    spec: dict[str, Any]
+    train: TrainConfig
+    stored: dict[str, Any] | None = None
+
+
+@dataclass
+class TranslatePrepared(Prepared):
+    """Everything a translation training needs (see the module docstring)."""
+
+    splits: dict[str, list[Pair]] = dataclasses.field(default_factory=dict)
+    pipeline: TranslatePipeline | None = None
+    train_tokens: list[TokenPair] = dataclasses.field(default_factory=list)
+    model_config: ModelConfig | None = None
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    subword_bytes: bytes | None = None
+
+
+def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
+              ) -> TranslateConfig:
+    """See `attnkit.apps.base.App.configure`: ``given`` holds ``data`` and
+    `TranslateSettings` fields."""
+    data = given.pop("data", None)
+    if stored is not None:
+        s = resume_settings(stored, data, given)
+        resolve_device(s.device)
+        train = dataclasses.replace(
+            TrainConfig.from_dict(stored["train"]), epochs=s.epochs, max_minutes=s.max_minutes,
+            device=s.device, progress=s.progress, early_stopping_patience=s.patience or None)
+        return TranslateConfig(s, stored["data"], train, stored)
+    s = settings_from(given)
+    resolve_device(s.device)
+    try:
+        train = s.train_config()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return TranslateConfig(s, data_spec(data or "synthetic", s.seed, s.train_size), train)
+
+
+def _subword_codec(s: TranslateSettings, splits: dict[str, list[Pair]],
+                   log: Log) -> tuple[TextCodec, bytes | None]:
+    """The codec of a fresh run, and the subword model's bytes to save in the run."""
+    if not s.subword:
+        return TextCodec(), None
+    log(f"training a joint sentencepiece model ({s.subword} pieces)")
+    texts = [text for pair in splits["train"] for text in pair]
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            model = SubwordModel.train(texts, Path(tmp) / SUBWORD_FILE, vocab_size=s.subword)
+        except ValueError as exc:
+            raise UsageError(f"--subword {s.subword}: {exc}") from None
+        return TextCodec(model), (Path(tmp) / SUBWORD_FILE).read_bytes()
+
+
+def _build_vocabs(s: TranslateSettings, tokens: list[TokenPair]) -> tuple[Vocab, Vocab]:
+    if s.subword:   # one joint vocabulary: pieces are shared between the two languages
+        joint = Vocab.build([side for pair in tokens for side in pair], min_freq=s.min_freq,
+                            max_size=s.max_vocab)
+        return joint, joint
+    return (Vocab.build([src for src, _ in tokens], min_freq=s.min_freq, max_size=s.max_vocab),
+            Vocab.build([tgt for _, tgt in tokens], min_freq=s.min_freq, max_size=s.max_vocab))
+
+
+def _metadata(s: TranslateSettings, spec: dict[str, Any], pipeline: TranslatePipeline,
+              model_config: ModelConfig) -> dict[str, Any]:
+    vocabs = {"src": pipeline.src_vocab, "tgt": pipeline.tgt_vocab}
+    return {"app": APP, "format": FORMAT, "data": spec, "model": model_config.to_dict(),
+            "vocab": {side: {"file": VOCAB_FILES[side], "size": len(v),
+                             "sha256": vocab_digest(v)} for side, v in vocabs.items()},
+            "options": {name: getattr(s, name) for name in OPTION_FIELDS}}
+
+
+def _train_tokens(pipeline_codec: TextCodec, splits: dict[str, list[Pair]], s: TranslateSettings,
+                  spec: dict[str, Any], log: Log) -> list[TokenPair]:
+    tokens, drops = filter_by_length(pipeline_codec.encode_pairs(splits["train"]), s.max_len)
+    if not tokens:
+        raise DataError(f"no training pairs left after the length filter (--max-len "
+                        f"{s.max_len})", path=spec_name(spec))
+    if drops.total:
+        log(drops.format("the training split"))
+    return tokens
+
+
+def prepare(config: TranslateConfig, log: Log) -> TranslatePrepared:
+    """Read the data, train the subword model (``--subword``), build the vocabularies and the
+    model config of a new run; nothing is written."""
+    s, spec = config.settings, config.spec
+    splits = load_splits(spec, progress=s.progress, strict=s.strict, log=log)
+    codec, subword_bytes = _subword_codec(s, splits, log)
+    tokens = _train_tokens(codec, splits, s, spec, log)
+    src_vocab, tgt_vocab = _build_vocabs(s, tokens)
+    model_config = build_model_config(s, src_vocab, tgt_vocab)
+    pipeline = TranslatePipeline(codec, src_vocab, tgt_vocab, source_limit(model_config))
+    log(f"data: {len(tokens)} training pairs, {len(splits['valid'])} valid, "
+        f"{len(splits['test'])} test; vocabulary {len(src_vocab)} en / {len(tgt_vocab)} fr")
+    return TranslatePrepared(config, config.train, splits=splits, pipeline=pipeline,
+                             train_tokens=tokens, model_config=model_config,
+                             metadata=_metadata(s, spec, pipeline, model_config),
+                             subword_bytes=subword_bytes)
+
+
+def save(prepared: TranslatePrepared, out: Path) -> None:
+    """The pipeline files and ``config.json`` (without ``"train"``: the trainer adds it)."""
+    if prepared.subword_bytes is not None:
+        atomic_write_bytes(out / SUBWORD_FILE, prepared.subword_bytes)
+    prepared.pipeline.src_vocab.to_json(out / VOCAB_FILES["src"])
+    prepared.pipeline.tgt_vocab.to_json(out / VOCAB_FILES["tgt"])
+    write_json(out / "config.json", prepared.metadata)
+
+
+def reload(config: TranslateConfig, out: Path, log: Log) -> TranslatePrepared:
+    """The prepared data of the run in ``out`` (its pipeline files and its data)."""
+    from attnkit.apps.runs import read_config
+
+    s = config.settings
+    stored = config.stored or read_config(out, APP)
+    model_config = run_model_config(out, stored)
+    pipeline = run_pipeline(out, stored, model_config)
+    splits = load_splits(stored["data"], progress=s.progress, strict=s.strict, log=log)
+    tokens, _ = filter_by_length(pipeline.codec.encode_pairs(splits["train"]), s.max_len)
+    metadata = {**{k: v for k, v in stored.items() if k not in ("train", "runtime")},
+                "format": FORMAT, "options": {name: getattr(s, name) for name in OPTION_FIELDS}}
+    if config.stored is not None:
+        log(f"resuming {out} (epochs {s.epochs}, budget "
+            f"{'none' if s.max_minutes is None else f'{s.max_minutes:g} min'})")
+    return TranslatePrepared(config, config.train, splits=splits, pipeline=pipeline,
+                             train_tokens=tokens, model_config=model_config, metadata=metadata)
