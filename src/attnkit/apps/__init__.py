@@ -22,6 +22,6 @@ Each built-in app is also a package with the same four calls as functions:
 from attnkit.apps.base import App
 from attnkit.apps.prediction import Prediction
 from attnkit.apps.registry import APPS
-from attnkit.apps.results import Evaluation, Loaded, Prepared, Run
+from attnkit.apps.results import Evaluation, Loaded, Prepared, Run, TinyRun
 
-__all__ = ["APPS", "App", "Evaluation", "Loaded", "Prediction", "Prepared", "Run"]
+__all__ = ["APPS", "App", "Evaluation", "Loaded", "Prediction", "Prepared", "Run", "TinyRun"]

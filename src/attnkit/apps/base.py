@@ -52,6 +52,7 @@ from attnkit.apps.results import (
     Log,
     Prepared,
     Run,
+    TinyRun,
     quiet,
     stderr_log,
     write_test_metrics,
@@ -122,6 +123,11 @@ class App(Presentation, ABC):
     def predictions(self, loaded: Loaded, inputs: Sequence[Any], **options: Any
                     ) -> list[Prediction]:
         """One prediction, with its attention, per input."""
+
+    @abstractmethod
+    def tiny(self, folder: Path) -> TinyRun:
+        """A run that trains in seconds (its data written into ``folder`` if it needs files)
+        and a few inputs to predict on: the contract test trains it for every app."""
 
     # ------------------------------------------------------------------ optional hooks
     def has_test_split(self, loaded: Loaded) -> bool:

@@ -48,6 +48,15 @@ class Prediction:
         """One line on what the model could not read or see, or None."""
         return None
 
+    def attention_rows(self) -> np.ndarray | None:
+        """The attention as ``[rows, positions]``: one distribution over the input per output
+        (a target word over the source, a caption word over the image cells; a review's one
+        pooling distribution over its tokens). None when there is none."""
+        if self.weights is None:
+            return None
+        w = np.asarray(self.weights)
+        return w.reshape(w.shape[0], int(np.prod(w.shape[1:]))) if w.ndim > 1 else w[None, :]
+
     def figure(self):
         """A static matplotlib ``Figure`` of the attention (saved by :meth:`render`)."""
         raise NotImplementedError

@@ -128,6 +128,20 @@ class Evaluation:
 
 
 @dataclass
+class TinyRun:
+    """A run of an app that trains in seconds (`App.tiny`): what the contract test trains for
+    every registered app, and a quick way to try one.
+
+    Attributes:
+        settings: the options of ``train`` (``"data"`` among them).
+        inputs: what ``predict`` takes, a few of them.
+    """
+
+    settings: dict[str, Any]
+    inputs: list[Any]
+
+
+@dataclass
 class Prepared:
     """What a training needs, ready: every app's prepared data subclasses this.
 

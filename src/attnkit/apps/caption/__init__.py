@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.base import App, Evaluation, Loaded, Log, Run, stderr_log
+from attnkit.apps.base import App, Evaluation, Loaded, Log, Run, TinyRun, stderr_log
 from attnkit.apps.caption import evaluation, prediction, prepare, training
 from attnkit.apps.caption.grounding import grounding_table
 from attnkit.apps.caption.prediction import CaptionPrediction
@@ -143,6 +143,14 @@ class CaptionApp(App):
 
     def predictions(self, loaded: Loaded, inputs, **options: Any) -> list[CaptionPrediction]:
         return prediction.predictions(loaded, inputs, **options)
+
+    def tiny(self, folder: Path) -> TinyRun:
+        """16 synthetic scenes of 32 pixels, one epoch; two scene files in ``folder``."""
+        scenes = write_scenes(Path(folder) / "scene.png", count=2, size=32)
+        return TinyRun({"data": "synthetic", "num_train": 16, "num_valid": 4, "num_test": 4,
+                        "image_size": 32, "epochs": 1, "batch_size": 8, "hidden": 32,
+                        "max_minutes": None, "progress": False},
+                       [str(path) for path, _ in scenes])
 
     def format_metrics(self, metrics: dict[str, Any]) -> str:
         lines = [f"exact-match accuracy {metrics['accuracy']:.4f}  BLEU-4 "

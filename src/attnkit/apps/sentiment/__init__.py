@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.base import App, Evaluation, Loaded, Log, Run, stderr_log
+from attnkit.apps.base import App, Evaluation, Loaded, Log, Run, TinyRun, stderr_log
 from attnkit.apps.options import Option, build_bounded, resolve_device
 from attnkit.apps.run_files import weights_file
 from attnkit.apps.runs import read_config
@@ -143,6 +143,26 @@ class SentimentApp(App):
 
     def training_report(self, run: Run) -> str | None:
         return training.format_curve(run.path)
+
+    def tiny(self, folder: Path) -> TinyRun:
+        """Reviews of a few words with one sentiment word each (train/test files in
+        ``folder``), read by a 30-word vocabulary."""
+        import gzip
+        import json
+        import random
+
+        rng, data = random.Random(1), Path(folder) / "reviews"
+        data.mkdir(parents=True, exist_ok=True)
+        for split, n in (("train", 120), ("test", 40)):
+            with gzip.open(data / f"{split}.jsonl.gz", "wt", encoding="utf-8") as f:
+                for _ in range(n):
+                    label = rng.randint(0, 1)
+                    words = [rng.choice("the a film plot was".split()) for _ in range(6)]
+                    words.insert(rng.randrange(7), "superb" if label else "awful")
+                    f.write(json.dumps({"text": " ".join(words), "label": label}) + "\n")
+        return TinyRun({"data": str(data), "num_words": 30, "maxlen": 10, "epochs": 2,
+                        "valid_fraction": 0.2, "batch_size": 16, "max_minutes": None,
+                        "progress": False}, ["a superb film", "the plot was awful"])
 
     def format_metrics(self, metrics: dict[str, Any]) -> str:
         line = (f"accuracy {metrics['accuracy']:.4f}  loss {metrics['loss']:.4f}  "

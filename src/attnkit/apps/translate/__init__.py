@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.base import App, Evaluation, Loaded, Log, Run, stderr_log
+from attnkit.apps.base import App, Evaluation, Loaded, Log, Run, TinyRun, stderr_log
 from attnkit.apps.options import build_bounded, resolve_device
 from attnkit.apps.run_files import weights_file
 from attnkit.apps.runs import read_config
@@ -194,6 +194,19 @@ class TranslateApp(App):
         write_output(loaded.path / "report.html", PAGE,
                      report_page(metrics, shown_all, refs[:n], loaded.summary()))
         log(f"report: {loaded.path / 'report.html'}")
+
+    def tiny(self, folder: Path) -> TinyRun:
+        """A bi-GRU of 16 units on 300 synthetic pairs (train/valid/test files in ``folder``)."""
+        from attnkit.data.synthetic_fr import synthetic_splits
+
+        data = Path(folder) / "pairs"
+        data.mkdir(parents=True, exist_ok=True)
+        for split, pairs in synthetic_splits(0, 300, 20, 20).items():
+            (data / f"{split}.tsv").write_text("".join(f"{en}\t{fr}\n" for en, fr in pairs),
+                                               encoding="utf-8")
+        return TinyRun({"data": str(data), "hidden": 16, "emb_dim": 8, "epochs": 2,
+                        "batch_size": 16, "max_minutes": None, "progress": False,
+                        "examples": 2}, ["The cat does not see her.", "I am cold."])
 
     def format_metrics(self, metrics: dict[str, Any]) -> str:
         return format_table(metrics)
