@@ -16,6 +16,7 @@ RGBA, palette, CMYK...) into uint8 ``[size, size, 3]``.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -304,7 +305,11 @@ def load_image(path: str | os.PathLike, size: int, *, crop: bool = False,
         raise ValueError(f"size must be >= 1, got {size}")
     path = Path(path)
     try:
-        with Image.open(path) as im:
+        with warnings.catch_warnings():
+            # Pillow warns about images over its own limit; the budget below says it in a line.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            opened = Image.open(path)
+        with opened as im:
             # JPEG draft mode decodes at 1/2..1/8 scale: a 4000 px photo for a 224 px input.
             im.draft("RGB", (size, size))
             width, height = im.size

@@ -139,3 +139,63 @@ def test_export_refusals(tf_run, tmp_path, monkeypatch):
         export_run(tf_run, tmp_path / "n")
     assert not (tmp_path / "q").exists() and not (tmp_path / "w").exists()
     assert not (tmp_path / "n").exists()
+
+
+@pytest.mark.parametrize("damage", ["flip model.bin", "edit config.json", "cut vocabulary",
+                                    "truncate model.bin", "empty model.bin"])
+def test_a_damaged_export_is_refused(exported, tmp_path, damage):
+    """Any byte changed since the export (the manifest's sha256) is one CheckpointError."""
+    copy = tmp_path / "copy"
+    shutil.copytree(exported, copy)
+    if damage == "flip model.bin":
+        data = bytearray((copy / "model.bin").read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        (copy / "model.bin").write_bytes(bytes(data))
+    elif damage == "edit config.json":
+        config = json.loads((copy / "config.json").read_text())
+        config["add_source_bos"] = not config.get("add_source_bos", False)
+        (copy / "config.json").write_text(json.dumps(config))
+    elif damage == "cut vocabulary":
+        name = next(n for n in ("shared_vocabulary.json", "target_vocabulary.json")
+                    if (copy / n).exists())
+        tokens = json.loads((copy / name).read_text())
+        (copy / name).write_text(json.dumps(tokens[: len(tokens) // 2]))
+    elif damage == "truncate model.bin":
+        (copy / "model.bin").write_bytes((copy / "model.bin").read_bytes()[:1000])
+    else:
+        (copy / "model.bin").write_bytes(b"")
+    with pytest.raises(CheckpointError, match="changed since the export"):
+        app.load_run(copy, engine="ctranslate2")
+
+
+def test_an_old_export_without_a_manifest_still_checks_its_vocabulary(exported, tmp_path,
+                                                                      capsys):
+    copy = tmp_path / "copy"
+    shutil.copytree(exported, copy)
+    (copy / "manifest.json").unlink()
+    assert app.predict(copy, ["one two ."], engine="ctranslate2")[0].text   # loads, with a note
+    assert "no manifest.json" in capsys.readouterr().err
+    name = next(n for n in ("shared_vocabulary.json", "target_vocabulary.json")
+                if (copy / n).exists())
+    tokens = json.loads((copy / name).read_text())
+    (copy / name).write_text(json.dumps(tokens[: len(tokens) // 2]))
+    with pytest.raises(CheckpointError, match="not the model's vocabulary"):
+        app.load_run(copy, engine="ctranslate2")
+    (copy / name).write_text(json.dumps(tokens))
+    (copy / "model.bin").write_bytes(b"\x00" * 64)
+    with pytest.raises(CheckpointError, match="CTranslate2 cannot load"):
+        app.load_run(copy, engine="ctranslate2")
+
+
+def test_the_two_engines_agree_on_an_untrained_model(number_pairs, tmp_path):
+    """A model that has barely trained emits special tokens mid-sentence: both engines drop
+    them the same way (attnkit "" and CTranslate2 "<bos><bos>..." differed)."""
+    pytest.importorskip("ctranslate2")
+    run = tmp_path / "run"
+    app.train(str(number_pairs(tmp_path / "pairs.tsv", seed=2)), run, log=lambda _: None,
+              **{**TINY, "epochs": 1, "lr": 1e-6, "warmup": 0})
+    out = export_run(run, tmp_path / "ct2", quantization="float32")
+    ours = app.predict(run, SENTENCES, need_weights=False, unk_replace=False)
+    theirs = app.predict(out, SENTENCES, engine="ctranslate2", unk_replace=False)
+    assert [p.tokens for p in ours] == [p.tokens for p in theirs]
+    assert all("<bos>" not in p.text and "<eos>" not in p.text for p in theirs)

@@ -210,7 +210,8 @@ def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> Loaded:
                                  config["max_source"])
     try:
         translator = load_translator(path, threads=torch.get_num_threads(), device=device)
-    except (RuntimeError, ValueError) as exc:
+    except (RuntimeError, ValueError, IndexError, KeyError, OSError, EOFError) as exc:
+        # What CTranslate2's C++ loader throws for a damaged model.bin, as a Python error.
         raise CheckpointError(f"{path}: CTranslate2 cannot load this model "
                               f"({str(exc).splitlines()[0]})") from None
     return Loaded(path, APP, None, pipeline, config, device,
