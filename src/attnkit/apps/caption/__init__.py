@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from attnkit.apps.base import App, Evaluation, Loaded, Log, Run, TinyRun, stderr_log
-from attnkit.apps.caption import evaluation, prediction, prepare, training
+from attnkit.apps.caption import evaluation, prediction, training
+from attnkit.apps.caption import prepare as preparation
 from attnkit.apps.caption.grounding import grounding_table
 from attnkit.apps.caption.prediction import CaptionPrediction
 from attnkit.apps.caption.scenes import SCENE_COMMAND, write_scenes
@@ -67,6 +68,13 @@ OPTIONS = (
 class CaptionApp(App):
     """Image captioning with spatial attention (Show, Attend and Tell)."""
 
+    # The steps of the contract (attnkit.apps.base.App), in the modules that hold them.
+    configure = staticmethod(preparation.configure)
+    prepare = staticmethod(preparation.prepare)
+    save = staticmethod(preparation.save)
+    reload = staticmethod(preparation.reload)
+    fit = staticmethod(training.fit)
+
     name = "caption"
     help = "image captioning with spatial attention (Show, Attend and Tell)"
     description = ("Train, evaluate and visualise an attention captioner (CNN + LSTM). "
@@ -100,21 +108,6 @@ class CaptionApp(App):
                       "the run's: all its images)")
     default_threads = {"train": 1}
 
-    def configure(self, given: dict[str, Any], out: Path, stored: dict[str, Any] | None):
-        return prepare.configure(given, out, stored)
-
-    def prepare(self, config, log: Log):
-        return prepare.prepare(config, log)
-
-    def save(self, prepared, out: Path) -> None:
-        prepare.save(prepared, out)
-
-    def reload(self, config, out: Path, log: Log):
-        return prepare.reload(config, out, log)
-
-    def fit(self, prepared, out: Path, *, resume: bool, log: Log):
-        return training.fit(prepared, out, resume=resume, log=log)
-
     def load(self, run: str | os.PathLike, *, weights: str = "best", device: str | None = None,
              engine: str | None = None) -> Loaded:
         """A trained caption run: the model (eval mode, on ``device``), its vocabulary as the
@@ -126,8 +119,8 @@ class CaptionApp(App):
         path = Path(run)
         config = read_config(path, self.name)
         config.setdefault("data", CaptionSettings.from_config(config).data)  # format 1 lacks it
-        model_cfg = prepare.read_model_config(path)
-        vocab = prepare.read_vocab(path)
+        model_cfg = preparation.read_model_config(path)
+        vocab = preparation.read_vocab(path)
         weights_path = weights_file(path, weights)
         model = build_bounded(lambda: Captioner(model_cfg), f"{path / 'model.json'}")
         load_weights(model, weights_path)

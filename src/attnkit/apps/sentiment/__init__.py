@@ -31,7 +31,8 @@ from attnkit.apps.base import App, Evaluation, Loaded, Log, Run, TinyRun, stderr
 from attnkit.apps.options import Option, build_bounded, resolve_device
 from attnkit.apps.run_files import weights_file
 from attnkit.apps.runs import read_config
-from attnkit.apps.sentiment import evaluation, prediction, prepare, training
+from attnkit.apps.sentiment import evaluation, prediction, training
+from attnkit.apps.sentiment import prepare as preparation
 from attnkit.apps.sentiment.prediction import SentimentPrediction
 from attnkit.apps.sentiment.settings import PRESETS, Settings, configure
 from attnkit.models.sentiment import SentimentClassifier
@@ -70,6 +71,13 @@ OPTIONS = (
 class SentimentApp(App):
     """Movie-review sentiment with self-attention (IMDB)."""
 
+    # The steps of the contract (attnkit.apps.base.App), in the modules that hold them.
+    configure = staticmethod(configure)
+    prepare = staticmethod(preparation.prepare)
+    save = staticmethod(preparation.save)
+    reload = staticmethod(preparation.reload)
+    fit = staticmethod(training.fit)
+
     name = "sentiment"
     help = "movie-review sentiment with self-attention (IMDB)"
     description = "Train, evaluate and explain self-attention sentiment classifiers."
@@ -96,21 +104,6 @@ class SentimentApp(App):
     eval_help = "accuracy on labelled reviews"
     eval_data_help = "reviews to evaluate on (default: the run's own test data)"
 
-    def configure(self, given: dict[str, Any], out: Path, stored: dict[str, Any] | None):
-        return configure(given, out, stored)
-
-    def prepare(self, config, log: Log):
-        return prepare.prepare(config, log)
-
-    def save(self, prepared, out: Path) -> None:
-        prepare.save(prepared, out)
-
-    def reload(self, config, out: Path, log: Log):
-        return prepare.reload(config, out, log)
-
-    def fit(self, prepared, out: Path, *, resume: bool, log: Log):
-        return training.fit(prepared, out, resume=resume, log=log)
-
     def load(self, run: str | os.PathLike, *, weights: str = "best", device: str | None = None,
              engine: str | None = None) -> Loaded:
         """The model of a run (eval mode, on ``device``), its text pipeline and config.
@@ -121,8 +114,8 @@ class SentimentApp(App):
         """
         run = Path(run)
         config = read_config(run, self.name)
-        model_cfg = prepare.read_model_config(run)
-        pipeline = prepare.load_pipeline(run)
+        model_cfg = preparation.read_model_config(run)
+        pipeline = preparation.load_pipeline(run)
         path = weights_file(run, weights)
         model = build_bounded(lambda: SentimentClassifier(model_cfg), f"{run / 'model.json'}")
         load_weights(model, path)

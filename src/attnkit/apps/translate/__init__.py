@@ -39,7 +39,8 @@ from attnkit.apps.base import App, Evaluation, Loaded, Log, Run, TinyRun, stderr
 from attnkit.apps.options import build_bounded, resolve_device
 from attnkit.apps.run_files import weights_file
 from attnkit.apps.runs import read_config
-from attnkit.apps.translate import ct2, evaluation, prepare, training
+from attnkit.apps.translate import ct2, evaluation, training
+from attnkit.apps.translate import prepare as preparation
 from attnkit.apps.translate.cli_options import COMMANDS, EXAMPLES, OPTIONS
 from attnkit.apps.translate.engines import AttnkitEngine, summary_of
 from attnkit.apps.translate.metrics import format_table
@@ -71,6 +72,13 @@ JSON_KEYS = ("bleu", "chrf", "counts", "sentences", "references", "beam", "by_le
 class TranslateApp(App):
     """English -> French translation with attention (RNN or Transformer)."""
 
+    # The steps of the contract (attnkit.apps.base.App), in the modules that hold them.
+    configure = staticmethod(preparation.configure)
+    prepare = staticmethod(preparation.prepare)
+    save = staticmethod(preparation.save)
+    reload = staticmethod(preparation.reload)
+    fit = staticmethod(training.fit)
+
     name = "translate"
     help = "English -> French translation with attention (RNN or Transformer)"
     description = "Train, evaluate and run attention translation models; plot alignments."
@@ -79,21 +87,6 @@ class TranslateApp(App):
     examples = EXAMPLES
     commands = COMMANDS
     headline = ("bleu", "chrf")
-
-    def configure(self, given: dict[str, Any], out: Path, stored: dict[str, Any] | None):
-        return prepare.configure(given, out, stored)
-
-    def prepare(self, config, log: Log):
-        return prepare.prepare(config, log)
-
-    def save(self, prepared, out: Path) -> None:
-        prepare.save(prepared, out)
-
-    def reload(self, config, out: Path, log: Log):
-        return prepare.reload(config, out, log)
-
-    def fit(self, prepared, out: Path, *, resume: bool, log: Log):
-        return training.fit(prepared, out, resume=resume, log=log)
 
     def load(self, run: str | os.PathLike, *, weights: str = "best", device: str | None = None,
              engine: str | None = None) -> Loaded:
