@@ -315,8 +315,8 @@ def test_sigterm_before_the_first_evaluation(number_pairs, tmp_path):
     run = tmp_path / "run"
     proc = _start(["--data", str(data), "--out", str(run), "--epochs", "5", "--batch-size",
                    "1", "--hidden", "16", "--emb-dim", "8", "--no-progress"], tmp_path)
-    _wait_until(lambda: (run / "config.json").exists(), proc)
-    time.sleep(1.0)   # the trainer installs its signal handler right after config.json
+    _wait_until(lambda: (run / "metrics.jsonl").exists(), proc)
+    time.sleep(1.0)   # the trainer starts metrics.jsonl, then installs its signal handler
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 143, err[-3000:]

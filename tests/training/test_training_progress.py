@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
 
-from attnkit.training.progress import append_line, progress_line
+from attnkit.training.progress import Heartbeat, append_line, progress_line
 
 
 def test_progress_line():
@@ -23,3 +29,58 @@ def test_append_line(tmp_path):
     append_line(path, "a")
     append_line(path, "b")
     assert path.read_text() == "a\nb\n"
+
+
+def test_heartbeat_after_the_first_step_then_every_interval(capsys):
+    now = [100.0]
+    beat = Heartbeat(True, total_steps=100, every=60.0, clock=lambda: now[0])
+    first = beat.tick(step=1, epoch=0, epochs=2, samples_per_s=50.0, elapsed=0.5)
+    assert first.startswith("step 1/100  epoch 1/2  50 samples/s")
+    now[0] += 30
+    assert beat.tick(step=20, epoch=0, epochs=2, samples_per_s=50.0, elapsed=30.5) is None
+    now[0] += 31                                   # 61 s after the first line: due again
+    line = beat.tick(step=41, epoch=0, epochs=2, samples_per_s=50.0, elapsed=61.5)
+    # 41 steps in 61 s, 59 to go: about 88 s left.
+    assert line.startswith("step 41/100") and line.endswith("left ~1m27s")
+    assert "[attnkit.training] step 1/100" in capsys.readouterr().err
+    assert Heartbeat(False, total_steps=5).tick(step=1, epoch=0, epochs=1, samples_per_s=1.0,
+                                               elapsed=1.0) is None
+
+
+def _train_command(out):
+    return [sys.executable, "-m", "attnkit.cli.main", "translate", "train", "--data",
+            "synthetic", "--out", str(out), "--train-size", "2000", "--epochs", "1",
+            "--max-minutes", "0.5"]
+
+
+def test_a_terminal_shows_the_bar_within_seconds(tmp_path):
+    """Under a pseudo-terminal that reports no size (0 x 0, as some wrappers create), the
+    tqdm bar is drawn: it used to draw nothing at all."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(_train_command(tmp_path / "run"), stdin=subprocess.DEVNULL,
+                            stdout=slave, stderr=slave, env={**os.environ,
+                                                             "OMP_NUM_THREADS": "1"})
+    os.close(slave)
+    seen, start = b"", time.monotonic()
+    try:
+        while b"%|" not in seen and time.monotonic() - start < 60:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if ready:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    break
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+    assert b"epoch 1/1:" in seen and b"%|" in seen, seen[-500:]
+
+
+def test_piped_output_gets_a_first_line_within_seconds(tmp_path):
+    proc = subprocess.run(_train_command(tmp_path / "run"), capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    beats = [line for line in proc.stderr.splitlines()
+             if line.startswith("[attnkit.training] step 1/")]
+    assert beats and "samples/s  elapsed" in beats[0] and "left ~" in beats[0]

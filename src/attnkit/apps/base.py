@@ -57,6 +57,7 @@ from attnkit.apps.results import (
     stderr_log,
     write_test_metrics,
 )
+from attnkit.apps.run_files import read_json
 from attnkit.apps.runs import check_new_run, check_resumable, start_run, write_json
 from attnkit.errors import UsageError
 from attnkit.training import TrainResult
@@ -182,9 +183,16 @@ class App(Presentation, ABC):
         finally:
             D.teardown(info)
         run = Run(out, self.name, result, select_metric=prepared.train.select_metric)
-        if result.stop_reason != "signal" and main:
-            with interruptible():
-                run.test_metrics = self._final_evaluation(run, prepared, log)
+        if result.stop_reason == "signal" or not main:
+            return run
+        if result.finished_before and (out / TEST_METRICS).is_file():
+            log(f"{out} had already finished ({result.stop_reason} after "
+                f"{result.global_step} steps, {result.epoch} of {prepared.train.epochs} "
+                "epochs): nothing to train; give --epochs with more epochs to go on")
+            run.test_metrics = read_json(out / TEST_METRICS, "the run's test metrics", root=out)
+            return run
+        with interruptible():
+            run.test_metrics = self._final_evaluation(run, prepared, log)
         return run
 
     def _prepared(self, config: Any, out: Path, info: D.DistInfo, claimed: ExitStack, *,

@@ -36,14 +36,30 @@ SYNTHETIC_SIZES = {"train": 20000, "valid": 1000, "test": 1000}
 SPLITS = ("train", "valid", "test")
 EXTENSIONS = (".tsv.gz", ".tsv", ".txt.gz", ".txt")
 NAMED = ("synthetic", "tatoeba")
+SPLIT_RULE = 2           # the split rule this code writes into a data spec (eval_sources)
+MIN_EVAL_SOURCES = 100
 
 
 def _quiet(_: str) -> None:
     return None
 
 
-def split_by_source(pairs: Sequence[Pair], seed: int) -> dict[str, list[Pair]]:
-    """The 96/2/2 train/valid/test split by English sentence, reproducible from ``seed``.
+def eval_sources(sources: int, rule: int = SPLIT_RULE) -> int:
+    """How many distinct English sentences go to validation (and as many to test).
+
+    Rule 2: 2% of them, but at least `MIN_EVAL_SOURCES` or a tenth of a small corpus, so that
+    the validation BLEU of a corpus of a few hundred pairs means something (2% of 300 is 6).
+    Rule 1 (runs made before it): 2%.
+    """
+    if rule == 1:
+        return max(1, sources // 50)
+    return max(1, sources // 50, min(MIN_EVAL_SOURCES, sources // 10))
+
+
+def split_by_source(pairs: Sequence[Pair], seed: int, rule: int = SPLIT_RULE
+                    ) -> dict[str, list[Pair]]:
+    """The train/valid/test split by English sentence, reproducible from ``seed``: 96/2/2 on
+    a large corpus, more held out on a small one (`eval_sources`).
 
     Raises:
         DataError: fewer than 3 distinct English sentences.
@@ -55,7 +71,7 @@ def split_by_source(pairs: Sequence[Pair], seed: int) -> dict[str, list[Pair]]:
     if len(order) < 3:
         raise DataError(f"need at least 3 distinct English sentences to split, got {len(order)}")
     random.Random(seed).shuffle(order)
-    n_eval = max(1, len(order) // 50)
+    n_eval = eval_sources(len(order), rule)
     parts = {"valid": order[:n_eval], "test": order[n_eval:2 * n_eval],
              "train": order[2 * n_eval:]}
     return {name: [p for group in part for p in group] for name, part in parts.items()}
@@ -109,7 +125,7 @@ def data_spec(data: str, seed: int = 0, train_size: int | None = None) -> dict[s
             sizes["train"] = train_size
         return {"kind": "synthetic", "seed": seed, **sizes}
     if data == "tatoeba":
-        return {"kind": "tatoeba", "split_seed": seed}
+        return {"kind": "tatoeba", "split_seed": seed, "split_rule": SPLIT_RULE}
     path = Path(data)
     if path.is_dir():
         if split_files(path) is None:
@@ -119,7 +135,8 @@ def data_spec(data: str, seed: int = 0, train_size: int | None = None) -> dict[s
     if not path.is_file():
         raise DataError("no such file or folder (expected synthetic, tatoeba, a pairs file or a "
                         "folder with train/valid/test files)", path=str(path))
-    return {"kind": "file", "path": str(path.resolve()), "split_seed": seed}
+    return {"kind": "file", "path": str(path.resolve()), "split_seed": seed,
+            "split_rule": SPLIT_RULE}
 
 
 def spec_name(spec: dict[str, Any]) -> str:
@@ -151,7 +168,7 @@ def load_splits(spec: dict[str, Any], *, progress: bool = True, strict: bool = F
     if kind in ("tatoeba", "file"):
         path = tatoeba_fra_eng(progress=progress) if kind == "tatoeba" else Path(spec["path"])
         return split_by_source(read_pair_file(path, strict=strict, log=log),
-                               spec["split_seed"])
+                               spec["split_seed"], spec.get("split_rule", 1))
     raise DataError(f"unknown data kind {kind!r} in the run's config.json")
 
 

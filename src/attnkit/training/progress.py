@@ -1,7 +1,10 @@
-"""What a person watching a run sees: the tqdm bar and one line per evaluation.
+"""What a person watching a run sees: the tqdm bar at a terminal, a heartbeat line at least
+once a minute elsewhere, and one line per evaluation.
 
 The evaluation line goes to stderr and to ``RUN/train.log`` (plain text, so a run started
-without a terminal, e.g. under nohup or a scheduler, can be followed with ``tail -f``).
+without a terminal, e.g. under nohup or a scheduler, can be followed with ``tail -f``). When
+stderr is not a terminal, `Heartbeat` prints where the run is (steps, samples/s, elapsed, time
+left) after its first step and then every minute, so a long run never looks hung.
 
 Example:
     >>> progress_line(step=120, epoch=1, epochs=3, train_loss=0.41234, samples_per_s=851.2,
@@ -12,7 +15,9 @@ Example:
 from __future__ import annotations
 
 import math
+import os
 import sys
+import time
 from pathlib import Path
 
 from attnkit.fileio import append_text
@@ -65,11 +70,68 @@ def say(message: str) -> None:
     sys.stderr.flush()
 
 
+def _terminal_width() -> int | None:
+    """None when stderr reports its width (tqdm then follows it); 80 for a pseudo-terminal
+    that reports 0 x 0, as some wrappers and CI consoles create: tqdm would draw nothing."""
+    try:
+        columns = os.get_terminal_size(sys.stderr.fileno()).columns
+    except (OSError, ValueError):
+        columns = 0
+    return None if columns > 0 else 80
+
+
 def progress_bar(enabled: bool, total: int, initial: int, epoch: int, epochs: int):
     """A tqdm bar over the batches of one epoch when ``enabled`` and stderr is a terminal;
     else None."""
     if not (enabled and sys.stderr.isatty()):
         return None
     from tqdm.auto import tqdm
+    width = _terminal_width()
     return tqdm(total=total, initial=initial, desc=f"epoch {epoch + 1}/{epochs}",
-                leave=False, dynamic_ncols=True)
+                leave=False, dynamic_ncols=width is None, ncols=width,
+                nrows=None if width is None else 24)
+
+
+class Heartbeat:
+    """One line on stderr after the first step, then at least every ``every`` seconds: for a
+    run whose output is not a terminal (no bar), so that it never looks hung.
+
+    Args:
+        enabled: False prints nothing (a terminal has the bar; ``progress=False`` is quiet).
+        total_steps: the steps the run will take at most (for the time left).
+        every: seconds between lines.
+
+    Example:
+        >>> beat = Heartbeat(False, total_steps=100)
+        >>> beat.tick(step=1, epoch=0, epochs=2, samples_per_s=50.0, elapsed=1.2) is None
+        True
+    """
+
+    def __init__(self, enabled: bool, total_steps: int, every: float = 60.0,
+                 budget_seconds: float | None = None, clock=time.monotonic):
+        self.enabled, self.total_steps, self.every = enabled, total_steps, every
+        self.budget_seconds, self.clock = budget_seconds, clock
+        self.last: float | None = None
+        self.first_step: int | None = None
+        self.started = clock()
+
+    def tick(self, *, step: int, epoch: int, epochs: int, samples_per_s: float,
+             elapsed: float) -> str | None:
+        """Print (and return) the line when one is due; None otherwise."""
+        if not self.enabled:
+            return None
+        now = self.clock()
+        if self.first_step is None:
+            self.first_step = step - 1
+        if self.last is not None and now - self.last < self.every:
+            return None
+        self.last = now
+        done = step - self.first_step
+        left = (now - self.started) / max(done, 1) * max(self.total_steps - step, 0)
+        if self.budget_seconds is not None:
+            left = min(left, max(self.budget_seconds - (now - self.started), 0.0))
+        line = (f"step {step}/{self.total_steps}  epoch {epoch + 1}/{epochs}  "
+                f"{samples_per_s:.0f} samples/s  elapsed {_duration(elapsed)}  "
+                f"left ~{_duration(left)}")
+        say(f"[attnkit.training] {line}")
+        return line

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +42,13 @@ from attnkit.training.checkpoint import (
 )
 from attnkit.training.config import TrainConfig
 from attnkit.training.position import LossWindow, TrainPosition
-from attnkit.training.progress import append_line, progress_bar, progress_line, say
+from attnkit.training.progress import (
+    Heartbeat,
+    append_line,
+    progress_bar,
+    progress_line,
+    say,
+)
 from attnkit.training.schedule import apply_lr, lr_factor
 from attnkit.training.seeding import get_rng_state, seed_everything, set_rng_state
 from attnkit.training.signals import StopRequest
@@ -208,9 +215,12 @@ class Trainer:
         pos = self._resume(info, optimizer) if resume else self._fresh_start(info)
         amp = resolve_amp(self.cfg.amp, info.device)
         self._write_config(info, amp)
-        fit = _Fit(info, optimizer, self._step_module(info), amp,
-                   self.cfg.epochs * len(self._plan(0, info.world_size)),
-                   _Clock(pos.elapsed, time.monotonic()))
+        total_steps = self.cfg.epochs * len(self._plan(0, info.world_size))
+        heartbeat = Heartbeat(self.cfg.progress and info.is_main and not sys.stderr.isatty(),
+                              total_steps, budget_seconds=None if self.cfg.max_minutes is None
+                              else 60 * self.cfg.max_minutes)
+        fit = _Fit(info, optimizer, self._step_module(info), amp, total_steps,
+                   _Clock(pos.elapsed, time.monotonic()), heartbeat)
         if resume and self._finished(pos):
             return self._finish(fit, pos, pos.stopped or "completed", None, finished_before=True)
         stop_reason: str | None = None
@@ -387,6 +397,10 @@ class Trainer:
         if bar is not None:
             bar.update(1)
             bar.set_postfix(loss=f"{totals.loss_sum / totals.count:.4f}", lr=f"{lr:.2e}")
+        else:
+            now = fit.clock.elapsed()
+            fit.heartbeat.tick(step=pos.global_step, epoch=pos.epoch, epochs=self.cfg.epochs,
+                               samples_per_s=pos.eval_window.samples_per_s(now), elapsed=now)
         if pos.global_step % self.cfg.log_every_steps == 0:
             now = fit.clock.elapsed()
             self._log(fit.info, {"kind": "train", "step": pos.global_step, "epoch": pos.epoch,
@@ -602,6 +616,7 @@ class _Fit:
     amp: bool
     total_steps: int
     clock: _Clock
+    heartbeat: Heartbeat
 
 
 def _requested_stop(totals: StepTotals) -> str | None:

@@ -9,7 +9,7 @@ draws example scenes to caption (`write_scenes`).
 
 Example:
     ```python
-    train("synthetic", "runs/ducks")                   # 10-15 min on 2 CPU cores
+    train("synthetic", "runs/ducks")                   # about 8 min on 2 CPU cores
     m = evaluate("runs/ducks")   # {"accuracy", "bleu4", "grounding_count_mass", ...}
     print(grounding_table(m))    # colour / count / overall words: mass, max-in, vs uniform
     write_scenes("duck.png")                           # an example scene to caption
@@ -85,7 +85,7 @@ class CaptionApp(App):
     headline = ("accuracy", "bleu4")
     plot_aliases = ("--out",)
     examples = (
-        "attnkit caption train --out runs/ducks             # synthetic duck scenes, 10-15 min",
+        "attnkit caption train --out runs/ducks             # synthetic duck scenes, ~8 min",
         "attnkit caption train --out runs/ducks-hard --attention hard --epochs 20",
         "attnkit caption train --resume runs/ducks --max-minutes 20   # continue, new budget",
         "attnkit caption train --out runs/tiny --num-train 64 --image-size 32 --epochs 2",

@@ -52,6 +52,7 @@ from attnkit.fileio import atomic_write_bytes
 from attnkit.training import TrainConfig
 
 APP = "translate"
+SMALL_VALID = 100   # validation sentences below which the selection BLEU is noisy (a note)
 
 
 @dataclass
@@ -160,6 +161,10 @@ def prepare(config: TranslateConfig, log: Log) -> TranslatePrepared:
     pipeline = TranslatePipeline(codec, src_vocab, tgt_vocab, source_limit(model_config))
     log(f"data: {len(tokens)} training pairs, {len(splits['valid'])} valid, "
         f"{len(splits['test'])} test; vocabulary {len(src_vocab)} en / {len(tgt_vocab)} fr")
+    valid = min(len(splits["valid"]), s.valid_sample or len(splits["valid"]))
+    if valid < SMALL_VALID:
+        log(f"note: validation decodes only {valid} sentences: their BLEU, which picks the best "
+            "weights and stops training early, is noisy (--patience 0 trains every --epochs)")
     return TranslatePrepared(config, config.train, splits=splits, pipeline=pipeline,
                              train_tokens=tokens, model_config=model_config,
                              metadata=_metadata(s, spec, pipeline, model_config),
