@@ -7,10 +7,10 @@ import pytest
 from attnkit.data.translation_splits import (
     data_spec,
     eval_pairs,
+    eval_sources,
     load_splits,
     read_pair_file,
     spec_name,
-    eval_sources,
     split_by_source,
 )
 from attnkit.errors import DataError
