@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -78,3 +79,32 @@ def truncate_file(path: str | os.PathLike, size: int) -> None:
         os.ftruncate(fd, size)
     finally:
         os.close(fd)
+
+
+def read_limited(path: str | os.PathLike, what: str, *, limit: int | None) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes (None: any size).
+
+    A device or a pipe in a file's place (``/dev/zero``, ``/dev/urandom``) would hang or fill
+    memory, and a huge file the same: each is one error naming the file.
+
+    Raises:
+        CheckpointError: missing, not a regular file, larger than ``limit``, unreadable.
+    """
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise CheckpointError(f"{path}: {what} is not a regular file (a device, pipe "
+                                      "or socket)")
+            data = f.read(-1 if limit is None else limit + 1)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: {what} is missing") from None
+    except IsADirectoryError:
+        raise CheckpointError(f"{path}: {what} is a folder, not a file") from None
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot read {what} ({exc.strerror})") from None
+    if limit is not None and len(data) > limit:
+        raise CheckpointError(f"{path}: {what} is larger than {limit:,} bytes; it is not one "
+                              "attnkit wrote")
+    return data

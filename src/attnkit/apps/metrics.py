@@ -54,7 +54,8 @@ def bleu_chrf(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) ->
     bleu_metric = sacrebleu.BLEU()
     bleu = bleu_metric.corpus_score(list(hypotheses), streams)
     chrf = sacrebleu.CHRF().corpus_score(list(hypotheses), streams)
-    return {"bleu": bleu.score, "chrf": chrf.score,
+    # Rounded: sacrebleu's floats carry noise (100.00000000000004) that means nothing.
+    return {"bleu": round(bleu.score, 4), "chrf": round(chrf.score, 4),
             "counts": {"matches": list(bleu.counts), "totals": list(bleu.totals),
                        "precisions": [round(p, 2) for p in bleu.precisions],
                        "bp": round(bleu.bp, 4), "sys_len": bleu.sys_len,

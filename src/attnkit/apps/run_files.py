@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from attnkit.errors import CheckpointError
+from attnkit.fileio import read_limited
 
 MAX_JSON_BYTES = 8 << 20      # config.json, pipeline.json, model.json, test_metrics.json
 MAX_VOCAB_BYTES = 256 << 20   # a 1M-token vocabulary is about 20 MB
@@ -88,20 +89,12 @@ def checked_file(path: str | os.PathLike, what: str, *, root: str | os.PathLike 
 
 def read_text(path: str | os.PathLike, what: str = "file", *,
               root: str | os.PathLike | None = None, limit: int | None = MAX_JSON_BYTES) -> str:
-    """The UTF-8 text of a checked file (:func:`checked_file`); a BOM is accepted.
+    """The UTF-8 text of a checked file (`checked_file`); a BOM is accepted.
 
     Raises:
-        CheckpointError: as :func:`checked_file`, or not UTF-8.
+        CheckpointError: as `checked_file`, or not UTF-8.
     """
-    path = checked_file(path, what, root=root, limit=limit)
-    try:
-        with open(path, "rb") as f:
-            # Read at most limit + 1 bytes: a file that grew since it was checked still stops.
-            data = f.read(-1 if limit is None else limit + 1)
-    except OSError as exc:
-        raise CheckpointError(f"{path}: cannot read {what} ({exc.strerror})") from None
-    if limit is not None and len(data) > limit:
-        raise CheckpointError(f"{path}: {what} is larger than {limit:,} bytes")
+    data = read_limited(checked_file(path, what, root=root, limit=limit), what, limit=limit)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -36,7 +36,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from attnkit.errors import CheckpointError
-from attnkit.fileio import atomic_path
+from attnkit.fileio import atomic_path, read_limited
 
 FORMAT_VERSION = 1
 _META_KEY = "attnkit"
@@ -48,6 +48,10 @@ _HEADER_SUM = "attnkit_header_sha256"
 # Temporaries: ".<name>.<random>.tmp" of attnkit.fileio.atomic_path and save_checkpoint, and
 # ".tmp<6 random>" of safetensors' own writer (it writes beside the target, then renames).
 _TEMPORARY = re.compile(r"^(\..+\.[A-Za-z0-9_]+\.tmp|\.tmp[A-Za-z0-9]{6})$")
+
+
+# The largest state.json a checkpoint holds (positions, RNG states, optimizer layout).
+STATE_LIMIT = 64 << 20
 
 
 def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
@@ -373,8 +377,9 @@ def load_checkpoint(folder: str | os.PathLike, model: nn.Module,
     folder = checkpoint_folder(folder)
     path = folder / "state.json"
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        doc = json.loads(read_limited(path, "the checkpoint's state", limit=STATE_LIMIT)
+                         .decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{path}: unreadable or truncated ({e})") from e
     if not isinstance(doc, dict) or "checksum" not in doc:
         raise CheckpointError(f"{path}: not an attnkit checkpoint (no checksum)")

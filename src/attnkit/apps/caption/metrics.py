@@ -62,7 +62,7 @@ def bleu4(hyps: list[list[str]], refs: list[list[list[str]]]) -> float:
     if not hyps:
         return 0.0
     scores = bleu_chrf([" ".join(h) for h in hyps], [[" ".join(r) for r in rs] for rs in refs])
-    return scores["bleu"] / 100.0
+    return round(scores["bleu"] / 100.0, 6)
 
 
 @torch.no_grad()
