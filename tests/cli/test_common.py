@@ -72,3 +72,17 @@ def test_a_closed_pipe_is_no_traceback():
         "sys.exit(main([\"translate\", \"train\", \"--help\"]))' | head -c 10",
         shell=True, capture_output=True, text=True, timeout=120)
     assert "Traceback" not in proc.stderr
+
+
+def test_no_arguments_prints_help(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: attnkit") and "translate" in out and "caption" in out
+
+
+def test_invalid_utf8_inputs_are_replaced_and_counted(capsys, monkeypatch):
+    bad = b"ok \xff there".decode("utf-8", "surrogateescape")
+    assert common.read_inputs([bad], "sentence") == ["ok \ufffd there"]
+    assert "sentence 1: 1 invalid UTF-8 sequence(s)" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a\xfeb\r\n\nc\n")))
+    assert common.read_inputs([], "review") == ["a\ufffdb", "c"]

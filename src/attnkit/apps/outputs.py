@@ -50,6 +50,11 @@ class OutputKind:
     suffixes: tuple[str, ...]
     sniff: Callable[[bytes, str], bool]
 
+    @property
+    def a(self) -> str:
+        """The name with its article (``"a page"``, ``"an alignment file"``)."""
+        return ("an " if self.name[0] in "aeiou" else "a ") + self.name
+
 
 PAGE = OutputKind("page", (".html", ".htm"), _starts_with(b"<!doctype html", b"<html"))
 REPORT = OutputKind("report", PAGE.suffixes, PAGE.sniff)
@@ -81,7 +86,7 @@ def output_file(path: str | os.PathLike, kind: OutputKind) -> Path:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in kind.suffixes:
-        raise UsageError(f"{path}: a {kind.name} is written to a {' / '.join(kind.suffixes)} "
+        raise UsageError(f"{path}: {kind.a} is written to a {' / '.join(kind.suffixes)} "
                          f"file, not {suffix or 'a file without an extension'}")
     if path.is_dir():
         raise UsageError(f"{path}: is a folder; name a file for the {kind.name}")
@@ -89,9 +94,9 @@ def output_file(path: str | os.PathLike, kind: OutputKind) -> Path:
             path.is_file() and kind.sniff(_head(path), suffix)):
         folder = path.parent
         if is_run(folder):
-            raise UsageError(f"{path}: a file of the run folder {folder}, not a {kind.name}; "
+            raise UsageError(f"{path}: a file of the run folder {folder}, not {kind.a}; "
                              f"write the {kind.name} somewhere else")
-        raise UsageError(f"{path}: already exists and is not a {kind.name}; remove it or name "
+        raise UsageError(f"{path}: already exists and is not {kind.a}; remove it or name "
                          "a new file")
     return path
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +152,6 @@ class Prepared:
 
     config: Any
     train: TrainConfig
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def write_test_metrics(run: Path, metrics: dict[str, Any]) -> None:
