@@ -64,6 +64,9 @@ from attnkit.training import TrainResult
 from attnkit.training import distributed as D
 from attnkit.training.signals import interruptible
 
+# The steps an app provides; `App.__init_subclass__` can take them from the app's modules.
+STEPS = ("configure", "prepare", "save", "reload", "fit", "load", "evaluation", "predictions")
+
 
 class App(Presentation, ABC):
     """One application: a subclass implements the steps, the base class runs them; how the
@@ -76,6 +79,16 @@ class App(Presentation, ABC):
 
     name: ClassVar[str]
     inputs: ClassVar[str] = "input"
+
+    def __init_subclass__(cls, steps: tuple = (), **kwargs: Any) -> None:
+        """``class MyApp(App, steps=(preparation, training))``: each step the class does not
+        define itself (`STEPS`) is the function of that name in the first of these modules
+        that has one, so an app's modules hold its steps and the class only names them."""
+        super().__init_subclass__(**kwargs)
+        for name in STEPS:
+            found = next((getattr(m, name) for m in steps if hasattr(m, name)), None)
+            if found is not None and name not in cls.__dict__:
+                setattr(cls, name, staticmethod(found))
 
     # ------------------------------------------------------------------ the steps of an app
     @abstractmethod

@@ -120,21 +120,11 @@ class Vocab:
             raise ValueError(f"this vocabulary has no {token} (specials: {list(self.specials)})")
         return self.stoi[token]
 
-    @property
-    def pad_id(self) -> int:
-        return self.special_id(PAD)
-
-    @property
-    def bos_id(self) -> int:
-        return self.special_id(BOS)
-
-    @property
-    def eos_id(self) -> int:
-        return self.special_id(EOS)
-
-    @property
-    def unk_id(self) -> int:
-        return self.special_id(UNK)
+    # The ids of the four specials (ValueError for one this vocabulary does not have).
+    pad_id = property(lambda self: self.special_id(PAD))
+    bos_id = property(lambda self: self.special_id(BOS))
+    eos_id = property(lambda self: self.special_id(EOS))
+    unk_id = property(lambda self: self.special_id(UNK))
 
     # ------------------------------------------------------------------ encode / decode
     def encode(

@@ -33,6 +33,14 @@ def check_tokens(src: Tensor, src_lengths: Tensor) -> None:
                          f"got {src_lengths.tolist()}")
 
 
+def check_teacher_input(src: Tensor, tgt_in: Tensor) -> None:
+    """Raise ValueError unless ``tgt_in`` is ``[batch, T]``, one target per source (what every
+    encoder-decoder's teacher-forced forward takes)."""
+    if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
+        raise ValueError(f"tgt_in must have shape [{src.shape[0]}, T], "
+                         f"got {tuple(tgt_in.shape)}")
+
+
 class RNNEncoder(nn.Module):
     """Embedding + multi-layer (bi)directional GRU/LSTM.
 

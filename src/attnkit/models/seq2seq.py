@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from attnkit.attention.base import ScoreAttention
 from attnkit.models.config import RNNSeq2SeqConfig
 from attnkit.models.rnn_decoder import RNNDecoder, RNNDecoderState
-from attnkit.models.rnn_encoder import RNNEncoder
+from attnkit.models.rnn_encoder import RNNEncoder, check_teacher_input
 
 
 class RNNSeq2Seq(nn.Module):
@@ -75,9 +75,7 @@ class RNNSeq2Seq(nn.Module):
 
     def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor,
                 need_weights: bool = False):
-        if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
-            raise ValueError(f"tgt_in must have shape [{src.shape[0]}, T], "
-                             f"got {tuple(tgt_in.shape)}")
+        check_teacher_input(src, tgt_in)
         state = self.encode(src, src_lengths)
         ratio = self.config.teacher_forcing_ratio
         sample = self.training and ratio < 1.0

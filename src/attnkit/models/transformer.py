@@ -43,7 +43,7 @@ from attnkit.models.kv_cache import (
     cached_self_attention,
     project_memory,
 )
-from attnkit.models.rnn_encoder import check_tokens
+from attnkit.models.rnn_encoder import check_teacher_input, check_tokens
 from attnkit.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
 
@@ -270,9 +270,7 @@ class TransformerSeq2Seq(nn.Module):
 
     def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor,
                 need_weights: bool = False):
-        if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
-            raise ValueError(f"tgt_in must have shape [{src.shape[0]}, T], "
-                             f"got {tuple(tgt_in.shape)}")
+        check_teacher_input(src, tgt_in)
         state = self.encode(src, src_lengths, use_cache=False)
         logits, weights = self.decode(tgt_in, state, need_weights=need_weights)
         return (logits, weights) if need_weights else logits

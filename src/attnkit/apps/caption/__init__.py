@@ -25,18 +25,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.base import App, Evaluation, Loaded, Log, Run, TinyRun, stderr_log
+from attnkit.apps.base import App, Loaded, Log, Run, TinyRun, stderr_log
 from attnkit.apps.caption import evaluation, prediction, training
 from attnkit.apps.caption import prepare as preparation
 from attnkit.apps.caption.grounding import grounding_table
 from attnkit.apps.caption.prediction import CaptionPrediction
 from attnkit.apps.caption.scenes import SCENE_COMMAND, write_scenes
 from attnkit.apps.caption.settings import CaptionSettings
-from attnkit.apps.options import Option, build_bounded, resolve_device
-from attnkit.apps.run_files import weights_file
-from attnkit.apps.runs import read_config
-from attnkit.models.captioner import Captioner
-from attnkit.training import load_weights
+from attnkit.apps.options import Option
 
 __all__ = ["APP", "CaptionApp", "CaptionPrediction", "CaptionSettings", "evaluate",
            "grounding_table", "load_run", "predict", "train", "write_scenes"]
@@ -65,15 +61,8 @@ OPTIONS = (
 )
 
 
-class CaptionApp(App):
+class CaptionApp(App, steps=(preparation, training, evaluation, prediction)):
     """Image captioning with spatial attention (Show, Attend and Tell)."""
-
-    # The steps of the contract (attnkit.apps.base.App), in the modules that hold them.
-    configure = staticmethod(preparation.configure)
-    prepare = staticmethod(preparation.prepare)
-    save = staticmethod(preparation.save)
-    reload = staticmethod(preparation.reload)
-    fit = staticmethod(training.fit)
 
     name = "caption"
     help = "image captioning with spatial attention (Show, Attend and Tell)"
@@ -107,35 +96,6 @@ class CaptionApp(App):
     eval_data_help = (f"evaluate on this data instead: {DATA_HELP} (a real data set other than "
                       "the run's: all its images)")
     default_threads = {"train": 1}
-
-    def load(self, run: str | os.PathLike, *, weights: str = "best", device: str | None = None,
-             engine: str | None = None) -> Loaded:
-        """A trained caption run: the model (eval mode, on ``device``), its vocabulary as the
-        pipeline, its ``config.json``.
-
-        Raises:
-            CheckpointError: not a caption run, broken or missing files, no such weights.
-        """
-        path = Path(run)
-        config = read_config(path, self.name)
-        config.setdefault("data", CaptionSettings.from_config(config).data)  # format 1 lacks it
-        model_cfg = preparation.read_model_config(path)
-        vocab = preparation.read_vocab(path)
-        weights_path = weights_file(path, weights)
-        model = build_bounded(lambda: Captioner(model_cfg), f"{path / 'model.json'}")
-        load_weights(model, weights_path)
-        device = resolve_device(device)
-        return Loaded(path, self.name, model.to(device).eval(), vocab, config, device,
-                      description=f"{model_cfg.attention} attention over a "
-                                  f"{model_cfg.feature_size}x{model_cfg.feature_size} feature "
-                                  f"map, LSTM {model_cfg.hidden}, {model_cfg.image_size} px")
-
-    def evaluation(self, loaded: Loaded, data: Any, *, report: int = 0,
-                   **options: Any) -> Evaluation:
-        return evaluation.evaluation(loaded, data, report=report, **options)
-
-    def predictions(self, loaded: Loaded, inputs, **options: Any) -> list[CaptionPrediction]:
-        return prediction.predictions(loaded, inputs, **options)
 
     def tiny(self, folder: Path) -> TinyRun:
         """16 synthetic scenes of 32 pixels, one epoch; two scene files in ``folder``."""

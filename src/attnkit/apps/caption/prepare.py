@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.base import Log, Prepared
+from attnkit.apps.base import Loaded, Log, Prepared
 from attnkit.apps.caption.settings import (
     RESUME_APPLIED,
     CaptionPlan,
@@ -31,15 +31,16 @@ from attnkit.apps.caption.settings import (
     split_overrides,
     train_config,
 )
-from attnkit.apps.options import checked_sizes
-from attnkit.apps.run_files import MAX_VOCAB_BYTES, read_json_object, run_file
-from attnkit.apps.runs import check_resume, write_json
+from attnkit.apps.options import build_bounded, checked_sizes, resolve_device
+from attnkit.apps.run_files import MAX_VOCAB_BYTES, read_json_object, run_file, weights_file
+from attnkit.apps.runs import check_resume, read_config, write_json
 from attnkit.data.caption_data import CaptionData, load_splits
 from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, DataError
-from attnkit.models.captioner import CaptionerConfig
-from attnkit.training import TrainConfig
+from attnkit.models.captioner import Captioner, CaptionerConfig
+from attnkit.training import TrainConfig, load_weights
 
+APP = "caption"
 MODEL_SIZES = ("vocab_size", "image_size", "feature_size", "channels", "emb_dim", "hidden",
                "attention_units", "max_caption_len", "glimpses")
 
@@ -140,3 +141,26 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None) -
             changes[name] = parts["train"][name]
     return CaptionPlan(settings, train_config(settings, {**stored_train.to_dict(), **changes}),
                        stored=stored)
+
+
+def load(run, *, weights: str = "best", device: str | None = None,
+         engine: str | None = None) -> Loaded:
+    """A trained caption run: the model (eval mode, on ``device``), its vocabulary as the
+    pipeline, its ``config.json`` (the caption app's `attnkit.apps.App.load`).
+
+    Raises:
+        CheckpointError: not a caption run, broken or missing files, no such weights.
+    """
+    path = Path(run)
+    config = read_config(path, APP)
+    config.setdefault("data", CaptionSettings.from_config(config).data)  # format 1 lacks it
+    model_cfg = read_model_config(path)
+    vocab = read_vocab(path)
+    weights_path = weights_file(path, weights)
+    model = build_bounded(lambda: Captioner(model_cfg), f"{path / 'model.json'}")
+    load_weights(model, weights_path)
+    device = resolve_device(device)
+    side = model_cfg.feature_size
+    return Loaded(path, APP, model.to(device).eval(), vocab, config, device,
+                  description=f"{model_cfg.attention} attention over a {side}x{side} feature "
+                              f"map, LSTM {model_cfg.hidden}, {model_cfg.image_size} px")

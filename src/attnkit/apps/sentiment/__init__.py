@@ -22,21 +22,16 @@ Example:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.base import App, Evaluation, Loaded, Log, Run, TinyRun, stderr_log
-from attnkit.apps.options import Option, build_bounded, resolve_device
-from attnkit.apps.run_files import weights_file
-from attnkit.apps.runs import read_config
-from attnkit.apps.sentiment import evaluation, prediction, training
+from attnkit.apps.base import App, Loaded, Log, Run, TinyRun, stderr_log
+from attnkit.apps.options import Option
+from attnkit.apps.sentiment import evaluation, prediction, settings, training
 from attnkit.apps.sentiment import prepare as preparation
 from attnkit.apps.sentiment.prediction import SentimentPrediction
-from attnkit.apps.sentiment.settings import PRESETS, Settings, configure
-from attnkit.models.sentiment import SentimentClassifier
-from attnkit.training import load_weights
+from attnkit.apps.sentiment.settings import PRESETS, Settings
 
 __all__ = ["APP", "PRESETS", "SentimentApp", "SentimentPrediction", "Settings", "evaluate",
            "load_run", "predict", "train"]
@@ -68,15 +63,8 @@ OPTIONS = (
 )
 
 
-class SentimentApp(App):
+class SentimentApp(App, steps=(settings, preparation, training, evaluation, prediction)):
     """Movie-review sentiment with self-attention (IMDB)."""
-
-    # The steps of the contract (attnkit.apps.base.App), in the modules that hold them.
-    configure = staticmethod(configure)
-    prepare = staticmethod(preparation.prepare)
-    save = staticmethod(preparation.save)
-    reload = staticmethod(preparation.reload)
-    fit = staticmethod(training.fit)
 
     name = "sentiment"
     help = "movie-review sentiment with self-attention (IMDB)"
@@ -103,33 +91,6 @@ class SentimentApp(App):
                               "(default 0: never stop early)"}
     eval_help = "accuracy on labelled reviews"
     eval_data_help = "reviews to evaluate on (default: the run's own test data)"
-
-    def load(self, run: str | os.PathLike, *, weights: str = "best", device: str | None = None,
-             engine: str | None = None) -> Loaded:
-        """The model of a run (eval mode, on ``device``), its text pipeline and config.
-
-        Raises:
-            CheckpointError: not a sentiment run (another app's, or no run), a broken file, or
-                no such weights yet.
-        """
-        run = Path(run)
-        config = read_config(run, self.name)
-        model_cfg = preparation.read_model_config(run)
-        pipeline = preparation.load_pipeline(run)
-        path = weights_file(run, weights)
-        model = build_bounded(lambda: SentimentClassifier(model_cfg), f"{run / 'model.json'}")
-        load_weights(model, path)
-        device = resolve_device(device)
-        return Loaded(run, self.name, model.to(device).eval(), pipeline, config, device,
-                      description=_describe(model_cfg))
-
-    def evaluation(self, loaded: Loaded, data: Any, *, report: int = 0,
-                   **options: Any) -> Evaluation:
-        return evaluation.evaluation(loaded, data, report=report, **options)
-
-    def predictions(self, loaded: Loaded, inputs: Sequence[str], **options: Any
-                    ) -> list[SentimentPrediction]:
-        return prediction.predictions(loaded, inputs, **options)
 
     def has_test_split(self, loaded: Loaded) -> bool:
         return evaluation.own_test_data(loaded.config) is not None
@@ -164,13 +125,6 @@ class SentimentApp(App):
             line += (f"\n{metrics['truncated']} of {metrics['examples']} reviews were longer "
                      "than the model reads; their cut tokens were not seen")
         return line
-
-
-def _describe(cfg) -> str:
-    block = ("one transformer block" if cfg.block == "transformer"
-             else f"{cfg.num_layers} self-attention layer(s)")
-    return (f"{block}, {cfg.num_heads} heads x {cfg.head_dim}, embeddings {cfg.embed_dim}, "
-            f"{cfg.pooling} pooling, {cfg.maxlen} tokens")
 
 
 APP = SentimentApp()

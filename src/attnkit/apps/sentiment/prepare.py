@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnkit.apps.base import Log, Prepared
-from attnkit.apps.options import checked_sizes
-from attnkit.apps.run_files import MAX_VOCAB_BYTES, read_json, read_json_object, run_file
-from attnkit.apps.runs import write_json
+from attnkit.apps import run_files
+from attnkit.apps.base import Loaded, Log, Prepared
+from attnkit.apps.options import build_bounded, checked_sizes, resolve_device
+from attnkit.apps.runs import read_config, write_json
 from attnkit.apps.sentiment.settings import PRESETS, SentimentPlan, Settings, model_config
 from attnkit.data.classification_text import build_vocab, make_tokenizer
 from attnkit.data.imdb import ReadStats, Review, load_split, split_validation
@@ -32,8 +32,11 @@ from attnkit.data.review_pipeline import TextPipeline
 from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, DataError, UsageError
 from attnkit.fileio import atomic_write_bytes
-from attnkit.models.sentiment import SentimentConfig
+from attnkit.models.sentiment import SentimentClassifier, SentimentConfig
+from attnkit.training import load_weights
 from attnkit.training.distributed import is_main_process
+
+APP = "sentiment"
 
 MODEL_SIZES = ("vocab_size", "maxlen", "embed_dim", "num_heads", "head_dim", "num_layers",
                "ffn_dim", "bigram_buckets")
@@ -135,9 +138,10 @@ def load_pipeline(run) -> TextPipeline:
         CheckpointError: a missing or broken file, named.
     """
     run = Path(run)
-    meta = read_json(run / "pipeline.json", "the run's text pipeline", root=run)
-    vocab_path = run_file(run, "vocab.json", "the run's vocabulary", limit=MAX_VOCAB_BYTES)
-    read_json(vocab_path, "the run's vocabulary", root=run, limit=MAX_VOCAB_BYTES)
+    meta = run_files.read_json(run / "pipeline.json", "the run's text pipeline", root=run)
+    limit = run_files.MAX_VOCAB_BYTES
+    vocab_path = run_files.run_file(run, "vocab.json", "the run's vocabulary", limit=limit)
+    run_files.read_json(vocab_path, "the run's vocabulary", root=run, limit=limit)
     try:
         vocab = Vocab.from_json(vocab_path)
         return TextPipeline.from_dict(meta, vocab, run)
@@ -151,7 +155,7 @@ def read_model_config(run) -> SentimentConfig:
     """``RUN/model.json`` as a `SentimentConfig`, its sizes checked (CheckpointError when
     broken)."""
     path = Path(run) / "model.json"
-    obj = read_json_object(path, "the run's model settings", root=run)
+    obj = run_files.read_json_object(path, "the run's model settings", root=run)
     checked_sizes({k: obj.get(k) for k in MODEL_SIZES}, str(path), zero_ok=("bigram_buckets",))
     try:
         cfg = SentimentConfig.from_dict(obj)
@@ -159,3 +163,28 @@ def read_model_config(run) -> SentimentConfig:
     except (ValueError, TypeError) as exc:
         raise CheckpointError(f"{path}: bad model settings ({exc})") from None
     return cfg
+
+
+def load(run, *, weights: str = "best", device: str | None = None,
+         engine: str | None = None) -> Loaded:
+    """The model of a run (eval mode, on ``device``), its text pipeline and config (the
+    sentiment app's `attnkit.apps.App.load`; ``engine`` is not used: there is one).
+
+    Raises:
+        CheckpointError: not a sentiment run (another app's, or no run), a broken file, or
+            no such weights yet.
+    """
+    run = Path(run)
+    config = read_config(run, APP)
+    model_cfg = read_model_config(run)
+    pipeline = load_pipeline(run)
+    path = run_files.weights_file(run, weights)
+    model = build_bounded(lambda: SentimentClassifier(model_cfg), f"{run / 'model.json'}")
+    load_weights(model, path)
+    device = resolve_device(device)
+    block = ("one transformer block" if model_cfg.block == "transformer"
+             else f"{model_cfg.num_layers} self-attention layer(s)")
+    return Loaded(run, APP, model.to(device).eval(), pipeline, config, device,
+                  description=f"{block}, {model_cfg.num_heads} heads x {model_cfg.head_dim}, "
+                              f"embeddings {model_cfg.embed_dim}, {model_cfg.pooling} pooling, "
+                              f"{model_cfg.maxlen} tokens")

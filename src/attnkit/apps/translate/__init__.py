@@ -36,48 +36,32 @@ from pathlib import Path
 from typing import Any
 
 from attnkit.apps.base import App, Evaluation, Loaded, Log, Run, TinyRun, stderr_log
-from attnkit.apps.options import build_bounded, resolve_device
-from attnkit.apps.run_files import weights_file
-from attnkit.apps.runs import read_config
-from attnkit.apps.translate import ct2, evaluation, training
+from attnkit.apps.translate import ct2, evaluation, loading, training
 from attnkit.apps.translate import prepare as preparation
 from attnkit.apps.translate.cli_options import COMMANDS, EXAMPLES, OPTIONS
-from attnkit.apps.translate.engines import AttnkitEngine, summary_of
 from attnkit.apps.translate.metrics import format_table
 from attnkit.apps.translate.pipeline import (
     RNN_MAX_SOURCE,
     SUBWORD_FILE,
     VOCAB_FILES,
     TranslatePipeline,
-    run_model_config,
-    run_pipeline,
     source_limit,
 )
 from attnkit.apps.translate.prediction import TranslationPrediction, most_reordered
 from attnkit.apps.translate.settings import TranslateSettings
-from attnkit.errors import CheckpointError, UsageError
-from attnkit.models import build_model
-from attnkit.training import load_weights
+from attnkit.errors import UsageError
 
 __all__ = ["APP", "RNN_MAX_SOURCE", "SUBWORD_FILE", "VOCAB_FILES", "TranslateApp",
            "TranslatePipeline", "TranslateSettings", "TranslationPrediction", "evaluate",
            "export_run", "load_run", "predict", "source_limit", "train"]
 
-ENGINES = ("attnkit", "ctranslate2")
 JSON_KEYS = ("bleu", "chrf", "counts", "sentences", "references", "beam", "by_length",
              "signature", "single_ref", "sentences_per_s", "engine", "quantization",
              "truncated", "max_source_tokens", "unknown")
 
 
-class TranslateApp(App):
+class TranslateApp(App, steps=(preparation, training, loading)):
     """English -> French translation with attention (RNN or Transformer)."""
-
-    # The steps of the contract (attnkit.apps.base.App), in the modules that hold them.
-    configure = staticmethod(preparation.configure)
-    prepare = staticmethod(preparation.prepare)
-    save = staticmethod(preparation.save)
-    reload = staticmethod(preparation.reload)
-    fit = staticmethod(training.fit)
 
     name = "translate"
     help = "English -> French translation with attention (RNN or Transformer)"
@@ -87,35 +71,6 @@ class TranslateApp(App):
     examples = EXAMPLES
     commands = COMMANDS
     headline = ("bleu", "chrf")
-
-    def load(self, run: str | os.PathLike, *, weights: str = "best", device: str | None = None,
-             engine: str | None = None) -> Loaded:
-        """A trained run (``engine="ctranslate2"``: a folder `export_run` wrote).
-
-        Raises:
-            CheckpointError: not a translate run, broken files, vocabularies that do not match
-                the ones the weights were trained with, missing or truncated weights.
-            UsageError: an unknown engine; CTranslate2 not installed.
-        """
-        engine = engine or "attnkit"
-        if engine not in ENGINES:
-            raise UsageError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}")
-        if engine == "ctranslate2":
-            return ct2.load_exported(run, device=device or "cpu")
-        run = Path(run)
-        if (run / "model.bin").is_file():
-            raise CheckpointError(f"{run}: an exported CTranslate2 model, not a training run; "
-                                  "use it with --engine ctranslate2")
-        config = read_config(run, self.name)
-        model_config = run_model_config(run, config)
-        pipeline = run_pipeline(run, config, model_config)
-        model = build_bounded(lambda: build_model(model_config), f"{run / 'config.json'}")
-        load_weights(model, weights_file(run, weights))
-        device = resolve_device(device)
-        model.to(device).eval()
-        return Loaded(run, self.name, model, pipeline, config, device,
-                      engine=AttnkitEngine(model, pipeline),
-                      description=summary_of(model_config))
 
     def evaluation(self, loaded: Loaded, data: Any, *, report: int = 0,
                    **options: Any) -> Evaluation:
