@@ -104,8 +104,8 @@ class TranslateApp(App, steps=(preparation, training, loading)):
         engine = loaded.engine
         if attention is None:
             attention = engine.has_attention   # attnkit keeps it, CTranslate2 has none
-        if attention and not engine.has_attention and engine.name == "ctranslate2":
-            raise UsageError(ct2.NO_ATTENTION)
+        if attention and not engine.has_attention:
+            raise UsageError(engine.no_attention)
         _unk_note(engine, unk_replace)
         return engine.translate(inputs, beam=beam, alpha=alpha, unk_replace=unk_replace,
                                 batch_size=batch_size, attention=attention)
@@ -164,9 +164,9 @@ class TranslateApp(App, steps=(preparation, training, loading)):
 
 
 def _unk_note(engine: Any, unk_replace: bool) -> None:
-    if unk_replace and not engine.has_attention and engine.name == "ctranslate2":
-        stderr_log("attnkit: note: the CTranslate2 engine computes no attention, so an output "
-                   "<unk> is kept (no unk replacement)")
+    if unk_replace and not engine.has_attention:
+        stderr_log(f"attnkit: note: {engine.no_attention.split(':')[0]}, so an output <unk> is "
+                   "kept (no unk replacement)")
 
 
 APP = TranslateApp()

@@ -76,6 +76,7 @@ class CTranslate2Engine:
 
     name = ENGINE
     has_attention = False
+    no_attention = NO_ATTENTION
 
     def __init__(self, translator: Any, pipeline: TranslatePipeline):
         self.translator, self.pipeline = translator, pipeline

@@ -36,11 +36,13 @@ class Engine(Protocol):
         name: ``"attnkit"`` or ``"ctranslate2"`` (reported in the metrics).
         pipeline: the run's text pipeline (tokenizer, vocabularies, source cap).
         has_attention: whether `translate` can return attention weights.
+        no_attention: why it cannot, for the error a request for them gets ("" when it can).
     """
 
     name: str
     pipeline: TranslatePipeline
     has_attention: bool
+    no_attention: str
 
     def translate(self, sentences: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
                   unk_replace: bool = True, batch_size: int | None = None,
@@ -66,6 +68,9 @@ class AttnkitEngine:
     def __init__(self, model: nn.Module, pipeline: TranslatePipeline):
         self.model, self.pipeline = model, pipeline
         self.has_attention = getattr(model.config, "attention", None) != "none"
+        self.no_attention = "" if self.has_attention else (
+            "this model has no attention (trained with --attention none): --html, --plot, "
+            "--report and --alignments show attention")
 
     def translate(self, sentences: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
                   unk_replace: bool = True, batch_size: int | None = None,

@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from attnkit.apps.base import Evaluation, Loaded, Log, quiet
-from attnkit.apps.translate.ct2 import NO_ATTENTION
 from attnkit.apps.translate.metrics import score_translations
 from attnkit.apps.translate.page import report_page
 from attnkit.apps.translate.prediction import TranslationPrediction
@@ -81,9 +80,7 @@ def evaluation(loaded: Loaded, data: str | None, *, report: int = 0, beam: int =
     """
     engine = loaded.engine
     if report and not engine.has_attention:
-        raise UsageError(NO_ATTENTION if engine.name == "ctranslate2" else
-                         "--report shows attention, and this model has none "
-                         "(attention='none')")
+        raise UsageError(engine.no_attention)
     pairs = eval_pairs(data, loaded.config["data"], strict=strict, log=log)
 
     def translate(sentences: Sequence[str]) -> list[TranslationPrediction]:
