@@ -171,3 +171,27 @@ def test_multi_head_max_pool_is_forward_then_max(kw):
     want = want.nan_to_num(0.0, neginf=0.0) * query_mask.any(-1, keepdim=True)
     torch.testing.assert_close(pooled, want, rtol=1e-5, atol=1e-6)
     assert torch.isfinite(pooled).all()
+
+
+def test_under_bf16_autocast_the_kernel_runs_in_bf16_and_grads_reach_float32():
+    torch.manual_seed(2)
+    m = MultiHeadAttention.keras_2018(nb_head=4, size_per_head=8, query_dim=32)
+    x = torch.randn(5, 9, 32, requires_grad=True)
+    key_mask, query_mask = _masks(b=5, t=9)
+    want = m.max_pool(x, key_mask=key_mask, query_mask=query_mask)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = m.max_pool(x, key_mask=key_mask, query_mask=query_mask)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), want, rtol=0.05, atol=0.05)
+    # the same as the kernel called on bf16 copies, its gradients cast back to float32
+    xb, wb = x.detach().bfloat16().requires_grad_(), m.in_proj_weight.detach().bfloat16()
+    wb.requires_grad_()
+    plain = self_attention_max_pool(xb, wb, num_heads=4, key_mask=key_mask,
+                                    query_mask=query_mask)
+    torch.testing.assert_close(got, plain, rtol=0, atol=0)
+    g = torch.randn_like(plain)
+    grads = torch.autograd.grad(got, [x, m.in_proj_weight], g)
+    plain_grads = torch.autograd.grad(plain, [xb, wb], g)
+    for a, b in zip(grads, plain_grads, strict=True):
+        assert a.dtype == torch.float32
+        torch.testing.assert_close(a, b.float(), rtol=0, atol=0)

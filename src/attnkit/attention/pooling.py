@@ -50,6 +50,15 @@ def _label(name: str):
     return contextlib.nullcontext()
 
 
+def _softmax(scores: Tensor, out: Tensor | None = None) -> Tensor:
+    """Softmax over the last dimension into ``out`` (or a new tensor); half precision is
+    normalised in float32 and rounded once, as autocast does."""
+    if scores.dtype in (torch.float16, torch.bfloat16):
+        weights = torch.softmax(scores, -1, dtype=torch.float32)
+        return weights.to(scores.dtype) if out is None else out.copy_(weights)
+    return torch.softmax(scores, -1) if out is None else torch.softmax(scores, -1, out=out)
+
+
 def _key_bias(key_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
     """``[batch, Tk]``: 0 at real keys, ``finfo.min`` at masked ones; None without a mask.
 
@@ -113,7 +122,7 @@ class _SelfAttentionMaxPool(torch.autograd.Function):
                 with _label("attnkit.softmax"):
                     if key_bias is not None:
                         scores[:n].add_(key_bias[rows, None, :])
-                    torch.softmax(scores[:n], -1, out=weights[:n])
+                    _softmax(scores[:n], out=weights[:n])
                 with _label("attnkit.attention_heads"):
                     context = torch.bmm(weights[:n], v[rows])  # [n, t, d]
                 with _label("attnkit.max_pool"):
@@ -149,7 +158,7 @@ class _SelfAttentionMaxPool(torch.autograd.Function):
         with _label("attnkit.softmax"):
             if key_bias is not None:
                 scores.add_(key_bias[:, None, None, :])
-            p = torch.softmax(scores, -1)  # [b, heads, d, t]: row j = P[winner of j]
+            p = _softmax(scores)  # [b, heads, d, t]: row j = P[winner of j]
             pooled = (p * v_t).sum(-1, keepdim=True)  # p . v[:, j], as the forward's max
             gp = p.mul_(grad.unsqueeze(-1))  # g_j p  (p is not needed any more)
             ds = gp * (v_t - pooled)  # [b, heads, d, t]: d loss / d scores of row q_j
@@ -223,5 +232,13 @@ def self_attention_max_pool(x: Tensor, weight: Tensor, bias: Tensor | None = Non
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     if b == 0 or t == 0:  # nothing to attend to: zeros (still a function of the inputs)
         return x.new_zeros(b, num_heads * d) + 0 * (x.sum() + weight.sum())
-    return _SelfAttentionMaxPool.apply(x, weight, bias, num_heads, _drop_full(key_mask),
-                                       _drop_full(query_mask), scale)
+    args = (num_heads, _drop_full(key_mask), _drop_full(query_mask), scale)
+    device = x.device.type
+    if not torch.is_autocast_enabled(device):
+        return _SelfAttentionMaxPool.apply(x, weight, bias, *args)
+    # Under autocast the whole kernel runs in the autocast dtype (matmuls as autocast would,
+    # softmax normalised in float32); the casts carry the gradients back to the parameters'.
+    dtype = torch.get_autocast_dtype(device)
+    with torch.autocast(device, enabled=False):
+        return _SelfAttentionMaxPool.apply(x.to(dtype), weight.to(dtype),
+                                           None if bias is None else bias.to(dtype), *args)
