@@ -147,3 +147,20 @@ def test_length_groups_of_imdb_like_batches():
     assert plan_length_groups([100] * 64) == [64]
     assert plan_length_groups([30] * 24 + [100] * 40) == [24, 40]
     assert plan_length_groups([]) == [] and plan_length_groups([5, 7]) == [2]
+
+
+@pytest.mark.parametrize("cfg", [dict(), dict(padding="post"), dict(mask_padding=False)])
+def test_logits_by_length_equal_forward(cfg):
+    torch.manual_seed(2)
+    model = SentimentClassifier(_small(**cfg)).eval()
+    ids, lengths = _batch(cfg.get("padding", "pre"), batch=45, seed=5)
+    want = model(ids, lengths)
+    for batch_size in (1, 7, 64):
+        got = model.logits_by_length(ids, lengths, batch_size=batch_size)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(model.predict_proba(ids, lengths), torch.sigmoid(want),
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="batch_size"):
+        model.logits_by_length(ids, lengths, batch_size=0)
+    with pytest.raises(ValueError, match="lengths must lie"):
+        model.logits_by_length(ids, lengths + 30)

@@ -26,7 +26,9 @@ run as one kernel (:meth:`MultiHeadAttention.max_pool`), whose backward visits o
 row that won each pooled feature instead of every row of every head. Both equal the full padded
 batch through autograd to float32 rounding (tests/models/test_sentiment_length_groups.py) and
 the Keras formula (tests/models/test_sentiment_keras_formula.py). The sinusoid table is a
-cached, non-persistent buffer.
+cached, non-persistent buffer. Many reviews at once: :meth:`SentimentClassifier.predict_proba`
+(batches in length order, no weights); :meth:`SentimentClassifier.attribute` when the weights
+are wanted.
 
 Per-token explanation (:meth:`SentimentClassifier.explain`), a distribution over the real tokens
 (sums to 1, zero on padding):
@@ -373,6 +375,37 @@ class SentimentClassifier(nn.Module):
         if order is None:
             return parts[0]
         return torch.cat(parts)[torch.argsort(order)]  # back to the input order
+
+    @torch.no_grad()
+    def logits_by_length(self, ids: Tensor, lengths: Tensor, *, batch_size: int = 256
+                         ) -> Tensor:
+        """Logits ``[n]`` of many reviews, in input order, without any attention weights.
+
+        ``ids [n, time]``, ``lengths [n]``. The reviews are taken ``batch_size`` at a time in
+        length order, and with masking each batch is cut to its own longest review, so short
+        reviews cost no padding; the result equals ``forward`` on the whole input to float32
+        rounding. Runs in the model's current mode (``eval()`` for inference).
+        """
+        self._check_shapes(ids, lengths)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.real_mask(lengths, ids.shape[1])  # validate every length before slicing
+        n, time = ids.shape
+        out = torch.empty(n, dtype=self.classifier.weight.dtype, device=ids.device)
+        order = torch.argsort(lengths, stable=True)
+        for rows in order.split(batch_size):
+            sub_ids, sub_len = ids[rows], lengths[rows]
+            if self.config.mask_padding:  # unmasked, the padding is part of the input
+                keep = max(int(sub_len.max()), 1)
+                sub_ids = sub_ids[:, time - keep:] if self.config.padding == "pre" \
+                    else sub_ids[:, :keep]
+            out[rows] = self(sub_ids, sub_len).to(out.dtype)
+        return out
+
+    def predict_proba(self, ids: Tensor, lengths: Tensor, *, batch_size: int = 256) -> Tensor:
+        """P(positive) ``[n]`` of many reviews (:meth:`logits_by_length`, then a sigmoid);
+        :meth:`attribute` when the per-token weights are wanted too."""
+        return torch.sigmoid(self.logits_by_length(ids, lengths, batch_size=batch_size))
 
     @torch.no_grad()
     def explain(self, ids: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
