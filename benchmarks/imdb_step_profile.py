@@ -99,8 +99,9 @@ def part_of(op: str, scope: str) -> str:
 
 
 def _scope_of(event) -> str:
-    """The innermost labelled model step (or autograd node) above a profiler event."""
-    node = event.cpu_parent
+    """The innermost labelled model step (or autograd node) at or above a profiler event (a
+    label's own self time, the Python and dispatch between its operators, is its step's)."""
+    node = event if event.name.startswith(("step:", "attnkit.")) else event.cpu_parent
     while node is not None:
         name = node.name
         if name.startswith("step:"):
@@ -116,9 +117,11 @@ def _scope_of(event) -> str:
 
 
 def profile_steps(threads: int, steps: int, samples: int = 64 * 40,
-                  detail: dict[tuple[str, str], float] | None = None) -> dict[str, float]:
-    """Milliseconds per training step by part (:data:`PARTS`), measured under the profiler;
-    ``detail`` (if given) receives the ms/step of every (operator, scope) counted as "other".
+                  detail: dict[tuple[str, str], float] | None = None
+                  ) -> tuple[dict[str, float], float | None]:
+    """Milliseconds per training step by part (:data:`PARTS`), measured under the profiler, and
+    the share of the CPUs that other processes used meanwhile (None where unknown); ``detail``
+    (if given) receives the ms/step of every (operator, scope) counted as "other".
     """
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -156,8 +159,10 @@ def profile_steps(threads: int, steps: int, samples: int = 64 * 40,
             opt.step()
 
     run(5)
+    meter = bench.OthersMeter()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         run(steps)
+    others = meter.share()
     totals: dict[str, float] = defaultdict(float)
     for event in prof.events():
         if event.cpu_parent is None and event.name.startswith("ProfilerStep"):
@@ -168,7 +173,8 @@ def profile_steps(threads: int, steps: int, samples: int = 64 * 40,
         if part == "other" and detail is not None:
             key = (op, _scope_of(event))
             detail[key] = detail.get(key, 0.0) + event.self_cpu_time_total / 1000.0 / steps
-    return {part: totals.get(part, 0.0) / steps for part in PARTS}
+    parts = {part: totals.get(part, 0.0) / steps for part in PARTS}
+    return parts, others
 
 
 def _label_model_steps(model, record_function) -> None:
@@ -213,11 +219,14 @@ def main() -> None:
     from attnkit.machine import machine_line
 
     detail: dict[tuple[str, str], float] = {}
-    parts = profile_steps(args.threads, args.steps, detail=detail if args.detail else None)
+    parts, others = profile_steps(args.threads, args.steps,
+                                  detail=detail if args.detail else None)
     total = sum(parts.values())
     print(f"machine: {machine_line()}")
+    share = "n/a" if others is None else f"{100 * others:.0f}%"
     print(f"keras2018 training step, batch 64, IMDB lengths, {args.steps} profiled steps "
-          f"after 5 warm-up; ms per step (profiler self time)")
+          f"after 5 warm-up; ms per step (profiler self time); other processes used {share} "
+          "of the CPUs meanwhile")
     print(f"{'part':<24} {'ms/step':>8} {'share':>7}")
     for part, ms in parts.items():
         print(f"{part:<24} {ms:>8.2f} {ms / total:>7.1%}")
@@ -228,7 +237,7 @@ def main() -> None:
             print(f"  {ms:6.2f}  {op}  ({scope})")
     if args.json:
         print(json.dumps({"ms_per_step": {k: round(v, 3) for k, v in parts.items()},
-                          "total_ms": round(total, 3)}))
+                          "total_ms": round(total, 3), "others_cpu": others}))
 
 
 if __name__ == "__main__":

@@ -94,6 +94,40 @@ def make_inputs(n: int, review_lengths: np.ndarray | None = None):
     return ids, lengths.astype(np.int64), labels
 
 
+def busy_seconds(stat_line: str, ticks_per_s: float = 100.0) -> float:
+    """CPU seconds spent busy by all processes, from the ``cpu`` line of /proc/stat (user,
+    nice, system, irq, softirq and steal; not idle or iowait)."""
+    fields = [float(v) for v in stat_line.split()[1:]]
+    busy = sum(fields[i] for i in (0, 1, 2, 5, 6, 7) if i < len(fields))
+    return busy / ticks_per_s
+
+
+class OthersMeter:
+    """Share of the machine's CPUs that *other* processes used while it ran (0..1; None where
+    /proc/stat is missing): a timing taken while a neighbour computed is suspect."""
+
+    def __init__(self) -> None:
+        self.start = self._sample()
+
+    @staticmethod
+    def _sample() -> tuple[float, float, float] | None:
+        try:
+            with open("/proc/stat", encoding="ascii") as f:
+                line = f.readline()
+        except OSError:
+            return None
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        return (busy_seconds(line, ticks), own.ru_utime + own.ru_stime, time.perf_counter())
+
+    def share(self) -> float | None:
+        end = self._sample()
+        if self.start is None or end is None:
+            return None
+        busy, own, wall = (b - a for a, b in zip(self.start, end, strict=True))
+        return max(0.0, busy - own) / max(wall * (os.cpu_count() or 1), 1e-9)
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
 
@@ -256,13 +290,13 @@ def worker(name: str, n: int, threads: int, round_batches: int, lengths_file: st
            infer_n: int, infer_reps: int) -> dict:
     # The parent read the lengths: the IMDB texts would otherwise count in this peak RSS.
     review_lengths = np.load(lengths_file) if lengths_file else None
-    load = os.getloadavg()[0]  # before this row: > ~0.5 on a quiet machine means a neighbour
+    meter = OthersMeter()
     if name.startswith("attnkit-"):
         result = run_attnkit(n, name.removeprefix("attnkit-"), threads, round_batches,
                              review_lengths, infer_n, infer_reps)
     else:
         result = run_keras(n, threads, round_batches, review_lengths, infer_n, infer_reps)
-    return {**result, "load_before": load}
+    return {**result, "others_cpu": meter.share()}
 
 
 # (label in the table and the JSON, worker name, which Python, KERAS_BACKEND)
@@ -310,6 +344,7 @@ def summary(results: dict[int, dict[str, dict]]) -> dict[str, dict]:
             "train_samples_per_s": {name: round(r["samples_per_s"], 1) for name, r in ok.items()},
             "infer_samples_per_s": {name: round(r["infer_samples_per_s"], 1)
                                     for name, r in ok.items()},
+            "others_cpu": {name: r.get("others_cpu") for name, r in ok.items()},
         }
     return out
 
@@ -338,6 +373,10 @@ def launch(worker_name: str, args: argparse.Namespace, threads: int, python: str
     return json.loads(lines[-1])
 
 
+def _percent(share: float | None) -> str:
+    return "n/a" if share is None else f"{100 * share:.0f}%"
+
+
 def _vs(row: dict, keras_tf: dict, key: str) -> str:
     if "error" in keras_tf or key not in keras_tf:
         return f"{'-':>10}"
@@ -349,7 +388,7 @@ def print_table(threads: int, rows: dict[str, dict]) -> None:
     keras_tf = rows.get(KERAS_TF, {})
     print(f"{threads} thread(s):")
     print(f"  {'framework':<27} {'train/s':>8} {'x Keras/TF':>10} {'infer/s':>8} "
-          f"{'x Keras/TF':>10} {'peak RSS MB':>12} {'load':>5}")
+          f"{'x Keras/TF':>10} {'peak RSS MB':>12} {'others':>6}")
     for name, r in rows.items():
         if "error" in r:
             print(f"  {name:<27} {r['error']}")
@@ -361,7 +400,7 @@ def print_table(threads: int, rows: dict[str, dict]) -> None:
 
         print(f"  {name:<27} {r['samples_per_s']:>8.0f} {_vs(r, keras_tf, 'samples_per_s')} "
               f"{r['infer_samples_per_s']:>8.0f} {_vs(r, keras_tf, 'infer_samples_per_s')} "
-              f"{r['peak_rss_mb']:>12.0f} {r.get('load_before', float('nan')):>5.2f}"
+              f"{r['peak_rss_mb']:>12.0f} {_percent(r.get('others_cpu')):>6}"
               + ("  (bf16 autocast)" if r.get("bf16") else ""))
     if "error" not in base and "error" not in keras_tf and base and keras_tf:
         peak_ok = base["peak_rss_mb"] <= keras_tf["peak_rss_mb"]
@@ -433,7 +472,8 @@ def main() -> None:
           f"each thread count; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} "
           "at the end)")
     print(f"review lengths {described} (capped at {MAXLEN}; mean {mean_length:.1f} real ids)")
-    print("load = the 1-minute load average as the row started")
+    print("others = share of the CPUs that other processes used while the row ran (its "
+          "timings are suspect above a few %)")
     print(f"training: one epoch, {args.samples} samples, batch {BATCH}, maxlen {MAXLEN}; "
           f"samples/s = median of rounds of {args.round_batches} batches (warm-up excluded). "
           f"inference: {min(args.infer_samples, args.samples)} samples, batch {BATCH}, "

@@ -75,3 +75,13 @@ def test_summary_ratios_against_keras_tf_and_peak_memory_per_row():
     assert out["1"]["train_samples_per_s"]["attnkit --amp auto"] == 300.0
     assert out["2"]["train_vs_keras_tf"] is None and out["2"]["infer_vs_keras_tf"] is None
     assert json.loads(json.dumps(out)) == out
+
+
+def test_busy_seconds_from_proc_stat():
+    bench = _bench()
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    line = "cpu  100 20 30 5000 40 5 6 7 0 0"
+    assert bench.busy_seconds(line, ticks_per_s=100) == (100 + 20 + 30 + 5 + 6 + 7) / 100
+    meter = bench.OthersMeter()
+    share = meter.share()
+    assert share is None or 0.0 <= share <= 1.0

@@ -35,10 +35,11 @@ import math
 import torch
 from torch import Tensor
 
-# Samples per forward chunk of one head: enough that the chunk's scores ([T, T] floats per
-# sample) stay near this many floats, in the CPU's L2 cache, instead of one fresh [batch, heads,
-# T, T] tensor (20 MB for the 2018 model's batch of 64: its forward ran 1.3x slower so).
-_CHUNK_SCORES = 1 << 19
+# Samples per forward chunk of one head: about this many scores ([T, T] floats per sample),
+# split into equal chunks. One fresh [batch, heads, T, T] tensor for all heads (20 MB for the
+# 2018 model's batch of 64) ran 1.3x slower; a head's whole batch of 64 (2.5 MB) or two halves
+# ran alike; smaller chunks lose to the fixed cost of each operator call.
+_CHUNK_SCORES = 1 << 20
 
 
 def _label(name: str):
@@ -109,6 +110,7 @@ class _SelfAttentionMaxPool(torch.autograd.Function):
         pooled = x.new_empty(b, heads, d)
         winners = torch.empty(pooled.shape, dtype=torch.long, device=x.device)
         step = max(1, _CHUNK_SCORES // max(1, t * t))
+        step = -(-b // -(-b // step))  # equal chunks: a small remainder chunk runs slowly
         scores = x.new_empty(min(step, b), t, t)  # reused by every chunk
         weights = torch.empty_like(scores)
         for h in range(heads):
