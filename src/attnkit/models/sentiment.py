@@ -472,8 +472,8 @@ class SentimentClassifier(nn.Module):
 # The cost of a length group in the model's work per token (the projections): ``rows * keep *
 # (1 + keep * GROUP_PAIR_COST) + GROUP_COST``, for ``rows`` reviews cut to ``keep`` slots. The
 # attention's per-pair work is ~1/100 of a token's, and a group's fixed cost (its ~100 small
-# operator calls, forward and backward) is worth ~500 tokens; measured on the 2018 model
-# (docs/results.md, "Length groups").
+# operator calls, forward and backward) is worth ~500 tokens: of 0, 200, 500, 1500 and no
+# split, 500 trained the 2018 model fastest at uniform lengths (docs/results.md, issue #31).
 GROUP_PAIR_COST = 0.01
 GROUP_COST = 500.0
 
