@@ -195,3 +195,15 @@ def test_under_bf16_autocast_the_kernel_runs_in_bf16_and_grads_reach_float32():
     for a, b in zip(grads, plain_grads, strict=True):
         assert a.dtype == torch.float32
         torch.testing.assert_close(a, b.float(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("masks", list(MASKS))
+def test_without_gradients_the_same_values(masks):
+    x, w, b = _inputs(dtype=torch.float32)
+    key_mask, query_mask = MASKS[masks]()
+    kw = dict(num_heads=2, key_mask=key_mask, query_mask=query_mask)
+    with_grad = self_attention_max_pool(x, w, b, **kw)
+    with torch.no_grad():
+        inference = self_attention_max_pool(x, w, b, **kw)
+    assert with_grad.requires_grad and not inference.requires_grad
+    assert torch.equal(inference, with_grad.detach())
