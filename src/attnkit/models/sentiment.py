@@ -135,6 +135,37 @@ class SentimentConfig:
                              "num_heads * head_dim == embed_dim")
 
 
+class _EmbeddingLookup(torch.autograd.Function):
+    """``weight[ids]`` whose backward builds the dense ``[vocab, dim]`` gradient as zeros plus
+    one ``index_add_``: 0.8 ms against 1.25 ms for ``embedding_dense_backward`` (30000 x 128,
+    6,400 ids, 2 threads, AVX2), which scans every id once per thread."""
+
+    @staticmethod
+    def forward(ctx, ids: Tensor, weight: Tensor) -> Tensor:
+        flat = ids.reshape(-1)
+        ctx.save_for_backward(flat)
+        ctx.rows = weight.shape[0]
+        return weight.index_select(0, flat).view(*ids.shape, weight.shape[1])
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (flat,) = ctx.saved_tensors
+        grad = grad.reshape(flat.shape[0], -1)
+        out = grad.new_zeros(ctx.rows, grad.shape[1])
+        return None, out.index_add_(0, flat, grad)
+
+
+def embedding_lookup(ids: Tensor, weight: Tensor) -> Tensor:
+    """``ids [...]`` int64 -> ``weight[ids]`` ``[..., dim]``, as ``F.embedding`` (no padding
+    index, no max norm) with a faster dense gradient (see :class:`_EmbeddingLookup`)."""
+    if ids.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"ids must be integers, got {ids.dtype}")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= weight.shape[0]):
+        raise IndexError(f"ids must lie in 0..{weight.shape[0] - 1}, got "
+                         f"{int(ids.min())}..{int(ids.max())}")
+    return _EmbeddingLookup.apply(ids.long(), weight)
+
+
 class _TransformerBlock(nn.Module):
     """Pre-LN block: ``x + Attn(LN(x))`` then ``x + FFN(LN(x))``; ``[batch, time, dim]``."""
 
@@ -253,8 +284,8 @@ class SentimentClassifier(nn.Module):
 
     def _lookup(self, ids: Tensor, bigram_ids: Tensor | None) -> Tensor:
         """Token (+ bigram) vectors ``[..., dim]`` for ids of any shape."""
-        x = self.embedding(ids)
-        return x if bigram_ids is None else x + self.bigram(bigram_ids)
+        x = embedding_lookup(ids, self.embedding.weight)
+        return x if bigram_ids is None else x + embedding_lookup(bigram_ids, self.bigram.weight)
 
     def _embed(self, ids: Tensor, mask: Tensor, tokens: Tensor | None = None) -> Tensor:
         """``ids [batch, time]`` -> ``[batch, time, dim]``; ``tokens`` = the looked-up vectors
