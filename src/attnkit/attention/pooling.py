@@ -168,10 +168,15 @@ class _SelfAttentionMaxPool(torch.autograd.Function):
         with _label("attnkit.softmax"):
             if key_bias is not None:
                 scores.add_(key_bias[:, None, None, :])
-            p = _softmax(scores)  # [b, heads, d, t]: row j = P[winner of j]
-            pooled = (p * v_t).sum(-1, keepdim=True)  # p . v[:, j], as the forward's max
-            gp = p.mul_(grad.unsqueeze(-1))  # g_j p  (p is not needed any more)
-            ds = gp * (v_t - pooled)  # [b, heads, d, t]: d loss / d scores of row q_j
+            # In float32 also under autocast (as autocast's softmax backward): v - pooled
+            # cancels, and in bf16 it would keep ~2 digits.
+            wide = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+            p = torch.softmax(scores, -1, dtype=wide)  # row j = P[winner of j]
+            v32 = v_t.to(wide)
+            pooled = (p * v32).sum(-1, keepdim=True)  # p . v[:, j], as the forward's max
+            gp = p.mul_(grad.to(wide).unsqueeze(-1))  # g_j p  (p is not needed any more)
+            ds = (v32 - pooled).mul_(gp)  # [b, heads, d, t]: d loss / d scores of row q_j
+            gp, ds = gp.to(x.dtype), ds.to(x.dtype)  # the matmuls run in the kernel's dtype
         with _label("attnkit.attention_heads"):
             # Keys and values: dense, written in the packed projection's [b, t, 2, heads, d].
             grad_kv = x.new_empty(b, t, 2, heads, d)
