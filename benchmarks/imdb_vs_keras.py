@@ -125,7 +125,9 @@ class OthersMeter:
         if self.start is None or end is None:
             return None
         busy, own, wall = (b - a for a, b in zip(self.start, end, strict=True))
-        return max(0.0, busy - own) / max(wall * (os.cpu_count() or 1), 1e-9)
+        if wall < 1.0:  # /proc/stat counts 10 ms ticks: shorter spans say nothing
+            return None
+        return min(1.0, max(0.0, busy - own) / (wall * (os.cpu_count() or 1)))
 
 
 def peak_rss_mb() -> float:

@@ -82,6 +82,4 @@ def test_busy_seconds_from_proc_stat():
     # user nice system idle iowait irq softirq steal guest guest_nice
     line = "cpu  100 20 30 5000 40 5 6 7 0 0"
     assert bench.busy_seconds(line, ticks_per_s=100) == (100 + 20 + 30 + 5 + 6 + 7) / 100
-    meter = bench.OthersMeter()
-    share = meter.share()
-    assert share is None or 0.0 <= share <= 1.0
+    assert bench.OthersMeter().share() is None  # under a second: ticks say nothing
