@@ -20,7 +20,7 @@ weights over the keys ``s``),
 so ``dS_j = g_j p (v[:, j] - pooled_j)``, ``dQ[q_j] += scale dS_j K``, ``dK += scale dS_j^T
 Q[q_j]``, ``dV[:, j] = g_j p``. The query projection's gradients then need only the winners'
 rows of ``x``. The forward keeps no ``[Tq, Tk]`` tensor for the backward and computes the scores
-a few samples at a time, so that they stay in the CPU's cache.
+head by head, on strided views of the packed projection, in chunks that reuse one buffer.
 
 Masks follow attnkit (True = real): ``key_mask`` removes keys; ``query_mask`` removes queries from
 the max. A query row with no key attends to nothing and has a zero context (never NaN); a batch
