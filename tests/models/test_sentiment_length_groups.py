@@ -164,3 +164,22 @@ def test_logits_by_length_equal_forward(cfg):
         model.logits_by_length(ids, lengths, batch_size=0)
     with pytest.raises(ValueError, match="lengths must lie"):
         model.logits_by_length(ids, lengths + 30)
+
+
+def test_keras2018_gradients_equal_the_dense_path_in_float64():
+    """The full-size 2018 model: the fused attention + max pooling against autograd through the
+    dense attention and `_pool`. In float64, because in float32 a near tie between two query rows
+    can go either way in either path and move a feature's whole gradient to the other row."""
+    torch.manual_seed(0)
+    model = SentimentClassifier(SentimentConfig.keras2018(dropout=0.0)).double()
+    g = torch.Generator().manual_seed(1)
+    lengths = torch.tensor([100, 100, 37, 100, 3, 100, 81, 100])
+    ids = torch.randint(1, 30000, (8, 100), generator=g)
+    ids = ids.masked_fill(~model.real_mask(lengths, 100), 0)
+    fast = model(ids, lengths)
+    ref = _full_batch_logits(model, ids, lengths)
+    torch.testing.assert_close(fast, ref, rtol=1e-12, atol=1e-12)
+    params = [p for _, p in model.named_parameters()]
+    for a, b in zip(torch.autograd.grad(fast.square().sum(), params),
+                    torch.autograd.grad(ref.square().sum(), params), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
