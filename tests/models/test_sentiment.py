@@ -146,3 +146,21 @@ def test_learns_a_synthetic_sentiment_task():
     _, scores = model.explain(test_ids, test_lengths)
     top = test_ids.gather(1, scores.argmax(-1, keepdim=True)).squeeze(1)
     assert ((top >= 2) & (top <= 9)).float().mean() > 0.5
+
+
+def test_embedding_lookup_equals_f_embedding_and_its_gradient():
+    from attnkit.models.sentiment import embedding_lookup
+
+    torch.manual_seed(0)
+    weight = torch.randn(7, 3, dtype=torch.float64, requires_grad=True)
+    ids = torch.tensor([[0, 3, 3, 6], [6, 6, 1, 0]])  # repeats: gradients add up
+    out = embedding_lookup(ids, weight)
+    ref = torch.nn.functional.embedding(ids, weight)
+    assert torch.equal(out, ref)
+    g = torch.randn_like(out)
+    (got,) = torch.autograd.grad(out, weight, g)
+    (want,) = torch.autograd.grad(ref, weight, g)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda w: embedding_lookup(ids, w), (weight,))
+    with pytest.raises(IndexError, match="0..6"):
+        embedding_lookup(torch.tensor([7]), weight)

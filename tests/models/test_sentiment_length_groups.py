@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnkit.models.sentiment import SentimentClassifier, SentimentConfig
+from attnkit.models import sentiment
+from attnkit.models.sentiment import SentimentClassifier, SentimentConfig, plan_length_groups
 
 CONFIGS = [
     dict(),
@@ -39,15 +40,28 @@ def _full_batch_logits(model: SentimentClassifier, ids, lengths):
     return model.classifier(model._pool(x, mask)[0]).squeeze(-1)
 
 
+def _force_groups(monkeypatch, groups: int) -> list[list[int]]:
+    """Make every batch split into ``groups`` length groups (no fixed cost per group, so the
+    planner cuts as often as allowed); returns the list the planned sizes are appended to."""
+    monkeypatch.setattr(sentiment, "GROUP_COST", 0.0)
+    monkeypatch.setattr(SentimentClassifier, "length_groups", groups)
+    planned: list[list[int]] = []
+    plan = sentiment.plan_length_groups
+    monkeypatch.setattr(sentiment, "plan_length_groups",
+                        lambda *a, **kw: planned.append(plan(*a, **kw)) or planned[-1])
+    return planned
+
+
 @pytest.mark.parametrize("padding", ["pre", "post"])
 @pytest.mark.parametrize("cfg", CONFIGS)
 @pytest.mark.parametrize("groups", [1, 3, 4])
 def test_grouped_forward_matches_the_full_batch(padding, cfg, groups, monkeypatch):
-    monkeypatch.setattr(SentimentClassifier, "length_groups", groups)
+    planned = _force_groups(monkeypatch, groups)
     torch.manual_seed(0)
     model = SentimentClassifier(_small(padding=padding, **cfg))
     ids, lengths = _batch(padding)
     fast = model(ids, lengths)
+    assert len(planned[-1]) == groups
     fast_grads = torch.autograd.grad(fast.square().sum(), list(model.parameters()),
                                      allow_unused=True)
     ref = _full_batch_logits(model, ids, lengths)
@@ -61,7 +75,8 @@ def test_grouped_forward_matches_the_full_batch(padding, cfg, groups, monkeypatc
 
 
 @pytest.mark.parametrize("padding", ["pre", "post"])
-def test_grouped_forward_matches_each_review_alone(padding):
+def test_grouped_forward_matches_each_review_alone(padding, monkeypatch):
+    _force_groups(monkeypatch, 3)
     torch.manual_seed(1)
     model = SentimentClassifier(_small(padding=padding)).eval()
     ids, lengths = _batch(padding, batch=20, seed=3)
@@ -90,3 +105,81 @@ def test_sinusoid_table_is_cached_not_saved_and_grows():
     ids = torch.randint(1, 50, (2, 40))
     model.eval()(ids, torch.tensor([40, 30]))  # longer than maxlen: the table grows
     torch.testing.assert_close(model.pos_table, model.sinusoid.encoding(40), rtol=0, atol=0)
+
+
+def _split_cost(lengths, sizes):
+    bounds = [0, *torch.tensor(sizes).cumsum(0).tolist()]
+    total = 0.0
+    for i, j in zip(bounds, bounds[1:], strict=False):
+        keep = max(lengths[j - 1], 1)
+        total += (j - i) * keep * (1 + keep * sentiment.GROUP_PAIR_COST) + sentiment.GROUP_COST
+    return total
+
+
+def _cheapest_split(lengths, max_groups, min_rows):
+    """By trying every set of cuts at multiples of min_rows."""
+    import itertools
+
+    n = len(lengths)
+    points = range(min_rows, n - min_rows + 1, min_rows)
+    splits = ([b - a for a, b in zip((0, *cuts), (*cuts, n), strict=True)]
+              for k in range(max_groups) for cuts in itertools.combinations(points, k))
+    return min(_split_cost(lengths, sizes) for sizes in splits)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_length_groups_are_the_cheapest_split(seed):
+    g = torch.Generator().manual_seed(seed)
+    n = int(torch.randint(1, 70, (1,), generator=g))
+    high = [24, 100, 800][seed % 3]
+    lengths = sorted(torch.randint(0, high + 1, (n,), generator=g).tolist())
+    sizes = plan_length_groups(lengths, max_groups=4, min_rows=8)
+    assert sum(sizes) == n and 1 <= len(sizes) <= 4
+    if n < 16:
+        assert sizes == [n]
+    else:
+        assert min(sizes) >= 8
+        assert _split_cost(lengths, sizes) == pytest.approx(_cheapest_split(lengths, 4, 8))
+
+
+def test_length_groups_of_imdb_like_batches():
+    # 88% of IMDB reviews fill maxlen 100: the full ones stay one group.
+    assert plan_length_groups([100] * 64) == [64]
+    assert plan_length_groups([30] * 24 + [100] * 40) == [24, 40]
+    assert plan_length_groups([]) == [] and plan_length_groups([5, 7]) == [2]
+
+
+@pytest.mark.parametrize("cfg", [dict(), dict(padding="post"), dict(mask_padding=False)])
+def test_logits_by_length_equal_forward(cfg):
+    torch.manual_seed(2)
+    model = SentimentClassifier(_small(**cfg)).eval()
+    ids, lengths = _batch(cfg.get("padding", "pre"), batch=45, seed=5)
+    want = model(ids, lengths)
+    for batch_size in (1, 7, 64):
+        got = model.logits_by_length(ids, lengths, batch_size=batch_size)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(model.predict_proba(ids, lengths), torch.sigmoid(want),
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="batch_size"):
+        model.logits_by_length(ids, lengths, batch_size=0)
+    with pytest.raises(ValueError, match="lengths must lie"):
+        model.logits_by_length(ids, lengths + 30)
+
+
+def test_keras2018_gradients_equal_the_dense_path_in_float64():
+    """The full-size 2018 model: the fused attention + max pooling against autograd through the
+    dense attention and `_pool`. In float64, because in float32 a near tie between two query rows
+    can go either way in either path and move a feature's whole gradient to the other row."""
+    torch.manual_seed(0)
+    model = SentimentClassifier(SentimentConfig.keras2018(dropout=0.0)).double()
+    g = torch.Generator().manual_seed(1)
+    lengths = torch.tensor([100, 100, 37, 100, 3, 100, 81, 100])
+    ids = torch.randint(1, 30000, (8, 100), generator=g)
+    ids = ids.masked_fill(~model.real_mask(lengths, 100), 0)
+    fast = model(ids, lengths)
+    ref = _full_batch_logits(model, ids, lengths)
+    torch.testing.assert_close(fast, ref, rtol=1e-12, atol=1e-12)
+    params = [p for _, p in model.named_parameters()]
+    for a, b in zip(torch.autograd.grad(fast.square().sum(), params),
+                    torch.autograd.grad(ref.square().sum(), params), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)

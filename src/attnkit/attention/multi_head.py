@@ -29,6 +29,7 @@ from attnkit.attention.base import (
 )
 from attnkit.attention.dot_product import fused_attention
 from attnkit.attention.masking import masked_softmax
+from attnkit.attention.pooling import self_attention_max_pool
 from attnkit.positional import RotaryEmbedding
 
 
@@ -224,6 +225,32 @@ class MultiHeadAttention(nn.Module):
         if qmask is not None:
             out = out * qmask.unsqueeze(-1).to(out.dtype)
         return AttentionOutput(out, weights)
+
+    def max_pool(self, x: Tensor, *, key_mask: Tensor | None = None,
+                 query_mask: Tensor | None = None) -> Tensor:
+        """Self-attention over ``x``, then global max pooling over the queries (the 2018 Keras
+        ``GlobalMaxPooling1D()(Attention(8, 16)([x, x, x]))``).
+
+        ``x [batch, T, query_dim]``, ``key_mask [batch, T]`` bool (True = real key),
+        ``query_mask [batch, T]`` bool (True = the position takes part in the max) ->
+        ``[batch, out_dim]``; a batch row without a query pools to zeros. Equals
+        ``forward(x, x, key_mask=key_mask).context`` maxed over the real queries. Without an
+        output projection, rotary positions or attention dropout (the 2018 layer) it runs
+        :func:`~attnkit.attention.pooling.self_attention_max_pool`, whose backward visits only
+        the winning queries; otherwise :meth:`forward`, then the max.
+        """
+        if self.packed and self.out_proj is None and self.rope is None and not (
+                self.training and self.dropout > 0):
+            check_inputs(x, x, x, query_dim=self.query_dim)
+            return self_attention_max_pool(x, self.in_proj_weight, self.in_proj_bias,
+                                           num_heads=self.num_heads, key_mask=key_mask,
+                                           query_mask=query_mask,
+                                           scale=1.0 / math.sqrt(self.head_dim))
+        ctx = self(x, x, key_mask=key_mask).context
+        if query_mask is not None:
+            ctx = ctx.masked_fill(~query_mask.unsqueeze(-1), torch.finfo(ctx.dtype).min)
+        pooled = ctx.max(dim=1).values
+        return pooled if query_mask is None else pooled * query_mask.any(-1, keepdim=True)
 
     # --- torch.nn.MultiheadAttention interoperability -----------------------------------------
 

@@ -19,10 +19,16 @@ surrounds it. ``mask_padding=False`` reproduces the original. Padding may sit at
 equivalent ``key_mask`` to the attention and zeroes the padded query rows itself.
 
 Speed. With masking, :meth:`SentimentClassifier.forward` sorts the batch by length and encodes
-it in a few groups (``length_groups``, CPU only), each cut to its longest review, so padding
-costs no compute; the embedding lookup stays one call (one dense gradient). The result equals
-the full padded batch to float32 rounding (tests/models/test_sentiment_length_groups.py).
-The sinusoid table is a cached, non-persistent buffer.
+it in a few groups (:func:`plan_length_groups`, CPU only), each cut to its longest review, so
+padding costs (almost) no compute; the embedding lookup stays one call (one dense gradient).
+With max pooling after plain attention layers (the 2018 model) the last layer and the pooling
+run as one kernel (:meth:`MultiHeadAttention.max_pool`), whose backward visits only the query
+row that won each pooled feature instead of every row of every head. Both equal the full padded
+batch through autograd to float32 rounding (tests/models/test_sentiment_length_groups.py) and
+the Keras formula (tests/models/test_sentiment_keras_formula.py). The sinusoid table is a
+cached, non-persistent buffer. Many reviews at once: :meth:`SentimentClassifier.predict_proba`
+(batches in length order, no weights); :meth:`SentimentClassifier.attribute` when the weights
+are wanted.
 
 Per-token explanation (:meth:`SentimentClassifier.explain`), a distribution over the real tokens
 (sums to 1, zero on padding):
@@ -127,6 +133,37 @@ class SentimentConfig:
                 and self.num_layers > 1:
             raise ValueError("without an output projection, stacked layers need "
                              "num_heads * head_dim == embed_dim")
+
+
+class _EmbeddingLookup(torch.autograd.Function):
+    """``weight[ids]`` whose backward builds the dense ``[vocab, dim]`` gradient as zeros plus
+    one ``index_add_``: 0.8 ms against 1.25 ms for ``embedding_dense_backward`` (30000 x 128,
+    6,400 ids, 2 threads, AVX2), which scans every id once per thread."""
+
+    @staticmethod
+    def forward(ctx, ids: Tensor, weight: Tensor) -> Tensor:
+        flat = ids.reshape(-1)
+        ctx.save_for_backward(flat)
+        ctx.rows = weight.shape[0]
+        return weight.index_select(0, flat).view(*ids.shape, weight.shape[1])
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (flat,) = ctx.saved_tensors
+        grad = grad.reshape(flat.shape[0], -1)
+        out = grad.new_zeros(ctx.rows, grad.shape[1])
+        return None, out.index_add_(0, flat, grad)
+
+
+def embedding_lookup(ids: Tensor, weight: Tensor) -> Tensor:
+    """``ids [...]`` int64 -> ``weight[ids]`` ``[..., dim]``, as ``F.embedding`` (no padding
+    index, no max norm) with a faster dense gradient (see :class:`_EmbeddingLookup`)."""
+    if ids.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"ids must be integers, got {ids.dtype}")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= weight.shape[0]):
+        raise IndexError(f"ids must lie in 0..{weight.shape[0] - 1}, got "
+                         f"{int(ids.min())}..{int(ids.max())}")
+    return _EmbeddingLookup.apply(ids.long(), weight)
 
 
 class _TransformerBlock(nn.Module):
@@ -247,8 +284,8 @@ class SentimentClassifier(nn.Module):
 
     def _lookup(self, ids: Tensor, bigram_ids: Tensor | None) -> Tensor:
         """Token (+ bigram) vectors ``[..., dim]`` for ids of any shape."""
-        x = self.embedding(ids)
-        return x if bigram_ids is None else x + self.bigram(bigram_ids)
+        x = embedding_lookup(ids, self.embedding.weight)
+        return x if bigram_ids is None else x + embedding_lookup(bigram_ids, self.bigram.weight)
 
     def _embed(self, ids: Tensor, mask: Tensor, tokens: Tensor | None = None) -> Tensor:
         """``ids [batch, time]`` -> ``[batch, time, dim]``; ``tokens`` = the looked-up vectors
@@ -269,13 +306,18 @@ class SentimentClassifier(nn.Module):
                              f"{tuple(ids.shape)} and {tuple(lengths.shape)}")
 
     def _encode(self, ids: Tensor, lengths: Tensor, need_weights: bool = False,
-                tokens: Tensor | None = None):
+                tokens: Tensor | None = None, pooled: bool = False):
+        """-> ``(x [batch, time, width], mask, weights)``; with ``pooled`` (only where
+        :meth:`_fused_pool` holds) ``x`` is already the max-pooled ``[batch, width]``."""
         self._check_shapes(ids, lengths)
         mask = self.real_mask(lengths, ids.shape[1])
         key_mask = mask if self.config.mask_padding else None
         x = self._embed(ids, mask, tokens)
         weights = []
-        for layer in self.layers:
+        layers = list(self.layers)
+        if pooled:
+            *layers, last = layers
+        for layer in layers:
             if isinstance(layer, _TransformerBlock):
                 x, w = layer(x, key_mask, need_weights)
             else:
@@ -284,9 +326,16 @@ class SentimentClassifier(nn.Module):
             if key_mask is not None:
                 x = x * key_mask.unsqueeze(-1)  # padded query rows carry nothing forward
             weights.append(w)
+        if pooled:
+            return last.max_pool(x, key_mask=key_mask, query_mask=key_mask), mask, weights
         if self.final_norm is not None:
             x = self.final_norm(x)
         return x, mask, weights
+
+    def _fused_pool(self) -> bool:
+        """Whether the last attention layer and the max pooling can run as one
+        :meth:`MultiHeadAttention.max_pool` (plain layers, max pooling; weights not asked)."""
+        return self.config.block == "plain" and self.pool_score is None
 
     def _pool(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """-> pooled ``[batch, width]`` and per-position scores ``[batch, time]`` (see doc)."""
@@ -303,34 +352,41 @@ class SentimentClassifier(nn.Module):
     def forward(self, ids: Tensor, lengths: Tensor) -> Tensor:
         if self.config.mask_padding and ids.numel():
             pooled = self._pool_by_length(ids, lengths)
+        elif self._fused_pool() and ids.numel():
+            pooled = self._encode(ids, lengths, pooled=True)[0]
         else:
             x, mask, _ = self._encode(ids, lengths)
             pooled, _ = self._pool(x, mask)
         return self.classifier(self.dropout(pooled)).squeeze(-1)
 
-    # Length groups per CPU batch in masked mode (see _pool_by_length): more groups cut more
-    # padding, but smaller groups make the matmuls inefficient and each group costs a fixed
-    # overhead; 6 was the fastest measured (docs/results.md, "Length groups").
+    # Length groups of a CPU batch in masked mode (see _pool_by_length and plan_length_groups):
+    # at most this many, of at least this many rows. On a GPU a batch is one group (the many
+    # small kernels of several groups are launch-bound there).
     length_groups = 6
     min_group_rows = 8
 
     def _pool_by_length(self, ids: Tensor, lengths: Tensor) -> Tensor:
         """Masked mode: ``ids [batch, time]`` -> pooled ``[batch, width]`` in input order.
 
-        Rows sorted by length are encoded in a few groups, each cut to its longest row, so
-        padding costs no compute (attention work grows with length squared). Exact: with
-        masking a review's output does not depend on its padding (module doc). Dropout is
-        applied later on the whole batch, so the random stream does not depend on grouping.
+        Rows sorted by length are encoded in a few groups (:func:`plan_length_groups`), each
+        cut to its longest row, so padding costs (almost) no compute (attention work grows with
+        length squared). Exact: with masking a review's output does not depend on its padding
+        (module doc). Dropout is applied later on the whole batch, so the random stream does
+        not depend on grouping.
         """
         self._check_shapes(ids, lengths)
         batch, time = ids.shape
         mask = self.real_mask(lengths, time)  # also validates lengths before they pick columns
         bigram_ids = self._bigram_ids(ids, mask)
-        groups = self.length_groups if ids.device.type == "cpu" else 1  # GPU: launch-bound
-        groups = max(1, min(groups, batch // self.min_group_rows))
-        order = torch.argsort(lengths, stable=True) if groups > 1 else None
+        order, sizes = None, [batch]
+        if ids.device.type == "cpu" and batch >= 2 * self.min_group_rows:
+            order = torch.argsort(lengths, stable=True)
+            sizes = plan_length_groups(lengths[order].tolist(), max_groups=self.length_groups,
+                                       min_rows=self.min_group_rows)
+            if len(sizes) == 1:
+                order = None
         cut = []  # (ids, bigram ids, lengths) per group, without the columns nobody uses
-        for rows in (order.tensor_split(groups) if order is not None else [None]):
+        for rows in (order.split(sizes) if order is not None else [None]):
             sub_len = lengths if rows is None else lengths[rows]
             keep = max(int(sub_len.max()), 1)  # an all-empty group keeps one (padding) slot
             cols = slice(time - keep, None) if self.config.padding == "pre" else slice(0, keep)
@@ -344,11 +400,43 @@ class SentimentClassifier(nn.Module):
         parts = []
         vectors = flat.split([c[0].numel() for c in cut])
         for (sub_ids, _, sub_len), tokens in zip(cut, vectors, strict=True):
-            x, sub_mask, _ = self._encode(sub_ids, sub_len, tokens=tokens.view(*sub_ids.shape, -1))
-            parts.append(self._pool(x, sub_mask)[0])
+            x, sub_mask, _ = self._encode(sub_ids, sub_len, tokens=tokens.view(*sub_ids.shape, -1),
+                                          pooled=self._fused_pool())
+            parts.append(x if self._fused_pool() else self._pool(x, sub_mask)[0])
         if order is None:
             return parts[0]
         return torch.cat(parts)[torch.argsort(order)]  # back to the input order
+
+    @torch.no_grad()
+    def logits_by_length(self, ids: Tensor, lengths: Tensor, *, batch_size: int = 256
+                         ) -> Tensor:
+        """Logits ``[n]`` of many reviews, in input order, without any attention weights.
+
+        ``ids [n, time]``, ``lengths [n]``. The reviews are taken ``batch_size`` at a time in
+        length order, and with masking each batch is cut to its own longest review, so short
+        reviews cost no padding; the result equals ``forward`` on the whole input to float32
+        rounding. Runs in the model's current mode (``eval()`` for inference).
+        """
+        self._check_shapes(ids, lengths)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.real_mask(lengths, ids.shape[1])  # validate every length before slicing
+        n, time = ids.shape
+        out = torch.empty(n, dtype=self.classifier.weight.dtype, device=ids.device)
+        order = torch.argsort(lengths, stable=True)
+        for rows in order.split(batch_size):
+            sub_ids, sub_len = ids[rows], lengths[rows]
+            if self.config.mask_padding:  # unmasked, the padding is part of the input
+                keep = max(int(sub_len.max()), 1)
+                sub_ids = sub_ids[:, time - keep:] if self.config.padding == "pre" \
+                    else sub_ids[:, :keep]
+            out[rows] = self(sub_ids, sub_len).to(out.dtype)
+        return out
+
+    def predict_proba(self, ids: Tensor, lengths: Tensor, *, batch_size: int = 256) -> Tensor:
+        """P(positive) ``[n]`` of many reviews (:meth:`logits_by_length`, then a sigmoid);
+        :meth:`attribute` when the per-token weights are wanted too."""
+        return torch.sigmoid(self.logits_by_length(ids, lengths, batch_size=batch_size))
 
     @torch.no_grad()
     def explain(self, ids: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
@@ -410,6 +498,63 @@ class SentimentClassifier(nn.Module):
             own = torch.nn.functional.one_hot(winners, weights.shape[-1]).to(rows.dtype)
             rows = 0.5 * rows + 0.5 * own
         return rows
+
+
+# The cost of a length group in the model's work per token (the projections): ``rows * keep *
+# (1 + keep * GROUP_PAIR_COST) + GROUP_COST``, for ``rows`` reviews cut to ``keep`` slots. The
+# attention's per-pair work is ~1/100 of a token's, and a group's fixed cost (its ~100 small
+# operator calls, forward and backward) is worth ~500 tokens: of 0, 200, 500, 1500 and no
+# split, 500 trained the 2018 model fastest at uniform lengths (docs/results.md, issue #31).
+GROUP_PAIR_COST = 0.01
+GROUP_COST = 500.0
+
+
+def plan_length_groups(sorted_lengths: list[int], *, max_groups: int = 6,
+                       min_rows: int = 8) -> list[int]:
+    """Sizes of the length groups that encode a batch cheapest (see :data:`GROUP_COST`).
+
+    Args:
+        sorted_lengths: the batch's lengths in ascending order.
+        max_groups: at most this many groups.
+        min_rows: every group but a batch smaller than this has at least ``min_rows`` rows;
+            groups start at multiples of ``min_rows`` (which keeps the search tiny).
+
+    Returns:
+        Group sizes in order (summing to ``len(sorted_lengths)``); each group is cut to its
+        last (longest) length. E.g. IMDB at maxlen 100, where 88% of the reviews fill every
+        slot, gives one group of the full ones and one or two of the shorter.
+    """
+    n = len(sorted_lengths)
+    if n == 0:
+        return []
+    cuts = list(range(0, n - min_rows + 1, min_rows)) if n >= 2 * min_rows else [0]
+    cuts = cuts + [n] if cuts[-1] != n else cuts
+    if n - cuts[-2] < min_rows and len(cuts) > 2:
+        del cuts[-2]  # the last group takes the remainder
+
+    def cost(i: int, j: int) -> float:
+        keep = max(sorted_lengths[cuts[j] - 1], 1)
+        return (cuts[j] - cuts[i]) * keep * (1.0 + keep * GROUP_PAIR_COST) + GROUP_COST
+
+    m = len(cuts) - 1
+    # best[g][j]: cheapest cover of the first cuts[j] rows by g groups; back pointers in prev.
+    inf = float("inf")
+    best = [[inf] * (m + 1) for _ in range(max_groups + 1)]
+    prev = [[0] * (m + 1) for _ in range(max_groups + 1)]
+    best[0][0] = 0.0
+    for g in range(1, max_groups + 1):
+        for j in range(1, m + 1):
+            for i in range(j):
+                c = best[g - 1][i] + cost(i, j)
+                if c < best[g][j]:
+                    best[g][j], prev[g][j] = c, i
+    groups = min(range(1, max_groups + 1), key=lambda g: best[g][m])
+    sizes, j = [], m
+    for g in range(groups, 0, -1):
+        i = prev[g][j]
+        sizes.append(cuts[j] - cuts[i])
+        j = i
+    return sizes[::-1]
 
 
 def count_parameters(model: nn.Module) -> int:
