@@ -187,7 +187,7 @@ def _batch(loaded: Loaded, texts: Sequence[str], reads: Sequence[ReadReview],
     if weights:
         probs, scores, signed = model.attribute(ids, lengths)
     else:
-        probs, scores, signed = torch.sigmoid(model(ids, lengths)), None, None
+        probs, scores, signed = model.predict_proba(ids, lengths), None, None
     out = []
     for b, (text, seen) in enumerate(zip(texts, reads, strict=True)):
         n = len(seen.tokens)

@@ -40,22 +40,21 @@ def bce_loss(model, batch) -> LossOutput:
 
 @torch.no_grad()
 def accuracy(model, data: EncodedReviews, batch_size: int = 256) -> dict[str, float]:
-    """``{"loss", "accuracy"}`` of ``model`` (in eval mode) on ``data``."""
+    """``{"loss", "accuracy"}`` of ``model`` (in eval mode) on ``data``: reviews in
+    length-ordered batches cut to their longest (`SentimentClassifier.logits_by_length`)."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    correct, total_loss = 0, 0.0
-    for start in range(0, len(data), batch_size):
-        ids = data.ids[start:start + batch_size].to(device)
-        lengths = data.lengths[start:start + batch_size].to(device)
-        labels = data.labels[start:start + batch_size].to(device)
-        logits = model(ids, lengths)
-        total_loss += float(torch.nn.functional.binary_cross_entropy_with_logits(
-            logits, labels, reduction="sum"))
-        correct += int(((logits > 0).float() == labels).sum())
-    model.train(was_training)
+    try:
+        logits = model.logits_by_length(data.ids.to(device), data.lengths.to(device),
+                                        batch_size=batch_size)
+    finally:
+        model.train(was_training)
+    labels = data.labels.to(device)
+    loss = float(torch.nn.functional.binary_cross_entropy_with_logits(
+        logits.float(), labels, reduction="sum"))
     n = max(len(data), 1)
-    return {"loss": total_loss / n, "accuracy": correct / n}
+    return {"loss": loss / n, "accuracy": int(((logits > 0).float() == labels).sum()) / n}
 
 
 def fit(prep: SentimentPrepared, out: Path, *, resume: bool, log: Log) -> TrainResult:
