@@ -36,7 +36,11 @@ def test_stream_is_greedy_translation_token_by_token(runs, name, attention, one_
     whole = app.predict(loaded, inputs, attention=attention)
     tokens = {i: [] for i in range(len(inputs))}
     finished = {}
-    for step in app.stream(loaded, inputs, attention=attention):
+    for k, step in enumerate(app.stream(loaded, inputs, attention=attention)):
+        if k == 0:
+            assert step.sources == {i: p.source_tokens for i, p in enumerate(whole)}
+        else:
+            assert step.sources == {}
         assert len({t.sentence for t in step.tokens}) == len(step.tokens)  # one per sentence
         for t in step.tokens:
             assert t.sentence not in finished and t.position == len(tokens[t.sentence])

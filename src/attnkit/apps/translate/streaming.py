@@ -68,10 +68,13 @@ class StreamStep:
             that ended with EOS).
         finished: the sentences that ended at this step, by index, with their whole
             prediction.
+        sources: in the first step only, the source tokens of every sentence (what the
+            attention rows are over), by index.
     """
 
     tokens: list[StreamedToken] = field(default_factory=list)
     finished: dict[int, TranslationPrediction] = field(default_factory=dict)
+    sources: dict[int, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -120,12 +123,14 @@ def _steps(engine: AttnkitEngine, sentences: list[str],
     eos, skip = vocab.eos_id, {vocab.pad_id, vocab.bos_id}
     device = next(model.parameters()).device
     src, src_len = padded_sources([ids for _, ids, _ in encoded], model.config.pad_id, device)
-    growing = [_Growing() for _ in sentences]
+    growing, first = [_Growing() for _ in sentences], True
     # greedy_steps runs each model call under no_grad by itself: no context is held across a
     # yield, so a server may advance several streams in turn on one thread.
     for step in greedy_steps(model, src, src_len, need_weights=need):
         rows = None if step.weights is None else step.weights.float().cpu()
         out = StreamStep()
+        if first:
+            out.sources, first = {i: list(enc[0]) for i, enc in enumerate(encoded)}, False
         for k, (b, tok, lp, done) in enumerate(zip(step.rows.tolist(), step.tokens,
                                                    step.log_probs, step.done, strict=True)):
             g, source_tokens = growing[b], encoded[b][0]
