@@ -4,6 +4,7 @@ servers (an ASGI test client around `create_app`) over them."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,19 @@ import torch
 from attnkit.apps import APPS
 
 SERVED = ("translate", "sentiment", "caption")
+# The tiny translator trained a little longer (~3 s more), so that it writes sentences of
+# several tokens: a stream then has something to stream.
+LONGER = {"translate": {"epochs": 8, "hidden": 32, "emb_dim": 16, "patience": 0}}
+_spec = importlib.util.spec_from_file_location("serve_process",
+                                               Path(__file__).with_name("serve_process.py"))
+SERVE_PROCESS = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(SERVE_PROCESS)
+
+
+@pytest.fixture(scope="session")
+def serve_process():
+    """The helpers of serve_process.py: ``ServeProcess(*args)`` runs ``attnkit serve``."""
+    return SERVE_PROCESS
 
 
 @pytest.fixture(scope="session")
@@ -25,7 +39,8 @@ def tiny_runs(tmp_path_factory) -> dict[str, tuple[Path, list]]:
             app = APPS[name]
             folder = tmp_path_factory.mktemp(f"serve-{name}")
             tiny = app.tiny(folder)
-            app.train(tiny.settings, folder / "run", log=lambda _: None)
+            app.train({**tiny.settings, **LONGER.get(name, {})}, folder / "run",
+                      log=lambda _: None)
             runs[name] = (folder / "run", tiny.inputs)
     finally:
         torch.set_num_threads(before)

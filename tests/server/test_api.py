@@ -15,7 +15,7 @@ from PIL import Image
 
 pytest.importorskip("fastapi", reason="the serve extra is missing")
 pytest.importorskip("prometheus_client", reason="the serve extra is missing")
-pytest.importorskip("multipart", reason="the serve extra is missing")
+pytest.importorskip("python_multipart", reason="the serve extra is missing")
 
 from attnkit.apps import APPS  # noqa: E402
 

@@ -33,7 +33,7 @@ router = APIRouter(include_in_schema=False)
 
 # The page's policy beyond the explorer pages' own (see the module docstring).
 CSP = {"script-src": [TRANSLATION_SCRIPT, SENTIMENT_SCRIPT, CAPTION_SCRIPT],
-       "connect-src": ["'self'"], "img-src": ["blob:"], "frame-ancestors": ["'none'"]}
+       "connect-src": ["'self'"], "img-src": ["blob:"]}
 
 
 @router.get("/", response_class=HTMLResponse)

@@ -42,14 +42,11 @@ def require_web_stack() -> None:
     """Raises:
         UsageError: FastAPI, uvicorn, prometheus-client or python-multipart is missing.
     """
-    missing = []
-    for module, package in (("fastapi", "fastapi"), ("uvicorn", "uvicorn"),
-                            ("prometheus_client", "prometheus-client"),
-                            ("multipart", "python-multipart")):
-        try:
-            __import__(module)
-        except ImportError:
-            missing.append(package)
+    from importlib.util import find_spec
+
+    missing = [package for module, package in (
+        ("fastapi", "fastapi"), ("uvicorn", "uvicorn"), ("prometheus_client", "prometheus-client"),
+        ("python_multipart", "python-multipart")) if find_spec(module) is None]
     if missing:
         raise UsageError(f"attnkit serve needs {', '.join(missing)}: pip install "
                          "'attnkit[serve]'")

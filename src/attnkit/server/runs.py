@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,9 +54,12 @@ class ServedRun:
         return hasattr(self.app, "stream") and hasattr(self.loaded.engine, "stream")
 
     def summary(self) -> dict[str, Any]:
-        """The run's summary for pages and listings, named by its name (no server path)."""
+        """The run's summary for pages and listings, named by its name: no path of the
+        server's disk (a data folder is named by its last part)."""
         out = self.loaded.summary()
         out["run"] = self.name
+        if "data" in out and ("/" in out["data"] or os.sep in out["data"]):
+            out["data"] = Path(out["data"]).name
         return out
 
     def info(self) -> dict[str, Any]:
