@@ -146,16 +146,22 @@ class Gatherer:
         Raises:
             ApiError: 503 past the deadline.
         """
+        def expire() -> None:
+            if not job.future.done():
+                job.abandoned = True
+                job.future.set_exception(ApiError(
+                    503, "deadline", f"no answer within the server's {timeout:g} s deadline; "
+                    "retry later", headers={"Retry-After": str(RETRY_AFTER_S)}))
+
+        # A timer on the future rather than asyncio.wait_for: no task per request.
+        timer = asyncio.get_running_loop().call_later(timeout, expire)
         try:
-            return await asyncio.wait_for(asyncio.shield(job.future), timeout)
-        except TimeoutError:
-            job.abandoned = True
-            raise ApiError(503, "deadline", f"no answer within the server's {timeout:g} s "
-                           "deadline; retry later", headers={"Retry-After": str(RETRY_AFTER_S)}
-                           ) from None
+            return await job.future
         except asyncio.CancelledError:
             job.abandoned = True   # the client left
             raise
+        finally:
+            timer.cancel()
 
     async def dispatch(self, batch: list[Job]) -> None:
         """Run one batch (the subclass's): resolve each job's future, `release` each job."""
