@@ -8,6 +8,7 @@ import json
 import struct
 import threading
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -414,3 +415,64 @@ def test_a_stream_nobody_reads_does_not_stall_other_requests(server):
         assert r.status_code == 200
         other = client.post("/v1/translate", json={"texts": ["The cat does not see her."]})
         assert other.status_code == 200
+
+
+def test_a_plugin_app_is_served_by_the_generic_route(monkeypatch, tmp_path, one_thread):
+    """The example app of examples/reverse_app, registered as a package would register it."""
+    from fastapi.testclient import TestClient
+
+    from attnkit.apps import registry
+    from attnkit.server.app import create_app
+    from attnkit.server.options import ServeOptions, parse_run
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "reverse_app"
+    monkeypatch.syspath_prepend(str(example))
+    import attnkit_reverse
+
+    monkeypatch.setitem(registry.APPS._extra, "reverse", attnkit_reverse.APP)
+    tiny = attnkit_reverse.APP.tiny(tmp_path)
+    attnkit_reverse.APP.train(tiny.settings, tmp_path / "rev", log=lambda _: None)
+    with TestClient(create_app(ServeOptions(runs=[parse_run(f"rev={tmp_path / 'rev'}")]))) as c:
+        assert c.get("/v1/models").json()["models"][0]["app"] == "reverse"
+        r = c.post("/v1/predict", json={"run": "rev", "texts": tiny.inputs, "page": True})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["app"] == "reverse" and len(body["predictions"]) == len(tiny.inputs)
+        assert body["page"].startswith("<!DOCTYPE html>")
+        error(c.post("/v1/translate", json={"texts": ["x"], "run": "rev"}), 422, "wrong_app")
+
+
+def test_a_run_without_attention_says_so(loaded_runs, one_thread):
+    """A CTranslate2 export (or a model trained without attention) computes none: asking for
+    it is a 422 naming the run; without it the run answers (no <unk> replacement)."""
+    from dataclasses import replace
+
+    from fastapi.testclient import TestClient
+
+    from attnkit.server.app import create_app
+    from attnkit.server.options import RunSpec, ServeOptions
+    from attnkit.server.runs import ServedRun
+
+    t = loaded_runs["translate"]
+
+    class NoAttention:
+        """Stands for the CTranslate2 engine: no attention, no stream."""
+
+        name, has_attention, pipeline = "ctranslate2", False, t.loaded.engine.pipeline
+        asked = []
+
+        def translate(self, sentences, **options):
+            self.asked.append(options)
+            return t.loaded.engine.translate(sentences, **{**options, "attention": False})
+
+    engine = NoAttention()
+    runs = {"ct2": ServedRun("ct2", t.app, replace(t.loaded, engine=engine), None)}
+    app = create_app(ServeOptions(runs=[RunSpec("ct2", t.loaded.path)]), runs)
+    with TestClient(app) as client:
+        for body in ({"texts": ["x"], "attention": True}, {"texts": ["x"], "page": True}):
+            assert "'ct2'" in error(client.post("/v1/translate", json=body), 422,
+                                    "no_attention")
+        ok = client.post("/v1/translate", json={"texts": ["I am cold."]})
+        assert ok.status_code == 200 and ok.json()["translations"][0]["weights"] is None
+        assert engine.asked[-1]["unk_replace"] is False
+        error(client.post("/v1/translate/stream", json={"text": "x"}), 422, "cannot_stream")

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from attnkit.server.auth import require_key
+from attnkit.server.errors import ApiError
 from attnkit.server.images import checked_image, write_upload
 from attnkit.server.limits import check_texts
 from attnkit.server.schemas import (
@@ -60,7 +61,14 @@ async def translate(body: TranslateRequest, request: Request) -> JSONResponse:
     state = state_of(request)
     run = state.run_for("translate", body.run)
     check_texts(body.texts, state.options)
-    options = {"beam": body.beam, "alpha": body.alpha, "unk_replace": body.unk_replace,
+    engine = run.loaded.engine
+    if (body.attention or body.page) and not engine.has_attention:
+        raise ApiError(422, "no_attention", f"run {run.name!r} computes no attention (the "
+                       f"{engine.name} engine, or a model without): ask without \"attention\" "
+                       "and \"page\"")
+    # Without attention there is nothing to replace an <unk> from (and no note to print).
+    options = {"beam": body.beam, "alpha": body.alpha,
+               "unk_replace": body.unk_replace and engine.has_attention,
                "attention": "all" if body.page else body.attention}
     preds = await state.batchers[run.name].submit(body.texts, options, state.options.timeout_s)
     page = await state.page(run, preds) if body.page else None

@@ -98,7 +98,8 @@ def _attnkit_error(request: Request, exc: AttnkitError) -> JSONResponse:
 
 
 def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    log.error("error answering %s %s", request.method, request.url.path, exc_info=exc)
+    # The traceback: Starlette re-raises the exception after this answer, and uvicorn logs it.
+    log.error("error answering %s %s: %s", request.method, request.url.path, exc)
     return error_response(500, "internal", "the server failed to answer this request; its log "
                                            "says why")
 

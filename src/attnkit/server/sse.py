@@ -61,8 +61,11 @@ async def translate_stream(body: TranslateStreamRequest, request: Request) -> St
         raise ApiError(422, "cannot_stream", f"run {run.name!r} does not stream tokens (the "
                        f"{run.info()['engine']} engine); use POST /v1/translate")
     check_texts([body.text], state.options)
+    if (body.attention or body.page) and not run.loaded.engine.has_attention:
+        raise ApiError(422, "no_attention", f"run {run.name!r} has no attention: stream with "
+                       "\"attention\": false (and no \"page\")")
     options = {"attention": "all" if body.page else body.attention,
-               "unk_replace": body.unk_replace}
+               "unk_replace": body.unk_replace and run.loaded.engine.has_attention}
     streams = state.streams[run.name]
     job = await streams.submit(body.text, options, state.options.timeout_s)
     return StreamingResponse(_events(state, run, job, body), media_type="text/event-stream",
