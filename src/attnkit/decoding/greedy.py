@@ -1,7 +1,7 @@
 """Greedy decoding of a padded batch of source sentences, whole or one step at a time.
 
 Works with any model of the step API (``encode``/``decode_step``/``reorder_state``, see
-:mod:`attnkit.models.seq2seq`). A sentence leaves the batch as soon as it is finished (EOS or
+`attnkit.models.seq2seq`). A sentence leaves the batch as soon as it is finished (EOS or
 its length limit), so the remaining steps run on the sentences still being decoded only.
 
 `greedy_steps` is the decoder itself, as a generator: one `GreedyStep` per decoder step, with
@@ -118,7 +118,7 @@ def greedy_decode(model: nn.Module, src: Tensor, src_lengths: Tensor, *,
         use_cache: incremental decoding (False: the model's uncached reference path).
 
     Returns:
-        One :class:`Hypothesis` per sentence, in batch order.
+        One `Hypothesis` per sentence, in batch order.
     """
     eos, batch = model.config.eos_id, src.shape[0]
     tokens: list[list[int]] = [[] for _ in range(batch)]

@@ -48,10 +48,10 @@ def parse_run(text: str) -> RunSpec:
     name, sep, path = text.partition("=")
     if not sep:
         name, path = "", text
+    if not path or (sep and not name):
+        raise UsageError(f"--run {text!r}: give a run folder (PATH or NAME=PATH)")
     folder = Path(path)
     name = name or folder.resolve().name
-    if not path or not name:
-        raise UsageError(f"--run {text!r}: give a run folder (PATH or NAME=PATH)")
     if not all(c.isalnum() or c in "-_." for c in name) or len(name) > 100:
         raise UsageError(f"--run {text!r}: a run name is letters, digits, '-', '_' and '.' "
                          "(at most 100)")

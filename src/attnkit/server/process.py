@@ -151,8 +151,9 @@ def serve(options: ServeOptions) -> int:
     runs = load_runs(options)
     app = create_app(options, runs)
     sock = listen(options)
-    print(f"attnkit: serving {', '.join(runs)} on {address_of(sock)} (1 process, "
-          f"{options.torch_threads()} threads; the live page at /, the API docs at /docs)",
+    threads = options.torch_threads()
+    print(f"attnkit: serving {', '.join(runs)} on {address_of(sock)} (1 process, {threads} "
+          f"thread{'s' * (threads != 1)}; the live page at /, the API docs at /docs)",
           file=sys.stderr, flush=True)
     build_server(app, options).run(sockets=[sock])
     return 0

@@ -28,8 +28,9 @@ from attnkit.errors import CheckpointError, UsageError
 from attnkit.server.options import RunSpec, ServeOptions
 
 log = logging.getLogger("attnkit.server")
-# What declares a folder's app: a training run's config, or a translate export's settings.
-APP_FILES = (("config.json", None), ("attnkit.json", "ctranslate2"))
+# What declares a folder's app: a translate export's settings (first: an export also holds
+# CTranslate2's own config.json, which names no app), or a training run's config.
+APP_FILES = (("attnkit.json", "ctranslate2"), ("config.json", None))
 
 
 @dataclass

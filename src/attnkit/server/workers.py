@@ -83,9 +83,10 @@ def serve_workers(options: ServeOptions) -> int:
         for p in procs:
             p.start()
         _wait_started(procs, started)
-        print(f"attnkit: serving on {address_of(sock)} ({options.workers} processes, "
-              f"{options.torch_threads()} threads each; the live page at /, the API docs at "
-              "/docs)", file=sys.stderr, flush=True)
+        threads = options.torch_threads()
+        print(f"attnkit: serving on {address_of(sock)} ({options.workers} processes, {threads} "
+              f"thread{'s' * (threads != 1)} each; the live page at /, the API docs at /docs)",
+              file=sys.stderr, flush=True)
         sock.close()   # the workers hold it
         for p in procs:
             p.join()
