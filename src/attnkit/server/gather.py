@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from attnkit.server.metrics import Metrics
 
 # Seconds a client is told to wait before retrying when a queue is full.
 RETRY_AFTER_S = 1
+log = logging.getLogger("attnkit.server")
 
 
 @dataclass(eq=False)
@@ -59,10 +61,11 @@ class Job:
     events: asyncio.Queue | None = None
     abandoned: bool = False
     released: bool = field(default=False, repr=False)
+    key: Hashable = field(init=False, repr=False)
 
-    @property
-    def key(self) -> Hashable:
-        return tuple(sorted(self.options.items()))
+    def __post_init__(self) -> None:
+        # What a batch must share: the options, as one comparable value.
+        self.key = tuple(sorted(self.options.items()))
 
 
 class Gatherer:
@@ -96,6 +99,12 @@ class Gatherer:
         """Start gathering (on the running event loop)."""
         self._wake = asyncio.Event()
         self._task = asyncio.create_task(self._loop(), name=f"attnkit-gather-{self.name}")
+        self._task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task) -> None:
+        # A loop that died of a bug would leave every later request to its deadline: say why.
+        if not task.cancelled() and task.exception() is not None:
+            log.error("the queue of run %s stopped", self.name, exc_info=task.exception())
 
     async def stop(self) -> None:
         """Stop gathering once the batch running now has been answered; requests still
@@ -164,7 +173,8 @@ class Gatherer:
             timer.cancel()
 
     async def dispatch(self, batch: list[Job]) -> None:
-        """Run one batch (the subclass's): resolve each job's future, `release` each job."""
+        """Run one batch (the subclass's): resolve each job's future (its submitter then
+        `release` s it)."""
         raise NotImplementedError
 
     async def _loop(self) -> None:

@@ -47,7 +47,9 @@ async def index(request: Request) -> HTMLResponse:
 
 def live_page(state: ServerState) -> str:
     """The live page of a server holding ``state``'s runs."""
+    # "attention": False for a run that computes none (a CTranslate2 export): no page to ask.
     runs = [{"name": r.name, "app": r.app.name, "inputs": r.app.inputs, "streams": r.streams,
+             "attention": getattr(r.loaded.engine, "has_attention", True),
              "model": r.loaded.description} for r in state.runs.values()]
     data = {"runs": runs, "keys": bool(state.options.api_keys),
             "limits": state.options.limits(), "palettes": palette_data(WEIGHTS),
@@ -195,7 +197,8 @@ function events(buffer, handle) {
 }
 async function stream(r, sentence) {
   const resp = await fetch("/v1/translate/stream", {method: "POST", headers: headers(true),
-    body: JSON.stringify({text: sentence, run: r.name, page: true})});
+    body: JSON.stringify({text: sentence, run: r.name, attention: r.attention,
+                          page: r.attention})});
   if (!resp.ok) throw new Error(await failure(resp));
   const reader = resp.body.getReader(), decoder = new TextDecoder();
   let buffer = "", width = 0, words = [];
@@ -232,7 +235,7 @@ async function ask() {
   if (r.streams) { await stream(r, input); return; }
   const path = r.app === "translate" ? "/v1/translate" : r.app === "sentiment"
     ? "/v1/sentiment" : "/v1/predict";
-  const body = {texts: [input], run: r.name, page: true};
+  const body = {texts: [input], run: r.name, page: r.attention};
   const d = await post(path, JSON.stringify(body), true);
   if (d.translations) answer.textContent = d.translations[0].text;
   else if (d.results) answer.textContent = d.results[0].label + (d.results[0].prob === null
