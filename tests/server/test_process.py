@@ -5,6 +5,7 @@ way; ``attnkit serve --help`` needs no web stack."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import signal
 import socket
@@ -171,3 +172,15 @@ def test_the_listening_socket_says_it_is_tcp(tiny_runs):
         assert sock.proto == socket.IPPROTO_TCP
     finally:
         sock.close()
+
+
+def test_serve_lets_idle_openmp_workers_sleep(monkeypatch, tmp_path, capsys):
+    """Set before torch loads OpenMP (a value the user set is kept)."""
+    from attnkit.cli.main import main
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert main(["serve", "--run", str(tmp_path / "missing")]) == 2
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert main(["serve", "--run", str(tmp_path / "missing")]) == 2
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"

@@ -88,6 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     from attnkit.training.signals import Interrupted
 
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["serve"]:
+        # Before torch loads OpenMP: idle OpenMP workers then sleep instead of spinning. A
+        # server's event loop needs the cores between model calls; a spinning team starved it
+        # (8 clients on a busy 2-core machine: 12 requests/s spinning, 390 passive). A value
+        # the user set is kept.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         parser = build_parser(argv)
         if not argv:
