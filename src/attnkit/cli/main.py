@@ -1,4 +1,5 @@
-"""The ``attnkit`` command: ``attnkit APP train|eval|predict ...`` for every registered app.
+"""The ``attnkit`` command: ``attnkit APP train|eval|predict ...`` for every registered app,
+and ``attnkit serve`` (`attnkit.cli.serve`).
 
 The subcommands come from `attnkit.apps.APPS` (the built-in apps and those other packages
 register); each is built by `attnkit.cli.apps.add_app_parser` from the app's declared options,
@@ -40,6 +41,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     cannot be loaded is listed as such, and fails only when it is the one asked for."""
     from attnkit.apps.registry import APPS
     from attnkit.cli.apps import add_app_parser
+    from attnkit.cli.serve import add_serve_parser
 
     parser = OneLineParser(
         prog="attnkit",
@@ -51,15 +53,17 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         "  attnkit sentiment train --preset keras2018 --data imdb.jsonl.gz --out runs/imdb\n"
         "  attnkit caption train --out runs/ducks\n"
         "  attnkit caption scene --out duck.png && attnkit caption predict --run runs/ducks "
-        "duck.png\n",
+        "duck.png\n"
+        "  attnkit serve --run runs/fr --run runs/imdb      # http://127.0.0.1:8000/\n",
     )
     parser.add_argument("--version", action="version", version=f"attnkit {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND",
                                 parser_class=OneLineParser)
     names = APPS.names()
     wanted = next((a for a in (argv or []) if not a.startswith("-")), None)
+    add_serve_parser(sub)
     for name in names:
-        if wanted in names and name != wanted:
+        if (wanted in names or wanted == "serve") and name != wanted:
             sub.add_parser(name, help=f"the {name} app")   # not imported: not asked for
             continue
         try:
@@ -84,6 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     from attnkit.training.signals import Interrupted
 
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["serve"]:
+        # Before torch loads OpenMP: idle OpenMP workers then sleep instead of spinning. A
+        # server's event loop needs the cores between model calls; a spinning team starved it
+        # (8 clients on a busy 2-core machine: 12 requests/s spinning, 390 passive). A value
+        # the user set is kept.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         parser = build_parser(argv)
         if not argv:

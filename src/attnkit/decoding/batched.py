@@ -71,6 +71,17 @@ def length_batches(lengths: Sequence[int], *, batch_size: int | None = 64,
     return batches
 
 
+def padded_sources(src_ids: Sequence[Sequence[int]], pad: int,
+                   device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """Id sequences as one batch: ``src [batch, longest]`` (padded with ``pad``) and
+    ``src_lengths [batch]``, on ``device``."""
+    lengths = [len(s) for s in src_ids]
+    src = torch.full((len(src_ids), max(lengths)), pad, dtype=torch.long)
+    for row, ids in enumerate(src_ids):
+        src[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return src.to(device), torch.tensor(lengths, device=device)
+
+
 def decode_many(model: nn.Module, src_ids: Sequence[Sequence[int]], *, beam: int = 1,
                 alpha: float = 0.6, batch_size: int | None = None,
                 max_tokens: int | None = DECODE_MAX_TOKENS,
@@ -100,11 +111,7 @@ def decode_many(model: nn.Module, src_ids: Sequence[Sequence[int]], *, beam: int
     out: list[Hypothesis | None] = [None] * len(src_ids)
     lengths = [len(s) for s in src_ids]
     for idx in length_batches(lengths, batch_size=batch_size, max_tokens=max_tokens, beam=beam):
-        src = torch.full((len(idx), max(lengths[i] for i in idx)), pad, dtype=torch.long)
-        for row, i in enumerate(idx):
-            src[row, : lengths[i]] = torch.tensor(src_ids[i], dtype=torch.long)
-        src_len = torch.tensor([lengths[i] for i in idx], device=device)
-        src = src.to(device)
+        src, src_len = padded_sources([src_ids[i] for i in idx], pad, device)
         if beam > 1:
             hyps = beam_search(model, src, src_len, beam_size=beam, alpha=alpha, **options)
         else:

@@ -1,22 +1,103 @@
-"""Greedy decoding of a padded batch of source sentences.
+"""Greedy decoding of a padded batch of source sentences, whole or one step at a time.
 
 Works with any model of the step API (``encode``/``decode_step``/``reorder_state``, see
-:mod:`attnkit.models.seq2seq`). Runs in eval mode under ``no_grad``. A sentence leaves the batch
-as soon as it is finished (EOS or its length limit), so the remaining steps run on the
-sentences still being decoded only.
+`attnkit.models.seq2seq`). A sentence leaves the batch as soon as it is finished (EOS or
+its length limit), so the remaining steps run on the sentences still being decoded only.
 
-Example::
+`greedy_steps` is the decoder itself, as a generator: one `GreedyStep` per decoder step, with
+the token each sentence still in the batch chose and its attention row. `greedy_decode` runs it
+to the end and returns whole hypotheses; a server streams the steps as they come (each token
+with its attention row, the moment it is chosen).
 
+Example:
+    ```python
     hyps = greedy_decode(model, batch["src"], batch["src_lengths"])
     hyps[0].tokens, hyps[0].attention      # ids, [len(tokens), src_len]
+
+    model.eval()
+    for step in greedy_steps(model, src, src_lengths):
+        step.rows.tolist(), step.tokens     # which sentences, and the token each chose
+    ```
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from attnkit.decoding.hypothesis import Hypothesis, inference, max_lengths, start, step
+
+
+@dataclass
+class GreedyStep:
+    """One decoder step of `greedy_steps`, for the sentences still in the batch.
+
+    Attributes:
+        rows: ``[alive]`` the batch index of each sentence this step decoded.
+        tokens: the token id each of them chose (EOS included).
+        log_probs: the log-probability of each chosen token.
+        weights: ``[alive, S]`` attention rows (``"all"``: ``[alive, layers, heads, S]``),
+            padding columns included; None when not asked or the model has none.
+        done: per row, True when its sentence leaves the batch after this step (it chose EOS,
+            or reached its length limit).
+    """
+
+    rows: Tensor
+    tokens: list[int]
+    log_probs: list[float]
+    weights: Tensor | None
+    done: list[bool]
+
+
+def greedy_steps(model: nn.Module, src: Tensor, src_lengths: Tensor, *,
+                 max_len_ratio: float = 2.0, max_len_offset: int = 5,
+                 max_len: int | None = 200, need_weights: bool | str = True,
+                 use_cache: bool = True) -> Iterator[GreedyStep]:
+    """Greedy decoding one step at a time: the most probable token of every sentence still in
+    the batch, per step.
+
+    Each model call runs under ``torch.no_grad`` on its own (nothing is held across a
+    ``yield``, so generators may be advanced in turn, from any thread). The model must be in
+    eval mode (`greedy_decode` sets it).
+
+    Args:
+        model, src, src_lengths: as `greedy_decode`.
+        max_len_ratio, max_len_offset, max_len, need_weights, use_cache: as `greedy_decode`.
+
+    Yields:
+        One `GreedyStep` per decoder step, until every sentence is done.
+
+    Raises:
+        ValueError: a model in training mode (dropout would change the tokens).
+    """
+    if model.training:
+        raise ValueError("greedy_steps needs a model in eval mode (model.eval())")
+    cfg = model.config
+    limits = max_lengths(src_lengths, max_len_ratio, max_len_offset, max_len)
+    with torch.no_grad():
+        state = start(model, src, src_lengths, use_cache)
+    alive = torch.arange(src.shape[0], device=src.device)
+    prev = torch.full((src.shape[0],), cfg.bos_id, dtype=torch.long, device=src.device)
+    for t in range(max(limits)):
+        with torch.no_grad():
+            log_probs, state, w = step(model, prev, state, need_weights)
+            best, nxt = log_probs.max(dim=-1)
+        rows, chosen = alive.tolist(), nxt.tolist()
+        done = [tok == cfg.eos_id or t + 1 >= limits[b] for b, tok in zip(rows, chosen,
+                                                                          strict=True)]
+        yield GreedyStep(alive, chosen, best.tolist(), w, done)
+        keep = [i for i, d in enumerate(done) if not d]
+        if not keep:
+            return
+        if len(keep) < len(rows):  # drop the finished sentences from the batch
+            index = torch.tensor(keep, device=src.device)
+            with torch.no_grad():
+                state = model.reorder_state(state, index)
+            alive, nxt = alive.index_select(0, index), nxt.index_select(0, index)
+        prev = nxt
 
 
 def greedy_decode(model: nn.Module, src: Tensor, src_lengths: Tensor, *,
@@ -37,40 +118,25 @@ def greedy_decode(model: nn.Module, src: Tensor, src_lengths: Tensor, *,
         use_cache: incremental decoding (False: the model's uncached reference path).
 
     Returns:
-        One :class:`Hypothesis` per sentence, in batch order.
+        One `Hypothesis` per sentence, in batch order.
     """
-    cfg = model.config
-    limits = max_lengths(src_lengths, max_len_ratio, max_len_offset, max_len)
-    batch = src.shape[0]
+    eos, batch = model.config.eos_id, src.shape[0]
     tokens: list[list[int]] = [[] for _ in range(batch)]
     total, ended = [0.0] * batch, [False] * batch
     attn_steps: list[Tensor] = []  # per step [batch, ..., S], zeros for finished sentences
     with inference(model):
-        state = start(model, src, src_lengths, use_cache)
-        alive = torch.arange(batch, device=src.device)
-        prev = torch.full((batch,), cfg.bos_id, dtype=torch.long, device=src.device)
-        for t in range(max(limits)):
-            log_probs, state, w = step(model, prev, state, need_weights)
-            best, nxt = log_probs.max(dim=-1)
-            if w is not None:
-                attn_steps.append(w.new_zeros(batch, *w.shape[1:]).index_copy(0, alive, w))
-            keep = []
-            for i, (b, tok, s) in enumerate(zip(alive.tolist(), nxt.tolist(), best.tolist(),
-                                                strict=True)):
-                total[b] += s
-                if tok == cfg.eos_id:
+        for s in greedy_steps(model, src, src_lengths, max_len_ratio=max_len_ratio,
+                              max_len_offset=max_len_offset, max_len=max_len,
+                              need_weights=need_weights, use_cache=use_cache):
+            if s.weights is not None:
+                w = s.weights
+                attn_steps.append(w.new_zeros(batch, *w.shape[1:]).index_copy(0, s.rows, w))
+            for b, tok, lp in zip(s.rows.tolist(), s.tokens, s.log_probs, strict=True):
+                total[b] += lp
+                if tok == eos:
                     ended[b] = True
-                    continue
-                tokens[b].append(tok)
-                if t + 1 < limits[b]:
-                    keep.append(i)
-            if not keep:
-                break
-            if len(keep) < len(alive):  # drop the finished sentences from the batch
-                index = torch.tensor(keep, device=src.device)
-                state = model.reorder_state(state, index)
-                alive, nxt = alive.index_select(0, index), nxt.index_select(0, index)
-            prev = nxt
+                else:
+                    tokens[b].append(tok)
     attn = torch.stack(attn_steps, 1) if attn_steps else None  # [batch, T, ..., S]
     lengths = src_lengths.tolist()
     out = []

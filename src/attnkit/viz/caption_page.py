@@ -24,7 +24,13 @@ import numpy as np
 from PIL import Image
 
 from attnkit.viz._save import to_numpy
-from attnkit.viz.explorer import encode_weights, explorer_page, finish_page, palette_data
+from attnkit.viz.explorer import (
+    encode_weights,
+    explorer_page,
+    finish_page,
+    palette_data,
+    script_source,
+)
 from attnkit.viz.overlay import check_image
 from attnkit.viz.palettes import WEIGHTS_ON_IMAGE
 
@@ -223,3 +229,7 @@ step.addEventListener("input", () => select(Number(step.value)));
 show.addEventListener("change", () => select(Number(step.value)));
 build();
 """
+
+# The policy source of this page's script: a page that shows it in a frame (the live page of
+# `attnkit serve`) lists it in its own policy, which the frame inherits.
+SCRIPT_SOURCE = script_source(_JS)

@@ -22,7 +22,7 @@ import hashlib
 import html
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -172,8 +172,17 @@ def palette_data(*names: str) -> dict[str, str]:
     return {n: lut_hex(n) for n in names}
 
 
+def script_source(script: str) -> str:
+    """The Content-Security-Policy source (``'sha256-...'``) that lets a page built with the
+    app script ``script`` run it: a page that shows such pages in frames lists it too."""
+    js = _SHARED_JS + script
+    return "'sha256-" + base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode(
+        "ascii") + "'"
+
+
 def explorer_page(title: str, legend: tuple[str, str], summary: Mapping[str, object] | None, *,
-                  body: str, data: object, script: str, css: str) -> str:
+                  body: str, data: object, script: str, css: str,
+                  csp: Mapping[str, Sequence[str]] | None = None) -> str:
     """Assemble one self-contained page.
 
     Args:
@@ -184,14 +193,21 @@ def explorer_page(title: str, legend: tuple[str, str], summary: Mapping[str, obj
         data: JSON-able app data, read by the script as ``DATA``.
         script: the app's JavaScript, run after the shared helpers.
         css: the app's extra CSS.
+        csp: sources added to the page's policy, by directive (a page served by a server
+            that fetches from it: ``{"connect-src": ["'self'"]}``); None: the page reaches
+            nothing.
 
     Returns:
         The HTML text.
     """
     js = _SHARED_JS + script
-    digest = base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode("ascii")
-    csp = (f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; "
-           "img-src data:; base-uri 'none'; form-action 'none'")
+    policy = {"default-src": ["'none'"], "script-src": [script_source(script)],
+              "style-src": ["'unsafe-inline'"], "img-src": ["data:"], "base-uri": ["'none'"],
+              "form-action": ["'none'"]}
+    for directive, sources in (csp or {}).items():
+        policy.setdefault(directive, []).extend(s for s in sources
+                                                if s not in policy[directive])
+    csp = "; ".join(f"{k} {' '.join(v)}" for k, v in policy.items())
     lines = "".join(f"<p>{html.escape(line)}</p>" for line in legend)
     t = html.escape(str(title))
     return (

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnkit.viz._save import to_numpy
-from attnkit.viz.explorer import explorer_page, finish_page, palette_data
+from attnkit.viz.explorer import explorer_page, finish_page, palette_data, script_source
 from attnkit.viz.palettes import SIGNED, WEIGHTS
 from attnkit.viz.spans import token_spans
 
@@ -259,3 +259,7 @@ revSel.addEventListener("change", build);
 viewSel.addEventListener("change", recolor);
 build();
 """
+
+# The policy source of this page's script: a page that shows it in a frame (the live page of
+# `attnkit serve`) lists it in its own policy, which the frame inherits.
+SCRIPT_SOURCE = script_source(_JS)

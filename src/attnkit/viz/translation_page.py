@@ -18,7 +18,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from attnkit.viz._save import to_numpy
-from attnkit.viz.explorer import encode_weights, explorer_page, finish_page, palette_data
+from attnkit.viz.explorer import (
+    encode_weights,
+    explorer_page,
+    finish_page,
+    palette_data,
+    script_source,
+)
 from attnkit.viz.palettes import WEIGHTS
 
 
@@ -295,3 +301,7 @@ laySel.addEventListener("change", recolor);
 headSel.addEventListener("change", recolor);
 build();
 """
+
+# The policy source of this page's script: a page that shows it in a frame (the live page of
+# `attnkit serve`) lists it in its own policy, which the frame inherits.
+SCRIPT_SOURCE = script_source(_JS)

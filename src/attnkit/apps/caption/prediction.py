@@ -58,8 +58,9 @@ class CaptionPrediction(Prediction):
         return " ".join(self.words)
 
     def to_dict(self) -> dict[str, Any]:
+        weights = np.round(np.asarray(self.weights, np.float64), 5).tolist()  # no float32 noise
         return {"image": self.source, "caption": self.caption, "words": self.words,
-                "weights": np.round(self.weights, 5).tolist(), "unknown": self.unknown,
+                "weights": weights, "unknown": self.unknown,
                 "truncated": self.truncated, "original_size": list(self.original_size)}
 
     def text_line(self, **show: Any) -> str:

@@ -13,6 +13,8 @@ The app (`TranslateApp`, registered as ``"translate"``) keeps the contract of
 * `predict` ``(run, sentences)`` -> `TranslationPrediction` s, each with its attention
   ``[T_tgt, T_src]`` (and, with ``attention="all"``, a Transformer's
   ``[layers, heads, T_tgt, T_src]``).
+* ``APP.stream(loaded, sentences)`` -> greedy translation token by token, each token with its
+  attention row (`attnkit.apps.translate.streaming`).
 * `load_run` ``(run)`` -> a `Loaded` run; ``engine="ctranslate2"`` loads a folder written by
   `export_run` (`attnkit.apps.translate.ct2`).
 
@@ -31,7 +33,7 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,7 @@ from attnkit.apps.translate.pipeline import (
 )
 from attnkit.apps.translate.prediction import TranslationPrediction, most_reordered
 from attnkit.apps.translate.settings import TranslateSettings
+from attnkit.apps.translate.streaming import StreamStep
 from attnkit.errors import UsageError
 
 __all__ = ["APP", "RNN_MAX_SOURCE", "SUBWORD_FILE", "VOCAB_FILES", "TranslateApp",
@@ -109,6 +112,24 @@ class TranslateApp(App, steps=(preparation, training, loading)):
         _unk_note(engine, unk_replace)
         return engine.translate(inputs, beam=beam, alpha=alpha, unk_replace=unk_replace,
                                 batch_size=batch_size, attention=attention)
+
+    def stream(self, loaded: Loaded, inputs: Sequence[str], *, attention: bool | str = True,
+               unk_replace: bool = True) -> Iterator[StreamStep]:
+        """Greedy translation of ``inputs`` token by token, each token with its attention row
+        (`attnkit.apps.translate.streaming.stream`; the server's ``/v1/translate/stream``).
+
+        Raises:
+            UsageError: the CTranslate2 engine (it does not stream), no sentence, a sentence
+                without any token.
+        """
+        if isinstance(inputs, str):
+            raise UsageError("stream takes a list of sentences, not one string")
+        if not inputs:
+            raise UsageError("no sentence given: nothing to translate")
+        if not hasattr(loaded.engine, "stream"):
+            raise UsageError("this engine does not stream tokens (a CTranslate2 export): use "
+                             "the training run, with attnkit's engine")
+        return loaded.engine.stream(inputs, attention=attention, unk_replace=unk_replace)
 
     def after_training(self, loaded: Loaded, metrics: dict[str, Any], log: Log) -> None:
         """The test lines, a few examples, the heatmap of the most re-ordered sentence and

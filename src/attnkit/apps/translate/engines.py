@@ -15,8 +15,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from torch import nn
 
@@ -27,6 +27,9 @@ from attnkit.data.vocab import UNK
 from attnkit.decoding import Hypothesis, decode_many, replace_unk
 from attnkit.errors import UsageError
 from attnkit.models.config import TransformerConfig
+
+if TYPE_CHECKING:
+    from attnkit.apps.translate.streaming import StreamStep
 
 
 class Engine(Protocol):
@@ -87,11 +90,21 @@ class AttnkitEngine:
         encoded = [encode_source(self.pipeline, s, i) for i, s in enumerate(sentences, 1)]
         hyps = decode_many(self.model, [ids for _, ids, _ in encoded], beam=beam, alpha=alpha,
                            batch_size=batch_size, need_weights=attention or unk_replace)
-        return [self._prediction(s, enc, hyp, unk_replace, keep=bool(attention))
+        return [self.prediction(s, enc, hyp, unk_replace, keep=bool(attention))
                 for s, enc, hyp in zip(sentences, encoded, hyps, strict=True)]
 
-    def _prediction(self, source: str, encoded: tuple[list[str], list[int], int],
-                    hyp: Hypothesis, unk_replace: bool, keep: bool) -> TranslationPrediction:
+    def stream(self, sentences: Sequence[str], *, attention: bool | str = True,
+               unk_replace: bool = True) -> Iterator[StreamStep]:
+        """Greedy translation of ``sentences`` token by token
+        (`attnkit.apps.translate.streaming.stream`)."""
+        from attnkit.apps.translate.streaming import stream
+
+        return stream(self, sentences, attention=attention, unk_replace=unk_replace)
+
+    def prediction(self, source: str, encoded: tuple[list[str], list[int], int],
+                   hyp: Hypothesis, unk_replace: bool, keep: bool) -> TranslationPrediction:
+        """The `TranslationPrediction` of one decoded hypothesis: special tokens dropped with
+        their rows, ``<unk>`` replaced when asked, the attention kept when ``keep``."""
         tokens, ids, cut = encoded
         p, v = self.pipeline, self.pipeline.tgt_vocab
         skip = {v.pad_id, v.bos_id, v.eos_id}

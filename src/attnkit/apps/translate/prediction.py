@@ -52,13 +52,15 @@ class TranslationPrediction(Prediction):
     layer_weights: np.ndarray | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        weights = None if self.weights is None else np.round(self.weights, 4).tolist()
+        # float64 before rounding: a float32 rounded still prints as 0.2206999957561493
+        weights = (None if self.weights is None
+                   else np.round(np.asarray(self.weights, np.float64), 4).tolist())
         row = {"source": self.source, "text": self.text, "tokens": self.tokens,
                "source_tokens": self.source_tokens, "score": round(self.score, 6),
                "unknown": round(self.unknown, 4), "truncated": self.truncated,
                "weights": weights}
         if self.layer_weights is not None:
-            row["layer_weights"] = np.round(self.layer_weights, 4).tolist()
+            row["layer_weights"] = np.round(np.asarray(self.layer_weights, np.float64), 4).tolist()
         return row
 
     def text_line(self, **show: Any) -> str:

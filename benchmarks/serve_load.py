@@ -1,0 +1,316 @@
+"""Serving throughput: ``attnkit serve`` under load, against the same texts in-process.
+
+Run: ``.venv/bin/python benchmarks/serve_load.py RUN [--threads 2] [--requests N]``
+
+``RUN`` is a translate run folder. The texts are its test split's English sentences (cycled
+when ``--requests`` asks for more), one sentence per request (``--texts-per-request K``: K),
+with the API's defaults (greedy, ``<unk>`` replacement, no attention in the answer). In this
+one run:
+
+* **in-process**: ``predict`` of the same texts in one call, in this process, with
+  ``--threads`` torch threads (attnkit's own batching: length-sorted batches of 8,192 tokens):
+  the ceiling a server is compared with;
+* **served**: ``attnkit serve --threads N`` started on loopback (a separate process: its memory
+  is its own), driven by an asynchronous HTTP client at concurrency 1, 8, 32 and 128 (one
+  keep-alive connection per request in flight; a minimal HTTP/1.1 client on asyncio streams,
+  `Connection`, so that the load generator takes little of the CPU it shares with the server),
+  ``--requests`` requests per row; batching on (the server's defaults: up to 64 sentences,
+  5 ms wait), then off (a second server with ``--max-batch 1 --max-wait-ms 0``). Each server
+  first answers a few requests as warm-up. A row reports requests/s, sentences/s, the p50,
+  p95 and p99 latency, and errors (any answer but 200, or no answer).
+
+The server's resident memory (``VmRSS``) is read after the batching server's warm-up and after
+its last row. The client runs in this process, on the same CPU as the server: on a 2-core
+machine it takes a share of the cores the server's ``--threads`` would use (the figures are a
+whole machine's: server and clients together).
+
+The last line is JSON: ``{"in_process_sent_per_s", "rss_before_mb", "rss_after_mb", "rows":
+[{"concurrency", "batching", "sent_per_s", "req_per_s", "p50_ms", "p95_ms", "p99_ms",
+"errors"}, ...]}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+sys.path.insert(0, str(SRC))
+
+CONCURRENCY = (1, 8, 32, 128)
+WARMUP = 32
+SERVING = re.compile(r"attnkit: serving .*?on (http://\S+)")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) of ``values``, interpolated between ranks (NaN for
+    none)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    at = (len(ordered) - 1) * q / 100
+    low = math.floor(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+def summarize(latencies: Sequence[float], wall: float, errors: int, sentences: int) -> dict:
+    """One row's figures from its answered requests' latencies (seconds), its wall time, its
+    errors and the sentences it translated."""
+    requests = len(latencies) + errors
+    return {"req_per_s": round(requests / wall, 1) if wall > 0 else None,
+            "sent_per_s": round(sentences / wall, 1) if wall > 0 else None,
+            "p50_ms": round(percentile(latencies, 50) * 1000, 1),
+            "p95_ms": round(percentile(latencies, 95) * 1000, 1),
+            "p99_ms": round(percentile(latencies, 99) * 1000, 1),
+            "errors": errors}
+
+
+def cycled(texts: Sequence[str], n: int) -> list[str]:
+    """``n`` texts, ``texts`` repeated as often as needed."""
+    if not texts:
+        raise ValueError("no texts to send")
+    return [texts[i % len(texts)] for i in range(n)]
+
+
+def rss_mb(pid: int) -> float | None:
+    """The resident memory of process ``pid`` in MB (None where /proc has no answer)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    match = re.search(r"^VmRSS:\s+(\d+) kB", status, flags=re.M)
+    return round(int(match.group(1)) / 1024, 1) if match else None
+
+
+def server_command(run: str, threads: int, batching: bool) -> list[str]:
+    """``attnkit serve`` of ``run`` on a free loopback port, batching on or off."""
+    command = [sys.executable, "-m", "attnkit.cli.main", "serve", "--run", f"bench={run}",
+               "--threads", str(threads), "--port", "0"]
+    return command + ([] if batching else ["--max-batch", "1", "--max-wait-ms", "0"])
+
+
+def result_json(in_process: float, rss_before: float | None, rss_after: float | None,
+                rows: list[dict[str, Any]]) -> str:
+    """The last line: the figures the issue's bars read."""
+    return json.dumps({"in_process_sent_per_s": in_process, "rss_before_mb": rss_before,
+                       "rss_after_mb": rss_after, "rows": rows})
+
+
+class Server:
+    """``attnkit serve`` in a child process; ``url`` once it listens."""
+
+    def __init__(self, command: list[str]):
+        env = {**os.environ, "PYTHONPATH": str(SRC), "NO_PROXY": "127.0.0.1,localhost"}
+        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True, env=env)
+        self.url: str | None = None
+        self.log: list[str] = []
+        found = threading.Event()
+
+        def read() -> None:
+            for line in self.proc.stderr:
+                self.log.append(line.rstrip())
+                match = SERVING.search(line)
+                if match:
+                    self.url = match.group(1)
+                    found.set()
+            found.set()
+        threading.Thread(target=read, daemon=True).start()
+        found.wait(300)
+        if self.url is None:
+            self.stop()
+            raise SystemExit("the server did not start:\n" + "\n".join(self.log))
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        return self.proc.wait(120)
+
+
+def request_bytes(host: str, path: str, body: bytes) -> bytes:
+    """One HTTP/1.1 POST of a JSON body, on a keep-alive connection."""
+    return (f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode("ascii") + body
+
+
+def parse_head(head: bytes) -> tuple[int, int]:
+    """The status and the Content-Length of a response head (``...\r\n\r\n``).
+
+    Raises:
+        ValueError: not an HTTP/1.1 response with a Content-Length.
+    """
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
+        raise ValueError(f"not an HTTP response: {lines[0]!r}")
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            return int(parts[1]), int(value.strip())
+    raise ValueError("a response without Content-Length")
+
+
+class Connection:
+    """One keep-alive connection of a minimal HTTP/1.1 client: the few lines the benchmark
+    needs. The load generator shares the server's CPU, so it should take as little of it as it
+    can; a general client (httpx) spends several times the server's own time per request at
+    concurrency 32, which would measure the client more than the server."""
+
+    def __init__(self, url: str):
+        host_port = url.split("://", 1)[1].rstrip("/")
+        self.host, _, port = host_port.rpartition(":")
+        self.port, self.streams = int(port), None
+
+    async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
+        if self.streams is None:
+            self.streams = await asyncio.open_connection(self.host, self.port)
+        reader, writer = self.streams
+        try:
+            writer.write(request_bytes(self.host, path, body))
+            status, length = parse_head(await reader.readuntil(b"\r\n\r\n"))
+            return status, await reader.readexactly(length)
+        except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.streams is not None:
+            self.streams[1].close()
+            self.streams = None
+
+
+def request_bodies(texts: Sequence[str], per_request: int) -> list[bytes]:
+    """The JSON bodies of ``/v1/translate`` requests of ``per_request`` texts each (the last
+    one may hold fewer)."""
+    return [json.dumps({"texts": list(texts[i:i + per_request])}).encode()
+            for i in range(0, len(texts), per_request)]
+
+
+async def drive(url: str, texts: Sequence[str], concurrency: int,
+                per_request: int = 1) -> dict[str, Any]:
+    """POST ``texts`` to ``/v1/translate``, ``per_request`` a request, with ``concurrency``
+    requests in flight (one keep-alive connection each)."""
+    bodies = request_bodies(texts, per_request)
+    latencies: list[float] = []
+    errors, sentences = 0, 0
+    order = iter(range(len(bodies)))
+
+    async def client() -> None:
+        nonlocal errors, sentences
+        conn = Connection(url)
+        try:
+            for i in order:
+                start = time.perf_counter()
+                try:
+                    status, data = await conn.post("/v1/translate", bodies[i])
+                    answered = len(json.loads(data)["translations"]) if status == 200 else 0
+                    ok = answered == len(json.loads(bodies[i])["texts"])
+                except (OSError, ValueError, KeyError, asyncio.IncompleteReadError,
+                        asyncio.LimitOverrunError):
+                    ok = False
+                if ok:
+                    latencies.append(time.perf_counter() - start)
+                    sentences += answered
+                else:
+                    errors += 1
+        finally:
+            conn.close()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    wall = time.perf_counter() - start
+    return summarize(latencies, wall, errors, sentences)
+
+
+def in_process(run: str, texts: Sequence[str], threads: int) -> float:
+    """Sentences/s of ``predict`` on ``texts`` in this process (after a warm-up)."""
+    import torch
+
+    from attnkit.apps import APPS
+
+    torch.set_num_threads(threads)
+    app = APPS["translate"]
+    loaded = app.load(run)
+    options = {"beam": 1, "unk_replace": True, "attention": False}   # the API's defaults
+    app.predict(loaded, list(texts[:WARMUP]), **options)
+    start = time.perf_counter()
+    app.predict(loaded, list(texts), **options)
+    return round(len(texts) / (time.perf_counter() - start), 1)
+
+
+def test_sources(run: str) -> list[str]:
+    """The English side of the run's test split."""
+    from attnkit.apps.runs import read_config
+    from attnkit.data.translation_splits import eval_pairs
+
+    return [en for en, _ in eval_pairs(None, read_config(run, "translate")["data"])]
+
+
+def print_table(rows: list[dict[str, Any]], base: float) -> None:
+    print(f"{'concurrency':>11}{'batching':>9}{'req/s':>9}{'sent/s':>9}{'vs in-proc':>11}"
+          f"{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}{'errors':>8}")
+    for r in rows:
+        ratio = r["sent_per_s"] / base if base and r["sent_per_s"] else math.nan
+        print(f"{r['concurrency']:>11}{'on' if r['batching'] else 'off':>9}{r['req_per_s']:>9}"
+              f"{r['sent_per_s']:>9}{ratio:>10.0%} {r['p50_ms']:>8}{r['p95_ms']:>9}"
+              f"{r['p99_ms']:>9}{r['errors']:>8}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("run", help="a translate run folder")
+    p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    p.add_argument("--requests", type=int, default=2000, help="requests per row (default 2000)")
+    p.add_argument("--texts-per-request", type=int, default=1, metavar="K",
+                   help="sentences in each request (default 1)")
+    p.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)),
+                   help="comma-separated (default 1,8,32,128)")
+    args = p.parse_args(argv)
+    from attnkit.machine import machine_line
+
+    concurrency = [int(c) for c in args.concurrency.split(",")]
+    texts = cycled(test_sources(args.run), args.requests * args.texts_per_request)
+    print(f"machine: {machine_line()}")
+    print(f"command: {' '.join(sys.argv)}  ({args.requests} requests of "
+          f"{args.texts_per_request} sentence(s) a row)")
+    base = in_process(args.run, texts, args.threads)
+    print(f"in-process: {base} sentences/s")
+    rows, rss = [], {}
+    for batching in (True, False):
+        server = Server(server_command(args.run, args.threads, batching))
+        try:
+            asyncio.run(drive(server.url, texts[:WARMUP], 8))
+            if batching:
+                rss["before"] = rss_mb(server.proc.pid)
+            for c in concurrency:
+                row = {"concurrency": c, "batching": batching,
+                       **asyncio.run(drive(server.url, texts, c, args.texts_per_request))}
+                rows.append(row)
+                print(f"  concurrency {c:>3}, batching {'on ' if batching else 'off'}: "
+                      f"{row['sent_per_s']} sentences/s, {row['errors']} errors", flush=True)
+            if batching:
+                rss["after"] = rss_mb(server.proc.pid)
+        finally:
+            status = server.stop()
+        if status != 0:
+            print(f"note: the server exited {status}:\n" + "\n".join(server.log[-5:]))
+    print_table(rows, base)
+    print(f"server memory (batching on): {rss.get('before')} MB after warm-up, "
+          f"{rss.get('after')} MB after its rows")
+    print(result_json(base, rss.get("before"), rss.get("after"), rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+"""Translation token by token: each output token with its attention row, the moment greedy
+decoding chooses it, and each sentence's whole `TranslationPrediction` the step it ends.
+
+`stream` runs `attnkit.decoding.greedy_steps` (the greedy decoder itself, one step at a time)
+over a batch of sentences and turns every step into a `StreamStep`: the tokens chosen at that
+step (with the sentence they belong to and their row over its source tokens) and the sentences
+that ended there, as the same predictions `AttnkitEngine.translate` returns with ``beam=1``.
+A server sends each step as it comes (``POST /v1/translate/stream``); several requests share
+one batch. Beam search cannot stream: its best hypothesis is known only at the end.
+
+Example:
+    ```python
+    loaded = load_run("runs/demo")
+    for step in loaded.engine.stream(["I am cold."]):
+        for t in step.tokens:
+            print(t.token, t.weights.round(2))     # "j'", [0.9 0.05 0.05 0.]
+        for i, pred in step.finished.items():
+            print(pred.text)                        # "j'ai froid ."
+    ```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from attnkit.apps.translate.pipeline import encode_source
+from attnkit.apps.translate.prediction import TranslationPrediction
+from attnkit.data.vocab import UNK
+from attnkit.decoding import Hypothesis, greedy_steps, padded_sources
+from attnkit.models.config import TransformerConfig
+
+if TYPE_CHECKING:
+    from attnkit.apps.translate.engines import AttnkitEngine
+
+
+@dataclass
+class StreamedToken:
+    """One output token of one sentence, as greedy decoding chose it.
+
+    Attributes:
+        sentence: the index of its sentence among those given to `stream`.
+        position: its index in that sentence's output tokens (specials not counted).
+        token: the target token (``<unk>`` already replaced by the most attended source token
+            when asked).
+        weights: ``[len(source_tokens)]``, its attention over the source tokens (a
+            Transformer's last decoder layer, averaged over heads); None when not asked or
+            the model has none.
+    """
+
+    sentence: int
+    position: int
+    token: str
+    weights: np.ndarray | None
+
+
+@dataclass
+class StreamStep:
+    """What one decoder step produced.
+
+    Attributes:
+        tokens: the tokens chosen at this step (at most one per sentence; none for a sentence
+            that ended with EOS).
+        finished: the sentences that ended at this step, by index, with their whole
+            prediction.
+        sources: in the first step only, the source tokens of every sentence (what the
+            attention rows are over), by index.
+    """
+
+    tokens: list[StreamedToken] = field(default_factory=list)
+    finished: dict[int, TranslationPrediction] = field(default_factory=dict)
+    sources: dict[int, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class _Growing:
+    """One sentence's output so far."""
+
+    ids: list[int] = field(default_factory=list)
+    rows: list[Tensor] = field(default_factory=list)
+    score: float = 0.0
+    shown: int = 0
+
+
+def stream(engine: AttnkitEngine, sentences: Sequence[str], *, attention: bool | str = True,
+           unk_replace: bool = True) -> Iterator[StreamStep]:
+    """Greedy translation of ``sentences`` (one batch), one `StreamStep` per decoder step.
+
+    The sentences are read at once, so a bad one raises here, before any decoding.
+
+    Args:
+        engine: attnkit's engine of a loaded run.
+        sentences: the source sentences.
+        attention: keep each token's row (True), also a Transformer's every layer and head in
+            the final predictions (``"all"``: the explorer page), or none (False).
+        unk_replace: replace an output ``<unk>`` by the most attended source token.
+
+    Returns:
+        A generator of `StreamStep`, until every sentence has ended; each sentence's final
+        prediction equals ``engine.translate([...], beam=1)``'s.
+
+    Raises:
+        UsageError: a sentence without any token.
+    """
+    encoded = [encode_source(engine.pipeline, s, i) for i, s in enumerate(sentences, 1)]
+    if attention == "all" and not isinstance(engine.model.config, TransformerConfig):
+        attention = True   # an RNN has one attention: its [T, S] is the whole story
+    return _steps(engine, list(sentences), encoded, attention, unk_replace)
+
+
+def _steps(engine: AttnkitEngine, sentences: list[str],
+           encoded: list[tuple[list[str], list[int], int]], attention: bool | str,
+           unk_replace: bool) -> Iterator[StreamStep]:
+    model, vocab = engine.model, engine.pipeline.tgt_vocab
+    need = attention if attention == "all" else bool(attention or unk_replace)
+    need = need if engine.has_attention else False
+    keep = bool(attention)
+    eos, skip = vocab.eos_id, {vocab.pad_id, vocab.bos_id}
+    device = next(model.parameters()).device
+    src, src_len = padded_sources([ids for _, ids, _ in encoded], model.config.pad_id, device)
+    growing, first = [_Growing() for _ in sentences], True
+    # greedy_steps runs each model call under no_grad by itself: no context is held across a
+    # yield, so a server may advance several streams in turn on one thread.
+    for step in greedy_steps(model, src, src_len, need_weights=need):
+        rows = None if step.weights is None else step.weights.float().cpu()
+        out = StreamStep()
+        if first:
+            out.sources, first = {i: list(enc[0]) for i, enc in enumerate(encoded)}, False
+        for k, (b, tok, lp, done) in enumerate(zip(step.rows.tolist(), step.tokens,
+                                                   step.log_probs, step.done, strict=True)):
+            g, source_tokens = growing[b], encoded[b][0]
+            g.score += lp
+            if tok != eos:
+                row = None if rows is None else rows[k, ..., : len(source_tokens)]
+                g.ids.append(tok)
+                if row is not None:
+                    g.rows.append(row)
+                if tok not in skip:
+                    out.tokens.append(_token(b, g, vocab.itos[tok], row, source_tokens,
+                                             unk_replace, keep))
+            if done:
+                hyp = Hypothesis(g.ids, _stacked(g.rows, rows, len(source_tokens)),
+                                 g.score, tok == eos)
+                out.finished[b] = engine.prediction(sentences[b], encoded[b], hyp,
+                                                    unk_replace, keep)
+        yield out
+
+
+def _token(sentence: int, g: _Growing, word: str, row: Tensor | None,
+           source_tokens: list[str], unk_replace: bool, keep: bool) -> StreamedToken:
+    flat = None
+    if row is not None:
+        flat = row[-1].mean(dim=0) if row.dim() == 3 else row  # [layers, heads, S]: the last
+    if unk_replace and word == UNK and flat is not None and source_tokens:
+        word = source_tokens[int(flat.argmax())]
+    g.shown += 1
+    return StreamedToken(sentence, g.shown - 1, word,
+                         None if flat is None or not keep else flat.numpy())
+
+
+def _stacked(rows: list[Tensor], step_rows: Tensor | None, width: int) -> Tensor | None:
+    """A sentence's rows as ``[T, ..., S]`` (``[0, ..., S]`` for an empty output), as
+    `greedy_decode` gives them; None without attention."""
+    if rows:
+        return torch.stack(rows)
+    if step_rows is None:
+        return None
+    return step_rows.new_zeros((0, *step_rows.shape[1:-1], width))

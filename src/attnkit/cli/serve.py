@@ -1,0 +1,91 @@
+"""``attnkit serve``: argument parsing only; the server is `attnkit.server` (imported when
+the command runs, so ``attnkit --help`` needs no web stack)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from attnkit.server.options import ENGINES, ServeOptions, parse_run, read_api_keys
+
+DEFAULTS = ServeOptions()
+EXAMPLES = """examples:
+  attnkit serve --run runs/fr                              # http://127.0.0.1:8000/
+  attnkit serve --run fr=runs/fr --run imdb=runs/imdb --run runs/ducks --port 8080
+  attnkit serve --run runs/fr-ct2 --engine ctranslate2 --workers 2 --threads 1
+  attnkit serve --run runs/fr --host 0.0.0.0 --api-keys keys.txt
+  curl -s localhost:8000/v1/translate -H 'content-type: application/json' \\
+       -d '{"texts": ["I am cold."], "attention": true}'
+"""
+
+
+def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """The ``attnkit serve`` parser."""
+    p = subparsers.add_parser(
+        "serve", help="serve runs over HTTP: a JSON API with attention, streams, a live page",
+        description="Serve trained runs over HTTP: a JSON API whose answers carry their "
+        "attention,\ntoken streams (Server-Sent Events), a live page at /, API docs at /docs, "
+        "Prometheus\nmetrics at /metrics. SIGTERM or Ctrl-C drains, then exits 0.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES)
+    d = DEFAULTS
+    p.add_argument("--run", action="append", required=True, metavar="[NAME=]RUN",
+                   help="a run folder to serve, named NAME in requests (default: the folder's "
+                   "name); repeat for more")
+    p.add_argument("--host", default=d.host, help=f"address to listen on (default {d.host}; "
+                   "another than loopback needs --api-keys or --insecure)")
+    p.add_argument("--port", type=int, default=d.port, help=f"default {d.port}; 0: any free")
+    p.add_argument("--engine", choices=ENGINES, help="translation engine (default attnkit; "
+                   "ctranslate2 for an exported folder)")
+    p.add_argument("--device", help="cpu (default) | cuda | cuda:N")
+    p.add_argument("--workers", type=int, default=d.workers, metavar="N",
+                   help="server processes, each with every model (default 1)")
+    p.add_argument("--threads", type=int, metavar="N", help="torch threads per process "
+                   "(default: the cores divided by --workers)")
+    g = p.add_argument_group("batching")
+    g.add_argument("--max-batch", type=int, default=d.max_batch, metavar="N",
+                   help=f"most inputs in one model call (default {d.max_batch}; 1: no batching)")
+    g.add_argument("--max-wait-ms", type=float, default=d.max_wait_ms, metavar="MS",
+                   help=f"longest a request waits for others to batch with (default "
+                   f"{d.max_wait_ms:g})")
+    g.add_argument("--max-queue", type=int, default=d.max_queue, metavar="N",
+                   help=f"most requests a model holds; more get 429 (default {d.max_queue})")
+    g.add_argument("--timeout", type=float, default=d.timeout_s, metavar="S", dest="timeout_s",
+                   help=f"a request not answered in S seconds gets 503 (default {d.timeout_s:g})")
+    g.add_argument("--drain-seconds", type=float, default=d.drain_seconds, metavar="S",
+                   help=f"on SIGTERM/SIGINT, how long requests in flight may take to finish "
+                   f"(default {d.drain_seconds:g})")
+    lim = p.add_argument_group("limits (each answered 413)")
+    for flag, value, what in (("--max-body-bytes", d.max_body_bytes, "JSON body"),
+                              ("--max-texts", d.max_texts, "texts per request"),
+                              ("--max-chars", d.max_chars, "characters per text"),
+                              ("--max-image-bytes", d.max_image_bytes, "uploaded image file"),
+                              ("--max-pixels", d.max_pixels, "pixels of an image (read from "
+                               "its header, before decoding)")):
+        lim.add_argument(flag, type=int, default=value, metavar="N",
+                         help=f"{what} (default {value:,})")
+    k = p.add_argument_group("keys")
+    k.add_argument("--api-keys", metavar="FILE", help="accept requests with 'Authorization: "
+                   "Bearer KEY' for a KEY of FILE (one a line) only")
+    k.add_argument("--insecure", action="store_true", help="serve a non-loopback --host "
+                   "without keys")
+    p.set_defaults(func=run_serve)
+    return p
+
+
+def options_of(args: argparse.Namespace) -> ServeOptions:
+    """The `ServeOptions` of parsed arguments (checked)."""
+    return ServeOptions(
+        runs=[parse_run(r) for r in args.run], host=args.host, port=args.port,
+        engine=args.engine, device=args.device, workers=args.workers, threads=args.threads,
+        max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
+        timeout_s=args.timeout_s, max_body_bytes=args.max_body_bytes,
+        max_texts=args.max_texts, max_chars=args.max_chars,
+        max_image_bytes=args.max_image_bytes, max_pixels=args.max_pixels,
+        api_keys=read_api_keys(args.api_keys) if args.api_keys else frozenset(),
+        insecure=args.insecure, drain_seconds=args.drain_seconds).check()
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from attnkit.server.process import serve
+
+    return serve(options_of(args))

@@ -1,0 +1,127 @@
+"""The runs a server holds: each loaded once at start-up, with what ``/v1/models`` shows.
+
+`load_runs` loads every ``--run`` before the server listens; the first that fails stops the
+start with its one error line (`attnkit.errors.AttnkitError`, naming the run and the file).
+The app of a folder is the ``"app"`` its ``config.json`` (a training run) or ``attnkit.json``
+(a CTranslate2 export of a translate run) declares; an export is run by the CTranslate2
+engine unless ``--engine`` says otherwise.
+
+Example:
+    ```python
+    runs = load_runs(ServeOptions(runs=[parse_run("fr=runs/fr")]))
+    runs["fr"].app.name, runs["fr"].info()["test_metrics"]["bleu"]
+    ```
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from attnkit.apps import APPS, App, Loaded
+from attnkit.apps.results import TEST_METRICS
+from attnkit.apps.run_files import read_json_object
+from attnkit.errors import CheckpointError, UsageError
+from attnkit.server.options import RunSpec, ServeOptions
+
+log = logging.getLogger("attnkit.server")
+# What declares a folder's app: a translate export's settings (first: an export also holds
+# CTranslate2's own config.json, which names no app), or a training run's config.
+APP_FILES = (("attnkit.json", "ctranslate2"), ("config.json", None))
+
+
+@dataclass
+class ServedRun:
+    """One loaded run.
+
+    Attributes:
+        name: its name in requests.
+        app: its `App`.
+        loaded: the loaded run (model, pipeline, config).
+        test_metrics: its ``test_metrics.json`` (None: none, or unreadable).
+    """
+
+    name: str
+    app: App
+    loaded: Loaded
+    test_metrics: dict[str, Any] | None
+
+    @property
+    def streams(self) -> bool:
+        """Whether ``/v1/translate/stream`` can run it (attnkit's engine of a translate run)."""
+        return hasattr(self.app, "stream") and hasattr(self.loaded.engine, "stream")
+
+    def summary(self) -> dict[str, Any]:
+        """The run's summary for pages and listings, named by its name: no path of the
+        server's disk (a data folder is named by its last part)."""
+        out = self.loaded.summary()
+        out["run"] = self.name
+        if "data" in out and ("/" in out["data"] or os.sep in out["data"]):
+            out["data"] = Path(out["data"]).name
+        return out
+
+    def info(self) -> dict[str, Any]:
+        """What ``GET /v1/models`` shows of it."""
+        engine = getattr(self.loaded.engine, "name", None)
+        return {"name": self.name, "app": self.app.name, "inputs": self.app.inputs,
+                "engine": engine, "streams": self.streams, "summary": self.summary(),
+                "test_metrics": self.test_metrics}
+
+
+def app_of(folder: Path) -> tuple[str, str | None]:
+    """The app a run folder declares, and the engine it needs (None: the app's default).
+
+    Raises:
+        CheckpointError: no such folder, or one that declares no app.
+    """
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder}: no such run folder")
+    for name, engine in APP_FILES:
+        if (folder / name).exists():
+            app = read_json_object(folder / name, "the run's settings", root=folder).get("app")
+            if not isinstance(app, str):
+                raise CheckpointError(f"{folder / name}: names no app")
+            return app, engine
+    raise CheckpointError(f"{folder}: not a run folder (no config.json)")
+
+
+def load_run(spec: RunSpec, options: ServeOptions) -> ServedRun:
+    """Load one ``--run``.
+
+    Raises:
+        CheckpointError: not a run folder, broken files.
+        UsageError: an app this attnkit does not have, an engine that cannot run it.
+    """
+    app_name, needed = app_of(spec.path)
+    if app_name not in APPS.names():
+        raise UsageError(f"{spec.path} is a run of the app {app_name!r}, which this attnkit "
+                         f"does not have (apps: {', '.join(APPS.names())})")
+    app = APPS[app_name]
+    engine = options.engine or needed
+    loaded = app.load(spec.path, device=options.device, engine=engine)
+    return ServedRun(spec.name, app, loaded, _test_metrics(spec.path))
+
+
+def load_runs(options: ServeOptions) -> dict[str, ServedRun]:
+    """Every ``--run``, loaded in order (see `load_run`); the first failure stops it."""
+    runs = {}
+    for spec in options.runs:
+        runs[spec.name] = load_run(spec, options)
+        log.info("loaded %s (%s): %s", spec.name, runs[spec.name].app.name,
+                 runs[spec.name].loaded.description)
+    return runs
+
+
+def _test_metrics(folder: Path) -> dict[str, Any] | None:
+    if not (folder / TEST_METRICS).exists():
+        return None
+    try:
+        metrics = read_json_object(folder / TEST_METRICS, "the run's test metrics", root=folder)
+    except CheckpointError as exc:   # not part of the model: served without its scores
+        log.warning("%s", exc)
+        return None
+    # A path of the machine that trained it says nothing to a client.
+    return {k: v for k, v in metrics.items() if k != "run"}

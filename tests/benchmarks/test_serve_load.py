@@ -1,0 +1,67 @@
+"""The serving benchmark's pure parts: percentiles, rows, the last line, the HTTP bytes it
+writes and reads, the server command (no server, no timing assertions)."""
+
+import importlib.util
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "serve_load.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("serve_load", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_percentiles_interpolate_between_ranks(bench):
+    values = [0.4, 0.1, 0.3, 0.2]
+    assert bench.percentile(values, 0) == 0.1 and bench.percentile(values, 100) == 0.4
+    assert bench.percentile(values, 50) == pytest.approx(0.25)
+    assert bench.percentile([7.0], 99) == 7.0
+    assert math.isnan(bench.percentile([], 50))
+
+
+def test_a_row_counts_errors_as_requests_and_reports_milliseconds(bench):
+    row = bench.summarize([0.010, 0.020, 0.030], wall=2.0, errors=1, sentences=6)
+    assert row["req_per_s"] == 2.0 and row["sent_per_s"] == 3.0 and row["errors"] == 1
+    assert row["p50_ms"] == 20.0 and row["p95_ms"] == 29.0 and row["p99_ms"] == 29.8
+
+
+def test_texts_cycle_and_bodies_split_them(bench):
+    assert bench.cycled(["a", "b"], 5) == ["a", "b", "a", "b", "a"]
+    with pytest.raises(ValueError):
+        bench.cycled([], 3)
+    bodies = bench.request_bodies(["a", "b", "c"], 2)
+    assert [json.loads(b) for b in bodies] == [{"texts": ["a", "b"]}, {"texts": ["c"]}]
+
+
+def test_http_bytes_out_and_in(bench):
+    raw = bench.request_bytes("127.0.0.1", "/v1/translate", b'{"texts": ["x"]}')
+    head, body = raw.split(b"\r\n\r\n")
+    assert head.startswith(b"POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    assert b"Content-Length: 16" in head and body == b'{"texts": ["x"]}'
+    assert bench.parse_head(b"HTTP/1.1 429 Too Many Requests\r\ncontent-length: 12\r\n"
+                            b"retry-after: 1\r\n\r\n") == (429, 12)
+    for bad in (b"garbage\r\n\r\n", b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"):
+        with pytest.raises(ValueError):
+            bench.parse_head(bad)
+
+
+def test_server_command_and_memory_and_the_last_line(bench):
+    on = bench.server_command("runs/fr", 2, True)
+    off = bench.server_command("runs/fr", 2, False)
+    assert on[-6:] == ["--run", "bench=runs/fr", "--threads", "2", "--port", "0"]
+    assert off[-4:] == ["--max-batch", "1", "--max-wait-ms", "0"]
+    assert bench.rss_mb(os.getpid()) > 1 and bench.rss_mb(2 ** 22 + 7) is None
+    row = {"concurrency": 32, "batching": True, "sent_per_s": 1.0, "p50_ms": 1.0,
+           "p99_ms": 2.0, "errors": 0}
+    last = json.loads(bench.result_json(10.0, 100.0, 101.5, [row]))
+    assert last == {"in_process_sent_per_s": 10.0, "rss_before_mb": 100.0,
+                    "rss_after_mb": 101.5, "rows": [row]}

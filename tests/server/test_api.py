@@ -1,0 +1,478 @@
+"""Every route of the server through the ASGI test client, on tiny runs of the three apps:
+what each answers, and each error as ``{"error": {"code", "message"}}`` with its status."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import threading
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+pytest.importorskip("fastapi", reason="the serve extra is missing")
+pytest.importorskip("prometheus_client", reason="the serve extra is missing")
+pytest.importorskip("python_multipart", reason="the serve extra is missing")
+
+from attnkit.apps import APPS  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
+KEY = "k" * 24
+
+
+def error(response, status: int, code: str) -> str:
+    """The message of an error response, after checking its status, shape and code."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
+    assert body["error"]["code"] == code, body
+    assert "Traceback" not in response.text
+    return body["error"]["message"]
+
+
+def png(size=(32, 32), color=(200, 30, 30)) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", size, color).save(out, format="PNG")
+    return out.getvalue()
+
+
+def png_bomb(width: int, height: int) -> bytes:
+    """A valid PNG header declaring ``width x height`` pixels, with next to no data: what a
+    decompression bomb looks like before decoding."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
+            + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b""))
+
+
+# ------------------------------------------------------------------ the service routes
+def test_health_ready_models_and_limits(server):
+    client = server()
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/readyz").json() == {"status": "ready"}
+    body = client.get("/v1/models").json()
+    models = {m["name"]: m for m in body["models"]}
+    assert set(models) == {"translate", "sentiment", "caption"}
+    t = models["translate"]
+    assert t["app"] == "translate" and t["engine"] == "attnkit" and t["streams"]
+    assert t["summary"]["run"] == "translate" and t["summary"]["parameters"] > 0
+    assert "bleu" in t["test_metrics"] and "run" not in t["test_metrics"]  # no server paths
+    assert models["caption"]["inputs"] == "image" and not models["caption"]["streams"]
+    assert body["limits"]["max_texts"] == 64
+
+
+def test_readyz_answers_503_while_draining(server):
+    client = server()
+    client.app.state.server.draining = True
+    error(client.get("/readyz"), 503, "draining")
+    assert client.get("/healthz").status_code == 200
+
+
+def test_openapi_and_docs_are_served_offline(server):
+    client = server()
+    spec = client.get("/openapi.json").json()
+    for path in ("/v1/translate", "/v1/translate/stream", "/v1/sentiment", "/v1/caption",
+                 "/v1/predict", "/v1/models", "/healthz", "/readyz", "/metrics"):
+        assert path in spec["paths"], path
+    schema = spec["components"]["schemas"]["TranslateRequest"]
+    assert schema["additionalProperties"] is False
+    docs = client.get("/docs")
+    assert docs.status_code == 200 and "attnkit API" in docs.text
+    assert "connect-src 'self'" in docs.text
+    for page in (docs.text, client.get("/").text):
+        assert "cdn" not in page.lower() and "https://" not in page and "http://" not in page
+    assert client.get("/redoc").status_code == 404
+    assert client.get("/favicon.ico").status_code == 204
+
+
+def test_live_page_lists_the_runs_with_its_policy(server):
+    client = server()
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["x-frame-options"] == "DENY"
+    html = page.text
+    assert "connect-src 'self'" in html and "default-src 'none'" in html
+    from attnkit.viz.translation_page import SCRIPT_SOURCE
+
+    assert SCRIPT_SOURCE in html       # the explorer page it frames may run its script
+    data = json.loads(html.split('id="attnkit-data">')[1].split("</script>")[0])
+    assert [r["name"] for r in data["runs"]] == ["translate", "sentiment", "caption"]
+
+
+def test_metrics_count_routes_statuses_batches_and_queues(server):
+    client = server()
+    client.post("/v1/translate", json={"texts": ["I am cold."]})
+    client.post("/v1/translate", json={"texts": []})
+    client.get("/nowhere")
+    text = client.get("/metrics").text
+    assert 'attnkit_requests_total{method="POST",route="/v1/translate",status="200"} 1.0' in text
+    assert 'attnkit_requests_total{method="POST",route="/v1/translate",status="422"} 1.0' in text
+    assert 'route="other",status="404"' in text          # unknown paths: one label
+    assert 'attnkit_request_seconds_bucket{le="0.001",route="/v1/translate"}' in text
+    assert 'attnkit_batch_size_count{run="translate"} 1.0' in text
+    assert 'attnkit_queue_depth{run="translate"} 0.0' in text
+
+
+# ------------------------------------------------------------------ the prediction routes
+def test_translate_with_attention_is_predict(server, tiny_runs, loaded_runs):
+    client = server()
+    texts = tiny_runs["translate"][1]
+    r = client.post("/v1/translate", json={"texts": texts, "attention": True})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["run"] == "translate" and body["page"] is None
+    expected = APPS["translate"].predict(loaded_runs["translate"].loaded, texts)
+    for got, want in zip(body["translations"], expected, strict=True):
+        assert got["text"] == want.text and got["tokens"] == want.tokens
+        w = np.array(got["weights"])
+        assert w.shape == (len(got["tokens"]), len(got["source_tokens"]))
+        np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-3)
+        assert "layer_weights" not in got
+    plain = client.post("/v1/translate", json={"texts": texts, "beam": 3}).json()
+    assert all(t["weights"] is None for t in plain["translations"])
+
+
+def test_translate_page(server):
+    r = server().post("/v1/translate", json={"texts": ["I am cold."], "page": True})
+    page = r.json()["page"]
+    assert page.startswith("<!DOCTYPE html>") and "attnkit-data" in page
+    assert r.json()["translations"][0]["weights"] is None   # the page's, not asked for
+
+
+def test_sentiment(server):
+    client = server()
+    r = client.post("/v1/sentiment", json={"texts": ["a superb film", "...", "awful"],
+                                           "page": True})
+    assert r.status_code == 200, r.text
+    results = r.json()["results"]
+    assert results[1]["label"] == "empty" and results[1]["prob"] is None
+    first = results[0]
+    assert first["label"] in ("positive", "negative") and 0 <= first["prob"] <= 1
+    assert len(first["weights"]) == len(first["tokens"]) == len(first["contributions"])
+    assert r.json()["page"].startswith("<!DOCTYPE html>")
+    plain = client.post("/v1/sentiment", json={"texts": ["a superb film"], "attention": False})
+    assert plain.json()["results"][0]["weights"] is None
+
+
+def test_caption_upload(server):
+    r = server().post("/v1/caption", files={"file": ("duck.png", png(), "image/png")},
+                      data={"beam": "2", "page": "true"})
+    assert r.status_code == 200, r.text
+    cap = r.json()["captions"][0]
+    assert cap["image"] == "duck.png" and cap["words"] and cap["original_size"] == [32, 32]
+    maps = np.array(cap["weights"])
+    assert maps.shape[0] == len(cap["words"]) and maps.ndim == 3
+    assert r.json()["page"].startswith("<!DOCTYPE html>")
+
+
+def test_generic_predict_route_serves_any_text_app(server):
+    client = server()
+    r = client.post("/v1/predict", json={"run": "sentiment", "texts": ["a superb film"]})
+    assert r.status_code == 200 and r.json()["app"] == "sentiment"
+    assert r.json()["predictions"][0]["label"] in ("positive", "negative")
+    r = client.post("/v1/predict", json={"run": "translate", "texts": ["I am cold."]})
+    assert r.json()["predictions"][0]["tokens"] is not None
+    error(client.post("/v1/predict", json={"run": "caption", "texts": ["x"]}), 422,
+          "wrong_app")
+
+
+def test_stream_sends_each_token_with_its_row_then_the_whole_translation(server, loaded_runs):
+    client = server()
+    events = []
+    with client.stream("POST", "/v1/translate/stream",
+                       json={"text": "The cat does not see her.", "page": True}) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        name = None
+        for line in r.iter_lines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                events.append((name, json.loads(line[6:])))
+    names = [n for n, _ in events]
+    assert names[0] == "start" and names[-1] == "final" and set(names[1:-1]) <= {"token"}
+    start, final = events[0][1], events[-1][1]
+    tokens = [d for n, d in events if n == "token"]
+    translation = final["translation"]
+    want = APPS["translate"].predict(loaded_runs["translate"].loaded,
+                                     ["The cat does not see her."])[0]
+    assert translation["text"] == want.text
+    assert [t["token"] for t in tokens] == translation["tokens"]
+    assert [t["index"] for t in tokens] == list(range(len(tokens)))
+    for t, row in zip(tokens, translation["weights"], strict=True):
+        assert len(t["weights"]) == len(start["source_tokens"])
+        np.testing.assert_allclose(t["weights"], row, atol=1e-3)
+    assert final["page"].startswith("<!DOCTYPE html>")
+
+
+def test_stream_errors_come_before_the_stream(server):
+    client = server()
+    error(client.post("/v1/translate/stream", json={"text": "x", "beam": 5}), 422,
+          "invalid_request")
+    error(client.post("/v1/translate/stream", json={"text": "   "}), 422, "bad_input")
+    error(client.post("/v1/translate/stream", json={"text": "x" * 3000}), 413, "text_too_long")
+    error(client.post("/v1/translate/stream", json={"text": "x", "run": "nope"}), 404,
+          "unknown_run")
+
+
+# ------------------------------------------------------------------ every error
+@pytest.mark.parametrize("body, status, code, where", [
+    ({"texts": []}, 422, "invalid_request", "texts"),
+    ({}, 422, "invalid_request", "texts: Field required"),
+    ({"texts": ["x"], "atention": True}, 422, "invalid_request", "atention: Extra inputs"),
+    ({"texts": ["x"], "beam": "5"}, 422, "invalid_request", "beam"),
+    ({"texts": ["x"], "beam": 0}, 422, "invalid_request", "beam"),
+    ({"texts": ["x"], "attention": "yes"}, 422, "invalid_request", "attention"),
+    ({"texts": "I am cold."}, 422, "invalid_request", "texts"),
+    ({"texts": [1]}, 422, "invalid_request", "texts[0]"),
+    ({"texts": ["   "]}, 422, "bad_input", "empty sentence"),
+    ({"texts": ["x"], "run": "nope"}, 404, "unknown_run", "nope"),
+    ({"texts": ["x"], "run": "sentiment"}, 422, "wrong_app", "sentiment run"),
+    ({"texts": ["x"] * 65}, 413, "too_many_texts", "65 texts"),
+    ({"texts": ["x" * 2001]}, 413, "text_too_long", "2,001 characters"),
+])
+def test_translate_refuses(server, body, status, code, where):
+    assert where in error(server().post("/v1/translate", json=body), status, code)
+
+
+def test_malformed_json_route_and_method(server):
+    client = server()
+    error(client.post("/v1/translate", content=b"{nope",
+                      headers={"content-type": "application/json"}), 400, "invalid_json")
+    assert "/nowhere" in error(client.get("/nowhere"), 404, "not_found")
+    error(client.get("/v1/translate"), 405, "method_not_allowed")
+
+
+def test_body_size_is_capped_before_reading(server):
+    client = server(max_body_bytes=1000)
+    big = json.dumps({"texts": ["x" * 600, "y" * 600]}).encode()
+    assert "1,000 bytes" in error(client.post(
+        "/v1/translate", content=big, headers={"content-type": "application/json"}), 413,
+        "body_too_large")
+
+    def chunks():   # no Content-Length: counted as it arrives
+        yield big[:500]
+        yield big[500:]
+    error(client.post("/v1/translate", content=chunks(),
+                      headers={"content-type": "application/json"}), 413, "body_too_large")
+    error(client.post("/v1/translate", content=b"{}",
+                      headers={"content-type": "application/json", "content-length": "x"}),
+          400, "bad_request")
+
+
+def test_image_limits_and_bad_images(server):
+    client = server(max_image_bytes=20_000, max_pixels=64 * 64)
+
+    def upload(data, **form):
+        return client.post("/v1/caption", files={"file": ("f.png", data, "image/png")},
+                           data=form)
+    error(upload(png_bomb(100_000, 100_000)), 413, "too_many_pixels")   # never decoded
+    assert "65 x 64" in error(upload(png((65, 64))), 413, "too_many_pixels")
+    error(upload(b"GIF89a but not really"), 415, "not_an_image")
+    error(upload(b""), 422, "empty_image")
+    error(upload(png(), bogus="1"), 422, "invalid_request")
+    error(upload(png(), beam="zero"), 422, "invalid_request")
+    error(client.post("/v1/caption", data={"beam": "1"}), 422, "invalid_request")
+    error(upload(png(), run="translate"), 422, "wrong_app")
+    small = server(max_image_bytes=5_000)
+    bmp = io.BytesIO()
+    Image.new("RGB", (60, 60)).save(bmp, format="BMP")        # 10,854 bytes
+    error(small.post("/v1/caption", files={"file": ("f.bmp", bmp.getvalue(), "image/bmp")}),
+          413, "image_too_large")
+    over = small.post("/v1/caption", files={"file": ("f.png", b"x" * 200_000, "image/png")})
+    error(over, 413, "body_too_large")
+
+
+def test_a_run_must_be_named_among_several_and_exist(server):
+    client = server(names=("translate", "sentiment"))
+    error(client.post("/v1/caption", files={"file": ("f.png", png(), "image/png")}), 404,
+          "unknown_run")
+    two = server(names=("sentiment",))
+    error(two.post("/v1/translate", json={"texts": ["x"]}), 404, "unknown_run")
+
+
+def test_several_runs_of_one_app_need_a_name(server, loaded_runs):
+    from fastapi.testclient import TestClient
+
+    from attnkit.server.app import create_app
+    from attnkit.server.options import RunSpec, ServeOptions
+    from attnkit.server.runs import ServedRun
+
+    t = loaded_runs["translate"]
+    runs = {n: ServedRun(n, t.app, t.loaded, None) for n in ("fr1", "fr2")}
+    app = create_app(ServeOptions(runs=[RunSpec(n, t.loaded.path) for n in runs]), runs)
+    with TestClient(app) as client:
+        assert "fr1, fr2" in error(client.post("/v1/translate", json={"texts": ["x"]}), 422,
+                                   "run_required")
+        ok = client.post("/v1/translate", json={"texts": ["I am cold."], "run": "fr2"})
+        assert ok.json()["run"] == "fr2"
+
+
+def test_api_keys(server):
+    client = server(api_keys=frozenset({KEY}))
+    r = client.post("/v1/translate", json={"texts": ["x"]})
+    error(r, 401, "unauthorized")
+    assert r.headers["www-authenticate"] == "Bearer"
+    error(client.post("/v1/translate", json={"texts": ["x"]},
+                      headers={"Authorization": "Bearer " + "z" * 24}), 401, "unauthorized")
+    ok = client.post("/v1/translate", json={"texts": ["I am cold."]},
+                     headers={"Authorization": f"Bearer {KEY}"})
+    assert ok.status_code == 200
+    error(client.get("/metrics"), 401, "unauthorized")
+    error(client.get("/v1/models"), 401, "unauthorized")
+    for open_route in ("/healthz", "/readyz", "/", "/docs", "/openapi.json"):
+        assert client.get(open_route).status_code == 200, open_route
+
+
+def test_an_unexpected_failure_is_a_500_without_traceback(server):
+    client = server(raise_server_exceptions=False)
+
+    def broken(inputs, options):
+        raise RuntimeError("secret internals")
+    client.app.state.server.batchers["translate"].predict = broken
+    message = error(client.post("/v1/translate", json={"texts": ["x"]}), 500, "internal")
+    assert "secret" not in message
+
+
+class Held:
+    """A translate model call that waits until released (a slow model, deterministically)."""
+
+    def __init__(self, client):
+        self.batcher = client.app.state.server.batchers["translate"]
+        self.real, self.go, self.entered = self.batcher.predict, threading.Event(), \
+            threading.Event()
+        self.batcher.predict = self
+
+    def __call__(self, inputs, options):
+        self.entered.set()
+        self.go.wait(10)
+        return self.real(inputs, options)
+
+
+def test_full_queue_is_429_with_retry_after_and_others_still_answer(server):
+    client = server(max_queue=1)
+    held = Held(client)
+    first = []
+    thread = threading.Thread(target=lambda: first.append(
+        client.post("/v1/translate", json={"texts": ["I am cold."]})))
+    thread.start()
+    assert held.entered.wait(10)
+    r = client.post("/v1/translate", json={"texts": ["I am cold."]})
+    error(r, 429, "overloaded")
+    assert r.headers["retry-after"] == "1"
+    # The event loop is free while the model works: other routes answer.
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/v1/models").status_code == 200
+    held.go.set()
+    thread.join(10)
+    assert first[0].status_code == 200
+
+
+def test_past_the_deadline_is_503(server):
+    client = server(timeout_s=0.3)
+    held = Held(client)
+    r = client.post("/v1/translate", json={"texts": ["I am cold."]})
+    error(r, 503, "deadline")
+    held.go.set()
+    ok = client.post("/v1/translate", json={"texts": ["I am cold."]})
+    assert ok.status_code == 200
+
+
+def test_concurrent_requests_share_a_batch_and_a_bad_one_fails_alone(server):
+    client = server(max_wait_ms=300)
+    batcher = client.app.state.server.batchers["translate"]
+    calls = []
+    real = batcher.predict
+
+    def counted(inputs, options):
+        calls.append(list(inputs))
+        return real(inputs, options)
+    batcher.predict = counted
+    texts = ["I am cold.", "   ", "The cat does not see her.", "I am cold ."]
+    out = [None] * len(texts)
+
+    def ask(i):
+        out[i] = client.post("/v1/translate", json={"texts": [texts[i]]})
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(texts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert len(calls[0]) > 1               # gathered into one call
+    error(out[1], 422, "bad_input")
+    for i in (0, 2, 3):
+        assert out[i].status_code == 200, out[i].text
+
+
+def test_a_stream_nobody_reads_does_not_stall_other_requests(server):
+    client = server()
+    with client.stream("POST", "/v1/translate/stream", json={"text": "I am cold."}) as r:
+        assert r.status_code == 200
+        other = client.post("/v1/translate", json={"texts": ["The cat does not see her."]})
+        assert other.status_code == 200
+
+
+def test_a_plugin_app_is_served_by_the_generic_route(monkeypatch, tmp_path, one_thread):
+    """The example app of examples/reverse_app, registered as a package would register it."""
+    from fastapi.testclient import TestClient
+
+    from attnkit.apps import registry
+    from attnkit.server.app import create_app
+    from attnkit.server.options import ServeOptions, parse_run
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "reverse_app"
+    monkeypatch.syspath_prepend(str(example))
+    import attnkit_reverse
+
+    monkeypatch.setitem(registry.APPS._extra, "reverse", attnkit_reverse.APP)
+    tiny = attnkit_reverse.APP.tiny(tmp_path)
+    attnkit_reverse.APP.train(tiny.settings, tmp_path / "rev", log=lambda _: None)
+    with TestClient(create_app(ServeOptions(runs=[parse_run(f"rev={tmp_path / 'rev'}")]))) as c:
+        assert c.get("/v1/models").json()["models"][0]["app"] == "reverse"
+        r = c.post("/v1/predict", json={"run": "rev", "texts": tiny.inputs, "page": True})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["app"] == "reverse" and len(body["predictions"]) == len(tiny.inputs)
+        assert body["page"].startswith("<!DOCTYPE html>")
+        error(c.post("/v1/translate", json={"texts": ["x"], "run": "rev"}), 422, "wrong_app")
+
+
+def test_a_run_without_attention_says_so(loaded_runs, one_thread):
+    """A CTranslate2 export (or a model trained without attention) computes none: asking for
+    it is a 422 naming the run; without it the run answers (no <unk> replacement)."""
+    from dataclasses import replace
+
+    from fastapi.testclient import TestClient
+
+    from attnkit.server.app import create_app
+    from attnkit.server.options import RunSpec, ServeOptions
+    from attnkit.server.runs import ServedRun
+
+    t = loaded_runs["translate"]
+
+    class NoAttention:
+        """Stands for the CTranslate2 engine: no attention, no stream."""
+
+        name, has_attention, pipeline = "ctranslate2", False, t.loaded.engine.pipeline
+        asked = []
+
+        def translate(self, sentences, **options):
+            self.asked.append(options)
+            return t.loaded.engine.translate(sentences, **{**options, "attention": False})
+
+    engine = NoAttention()
+    runs = {"ct2": ServedRun("ct2", t.app, replace(t.loaded, engine=engine), None)}
+    app = create_app(ServeOptions(runs=[RunSpec("ct2", t.loaded.path)]), runs)
+    with TestClient(app) as client:
+        for body in ({"texts": ["x"], "attention": True}, {"texts": ["x"], "page": True}):
+            assert "'ct2'" in error(client.post("/v1/translate", json=body), 422,
+                                    "no_attention")
+        ok = client.post("/v1/translate", json={"texts": ["I am cold."]})
+        assert ok.status_code == 200 and ok.json()["translations"][0]["weights"] is None
+        assert engine.asked[-1]["unk_replace"] is False
+        error(client.post("/v1/translate/stream", json={"text": "x"}), 422, "cannot_stream")

@@ -1,0 +1,145 @@
+"""Dynamic batching (`Batcher`, over `Gatherer`), with a stand-in model: what is gathered,
+what is kept apart, what is never run."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+pytest.importorskip("prometheus_client", reason="the serve extra is missing")
+pytest.importorskip("fastapi", reason="the serve extra is missing")
+
+from attnkit.errors import UsageError  # noqa: E402
+from attnkit.server.batcher import Batcher  # noqa: E402
+from attnkit.server.compute import Compute  # noqa: E402
+from attnkit.server.errors import ApiError  # noqa: E402
+from attnkit.server.metrics import Metrics  # noqa: E402
+
+
+class Model:
+    """Upper-cases its inputs; records every call; refuses ``"bad"``; may be held."""
+
+    def __init__(self):
+        self.calls = []
+        self.hold = threading.Event()
+        self.hold.set()
+
+    def __call__(self, inputs, options):
+        self.hold.wait(5)
+        self.calls.append((list(inputs), dict(options)))
+        if "bad" in inputs:
+            raise UsageError("bad input")
+        return [x.upper() for x in inputs]
+
+
+def run(coro_fn, **settings):
+    """Run ``coro_fn(batcher, model)`` with a started batcher."""
+    async def main():
+        model, compute = Model(), Compute()
+        options = {"max_batch": 8, "max_wait_s": 0.05, "max_queue": 100, **settings}
+        batcher = Batcher("m", model, compute, metrics=Metrics(), **options)
+        batcher.start()
+        try:
+            return await coro_fn(batcher, model)
+        finally:
+            await batcher.stop()
+            compute.close()
+    return asyncio.run(main())
+
+
+def test_concurrent_requests_are_one_call_each_answered_its_own():
+    async def go(b, model):
+        out = await asyncio.gather(*(b.submit([f"t{i}", f"u{i}"], {}, 5) for i in range(3)))
+        return out, model.calls
+    out, calls = run(go)
+    assert out == [[f"T{i}", f"U{i}"] for i in range(3)]
+    assert len(calls) == 1 and len(calls[0][0]) == 6
+
+
+def test_max_batch_never_splits_a_request_and_keeps_arrival_order():
+    async def go(b, model):
+        await asyncio.gather(*(b.submit([str(i)] * 3, {}, 5) for i in range(4)))
+        return model.calls
+    calls = run(go, max_batch=7)
+    assert [c[0] for c in calls] == [["0"] * 3 + ["1"] * 3, ["2"] * 3 + ["3"] * 3]
+
+
+def test_a_request_larger_than_a_batch_runs_alone():
+    async def go(b, model):
+        return await b.submit(list("abcdefghij"), {}, 5), model.calls
+    out, calls = run(go, max_batch=4)
+    assert out == list("ABCDEFGHIJ") and len(calls) == 1
+
+
+def test_different_options_never_share_a_call():
+    async def go(b, model):
+        await asyncio.gather(b.submit(["a"], {"beam": 1}, 5), b.submit(["b"], {"beam": 5}, 5),
+                             b.submit(["c"], {"beam": 1}, 5))
+        return model.calls
+    calls = run(go)
+    assert sorted((c[0], c[1]["beam"]) for c in calls) == [(["a", "c"], 1), (["b"], 5)]
+
+
+def test_batching_off_runs_every_request_alone():
+    async def go(b, model):
+        await asyncio.gather(*(b.submit([str(i)], {}, 5) for i in range(5)))
+        return model.calls
+    assert len(run(go, max_batch=1, max_wait_s=0)) == 5
+
+
+def test_a_bad_input_fails_its_own_request_only():
+    async def go(b, model):
+        return await asyncio.gather(b.submit(["a"], {}, 5), b.submit(["bad"], {}, 5),
+                                    b.submit(["c"], {}, 5), return_exceptions=True)
+    a, bad, c = run(go)
+    assert a == ["A"] and c == ["C"] and isinstance(bad, UsageError)
+
+
+def test_a_lone_request_waits_at_most_max_wait():
+    async def go(b, model):
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await b.submit(["a"], {}, 5)
+        return loop.time() - start
+    assert run(go, max_wait_s=0.05) < 2   # generous: a shared CI machine; never the deadline
+
+
+def test_full_queue_and_deadline_and_abandoned_requests_cost_nothing():
+    async def go(b, model):
+        model.hold.clear()                   # the model is busy
+        first = asyncio.ensure_future(b.submit(["first"], {}, 5))
+        await asyncio.sleep(0.2)             # ... running "first"
+        late = asyncio.ensure_future(b.submit(["late"], {}, 0.1))
+        await asyncio.sleep(0.01)            # ... "late" queued
+        with pytest.raises(ApiError) as full:
+            await b.submit(["over"], {}, 5)
+        with pytest.raises(ApiError) as deadline:
+            await late
+        model.hold.set()
+        await first
+        await asyncio.sleep(0.2)
+        return full.value, deadline.value, model.calls, b.depth
+    full, deadline, calls, depth = run(go, max_queue=2)
+    assert full.status_code == 429 and full.headers["Retry-After"] == "1"
+    assert deadline.status_code == 503 and deadline.code == "deadline"
+    assert [c[0] for c in calls] == [["first"]]     # "late" was dropped before it ran
+    assert depth == 0
+
+
+def test_stop_answers_waiting_requests_503():
+    async def go(b, model):
+        model.hold.clear()
+        first = asyncio.ensure_future(b.submit(["first"], {}, 5))
+        await asyncio.sleep(0.1)
+        waiting = asyncio.ensure_future(b.submit(["second"], {}, 5))
+        await asyncio.sleep(0.1)
+        stop = asyncio.ensure_future(b.stop())
+        await asyncio.sleep(0.1)
+        model.hold.set()
+        await stop
+        return await asyncio.gather(first, waiting, return_exceptions=True)
+    first, waiting = run(go)
+    assert first == ["FIRST"]                  # the batch running was answered
+    assert isinstance(waiting, ApiError) and waiting.status_code == 503

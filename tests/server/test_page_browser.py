@@ -1,0 +1,163 @@
+"""The live page and the API docs in a real browser: Playwright driving Debian's Chromium
+against ``attnkit serve`` on loopback. Type a sentence: the translation streams in and its
+heatmap grows a row per token, then the explorer view shows it; a review and an image too; no
+console error, and no request leaves this server.
+
+Run just these with ``pytest -m browser``; they skip when ``playwright`` or a ``chromium``
+executable is missing (``scripts/test.sh`` installs chromium when it runs as root).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the serve extra is missing")
+pytest.importorskip("uvicorn", reason="the serve extra is missing")
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is missing")
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+# What the live grid's body went through: per change, the rows it added (each a TR); per
+# delivery of changes, the rows it then had. The test reads them afterwards.
+WATCH_ROWS = """() => {
+  window.__added = []; window.__seen = [];
+  new MutationObserver((records) => {
+    for (const r of records) {
+      if (r.target.tagName === "TBODY") {
+        window.__added.push([...r.addedNodes].map((n) => n.tagName).join(","));
+      }
+    }
+    const body = document.querySelector("#live tbody");
+    window.__seen.push(body ? body.rows.length : 0);
+  }).observe(document.getElementById("live"), {childList: true, subtree: true});
+}"""
+# A long sentence: the tiny translator writes many tokens for it (up to its length limit).
+SENTENCE = "The cat does not see her and your tired dogs will not find the old teacher . " * 4
+
+
+def _chromium() -> str | None:
+    for cand in (os.environ.get("ATTNKIT_CHROMIUM"), shutil.which("chromium"),
+                 shutil.which("chromium-browser"), "/usr/bin/chromium"):
+        if cand and os.path.exists(cand):
+            return cand
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("no chromium executable (apt-get install chromium, or set ATTNKIT_CHROMIUM)")
+    with sync_api.sync_playwright() as pw:
+        # --no-sandbox: Chromium's sandbox refuses to start as root (CI containers).
+        b = pw.chromium.launch(executable_path=exe, headless=True, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def live_server(serve_process, tiny_runs):
+    args = []
+    for name, (path, _) in tiny_runs.items():
+        args += ["--run", f"{name}={path}"]
+    with serve_process.ServeProcess(*args, "--threads", "1") as srv:
+        yield srv
+
+
+class Visit:
+    """A page of the server, with everything it asked the network for and logged."""
+
+    def __init__(self, browser, url: str):
+        self.page = browser.new_page(viewport={"width": 1200, "height": 900})
+        self.requests, self.errors = [], []
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.goto(url)
+
+    def check_clean(self, origin: str) -> None:
+        assert self.errors == []
+        # Only this server (and the frame's inline document): nothing leaves the host.
+        assert self.requests and all(u.startswith((origin + "/", "about:", "data:", "blob:"))
+                                     for u in self.requests), self.requests
+
+    def run(self, run: str) -> None:
+        self.page.select_option("#run", label=run)
+        self.page.click("#go")
+        self.page.wait_for_function(
+            "() => document.getElementById('status').textContent === 'done'", timeout=30_000)
+
+
+def test_a_sentence_streams_into_a_growing_heatmap_then_the_explorer(browser, live_server):
+    v = Visit(browser, live_server.url + "/")
+    v.page.evaluate(WATCH_ROWS)
+    # A slow network (20 kB/s): on loopback a tiny model's whole stream would arrive in one
+    # read; at this speed its events arrive over a few reads, as they would from afar.
+    cdp = v.page.context.new_cdp_session(v.page)
+    cdp.send("Network.enable")
+    cdp.send("Network.emulateNetworkConditions", {"offline": False, "latency": 0,
+                                                  "downloadThroughput": 20_000,
+                                                  "uploadThroughput": -1})
+    v.page.fill("#text", SENTENCE)
+    v.run("translate (translate)")
+    added, seen = v.page.evaluate("window.__added"), v.page.evaluate("window.__seen")
+    rows = v.page.eval_on_selector_all("#live tbody tr", "e => e.length")
+    cells = v.page.eval_on_selector_all("#live td", "els => els.map(e => e.style.backgroundColor)")
+    n_src = v.page.eval_on_selector_all("#live thead th.col", "els => els.length")
+    # Each token's row was added on its own, as its event came; the grid was seen growing
+    # (several deliveries, each with more rows), not drawn once at the end.
+    assert rows >= 10 and added == ["TR"] * rows
+    assert len(set(seen)) >= 2 and seen == sorted(seen) and seen[-1] == rows
+    assert n_src >= 20 and len(cells) == rows * n_src and all(cells)
+    assert v.page.inner_text("#answer").strip()
+    # The explorer view of the whole answer (the static page's, in its frame) ran its script.
+    frame = v.page.frame_locator("#explorer")
+    frame.locator("#matrix td").first.wait_for(state="attached", timeout=10_000)
+    assert frame.locator("#matrix td").count() == rows * n_src
+    v.check_clean(live_server.url)
+    v.page.close()
+
+
+def test_a_review_and_an_image(browser, live_server, tiny_runs):
+    v = Visit(browser, live_server.url + "/")
+    v.page.fill("#text", "a superb film")
+    v.run("sentiment (sentiment)")
+    assert "P(positive)" in v.page.inner_text("#answer")
+    v.page.frame_locator("#explorer").locator(".tok").first.wait_for(state="attached",
+                                                                     timeout=10_000)
+    v.page.select_option("#run", label="caption (caption)")
+    assert v.page.is_visible("#drop") and not v.page.is_visible("#text")
+    v.page.set_input_files("#file", tiny_runs["caption"][1][0])
+    v.run("caption (caption)")
+    assert v.page.inner_text("#answer").strip()
+    v.page.frame_locator("#explorer").locator("img, canvas").first.wait_for(
+        state="attached", timeout=10_000)
+    v.check_clean(live_server.url)
+    v.page.close()
+
+
+def test_an_error_is_shown_not_thrown(browser, live_server):
+    v = Visit(browser, live_server.url + "/")
+    v.page.fill("#text", "x" * 2500)
+    v.page.click("#go")
+    v.page.wait_for_function(
+        "() => document.getElementById('status').textContent.includes('413')")
+    assert "2,000" in v.page.inner_text("#status")
+    # The browser logs the failed response itself; the page throws nothing.
+    assert all("413" in e for e in v.errors), v.errors
+    v.page.close()
+
+
+def test_the_api_docs_work_offline(browser, live_server):
+    v = Visit(browser, live_server.url + "/docs")
+    heads = v.page.eval_on_selector_all(".route h2", "els => els.map(e => e.textContent)")
+    assert "POST/v1/translate" in heads and "GET/healthz" in heads
+    box = v.page.locator("section.route", has_text="/v1/translate/stream")
+    box.locator("button").click()
+    box.locator("pre.out").filter(has_text="event: final").wait_for(timeout=30_000)
+    assert "event: token" in box.locator("pre.out").inner_text()
+    v.check_clean(live_server.url)
+    v.page.close()
