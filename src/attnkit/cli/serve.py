@@ -86,6 +86,6 @@ def options_of(args: argparse.Namespace) -> ServeOptions:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from attnkit.server.process import serve
+    from attnkit.server.main import serve
 
     return serve(options_of(args))

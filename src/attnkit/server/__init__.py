@@ -9,7 +9,7 @@ without them.
 
 * `attnkit.server.options`: `ServeOptions`, every setting and its checks;
 * `attnkit.server.app`: `create_app`, the FastAPI application;
-* `attnkit.server.process`: `serve`, one process, or ``--workers N`` of them, that stops
+* `attnkit.server.main`: `serve`, one process, or ``--workers N`` of them, that stops
   cleanly on SIGTERM/SIGINT;
 * the parts: runs, batching (gather, batcher, streams), the model thread (compute), limits,
   images, keys (auth), errors, metrics, the routes (service, api, sse) and pages (page, docs).
@@ -38,7 +38,7 @@ def __getattr__(name: str) -> Any:
 
         return create_app
     if name == "serve":
-        from attnkit.server.process import serve
+        from attnkit.server.main import serve
 
         return serve
     raise AttributeError(f"module 'attnkit.server' has no attribute {name!r}")

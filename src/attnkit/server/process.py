@@ -1,9 +1,6 @@
-"""`serve`: run the server until SIGTERM or SIGINT, then drain and exit 0.
-
-Start-up, in order: the options are checked, torch's threads fixed, every run loaded (the first
-that fails stops here, one error line, nothing listening yet), the address bound (a busy port is
-one error line too), then uvicorn serves the application (`attnkit.server.app.create_app`).
-``--workers N`` runs N such processes on the one address (`attnkit.server.workers`).
+"""The parts of one server process: the web stack's presence, the listening socket, uvicorn
+configured to drain (`build_server`), and the signals that stop it. `attnkit.server.main.serve`
+puts them together, and `attnkit.server.workers` does for ``--workers N``.
 
 Stopping: the first SIGTERM or SIGINT stops accepting connections, marks the server draining
 (``/readyz`` answers 503), lets every request in flight finish, streams included, for at most
@@ -11,11 +8,6 @@ Stopping: the first SIGTERM or SIGINT stops accepting connections, marks the ser
 0. (uvicorn would re-raise the signal after its own shutdown, so that the process dies of it
 with status 143 or 130; a drained server has done its job, hence the handler here.) A second
 signal stops at once.
-
-Example:
-    ```python
-    serve(ServeOptions(runs=[parse_run("runs/fr")], port=8000))   # returns after SIGTERM
-    ```
 """
 
 from __future__ import annotations
@@ -26,7 +18,6 @@ import logging
 import os
 import signal
 import socket
-import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -128,32 +119,3 @@ def build_server(app: Any, options: ServeOptions, *, parent: int | None = None) 
                             timeout_graceful_shutdown=max(options.drain_seconds, 0.001),
                             loop="auto", http="auto", server_header=False)
     return Server(config)
-
-
-def serve(options: ServeOptions) -> int:
-    """Serve until SIGTERM or SIGINT (module docstring); returns the exit status (0).
-
-    Raises:
-        UsageError: bad options, the serve extra missing, an address that cannot be used.
-        CheckpointError: a run that cannot be loaded.
-    """
-    require_web_stack()
-    options.check()
-    if options.workers > 1:
-        from attnkit.server.workers import serve_workers
-
-        return serve_workers(options)
-    from attnkit.server.app import create_app
-    from attnkit.server.compute import set_threads
-    from attnkit.server.runs import load_runs
-
-    set_threads(options.torch_threads())
-    runs = load_runs(options)
-    app = create_app(options, runs)
-    sock = listen(options)
-    threads = options.torch_threads()
-    print(f"attnkit: serving {', '.join(runs)} on {address_of(sock)} (1 process, {threads} "
-          f"thread{'s' * (threads != 1)}; the live page at /, the API docs at /docs)",
-          file=sys.stderr, flush=True)
-    build_server(app, options).run(sockets=[sock])
-    return 0

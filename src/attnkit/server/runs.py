@@ -52,7 +52,7 @@ class ServedRun:
     @property
     def streams(self) -> bool:
         """Whether ``/v1/translate/stream`` can run it (attnkit's engine of a translate run)."""
-        return hasattr(self.app, "stream") and hasattr(self.loaded.engine, "stream")
+        return hasattr(self.app, "stream") and getattr(self.loaded.engine, "streams", False)
 
     def summary(self) -> dict[str, Any]:
         """The run's summary for pages and listings, named by its name: no path of the

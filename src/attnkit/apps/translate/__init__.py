@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from attnkit.apps.base import App, Evaluation, Loaded, Log, Run, TinyRun, stderr_log
-from attnkit.apps.translate import ct2, evaluation, loading, training
+from attnkit.apps.translate import ct2, evaluation, loading, streaming, training
 from attnkit.apps.translate import prepare as preparation
 from attnkit.apps.translate.cli_options import COMMANDS, EXAMPLES, OPTIONS
 from attnkit.apps.translate.metrics import format_table
@@ -126,10 +126,11 @@ class TranslateApp(App, steps=(preparation, training, loading)):
             raise UsageError("stream takes a list of sentences, not one string")
         if not inputs:
             raise UsageError("no sentence given: nothing to translate")
-        if not hasattr(loaded.engine, "stream"):
+        if not loaded.engine.streams:
             raise UsageError("this engine does not stream tokens (a CTranslate2 export): use "
                              "the training run, with attnkit's engine")
-        return loaded.engine.stream(inputs, attention=attention, unk_replace=unk_replace)
+        return streaming.stream(loaded.engine, inputs, attention=attention,
+                                unk_replace=unk_replace)
 
     def after_training(self, loaded: Loaded, metrics: dict[str, Any], log: Log) -> None:
         """The test lines, a few examples, the heatmap of the most re-ordered sentence and

@@ -77,6 +77,7 @@ class CTranslate2Engine:
     name = ENGINE
     has_attention = False
     no_attention = NO_ATTENTION
+    streams = False
 
     def __init__(self, translator: Any, pipeline: TranslatePipeline):
         self.translator, self.pipeline = translator, pipeline

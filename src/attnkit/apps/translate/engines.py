@@ -15,8 +15,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from torch import nn
 
@@ -28,9 +28,6 @@ from attnkit.decoding import Hypothesis, decode_many, replace_unk
 from attnkit.errors import UsageError
 from attnkit.models.config import TransformerConfig
 
-if TYPE_CHECKING:
-    from attnkit.apps.translate.streaming import StreamStep
-
 
 class Engine(Protocol):
     """What translates a batch of sentences.
@@ -40,12 +37,14 @@ class Engine(Protocol):
         pipeline: the run's text pipeline (tokenizer, vocabularies, source cap).
         has_attention: whether `translate` can return attention weights.
         no_attention: why it cannot, for the error a request for them gets ("" when it can).
+        streams: whether it can translate token by token (`attnkit.apps.translate.streaming`).
     """
 
     name: str
     pipeline: TranslatePipeline
     has_attention: bool
     no_attention: str
+    streams: bool
 
     def translate(self, sentences: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
                   unk_replace: bool = True, batch_size: int | None = None,
@@ -67,6 +66,7 @@ class AttnkitEngine:
     """attnkit's own decoding of a loaded model (see the module docstring)."""
 
     name = "attnkit"
+    streams = True
 
     def __init__(self, model: nn.Module, pipeline: TranslatePipeline):
         self.model, self.pipeline = model, pipeline
@@ -92,14 +92,6 @@ class AttnkitEngine:
                            batch_size=batch_size, need_weights=attention or unk_replace)
         return [self.prediction(s, enc, hyp, unk_replace, keep=bool(attention))
                 for s, enc, hyp in zip(sentences, encoded, hyps, strict=True)]
-
-    def stream(self, sentences: Sequence[str], *, attention: bool | str = True,
-               unk_replace: bool = True) -> Iterator[StreamStep]:
-        """Greedy translation of ``sentences`` token by token
-        (`attnkit.apps.translate.streaming.stream`)."""
-        from attnkit.apps.translate.streaming import stream
-
-        return stream(self, sentences, attention=attention, unk_replace=unk_replace)
 
     def prediction(self, source: str, encoded: tuple[list[str], list[int], int],
                    hyp: Hypothesis, unk_replace: bool, keep: bool) -> TranslationPrediction:

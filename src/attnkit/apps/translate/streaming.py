@@ -11,7 +11,7 @@ one batch. Beam search cannot stream: its best hypothesis is known only at the e
 Example:
     ```python
     loaded = load_run("runs/demo")
-    for step in loaded.engine.stream(["I am cold."]):
+    for step in stream(loaded.engine, ["I am cold."]):
         for t in step.tokens:
             print(t.token, t.weights.round(2))     # "j'", [0.9 0.05 0.05 0.]
         for i, pred in step.finished.items():
