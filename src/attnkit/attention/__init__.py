@@ -5,6 +5,7 @@ from attnkit.attention.base import (
     AttentionMemory,
     AttentionOutput,
     ScoreAttention,
+    TwoStepAttention,
     build_mask,
     check_inputs,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "DotProductAttention",
     "MultiHeadAttention",
     "ScoreAttention",
+    "TwoStepAttention",
     "build_mask",
     "causal_mask",
     "check_inputs",

@@ -22,9 +22,10 @@ context, never NaN. Modules keep no per-call state.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnkit.attention.masking import causal_mask, lengths_to_mask, masked_softmax
@@ -186,7 +187,41 @@ class AttentionMemory:
         )
 
 
-class ScoreAttention(nn.Module):
+class TwoStepAttention(nn.Module):
+    """A mechanism used in two steps: `memory` once per source (what does not depend on the
+    query), `attend` for each query; its ``forward`` is the two together, with the one call
+    signature of every attnkit mechanism. Options a mechanism adds (local attention's
+    ``query_positions``) pass through to its `attend`."""
+
+    def memory(self, key: Tensor, value: Tensor | None = None, *,
+               key_lengths: Tensor | None = None,
+               key_mask: Tensor | None = None) -> AttentionMemory:  # pragma: no cover
+        raise NotImplementedError
+
+    def attend(self, query: Tensor, memory: AttentionMemory, **options: Any
+               ) -> AttentionOutput:  # pragma: no cover
+        raise NotImplementedError
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor | None = None,
+        *,
+        key_lengths: Tensor | None = None,
+        key_mask: Tensor | None = None,
+        query_lengths: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        causal: bool = False,
+        need_weights: bool = False,
+        **options: Any,
+    ) -> AttentionOutput:
+        memory = self.memory(key, value, key_lengths=key_lengths, key_mask=key_mask)
+        return self.attend(query, memory, query_lengths=query_lengths, attn_mask=attn_mask,
+                           causal=causal, need_weights=need_weights, **options)
+
+
+class ScoreAttention(TwoStepAttention):
     """Base for mechanisms defined by a score function ``score(q_i, k_j)``.
 
     ``weights = masked_softmax(score(query, key), mask)``, ``context = weights @ value``.
@@ -246,34 +281,44 @@ class ScoreAttention(nn.Module):
         attn_mask: Tensor | None = None,
         causal: bool = False,
         need_weights: bool = False,
+        **options: Any,
     ) -> AttentionOutput:
-        """Attend from ``query [batch, Tq, query_dim]`` over a precomputed ``memory``."""
+        """Attend from ``query [batch, Tq, query_dim]`` over a precomputed ``memory``.
+
+        The same three steps for every score-based mechanism: the mask, the weights
+        (`distribution`, which a mechanism may change, e.g. local attention's window), and
+        the context read with them (`read`). ``options`` are the mechanism's own (local
+        attention's ``query_positions``).
+        """
         check_inputs(query, memory.raw_keys, memory.values, query_dim=self.query_dim)
         batch, tq, tk = query.shape[0], query.shape[1], memory.values.shape[1]
         mask = build_mask(batch, tq, tk, key_mask=memory.key_mask, attn_mask=attn_mask,
                           causal=causal, device=query.device)
-        weights = masked_softmax(self.score_projected(query, memory.keys), mask)
-        qmask = query_mask_from_lengths(query_lengths, batch, tq, query.device)
-        if qmask is not None:
-            weights = weights * qmask.unsqueeze(-1)
-        context = torch.bmm(weights.to(memory.values.dtype), memory.values)
-        return AttentionOutput(context, weights if need_weights else None)
+        weights = self.distribution(query, memory, mask, **options)
+        return self.read(weights, memory, query_lengths, need_weights)
 
-    def forward(
-        self,
-        query: Tensor,
-        key: Tensor,
-        value: Tensor | None = None,
-        *,
-        key_lengths: Tensor | None = None,
-        key_mask: Tensor | None = None,
-        query_lengths: Tensor | None = None,
-        attn_mask: Tensor | None = None,
-        causal: bool = False,
-        need_weights: bool = False,
-    ) -> AttentionOutput:
-        value = key if value is None else value
-        check_inputs(query, key, value, query_dim=self.query_dim, key_dim=self.key_dim)
-        memory = self.memory(key, value, key_lengths=key_lengths, key_mask=key_mask)
-        return self.attend(query, memory, query_lengths=query_lengths, attn_mask=attn_mask,
-                           causal=causal, need_weights=need_weights)
+    def distribution(self, query: Tensor, memory: AttentionMemory,
+                     mask: Tensor | None) -> Tensor:
+        """The weights ``[batch, Tq, Tk]``: the masked softmax of the scores (a row with no
+        allowed key is all zeros)."""
+        return masked_softmax(self.score_projected(query, memory.keys), mask)
+
+    def read(self, weights: Tensor, memory: AttentionMemory, query_lengths: Tensor | None,
+             need_weights: bool) -> AttentionOutput:
+        """``context = weights @ values``; the rows of padded queries are zeroed first."""
+        return read_values(weights, memory.values, query_lengths, need_weights)
+
+
+def read_values(weights: Tensor, values: Tensor, query_lengths: Tensor | None,
+                need_weights: bool, dropout: float = 0.0) -> AttentionOutput:
+    """``weights [batch, Tq, Tk]`` applied to ``values [batch, Tk, dim]``: the context
+    ``[batch, Tq, dim]``, with the rows of queries past ``query_lengths`` zeroed (weights and
+    context), and the weights returned when ``need_weights``. ``dropout`` (training) drops
+    weights on the way to the context only: the weights returned are the model's."""
+    batch, tq = weights.shape[0], weights.shape[1]
+    qmask = query_mask_from_lengths(query_lengths, batch, tq, weights.device)
+    if qmask is not None:
+        weights = weights * qmask.unsqueeze(-1)
+    used = F.dropout(weights, dropout) if dropout > 0 else weights
+    context = torch.bmm(used.to(values.dtype), values)
+    return AttentionOutput(context, weights if need_weights else None)

@@ -30,6 +30,7 @@ from attnkit.attention.base import (
     build_mask,
     check_inputs,
     query_mask_from_lengths,
+    read_values,
 )
 from attnkit.attention.masking import masked_softmax
 
@@ -170,8 +171,4 @@ class DotProductAttention(ScoreAttention):
         if only_causal:
             mask = build_mask(batch, tq, tk, causal=True, device=query.device)
         weights = masked_softmax(self.score_projected(query, memory.keys), mask)
-        if qmask is not None:
-            weights = weights * qmask.unsqueeze(-1)
-        used = F.dropout(weights, p) if p > 0 else weights
-        context = torch.bmm(used.to(memory.values.dtype), memory.values)
-        return AttentionOutput(context, weights)
+        return read_values(weights, memory.values, query_lengths, True, dropout=p)

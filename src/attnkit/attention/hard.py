@@ -21,11 +21,8 @@ from attnkit.attention.base import (
     AttentionMemory,
     AttentionOutput,
     ScoreAttention,
-    build_mask,
-    check_inputs,
     query_mask_from_lengths,
 )
-from attnkit.attention.masking import masked_softmax
 
 
 class HardAttentionOutput(AttentionOutput):
@@ -104,24 +101,14 @@ class HardAttention(ScoreAttention):
     def score_projected(self, query: Tensor, keys: Tensor) -> Tensor:
         return self.mechanism.score_projected(query, keys)
 
-    def attend(
-        self,
-        query: Tensor,
-        memory: AttentionMemory,
-        *,
-        query_lengths: Tensor | None = None,
-        attn_mask: Tensor | None = None,
-        causal: bool = False,
-        need_weights: bool = False,
-    ) -> HardAttentionOutput:
-        """Choose one key per query of ``query [batch, Tq, query_dim]`` over ``memory``."""
-        check_inputs(query, memory.raw_keys, memory.values, query_dim=self.query_dim)
-        batch, tq, tk = query.shape[0], query.shape[1], memory.values.shape[1]
-        mask = build_mask(batch, tq, tk, key_mask=memory.key_mask, attn_mask=attn_mask,
-                          causal=causal, device=query.device)
-        soft = masked_softmax(self.score_projected(query, memory.keys), mask)
+    def read(self, weights: Tensor, memory: AttentionMemory, query_lengths: Tensor | None,
+             need_weights: bool) -> HardAttentionOutput:
+        """Choose one key per query from the soft ``weights`` (the mechanism's masked softmax,
+        `ScoreAttention.distribution`) and read its value."""
+        soft = weights
+        batch, tq, tk = soft.shape
         valid = soft.detach().sum(-1) > 0  # rows with at least one real key
-        qmask = query_mask_from_lengths(query_lengths, batch, tq, query.device)
+        qmask = query_mask_from_lengths(query_lengths, batch, tq, soft.device)
         if qmask is not None:
             valid = valid & qmask
         probs = soft.detach().float()

@@ -19,14 +19,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from attnkit.attention.base import (
-    AttentionMemory,
-    AttentionOutput,
-    ScoreAttention,
-    build_mask,
-    check_inputs,
-    query_mask_from_lengths,
-)
+from attnkit.attention.base import AttentionMemory, ScoreAttention
 from attnkit.attention.masking import masked_softmax
 
 
@@ -135,22 +128,11 @@ class LocalAttention(ScoreAttention):
                              f"([batch, Tq]), got {got}")
         return query_positions.to(device=query.device, dtype=dtype)
 
-    def attend(
-        self,
-        query: Tensor,
-        memory: AttentionMemory,
-        *,
-        query_lengths: Tensor | None = None,
-        attn_mask: Tensor | None = None,
-        causal: bool = False,
-        need_weights: bool = False,
-        query_positions: Tensor | None = None,
-    ) -> AttentionOutput:
-        """Attend from ``query [batch, Tq, query_dim]``; see the class docstring."""
-        check_inputs(query, memory.raw_keys, memory.values, query_dim=self.query_dim)
-        batch, tq, tk = query.shape[0], query.shape[1], memory.values.shape[1]
-        mask = build_mask(batch, tq, tk, key_mask=memory.key_mask, attn_mask=attn_mask,
-                          causal=causal, device=query.device)
+    def distribution(self, query: Tensor, memory: AttentionMemory, mask: Tensor | None,
+                     query_positions: Tensor | None = None) -> Tensor:
+        """The window's weights (see the class docstring): the softmax over the keys within
+        ``D`` of ``p_t``, times the Gaussian when it is on, renormalised when asked."""
+        tk = memory.values.shape[1]
         p = self.aligned_positions(query, memory, query_positions)  # [batch, Tq]
         offset = torch.arange(tk, device=query.device, dtype=p.dtype) - p.unsqueeze(-1)
         window = offset.abs() <= self.window  # [batch, Tq, Tk]
@@ -163,29 +145,4 @@ class LocalAttention(ScoreAttention):
             total = weights.sum(-1, keepdim=True)
             # A row with nothing in its window stays all-zero instead of 0/0.
             weights = weights / torch.where(total > 0, total, torch.ones_like(total))
-        qmask = query_mask_from_lengths(query_lengths, batch, tq, query.device)
-        if qmask is not None:
-            weights = weights * qmask.unsqueeze(-1)
-        context = torch.bmm(weights.to(memory.values.dtype), memory.values)
-        return AttentionOutput(context, weights if need_weights else None)
-
-    def forward(
-        self,
-        query: Tensor,
-        key: Tensor,
-        value: Tensor | None = None,
-        *,
-        key_lengths: Tensor | None = None,
-        key_mask: Tensor | None = None,
-        query_lengths: Tensor | None = None,
-        attn_mask: Tensor | None = None,
-        causal: bool = False,
-        need_weights: bool = False,
-        query_positions: Tensor | None = None,
-    ) -> AttentionOutput:
-        value = key if value is None else value
-        check_inputs(query, key, value, query_dim=self.query_dim, key_dim=self.key_dim)
-        memory = self.memory(key, value, key_lengths=key_lengths, key_mask=key_mask)
-        return self.attend(query, memory, query_lengths=query_lengths, attn_mask=attn_mask,
-                           causal=causal, need_weights=need_weights,
-                           query_positions=query_positions)
+        return weights

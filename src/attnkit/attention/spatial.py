@@ -16,8 +16,9 @@ from attnkit.attention.additive import AdditiveAttention
 from attnkit.attention.base import (
     AttentionMemory,
     AttentionOutput,
+    TwoStepAttention,
     build_mask,
-    query_mask_from_lengths,
+    read_values,
 )
 from attnkit.attention.masking import masked_softmax
 
@@ -55,7 +56,7 @@ def _flatten_map(name: str, t: Tensor, batch: int | None = None,
     return t.flatten(2).transpose(1, 2)
 
 
-class SpatialAttention(nn.Module):
+class SpatialAttention(TwoStepAttention):
     """Soft attention of a query over the locations of a feature map, with an optional gate.
 
     Args:
@@ -97,8 +98,12 @@ class SpatialAttention(nn.Module):
         self.gate = nn.Linear(query_dim, 1) if gate else None
 
     def memory(self, key: Tensor, value: Tensor | None = None, *,
+               key_lengths: Tensor | None = None,
                key_mask: Tensor | None = None) -> SpatialMemory:
-        """Project the feature map once: ``key [batch, C, H, W]`` -> :class:`SpatialMemory`."""
+        """Project the feature map once: ``key [batch, C, H, W]`` -> `SpatialMemory`."""
+        if key_lengths is not None:
+            raise ValueError("key_lengths has no meaning for a feature map; pass key_mask "
+                             "[batch, height, width] instead")
         keys = _flatten_map("key", key, channels=self.channels)
         batch, _, height, width = key.shape
         values = keys if value is None else _flatten_map("value", value, batch, (height, width))
@@ -116,8 +121,10 @@ class SpatialAttention(nn.Module):
 
     def attend(self, query: Tensor, memory: SpatialMemory, *,
                query_lengths: Tensor | None = None, attn_mask: Tensor | None = None,
-               need_weights: bool = False) -> AttentionOutput:
+               causal: bool = False, need_weights: bool = False) -> AttentionOutput:
         """Attend from ``query [batch, Tq, query_dim]`` or ``[batch, query_dim]``."""
+        if causal:
+            raise ValueError("causal=True has no meaning for spatial attention")
         squeeze = isinstance(query, Tensor) and query.dim() == 2
         if squeeze:
             query = query.unsqueeze(1)
@@ -134,35 +141,10 @@ class SpatialAttention(nn.Module):
         mask = build_mask(batch, tq, hw, key_mask=memory.key_mask, attn_mask=attn_mask,
                           device=query.device)
         weights = masked_softmax(self.score.score_projected(query, memory.keys), mask)
-        qmask = query_mask_from_lengths(query_lengths, batch, tq, query.device)
-        if qmask is not None:
-            weights = weights * qmask.unsqueeze(-1)
-        context = torch.bmm(weights.to(memory.values.dtype), memory.values)
+        context, weights = read_values(weights, memory.values, query_lengths, True)
         if self.gate is not None:
             context = context * torch.sigmoid(self.gate(query)).to(context.dtype)
         weights = weights.view(batch, tq, memory.height, memory.width)
         if squeeze:
             context, weights = context.squeeze(1), weights.squeeze(1)
         return AttentionOutput(context, weights if need_weights else None)
-
-    def forward(
-        self,
-        query: Tensor,
-        key: Tensor,
-        value: Tensor | None = None,
-        *,
-        key_lengths: Tensor | None = None,
-        key_mask: Tensor | None = None,
-        query_lengths: Tensor | None = None,
-        attn_mask: Tensor | None = None,
-        causal: bool = False,
-        need_weights: bool = False,
-    ) -> AttentionOutput:
-        if key_lengths is not None:
-            raise ValueError("key_lengths has no meaning for a feature map; pass key_mask "
-                             "[batch, height, width] instead")
-        if causal:
-            raise ValueError("causal=True has no meaning for spatial attention")
-        memory = self.memory(key, value, key_mask=key_mask)
-        return self.attend(query, memory, query_lengths=query_lengths, attn_mask=attn_mask,
-                           need_weights=need_weights)

@@ -212,14 +212,9 @@ def read_flickr_tokens(
     return col.finish()
 
 
-def read_coco_captions(
-    json_file: str | os.PathLike,
-    image_dir: str | os.PathLike,
-    *,
-    strict: bool = True,
-    missing_images: str = "error",
-    check_images: bool = True,
-) -> CaptionSet:
+def read_coco_captions(json_file: str | os.PathLike, image_dir: str | os.PathLike, *,
+                       strict: bool = True, missing_images: str = "error",
+                       check_images: bool = True) -> CaptionSet:
     """Read a COCO captions JSON file (``images`` with ``id``/``file_name``, ``annotations``
     with ``image_id``/``caption``). Arguments and errors as in :func:`read_flickr_tokens`; a
     bad record is named by its member, e.g. ``annotations[12]: missing 'caption'``.

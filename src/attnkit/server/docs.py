@@ -18,6 +18,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from attnkit.server.page_script import HEADERS_JS
 from attnkit.server.state import state_of
 from attnkit.viz.explorer import explorer_page
 
@@ -32,7 +33,8 @@ async def docs(request: Request) -> HTMLResponse:
               "it takes and what it answers.",
               "Edit an example and Send it to try a route on this server; errors are JSON "
               "{\"error\": {\"code\", \"message\"}}.")
-    page = explorer_page("attnkit API", legend, None, body=_BODY, data=data, script=_JS,
+    page = explorer_page("attnkit API", legend, None, body=_BODY, data=data,
+                         script=HEADERS_JS + _JS,
                          css=_CSS, csp={"connect-src": ["'self'"]})
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
@@ -102,13 +104,6 @@ function example(schema) {
     out[name] = s.type === "array" ? ["I am cold."] : s.type === "string" ? "" : null;
   }
   return out;
-}
-function headers(json) {
-  const h = {};
-  if (json) h["content-type"] = "application/json";
-  const key = document.getElementById("key").value.trim();
-  if (key) h["authorization"] = "Bearer " + key;
-  return h;
 }
 async function send(path, method, body, json, out) {
   out.textContent = "\u2026";

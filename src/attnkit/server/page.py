@@ -22,6 +22,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from attnkit.server.page_script import HEADERS_JS
 from attnkit.server.state import ServerState, state_of
 from attnkit.viz.caption_page import SCRIPT_SOURCE as CAPTION_SCRIPT
 from attnkit.viz.explorer import explorer_page, palette_data
@@ -59,7 +60,8 @@ def live_page(state: ServerState) -> str:
               "A translation streams: each row of the grid is an output word as it is "
               "written, each column a source word; the darker the cell, the more the model "
               "looked at it. The explorer below then shows the whole answer.")
-    return explorer_page("attnkit: live", legend, None, body=_BODY, data=data, script=_JS,
+    return explorer_page("attnkit: live", legend, None, body=_BODY, data=data,
+                         script=HEADERS_JS + _JS,
                          css=_CSS, csp=CSP)
 
 
@@ -130,13 +132,6 @@ function pick() {
 runSel.addEventListener("change", pick);
 pick();
 
-function headers(json) {
-  const h = {};
-  if (json) h["content-type"] = "application/json";
-  const key = document.getElementById("key").value.trim();
-  if (key) h["authorization"] = "Bearer " + key;
-  return h;
-}
 function say(message) { statusLine.textContent = message; }
 async function failure(resp) {
   try {

@@ -91,14 +91,10 @@ def _example_data(item, k: int) -> dict:
             "refs": [str(r) for r in item.references]}
 
 
-def caption_page(
-    images: Sequence[CaptionExample | Mapping],
-    summary: Mapping[str, object] | None,
-    path: str | os.PathLike | None = None,
-    *,
-    title: str = "Captions: where the model looked for each word",
-    alpha: float = 0.5,
-) -> str:
+def caption_page(images: Sequence[CaptionExample | Mapping], summary: Mapping[str, object] | None,
+                 path: str | os.PathLike | None = None, *,
+                 title: str = "Captions: where the model looked for each word",
+                 alpha: float = 0.5) -> str:
     """Build (and optionally write, atomically) the caption explorer page.
 
     Args:

@@ -159,14 +159,8 @@ def plot_alignment(
     return fig
 
 
-def alignment_svg(
-    weights,
-    source_tokens: Sequence[str],
-    target_tokens: Sequence[str],
-    *,
-    title: str | None = None,
-    cmap: str = WEIGHTS,
-) -> str:
+def alignment_svg(weights, source_tokens: Sequence[str], target_tokens: Sequence[str], *,
+                  title: str | None = None, cmap: str = WEIGHTS) -> str:
     """The alignment heatmap as an inline ``<svg>...</svg>`` string (no XML prolog), for HTML.
 
     Shapes as in :func:`plot_alignment`. Token labels are kept as SVG ``<text>`` elements.

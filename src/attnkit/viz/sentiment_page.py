@@ -137,13 +137,9 @@ def _review_data(item, k: int) -> dict:
             "missing": [i for i, s in enumerate(spans) if s is None]}
 
 
-def sentiment_page(
-    reviews: Sequence[Review | Mapping],
-    summary: Mapping[str, object] | None,
-    path: str | os.PathLike | None = None,
-    *,
-    title: str = "Sentiment: which words moved the verdict",
-) -> str:
+def sentiment_page(reviews: Sequence[Review | Mapping], summary: Mapping[str, object] | None,
+                   path: str | os.PathLike | None = None, *,
+                   title: str = "Sentiment: which words moved the verdict") -> str:
     """Build (and optionally write, atomically) the sentiment explorer page.
 
     Args:
