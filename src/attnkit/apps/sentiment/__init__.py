@@ -33,6 +33,7 @@ from attnkit.apps.run_files import weights_file
 from attnkit.apps.runs import read_config
 from attnkit.apps.sentiment import evaluation, prediction, training
 from attnkit.apps.sentiment import prepare as preparation
+from attnkit.apps.sentiment.explain_command import EXPLAIN_COMMAND
 from attnkit.apps.sentiment.prediction import SentimentPrediction
 from attnkit.apps.sentiment.settings import PRESETS, Settings, configure
 from attnkit.models.sentiment import SentimentClassifier
@@ -65,6 +66,10 @@ OPTIONS = (
            metavar="N"),
     Option("--color", str, "shade the words in the terminal (default: when stdout is one)",
            ("predict",), choices=("auto", "always", "never"), default="auto", stage="show"),
+    Option("--explain", str, "explanations beside attention: rollout, grad-input, "
+           "integrated-gradients (comma-separated, or all; the first shades the terminal; the "
+           "page offers them all; gradients need pip install 'attnkit[explain]')",
+           ("predict",), metavar="METHOD"),
 )
 
 
@@ -83,6 +88,7 @@ class SentimentApp(App):
     description = "Train, evaluate and explain self-attention sentiment classifiers."
     inputs = "review"
     options = OPTIONS
+    commands = (EXPLAIN_COMMAND,)
     headline = ("accuracy",)
     examples = (
         "attnkit sentiment train --preset keras2018 --data ../shared/data/imdb --out "
