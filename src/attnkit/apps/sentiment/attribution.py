@@ -23,9 +23,12 @@ from attnkit.models.sentiment import SentimentClassifier
 
 METHODS = ("attention", "rollout", "grad-input", "integrated-gradients")
 SIGNED = ("grad-input", "integrated-gradients")
-# Integrated gradients' path points: the completeness error of the presets stays below 1% of
-# the explained logit (tests/apps/sentiment/test_attribution.py).
+# Integrated gradients' path points (Gauss-Legendre): the completeness error stays within a
+# few hundredths of a logit (tests/apps/sentiment/test_explain.py).
 IG_STEPS = 32
+# Tokens one forward pass of integrated gradients holds (rows x time): the `best` preset reads
+# 800 tokens, and its self-attention's memory grows with time squared.
+IG_TOKENS = 32768
 
 
 def token_scores(model: SentimentClassifier, ids: Tensor, lengths: Tensor, method: str, *,
@@ -49,10 +52,16 @@ def token_scores(model: SentimentClassifier, ids: Tensor, lengths: Tensor, metho
     def forward(v: Tensor, i: Tensor, n: Tensor) -> Tensor:
         return model.logits_from_vectors(v, i, n)[:, None]
 
-    args = (ids, lengths)
     if method == "grad-input":
-        attr = grad_x_input(forward, vectors, target=0, args=args)
-    else:
-        attr, _ = integrated_gradients(forward, vectors, target=0, args=args, steps=steps,
-                                       internal_batch_size=max(ids.shape[0] * steps, 1))
-    return attr.sum(-1) * mask
+        attr = grad_x_input(forward, vectors, target=0, args=(ids, lengths))
+        return attr.sum(-1) * mask
+    rows = max(1, IG_TOKENS // max(ids.shape[1], 1))       # path points x reviews per pass
+    step = min(ids.shape[0], rows)
+    parts = []
+    for start in range(0, ids.shape[0], step):
+        part = slice(start, start + step)
+        attr, _ = integrated_gradients(
+            forward, vectors[part], target=0, args=(ids[part], lengths[part]), steps=steps,
+            internal_batch_size=max(rows // step, 1) * step)
+        parts.append(attr.sum(-1))
+    return torch.cat(parts) * mask

@@ -35,20 +35,32 @@ from attnkit.errors import UsageError
 
 BINS = (1, 5, 10, 20, 50)
 RANDOM = "random"
+# Padded tokens one forward pass holds: the `best` preset reads 800 tokens per review.
+BATCH_TOKENS = 65536
 
 
 def _probabilities(loaded: Loaded, rows: Sequence[Sequence[int]]) -> np.ndarray:
-    """P(positive) of id sequences (each at least one token), in batches."""
+    """P(positive) of id sequences (each at least one token), in batches of similar length
+    cut to their longest (at most `BATCH_TOKENS` padded tokens each)."""
     pipeline, model = loaded.pipeline, loaded.model
-    out = []
-    for start in range(0, len(rows), 256):
-        part = rows[start:start + 256]
-        ids, lengths = pad_sequences(list(part), pipeline.maxlen, padding=pipeline.padding,
+    out = np.zeros(len(rows), dtype=np.float64)
+    order = sorted(range(len(rows)), key=lambda k: len(rows[k]))
+    start = 0
+    while start < len(order):
+        longest = len(rows[order[min(start + 255, len(order) - 1)]]) \
+            if model.config.mask_padding else pipeline.maxlen
+        take = max(1, min(256, BATCH_TOKENS // max(longest, 1)))
+        part = order[start:start + take]
+        # The 2018 mode attends to padding: its inputs keep their full width.
+        width = max(len(rows[k]) for k in part) if model.config.mask_padding \
+            else pipeline.maxlen
+        ids, lengths = pad_sequences([rows[k] for k in part], width, padding=pipeline.padding,
                                      truncating=pipeline.truncating)
         with torch.no_grad():
-            out.append(torch.sigmoid(model(ids.to(loaded.device),
-                                           lengths.to(loaded.device))).float().cpu().numpy())
-    return np.concatenate(out)
+            probs = torch.sigmoid(model(ids.to(loaded.device), lengths.to(loaded.device)))
+        out[part] = probs.float().cpu().numpy()
+        start += take
+    return out
 
 
 def _kept(n: int, k: int) -> int:

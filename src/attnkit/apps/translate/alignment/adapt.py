@@ -26,6 +26,7 @@ from attnkit.apps.translate.alignment.labels import eflomal_labels, piece_labels
 from attnkit.apps.translate.alignment.methods import head_inputs
 from attnkit.apps.translate.alignment.pieces import PairPieces
 from attnkit.decoding.forced import Forced
+from attnkit.errors import DataError, UsageError
 from attnkit.models.alignment_head import AlignmentHead
 
 # Fine-tuning passes over the pairs: enough for the head to follow the pairs' labels, few
@@ -39,7 +40,13 @@ def background_pairs(loaded: Loaded, data: str | None) -> list[tuple[str, str]]:
     from attnkit.data.translation_splits import data_spec, load_splits
 
     spec = loaded.config["data"] if data is None else data_spec(data, 0, None)
-    return load_splits(spec, progress=False)["train"]
+    try:
+        return load_splits(spec, progress=False)["train"]
+    except DataError as exc:
+        where = "--adapt-data" if data is not None else "the run's training data"
+        raise UsageError(f"the adaptation reads {where} and cannot ({exc}); give "
+                         "--adapt-data DATA (a pairs file or a train/valid/test folder) or "
+                         "--no-adapt") from None
 
 
 def adapt_head(loaded: Loaded, head: AlignmentHead,
