@@ -28,7 +28,8 @@ class Forced:
 
     Attributes:
         attention: ``[layers, heads, T, S]`` cross-attention (an RNN: ``[1, 1, T, S]``).
-        logprobs: ``[T]`` log-probability of each given token and of ``<eos>``.
+        logprobs: ``[T]`` log-probability of each given token and of ``<eos>`` (None when
+            not asked).
         states: per decoder layer ``[T, d]`` (a Transformer's; None for an RNN).
         memory: ``[S, d]`` encoder output (a Transformer's; None for an RNN).
         encoder: ``[layers, heads, S, S]`` the encoder's self-attention (a Transformer's;
@@ -36,7 +37,7 @@ class Forced:
     """
 
     attention: Tensor
-    logprobs: Tensor
+    logprobs: Tensor | None
     states: list[Tensor] | None = None
     memory: Tensor | None = None
     encoder: Tensor | None = None
@@ -65,7 +66,7 @@ def teacher_forced_logprobs(model: nn.Module, state, tgt_in: Tensor) -> Tensor:
 @torch.no_grad()
 def forced_decode(model: nn.Module, src_ids: Sequence[Sequence[int]],
                   tgt_ids: Sequence[Sequence[int]], *, batch_size: int = 32,
-                  keep_states: bool = False) -> list[Forced]:
+                  keep_states: bool = False, logprobs: bool = True) -> list[Forced]:
     """Feed each target to the model and keep what alignment needs.
 
     Args:
@@ -74,6 +75,7 @@ def forced_decode(model: nn.Module, src_ids: Sequence[Sequence[int]],
         tgt_ids: the target ids of each pair, without ``<bos>`` / ``<eos>``.
         batch_size: pairs per forward pass (sorted by length, so padding stays small).
         keep_states: also keep a Transformer's decoder states and encoder memory.
+        logprobs: compute the log-probabilities (False skips a Transformer's output layer).
 
     Returns:
         One `Forced` per pair, in order (float32, on the CPU).
@@ -97,7 +99,7 @@ def forced_decode(model: nn.Module, src_ids: Sequence[Sequence[int]],
         gold = _pad([[*tgt_ids[k], c.eos_id] for k in rows], c.pad_id).to(device)
         states = memory = encoder = None
         if hasattr(model, "teacher_forced"):
-            res = model.teacher_forced(src, lengths, tgt_in)
+            res = model.teacher_forced(src, lengths, tgt_in, logits=logprobs)
             weights = torch.stack(res.cross, dim=1)                       # [B, L, H, T, S]
             logits, states, memory = res.logits, res.states, res.memory
             encoder = torch.stack(res.encoder, dim=1)                     # [B, L, H, S, S]
@@ -106,11 +108,12 @@ def forced_decode(model: nn.Module, src_ids: Sequence[Sequence[int]],
             if attn is None:
                 raise ValueError("this model has no attention (attention='none')")
             weights = attn[:, None, None]                                  # [B, 1, 1, T, S]
-        logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, gold.unsqueeze(-1))[..., 0]
+        logp = None if logits is None else torch.log_softmax(logits.float(), dim=-1).gather(
+            -1, gold.unsqueeze(-1))[..., 0]
         for b, k in enumerate(rows):
             s, t = len(src_ids[k]), len(tgt_ids[k]) + 1
             out[k] = Forced(
-                weights[b, :, :, :t, :s].float().cpu(), logp[b, :t].cpu(),
+                weights[b, :, :, :t, :s].float().cpu(), None if logp is None else logp[b, :t].cpu(),
                 [h[b, :t].float().cpu() for h in states] if keep_states and states else None,
                 memory[b, :s].float().cpu() if keep_states and memory is not None else None,
                 None if encoder is None else encoder[b, :, :, :s, :s].float().cpu())

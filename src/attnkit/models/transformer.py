@@ -138,14 +138,14 @@ class TeacherForced:
     """What `TransformerSeq2Seq.teacher_forced` returns.
 
     Attributes:
-        logits: ``[batch, T, V]``.
+        logits: ``[batch, T, V]`` (None when not asked).
         cross: per decoder layer, the cross-attention ``[batch, heads, T, S]``.
         states: per decoder layer, its output ``[batch, T, d]`` (before the final norm).
         memory: the encoder output ``[batch, S, d]``.
         encoder: per encoder layer, its self-attention ``[batch, heads, S, S]``.
     """
 
-    logits: Tensor
+    logits: Tensor | None
     cross: list[Tensor]
     states: list[Tensor]
     memory: Tensor
@@ -237,13 +237,16 @@ class TransformerSeq2Seq(nn.Module):
             weights.append(w)
         return self.decoder_norm(y), weights
 
-    def teacher_forced(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> TeacherForced:
+    def teacher_forced(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, *,
+                       logits: bool = True) -> TeacherForced:
         """The whole teacher-forced pass with what alignment needs: logits, every decoder
         layer's cross-attention and output states, and the encoder memory.
 
         Args:
             src: ``[batch, S]`` source ids; src_lengths: ``[batch]``.
             tgt_in: ``[batch, T]`` (``<bos>`` then the target).
+            logits: compute the output layer (False: ``logits`` is None; over a subword
+                vocabulary it costs as much as the rest of the pass).
 
         Returns:
             A `TeacherForced`.
@@ -262,7 +265,8 @@ class TransformerSeq2Seq(nn.Module):
             y, w = layer(y, memory, src_lengths, need_weights=True)
             states.append(y)
             weights.append(w)
-        return TeacherForced(self.out(self.decoder_norm(y)), weights, states, memory, encoder)
+        out = self.out(self.decoder_norm(y)) if logits else None
+        return TeacherForced(out, weights, states, memory, encoder)
 
     def decode(self, tgt_in: Tensor, state: TransformerState,
                need_weights: bool = True) -> tuple[Tensor, list[Tensor | None]]:

@@ -65,7 +65,7 @@ def test_align_writes_pharaoh_and_scores_gold(tf_run, files, capsys):
         assert all(i < len(en.split()) and j < len(fr.split()) for i, j in links)
         assert {j for _, j in links} == set(range(len(fr.split())))     # argmax: every word
     assert _align(tf_run, files, "--method", "attention", "--layer", "2", "--head", "1",
-                  "--no-shift", "--symmetrize", "grow-diag-final-and") == 0
+                  "--shift", "--symmetrize", "grow-diag-final-and") == 0
     assert len(capsys.readouterr().out.splitlines()) == 4                # links on stdout
 
 

@@ -24,10 +24,10 @@ from torch import Tensor, nn
 from attnkit.decoding.forced import teacher_forced_logprobs
 from attnkit.models.attribution import grad_x_input, integrated_gradients
 
-# Integrated gradients: points on the path from the zero baseline (Gauss-Legendre). 32 keeps
-# the completeness error of the recipe's Transformer below a few percent of the explained
-# log-probability (tests/apps/translate/test_attribution.py checks it on a small model).
-IG_STEPS = 32
+# Integrated gradients: points on the path from the zero baseline (Gauss-Legendre). Each point
+# costs a forward and backward pass per target piece, so a 40-piece sentence is 16 x 40 rows;
+# tests/apps/translate/test_align.py checks completeness on a small model.
+IG_STEPS = 16
 
 
 def _logprob_forward(model: nn.Module):
@@ -72,7 +72,7 @@ def attribution_rows(model: nn.Module, src_ids: Sequence[int], tgt_ids: Sequence
         attr = grad_x_input(forward, embedded, target=target, args=args)
     else:
         attr, _ = integrated_gradients(forward, embedded, target=target, args=args,
-                                       steps=steps, internal_batch_size=max(n, 64))
+                                       steps=steps, internal_batch_size=max(n, 512))
     summed = attr.sum(-1).float().cpu()                                # [n, S]
     if signed:
         return summed

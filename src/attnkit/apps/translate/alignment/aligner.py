@@ -8,7 +8,8 @@ gives piece matrices in one or both directions; these are gathered into word mat
 links are extracted (`attnkit.data.link_extraction`). A run with a trained aligner
 (``RUN/alignment``, written by ``attnkit translate align-train``) uses it with the settings
 stored beside it, and by default first adapts it to the pairs
-(`attnkit.apps.translate.alignment.adapt`), saying so; other runs use shifted attention.
+(`attnkit.apps.translate.alignment.adapt`), saying so; other runs use their attention averaged
+over layers and heads.
 
 Example:
     ```python
@@ -39,7 +40,7 @@ from attnkit.errors import UsageError
 
 # Runs without a trained aligner: the setting measured best for raw attention on the WPT03
 # trial set (docs/results.md, "Word alignment").
-ATTENTION_DEFAULT = {"method": Method("attention", layer="avg", head="avg", shift=True),
+ATTENTION_DEFAULT = {"method": Method("attention", layer="avg", head="avg", shift=False),
                      "extraction": "argmax", "symmetrize": "none", "threshold": 0.5}
 
 
@@ -127,8 +128,8 @@ def align_pairs(loaded: Loaded, sources: Sequence[Sequence[str]],
     Args:
         loaded: a translate run (`attnkit.apps.translate.load_run`).
         sources, targets: each pair's tokens (`check_pairs`).
-        method: where links come from (None: the run's trained aligner, else shifted
-            attention averaged over layers and heads).
+        method: where links come from (None: the run's trained aligner, else attention
+            averaged over layers and heads).
         extraction: ``"argmax"`` or ``"threshold"`` (None: the run's default).
         threshold: the least weight linked with ``"threshold"``.
         symmetrize: how the two directions combine (``"none"``, ``"intersection"``,
@@ -157,7 +158,7 @@ def align_pairs(loaded: Loaded, sources: Sequence[Sequence[str]],
                      "model reads and get no link")
     model = loaded.model
     forced = forced_decode(model, [p.src_ids for p in pairs], [p.tgt_ids for p in pairs],
-                           keep_states=method.kind == "head")
+                           keep_states=method.kind == "head", logprobs=False)
     if method.kind == "head" and settings["adapt"] and head is not None:
         from attnkit.apps.translate.alignment.adapt import adapt_head
 

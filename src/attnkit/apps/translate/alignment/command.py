@@ -63,8 +63,7 @@ def method_from(values: dict[str, Any]):
         raise UsageError("--layer and --head choose attention: use them with --method "
                          "attention")
     return Method(kind or "attention", "avg" if layer is None else layer,
-                  "avg" if head is None else head,
-                  True if values.get("shift") is None else values["shift"])
+                  "avg" if head is None else head, bool(values.get("shift")))
 
 
 def _need(values: dict[str, Any], *names: str) -> None:
@@ -151,8 +150,8 @@ ALIGN = Command(
             "else attention)", choices=_KINDS),
      Option("--layer", str, "attention layer, 1 = first (default avg)", metavar="N|avg"),
      Option("--head", str, "attention head, 1 = first (default avg)", metavar="N|avg"),
-     Option("--no-shift", None, "read attention at the step that predicts a word, not at the "
-            "one that reads it", dest="shift", const=False),
+     Option("--shift", None, "read attention at the step that reads a target word (it has seen "
+            "it; shift-attention, Chen et al. 2020), not at the one that predicts it"),
      Option("--extraction", str, "argmax per word, or every weight >= --threshold (default: "
             "the run's)", choices=("argmax", "threshold")),
      Option("--threshold", float, "least weight linked with --extraction threshold"),

@@ -48,7 +48,7 @@ def head_examples(model: nn.Module, config: AlignmentHeadConfig, pairs: Sequence
     for start in range(0, len(pairs), 512):   # bounded memory: states of 512 pairs at a time
         chunk = pairs[start:start + 512]
         forced = forced_decode(model, [p.src_ids for p in chunk], [p.tgt_ids for p in chunk],
-                               batch_size=batch_size, keep_states=True)
+                               batch_size=batch_size, keep_states=True, logprobs=False)
         for pair, f, y in zip(chunk, forced, labels[start:start + 512], strict=True):
             n, s = len(pair.tgt_ids), len(pair.src_ids)
             out.append(HeadExample(f.states[config.layer][1:n + 1], f.memory,
