@@ -13,6 +13,6 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] \
    || [ scripts/setup-env.sh -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q "${ATTNKIT_TORCH_SPEC:-torch==2.13.0}"
-  .venv/bin/python -m pip install -q -e ".[dev,subword,docs,serve]"
+  .venv/bin/python -m pip install -q -e ".[dev,subword,docs,serve,align,explain]"
   touch "$stamp"
 fi

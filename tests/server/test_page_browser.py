@@ -115,7 +115,7 @@ def test_a_sentence_streams_into_a_growing_heatmap_then_the_explorer(browser, li
     assert v.page.inner_text("#answer").strip()
     # The explorer view of the whole answer (the static page's, in its frame) ran its script.
     frame = v.page.frame_locator("#explorer")
-    frame.locator("#matrix td").first.wait_for(state="attached", timeout=10_000)
+    frame.locator("#matrix td").first.wait_for(state="attached", timeout=30_000)
     assert frame.locator("#matrix td").count() == rows * n_src
     v.check_clean(live_server.url)
     v.page.close()
@@ -127,14 +127,14 @@ def test_a_review_and_an_image(browser, live_server, tiny_runs):
     v.run("sentiment (sentiment)")
     assert "P(positive)" in v.page.inner_text("#answer")
     v.page.frame_locator("#explorer").locator(".tok").first.wait_for(state="attached",
-                                                                     timeout=10_000)
+                                                                     timeout=30_000)
     v.page.select_option("#run", label="caption (caption)")
     assert v.page.is_visible("#drop") and not v.page.is_visible("#text")
     v.page.set_input_files("#file", tiny_runs["caption"][1][0])
     v.run("caption (caption)")
     assert v.page.inner_text("#answer").strip()
     v.page.frame_locator("#explorer").locator("img, canvas").first.wait_for(
-        state="attached", timeout=10_000)
+        state="attached", timeout=30_000)
     v.check_clean(live_server.url)
     v.page.close()
 

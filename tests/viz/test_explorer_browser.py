@@ -136,6 +136,39 @@ def test_translation_long_input_scrolls_inside_its_box(browser, translation_file
     v.page.close()
 
 
+@pytest.fixture(scope="module")
+def methods_file(tmp_path_factory):
+    src, tgt = ["the", "black", "cat"], ["le", "chat", "noir"]
+    att = np.full((2, 2, 3, 3), 1 / 3)                  # attention: flat, says nothing
+    ig = np.array([[0.9, 0.05, 0.05], [0.05, 0.05, 0.9], [0.05, 0.9, 0.05]])
+    path = tmp_path_factory.mktemp("pages") / "methods.html"
+    translation_page([TranslationExample(src, tgt, att, methods={"integrated-gradients": ig},
+                                         links=[(0, 0), (2, 1), (1, 2)])],
+                     {"model": "transformer"}, path)
+    return path
+
+
+def test_translation_method_switch_and_alignment_links(browser, methods_file):
+    v = Visit(browser, methods_file)
+    v.check_clean()
+    assert v.page.is_visible("#method-box") and v.page.is_visible("#head-box")
+    flat = v.bg("#matrix td")
+    assert len(set(flat)) == 1                                   # uniform attention
+    v.page.select_option("#method", "integrated-gradients")
+    assert not v.page.is_visible("#head-box") and not v.page.is_visible("#layer-box")
+    cells = v.bg("#matrix td")
+    assert cells != flat and _luma(cells[5]) < _luma(cells[4])  # chat <- cat is the darkest
+    assert len(v.page.query_selector_all("#matrix td.link")) == 3
+    v.page.hover("#tgt-line .tok >> nth=1")                      # "chat": linked to "cat"
+    linked = v.page.eval_on_selector_all("#src-line .tok", "els => els.map(e => "
+                                         "e.classList.contains('linked'))")
+    assert linked == [False, False, True]
+    assert "aligned with: cat" in v.page.inner_text("#readout")
+    v.page.select_option("#method", "attention")
+    assert v.bg("#matrix td") == flat and v.page.is_visible("#head-box")
+    v.page.close()
+
+
 # ---------------------------------------------------------------- sentiment
 
 @pytest.fixture(scope="module")
@@ -169,6 +202,25 @@ def test_sentiment_page_view_switch_changes_the_shading(browser, sentiment_file)
     v.page.select_option("#view", "1")
     assert v.bg("#text .tok") != signed
     assert "most weight" in v.page.inner_text("#bar")
+    v.page.close()
+
+
+def test_sentiment_method_switch(browser, tmp_path):
+    tokens = ["a", "great", "film"]
+    views = [TokenView("share", [0.2, 0.3, 0.5]),
+             TokenView("pushes", [0.1, 0.8, -0.2], signed=True, method="integrated-gradients"),
+             TokenView("pushes", [0.0, 0.9, 0.1], signed=True, method="grad-input")]
+    sentiment_page([Review("a great film", tokens, 0.8, views)], {"model": "x"},
+                   tmp_path / "s.html")
+    v = Visit(browser, tmp_path / "s.html")
+    v.check_clean()
+    assert v.page.is_visible("#method-box") and not v.page.is_visible("#view-box")
+    before = v.bg("#text .tok")
+    v.page.select_option("#method", "integrated-gradients")
+    after = v.bg("#text .tok")
+    assert after != before and "towards" in v.page.inner_text("#bar")
+    v.page.select_option("#method", "grad-input")
+    assert v.bg("#text .tok") not in (before, after)
     v.page.close()
 
 
@@ -210,6 +262,25 @@ def _peak(v) -> tuple[float, float]:
         }
         return [Math.floor(at / c.width) / c.height, (at % c.width) / c.width];
     }"""))
+
+
+def test_caption_method_switch_moves_the_overlay(browser, tmp_path):
+    img = np.full((64, 64, 3), 128, np.uint8)
+    att = np.full((1, 4, 4), 0.01)
+    att[0, 0, 0] = 1.0                                              # attention: top-left
+    ig = np.full((1, 4, 4), 0.01)
+    ig[0, 3, 3] = 1.0                                               # gradients: bottom-right
+    caption_page([CaptionExample(img, ["duck"], att, methods={"integrated-gradients": ig})],
+                 {"model": "sat"}, tmp_path / "c.html")
+    v = Visit(browser, tmp_path / "c.html")
+    v.check_clean()
+    y, x = _peak(v)
+    assert y < 0.3 and x < 0.3
+    v.page.select_option("#method", "integrated-gradients")
+    y, x = _peak(v)
+    assert y > 0.7 and x > 0.7
+    assert "integrated-gradients" in v.page.inner_text("#readout")
+    v.page.close()
 
 
 def test_caption_word_buttons_slider_and_keys_move_the_overlay(browser, caption_file):

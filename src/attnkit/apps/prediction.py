@@ -29,6 +29,12 @@ from attnkit.apps.outputs import FIGURE, FIGURE_OR_PAGE, PAGE, output_file, writ
 from attnkit.errors import UsageError
 
 
+def rounded(array, digits: int) -> list | None:
+    """``array`` as nested lists rounded to ``digits`` decimals, for JSON (None stays None).
+    Rounded in float64: a float32 rounded to 4 decimals still prints as 0.2206999957561493."""
+    return None if array is None else np.round(np.asarray(array, np.float64), digits).tolist()
+
+
 class Prediction:
     """Base class of the apps' predictions. Subclasses are dataclasses with a ``weights`` field
     (a numpy array of attention weights; its shape is the app's, stated in its docstring)."""

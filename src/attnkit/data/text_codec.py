@@ -63,6 +63,35 @@ class TextCodec:
             return detokenize(tokens, lang)
         return self.subword.decode(tokens)
 
+    def encode_with_spans(self, text: str, lang: str) -> tuple[list[str], list[tuple[int, int]]]:
+        """The tokens of ``text`` and the ``(start, end)`` characters of each in ``text``.
+
+        Each whitespace-separated word is encoded alone (neither words nor sentencepiece pieces
+        cross a space, so the tokens are those of `encode`) and its characters are shared out
+        among its tokens by their lengths (a ``▁`` word mark counts for nothing).
+
+        Example::
+
+            codec.encode_with_spans("L'homme arrive.", "fr")
+            # (["▁L", "'", "homme", "▁arrive", "."], [(0, 1), (1, 2), (2, 7), (8, 14), (14, 15)])
+        """
+        tokens: list[str] = []
+        spans: list[tuple[int, int]] = []
+        pos = 0
+        for word in text.split():
+            start = text.index(word, pos)
+            pos = start + len(word)
+            pieces = self.encode(word, lang)
+            sizes = [len(p.replace("\u2581", "")) for p in pieces]
+            total = sum(sizes) or 1
+            done = 0
+            for piece, size in zip(pieces, sizes, strict=True):
+                a = start + round(done * len(word) / total)
+                done += size
+                tokens.append(piece)
+                spans.append((a, start + round(done * len(word) / total)))
+        return tokens, spans
+
     def encode_capped(self, text: str, lang: str, limit: int) -> tuple[list[str], int]:
         """The first ``limit`` tokens of ``text`` and the number of tokens after them.
 

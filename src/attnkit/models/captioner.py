@@ -230,15 +230,18 @@ class Captioner(nn.Module):
 
     # ------------------------------------------------------------------ step API
     def encode(self, images: Tensor, src_lengths: Tensor | None = None, *,
-               location_mask: Tensor | None = None) -> CaptionState:
+               location_mask: Tensor | None = None,
+               features: Tensor | None = None) -> CaptionState:
         """Features, attention memory and ``h_0, c_0 = tanh(f_init(BN(pool_l a_l)))`` (or the
         learned constants ``tanh(h0), tanh(c0)`` for ``init_pool="none"`` and ``"glimpse"``;
         the latter also sets the first query from a preliminary glimpse).
 
         ``src_lengths`` is ignored: the translation decoders pass one length per image
-        (``H * W``) because their API has it.
+        (``H * W``) because their API has it. ``features [B, C, H, W]``: the encoder's output
+        to use instead of computing it from ``images`` (attributions take gradients with
+        respect to it).
         """
-        feats = self.encoder(images)  # [B, C, H, W]
+        feats = self.encoder(images) if features is None else features  # [B, C, H, W]
         batch, _, height, width = feats.shape
         if location_mask is not None and (location_mask.dtype != torch.bool or tuple(
                 location_mask.shape) != (batch, height, width)):

@@ -86,9 +86,13 @@ class RNNEncoder(nn.Module):
         h = h.view(self.layers, self.directions, batch, -1)
         return torch.cat([h[:, d] for d in range(self.directions)], dim=-1)
 
-    def forward(self, src: Tensor, src_lengths: Tensor) -> tuple[Tensor, RNNState]:
+    def forward(self, src: Tensor, src_lengths: Tensor,
+                embedded: Tensor | None = None) -> tuple[Tensor, RNNState]:
+        """``src [batch, S]`` -> (outputs ``[batch, S, out_dim]``, the decoder's initial state);
+        ``embedded [batch, S, emb_dim]``: the looked-up token vectors to use instead of
+        ``self.embedding(src)`` (attributions take gradients with respect to them)."""
         check_tokens(src, src_lengths)
-        emb = self.dropout(self.embedding(src))
+        emb = self.dropout(self.embedding(src) if embedded is None else embedded)
         packed = pack_padded_sequence(emb, src_lengths.cpu(), batch_first=True,
                                       enforce_sorted=False)
         out, final = self.rnn(packed)

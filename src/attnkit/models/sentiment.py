@@ -407,6 +407,43 @@ class SentimentClassifier(nn.Module):
             return parts[0]
         return torch.cat(parts)[torch.argsort(order)]  # back to the input order
 
+    def token_vectors(self, ids: Tensor, lengths: Tensor) -> Tensor:
+        """The looked-up vectors of the tokens (with their hashed bigrams), ``[batch, time,
+        dim]``: what gradient attributions explain the logit by."""
+        self._check_shapes(ids, lengths)
+        return self._lookup(ids, self._bigram_ids(ids, self.real_mask(lengths, ids.shape[1])))
+
+    def logits_from_vectors(self, vectors: Tensor, ids: Tensor, lengths: Tensor) -> Tensor:
+        """``forward`` with the token vectors given (`token_vectors`, or a baseline such as
+        zeros): ``[batch]`` logits, differentiable with respect to ``vectors``."""
+        x, mask, _ = self._encode(ids, lengths, tokens=vectors)
+        pooled, _ = self._pool(x, mask)
+        return self.classifier(self.dropout(pooled)).squeeze(-1)
+
+    @torch.no_grad()
+    def rollout(self, ids: Tensor, lengths: Tensor) -> Tensor:
+        """Attention rollout (`attnkit.attention.rollout`) of the stacked layers, read by the
+        pooling: ``[batch, time]`` shares over the real tokens (sum 1).
+
+        Each position's share of the decision (the pooling weight, or for max pooling the
+        part of ``sum_d |w_d max_t h[t, d]|`` its features won) is passed back to the input
+        tokens through every layer's attention averaged over heads, mixed half with the
+        identity in residual (transformer) blocks.
+        """
+        from attnkit.attention.rollout import attention_rollout
+
+        x, mask, attn = self._encode(ids, lengths, need_weights=True)
+        pooled, aux = self._pool(x, mask)
+        if self.pool_score is not None:
+            share = aux * mask
+        else:
+            term = (self.classifier.weight[0] * pooled).abs()              # [batch, width]
+            share = torch.zeros_like(mask, dtype=x.dtype).scatter_add_(1, aux, term) * mask
+        residual = 0.5 if self.config.block == "transformer" else 0.0
+        scores = torch.einsum("bq,bqt->bt", share, attention_rollout(attn, residual=residual))
+        scores = scores * mask
+        return scores / scores.sum(-1, keepdim=True).clamp_min(1e-12)
+
     @torch.no_grad()
     def logits_by_length(self, ids: Tensor, lengths: Tensor, *, batch_size: int = 256
                          ) -> Tensor:

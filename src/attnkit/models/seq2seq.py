@@ -57,9 +57,16 @@ class RNNSeq2Seq(nn.Module):
                                   c.layers, c.cell, c.style, c.attention, c.attention_units,
                                   c.window, c.dropout, c.pad_id, attention_module)
 
-    def encode(self, src: Tensor, src_lengths: Tensor, use_cache: bool = True) -> RNNDecoderState:
-        """Run the encoder and precompute the attention memory: the decoder's initial state."""
-        enc_out, enc_state = self.encoder(src, src_lengths)
+    @property
+    def source_embedding(self) -> nn.Embedding:
+        """The table the source tokens are looked up in."""
+        return self.encoder.embedding
+
+    def encode(self, src: Tensor, src_lengths: Tensor, use_cache: bool = True,
+               embedded: Tensor | None = None) -> RNNDecoderState:
+        """Run the encoder and precompute the attention memory: the decoder's initial state
+        (``embedded``: the source token vectors to use instead of looking them up)."""
+        enc_out, enc_state = self.encoder(src, src_lengths, embedded)
         return self.decoder.init_state(enc_out, src_lengths.to(enc_out.device), enc_state,
                                        use_cache=use_cache)
 

@@ -61,10 +61,14 @@ class EncoderLayer(nn.Module):
         self.ff = _feed_forward(d, ff, dropout)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, lengths: Tensor) -> Tensor:
+    def forward(self, x: Tensor, lengths: Tensor, need_weights: bool = False):
+        """``x [batch, S, d]`` -> the layer's output, and with ``need_weights`` also its
+        self-attention ``[batch, heads, S, S]``."""
         h = self.norm1(x)
-        x = x + self.drop(self.attn(h, h, key_lengths=lengths).context)
-        return x + self.drop(self.ff(self.norm2(x)))
+        out = self.attn(h, h, key_lengths=lengths, need_weights=need_weights)
+        x = x + self.drop(out.context)
+        x = x + self.drop(self.ff(self.norm2(x)))
+        return (x, out.weights) if need_weights else x
 
 
 class DecoderLayer(nn.Module):
@@ -129,6 +133,25 @@ class TransformerState:
                                 self.prefix.index_select(0, index), cache)
 
 
+@dataclass
+class TeacherForced:
+    """What `TransformerSeq2Seq.teacher_forced` returns.
+
+    Attributes:
+        logits: ``[batch, T, V]`` (None when not asked).
+        cross: per decoder layer, the cross-attention ``[batch, heads, T, S]``.
+        states: per decoder layer, its output ``[batch, T, d]`` (before the final norm).
+        memory: the encoder output ``[batch, S, d]``.
+        encoder: per encoder layer, its self-attention ``[batch, heads, S, S]``.
+    """
+
+    logits: Tensor | None
+    cross: list[Tensor]
+    states: list[Tensor]
+    memory: Tensor
+    encoder: list[Tensor]
+
+
 class TransformerSeq2Seq(nn.Module):
     """The Transformer translation model.
 
@@ -172,12 +195,23 @@ class TransformerSeq2Seq(nn.Module):
         x = emb(tokens) * math.sqrt(self.config.d_model)
         return self.drop(self.positions(x, offset))
 
-    def encode(self, src: Tensor, src_lengths: Tensor, use_cache: bool = True) -> TransformerState:
+    @property
+    def source_embedding(self) -> nn.Embedding:
+        """The table the source tokens are looked up in (the target's with shared embeddings)."""
+        return self.src_embedding
+
+    def encode(self, src: Tensor, src_lengths: Tensor, use_cache: bool = True,
+               embedded: Tensor | None = None) -> TransformerState:
         """Encode the source: ``src [batch, S]`` -> state with memory ``[batch, S, d]``; with
-        ``use_cache`` also every decoder layer's cross-attention keys/values (projected once)."""
+        ``use_cache`` also every decoder layer's cross-attention keys/values (projected once).
+        ``embedded [batch, S, d]``: the looked-up source vectors to use instead of
+        ``self.src_embedding(src)`` (attributions take gradients with respect to them)."""
         check_tokens(src, src_lengths)
         src_lengths = src_lengths.to(src.device)
-        x = self._embed(self.src_embedding, src)
+        if embedded is None:
+            x = self._embed(self.src_embedding, src)
+        else:
+            x = self.drop(self.positions(embedded * math.sqrt(self.config.d_model), 0))
         for layer in self.encoder_layers:
             x = layer(x, src_lengths)
         memory = self.encoder_norm(x)
@@ -202,6 +236,37 @@ class TransformerSeq2Seq(nn.Module):
             y, w = layer(y, state.memory, state.src_lengths, need_weights=need_weights)
             weights.append(w)
         return self.decoder_norm(y), weights
+
+    def teacher_forced(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, *,
+                       logits: bool = True) -> TeacherForced:
+        """The whole teacher-forced pass with what alignment needs: logits, every decoder
+        layer's cross-attention and output states, and the encoder memory.
+
+        Args:
+            src: ``[batch, S]`` source ids; src_lengths: ``[batch]``.
+            tgt_in: ``[batch, T]`` (``<bos>`` then the target).
+            logits: compute the output layer (False: ``logits`` is None; over a subword
+                vocabulary it costs as much as the rest of the pass).
+
+        Returns:
+            A `TeacherForced`.
+        """
+        check_tokens(src, src_lengths)
+        src_lengths = src_lengths.to(src.device)
+        x = self._embed(self.src_embedding, src)
+        encoder = []
+        for layer in self.encoder_layers:
+            x, w = layer(x, src_lengths, need_weights=True)
+            encoder.append(w)
+        memory = self.encoder_norm(x)
+        y = self._embed(self.tgt_embedding, tgt_in)
+        states, weights = [], []
+        for layer in self.decoder_layers:
+            y, w = layer(y, memory, src_lengths, need_weights=True)
+            states.append(y)
+            weights.append(w)
+        out = self.out(self.decoder_norm(y)) if logits else None
+        return TeacherForced(out, weights, states, memory, encoder)
 
     def decode(self, tgt_in: Tensor, state: TransformerState,
                need_weights: bool = True) -> tuple[Tensor, list[Tensor | None]]:

@@ -1,8 +1,10 @@
 """The caption explorer: for each generated word, where in the image the model looked.
 
-``caption_page(images, summary, path)`` writes one self-contained page: an image picker, the
-caption as word buttons plus a slider (both keyboard-operable), the image (a PNG data URI) with the
-selected word's attention map over it, and a colour bar. The map is upsampled bilinearly in the
+``caption_page(images, summary, path)`` writes one self-contained page: an image picker, a
+method picker (attention, or another explanation the examples carry, such as integrated
+gradients; hidden when there is only attention), the caption as word buttons plus a slider
+(both keyboard-operable), the image (a PNG data URI) with the selected word's map over it, and
+a colour bar. The map is upsampled bilinearly in the
 page (as :func:`attnkit.viz.overlay.upsample_map` does), scaled by the word's peak and drawn with
 the perceptually uniform :data:`attnkit.viz.palettes.WEIGHTS_ON_IMAGE` palette (dark = ignored,
 bright = the peak), at the same blend as :func:`attnkit.viz.overlay.overlay_image`.
@@ -18,7 +20,7 @@ import base64
 import io
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from PIL import Image
@@ -48,12 +50,14 @@ class CaptionExample:
         words: the ``n`` generated words.
         maps: ``[n, h, w]`` attention over the image grid, one map per word (weights >= 0).
         references: reference captions, shown under the caption.
+        methods: other explanations, by name, each ``[n, h, w]`` weights >= 0 like ``maps``.
     """
 
     image: object
     words: Sequence[str]
     maps: object
     references: Sequence[str] = ()
+    methods: Mapping[str, object] = field(default_factory=dict)
 
 
 def _png_uri(img: np.ndarray) -> str:
@@ -85,7 +89,14 @@ def _example_data(item, k: int) -> dict:
                          f"got {list(m.shape)}")
     if n == 0:
         raise ValueError(f"caption example {k}: the caption has no words")
-    return {"png": _png_uri(img), "aspect": img.shape[1] / img.shape[0],
+    methods = {}
+    for name, values in dict(item.methods).items():
+        mm = to_numpy(values, f"caption example {k}: method {name}")
+        if mm.shape != m.shape:
+            raise ValueError(f"caption example {k}: method {name!r} must be shaped like the "
+                             f"maps {list(m.shape)}, got {list(mm.shape)}")
+        methods[str(name)] = encode_weights(mm, f"caption example {k}: method {name}")
+    return {"methods": methods,"png": _png_uri(img), "aspect": img.shape[1] / img.shape[0],
             "words": [str(w) for w in item.words], "h": int(m.shape[1]), "w": int(m.shape[2]),
             "maps": encode_weights(m, f"caption example {k}: maps"),
             "refs": [str(r) for r in item.references]}
@@ -128,6 +139,7 @@ def caption_page(images: Sequence[CaptionExample | Mapping], summary: Mapping[st
 _BODY = """
 <div class="controls">
   <span id="image-box"><label for="image">Image</label> <select id="image"></select></span>
+  <span id="method-box"><label for="method">Method</label> <select id="method"></select></span>
   <span><label for="step">Word</label> <input type="range" id="step" min="0" max="0" value="0">
   </span>
   <span><input type="checkbox" id="show" checked> <label for="show">show attention</label></span>
@@ -157,13 +169,20 @@ _JS = r"""
 const LUT = DATA.palettes[DATA.seq];
 const imgSel = document.getElementById("image"), step = document.getElementById("step");
 const show = document.getElementById("show"), canvas = document.getElementById("heat");
+const methSel = document.getElementById("method");
 let ex = null, maps = null, buttons = [];
 
 function option(sel, value, text) { const o = el("option", null, text); o.value = value;
   sel.append(o); }
 function build() {
   ex = DATA.images[Number(imgSel.value)];
-  maps = decodeWeights(ex.maps);
+  const keep = methSel.value;
+  methSel.replaceChildren();
+  option(methSel, "attention", "attention");
+  for (const name of Object.keys(ex.methods)) option(methSel, name, name);
+  methSel.value = keep && ex.methods[keep] ? keep : "attention";
+  document.getElementById("method-box").hidden = Object.keys(ex.methods).length < 1;
+  pickMethod();
   document.getElementById("photo").src = ex.png;
   const side = 256;
   canvas.width = ex.aspect >= 1 ? side : Math.round(side * ex.aspect);
@@ -182,6 +201,9 @@ function build() {
   for (const r of ex.refs) refs.append(el("p", null, "Reference: " + r));
   step.max = ex.words.length - 1;
   select(0);
+}
+function pickMethod() {
+  maps = decodeWeights(methSel.value === "attention" ? ex.maps : ex.methods[methSel.value]);
 }
 function sample(m, y, x) {
   // Bilinear, pixel centres aligned (align_corners=False), edges clamped.
@@ -216,13 +238,14 @@ function select(i) {
   buttons.forEach((b, k) => b.setAttribute("aria-pressed", k === i ? "true" : "false"));
   const top = draw(i);
   document.getElementById("readout").textContent = "Word " + (i + 1) + " of " + ex.words.length
-    + ": \u201c" + ex.words[i] + "\u201d (peak weight " + fmt(top) + ")";
+    + ": \u201c" + ex.words[i] + "\u201d (" + methSel.value + ", peak " + fmt(top) + ")";
 }
 DATA.images.forEach((e, k) => option(imgSel, k, (k + 1) + ": " + e.words.join(" ").slice(0, 60)));
 document.getElementById("image-box").hidden = DATA.images.length < 2;
 imgSel.addEventListener("change", build);
 step.addEventListener("input", () => select(Number(step.value)));
 show.addEventListener("change", () => select(Number(step.value)));
+methSel.addEventListener("change", () => { pickMethod(); select(Number(step.value)); });
 build();
 """
 

@@ -1,10 +1,12 @@
 """The sentiment explorer: a review as written, each word shaded by how it moved the verdict.
 
 ``sentiment_page(reviews, summary, path)`` writes one self-contained page: a review picker, a
-"view" picker (each view is one per-token score: a signed contribution drawn with the diverging
-palette, red = towards negative, blue = towards positive; or a non-negative weight such as an
-attention head or a pooling share, drawn light -> dark), the probability with its label, and a
-colour bar saying which colour means what. The text keeps its original case and punctuation:
+method picker (attention, gradient x input, integrated gradients...: shown when the views come
+from more than one method), a "view" picker among that method's views (each view is one
+per-token score: a signed contribution drawn with the diverging palette, red = towards
+negative, blue = towards positive; or a non-negative weight such as an attention head or a
+pooling share, drawn light -> dark), the probability with its label, and a colour bar saying
+which colour means what. The text keeps its original case and punctuation:
 token positions come from the caller or from :func:`attnkit.viz.spans.token_spans`.
 
 Example:
@@ -40,11 +42,14 @@ class TokenView:
         values: ``[T]`` numbers, one per token.
         signed: True for contributions (negative = towards the negative class); False for
             weights >= 0 (attention, pooling shares).
+        method: the explanation method the view comes from (the method picker groups views
+            by it), e.g. ``"attention"`` or ``"integrated-gradients"``.
     """
 
     name: str
     values: object
     signed: bool = False
+    method: str = "attention"
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,7 @@ def _view_data(view: TokenView, n: int, where: str) -> dict:
     if not view.signed and v.size and v.min() < 0:
         raise ValueError(f"{where} {view.name!r}: weights must be >= 0; pass signed=True for "
                          "contributions")
-    return {"name": str(view.name), "signed": bool(view.signed),
+    return {"name": str(view.name), "signed": bool(view.signed), "method": str(view.method),
             "values": [float(f"{x:.5g}") for x in v]}
 
 
@@ -161,7 +166,8 @@ def sentiment_page(reviews: Sequence[Review | Mapping], summary: Mapping[str, ob
     legend = ("The review is shown as written; each word the model read is shaded: red pushed "
               "the verdict towards negative, blue towards positive (or, for a weight view, "
               "darker = more weight).",
-              "Pick a review and a view above; hover over or Tab to a word for its exact score.")
+              "Pick a review, a method and a view above; hover over or Tab to a word for its "
+              "exact score.")
     page = explorer_page(title, legend, summary, body=_BODY, data=data, script=_JS, css=_CSS)
     return finish_page(page, path)
 
@@ -169,6 +175,7 @@ def sentiment_page(reviews: Sequence[Review | Mapping], summary: Mapping[str, ob
 _BODY = """
 <div class="controls">
   <span id="review-box"><label for="review">Review</label> <select id="review"></select></span>
+  <span id="method-box"><label for="method">Method</label> <select id="method"></select></span>
   <span id="view-box"><label for="view">View</label> <select id="view"></select></span>
 </div>
 <p id="verdict" class="verdict"></p>
@@ -190,6 +197,7 @@ _CSS = """
 
 _JS = r"""
 const revSel = document.getElementById("review"), viewSel = document.getElementById("view");
+const methSel = document.getElementById("method");
 const readout = document.getElementById("readout");
 let rev = null, chips = [];
 
@@ -201,11 +209,13 @@ function preview(r) {
 }
 function build() {
   rev = DATA.reviews[Number(revSel.value)];
-  const keep = viewSel.value;
-  viewSel.replaceChildren();
-  rev.views.forEach((v, k) => option(viewSel, k, v.name + (v.signed ? " (signed)" : " (weight)")));
-  if (keep && Number(keep) < rev.views.length) viewSel.value = keep;
-  document.getElementById("view-box").hidden = rev.views.length < 2;
+  const keepMethod = methSel.value;
+  methSel.replaceChildren();
+  const methods = [...new Set(rev.views.map((v) => v.method))];
+  methods.forEach((m) => option(methSel, m, m));
+  if (methods.includes(keepMethod)) methSel.value = keepMethod;
+  document.getElementById("method-box").hidden = methods.length < 2;
+  fillViews();
   const pos = rev.prob >= 0.5, verdict = document.getElementById("verdict");
   const meter = el("span", "meter"), fill = el("span", "fill");
   fill.style.width = (100 * rev.prob).toFixed(1) + "%";
@@ -224,6 +234,14 @@ function build() {
   document.getElementById("missing").textContent = miss.length
     ? "Tokens not found in the text (not shaded above): " + miss.join(", ") : "";
   recolor();
+}
+function fillViews() {
+  const keep = viewSel.value, was = keep ? rev.views[Number(keep)] : null;
+  viewSel.replaceChildren();
+  const shown = rev.views.map((v, k) => [v, k]).filter(([v]) => v.method === methSel.value);
+  shown.forEach(([v, k]) => option(viewSel, k, v.name + (v.signed ? " (signed)" : " (weight)")));
+  if (was && shown.some(([, k]) => String(k) === keep)) viewSel.value = keep;
+  document.getElementById("view-box").hidden = shown.length < 2;
 }
 function recolor() {
   const v = rev.views[Number(viewSel.value)];
@@ -253,6 +271,7 @@ DATA.reviews.forEach((r, k) => option(revSel, k, (k + 1) + ": " + preview(r)));
 document.getElementById("review-box").hidden = DATA.reviews.length < 2;
 revSel.addEventListener("change", build);
 viewSel.addEventListener("change", recolor);
+methSel.addEventListener("change", () => { fillViews(); recolor(); });
 build();
 """
 

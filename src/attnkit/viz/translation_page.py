@@ -1,10 +1,13 @@
 """The translation attention explorer: which source words each output word looked at.
 
 ``translation_page(examples, summary, path)`` writes one self-contained HTML page: an example
-picker, a layer and head selector ("average of heads" by default; hidden for a one-head RNN),
+picker, a method selector (attention, or another explanation the examples carry: attention
+rollout, gradient x input, integrated gradients; hidden when there is only attention), a layer
+and head selector for attention ("average of heads" by default; hidden for a one-head RNN),
 the source and output sentences as words to hover or Tab to (the partner words are shaded by
-weight, both ways), and the alignment matrix in a scrolling box with sticky word labels, so a
-200-word sentence stays a readable page rather than a 6000-pixel picture.
+weight, both ways, and words linked by the example's word alignment are outlined), and the
+matrix in a scrolling box with sticky word labels, so a 200-word sentence stays a readable page
+rather than a 6000-pixel picture.
 
 Example:
     >>> ex = TranslationExample(["le", "chat"], ["the", "cat"], np.eye(2))
@@ -39,6 +42,10 @@ class TranslationExample:
             ``[heads, T_tgt, T_src]`` or ``[T_tgt, T_src]`` (an RNN: no selector shown).
         references: reference translations, shown under the output.
         scores: per-sentence figures (e.g. ``{"chrF": 61.2}``), shown as a small table.
+        methods: other explanations, by name (``"integrated-gradients"``), each
+            ``[T_tgt, T_src]`` weights >= 0: the method selector offers them beside attention.
+        links: word alignment links ``(source index, target index)``: hovering a word outlines
+            the words it is linked to.
     """
 
     source_tokens: Sequence[str]
@@ -46,6 +53,8 @@ class TranslationExample:
     attention: object
     references: Sequence[str] = ()
     scores: Mapping[str, object] = field(default_factory=dict)
+    methods: Mapping[str, object] = field(default_factory=dict)
+    links: Sequence[tuple[int, int]] = ()
 
 
 def _as_example(item) -> TranslationExample:
@@ -72,7 +81,21 @@ def _example_data(ex: TranslationExample, k: int) -> dict:
     if t == 0 or s == 0:
         raise ValueError(f"example {k}: needs at least one source and one target token")
     w4 = w.reshape((1,) * (4 - w.ndim) + w.shape)
-    return {"src": [str(x) for x in ex.source_tokens], "tgt": [str(x) for x in ex.target_tokens],
+    methods = {}
+    for name, values in dict(ex.methods).items():
+        m = to_numpy(values, f"example {k}: method {name}")
+        if m.shape != (t, s):
+            raise ValueError(f"example {k}: method {name!r} must be [T_tgt, T_src] = "
+                             f"[{t}, {s}], got {list(m.shape)}")
+        methods[str(name)] = encode_weights(m, f"example {k}: method {name}")
+    links = []
+    for i, j in ex.links:
+        if not (0 <= int(i) < s and 0 <= int(j) < t):
+            raise ValueError(f"example {k}: link {i}-{j} names a token beyond the sentence "
+                             f"({s} source, {t} target tokens)")
+        links.append([int(i), int(j)])
+    return {"methods": methods, "links": links,
+            "src": [str(x) for x in ex.source_tokens], "tgt": [str(x) for x in ex.target_tokens],
             "L": int(w4.shape[0]), "H": int(w4.shape[1]), "T": t, "S": s,
             "w": encode_weights(w4, f"example {k}: attention"),
             "refs": [str(r) for r in ex.references],
@@ -108,12 +131,16 @@ def translation_page(
             "metrics": [[str(a), str(b)] for a, b in dict(metrics or {}).items()],
             "palettes": palette_data(WEIGHTS), "seq": WEIGHTS}
     heads = any(e["L"] * e["H"] > 1 for e in data["examples"])
+    methods = any(e["methods"] for e in data["examples"])
     legend = ("Each row of the grid is an output word and each column a source word: the darker "
               "the cell, the more the model looked at that source word while writing that "
               "output word.",
               "Hover over or Tab to a word (in the sentences or on the grid edges) to shade its "
-              "partners" + ("; pick a layer and a head above (the default blends all heads)."
-                            if heads else "."))
+              "partners" + ("; pick a layer and a head above (the default blends all heads)"
+                            if heads else "")
+              + ("; the method picker shows other explanations of the same words (gradient "
+                 "attributions: how much each source word's vector changed the output word)."
+                 if methods else "."))
     page = explorer_page(title, legend, summary, body=_BODY, data=data, script=_JS, css=_CSS)
     return finish_page(page, path)
 
@@ -122,6 +149,7 @@ _BODY = """
 <div id="run-metrics"></div>
 <div class="controls">
   <span id="example-box"><label for="example">Sentence</label> <select id="example"></select></span>
+  <span id="method-box"><label for="method">Method</label> <select id="method"></select></span>
   <span id="layer-box"><label for="layer">Layer</label> <select id="layer"></select></span>
   <span id="head-box"><label for="head">Head</label> <select id="head"></select></span>
 </div>
@@ -142,7 +170,9 @@ _CSS = """
 .role { display: inline-block; width: 6.5em; font-weight: 600; color: var(--muted); }
 .line .tok { margin-right: .25em; line-height: 1.9; }
 .tok.active { outline: 2px solid var(--accent); }
+.tok.linked { outline: 2px dashed #c2410c; outline-offset: 1px; }
 #matrix th.active { box-shadow: inset 0 0 0 2px var(--accent); }
+#matrix td.link { box-shadow: inset 0 0 0 2px #c2410c; }
 .matrix-wrap { max-height: 70vh; width: fit-content; max-width: 100%; overflow: auto;
                border: 1px solid var(--line); margin-top: .4em; }
 #matrix { border-collapse: separate; border-spacing: 0; font-size: 12px; }
@@ -162,6 +192,7 @@ _JS = r"""
 const LUT = DATA.palettes[DATA.seq];
 const exSel = document.getElementById("example");
 const laySel = document.getElementById("layer"), headSel = document.getElementById("head");
+const methSel = document.getElementById("method");
 const readout = document.getElementById("readout");
 let ex = null, w = null, m = null, ui = null;
 
@@ -180,6 +211,7 @@ function table(rows, id, caption) {
   box.append(t);
 }
 function current() {
+  if (methSel.value !== "attention") return decodeWeights(ex.methods[methSel.value]);
   const T = ex.T, S = ex.S, H = ex.H, off = Number(laySel.value) * H * T * S;
   const out = new Float32Array(T * S);
   if (headSel.value === "avg") {
@@ -219,8 +251,13 @@ function build() {
   laySel.value = ex.L - 1;
   option(headSel, "avg", "average of " + ex.H + " heads");
   for (let h = 0; h < ex.H; h++) option(headSel, h, "head " + (h + 1));
-  document.getElementById("layer-box").hidden = ex.L < 2;
-  document.getElementById("head-box").hidden = ex.H < 2;
+  const keep = methSel.value;
+  methSel.replaceChildren();
+  option(methSel, "attention", "attention");
+  for (const name of Object.keys(ex.methods)) option(methSel, name, name);
+  methSel.value = keep && (keep === "attention" || ex.methods[keep]) ? keep : "attention";
+  document.getElementById("method-box").hidden = Object.keys(ex.methods).length < 1;
+  showSelectors();
   ui = {src: [], tgt: [], rows: [], cols: [], cells: []};
   const sl = document.getElementById("src-line"), tl = document.getElementById("tgt-line");
   sl.replaceChildren(); tl.replaceChildren();
@@ -255,8 +292,15 @@ function buildMatrix() {
     body.append(tr);
   });
   t.append(body);
+  for (const [j, i] of ex.links) ui.cells[i * ex.S + j].classList.add("link");
+}
+function showSelectors() {
+  const att = methSel.value === "attention";
+  document.getElementById("layer-box").hidden = !att || ex.L < 2;
+  document.getElementById("head-box").hidden = !att || ex.H < 2;
 }
 function recolor() {
+  showSelectors();
   m = current();
   let top = 0; for (const v of m) top = Math.max(top, v);
   const scale = top > 0 ? top : 1;
@@ -270,7 +314,7 @@ function recolor() {
 function clear() {
   for (const n of [...ui.src, ...ui.tgt, ...ui.rows, ...ui.cols]) {
     unpaint(n);
-    n.classList.remove("active");
+    n.classList.remove("active", "linked");
   }
   readout.textContent = "Hover over or Tab to a word.";
 }
@@ -288,9 +332,14 @@ function highlight(role, idx) {
     .forEach((n) => n.classList.add("active"));
   const best = vals.map((v, k) => [v, k]).sort((a, b) => b[0] - a[0]).slice(0, 3);
   const word = role === "tgt" ? ex.tgt[idx] : ex.src[idx];
+  const linked = ex.links.filter((l) => (role === "tgt" ? l[1] : l[0]) === idx)
+    .map((l) => (role === "tgt" ? l[0] : l[1]));
+  linked.forEach((k) => { partners[k].classList.add("linked"); edge[k].classList.add("linked"); });
   readout.textContent = (role === "tgt" ? "\u201c" + word + "\u201d looked most at: "
     : "\u201c" + word + "\u201d was looked at most by: ")
-    + best.map(([v, k]) => names[k] + " (" + fmt(v) + ")").join(", ");
+    + best.map(([v, k]) => names[k] + " (" + fmt(v) + ")").join(", ")
+    + (ex.links.length ? "; aligned with: " + (linked.length
+      ? linked.map((k) => names[k]).join(", ") : "nothing") : "");
 }
 DATA.examples.forEach((e, k) => option(exSel, k, (k + 1) + ": " + e.src.slice(0, 8).join(" ")
   + (e.src.length > 8 ? " \u2026" : "")));
@@ -298,6 +347,7 @@ document.getElementById("example-box").hidden = DATA.examples.length < 2;
 table(DATA.metrics, "run-metrics", "whole test set");
 exSel.addEventListener("change", build);
 laySel.addEventListener("change", recolor);
+methSel.addEventListener("change", recolor);
 headSel.addEventListener("change", recolor);
 build();
 """

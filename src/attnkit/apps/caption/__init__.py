@@ -29,6 +29,7 @@ from attnkit.apps.base import App, Loaded, Log, Run, TinyRun, stderr_log
 from attnkit.apps.caption import evaluation, prediction, training
 from attnkit.apps.caption import prepare as preparation
 from attnkit.apps.caption.grounding import grounding_table
+from attnkit.apps.caption.pointing import pointing_table
 from attnkit.apps.caption.prediction import CaptionPrediction
 from attnkit.apps.caption.scenes import SCENE_COMMAND, write_scenes
 from attnkit.apps.caption.settings import CaptionSettings
@@ -58,6 +59,11 @@ OPTIONS = (
            metavar="N"),
     Option("--max-pixels", int, "refuse image files larger than N pixels, before decoding "
            "them (default 40,000,000)", ("predict",), metavar="N"),
+    Option("--explain", str, "maps beside attention: grad-input, integrated-gradients "
+           "(comma-separated, or all; the first is what --plot draws; the page offers them "
+           "all; pip install 'attnkit[explain]')", ("predict",), metavar="METHOD"),
+    Option("--pointing", None, "also score each explanation method in the pointing game "
+           "(synthetic scenes; gradients need pip install 'attnkit[explain]')", ("eval",)),
 )
 
 
@@ -111,6 +117,8 @@ class CaptionApp(App, steps=(preparation, training, evaluation, prediction)):
                  f"{metrics['beam_size']})"]
         if "grounding_mass" in metrics:
             lines.append(grounding_table(metrics))
+        if metrics.get("pointing"):
+            lines.append(pointing_table(metrics["pointing"]))
             if metrics.get("attention_supervision", 0) > 0:
                 lines.append(f"note: trained with supervised attention on these boxes (weight "
                              f"{metrics['attention_supervision']:g}): the figures measure fit, "

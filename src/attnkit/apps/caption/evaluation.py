@@ -39,7 +39,7 @@ def test_split(settings: CaptionSettings, seed: int, data: str | None) -> Captio
 
 
 def evaluation(loaded: Loaded, data: str | None, *, report: int = 0, beam_size: int = 1,
-               num_test: int | None = None) -> Evaluation:
+               num_test: int | None = None, pointing: bool = False) -> Evaluation:
     """Metrics of a run's model on its held-out test set (or on ``data``).
 
     Args:
@@ -49,6 +49,9 @@ def evaluation(loaded: Loaded, data: str | None, *, report: int = 0, beam_size: 
         report: test images shown on the report page (0: no page; -1: the default, 8).
         beam_size: 1 = greedy.
         num_test: synthetic test scenes (default: the run's).
+        pointing: also score attention, gradient x input and integrated gradients in the
+            pointing game (`attnkit.apps.caption.pointing`; synthetic scenes only), as
+            ``metrics["pointing"]``.
 
     Returns:
         `Evaluation` with ``{"accuracy", "bleu4", "examples", "beam_size",
@@ -67,6 +70,13 @@ def evaluation(loaded: Loaded, data: str | None, *, report: int = 0, beam_size: 
     metrics = {**caption_metrics(model, test, vocab, beam_size=beam_size),
                **grounding(model, test, vocab), "beam_size": beam_size,
                "attention_supervision": settings.attention_supervision}
+    if pointing:
+        from attnkit.apps.caption.pointing import pointing_game
+        from attnkit.models.attribution import have_captum
+
+        methods = ("attention", "grad-input", "integrated-gradients") if have_captum() \
+            else ("attention",)
+        metrics["pointing"] = pointing_game(model, test, vocab, methods=methods)
     page = _report(loaded, test, metrics, DEFAULT_EXAMPLES if report < 0 else report) \
         if report else None
     return Evaluation(metrics, page)

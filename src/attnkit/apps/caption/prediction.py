@@ -21,7 +21,7 @@ from torch import Tensor
 
 from attnkit.apps.base import Loaded
 from attnkit.apps.caption.metrics import decode_captions
-from attnkit.apps.prediction import Prediction
+from attnkit.apps.prediction import Prediction, rounded
 from attnkit.data.caption_data import to_chw
 from attnkit.data.captions import MAX_PIXELS, load_image
 from attnkit.errors import UsageError
@@ -42,6 +42,10 @@ class CaptionPrediction(Prediction):
             ``1 / image_size`` of its side are lost), else 0.
         original_size: ``(width, height)`` of the input.
         input_size: the side the model saw it at (its ``image_size``).
+        explanations: other maps of each word by method (``"grad-input"``,
+            ``"integrated-gradients"``; `attnkit.apps.caption.attribution`), each shaped like
+            ``weights``, when asked (``explain``).
+        shown: the method a figure draws.
     """
 
     source: str
@@ -52,16 +56,20 @@ class CaptionPrediction(Prediction):
     truncated: int = 0
     original_size: tuple[int, int] = (0, 0)
     input_size: int = 0
+    explanations: dict[str, np.ndarray] | None = None
+    shown: str = "attention"
 
     @property
     def caption(self) -> str:
         return " ".join(self.words)
 
     def to_dict(self) -> dict[str, Any]:
-        weights = np.round(np.asarray(self.weights, np.float64), 5).tolist()  # no float32 noise
-        return {"image": self.source, "caption": self.caption, "words": self.words,
-                "weights": weights, "unknown": self.unknown,
-                "truncated": self.truncated, "original_size": list(self.original_size)}
+        row = {"image": self.source, "caption": self.caption, "words": self.words,
+               "weights": rounded(self.weights, 5), "unknown": self.unknown,
+               "truncated": self.truncated, "original_size": list(self.original_size)}
+        if self.explanations:
+            row["explanations"] = {k: rounded(v, 5) for k, v in self.explanations.items()}
+        return row
 
     def text_line(self, **show: Any) -> str:
         return self.caption
@@ -80,20 +88,25 @@ class CaptionPrediction(Prediction):
         """The overlay grid: the image, then one panel per word with its map."""
         from attnkit.viz import attention_grid
 
-        return attention_grid(self.image, self.weights, self.words)
+        maps = self.weights
+        if self.shown != "attention" and self.explanations:
+            maps = self.explanations[self.shown]
+        return attention_grid(self.image, maps, self.words)
 
     @classmethod
     def page(cls, predictions: Sequence[CaptionPrediction], summary: dict[str, Any]) -> str:
         """The caption explorer: each image with the selected word's attention over it."""
         from attnkit.viz import CaptionExample, caption_page
 
-        return caption_page([CaptionExample(p.image, p.words, p.weights) for p in predictions],
-                            summary)
+        return caption_page([CaptionExample(p.image, p.words, p.weights,
+                                            methods=dict(p.explanations or {}))
+                             for p in predictions], summary)
 
 
 def predictions(loaded: Loaded, images, *, beam_size: int = 1, display_size: int = 256,
                 max_pixels: int | None = MAX_PIXELS,
-                attention: bool | str | None = None) -> list[CaptionPrediction]:
+                attention: bool | str | None = None,
+                explain: str | Sequence[str] | None = None) -> list[CaptionPrediction]:
     """Caption images and keep where each word looked.
 
     Args:
@@ -105,6 +118,8 @@ def predictions(loaded: Loaded, images, *, beam_size: int = 1, display_size: int
         display_size: side of the image under the overlays.
         max_pixels: the most pixels an image file may have (checked before decoding).
         attention: accepted for the app contract; the maps come with every caption.
+        explain: other maps to add (``"grad-input"``, ``"integrated-gradients"``,
+            comma-separated or ``"all"``); the first is what a figure draws.
 
     Raises:
         DataError: a file is missing or not a readable image (names the file).
@@ -113,6 +128,7 @@ def predictions(loaded: Loaded, images, *, beam_size: int = 1, display_size: int
     if beam_size < 1 or display_size < 1:
         raise UsageError(f"beam_size and display_size must be >= 1, got {beam_size}, "
                          f"{display_size}")
+    methods = explain_methods(explain)
     items = [images] if isinstance(images, (str, os.PathLike, np.ndarray)) else list(images)
     if not items:
         raise UsageError("no image given: nothing to predict")
@@ -123,7 +139,45 @@ def predictions(loaded: Loaded, images, *, beam_size: int = 1, display_size: int
     for pred, (_, _, source, original) in zip(preds, read, strict=True):
         pred.source, pred.original_size, pred.input_size = source, original, size
         pred.truncated = int(original != (size, size))
+    if methods:
+        _explain(loaded, preds, to_chw([r[0] for r in read]), methods)
     return preds
+
+
+def explain_methods(value) -> list[str]:
+    """``--explain`` as a list (comma-separated, or ``"all"``).
+
+    Raises:
+        UsageError: an unknown method, or Captum missing for a gradient one.
+    """
+    from attnkit.apps.caption.attribution import METHODS
+    from attnkit.models.attribution import check_method
+
+    if value is None:
+        return []
+    names = value.split(",") if isinstance(value, str) else list(value)
+    names = list(METHODS) if names == ["all"] else [n.strip() for n in names if n.strip()]
+    return [check_method(n) for n in names]
+
+
+def _explain(loaded: Loaded, preds: list[CaptionPrediction], images: Tensor,
+             methods: Sequence[str]) -> None:
+    """Each caption's words explained by ``methods`` (teacher forcing of the caption)."""
+    import torch
+
+    from attnkit.apps.caption.attribution import word_maps
+
+    vocab, device = loaded.pipeline, loaded.device
+    for k, pred in enumerate(preds):
+        pred.shown = methods[0]
+        if not pred.words:
+            continue
+        ids = vocab.encode(pred.words)
+        tgt_in = torch.tensor([[vocab.bos_id, *ids[:-1]]], device=device)
+        tgt_out = torch.tensor([ids], device=device)
+        image = images[k:k + 1].to(device)
+        pred.explanations = {m: word_maps(loaded.model, image, tgt_in, tgt_out, m)[0]
+                             .cpu().numpy() for m in methods if m != "attention"}
 
 
 def _predictions(run: Loaded, images: Tensor, shown: list[np.ndarray], *,

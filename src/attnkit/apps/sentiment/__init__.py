@@ -30,6 +30,7 @@ from attnkit.apps.base import App, Loaded, Log, Run, TinyRun, stderr_log
 from attnkit.apps.options import Option
 from attnkit.apps.sentiment import evaluation, prediction, settings, training
 from attnkit.apps.sentiment import prepare as preparation
+from attnkit.apps.sentiment.explain_command import EXPLAIN_COMMAND
 from attnkit.apps.sentiment.prediction import SentimentPrediction
 from attnkit.apps.sentiment.settings import PRESETS, Settings
 
@@ -60,6 +61,10 @@ OPTIONS = (
            metavar="N"),
     Option("--color", str, "shade the words in the terminal (default: when stdout is one)",
            ("predict",), choices=("auto", "always", "never"), default="auto", stage="show"),
+    Option("--explain", str, "explanations beside attention: rollout, grad-input, "
+           "integrated-gradients (comma-separated, or all; the first shades the terminal; the "
+           "page offers them all; gradients need pip install 'attnkit[explain]')",
+           ("predict",), metavar="METHOD"),
 )
 
 
@@ -71,6 +76,7 @@ class SentimentApp(App, steps=(settings, preparation, training, evaluation, pred
     description = "Train, evaluate and explain self-attention sentiment classifiers."
     inputs = "review"
     options = OPTIONS
+    commands = (EXPLAIN_COMMAND,)
     headline = ("accuracy",)
     examples = (
         "attnkit sentiment train --preset keras2018 --data ../shared/data/imdb --out "

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
 from attnkit.apps.base import Loaded
 from attnkit.apps.prediction import Prediction
@@ -48,6 +47,11 @@ class SentimentPrediction(Prediction):
             tokenizer's pieces cannot be found in the text.
         unknown: share of ``tokens`` unknown to the vocabulary (0..1).
         truncated: tokens cut off by maxlen (0 if none).
+        explanations: other per-token explanations by method (``"rollout"``: shares;
+            ``"grad-input"``, ``"integrated-gradients"``: signed, > 0 towards positive), each
+            ``[len(tokens)]``, when asked (``explain``;
+            `attnkit.apps.sentiment.attribution`).
+        shown: the method the terminal shading and a figure use.
     """
 
     text: str
@@ -59,6 +63,8 @@ class SentimentPrediction(Prediction):
     spans: list[tuple[int, int]] | None
     unknown: float
     truncated: int
+    explanations: dict[str, np.ndarray] | None = None
+    shown: str = "attention"
 
     @property
     def empty(self) -> bool:
@@ -71,7 +77,9 @@ class SentimentPrediction(Prediction):
                 "label": self.label, "tokens": self.tokens, "weights": floats(self.weights),
                 "contributions": floats(self.contributions),
                 "spans": None if self.spans is None else [list(s) for s in self.spans],
-                "unknown": round(self.unknown, 4), "truncated": self.truncated}
+                "unknown": round(self.unknown, 4), "truncated": self.truncated,
+                **({"explanations": {k: floats(v) for k, v in self.explanations.items()}}
+                   if self.explanations else {})}
 
     def text_line(self, color: str = "never", **show: Any) -> str:
         """``P(positive) = ...`` and the review's words shaded by which way each pushed the
@@ -85,11 +93,15 @@ class SentimentPrediction(Prediction):
         if self.empty:
             return "(no word the model reads: nothing predicted)"
         head = f"P(positive) = {self.prob:.4f}  ({self.label})"
-        if self.contributions is None:
+        values, signed = self.contributions, True
+        if self.shown != "attention" and self.explanations:
+            values = self.explanations[self.shown]
+            signed = self.shown in ("grad-input", "integrated-gradients")
+            head += f"  [{self.shown}]"
+        if values is None:
             return head
         shaded = color == "always" or (color == "auto" and sys.stdout.isatty())
-        return head + "\n" + shade_text_ansi(self.tokens, self.contributions, color=shaded,
-                                             signed=True)
+        return head + "\n" + shade_text_ansi(self.tokens, values, color=shaded, signed=signed)
 
     def note(self) -> str | None:
         if self.empty:
@@ -127,9 +139,40 @@ class SentimentPrediction(Prediction):
             raise UsageError("nothing to show on the page: no review with words the model reads")
         reviews = [Review(p.text, p.tokens, p.prob, spans=p.spans, views=[
             TokenView("push towards positive / negative", p.contributions, signed=True),
-            TokenView("share of the decision (pooling weight)", p.weights)])
+            TokenView("share of the decision (pooling weight)", p.weights),
+            *(TokenView(_VIEW_NAMES.get(m, m), v, signed=m in _SIGNED, method=m)
+              for m, v in (p.explanations or {}).items())])
             for p in shown]
         return sentiment_page(reviews, summary)
+
+
+_SIGNED = ("grad-input", "integrated-gradients")
+_VIEW_NAMES = {"rollout": "share of the decision, rolled out through every layer",
+               "grad-input": "gradient x input of the logit (push towards positive / negative)",
+               "integrated-gradients": "integrated gradients of the logit (push towards "
+                                       "positive / negative)"}
+
+
+def explain_methods(value) -> list[str]:
+    """``--explain`` as a list (comma-separated, or ``"all"``).
+
+    Raises:
+        UsageError: an unknown method, or Captum missing for a gradient one.
+    """
+    from attnkit.apps.sentiment.attribution import METHODS
+    from attnkit.models.attribution import check_method
+
+    if value is None:
+        return []
+    names = value.split(",") if isinstance(value, str) else list(value)
+    names = list(METHODS) if names == ["all"] else [n.strip() for n in names if n.strip()]
+    for name in names:
+        if name not in METHODS:
+            raise UsageError(f"--explain must be among {', '.join(METHODS)} (or all), got "
+                             f"{name!r}")
+        if name != "rollout":
+            check_method(name)
+    return names
 
 
 def read_texts(pipeline: TextPipeline, texts: Sequence[str]) -> list[ReadReview | None]:
@@ -146,14 +189,22 @@ def read_texts(pipeline: TextPipeline, texts: Sequence[str]) -> list[ReadReview 
 
 
 def predictions(loaded: Loaded, texts: Sequence[str], *, batch_size: int = 64,
-                attention: bool | str | None = None) -> list[SentimentPrediction]:
+                attention: bool | str | None = None,
+                explain: str | Sequence[str] | None = None) -> list[SentimentPrediction]:
     """P(positive) of each review, with per-token weights unless ``attention`` is False.
 
+    Args:
+        explain: explanations to add (``"rollout"``, ``"grad-input"``,
+            ``"integrated-gradients"``; comma-separated or ``"all"``); the first is what the
+            terminal shading shows.
+
     Raises:
-        UsageError: no review, a review that is not text, a batch size below 1.
+        UsageError: no review, a review that is not text, a batch size below 1, an unknown
+            explanation method.
     """
     if batch_size < 1:
         raise UsageError(f"batch size must be at least 1, got {batch_size}")
+    methods = explain_methods(explain)
     reads = read_texts(loaded.pipeline, texts)
     if not reads:
         raise UsageError("no review given: nothing to predict")
@@ -163,7 +214,8 @@ def predictions(loaded: Loaded, texts: Sequence[str], *, batch_size: int = 64,
     for start in range(0, len(real), batch_size):
         rows = real[start:start + batch_size]
         for i, pred in zip(rows, _batch(loaded, [texts[i] for i in rows],
-                                        [reads[i] for i in rows], attention is not False),
+                                        [reads[i] for i in rows],
+                                        attention is not False or bool(methods), methods),
                            strict=True):
             out[i] = pred
     for i, text in enumerate(texts):
@@ -172,9 +224,8 @@ def predictions(loaded: Loaded, texts: Sequence[str], *, batch_size: int = 64,
     return out  # type: ignore[return-value]
 
 
-@torch.no_grad()
 def _batch(loaded: Loaded, texts: Sequence[str], reads: Sequence[ReadReview],
-           weights: bool) -> list[SentimentPrediction]:
+           weights: bool, methods: Sequence[str] = ()) -> list[SentimentPrediction]:
     """Predictions for reviews of similar length (each with at least one token), run on
     columns cut to the longest of them."""
     pipeline, model = loaded.pipeline, loaded.model
@@ -188,6 +239,12 @@ def _batch(loaded: Loaded, texts: Sequence[str], reads: Sequence[ReadReview],
         probs, scores, signed = model.attribute(ids, lengths)
     else:
         probs, scores, signed = model.predict_proba(ids, lengths), None, None
+    extra = {}
+    if methods:
+        from attnkit.apps.sentiment.attribution import token_scores
+
+        extra = {m: token_scores(model, ids, lengths, m).float().cpu() for m in methods
+                 if m != "attention"}
     out = []
     for b, (text, seen) in enumerate(zip(texts, reads, strict=True)):
         n = len(seen.tokens)
@@ -197,7 +254,9 @@ def _batch(loaded: Loaded, texts: Sequence[str], reads: Sequence[ReadReview],
             text, prob, "positive" if prob >= 0.5 else "negative", seen.tokens,
             None if scores is None else scores[b, real].float().cpu().numpy(),
             None if signed is None else signed[b, real].float().cpu().numpy(),
-            _spans(pipeline, text, seen), seen.unknown_share, seen.dropped))
+            _spans(pipeline, text, seen), seen.unknown_share, seen.dropped,
+            {m: v[b, real].numpy() for m, v in extra.items()} or None,
+            methods[0] if methods else "attention"))
     return out
 
 

@@ -41,6 +41,7 @@ from attnkit.apps.base import App, Evaluation, Loaded, Log, Run, TinyRun, stderr
 from attnkit.apps.translate import ct2, evaluation, loading, streaming, training
 from attnkit.apps.translate import prepare as preparation
 from attnkit.apps.translate.cli_options import COMMANDS, EXAMPLES, OPTIONS
+from attnkit.apps.translate.explain import add_alignments, add_explanations, explain_methods
 from attnkit.apps.translate.metrics import format_table
 from attnkit.apps.translate.pipeline import (
     RNN_MAX_SOURCE,
@@ -84,7 +85,9 @@ class TranslateApp(App, steps=(preparation, training, loading)):
     def predictions(self, loaded: Loaded, inputs: Sequence[str], *, beam: int = 1,
                     alpha: float = 0.6, unk_replace: bool = True,
                     batch_size: int | None = None, attention: bool | str | None = None,
-                    need_weights: bool | str | None = None) -> list[TranslationPrediction]:
+                    need_weights: bool | str | None = None,
+                    explain: str | Sequence[str] | None = None,
+                    alignments: bool = False) -> list[TranslationPrediction]:
         """Translate ``inputs``.
 
         Args:
@@ -97,6 +100,10 @@ class TranslateApp(App, steps=(preparation, training, loading)):
                 ``"all"`` also a Transformer's ``layer_weights`` (the explorer page); False is
                 faster. CTranslate2 has none and refuses True and ``"all"``.
             need_weights: the older name of ``attention``.
+            explain: explanations to add beside attention (``"rollout"``, ``"grad-input"``,
+                ``"integrated-gradients"``, a comma-separated list or ``"all"``); the first one
+                is what a figure draws (`attnkit.apps.translate.explain`).
+            alignments: add word links between each input and its translation.
         """
         if attention is None:
             attention = need_weights
@@ -110,8 +117,19 @@ class TranslateApp(App, steps=(preparation, training, loading)):
         if attention and not engine.has_attention:
             raise UsageError(engine.no_attention)
         _unk_note(engine, unk_replace)
-        return engine.translate(inputs, beam=beam, alpha=alpha, unk_replace=unk_replace,
-                                batch_size=batch_size, attention=attention)
+        methods = explain_methods(explain)
+        if (methods or alignments) and not engine.has_attention:
+            raise UsageError(engine.no_attention)
+        preds = engine.translate(inputs, beam=beam, alpha=alpha, unk_replace=unk_replace,
+                                 batch_size=batch_size,
+                                 attention=attention or bool(methods) or alignments)
+        if methods:
+            add_explanations(loaded, preds, methods)
+            for p in preds:
+                p.shown = methods[0]
+        if alignments:
+            add_alignments(loaded, preds)
+        return preds
 
     def stream(self, loaded: Loaded, inputs: Sequence[str], *, attention: bool | str = True,
                unk_replace: bool = True) -> Iterator[StreamStep]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from attnkit.apps.options import Command, Option
+from attnkit.apps.translate.alignment.command import ALIGN_COMMANDS
 
 EXAMPLES = (
     "attnkit translate train --data synthetic --out runs/demo        # ~3 min on 2 CPU cores",
@@ -82,6 +83,12 @@ _DECODING = (
            "counted)", ("train", "eval")),
     Option("--examples", int, "translations shown on the --report page (default 10)",
            ("eval",), metavar="N"),
+    Option("--explain", str, "explanations beside attention: rollout, grad-input, "
+           "integrated-gradients (comma-separated, or all; the first is what --plot draws; the "
+           "page offers them all; gradients need pip install 'attnkit[explain]')",
+           ("predict",), metavar="METHOD"),
+    Option("--alignments", None, "add word links between each input and its translation "
+           "(JSON \"alignment\", outlined on the --html page)", ("predict",)),
 )
 OPTIONS = (
     *(Option(flag, choices=choices, help=text, type=str) for flag, choices, text in _CHOICES),
@@ -101,6 +108,7 @@ def _export(values: dict[str, Any]) -> int:
 
 
 COMMANDS = (
+    *ALIGN_COMMANDS,
     Command("export", "export a Transformer run (trained with --subword) to a self-contained "
             "CTranslate2 folder", (
                 Option("run", str, "the translate run folder", metavar="RUN"),

@@ -33,7 +33,8 @@ def _example(p: TranslationPrediction, references: Sequence[str],
 
     weights = p.layer_weights if p.layer_weights is not None else p.weights
     return TranslationExample(p.source_tokens, p.tokens, weights, references=list(references),
-                              scores=scores)
+                              scores=scores, methods=dict(p.explanations or {}),
+                              links=list(p.piece_links or ()))
 
 
 def _scores(p: TranslationPrediction) -> dict[str, Any]:

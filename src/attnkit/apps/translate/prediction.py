@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from attnkit.apps.prediction import Prediction
+from attnkit.apps.prediction import Prediction, rounded
 from attnkit.errors import UsageError
 
 
@@ -39,6 +39,15 @@ class TranslationPrediction(Prediction):
         layer_weights: a Transformer's cross-attention of every decoder layer and head,
             ``[layers, heads, len(tokens), len(source_tokens)]``, when asked
             (``attention="all"``: the explorer page shows it); None otherwise.
+        explanations: other explanations of each output token, by method (``"rollout"``,
+            ``"grad-input"``, ``"integrated-gradients"``), each ``[len(tokens),
+            len(source_tokens)]`` with rows summing to 1, when asked (``explain``).
+        shown: the method a figure draws (``"attention"`` or one of ``explanations``).
+        alignment: word links ``(source word, output word)`` between ``source.split()`` and
+            ``text.split()`` (0-based), when asked (``alignments=True``).
+        alignment_method: how ``alignment`` was found.
+        piece_links: ``alignment`` between ``source_tokens`` and ``tokens`` (the page draws
+            it), or None when the output's text reads as other pieces than it was written in.
     """
 
     source: str
@@ -50,17 +59,24 @@ class TranslationPrediction(Prediction):
     unknown: float = 0.0
     truncated: int = 0
     layer_weights: np.ndarray | None = None
+    explanations: dict[str, np.ndarray] | None = None
+    shown: str = "attention"
+    alignment: list[tuple[int, int]] | None = None
+    alignment_method: str | None = None
+    piece_links: list[tuple[int, int]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        # float64 before rounding: a float32 rounded still prints as 0.2206999957561493
-        weights = (None if self.weights is None
-                   else np.round(np.asarray(self.weights, np.float64), 4).tolist())
         row = {"source": self.source, "text": self.text, "tokens": self.tokens,
                "source_tokens": self.source_tokens, "score": round(self.score, 6),
                "unknown": round(self.unknown, 4), "truncated": self.truncated,
-               "weights": weights}
+               "weights": rounded(self.weights, 4)}
         if self.layer_weights is not None:
-            row["layer_weights"] = np.round(np.asarray(self.layer_weights, np.float64), 4).tolist()
+            row["layer_weights"] = rounded(self.layer_weights, 4)
+        if self.explanations:
+            row["explanations"] = {k: rounded(v, 4) for k, v in self.explanations.items()}
+        if self.alignment is not None:
+            row["alignment"] = " ".join(f"{i}-{j}" for i, j in self.alignment)
+            row["alignment_method"] = self.alignment_method
         return row
 
     def text_line(self, **show: Any) -> str:
@@ -70,13 +86,16 @@ class TranslationPrediction(Prediction):
         """The alignment heatmap (target tokens down, source tokens across)."""
         from attnkit.viz.heatmap import alignment_figure
 
-        if self.weights is None:
+        weights = self.weights
+        if self.shown != "attention":
+            weights = (self.explanations or {}).get(self.shown)
+        if weights is None:
             raise UsageError(f"no attention weights for {self.source!r}: the model has none "
                              "(attention='none'), or they were not kept (CTranslate2 engine)")
         if not self.tokens:
             raise UsageError(f"the translation of {self.source!r} is empty: nothing to plot")
-        return alignment_figure(self.weights, self.source_tokens, self.tokens,
-                                title=self.source)
+        title = self.source if self.shown == "attention" else f"{self.source} ({self.shown})"
+        return alignment_figure(weights, self.source_tokens, self.tokens, title=title)
 
     @classmethod
     def page(cls, predictions: Sequence[TranslationPrediction],

@@ -1,0 +1,97 @@
+"""What ``translate predict --explain`` and ``--alignments`` add to the model's own
+translations: other explanations of each output piece (attention rollout, gradient x input,
+integrated gradients) beside its attention, and word alignment links between the input's
+words and the translation's.
+
+Example:
+    ```python
+    preds = predict(loaded, ["I am cold."], attention="all")
+    add_explanations(loaded, preds, ["integrated-gradients"])
+    preds[0].explanations["integrated-gradients"].shape    # [len(tokens), len(source_tokens)]
+    add_alignments(loaded, preds)
+    preds[0].alignment                                     # [(0, 0), (1, 1), ...]
+    ```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from attnkit.apps.base import Loaded
+from attnkit.apps.translate.prediction import TranslationPrediction
+from attnkit.errors import UsageError
+
+EXPLAIN = ("attention", "rollout", "grad-input", "integrated-gradients")
+
+
+def explain_methods(value: str | Sequence[str] | None) -> list[str]:
+    """``--explain`` as a list (``"attention,integrated-gradients"``; ``"all"``: every one).
+
+    Raises:
+        UsageError: an unknown method, or Captum missing for a gradient one.
+    """
+    from attnkit.models.attribution import check_method
+
+    if value is None:
+        return []
+    names = value.split(",") if isinstance(value, str) else list(value)
+    names = list(EXPLAIN) if names == ["all"] else [n.strip() for n in names if n.strip()]
+    for name in names:
+        if name not in EXPLAIN:
+            raise UsageError(f"--explain must be among {', '.join(EXPLAIN)} (or all), got "
+                             f"{name!r}")
+        if name != "rollout":
+            check_method(name)
+    return names
+
+
+def add_explanations(loaded: Loaded, predictions: Sequence[TranslationPrediction],
+                     methods: Sequence[str]) -> None:
+    """Fill each prediction's ``explanations`` (method -> ``[T_out, T_src]``, rows summing to
+    1) for the methods other than attention, by forced decoding of its own output."""
+    from attnkit.apps.translate.alignment.methods import rollout_rows
+    from attnkit.apps.translate.attribution import attribution_rows
+    from attnkit.decoding.forced import forced_decode
+
+    extra = [m for m in methods if m != "attention"]
+    if not extra:
+        return
+    p_src, p_tgt = loaded.pipeline.src_vocab, loaded.pipeline.tgt_vocab
+    for p in predictions:
+        if not p.tokens:
+            continue
+        src_ids, tgt_ids = p_src.encode(p.source_tokens), p_tgt.encode(p.tokens)
+        found = {}
+        for method in extra:
+            if method == "rollout":
+                forced = forced_decode(loaded.model, [src_ids], [tgt_ids])[0]
+                rows = rollout_rows(forced, False, len(tgt_ids))
+            else:
+                rows = attribution_rows(loaded.model, src_ids, tgt_ids, method)
+            found[method] = rows.numpy()
+        p.explanations = found
+
+
+def add_alignments(loaded: Loaded, predictions: Sequence[TranslationPrediction]) -> None:
+    """Fill each prediction's ``alignment``: links ``(source word, output word)`` between the
+    input's whitespace tokens and the translation's, by ``translate align``'s default method
+    on this run (without adaptation), and ``piece_links`` for the page where the output
+    re-reads as the same pieces."""
+    from attnkit.apps.translate.alignment.aligner import align_pairs, check_attention
+
+    check_attention(loaded)
+    shown = [p for p in predictions if p.tokens and p.text.split()]
+    if not shown:
+        return
+    result = align_pairs(loaded, [p.source.split() for p in shown],
+                         [p.text.split() for p in shown], adapt=False, normalize=False,
+                         log=lambda _: None)
+    for p, links, pair in zip(shown, result.links, result.pairs, strict=True):
+        p.alignment = sorted(links)
+        p.alignment_method = result.method
+        same = (pair.src_ids == loaded.pipeline.src_vocab.encode(p.source_tokens)
+                and pair.tgt_ids == loaded.pipeline.tgt_vocab.encode(p.tokens))
+        p.piece_links = sorted({(q, r) for i, j in links
+                                for q, own_s in enumerate(pair.src_owner) if i in own_s
+                                for r, own_t in enumerate(pair.tgt_owner) if j in own_t}
+                               ) if same else None

@@ -1,0 +1,149 @@
+"""A supervised alignment head on a trained Transformer (after Garg et al. 2019).
+
+The head scores every (target piece, source piece) pair of a forced decoding from what the
+frozen translation model computed:
+
+* a bilinear score between the decoder state that *reads* target piece ``r`` (row ``r + 1``:
+  it has seen the piece, as in shift-attention, Chen et al. 2020) and the encoder output of
+  source piece ``s``;
+* a learned mix of every cross-attention layer and head, ``log(weight + 1e-6)``, at the row that
+  predicts the piece and at the row that reads it;
+* how far ``(r, s)`` lies from the diagonal, ``|r / n - s / S|``.
+
+It is trained with cross-entropy against alignment labels in both directions: each labelled
+target piece's distribution over the source (``softmax`` over ``s``) and each labelled source
+piece's distribution over the target (``softmax`` over ``r``), so that one head gives both
+directions for symmetrisation. The translation model is never changed: its translations, and
+its BLEU, stay what they were.
+
+Example:
+    ```python
+    head = AlignmentHead(AlignmentHeadConfig(d_model=256, layers=3, heads=4))
+    scores = head(query, memory, features, src_mask, tgt_mask)     # [batch, n, S]
+    loss = alignment_loss(scores, labels, src_mask, tgt_mask)
+    ```
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+import torch
+from torch import Tensor, nn
+
+EPS = 1e-6
+
+
+@dataclass
+class AlignmentHeadConfig:
+    """The sizes of an `AlignmentHead`.
+
+    Args:
+        d_model: the translation model's width.
+        layers, heads: its decoder layers and cross-attention heads (the attention features).
+        layer: the decoder layer whose states give the queries (0-based; -1 the last).
+        d_head: the width of the bilinear score.
+        attention_features: use the model's cross-attention as features.
+    """
+
+    d_model: int
+    layers: int
+    heads: int
+    layer: int = -1
+    d_head: int = 128
+    attention_features: bool = True
+
+    @property
+    def features(self) -> int:
+        """Per-cell features of the linear part: 2 rows x layers x heads, and the diagonal."""
+        return (2 * self.layers * self.heads if self.attention_features else 0) + 1
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, obj: dict) -> AlignmentHeadConfig:
+        known = {f.name for f in fields(cls)}
+        if set(obj) - known:
+            raise ValueError(f"unknown alignment head fields {sorted(set(obj) - known)}")
+        return cls(**obj)
+
+
+def cell_features(attention: Tensor, n: int, s: int) -> Tensor:
+    """The per-cell features of one pair: ``attention [layers, heads, n + 1, S]`` (forced
+    decoding) -> ``[n, S, 2 * layers * heads + 1]`` (log-attention at the predicting row
+    ``r`` and the reading row ``r + 1`` of piece ``r``, then the distance to the diagonal)."""
+    logw = torch.log(attention.float() + EPS).flatten(0, 1)          # [L*H, n+1, S]
+    predict, read = logw[:, :n], logw[:, 1:n + 1]
+    rows = (torch.arange(n, dtype=torch.float32)[:, None] + 0.5) / n
+    cols = (torch.arange(s, dtype=torch.float32)[None, :] + 0.5) / s
+    diagonal = (rows - cols).abs()[None]
+    return torch.cat([predict, read, diagonal]).permute(1, 2, 0)
+
+
+class AlignmentHead(nn.Module):
+    """Scores ``[batch, n, S]`` of target pieces against source pieces (module doc).
+
+    Call:
+        ``head(query [batch, n, d], memory [batch, S, d], features [batch, n, S, F],
+        src_mask [batch, S], tgt_mask [batch, n])`` with ``query`` the states that read each
+        target piece and the masks True at real pieces; padded cells score ``-inf``.
+    """
+
+    def __init__(self, config: AlignmentHeadConfig):
+        super().__init__()
+        self.config = c = config
+        self.norm_q, self.norm_k = nn.LayerNorm(c.d_model), nn.LayerNorm(c.d_model)
+        self.q = nn.Linear(c.d_model, c.d_head)
+        self.k = nn.Linear(c.d_model, c.d_head)
+        self.mix = nn.Linear(c.features, 1)
+        with torch.no_grad():   # start from the averaged attention and a diagonal preference
+            self.mix.weight.zero_()
+            if c.attention_features:
+                self.mix.weight[0, :-1] = 1.0 / (c.features - 1)
+            self.mix.weight[0, -1] = -1.0
+
+    def forward(self, query: Tensor, memory: Tensor, features: Tensor, src_mask: Tensor,
+                tgt_mask: Tensor) -> Tensor:
+        c = self.config
+        q = self.q(self.norm_q(query))
+        k = self.k(self.norm_k(memory))
+        scores = torch.einsum("bnd,bsd->bns", q, k) / math.sqrt(c.d_head)
+        if not c.attention_features:
+            features = features[..., -1:]
+        scores = scores + self.mix(features).squeeze(-1)
+        valid = tgt_mask[:, :, None] & src_mask[:, None, :]
+        return scores.masked_fill(~valid, float("-inf"))
+
+
+def directions(scores: Tensor) -> tuple[Tensor, Tensor]:
+    """Both directions of head scores ``[batch, n, S]`` (padded cells ``-inf``): each target
+    piece's distribution over the source, and each source piece's over the target
+    (0 at padding)."""
+    forward = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    reverse = torch.softmax(scores, dim=-2).nan_to_num(0.0)
+    return forward, reverse
+
+
+def alignment_loss(scores: Tensor, labels: Tensor, src_mask: Tensor, tgt_mask: Tensor
+                   ) -> Tensor:
+    """Cross-entropy of the head against 0/1 ``labels [batch, n, S]`` in both directions.
+
+    Each target piece with at least one label contributes ``-sum_s y_s log p(s | r)`` with
+    ``y`` its labels normalised to sum 1; each labelled source piece the same over the target.
+    Unlabelled pieces (unaligned words) contribute nothing.
+
+    Returns:
+        The mean over labelled pieces of both directions (0 when there is no label).
+    """
+    labels = labels.float() * (tgt_mask[:, :, None] & src_mask[:, None, :])
+    total, count = scores.new_zeros(()), 0
+    for dim in (-1, -2):
+        logp = torch.log_softmax(scores, dim=dim).masked_fill(labels == 0, 0.0)
+        mass = labels.sum(dim, keepdim=True)
+        has = mass.squeeze(dim) > 0
+        target = labels / mass.clamp_min(1.0)
+        total = total - (target * logp).sum(dim)[has].sum()
+        count += int(has.sum())
+    return total / max(count, 1)

@@ -1,0 +1,159 @@
+"""``attnkit translate align`` and ``align-train`` on a tiny Transformer run of number words
+(word for word, so the gold alignment is the diagonal), the trained aligner and its adaptation,
+``predict --explain`` / ``--alignments``, and every input mistake as one error line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from attnkit.apps import translate as app
+from attnkit.cli.main import main
+
+TINY = {"arch": "transformer", "d_model": 32, "heads": 2, "layers": 2, "ff_dim": 64,
+        "dropout": 0.0, "subword": 40, "epochs": 12, "batch_size": 16, "lr": 5e-3, "warmup": 10,
+        "max_minutes": None, "progress": False, "examples": 1}
+EN = ["one two three .", "four five six seven .", "ten nine .", "eight one two six ."]
+FR = ["un deux trois .", "quatre cinq six sept .", "dix neuf .", "huit un deux six ."]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(one_thread):
+    """Tiny models: one thread is the fastest (conftest's ``one_thread``)."""
+
+
+@pytest.fixture(scope="module")
+def tf_run(number_pairs, tmp_path_factory):
+    pytest.importorskip("sentencepiece")
+    folder = tmp_path_factory.mktemp("align")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    app.train(str(number_pairs(folder / "pairs.tsv", seed=5)), folder / "run",
+              log=lambda _: None, **TINY)
+    torch.set_num_threads(before)
+    return folder / "run"
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "a.en").write_text("\n".join(EN) + "\n", encoding="utf-8")
+    (tmp_path / "a.fr").write_text("\n".join(FR) + "\n", encoding="utf-8")
+    gold = [f"{k} {i} {i} S" for k, line in enumerate(EN, 1)
+            for i in range(1, len(line.split()) + 1)]
+    (tmp_path / "a.wa").write_text("\n".join(gold) + "\n", encoding="utf-8")
+    return tmp_path
+
+
+def _align(run, files, *extra):
+    return main(["translate", "align", "--run", str(run), "--source", str(files / "a.en"),
+                 "--target", str(files / "a.fr"), *extra])
+
+
+def test_align_writes_pharaoh_and_scores_gold(tf_run, files, capsys):
+    assert _align(tf_run, files, "--method", "attention", "--out", str(files / "o.wa"),
+                  "--gold", str(files / "a.wa"), "--json") == 0
+    out = capsys.readouterr().out
+    scores = json.loads(out.strip().splitlines()[-1])
+    assert set(scores) >= {"precision", "recall", "aer", "links", "pairs", "method"}
+    lines = (files / "o.wa").read_text().splitlines()
+    assert len(lines) == 4
+    for line, en, fr in zip(lines, EN, FR, strict=True):
+        links = {tuple(map(int, x.split("-"))) for x in line.split()}
+        assert all(i < len(en.split()) and j < len(fr.split()) for i, j in links)
+        assert {j for _, j in links} == set(range(len(fr.split())))     # argmax: every word
+    assert _align(tf_run, files, "--method", "attention", "--layer", "2", "--head", "1",
+                  "--shift", "--symmetrize", "grow-diag-final-and") == 0
+    assert len(capsys.readouterr().out.splitlines()) == 4                # links on stdout
+
+
+def test_align_python_api_keeps_token_indices(tf_run):
+    from attnkit.apps.translate.alignment import Method, align_pairs, check_pairs
+
+    loaded = app.load_run(tf_run)
+    src, tgt = check_pairs(["one two ."], ["un deux ."])
+    res = align_pairs(loaded, src, tgt, method=Method("attention", layer="avg", head="avg"))
+    assert res.words[0].shape == (3, 3) and np.allclose(res.words[0].sum(1), 1, atol=1e-5)
+    assert res.pairs[0].src_tokens == ["one", "two", "."]
+    rollout = align_pairs(loaded, src, tgt, method=Method("rollout"))
+    assert not np.allclose(rollout.words[0], res.words[0])
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: (d / "a.fr").write_text("un deux .\n", encoding="utf-8"),
+     "a.en has 4 lines but the target file"),
+    (lambda d: (d / "a.en").write_text("one .\n\nten .\nsix .\n", encoding="utf-8"),
+     "line 2 of the source file"),
+    (lambda d: (d / "a.wa").write_text("1 9 1 S\n", encoding="utf-8"),
+     "sentence 1 has 4 English tokens; the link names token 9"),
+])
+def test_bad_input_is_one_line(tf_run, files, capsys, change, message):
+    change(files)
+    assert _align(tf_run, files, "--gold", str(files / "a.wa")) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_a_run_without_attention_is_refused(number_pairs, tmp_path, files, capsys):
+    run = tmp_path / "none"
+    app.train(str(number_pairs(tmp_path / "p.tsv", n=40)), run, log=lambda _: None,
+              attention="none", hidden=8, emb_dim=8, epochs=1, max_minutes=None,
+              progress=False, examples=0)
+    assert _align(run, files) == 2
+    assert "no attention (attention='none')" in capsys.readouterr().err
+
+
+def test_trained_aligner_is_the_default_and_adapts(tf_run, tmp_path, files, capsys):
+    pytest.importorskip("eflomal")
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(tf_run, run)
+    assert main(["translate", "align-train", "--run", str(run), "--pairs", "200",
+                 "--max-minutes", "0.5"]) == 0
+    assert (run / "alignment" / "head.safetensors").is_file()
+    capsys.readouterr()
+    assert _align(run, files, "--gold", str(files / "a.wa"), "--out", str(files / "h.wa")) == 0
+    captured = capsys.readouterr()
+    assert "adapting the aligner to the 4 pairs" in captured.err
+    assert "head, argmax, intersection" in captured.out
+    assert _align(run, files, "--no-adapt", "--gold", str(files / "a.wa")) == 0
+    assert "adapting" not in capsys.readouterr().err
+
+
+def test_predict_explanations_and_alignments(tf_run, tmp_path, capsys):
+    pytest.importorskip("captum")
+    assert main(["translate", "predict", "--run", str(tf_run), "one two three .",
+                 "--explain", "integrated-gradients,rollout", "--alignments", "--json",
+                 "--html", str(tmp_path / "p.html")]) == 0
+    row = json.loads(capsys.readouterr().out.splitlines()[0])
+    t, s = len(row["tokens"]), len(row["source_tokens"])
+    for name in ("integrated-gradients", "rollout"):
+        m = np.array(row["explanations"][name])
+        assert m.shape == (t, s) and np.allclose(m.sum(1), 1, atol=1e-3)
+    assert row["alignment"] and row["alignment_method"]
+    page = (tmp_path / "p.html").read_text()
+    assert 'id="method"' in page and '"integrated-gradients":{' in page
+
+
+def test_integrated_gradients_add_up_to_the_log_probability(tf_run):
+    pytest.importorskip("captum")
+    from attnkit.apps.translate.alignment.pieces import pair_pieces
+    from attnkit.apps.translate.attribution import attribution_rows
+    from attnkit.decoding.forced import forced_decode, teacher_forced_logprobs
+
+    loaded = app.load_run(tf_run)
+    model, pair = loaded.model, pair_pieces(loaded.pipeline, ["one", "two", "."],
+                                            ["un", "deux", "."])
+    signed = attribution_rows(model, pair.src_ids, pair.tgt_ids, "integrated-gradients",
+                              signed=True, steps=64)
+    full = forced_decode(model, [pair.src_ids], [pair.tgt_ids])[0].logprobs[:-1]
+    c, n = model.config, len(pair.tgt_ids)
+    with torch.no_grad():   # the baseline: all-zero source embeddings
+        state = model.encode(torch.tensor([pair.src_ids]), torch.tensor([len(pair.src_ids)]),
+                             use_cache=False, embedded=torch.zeros(1, len(pair.src_ids), 32))
+        logp = teacher_forced_logprobs(model, state, torch.tensor([[c.bos_id, *pair.tgt_ids]]))
+        base = logp[0, :n].gather(-1, torch.tensor(pair.tgt_ids)[:, None])[:, 0]
+    torch.testing.assert_close(signed.sum(-1), full - base, atol=0.05, rtol=0.05)
