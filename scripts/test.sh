@@ -17,4 +17,6 @@ fi
 .venv/bin/ruff check src tests benchmarks examples
 .venv/bin/lint-imports
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet
+# A docstring the renderer cannot read shows as raw reStructuredText on the site: fail on it.
+.venv/bin/python scripts/check_docs.py build/site
 .venv/bin/python -m pytest "$@"

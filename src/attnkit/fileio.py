@@ -23,10 +23,11 @@ from attnkit.errors import CheckpointError
 def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it replaces ``path``, on error it goes.
 
-    For writers that want a file name (``safetensors.save_file``, sentencepiece, savefig)::
-
+    For writers that want a file name (``safetensors.save_file``, sentencepiece, savefig):
+        ```python
         with atomic_path("w.safetensors") as tmp:
             save_file(tensors, tmp)
+        ```
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

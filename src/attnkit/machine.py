@@ -1,7 +1,7 @@
 """What this machine is: CPU model, vector ISA, native bf16, threads, torch, GPU.
 
-Every timing the project reports carries :func:`machine_line`, and ``amp="auto"`` asks
-:func:`cpu_has_native_bf16` whether bf16 autocast pays off on the CPU. Bottom layer: imports
+Every timing the project reports carries `machine_line`, and ``amp="auto"`` asks
+`cpu_has_native_bf16` whether bf16 autocast pays off on the CPU. Bottom layer: imports
 only the standard library and torch.
 
 Example:
@@ -84,7 +84,7 @@ def machine_info() -> dict[str, Any]:
         ``cpu`` (model name), ``isa`` (``torch.backends.cpu.get_cpu_capability()``, e.g.
         ``"AVX512"``), ``bf16_native`` (bool), ``threads`` (``torch.get_num_threads()``),
         ``torch`` (version), ``cuda`` (name of the current CUDA device, or None),
-        ``isa_caps`` (the :data:`ISA_CAPS` variables that are set, name -> value).
+        ``isa_caps`` (the `ISA_CAPS` variables that are set, name -> value).
     """
     cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else None
     caps = {name: os.environ[name] for name in ISA_CAPS if os.environ.get(name)}
@@ -97,7 +97,7 @@ def machine_line(info: dict[str, Any] | None = None) -> str:
     """One line describing the machine, printed next to every timing.
 
     Args:
-        info: a :func:`machine_info` dict (e.g. read back from a results file); None = this
+        info: a `machine_info` dict (e.g. read back from a results file); None = this
             machine.
 
     Example:

@@ -1,11 +1,11 @@
 """Position information for attention models: sinusoidal, learned and rotary.
 
-* :class:`SinusoidalPositionalEncoding` - fixed sines/cosines, added to or concatenated with the
+* `SinusoidalPositionalEncoding` - fixed sines/cosines, added to or concatenated with the
   input. Two layouts: ``"interleaved"`` (Vaswani et al. 2017: ``sin`` at even, ``cos`` at odd
   feature index) and ``"cos_sin"`` (the 2018 Keras ``Position_Embedding`` layer by Su Jianlin:
   all cosines, then all sines).
-* :class:`LearnedPositionalEmbedding` - one trained vector per position (BERT/GPT style).
-* :class:`RotaryEmbedding` - RoPE (Su et al. 2021), rotating query/key pairs so that dot products
+* `LearnedPositionalEmbedding` - one trained vector per position (BERT/GPT style).
+* `RotaryEmbedding` - RoPE (Su et al. 2021), rotating query/key pairs so that dot products
   depend only on the position difference; rotate-half (GPT-NeoX) convention.
 
 Every module is batch-first and keeps no per-call state.
@@ -162,9 +162,10 @@ class RotaryEmbedding(nn.Module):
 
     Feature ``i`` is paired with feature ``i + head_dim/2`` (not with ``i + 1`` as in the
     original interleaved RoFormer code); the pair is rotated by the angle ``t * w_i``,
-    ``w_i = 1 / base^(2i/head_dim)``::
-
+    ``w_i = 1 / base^(2i/head_dim)``:
+        ```python
         rotate(x, t) = x * cos(t w) + rotate_half(x) * sin(t w),  rotate_half([a, b]) = [-b, a]
+        ```
 
     So ``<rotate(q, m), rotate(k, n)>`` depends only on ``m - n``, and norms are kept.
 
@@ -173,7 +174,7 @@ class RotaryEmbedding(nn.Module):
         base: the wavelength base.
 
     Call:
-        ``forward(x, positions=None)`` = :meth:`rotate`.
+        ``forward(x, positions=None)`` = `rotate`.
 
     Shapes:
         ``x [batch, heads, time, dim]``; ``positions`` ``[time]`` or ``[batch, time]`` ints

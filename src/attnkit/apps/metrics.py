@@ -5,10 +5,11 @@ signature printed with every score is the standard one). Each hypothesis may hav
 references; a sentence with fewer references than the most has ``None`` in the missing reference
 streams, which sacrebleu skips (repeating a reference instead would count its n-grams twice).
 
-Example::
-
+Example:
+    ```python
     scores = bleu_chrf(["le chat dort ."], [["le chat dort .", "le chat est endormi ."]])
     scores["bleu"], scores["chrf"], scores["signature"]
+    ```
 """
 
 from __future__ import annotations

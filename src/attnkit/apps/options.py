@@ -87,6 +87,30 @@ def resolve_device(name: str | None, *, flag: str = "--device") -> str:
         raise UsageError(f"{flag} {name}: {exc}") from None
 
 
+def explain_methods(value: str | Iterable[str] | None, known: Iterable[str]) -> list[str]:
+    """``--explain`` (or ``--methods``) as a list of methods among ``known``: comma-separated
+    names or ``"all"`` (every one); None gives none.
+
+    Raises:
+        UsageError: an unknown method, or Captum missing for a gradient one
+            (`attnkit.models.attribution.check_method`).
+    """
+    from attnkit.models.attribution import check_method
+
+    known = tuple(known)
+    if value is None:
+        return []
+    names = value.split(",") if isinstance(value, str) else list(value)
+    names = list(known) if names == ["all"] else [n.strip() for n in names if n.strip()]
+    for name in names:
+        if name not in known:
+            raise UsageError(f"--explain must be among {', '.join(known)} (or all), got "
+                             f"{name!r}")
+        if name != "rollout":          # rollout is attention's own arithmetic
+            check_method(name)
+    return names
+
+
 def split_options(given: Mapping[str, Any], owners: Mapping[str, Iterable[str]],
                   what: str) -> dict[str, dict[str, Any]]:
     """``given`` keyword options by owner (the first owner listing a name takes it); ``what``

@@ -64,7 +64,7 @@ class Prediction:
         return w.reshape(w.shape[0], int(np.prod(w.shape[1:]))) if w.ndim > 1 else w[None, :]
 
     def figure(self):
-        """A static matplotlib ``Figure`` of the attention (saved by :meth:`render`)."""
+        """A static matplotlib ``Figure`` of the attention (saved by `render`)."""
         raise NotImplementedError
 
     @classmethod

@@ -7,11 +7,11 @@ before it is read:
   would hang or fill memory;
 * a symbolic link may point only inside the run folder: a run whose ``train.log`` points at
   another file must not make attnkit read (or, on resume, write) that file;
-* a JSON file is read only up to a size cap (:data:`MAX_JSON_BYTES`; a vocabulary may be
-  larger, :data:`MAX_VOCAB_BYTES`), so a huge or endless file is one error, not a
+* a JSON file is read only up to a size cap (`MAX_JSON_BYTES`; a vocabulary may be
+  larger, `MAX_VOCAB_BYTES`), so a huge or endless file is one error, not a
   ``MemoryError``.
 
-Every failure is one :class:`~attnkit.errors.CheckpointError` naming the file.
+Every failure is one `CheckpointError` naming the file.
 
 Example:
     ```python
@@ -65,7 +65,7 @@ def run_file(run: str | os.PathLike, name: str, what: str, *,
 
 def checked_file(path: str | os.PathLike, what: str, *, root: str | os.PathLike | None = None,
                  limit: int | None = MAX_JSON_BYTES) -> Path:
-    """:func:`run_file` for any path; ``root`` (when given) is the folder links must stay in."""
+    """`run_file` for any path; ``root`` (when given) is the folder links must stay in."""
     path = Path(path)
     if path.is_symlink() and root is not None and not _inside(path, Path(root)):
         raise CheckpointError(f"{path}: {what} is a link to {os.path.realpath(path)}, outside "
@@ -129,7 +129,7 @@ def read_json(path: str | os.PathLike, what: str = "file", *,
 
 def read_json_object(path: str | os.PathLike, what: str, *,
                      root: str | os.PathLike | None = None) -> dict[str, Any]:
-    """:func:`read_json` of a file that must hold a JSON object."""
+    """`read_json` of a file that must hold a JSON object."""
     value = read_json(path, what, root=root)
     if not isinstance(value, dict):
         raise CheckpointError(f"{path}: {what} must be a JSON object")

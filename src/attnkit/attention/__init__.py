@@ -1,4 +1,4 @@
-"""Attention mechanisms behind one interface (see :mod:`attnkit.attention.base`)."""
+"""Attention mechanisms behind one interface (see `attnkit.attention.base`)."""
 
 from attnkit.attention.additive import AdditiveAttention, ConcatAttention
 from attnkit.attention.base import (

@@ -3,7 +3,7 @@
 ``score(q, k) = v^T tanh(W_q q + W_k k)``. The naive broadcast form builds a ``[batch, Tq, Tk,
 units]`` tensor (2 GiB in float32 at (8, 512, 512, 256)) and autograd keeps it for the backward
 pass. Here, when that tensor would exceed ``memory_budget_mb``, the scores are computed in blocks
-of query rows by :class:`_ChunkedAdditiveScore`, an autograd Function that saves only its inputs
+of query rows by `_ChunkedAdditiveScore`, an autograd Function that saves only its inputs
 (``W_q q``, ``W_k k``, ``v``) and recomputes each block's ``tanh`` in backward. Results equal
 the broadcast form up to float rounding (the same per-element operations; only the grouping of
 the gradient sums differs). One query row is the smallest block: a single row larger than the
@@ -108,7 +108,7 @@ def additive_scores(pq: Tensor, pk: Tensor, v: Tensor, memory_budget_mb: float) 
 class AdditiveAttention(ScoreAttention):
     """Bahdanau et al. (2015) additive attention: ``score(q, k) = v^T tanh(W_q q + W_k k + b)``.
 
-    ``W_k k + b`` is computed once per source (:meth:`project_keys`, used by ``memory()``).
+    ``W_k k + b`` is computed once per source (`project_keys`, used by ``memory()``).
     Scores for long inputs are computed in blocks of query rows so that no temporary exceeds
     ``memory_budget_mb``, forward and backward (the backward recomputes each block's ``tanh``
     instead of storing it); the results equal the unblocked form.
@@ -170,8 +170,8 @@ class ConcatAttention(AdditiveAttention):
     """Luong et al. (2015) "concat" score ``v^T tanh(W [q; k])``: the additive score again.
 
     Splitting ``W [units, query_dim + key_dim]`` by columns into ``[W_q | W_k]`` gives ``W [q; k]
-    = W_q q + W_k k``, so this is :class:`AdditiveAttention` without the key bias (Luong's
-    formula has none; pass ``bias=True`` for Bahdanau's). :attr:`weight` returns the
+    = W_q q + W_k k``, so this is `AdditiveAttention` without the key bias (Luong's
+    formula has none; pass ``bias=True`` for Bahdanau's). `weight` returns the
     concatenated ``W``. Same arguments, call, shapes and memory behaviour as AdditiveAttention.
 
     Example:

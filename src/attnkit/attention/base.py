@@ -225,13 +225,14 @@ class ScoreAttention(TwoStepAttention):
     """Base for mechanisms defined by a score function ``score(q_i, k_j)``.
 
     ``weights = masked_softmax(score(query, key), mask)``, ``context = weights @ value``.
-    Subclasses implement :meth:`score_projected` (and :meth:`project_keys` when part of the score
-    depends on the keys alone, so decoders compute it once per source via :meth:`memory`).
+    Subclasses implement `score_projected` (and `project_keys` when part of the score
+    depends on the keys alone, so decoders compute it once per source via `memory`).
 
-    Decoders use the two-step form::
-
+    Decoders use the two-step form:
+        ```python
         memory = attention.memory(encoder_out, key_lengths=source_lengths)  # once
         out = attention.attend(decoder_state, memory, need_weights=True)     # every step
+        ```
     """
 
     query_dim: int | None = None

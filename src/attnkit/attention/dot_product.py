@@ -9,7 +9,7 @@ Two paths give the same numbers (to 1e-5 in float32):
 * ``need_weights=False``: ``torch.nn.functional.scaled_dot_product_attention`` (flash / memory-
   efficient kernels, no ``[Tq, Tk]`` matrix kept when the mask is a key mask or causal).
 
-SDPA gives NaN for a query row with no allowed key; :func:`fused_attention` makes such rows
+SDPA gives NaN for a query row with no allowed key; `fused_attention` makes such rows
 attend to every key (any finite result) and multiplies the output by ``row_has_key``, so the
 context is exactly zero and every gradient finite.
 """

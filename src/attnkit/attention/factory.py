@@ -11,7 +11,7 @@ KINDS = ("dot", "scaled_dot", "general", "additive", "bahdanau", "concat", "loca
 
 def create(kind: str, query_dim: int, key_dim: int, *, units: int | None = None,
            window: int | None = None, **kw: Any) -> ScoreAttention:
-    """Return a :class:`ScoreAttention` for ``kind``.
+    """Return a `ScoreAttention` for ``kind``.
 
     Args:
         kind: one of ``"dot"`` (Luong dot), ``"scaled_dot"`` (Vaswani), ``"general"`` (Luong

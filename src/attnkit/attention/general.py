@@ -21,7 +21,7 @@ class GeneralAttention(ScoreAttention):
     Call:
         ``attention(query, key, value=None, *, key_lengths=None, key_mask=None,
         query_lengths=None, attn_mask=None, causal=False, need_weights=False)``
-        (see :mod:`attnkit.attention.base`), or ``memory()`` once and ``attend()`` per step.
+        (see `attnkit.attention.base`), or ``memory()`` once and ``attend()`` per step.
 
     Shapes:
         query ``[batch, Tq, query_dim]``, key ``[batch, Tk, key_dim]``, value ``[batch, Tk,

@@ -6,7 +6,7 @@ argmax in eval mode. Two gradient estimators (Xu et al., 2015, "Show, Attend and
 * ``"straight_through"``: the forward pass uses the one-hot choice; the backward pass uses the
   gradient of the soft weights (``hard + (soft - soft.detach())``, exactly one-hot in value).
 * ``"reinforce"``: no gradient flows through the choice; the output carries ``log_prob`` of the
-  choices and :meth:`HardAttention.reinforce_loss` gives the score-function surrogate
+  choices and `HardAttention.reinforce_loss` gives the score-function surrogate
   ``-(reward - baseline) * log_prob`` with a running-average baseline kept as a buffer.
 """
 
@@ -26,7 +26,7 @@ from attnkit.attention.base import (
 
 
 class HardAttentionOutput(AttentionOutput):
-    """An :class:`AttentionOutput` (unpacks as ``context, weights``) with two more attributes.
+    """An `AttentionOutput` (unpacks as ``context, weights``) with two more attributes.
 
     Attributes:
         log_prob: ``[batch, Tq]`` log-probability of each choice under the soft weights (0 for
@@ -58,21 +58,22 @@ class HardAttention(ScoreAttention):
     Call:
         ``attention(query, key, value=None, *, key_lengths=None, key_mask=None,
         query_lengths=None, attn_mask=None, causal=False, need_weights=False)`` or
-        ``memory()`` / ``attend()``; returns :class:`HardAttentionOutput`.
+        ``memory()`` / ``attend()``; returns `HardAttentionOutput`.
 
     Shapes:
         query ``[batch, Tq, query_dim]``, key ``[batch, Tk, key_dim]``, value ``[batch, Tk,
         value_dim]`` -> context ``[batch, Tq, value_dim]``, weights ``[batch, Tq, Tk]`` one-hot,
         ``log_prob`` and ``index`` ``[batch, Tq]``.
 
-    Example (REINFORCE; ``reward`` is any per-example score, higher is better)::
-
+    Example (REINFORCE; ``reward`` is any per-example score, higher is better):
+        ```python
         att = HardAttention(AdditiveAttention(8, 6, 16), estimator="reinforce")
         out = att(query, key, key_lengths=lengths)
         task_loss = criterion(head(out.context), target)                 # [batch]
         reward = -task_loss.detach()                                      # [batch]
         loss = task_loss.mean() + att.reinforce_loss(out.log_prob, reward)
         loss.backward()  # score parameters get the score-function gradient
+        ```
     """
 
     def __init__(self, mechanism: ScoreAttention,
@@ -143,7 +144,7 @@ class HardAttention(ScoreAttention):
         starts the baseline at that batch's mean reward.
 
         Args:
-            log_prob: ``[batch, Tq]`` from :class:`HardAttentionOutput`.
+            log_prob: ``[batch, Tq]`` from `HardAttentionOutput`.
             reward: ``[batch]`` (one reward per example) or ``[batch, Tq]`` (per query);
                 detached here.
 

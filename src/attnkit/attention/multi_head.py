@@ -4,10 +4,10 @@
 then optionally projected back to ``query_dim`` (``out_proj=True``, Vaswani / PyTorch). With
 ``out_proj=False, bias=False`` it is exactly the Keras ``Attention(nb_head, size_per_head)`` layer
 (glorot-uniform ``WQ, WK, WV``, no bias, output ``nb_head * size_per_head``); see
-:meth:`MultiHeadAttention.keras_2018`.
+`MultiHeadAttention.keras_2018`.
 
 Parameters follow ``torch.nn.MultiheadAttention`` so weights load one to one
-(:meth:`MultiHeadAttention.from_torch`): a packed ``in_proj_weight [3*inner, dim]`` when query,
+(`MultiHeadAttention.from_torch`): a packed ``in_proj_weight [3*inner, dim]`` when query,
 key and value sizes are equal, else ``q_proj_weight``/``k_proj_weight``/``v_proj_weight``;
 ``in_proj_bias [3*inner]``; ``out_proj``. The packed matrix lets self-attention project Q, K and
 V in one matmul.
@@ -46,7 +46,7 @@ class MultiHeadAttention(nn.Module):
         dropout: dropout on the attention weights (training only).
         out_proj: project the concatenated heads back to ``query_dim``; ``False`` returns the
             ``num_heads * head_dim`` concatenation (Keras 2018 layer).
-        rope: apply rotary position embeddings (:class:`attnkit.positional.RotaryEmbedding`) to
+        rope: apply rotary position embeddings (`attnkit.positional.RotaryEmbedding`) to
             every head's queries and keys.
         rope_base: the rotary wavelength base.
 
@@ -236,8 +236,8 @@ class MultiHeadAttention(nn.Module):
         ``[batch, out_dim]``; a batch row without a query pools to zeros. Equals
         ``forward(x, x, key_mask=key_mask).context`` maxed over the real queries. Without an
         output projection, rotary positions or attention dropout (the 2018 layer) it runs
-        :func:`~attnkit.attention.pooling.self_attention_max_pool`, whose backward visits only
-        the winning queries; otherwise :meth:`forward`, then the max.
+        `self_attention_max_pool`, whose backward visits only
+        the winning queries; otherwise `forward`, then the max.
         """
         if self.packed and self.out_proj is None and self.rope is None and not (
                 self.training and self.dropout > 0):

@@ -66,7 +66,7 @@ def _key_bias(key_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
     The mask enters the scores as this additive bias rather than a ``masked_fill`` and a
     multiplication by the mask after the softmax: two passes over the ``[Tq, Tk]`` scores
     fewer, and ``finfo.min + score`` stays finite and gives exact zeros after the softmax (a
-    sample without any key is zeroed by the caller, see :func:`_alive`).
+    sample without any key is zeroed by the caller, see `_alive`).
     """
     if key_mask is None:
         return None

@@ -25,7 +25,7 @@ from attnkit.attention.masking import masked_softmax
 
 @dataclass
 class SpatialMemory(AttentionMemory):
-    """:class:`AttentionMemory` of a flattened feature map, remembering its ``height, width``.
+    """`AttentionMemory` of a flattened feature map, remembering its ``height, width``.
 
     ``keys [batch, H*W, units]``, ``values [batch, H*W, value_channels]``, ``key_mask [batch,
     H*W]`` or None, ``raw_keys [batch, H*W, channels]``.

@@ -1,13 +1,14 @@
 """Options every app's commands share, declared once, and the few helpers around them.
 
 The three apps' ``train``, ``eval`` and ``predict`` take the same common options with the same
-names and meanings::
-
+names and meanings:
+    ```python
     train    --data --out --resume [RUN] --overwrite --epochs --batch-size --lr --seed
              --threads --device --amp {auto,on,off} --max-minutes --patience --no-progress
     eval     --run --data --threads --device --json --report FILE.html
     predict  --run [INPUT ...] (none: one per line on stdin) --threads --device --json
              --html FILE.html --plot FILE
+    ```
 
 Options left out on the command line are None here, so an app can tell "not given" (take the
 run's stored value on a resume, or the default) from "given".

@@ -6,11 +6,12 @@ each pool by length, chunk it into batches, shuffle the batch order. Pools keep 
 between epochs (a fully sorted order would give the same batches every epoch); sorting inside a
 pool removes most padding.
 
-Example::
-
+Example:
+    ```python
     plan = bucket_batch_plan([len(x) for x in src_ids], batch_size=64)
     batches = plan(epoch=0, seed=0)         # every index exactly once
     padding_fraction(batches, lengths)      # e.g. 0.05 vs 0.45 for random batches
+    ```
 """
 
 from __future__ import annotations

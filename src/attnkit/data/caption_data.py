@@ -1,19 +1,20 @@
 """Captioning data: images + tokenized reference captions, their train/valid/test splits, and
 the dataset and collate function the trainer batches them with.
 
-``data="synthetic"`` draws rubber-duck scenes (:mod:`attnkit.data.scenes`) with one correct
+``data="synthetic"`` draws rubber-duck scenes (`attnkit.data.scenes`) with one correct
 caption each: train, valid and test sets come from seeds ``3 * seed``, ``3 * seed + 1`` and
 ``3 * seed + 2``. Real data: ``"flickr:TOKEN_FILE:IMAGE_DIR"`` or ``"coco:JSON:IMAGE_DIR"``
-(read by :mod:`attnkit.data.captions`); its images are split valid / test / train by
+(read by `attnkit.data.captions`); its images are split valid / test / train by
 ``valid_fraction`` in an order shuffled by the seed.
 
-Example::
-
+Example:
+    ```python
     splits = load_splits("synthetic", 0, num_train=64, num_valid=8, num_test=8, image_size=32)
     splits["train"].images.shape                       # [64, 3, 32, 32] uint8
     vocab = Vocab.build(r[0] for r in splits["train"].refs)
     batch = collate([CaptionDataset(splits["train"], vocab, 20)[i] for i in range(4)])
     batch["tgt_in"].shape                              # [4, T]: BOS + words (padded)
+    ```
 """
 
 from __future__ import annotations
@@ -164,7 +165,7 @@ class CaptionDataset(torch.utils.data.Dataset):
     """Item ``i`` = ``(image uint8 [3, S, S], ids [BOS, w1 .. wn, EOS])`` of the first reference.
 
     With ``map_side`` (synthetic scenes only) items get a third part, ``maps float32 [n + 1,
-    side, side]``: row ``t`` is the :func:`box_coverage` of the ducks word ``t`` names (zeros
+    side, side]``: row ``t`` is the `box_coverage` of the ducks word ``t`` names (zeros
     for words naming nothing and for EOS), the target of supervised attention.
 
     Raises:

@@ -5,10 +5,10 @@
 * COCO captions JSON: ``{"images": [{"id", "file_name"}], "annotations": [{"image_id",
   "caption"}]}`` (``captions_train2014.json``), images in a folder.
 
-Readers return a :class:`CaptionSet` of ``CaptionedImage(image path, captions)`` in file order.
-Malformed records raise :class:`~attnkit.errors.DataError` naming the file and line (or JSON
+Readers return a `CaptionSet` of ``CaptionedImage(image path, captions)`` in file order.
+Malformed records raise `DataError` naming the file and line (or JSON
 member); with ``strict=False`` they are skipped and counted by reason instead
-(:meth:`CaptionSet.report`). An image name that leaves the image folder (absolute, ``..``, a
+(`CaptionSet.report`). An image name that leaves the image folder (absolute, ``..``, a
 symbolic link out of it) is never opened. ``load_image`` turns any readable image (grayscale,
 RGBA, palette, CMYK...) into uint8 ``[size, size, 3]``.
 """
@@ -65,16 +65,17 @@ class CaptionSet:
         return len(self.items)
 
     def report(self) -> str:
-        """One line per reason records were skipped (``""`` if none), e.g.::
-
+        """One line per reason records were skipped (``""`` if none), e.g.:
+            ```python
             dropped 3 records of Flickr8k.token.txt:
               2 whose image is missing (e.g. 2258277193_586949ec62.jpg.1)
               1 without a tab (Flickr8k.token.txt:17)
+            ```
         """
         return self.drops.format(self.source)
 
     def select(self, names) -> CaptionSet:
-        """Only the images whose file name is in ``names`` (e.g. from :func:`read_image_list`)."""
+        """Only the images whose file name is in ``names`` (e.g. from `read_image_list`)."""
         keep = set(names)
         items = [it for it in self.items if it.image.name in keep]
         return replace(self, items=items, problems=list(self.problems))
@@ -171,7 +172,7 @@ def read_flickr_tokens(
             False skips and counts it.
         missing_images: "error" or "skip" for captions whose image file is absent (the real
             Flickr8k file names one such image, ``2258277193_586949ec62.jpg.1``); skipped ones
-            are counted, their names in :attr:`CaptionSet.missing_images`.
+            are counted, their names in `CaptionSet.missing_images`.
         check_images: look for each image file at all.
 
     An image name that is absolute, holds ``..`` or resolves outside ``image_dir`` is refused
@@ -216,7 +217,7 @@ def read_coco_captions(json_file: str | os.PathLike, image_dir: str | os.PathLik
                        strict: bool = True, missing_images: str = "error",
                        check_images: bool = True) -> CaptionSet:
     """Read a COCO captions JSON file (``images`` with ``id``/``file_name``, ``annotations``
-    with ``image_id``/``caption``). Arguments and errors as in :func:`read_flickr_tokens`; a
+    with ``image_id``/``caption``). Arguments and errors as in `read_flickr_tokens`; a
     bad record is named by its member, e.g. ``annotations[12]: missing 'caption'``.
     """
     path = Path(json_file)

@@ -2,24 +2,25 @@
 
 Three tokenizers share one interface (``tokenize(text) -> list[str]``, ``to_json()``):
 
-* :class:`WordTokenizer` - the classic Keras pipeline: lowercase, ``<br />`` removed, words are
+* `WordTokenizer` - the classic Keras pipeline: lowercase, ``<br />`` removed, words are
   runs of characters that are neither whitespace nor Keras' default filter punctuation
   (so ``don't`` stays one word, as in ``keras.preprocessing.text.Tokenizer``).
-* :class:`CharTokenizer` - one token per non-space character; needs no word boundaries, so it
+* `CharTokenizer` - one token per non-space character; needs no word boundaries, so it
   works for Chinese or Japanese reviews.
-* :class:`SubwordTokenizer` - a sentencepiece unigram model trained on the training texts.
+* `SubwordTokenizer` - a sentencepiece unigram model trained on the training texts.
 
-:func:`build_vocab` keeps the ``num_words`` most frequent training tokens in a
-:class:`~attnkit.data.vocab.Vocab` (id 0 = ``<pad>``, id 1 = ``<unk>``, then tokens by
-decreasing frequency), and :func:`pad_sequences` pads/truncates like
+`build_vocab` keeps the ``num_words`` most frequent training tokens in a
+`Vocab` (id 0 = ``<pad>``, id 1 = ``<unk>``, then tokens by
+decreasing frequency), and `pad_sequences` pads/truncates like
 ``keras.utils.pad_sequences``.
 
-Example::
-
+Example:
+    ```python
     tok = WordTokenizer()
     vocab = build_vocab((tok.tokenize(t) for t in texts), num_words=30000)
     ids, lengths = pad_sequences([vocab.encode(tok.tokenize(t)) for t in texts], maxlen=100)
     # ids [batch, 100] int64 (padding at the start, Keras' default), lengths [batch]
+    ```
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class WordTokenizer:
 
 
 class CharTokenizer:
-    """One token per non-whitespace character after :func:`clean_text`: ``"好 电影"`` -> 好 电 影"""
+    """One token per non-whitespace character after `clean_text`: ``"好 电影"`` -> 好 电 影"""
 
     kind = "char"
 
@@ -76,7 +77,7 @@ class CharTokenizer:
 
 class SubwordTokenizer:
     """Sentencepiece pieces of the cleaned text (the ``subword`` extra), via
-    :class:`attnkit.data.subword.SubwordModel`.
+    `attnkit.data.subword.SubwordModel`.
 
     Args:
         model_path: a trained sentencepiece ``.model`` file (protobuf, not a pickle).
@@ -108,7 +109,7 @@ class SubwordTokenizer:
 
 
 def tokenizer_from_json(obj: dict, folder: str | os.PathLike | None = None):
-    """Rebuild a tokenizer from :meth:`to_json`; ``folder`` holds a subword model file."""
+    """Rebuild a tokenizer from `to_json`; ``folder`` holds a subword model file."""
     kind = obj.get("kind")
     if kind == "word":
         return WordTokenizer()
@@ -135,7 +136,7 @@ def make_tokenizer(kind: str, train_texts: Sequence[str] = (), folder: str | os.
 def build_vocab(tokenized: Iterable[Sequence[str]], num_words: int) -> Vocab:
     """The ``num_words`` most frequent tokens, specials included: ``<pad>`` = 0, ``<unk>`` = 1.
 
-    Ties in frequency are broken by the token string (see :meth:`Vocab.build`), so every id is
+    Ties in frequency are broken by the token string (see `Vocab.build`), so every id is
     ``< num_words`` and an ``Embedding(num_words, dim)`` covers them, as with Keras' ``num_words``.
     """
     if num_words < 2:

@@ -1,9 +1,10 @@
 """Opening a data file that may be gzip-compressed, told by its first bytes rather than its name.
 
-Example::
-
+Example:
+    ```python
     with open_maybe_gzip("train.tsv.gz") as f:   # gzip or plain, the same binary stream
         first = f.readline()
+    ```
 """
 
 from __future__ import annotations

@@ -1,14 +1,15 @@
 """Checksummed downloads into a cache folder, and archive extraction that cannot escape its folder.
 
-Every dataset attnkit downloads goes through :func:`fetch`, so every file on disk has been checked
+Every dataset attnkit downloads goes through `fetch`, so every file on disk has been checked
 against a SHA-256 written in the code; a changed upstream file fails loudly instead of silently
-changing results. :func:`safe_extract` refuses archives whose members would land outside the
+changing results. `safe_extract` refuses archives whose members would land outside the
 destination ("zip slip": ``../x``, ``/etc/x``, or a link pointing outside) before writing anything.
 
-Example::
-
+Example:
+    ```python
     path = fetch("https://example.org/data.zip", sha256="9f86d0...")
     safe_extract(path, cache_dir() / "data")
+    ```
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def fetch(
         url: ``http(s)://`` or ``file://`` URL (``file://`` is how the tests exercise this code).
         sha256: expected hex SHA-256 of the file (64 hex digits).
         filename: name inside the cache; default the last component of the URL path.
-        cache: cache folder; default :func:`cache_dir`. Created if missing.
+        cache: cache folder; default `cache_dir`. Created if missing.
         progress: show a tqdm progress bar.
 
     Returns:
@@ -174,7 +175,7 @@ def safe_extract(archive: str | os.PathLike, dest: str | os.PathLike) -> list[Pa
 
     Every member is checked *before* anything is written: a member with ``..`` in its path, an
     absolute path, a link (symbolic or hard) pointing outside ``dest``, or a device/FIFO member
-    raises :class:`DataError` naming the member, and nothing is extracted.
+    raises `DataError` naming the member, and nothing is extracted.
 
     Args:
         archive: the archive file (format detected from its content, not its name).

@@ -1,11 +1,11 @@
 """Counting the records a reader leaves out, by reason, with the first few places of each.
 
-A reader that skips a bad record (instead of raising) adds it to a :class:`DropReport`, so the
+A reader that skips a bad record (instead of raising) adds it to a `DropReport`, so the
 app can print one report instead of losing data silently. Readers whose checks live in helper
-functions raise :class:`BadRecord`, a DataError that carries the short reason it is counted under.
+functions raise `BadRecord`, a DataError that carries the short reason it is counted under.
 
-Example::
-
+Example:
+    ```python
     drops = DropReport("line")
     drops.add("without a tab", where("fra.txt", 4))
     drops.add("without a tab", where("fra.txt", 9))
@@ -15,6 +15,7 @@ Example::
     # dropped 3 lines of fra.txt:
     #   2 without a tab (e.g. fra.txt:4, fra.txt:9)
     #   1 with an empty French side (fra.txt:7)
+    ```
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def where(path, line: int | None = None) -> str:
 
 
 class BadRecord(DataError):
-    """A DataError about one record, carrying the ``reason`` a :class:`DropReport` counts.
+    """A DataError about one record, carrying the ``reason`` a `DropReport` counts.
 
     Args:
         reason: short phrase that reads after a count ("with an empty review").
@@ -77,7 +78,7 @@ class DropReport:
             entry.examples.append(place)
 
     def add_error(self, error: DataError) -> None:
-        """Count a record refused with ``error``: its :class:`BadRecord` reason, else its message
+        """Count a record refused with ``error``: its `BadRecord` reason, else its message
         (without the ``path:line:`` prefix)."""
         place = where(error.path, error.line) if error.path is not None else None
         if isinstance(error, BadRecord):

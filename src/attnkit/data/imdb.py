@@ -1,25 +1,26 @@
 """IMDB movie reviews (Maas et al., 2011) from every form they come in.
 
-Sources (:func:`load_split` picks by path):
+Sources (`load_split` picks by path):
 
 * an ``aclImdb/`` folder: ``train|test/pos|neg/<id>_<rating>.txt`` (``unsup/`` is ignored);
 * the official ``aclImdb_v1.tar.gz``, read member by member (nothing is written to disk; a
-  member with ``..`` or an absolute path is a DataError). :func:`download_imdb` fetches it
+  member with ``..`` or an absolute path is a DataError). `download_imdb` fetches it
   into the attnkit cache and checks its SHA-256;
 * JSON Lines (optionally gzip) of ``{"text": ..., "label": ...}``, e.g. ``train.jsonl.gz``;
 * CSV with a text and a label column.
 
 Labels may be ``0``/``1`` or ``"neg"``/``"pos"``. Every bad record (missing field, unknown label,
 undecodable bytes, empty review, a file of the folder that resolves outside it) raises
-:class:`~attnkit.errors.DataError` naming the file and line (or tar member), unless
-``skip_bad=True``: then it is skipped and counted by reason in :class:`ReadStats`. Bad records
+`DataError` naming the file and line (or tar member), unless
+``skip_bad=True``: then it is skipped and counted by reason in `ReadStats`. Bad records
 are found one by one, so one bad byte or one bad line costs that record only. A byte-order mark
 may open any file.
 
-Example::
-
+Example:
+    ```python
     reviews = load_split("../shared/data/imdb", "train")      # list[Review]
     train, valid = split_validation(reviews, fraction=0.1, seed=0)
+    ```
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class ReadStats:
     Attributes:
         read / skipped: record counts.
         reasons: the first ten skip messages, in full.
-        drops: the skipped records by reason with the first places of each (:meth:`report`).
+        drops: the skipped records by reason with the first places of each (`report`).
     """
 
     read: int = 0
@@ -82,11 +83,12 @@ class ReadStats:
             self.reasons.append(str(error))
 
     def report(self, source: str | None = None) -> str:
-        """One line per reason records were skipped (``""`` if none), e.g.::
-
+        """One line per reason records were skipped (``""`` if none), e.g.:
+            ```python
             dropped 3 records of train.csv:
               2 not valid UTF-8 (e.g. train.csv:5, train.csv:9)
               1 with an empty review (train.csv:7)
+            ```
         """
         return self.drops.format(source)
 
@@ -228,7 +230,7 @@ def _parse_csv(content: str) -> tuple[list[str], list[tuple[int, dict | csv.Erro
 
 
 def _check_utf8(values, *, path: str, line: int) -> None:
-    """BadRecord if a field of a row holds an undecoded byte (see :func:`_csv_records`)."""
+    """BadRecord if a field of a row holds an undecoded byte (see `_csv_records`)."""
     for value in values:
         for text in value if isinstance(value, list) else [value]:
             bad = _UNDECODED.search(text) if isinstance(text, str) else None
@@ -364,8 +366,8 @@ def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | N
     """Reviews of ``split`` from whatever ``path`` is.
 
     * a folder with ``<split>.jsonl.gz`` / ``<split>.jsonl`` / ``<split>.csv``: that file;
-    * an ``aclImdb`` folder (or one containing ``aclImdb/``): :func:`read_folder`;
-    * ``*.tar.gz``: :func:`read_tar`;
+    * an ``aclImdb`` folder (or one containing ``aclImdb/``): `read_folder`;
+    * ``*.tar.gz``: `read_tar`;
     * a single ``.jsonl[.gz]`` or ``.csv`` file: that file, whatever ``split`` is;
     * ``"download"``: the official archive, fetched into the cache.
     """
@@ -396,7 +398,7 @@ def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | N
 
 
 def has_split(path, split: str) -> bool:
-    """Whether :func:`load_split` would find a separate ``split`` at ``path`` (not one file)."""
+    """Whether `load_split` would find a separate ``split`` at ``path`` (not one file)."""
     path = Path(path)
     if str(path) == "download" or _is_tar(path):
         return True

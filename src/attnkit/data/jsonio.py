@@ -12,7 +12,7 @@ def parse_json(text: str, *, path: str, line: int | None = None) -> Any:
     """``json.loads(text)``, raising DataError naming ``path`` (and line) for any malformed input.
 
     Deeply nested input makes ``json.loads`` raise RecursionError rather than JSONDecodeError;
-    both become DataError here (a :class:`~attnkit.data.drops.BadRecord`, reason "not valid
+    both become DataError here (a `BadRecord`, reason "not valid
     JSON", for readers that count skipped records) so a reader never leaks either.
     """
     try:

@@ -5,12 +5,13 @@ name). Bad lines are skipped and counted by reason (or raise under ``strict``); 
 not UTF-8 always raise, naming the file and line, since they mean the wrong file or a broken
 download (a skip would quietly drop every accented line of a Latin-1 file).
 
-Example::
-
+Example:
+    ```python
     result = read_pairs("../shared/data/eng-fra/train.tsv.gz")
     result.pairs[0]          # ("He's a chain smoker.", "C'est un fumeur invétéré.")
     print(result.report())   # "" or "dropped 3 lines of FILE:\n  2 without a tab (e.g. ...)"
     refs = group_references(read_pairs(test_path).pairs)   # [(english, [french, ...]), ...]
+    ```
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ TATOEBA_FRA_ENG_SHA256 = "161c93f18da3a7e6df611ed961426613260de8af06ccf8c79c977a
 
 @dataclass
 class PairsResult:
-    """What :func:`read_pairs` found.
+    """What `read_pairs` found.
 
     Attributes:
         path: the file read.
@@ -51,11 +52,12 @@ class PairsResult:
         return self.drops.total
 
     def report(self) -> str:
-        """One line per reason lines were skipped (``""`` if none), e.g.::
-
+        """One line per reason lines were skipped (``""`` if none), e.g.:
+            ```python
             dropped 3 lines of fra.txt:
               2 without a tab (e.g. fra.txt:4, fra.txt:9)
               1 with an empty French side (fra.txt:7)
+            ```
         """
         return self.drops.format(str(self.path))
 
@@ -71,7 +73,7 @@ def read_pairs(
         max_examples_shown: how many ``file:line`` places the report keeps per reason.
 
     Returns:
-        A :class:`PairsResult`. Blank lines are ignored (not counted); columns after the second
+        A `PairsResult`. Blank lines are ignored (not counted); columns after the second
         (Tatoeba's attribution) are ignored; a byte-order mark opening the file is dropped.
 
     Raises:

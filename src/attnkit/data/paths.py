@@ -4,10 +4,11 @@ Names in archives, caption files and review folders come from the data, not the 
 absolute name, a ``..`` part or a symbolic link could make a reader open (or write) a file
 outside the folder it was given. Both separators count, since the data may come from Windows.
 
-Example::
-
+Example:
+    ```python
     outside_reason(Path("images").resolve(), "../etc/passwd")   # "contains '..'"
     outside_reason(Path("images").resolve(), "dog.jpg")          # None
+    ```
 """
 
 from __future__ import annotations

@@ -1,20 +1,21 @@
 """Review text -> the padded id tensors a sentiment classifier reads, and back to the text.
 
-:class:`TextPipeline` is a tokenizer, a vocabulary, ``maxlen`` and the padding and truncation
-sides. :meth:`TextPipeline.read` says what the model sees of one review: the tokens kept
+`TextPipeline` is a tokenizer, a vocabulary, ``maxlen`` and the padding and truncation
+sides. `TextPipeline.read` says what the model sees of one review: the tokens kept
 (at most ``maxlen``, cut on the ``truncating`` side), their ids, how many tokens were cut and
 how many kept ones are unknown to the vocabulary. A text of any length is read in pieces of
-:data:`CHUNK_CHARS` characters, so memory stays bounded (a 10-million-word line costs the
-``maxlen`` kept tokens, not 10 million strings). :meth:`TextPipeline.spans` finds the kept
+`CHUNK_CHARS` characters, so memory stays bounded (a 10-million-word line costs the
+``maxlen`` kept tokens, not 10 million strings). `TextPipeline.spans` finds the kept
 tokens in the review as written, for pages that show the original text.
 
-Example::
-
+Example:
+    ```python
     pipe = TextPipeline(WordTokenizer(), vocab, maxlen=100)
     seen = pipe.read("A wonderful, moving film.")   # .tokens, .ids, .dropped, .unknown
     ids, lengths = pipe.encode(["A wonderful, moving film.", "Dull."])
     # ids [batch, maxlen] int64 (padding at the start by default), lengths [batch]
     data = pipe.dataset(reviews)                     # EncodedReviews for the trainer
+    ```
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ class TextPipeline:
 
     Args:
         tokenizer: anything with ``tokenize(text) -> list[str]`` and ``to_json()``
-            (see :mod:`attnkit.data.classification_text`).
+            (see `attnkit.data.classification_text`).
         vocab: the token ids (``<pad>`` = 0, ``<unk>`` = 1).
         maxlen: tokens kept per review.
         padding: ``"pre"`` (padding before the tokens) or ``"post"``.
@@ -119,7 +120,7 @@ class TextPipeline:
     truncating: str = "pre"
 
     def read(self, text: str) -> ReadReview:
-        """The tokens of ``text`` the model sees (see :class:`ReadReview`)."""
+        """The tokens of ``text`` the model sees (see `ReadReview`)."""
         keep_last = self.truncating == "pre"
         kept: collections.deque[str] | list[str] = (
             collections.deque(maxlen=self.maxlen) if keep_last else [])
@@ -137,7 +138,7 @@ class TextPipeline:
         return ReadReview(tokens, ids, total - len(tokens), sum(i == unk for i in ids))
 
     def encode(self, texts: Sequence[str]) -> tuple[Tensor, Tensor]:
-        """``ids [batch, maxlen]`` int64 and ``lengths [batch]`` (see :func:`pad_sequences`)."""
+        """``ids [batch, maxlen]`` int64 and ``lengths [batch]`` (see `pad_sequences`)."""
         return self.pad([self.read(t) for t in texts])
 
     def pad(self, reads: Sequence[ReadReview]) -> tuple[Tensor, Tensor]:
@@ -146,7 +147,7 @@ class TextPipeline:
                              truncating=self.truncating)
 
     def dataset(self, reviews: Sequence[Review]) -> EncodedReviews:
-        """Labelled reviews -> an :class:`EncodedReviews` (labels as float32 0/1)."""
+        """Labelled reviews -> an `EncodedReviews` (labels as float32 0/1)."""
         ids, lengths = self.encode([r.text for r in reviews])
         return EncodedReviews(ids, lengths, torch.tensor([r.label for r in reviews],
                                                          dtype=torch.float32))
@@ -158,7 +159,7 @@ class TextPipeline:
 
     @classmethod
     def from_dict(cls, obj: dict[str, Any], vocab: Vocab, folder: str | Path) -> TextPipeline:
-        """Rebuild from :meth:`to_dict`; ``folder`` holds a subword model file.
+        """Rebuild from `to_dict`; ``folder`` holds a subword model file.
 
         Raises:
             ValueError: a missing or malformed field (the caller names the file).

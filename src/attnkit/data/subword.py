@@ -1,15 +1,16 @@
 """Optional subword tokenization with sentencepiece (``pip install attnkit[subword]``).
 
 Train a unigram or BPE model on training text (one model for both languages, or one per
-language) into the run folder; pieces then go through :class:`attnkit.data.vocab.Vocab` like
+language) into the run folder; pieces then go through `attnkit.data.vocab.Vocab` like
 words, so the rest of the pipeline does not change. The model file is the only state.
 
-Example::
-
+Example:
+    ```python
     sp = SubwordModel.train(english + french, run_dir / "joint.model", vocab_size=8000)
     pieces = sp.encode("L'homme arrive.")   # ["▁L", "'", "homme", "▁arrive", "."]
     sp.decode(pieces)                        # "L'homme arrive."
     SubwordModel(run_dir / "joint.model")    # load it again for prediction
+    ```
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class SubwordModel:
     """A trained sentencepiece model.
 
     Args:
-        path: the ``.model`` file written by :meth:`train`.
+        path: the ``.model`` file written by `train`.
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -102,5 +103,5 @@ class SubwordModel:
         return self._sp.EncodeAsPieces(text)
 
     def decode(self, pieces: Sequence[str]) -> str:
-        """Pieces -> text (exact inverse of :meth:`encode` on normalised text)."""
+        """Pieces -> text (exact inverse of `encode` on normalised text)."""
         return self._sp.DecodePieces(list(pieces))

@@ -17,10 +17,11 @@ Every English sentence has exactly one French translation (conventions: ``you`` 
 ``they`` -> ``ils``, ``his``/``her`` are not used), sentences have 4-12 tokens and each side has
 about 200 word forms.
 
-Example::
-
+Example:
+    ```python
     generate_pairs(2, seed=0)   # [("The cat does not see her.", "Le chat ne la voit pas."), ...]
     splits = synthetic_splits(0, train=20000, valid=1000, test=1000)   # no shared English side
+    ```
 """
 
 from __future__ import annotations

@@ -22,11 +22,12 @@ produce), keeps accents, and splits clitics so that ``l'homme`` and ``l'école``
 ``french_space="\\u202f"`` for typographic narrow no-break spaces). sacrebleu's tokenizers split
 on any Unicode space, so BLEU does not depend on that choice.
 
-Example::
-
+Example:
+    ```python
     tokenize("C’est l’homme\u202f?", "fr")   # ["C'", "est", "l'", "homme", "?"]
     detokenize(["C'", "est", "l'", "homme", "?"], "fr")   # "C'est l'homme ?"
     tokenize("I don't know.", "en")          # ["I", "do", "n't", "know", "."]
+    ```
 """
 
 from __future__ import annotations
@@ -114,10 +115,10 @@ def _is_word(token: str) -> bool:
 
 
 def detokenize(tokens: Sequence[str], lang: str, *, french_space: str = " ") -> str:
-    """Join tokens back into text, inverting :func:`tokenize` on normalised text.
+    """Join tokens back into text, inverting `tokenize` on normalised text.
 
     Args:
-        tokens: tokens as produced by :func:`tokenize` (or by a model).
+        tokens: tokens as produced by `tokenize` (or by a model).
         lang: ``"en"`` or ``"fr"``.
         french_space: the space French puts before ``? ! : ; %`` and inside ``« »``
             (``" "``, ``"\\u00a0"`` or ``"\\u202f"``).

@@ -1,17 +1,18 @@
 """Text <-> tokens for a translation run: words, or the pieces of a joint subword model.
 
-A run trained on words tokenizes with :mod:`attnkit.data.text` (per language); a run trained
+A run trained on words tokenizes with `attnkit.data.text` (per language); a run trained
 with ``--subword`` uses one joint sentencepiece model for both languages, whose decoding
-restores the text. :meth:`TextCodec.encode_capped` reads at most ``limit`` tokens of a text and
+restores the text. `TextCodec.encode_capped` reads at most ``limit`` tokens of a text and
 counts the rest without holding them, so a pathological input (one line of ten million words)
 costs one chunk of tokens at a time, not all of them at once.
 
-Example::
-
+Example:
+    ```python
     TextCodec().encode("I'm cold.", "en")                    # ["I", "'m", "cold", "."]
     TextCodec().encode_capped("one two three four", "en", 2)  # (["one", "two"], 2)
     codec = TextCodec(SubwordModel("runs/fr/subword.model"))
     codec.decode(codec.encode("J'ai froid.", "fr"), "fr")    # "J'ai froid."
+    ```
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class TextCodec:
         return self.subword.encode(text)
 
     def decode(self, tokens: Sequence[str], lang: str) -> str:
-        """The text of ``tokens``: the inverse of :meth:`encode`."""
+        """The text of ``tokens``: the inverse of `encode`."""
         if self.subword is None:
             return detokenize(tokens, lang)
         return self.subword.decode(tokens)
@@ -70,10 +71,11 @@ class TextCodec:
         cross a space, so the tokens are those of `encode`) and its characters are shared out
         among its tokens by their lengths (a ``▁`` word mark counts for nothing).
 
-        Example::
-
+        Example:
+            ```python
             codec.encode_with_spans("L'homme arrive.", "fr")
             # (["▁L", "'", "homme", "▁arrive", "."], [(0, 1), (1, 2), (2, 7), (8, 14), (14, 15)])
+            ```
         """
         tokens: list[str] = []
         spans: list[tuple[int, int]] = []
@@ -95,9 +97,10 @@ class TextCodec:
     def encode_capped(self, text: str, lang: str, limit: int) -> tuple[list[str], int]:
         """The first ``limit`` tokens of ``text`` and the number of tokens after them.
 
-        Example::
-
+        Example:
+            ```python
             TextCodec().encode_capped("a b c .", "en", 3)   # (["a", "b", "c"], 1)
+            ```
         """
         if len(text) <= CHUNK_CHARS:
             tokens = self.encode(text, lang)
@@ -117,7 +120,7 @@ class TextCodec:
 
 
 def word_count(text: str, lang: str) -> int:
-    """The number of words of ``text`` (:func:`~attnkit.data.text.tokenize`), counted chunk by
+    """The number of words of ``text`` (`tokenize`), counted chunk by
     chunk so that a huge text is never held as one list of words."""
     if len(text) <= CHUNK_CHARS:
         return len(tokenize(text, lang))

@@ -4,13 +4,14 @@ Teacher forcing needs the target twice, shifted by one: the decoder reads ``<bos
 (``tgt_in``) and is trained to output ``y1 .. yn <eos>`` (``tgt_out``); both have ``n + 1``
 positions, so ``tgt_lengths`` is ``len(y) + 1``.
 
-Example::
-
+Example:
+    ```python
     kept, drops = filter_by_length(token_pairs, max_len=30)
     print(drops.format("the training pairs"))   # "" or "dropped 12 pairs of ...:\n  12 longer ..."
     ds = TranslationDataset.from_token_pairs(kept, src_vocab, tgt_vocab)
     collate = functools.partial(collate_translation, pad_id=tgt_vocab.pad_id)
     batch = collate([ds[0], ds[1]])   # {"src": [2, S], "tgt_in": [2, T], ...}
+    ```
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def collate_translation(
     Args:
         batch: ``B`` examples; sources must be non-empty.
         pad_id: padding id (``vocab.pad_id``, 0 with the default specials).
-        bos_id / eos_id: target start / end ids (defaults match :class:`Vocab`'s specials).
+        bos_id / eos_id: target start / end ids (defaults match `Vocab`'s specials).
 
     Returns:
         ``{"src": [B, S] long, "src_lengths": [B] long, "tgt_in": [B, T] long (<bos> + y),

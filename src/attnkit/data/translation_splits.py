@@ -1,9 +1,9 @@
 """Where a translation run's sentence pairs come from, and its train/valid/test splits.
 
-``data`` names one of four sources; :func:`data_spec` turns it into a small JSON description
-(stored in the run's ``config.json``) that :func:`load_splits` turns back into the same pairs:
+``data`` names one of four sources; `data_spec` turns it into a small JSON description
+(stored in the run's ``config.json``) that `load_splits` turns back into the same pairs:
 
-* ``"synthetic"``: the built-in grammar corpus (:mod:`attnkit.data.synthetic_fr`), generated
+* ``"synthetic"``: the built-in grammar corpus (`attnkit.data.synthetic_fr`), generated
   from the seed (20000 / 1000 / 1000 pairs by default);
 * ``"tatoeba"``: the Anki/Tatoeba English-French file (downloaded once), split 96/2/2;
 * a folder with ``train``, ``valid`` and ``test`` ``.tsv[.gz]`` / ``.txt[.gz]`` files;
@@ -13,10 +13,11 @@ The 96/2/2 split groups the pairs by English sentence first (Tatoeba lists alter
 translations of one sentence on adjacent lines), so no source sentence is in two splits, and
 shuffles the groups with the seed: the same seed gives the same split.
 
-Example::
-
+Example:
+    ```python
     spec = data_spec("pairs.tsv", seed=0)     # {"kind": "file", "path": ..., "split_seed": 0}
     splits = load_splits(spec)                # {"train": [(en, fr), ...], "valid": ..., ...}
+    ```
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def split_files(folder: Path) -> dict[str, Path] | None:
 
 
 def data_spec(data: str, seed: int = 0, train_size: int | None = None) -> dict[str, Any]:
-    """The JSON description of ``data`` that :func:`load_splits` turns back into pairs.
+    """The JSON description of ``data`` that `load_splits` turns back into pairs.
 
     Args:
         data: ``"synthetic"``, ``"tatoeba"``, a folder or a pairs file.
@@ -146,12 +147,12 @@ def spec_name(spec: dict[str, Any]) -> str:
 
 def load_splits(spec: dict[str, Any], *, progress: bool = True, strict: bool = False,
                 log: Log = _quiet) -> dict[str, list[Pair]]:
-    """``{"train", "valid", "test"}`` lists of ``(english, french)`` for a :func:`data_spec`.
+    """``{"train", "valid", "test"}`` lists of ``(english, french)`` for a `data_spec`.
 
     Args:
-        spec: from :func:`data_spec` (or a run's ``config.json``).
+        spec: from `data_spec` (or a run's ``config.json``).
         progress: a download progress bar (tatoeba).
-        strict, log: as :func:`read_pair_file`.
+        strict, log: as `read_pair_file`.
 
     Raises:
         DataError: unreadable files, or a spec of an unknown kind.
@@ -181,7 +182,7 @@ def eval_pairs(data: str | None, run_spec: dict[str, Any], *, strict: bool = Fal
             split; the other name: that corpus' default test split; a folder: its test file;
             a file: every pair in it.
         run_spec: the run's data spec.
-        strict, log: as :func:`read_pair_file`.
+        strict, log: as `read_pair_file`.
     """
     if data is None or data == run_spec.get("kind"):
         return load_splits(run_spec, strict=strict, log=log)["test"]

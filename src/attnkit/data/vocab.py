@@ -3,12 +3,13 @@
 Special tokens come first, in the order given, so ``<pad>`` is index 0 with the default specials
 (padding rows are then all zeros). The sentiment app uses ``specials=("<pad>", "<unk>")``.
 
-Example::
-
+Example:
+    ```python
     vocab = Vocab.build([["le", "chat"], ["le", "chien"]], min_freq=1)
     ids = vocab.encode(["le", "loup"], add_bos=True, add_eos=True)   # [1, 4, 3, 2]
     vocab.decode(ids)                                                # ["le", "<unk>"]
     vocab.to_json(run_dir / "vocab_src.json"); Vocab.from_json(run_dir / "vocab_src.json")
+    ```
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class Vocab:
         tokens: every token in index order; must start with ``specials`` and hold no duplicates.
         specials: the special tokens (default ``<pad> <bos> <eos> <unk>``).
 
-    Unknown tokens encode to ``<unk>`` when the vocabulary has one, else :meth:`encode` raises.
+    Unknown tokens encode to ``<unk>`` when the vocabulary has one, else `encode` raises.
     """
 
     def __init__(self, tokens: Sequence[str], specials: Sequence[str] = DEFAULT_SPECIALS):
@@ -179,7 +180,7 @@ class Vocab:
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> Vocab:
-        """Read a file written by :meth:`to_json`; DataError naming the file if it is malformed."""
+        """Read a file written by `to_json`; DataError naming the file if it is malformed."""
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")

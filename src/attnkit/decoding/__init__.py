@@ -1,5 +1,5 @@
 """Decoding for translation models with the step API: greedy (whole, or step by step with
-:func:`greedy_steps`), beam search, unk replacement, and :func:`decode_many` (length-grouped
+`greedy_steps`), beam search, unk replacement, and `decode_many` (length-grouped
 batches of any number of sentences)."""
 
 from attnkit.decoding.batched import decode_many, length_batches, padded_sources

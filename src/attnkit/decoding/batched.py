@@ -5,7 +5,7 @@ encoded and the sentences of a batch finish at about the same step; batches are 
 sentence count and/or a token budget (the padded rows times the beam: what one decoder step
 holds), so a batch of short sentences can be much larger than a batch of long ones.
 
-By default :func:`decode_many` batches by tokens only (:data:`DECODE_MAX_TOKENS`). A decoder
+By default `decode_many` batches by tokens only (`DECODE_MAX_TOKENS`). A decoder
 step of a small model is mostly per-operation overhead, so the more rows a step holds the
 cheaper each one is, up to a point (likely where the step's ``[rows, vocabulary]``
 log-probabilities no longer fit the CPU caches). On the Tatoeba test split (the recipe's
@@ -13,11 +13,12 @@ Transformer, 2-core AMD EPYC at AVX2, docs/results.md) batches of 64 sentences d
 sentences/s greedy and 96 at beam 5; a budget of 8,192 tokens 467 and 113; 32,768 tokens was
 slower again (371 and 84).
 
-Example::
-
+Example:
+    ```python
     hyps = decode_many(model, [[5, 6, 7], [8, 9]], beam=5, max_tokens=4000,
                        need_weights=False)
     hyps[0].tokens
+    ```
 """
 
 from __future__ import annotations
@@ -93,16 +94,16 @@ def decode_many(model: nn.Module, src_ids: Sequence[Sequence[int]], *, beam: int
     Args:
         model: a translation model with the step API (its device is used).
         src_ids: source token ids per sentence (non-empty).
-        beam, alpha: beam size and GNMT length penalty (:func:`beam_search`).
-        batch_size, max_tokens: batching (:func:`length_batches`); by default by tokens
-            only (:data:`DECODE_MAX_TOKENS`).
+        beam, alpha: beam size and GNMT length penalty (`beam_search`).
+        batch_size, max_tokens: batching (`length_batches`); by default by tokens
+            only (`DECODE_MAX_TOKENS`).
         need_weights: keep attention rows (``<unk>`` replacement, heatmaps); False is faster;
             ``"all"``: a Transformer's rows of every layer and head (the explorer page).
         use_cache: incremental decoding (False: the uncached reference path).
         max_len_ratio, max_len_offset, max_len: per-sentence length limit.
 
     Returns:
-        One :class:`Hypothesis` per sentence, in input order.
+        One `Hypothesis` per sentence, in input order.
     """
     device = next(model.parameters()).device
     pad = model.config.pad_id

@@ -18,9 +18,10 @@ Length penalty (the raw score is the total log-probability, EOS included, of ``L
 
 ``alpha=0`` compares raw log-probabilities, which favours short outputs.
 
-Example::
-
+Example:
+    ```python
     hyps = beam_search(model, src, src_lengths, beam_size=5, alpha=0.6)
+    ```
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def beam_search(model: nn.Module, src: Tensor, src_lengths: Tensor, *, beam_size
         use_cache: incremental decoding (False: the model's uncached reference path).
 
     Returns:
-        One :class:`Hypothesis` per sentence (the best one), with the attention rows of the
+        One `Hypothesis` per sentence (the best one), with the attention rows of the
         chosen hypothesis, ``[len(tokens), src_len]`` (``"all"``: ``[len(tokens), layers,
         heads, src_len]``).
     """

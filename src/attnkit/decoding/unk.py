@@ -4,10 +4,11 @@ Problem"): every ``<unk>`` in the output becomes the source word it attended to 
 Proper names and numbers are usually copied verbatim in translation, so the most attended
 source word is a good guess for a word outside the target vocabulary.
 
-Example::
-
+Example:
+    ```python
     replace_unk(["je", "suis", "<unk>"], attention, ["I", "am", "Zorblax"])
     # -> ["je", "suis", "Zorblax"]   when row 2 of attention peaks at column 2
+    ```
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Translation networks built from attnkit attention and positional encodings.
 
 ``build_model(config)`` turns a config (or its JSON dict) back into a network; every model has
-the step API of :mod:`attnkit.models.seq2seq` that :mod:`attnkit.decoding` relies on.
+the step API of `attnkit.models.seq2seq` that `attnkit.decoding` relies on.
 """
 
 from __future__ import annotations

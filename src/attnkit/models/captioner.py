@@ -11,24 +11,25 @@ from a preliminary glimpse's query with ``init_pool="glimpse"``).
 be read through attention; ``"glimpse"``, the default: the same, but the first word's look is
 steered by a preliminary glimpse).
 
-* soft attention: :class:`~attnkit.attention.spatial.SpatialAttention` with the gating scalar
+* soft attention: `SpatialAttention` with the gating scalar
   ``beta_t = sigmoid(W_b h_{t-1})`` on the context;
-* hard attention: :class:`~attnkit.attention.hard.HardAttention` (one location per word,
+* hard attention: `HardAttention` (one location per word,
   sampled in training with the straight-through gradient, argmax in eval mode).
 
 Training adds the doubly stochastic regulariser ``lambda * sum_pixels (1 - sum_t alpha_t)^2``
-(:func:`doubly_stochastic_penalty`). The model has the step API of the translation models, so
-:mod:`attnkit.decoding` (greedy, beam) decodes it:
+(`doubly_stochastic_penalty`). The model has the step API of the translation models, so
+`attnkit.decoding` (greedy, beam) decodes it:
 
 * ``encode(images [B, 3, S, S], src_lengths=None) -> CaptionState``
 * ``decode_step(prev_tokens [B], state) -> (log_probs [B, V], state, attn [B, H*W])``
 * ``reorder_state(state, index [B'])``
 
-Example::
-
+Example:
+    ```python
     cfg = CaptionerConfig(vocab_size=30)
     model = Captioner(cfg)
     logits, alphas = model(images, tgt_in)        # [B, T, 30], [B, T, 8, 8]
+    ```
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ VERSION_1_DEFAULTS = {"init_pool": "mean+max", "global_context": False}
 
 @dataclass
 class CaptionerConfig(SpecialIds):
-    """Everything needed to rebuild a :class:`Captioner` (JSON scalars only).
+    """Everything needed to rebuild a `Captioner` (JSON scalars only).
 
     Args:
         vocab_size: output vocabulary (specials included).
@@ -78,14 +79,14 @@ class CaptionerConfig(SpecialIds):
             from ``h_0``; a blank state alone would look at every image the same way, whatever
             the odd duck).
         global_context: squeeze-and-excitation gates in the encoder
-            (:class:`~attnkit.models.cnn_encoder.ConvEncoder`; default on).
+            (`ConvEncoder`; default on).
         glimpses: attention hops per word. With ``g > 1`` the query of hop ``k + 1`` is
             ``tanh(W_g [h_{t-1}; z^k])``: what the previous hop saw refines where to look
             (multiple glimpses, Ba et al. 2015). The map of the last hop is the word's map
             and gives the context ``z_t``.
         version: the ``model.json`` format. Version 1 files (no ``"version"`` key) were written
             when the defaults were ``init_pool="mean+max"``, ``global_context=False``: the
-            fields such a file lacks take those (:data:`VERSION_1_DEFAULTS`).
+            fields such a file lacks take those (`VERSION_1_DEFAULTS`).
 
     The defaults are the settings the caption app trains: with a blank state and the encoder's
     global context the first word is read through a preliminary glimpse at the ducks (see
@@ -132,7 +133,7 @@ class CaptionerConfig(SpecialIds):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CaptionerConfig:
-        """Inverse of :meth:`to_dict`, also for older versions: a dict without ``"version"``
+        """Inverse of `to_dict`, also for older versions: a dict without ``"version"``
         is version 1 and its missing fields take the version-1 defaults.
 
         Raises:
@@ -173,7 +174,7 @@ def _mlp(cin: int, cout: int) -> nn.Sequential:
 
 
 class Captioner(nn.Module):
-    """CNN encoder + LSTM decoder with spatial attention, built from a :class:`CaptionerConfig`.
+    """CNN encoder + LSTM decoder with spatial attention, built from a `CaptionerConfig`.
 
     Call:
         ``model(images, tgt_in, location_mask=None)`` -> ``(logits [batch, T, V],
@@ -303,8 +304,8 @@ class Captioner(nn.Module):
 
     def decode_step(self, prev_tokens: Tensor,
                     state: CaptionState) -> tuple[Tensor, CaptionState, Tensor]:
-        """As :meth:`step`, with log-probabilities and the map flattened to ``[batch, H*W]``
-        (the layout :mod:`attnkit.decoding` keeps per token)."""
+        """As `step`, with log-probabilities and the map flattened to ``[batch, H*W]``
+        (the layout `attnkit.decoding` keeps per token)."""
         logits, state, alpha = self.step(prev_tokens, state)
         return torch.log_softmax(logits.float(), -1), state, alpha.flatten(1)
 
@@ -373,7 +374,7 @@ def caption_loss(model: Captioner, images: Tensor, tgt_in: Tensor, tgt_out: Tens
                  lengths: Tensor, target_maps: Tensor | None = None,
                  supervision: float = 0.0) -> tuple[Tensor, Tensor, int]:
     """Token cross-entropy + ``config.doubly_stochastic`` * the attention penalty
-    (+ ``supervision`` * :func:`attention_supervision_penalty` when ``target_maps`` is given).
+    (+ ``supervision`` * `attention_supervision_penalty` when ``target_maps`` is given).
 
     Args:
         images: ``[batch, 3, S, S]``; ``tgt_in``/``tgt_out``: ``[batch, T]`` (BOS + words,

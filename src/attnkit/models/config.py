@@ -1,14 +1,15 @@
 """Model configurations as plain dataclasses that round-trip through JSON.
 
 The translate app writes ``config.to_dict()`` into ``RUN/config.json`` and rebuilds the exact
-network later with :func:`attnkit.models.build_model` (``config_from_dict`` + constructor), so
+network later with `attnkit.models.build_model` (``config_from_dict`` + constructor), so
 every field here is a JSON scalar.
 
-Example::
-
+Example:
+    ```python
     cfg = RNNSeq2SeqConfig(src_vocab=100, tgt_vocab=120, attention="additive")
     same = config_from_dict(json.loads(json.dumps(cfg.to_dict())))
     assert same == cfg
+    ```
 """
 
 from __future__ import annotations
@@ -143,7 +144,7 @@ CONFIG_CLASSES = {"rnn": RNNSeq2SeqConfig, "transformer": TransformerConfig}
 
 
 def config_from_dict(data: dict[str, Any]) -> RNNSeq2SeqConfig | TransformerConfig:
-    """Rebuild a config from :meth:`to_dict` output; unknown keys raise ValueError (naming them)."""
+    """Rebuild a config from `to_dict` output; unknown keys raise ValueError (naming them)."""
     arch = data.get("arch", "rnn")
     if arch not in CONFIG_CLASSES:
         raise ValueError(f"unknown model arch {arch!r}; expected one of {sorted(CONFIG_CLASSES)}")

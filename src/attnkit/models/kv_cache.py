@@ -4,21 +4,22 @@ Decoding one token at a time, a decoder layer needs at step ``t`` the self-atten
 values of positions ``0..t`` and the cross-attention keys and values of the source. Without a
 cache both are recomputed every step (the whole prefix goes through every layer again, and the
 source is projected again): ``O(t)`` work per step for what is ``O(1)`` new information. With
-:class:`LayerCache` the source keys/values are projected once per sentence (at ``encode``) and
+`LayerCache` the source keys/values are projected once per sentence (at ``encode``) and
 each step appends one key/value row per layer.
 
-The cache is a value, not module state: :meth:`TransformerSeq2Seq.decode_step` takes it in the
-decoding state and returns a new one; beam search reorders it with :meth:`LayerCache.reorder`.
+The cache is a value, not module state: `TransformerSeq2Seq.decode_step` takes it in the
+decoding state and returns a new one; beam search reorders it with `LayerCache.reorder`.
 
-The functions read the projection weights of an :class:`attnkit.attention.MultiHeadAttention`
+The functions read the projection weights of an `attnkit.attention.MultiHeadAttention`
 (``in_proj_weight`` packed ``[W_q; W_k; W_v]``, ``in_proj_bias``, ``out_proj``), so cached and
 uncached decoding share one set of parameters and give the same numbers.
 
-Example::
-
+Example:
+    ```python
     k, v = project_memory(layer.cross_attn, memory)                  # once per sentence
     cache = LayerCache(k.new_zeros(b, h, 0, hd), k.new_zeros(b, h, 0, hd), k, v)
     out, cache, _ = cached_self_attention(layer.self_attn, x, cache)  # x [batch, 1, d]
+    ```
 """
 
 from __future__ import annotations

@@ -2,13 +2,15 @@
 
 Label smoothing (Szegedy et al. 2016) with ``eps``: the target distribution puts ``1 - eps`` on
 the gold token and spreads ``eps`` uniformly over all ``V`` classes (the gold one included, as
-``torch.nn.functional.cross_entropy(label_smoothing=eps)`` does), so per token::
-
+``torch.nn.functional.cross_entropy(label_smoothing=eps)`` does), so per token:
+    ```python
     loss = (1 - eps) * (-log p[gold]) + eps * mean_v(-log p[v])
+    ```
 
-Example::
-
+Example:
+    ```python
     loss, count = masked_cross_entropy(logits, batch["tgt_out"], pad_id=0, label_smoothing=0.1)
+    ```
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@
 Any attnkit score mechanism works (``attnkit.attention.factory.create``). Dot-product scores need
 query and key of equal size: encoder outputs are then projected to the decoder size for the
 *keys* only (the context still averages the unprojected encoder outputs). The memory is computed
-once per source in :meth:`RNNDecoder.init_state` (``memory()``: additive attention's ``W_k k``,
+once per source in `RNNDecoder.init_state` (``memory()``: additive attention's ``W_k k``,
 general attention's ``W k``); padded source positions are masked. ``init_state(...,
 use_cache=False)`` keeps the reference path that recomputes that projection at every step (tests
 and benchmarks compare the two; the outputs are the same).
@@ -99,12 +99,12 @@ class RNNDecoder(nn.Module):
         style: ``"bahdanau"`` or ``"luong"``.
         attention: a score kind for the factory, or ``"none"``.
         attention_units, window: passed to the factory.
-        attention_module: use this :class:`ScoreAttention` instead of the factory (tests, custom
+        attention_module: use this `ScoreAttention` instead of the factory (tests, custom
             mechanisms); it must accept queries of size ``hidden`` and keys of size ``enc_dim``.
 
     Call:
         ``init_state(enc_out [batch, S, enc_dim], src_lengths [batch], enc_state,
-        use_cache=True)`` -> :class:`RNNDecoderState`;
+        use_cache=True)`` -> `RNNDecoderState`;
         ``step(prev_tokens [batch], state, need_weights=True) -> (logits [batch, vocab], state,
         weights [batch, S] or None)``.
     """

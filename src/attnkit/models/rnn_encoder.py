@@ -3,11 +3,12 @@
 Packing over ``src_lengths`` means padding never enters the recurrence: a sentence's outputs and
 final state are the same whether it is encoded alone or in a padded batch.
 
-Example::
-
+Example:
+    ```python
     enc = RNNEncoder(vocab=100, emb_dim=32, hidden=64, layers=1, cell="gru",
                      bidirectional=True, dec_hidden=64)
     out, state = enc(src, src_lengths)   # out [batch, S, 128], state [1, batch, 64]
+    ```
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Self-attention review classifier: the 2018 Keras model (preset ``keras2018``) and a stronger one.
 
-``keras2018`` is exactly::
-
+``keras2018`` is exactly:
+    ```python
     Embedding(30000, 128) -> + sinusoidal positions (cos_sin layout) ->
     MultiHeadAttention(8 heads x 16, no bias, no output projection) as self-attention ->
     global max pooling over time -> Dropout(0.5) -> Linear(128, 1) -> sigmoid
+    ```
 
 3,889,281 parameters (= 30000*128 + 3*128*128 + 129), as Keras reports.
 
@@ -18,19 +19,19 @@ surrounds it. ``mask_padding=False`` reproduces the original. Padding may sit at
 ``key_lengths`` (which mean "the first ``length`` slots are real"), the model passes the
 equivalent ``key_mask`` to the attention and zeroes the padded query rows itself.
 
-Speed. With masking, :meth:`SentimentClassifier.forward` sorts the batch by length and encodes
-it in a few groups (:func:`plan_length_groups`, CPU only), each cut to its longest review, so
+Speed. With masking, `SentimentClassifier.forward` sorts the batch by length and encodes
+it in a few groups (`plan_length_groups`, CPU only), each cut to its longest review, so
 padding costs (almost) no compute; the embedding lookup stays one call (one dense gradient).
 With max pooling after plain attention layers (the 2018 model) the last layer and the pooling
-run as one kernel (:meth:`MultiHeadAttention.max_pool`), whose backward visits only the query
+run as one kernel (`MultiHeadAttention.max_pool`), whose backward visits only the query
 row that won each pooled feature instead of every row of every head. Both equal the full padded
 batch through autograd to float32 rounding (tests/models/test_sentiment_length_groups.py) and
 the Keras formula (tests/models/test_sentiment_keras_formula.py). The sinusoid table is a
-cached, non-persistent buffer. Many reviews at once: :meth:`SentimentClassifier.predict_proba`
-(batches in length order, no weights); :meth:`SentimentClassifier.attribute` when the weights
+cached, non-persistent buffer. Many reviews at once: `SentimentClassifier.predict_proba`
+(batches in length order, no weights); `SentimentClassifier.attribute` when the weights
 are wanted.
 
-Per-token explanation (:meth:`SentimentClassifier.explain`), a distribution over the real tokens
+Per-token explanation (`SentimentClassifier.explain`), a distribution over the real tokens
 (sums to 1, zero on padding):
 
 * max pooling: pooled feature ``d`` is ``max_t h[t, d]``, won at one position ``q_d``, and
@@ -42,11 +43,12 @@ Per-token explanation (:meth:`SentimentClassifier.explain`), a distribution over
   position carries the whole review.)
 * attention pooling: the pooling weights themselves.
 
-Example::
-
+Example:
+    ```python
     model = SentimentClassifier(SentimentConfig.keras2018())
     logits = model(ids, lengths)            # ids [batch, time] int64, lengths [batch] -> [batch]
     prob, scores = model.explain(ids, lengths)   # [batch], [batch, time]
+    ```
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ from attnkit.positional import SinusoidalPositionalEncoding
 
 @dataclass
 class SentimentConfig:
-    """Everything that defines a :class:`SentimentClassifier` (saved as JSON in the run).
+    """Everything that defines a `SentimentClassifier` (saved as JSON in the run).
 
     Args:
         vocab_size: rows of the token embedding (ids must be ``< vocab_size``).
@@ -157,7 +159,7 @@ class _EmbeddingLookup(torch.autograd.Function):
 
 def embedding_lookup(ids: Tensor, weight: Tensor) -> Tensor:
     """``ids [...]`` int64 -> ``weight[ids]`` ``[..., dim]``, as ``F.embedding`` (no padding
-    index, no max norm) with a faster dense gradient (see :class:`_EmbeddingLookup`)."""
+    index, no max norm) with a faster dense gradient (see `_EmbeddingLookup`)."""
     if ids.dtype not in (torch.int64, torch.int32):
         raise ValueError(f"ids must be integers, got {ids.dtype}")
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= weight.shape[0]):
@@ -193,7 +195,7 @@ class SentimentClassifier(nn.Module):
     """Binary review classifier built from self-attention (see the module doc).
 
     Args:
-        config: a :class:`SentimentConfig`.
+        config: a `SentimentConfig`.
 
     Call:
         ``forward(ids, lengths) -> logits``; the probability of "positive" is
@@ -308,7 +310,7 @@ class SentimentClassifier(nn.Module):
     def _encode(self, ids: Tensor, lengths: Tensor, need_weights: bool = False,
                 tokens: Tensor | None = None, pooled: bool = False):
         """-> ``(x [batch, time, width], mask, weights)``; with ``pooled`` (only where
-        :meth:`_fused_pool` holds) ``x`` is already the max-pooled ``[batch, width]``."""
+        `_fused_pool` holds) ``x`` is already the max-pooled ``[batch, width]``."""
         self._check_shapes(ids, lengths)
         mask = self.real_mask(lengths, ids.shape[1])
         key_mask = mask if self.config.mask_padding else None
@@ -334,7 +336,7 @@ class SentimentClassifier(nn.Module):
 
     def _fused_pool(self) -> bool:
         """Whether the last attention layer and the max pooling can run as one
-        :meth:`MultiHeadAttention.max_pool` (plain layers, max pooling; weights not asked)."""
+        `MultiHeadAttention.max_pool` (plain layers, max pooling; weights not asked)."""
         return self.config.block == "plain" and self.pool_score is None
 
     def _pool(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -368,7 +370,7 @@ class SentimentClassifier(nn.Module):
     def _pool_by_length(self, ids: Tensor, lengths: Tensor) -> Tensor:
         """Masked mode: ``ids [batch, time]`` -> pooled ``[batch, width]`` in input order.
 
-        Rows sorted by length are encoded in a few groups (:func:`plan_length_groups`), each
+        Rows sorted by length are encoded in a few groups (`plan_length_groups`), each
         cut to its longest row, so padding costs (almost) no compute (attention work grows with
         length squared). Exact: with masking a review's output does not depend on its padding
         (module doc). Dropout is applied later on the whole batch, so the random stream does
@@ -471,8 +473,8 @@ class SentimentClassifier(nn.Module):
         return out
 
     def predict_proba(self, ids: Tensor, lengths: Tensor, *, batch_size: int = 256) -> Tensor:
-        """P(positive) ``[n]`` of many reviews (:meth:`logits_by_length`, then a sigmoid);
-        :meth:`attribute` when the per-token weights are wanted too."""
+        """P(positive) ``[n]`` of many reviews (`logits_by_length`, then a sigmoid);
+        `attribute` when the per-token weights are wanted too."""
         return torch.sigmoid(self.logits_by_length(ids, lengths, batch_size=batch_size))
 
     @torch.no_grad()
@@ -490,7 +492,7 @@ class SentimentClassifier(nn.Module):
 
     @torch.no_grad()
     def attribute(self, ids: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """:meth:`explain`'s probability ``[batch]`` and scores ``[batch, time]``, plus signed
+        """`explain`'s probability ``[batch]`` and scores ``[batch, time]``, plus signed
         contributions ``[batch, time]``: each real token's part of the logit (> 0 pushes
         towards "positive", 0 on padding).
 
@@ -548,7 +550,7 @@ GROUP_COST = 500.0
 
 def plan_length_groups(sorted_lengths: list[int], *, max_groups: int = 6,
                        min_rows: int = 8) -> list[int]:
-    """Sizes of the length groups that encode a batch cheapest (see :data:`GROUP_COST`).
+    """Sizes of the length groups that encode a batch cheapest (see `GROUP_COST`).
 
     Args:
         sorted_lengths: the batch's lengths in ascending order.

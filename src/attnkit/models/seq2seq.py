@@ -1,7 +1,7 @@
 """RNN encoder-decoder for translation: training forward + the step API decoders use.
 
-Every translation model in attnkit (this one and :class:`~attnkit.models.transformer.
-TransformerSeq2Seq`) has the same surface, which is all :mod:`attnkit.decoding` relies on:
+Every translation model in attnkit (this one and `
+TransformerSeq2Seq`) has the same surface, which is all `attnkit.decoding` relies on:
 
 * ``forward(src [B, S], src_lengths [B], tgt_in [B, T]) -> logits [B, T, V]``
 * ``encode(src, src_lengths, use_cache=True) -> state`` (``use_cache=False``: the uncached
@@ -12,11 +12,12 @@ TransformerSeq2Seq`) has the same surface, which is all :mod:`attnkit.decoding` 
 * ``reorder_state(state, index [B'])`` -> the state of rows ``index`` (beam search)
 * ``config`` with ``pad_id``, ``bos_id``, ``eos_id``, ``unk_id`` and ``to_dict()``.
 
-Example::
-
+Example:
+    ```python
     cfg = RNNSeq2SeqConfig(src_vocab=100, tgt_vocab=120, attention="general", style="luong")
     model = RNNSeq2Seq(cfg)
     logits = model(src, src_lengths, tgt_in)          # [batch, T, 120]
+    ```
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from attnkit.models.rnn_encoder import RNNEncoder, check_teacher_input
 
 
 class RNNSeq2Seq(nn.Module):
-    """Encoder-decoder with (or without) attention, built from an :class:`RNNSeq2SeqConfig`.
+    """Encoder-decoder with (or without) attention, built from an `RNNSeq2SeqConfig`.
 
     Args:
         config: the model configuration (JSON round-trip via ``to_dict``/``config_from_dict``).
-        attention_module: optional custom :class:`ScoreAttention` for the decoder (query size
+        attention_module: optional custom `ScoreAttention` for the decoder (query size
             ``config.hidden``, key size the encoder output size).
 
     Call:

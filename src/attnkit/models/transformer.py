@@ -1,13 +1,13 @@
 """A pre-norm Transformer encoder-decoder (Vaswani et al. 2017) from attnkit parts.
 
-Self- and cross-attention are :class:`attnkit.attention.multi_head.MultiHeadAttention`; positions
-come from :mod:`attnkit.positional` (sinusoidal or learned, summed with the ``sqrt(d)``-scaled
+Self- and cross-attention are `attnkit.attention.multi_head.MultiHeadAttention`; positions
+come from `attnkit.positional` (sinusoidal or learned, summed with the ``sqrt(d)``-scaled
 embeddings). Pre-norm (``x + f(LayerNorm(x))``, a final LayerNorm on each stack) trains stably
 without warm-up tricks at small sizes.
 
-Same step API as :class:`~attnkit.models.seq2seq.RNNSeq2Seq`. ``encode(..., use_cache=True)``
+Same step API as `RNNSeq2Seq`. ``encode(..., use_cache=True)``
 (the default) makes ``decode_step`` incremental: the state carries a
-:class:`~attnkit.models.kv_cache.LayerCache` per decoder layer (source keys/values projected
+`LayerCache` per decoder layer (source keys/values projected
 once per sentence, one self-attention key/value row appended per step), so a step costs one
 position instead of the whole prefix. ``use_cache=False`` keeps the reference path that
 recomputes the whole target prefix every step (tests and benchmarks compare the two).
@@ -19,12 +19,13 @@ averaged over heads (plots, ``<unk>`` replacement), computed explicitly in that 
 ``need_weights="all"`` returns every layer's and head's (the attention explorer page).
 ``forward(..., need_weights=True)`` returns the cross-attention of every layer and head.
 
-Example::
-
+Example:
+    ```python
     model = TransformerSeq2Seq(TransformerConfig(src_vocab=100, tgt_vocab=120, d_model=64,
                                                  heads=4, layers=2, ff_dim=128))
     logits, cross = model(src, src_lengths, tgt_in, need_weights=True)
     # logits [batch, T, 120]; cross: 2 tensors [batch, 4, T, S]
+    ```
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class DecoderLayer(nn.Module):
     Call: ``layer(y [batch, T, d], memory [batch, S, d], src_lengths [batch],
     need_weights=False)`` -> ``(y, cross weights [batch, heads, T, S] or None)``; the weights
     are computed (explicit softmax instead of the fused kernel) only with ``need_weights``.
-    ``step`` is the incremental form for one new position over a :class:`LayerCache`.
+    ``step`` is the incremental form for one new position over a `LayerCache`.
     """
 
     def __init__(self, d: int, heads: int, ff: int, dropout: float):
@@ -117,7 +118,7 @@ class TransformerState:
         memory: ``[batch, S, d_model]`` encoder output.
         src_lengths: ``[batch]``.
         prefix: ``[batch, t]`` target ids fed so far.
-        cache: one :class:`LayerCache` per decoder layer (incremental decoding), or None
+        cache: one `LayerCache` per decoder layer (incremental decoding), or None
             (``use_cache=False``: every step recomputes the whole prefix).
     """
 
@@ -156,7 +157,7 @@ class TransformerSeq2Seq(nn.Module):
     """The Transformer translation model.
 
     Args:
-        config: a :class:`TransformerConfig`.
+        config: a `TransformerConfig`.
 
     Call:
         ``model(src [batch, S], src_lengths [batch], tgt_in [batch, T], need_weights=False)``

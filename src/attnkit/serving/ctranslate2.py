@@ -1,14 +1,14 @@
 """Export a trained attnkit Transformer to CTranslate2, and translate with the exported model.
 
 CTranslate2 (``pip install 'attnkit[serve]'``) is an inference engine for Transformer models:
-fused C++ kernels, int8 weights, batch reordering. :func:`export_ctranslate2` fills its Python
+fused C++ kernels, int8 weights, batch reordering. `export_ctranslate2` fills its Python
 model spec (``ctranslate2.specs.TransformerSpec``) from an attnkit model config and weights,
 the way CTranslate2's own OpenNMT-py and fairseq converters do, and writes the model folder
 (``model.bin``, ``config.json``, ``source_vocabulary.json``, ``target_vocabulary.json``).
 
 What the export supports, exactly as attnkit computes it:
 
-* :class:`~attnkit.models.transformer.TransformerSeq2Seq` of any size: pre-norm layers with a
+* `TransformerSeq2Seq` of any size: pre-norm layers with a
   final LayerNorm on each stack (epsilon 1e-5, PyTorch's), ReLU feed-forward, packed Q/K/V
   projections with biases, embeddings scaled by ``sqrt(d_model)``;
 * positions ``"sinusoidal"`` (attnkit's interleaved ``sin``/``cos`` layout, which is *not*
@@ -25,7 +25,7 @@ What it refuses, with an attnkit error: an RNN model (CTranslate2 runs Transform
 vocabulary whose size or special tokens do not match the config, weights that do not fit the
 config, an unknown quantization, an existing non-empty output folder.
 
-:func:`translate_tokens` applies attnkit's per-sentence length limit (CTranslate2 has one per
+`translate_tokens` applies attnkit's per-sentence length limit (CTranslate2 has one per
 call: batches of similar length, outputs cut at their own limit). Beam search normalises by
 ``length ** length_penalty`` (CTranslate2's rule) instead of the GNMT penalty. Greedy outputs
 are the same tokens as attnkit's greedy decoding (float32; tested), and ``score_batch`` gives
@@ -33,12 +33,13 @@ the same log-probabilities; the scores ``translate_batch`` reports are slightly 
 ~1e-3 per token on a toy model), as CTranslate2 leaves special tokens such as the start token
 out of the softmax while decoding.
 
-Example::
-
+Example:
+    ```python
     out = export_ctranslate2(config_dict, "runs/demo/best.safetensors",
                              src_vocab.itos, tgt_vocab.itos, "runs/demo/ct2-int8")
     translator = load_translator(out, threads=2)
     translate_tokens(translator, [["I", "am", "cold", "."]], beam=5)[0].tokens
+    ```
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which every attnkit Layer
 
 
 def require_ctranslate2() -> ModuleType:
-    """The ``ctranslate2`` module, or a one-line :class:`UsageError` saying how to install it."""
+    """The ``ctranslate2`` module, or a one-line `UsageError` saying how to install it."""
     try:
         import ctranslate2
     except ImportError as exc:
@@ -80,7 +81,7 @@ def require_ctranslate2() -> ModuleType:
 @dataclass
 class CT2Output:
     """One translation by CTranslate2: output tokens (no ``<bos>``/``<eos>``) and its score
-    (normalised as :func:`translate_tokens` was told)."""
+    (normalised as `translate_tokens` was told)."""
 
     tokens: list[str]
     score: float
@@ -149,7 +150,7 @@ def export_ctranslate2(model_config: dict[str, Any] | TransformerConfig,
         weights: a ``.safetensors`` file written by attnkit, or a state dict.
         src_tokens, tgt_tokens: the vocabularies in id order (``Vocab.itos``).
         out_dir: the folder to create (it may exist if empty).
-        quantization: the weight type stored, one of :data:`QUANTIZATIONS`.
+        quantization: the weight type stored, one of `QUANTIZATIONS`.
 
     Returns:
         ``out_dir`` as a Path. The folder appears complete or not at all (written next to it,
@@ -272,7 +273,7 @@ def load_translator(model_dir: str | os.PathLike, *, threads: int = 1, device: s
     """A ``ctranslate2.Translator`` for an exported folder.
 
     Args:
-        model_dir: the folder :func:`export_ctranslate2` wrote.
+        model_dir: the folder `export_ctranslate2` wrote.
         threads: on CPU, workers that each decode a batch on one thread
             (``inter_threads=threads, intra_threads=1``); on CUDA, intra-op threads of the one
             worker.
@@ -281,7 +282,7 @@ def load_translator(model_dir: str | os.PathLike, *, threads: int = 1, device: s
 
     On CPU the matrices of a translation model this size are too small to split well across
     threads: on a 2-core machine, one batch per thread decoded the Tatoeba test split 8x faster
-    than two threads sharing every batch (docs/results.md). :func:`translate_tokens` submits
+    than two threads sharing every batch (docs/results.md). `translate_tokens` submits
     its batches together so that every worker has one.
     """
     ct2 = require_ctranslate2()
@@ -307,20 +308,20 @@ def translate_tokens(translator: Any, sources: Sequence[Sequence[str]], *, beam:
     """Translate source token lists (already tokenized as the run's vocabulary expects).
 
     Args:
-        translator: from :func:`load_translator`.
+        translator: from `load_translator`.
         sources: tokens per sentence, without ``<bos>``/``<eos>``.
         beam: beam size (1 = greedy).
         length_penalty: CTranslate2's score normalisation ``score / length ** penalty``; None:
             0 for greedy (the total log-probability, as attnkit's greedy score), 1 for beams.
         max_len_ratio, max_len_offset, max_len: attnkit's per-sentence length limit
-            (:func:`attnkit.decoding.max_lengths`). CTranslate2 takes one limit per call, so
+            (`attnkit.decoding.max_lengths`). CTranslate2 takes one limit per call, so
             sentences are sent in batches of similar length with the batch's largest limit,
             and each output is then cut at its own limit: the outputs attnkit would give.
-        batch_size: sentences per batch (None: :data:`BATCH_SIZE`); several batches keep
+        batch_size: sentences per batch (None: `BATCH_SIZE`); several batches keep
             several workers busy.
 
     Returns:
-        One :class:`CT2Output` per source, in order.
+        One `CT2Output` per source, in order.
     """
     if length_penalty is None:
         length_penalty = 0.0 if beam == 1 else 1.0

@@ -12,8 +12,8 @@
 
 Nothing is pickled and ``torch.load`` is never called. Every problem with a file (missing,
 truncated, altered, from another model, no space left to write it) raises
-:class:`attnkit.errors.CheckpointError`. A run killed mid-write leaves hidden ``.<name>.*.tmp``
-files or folders; :func:`remove_stale_temporaries` clears them when the next fit starts.
+`attnkit.errors.CheckpointError`. A run killed mid-write leaves hidden ``.<name>.*.tmp``
+files or folders; `remove_stale_temporaries` clears them when the next fit starts.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def save_tensors(path: str | os.PathLike, tensors: dict[str, torch.Tensor],
 
 def _write_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, Any] | None,
                    aliases: dict[str, str] | None, *, shown: Path, needed: int | None) -> None:
-    """:func:`save_tensors`; a full disk is reported as writing ``shown`` (``needed`` bytes,
+    """`save_tensors`; a full disk is reported as writing ``shown`` (``needed`` bytes,
     default: this file's size)."""
     header = {
         _META_KEY: json.dumps(metadata or {}),
@@ -155,7 +155,7 @@ def _disk_full_as_error(shown: Path, needed: int) -> Iterator[None]:
 
 
 def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Read and verify a file written by :func:`save_tensors`; aliases are filled back in.
+    """Read and verify a file written by `save_tensors`; aliases are filled back in.
 
     Returns:
         ``(tensors, metadata)``. Raises CheckpointError on a missing, truncated or altered file.
@@ -204,9 +204,10 @@ def save_weights(model: nn.Module, path: str | os.PathLike,
                  metadata: dict[str, Any] | None = None) -> None:
     """Write ``model.state_dict()`` and JSON ``metadata`` to ``path`` (safetensors), atomically.
 
-    Tied parameters are stored once. Example::
-
+    Tied parameters are stored once. Example:
+        ```python
         save_weights(model, "run/best.safetensors", {"step": 100, "val_loss": 0.3})
+        ```
     """
     tensors, aliases = _dedupe(model.state_dict())
     save_tensors(path, tensors, metadata, aliases)
@@ -214,7 +215,7 @@ def save_weights(model: nn.Module, path: str | os.PathLike,
 
 def load_weights(model: nn.Module, path: str | os.PathLike, *,
                  device: torch.device | str | None = None) -> dict[str, Any]:
-    """Load weights written by :func:`save_weights` into ``model``; return their metadata.
+    """Load weights written by `save_weights` into ``model``; return their metadata.
 
     Raises:
         CheckpointError: file missing, truncated or altered, or written for another model
@@ -266,7 +267,7 @@ def flatten_optimizer(state_dict: dict[str, Any]) -> tuple[dict[str, torch.Tenso
 
 
 def unflatten_optimizer(tensors: dict[str, torch.Tensor], rest: dict) -> dict[str, Any]:
-    """Inverse of :func:`flatten_optimizer`."""
+    """Inverse of `flatten_optimizer`."""
     state: dict[int, dict[str, Any]] = {}
     for key, t in tensors.items():
         pid, name = key.split(".", 1)
@@ -340,8 +341,8 @@ def _swap_in(new: Path, folder: Path) -> None:
 def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
     """Delete the temporaries that writes killed midway left in ``folder``; return them.
 
-    These are hidden ``.<name>.<random>.tmp`` files (:func:`attnkit.fileio.atomic_path`) and
-    folders (:func:`save_checkpoint`), and ``.tmpXXXXXX`` files (safetensors' writer). Call it
+    These are hidden ``.<name>.<random>.tmp`` files (`attnkit.fileio.atomic_path`) and
+    folders (`save_checkpoint`), and ``.tmpXXXXXX`` files (safetensors' writer). Call it
     only when nothing writes into ``folder``, e.g. when a fit starts.
     """
     removed = []

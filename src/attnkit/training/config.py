@@ -48,7 +48,7 @@ class TrainConfig:
         amp: bf16 autocast around ``loss_fn`` and ``evaluate_fn`` (no gradient scaler is needed
             for bf16). ``"auto"``: on for CUDA devices with bf16 and CPUs with native bf16
             (AMX-BF16, AVX512-BF16), float32 elsewhere; ``True``/``"on"``, ``False``/``"off"``
-            force it (see :mod:`attnkit.training.amp`). ``RUN/config.json`` records the
+            force it (see `attnkit.training.amp`). ``RUN/config.json`` records the
             resolved choice under ``"runtime"``.
         compile: ``torch.compile`` the model used inside ``loss_fn`` (GPU option).
         progress: tqdm progress bar (rank 0, only when stderr is a terminal).

@@ -81,7 +81,7 @@ def setup(device_name: str, timeout_minutes: float = 60.0) -> DistInfo:
 
 
 def teardown(info: DistInfo) -> None:
-    """Destroy the process group if :func:`setup` created it.
+    """Destroy the process group if `setup` created it.
 
     A finished ``DistributedDataParallel`` wrapper lives in a reference cycle, and its reducer
     holds the group: left to itself, it is freed at interpreter exit, where the gloo group's
@@ -149,7 +149,7 @@ def run_on_main(info: DistInfo, action: Callable[[], T]) -> T | None:
     """``action()`` on rank 0 alone (a write, a preparation); every rank learns how it went.
 
     Returns ``action()``'s value on rank 0 and None elsewhere. If it raises on rank 0, rank 0
-    re-raises it and every other rank raises :class:`~attnkit.errors.TrainingError` naming it,
+    re-raises it and every other rank raises `TrainingError` naming it,
     so no rank waits forever for a rank that failed.
     """
     from attnkit.errors import TrainingError

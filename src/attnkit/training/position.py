@@ -50,7 +50,7 @@ class LossWindow:
 
     @classmethod
     def from_list(cls, values: list[float], start: float) -> LossWindow:
-        """Inverse of :meth:`to_list`; checkpoints before ``start`` was kept store 3 values,
+        """Inverse of `to_list`; checkpoints before ``start`` was kept store 3 values,
         and ``start`` (their ``elapsed``) fills in."""
         if len(values) == 3:
             values = [*values, start]
@@ -103,7 +103,7 @@ class TrainPosition:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainPosition:
-        """Inverse of :meth:`to_dict`; keys missing in older checkpoints take their defaults.
+        """Inverse of `to_dict`; keys missing in older checkpoints take their defaults.
 
         Raises:
             CheckpointError: ``data`` is not a dict or has keys no version ever wrote.

@@ -58,8 +58,8 @@ class Interrupted(BaseException):
 
 @contextmanager
 def interruptible() -> Iterator[None]:
-    """While inside, SIGINT and SIGTERM raise :class:`Interrupted` (a trainer's
-    :class:`StopRequest` inside takes over during its steps, then gives them back).
+    """While inside, SIGINT and SIGTERM raise `Interrupted` (a trainer's
+    `StopRequest` inside takes over during its steps, then gives them back).
 
     Example:
         >>> with interruptible():

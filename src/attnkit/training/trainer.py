@@ -151,7 +151,7 @@ class Trainer:
 
     Args:
         model: any ``nn.Module``; moved to the run's device.
-        cfg: :class:`TrainConfig`.
+        cfg: `TrainConfig`.
         run_dir: the run folder (``config.json``, ``metrics.jsonl``, ``best.safetensors``,
             ``last/``).
         train_dataset: indexable by int (``len`` and ``[i]``).
@@ -189,7 +189,7 @@ class Trainer:
 
     # ---------------------------------------------------------------- fit
     def fit(self, resume: bool = False) -> TrainResult:
-        """Train (or continue ``RUN/last`` when ``resume``) until done; see :class:`TrainResult`.
+        """Train (or continue ``RUN/last`` when ``resume``) until done; see `TrainResult`.
 
         A fresh run (``resume=False``) empties ``metrics.jsonl`` and ``train.log`` and removes
         a stale ``last/``; a resume truncates ``metrics.jsonl`` to the checkpoint and appends
@@ -208,7 +208,7 @@ class Trainer:
 
     def _fit(self, info: D.DistInfo, resume: bool) -> TrainResult:
         """Set up (or resume), then steps until a stop reason; each step may evaluate and
-        checkpoint (:meth:`_after_step`)."""
+        checkpoint (`_after_step`)."""
         self.model.to(info.device)
         self.model.train()
         optimizer = build_optimizer(self.model, self.cfg)

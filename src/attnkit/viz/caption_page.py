@@ -5,9 +5,9 @@ method picker (attention, or another explanation the examples carry, such as int
 gradients; hidden when there is only attention), the caption as word buttons plus a slider
 (both keyboard-operable), the image (a PNG data URI) with the selected word's map over it, and
 a colour bar. The map is upsampled bilinearly in the
-page (as :func:`attnkit.viz.overlay.upsample_map` does), scaled by the word's peak and drawn with
-the perceptually uniform :data:`attnkit.viz.palettes.WEIGHTS_ON_IMAGE` palette (dark = ignored,
-bright = the peak), at the same blend as :func:`attnkit.viz.overlay.overlay_image`.
+page (as `attnkit.viz.overlay.upsample_map` does), scaled by the word's peak and drawn with
+the perceptually uniform `attnkit.viz.palettes.WEIGHTS_ON_IMAGE` palette (dark = ignored,
+bright = the peak), at the same blend as `attnkit.viz.overlay.overlay_image`.
 
 Example:
     >>> ex = CaptionExample(np.zeros((64, 64, 3), np.uint8), ["a", "dog"], np.ones((2, 7, 7)))
@@ -109,12 +109,12 @@ def caption_page(images: Sequence[CaptionExample | Mapping], summary: Mapping[st
     """Build (and optionally write, atomically) the caption explorer page.
 
     Args:
-        images: :class:`CaptionExample` items (or dicts with the same keys).
+        images: `CaptionExample` items (or dicts with the same keys).
         summary: model and data facts for the summary box.
         path: where to write the page; None only returns it.
         title: page heading.
         alpha: weight of the coloured map in the blend, as in
-            :func:`attnkit.viz.overlay.overlay_image`.
+            `attnkit.viz.overlay.overlay_image`.
 
     Returns:
         The HTML text.

@@ -7,8 +7,8 @@ every user string travel in a ``<script type="application/json">`` block (with `
 with ``textContent`` only. A Content-Security-Policy allows nothing but the page's own script (by
 its SHA-256) and ``data:`` images: no network, no injected handler (``onerror=``) can run.
 
-The per-app builders live in :mod:`attnkit.viz.translation_page`,
-:mod:`attnkit.viz.sentiment_page` and :mod:`attnkit.viz.caption_page`.
+The per-app builders live in `attnkit.viz.translation_page`,
+`attnkit.viz.sentiment_page` and `attnkit.viz.caption_page`.
 
 Example:
     >>> html_text = explorer_page("Sentiment", ("line 1", "line 2"), {"model": "bilstm"},

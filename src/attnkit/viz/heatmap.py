@@ -163,7 +163,7 @@ def alignment_svg(weights, source_tokens: Sequence[str], target_tokens: Sequence
                   title: str | None = None, cmap: str = WEIGHTS) -> str:
     """The alignment heatmap as an inline ``<svg>...</svg>`` string (no XML prolog), for HTML.
 
-    Shapes as in :func:`plot_alignment`. Token labels are kept as SVG ``<text>`` elements.
+    Shapes as in `plot_alignment`. Token labels are kept as SVG ``<text>`` elements.
     """
     fig = alignment_figure(weights, source_tokens, target_tokens, title=title, cmap=cmap)
     text = figure_bytes(fig, "svg").decode("utf-8")

@@ -3,7 +3,7 @@
 ``overlay_image(image [H, W, 3] uint8, map [h, w]) -> uint8 [H, W, 3]`` upsamples the map
 bilinearly to the image size and blends it (as a colour map) over the image.
 ``attention_grid(image, maps [n, h, w], words, path)`` writes a grid of such panels, titled by word,
-with one colour bar. Colours: :data:`attnkit.viz.palettes.WEIGHTS_ON_IMAGE` (perceptually uniform;
+with one colour bar. Colours: `attnkit.viz.palettes.WEIGHTS_ON_IMAGE` (perceptually uniform;
 dark = not looked at, bright = the peak).
 """
 
@@ -101,7 +101,7 @@ def attention_grid(
         words: ``n`` strings.
         path: output file(s), .png (or .svg/.pdf) by extension, written atomically; None: none.
         cols: panels per row (default ``min(n + show_image, 5)``).
-        alpha, cmap: as in :func:`overlay_image`.
+        alpha, cmap: as in `overlay_image`.
         show_image: put the plain image first, titled "image".
 
     Returns:

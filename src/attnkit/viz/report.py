@@ -84,7 +84,7 @@ class HtmlReport:
         return self
 
     def add_tokens(self, tokens_html: str) -> HtmlReport:
-        """A line of shaded tokens from :func:`attnkit.viz.text.shade_text_html` (trusted)."""
+        """A line of shaded tokens from `attnkit.viz.text.shade_text_html` (trusted)."""
         self._blocks.append(f'<p class="attnkit-tokens">{tokens_html}</p>')
         return self
 
@@ -100,7 +100,7 @@ class HtmlReport:
         return self
 
     def add_svg(self, svg: str, *, caption: str | None = None) -> HtmlReport:
-        """Embed inline SVG text (e.g. from :func:`attnkit.viz.heatmap.alignment_svg`)."""
+        """Embed inline SVG text (e.g. from `attnkit.viz.heatmap.alignment_svg`)."""
         svg = str(svg)
         if "<svg" not in svg:
             raise ValueError("add_svg expects SVG text containing an <svg> element")

@@ -7,7 +7,7 @@ per-token score: a signed contribution drawn with the diverging palette, red = t
 negative, blue = towards positive; or a non-negative weight such as an attention head or a
 pooling share, drawn light -> dark), the probability with its label, and a colour bar saying
 which colour means what. The text keeps its original case and punctuation:
-token positions come from the caller or from :func:`attnkit.viz.spans.token_spans`.
+token positions come from the caller or from `attnkit.viz.spans.token_spans`.
 
 Example:
     >>> r = Review("Great film!", ["great", "film"], 0.93,
@@ -60,9 +60,9 @@ class Review:
         text: the review as the user wrote it.
         tokens: the ``T`` tokens the model saw (lower-cased is fine).
         prob: probability of the positive class, in [0, 1].
-        views: one or more :class:`TokenView` (or dicts with the same keys).
+        views: one or more `TokenView` (or dicts with the same keys).
         spans: ``T`` character spans ``(start, end)`` of the tokens in ``text`` (None: a token
-            not in the text); default: found with :func:`~attnkit.viz.spans.token_spans`.
+            not in the text); default: found with `token_spans`.
         labels: names of the (negative, positive) classes.
     """
 
@@ -148,7 +148,7 @@ def sentiment_page(reviews: Sequence[Review | Mapping], summary: Mapping[str, ob
     """Build (and optionally write, atomically) the sentiment explorer page.
 
     Args:
-        reviews: :class:`Review` items (or dicts with the same keys).
+        reviews: `Review` items (or dicts with the same keys).
         summary: model and data facts for the summary box.
         path: where to write the page; None only returns it.
         title: page heading.

@@ -1,9 +1,9 @@
 """Tokens shaded by a score (attention weight, saliency): for terminals and for HTML.
 
 Weights are normalised by their maximum, so the most-attended token is fully shaded; negative
-weights count as 0; the colour comes from :data:`attnkit.viz.palettes.WEIGHTS` (light -> dark).
+weights count as 0; the colour comes from `attnkit.viz.palettes.WEIGHTS` (light -> dark).
 With ``signed=True`` the scores are contributions: divided by the largest magnitude and drawn with
-the diverging :data:`attnkit.viz.palettes.SIGNED` palette (red = negative, blue = positive).
+the diverging `attnkit.viz.palettes.SIGNED` palette (red = negative, blue = positive).
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ def translation_page(
     """Build (and optionally write, atomically) the translation explorer page.
 
     Args:
-        examples: :class:`TranslationExample` items (or dicts with the same keys).
+        examples: `TranslationExample` items (or dicts with the same keys).
         summary: model and data facts for the summary box, e.g. ``{"model": ..., "data": ...}``.
         path: where to write the page; None only returns it.
         title: page heading.

@@ -1,15 +1,16 @@
 """Caption grounding: does a word's attention land on the ducks it names?
 
-For the synthetic duck scenes (:mod:`attnkit.data.scenes`) every colour and count word comes
-with the boxes of the ducks it names. :func:`grounding` feeds the gold caption (teacher
+For the synthetic duck scenes (`attnkit.data.scenes`) every colour and count word comes
+with the boxes of the ducks it names. `grounding` feeds the gold caption (teacher
 forcing) and scores the map used to predict each such word against those boxes, beside uniform
-attention as the baseline; :func:`grounding_table` prints the figures.
+attention as the baseline; `grounding_table` prints the figures.
 
-Example::
-
+Example:
+    ```python
     g = grounding(model, synthetic_split(500, 2, 64), vocab)
     g["grounding_count_mass"], g["uniform_count_mass"]   # e.g. 0.59 vs 0.13
     print(grounding_table(g))
+    ```
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def _summarise(by_word: dict[tuple[str, int, str], np.ndarray]) -> dict:
 
 
 def grounding_table(metrics: dict) -> str:
-    """The grounding figures of :func:`grounding` as a small text table (model vs uniform)."""
+    """The grounding figures of `grounding` as a small text table (model vs uniform)."""
     def row(name: str, words: int, mass: float, uniform_mass: float, max_inside: float,
             uniform_max_inside: float) -> str:
         return (f"{name:28}{words:>6}  {mass:>6.3f} {uniform_mass:>7.3f}  {max_inside:>6.3f} "

@@ -1,13 +1,14 @@
 """Caption quality: decoding with each word's map, exact match, corpus BLEU-4, and the
 teacher-forced validation loss that breaks ties between checkpoints.
 
-BLEU is :func:`attnkit.apps.metrics.bleu_chrf`'s (sacrebleu, the one wrapper of the apps),
+BLEU is `attnkit.apps.metrics.bleu_chrf`'s (sacrebleu, the one wrapper of the apps),
 reported here as a fraction 0..1 under the key ``"bleu4"``.
 
-Example::
-
+Example:
+    ```python
     decoded = decode_captions(model, images, beam_size=3)   # [(ids, maps [n, H, W]), ...]
     caption_metrics(model, data, vocab)                      # {"accuracy", "bleu4", "examples"}
+    ```
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def decode_captions(model: Captioner, images: Tensor, *, beam_size: int = 1,
                     batch_size: int = 256) -> list[tuple[list[int], np.ndarray]]:
     """Greedy (``beam_size=1``) or beam-search captions with the map of every word.
 
-    Reuses :mod:`attnkit.decoding` through the step API: each image is a "source" of
+    Reuses `attnkit.decoding` through the step API: each image is a "source" of
     ``H * W`` locations, so the decoders' ``[len, H*W]`` rows reshape to maps.
 
     Args:
@@ -57,7 +58,7 @@ def decode_captions(model: Captioner, images: Tensor, *, beam_size: int = 1,
 
 
 def bleu4(hyps: list[list[str]], refs: list[list[list[str]]]) -> float:
-    """Corpus BLEU-4 (:func:`attnkit.apps.metrics.bleu_chrf`) as a fraction 0..1;
+    """Corpus BLEU-4 (`attnkit.apps.metrics.bleu_chrf`) as a fraction 0..1;
     ``refs[i]`` holds image ``i``'s references (word lists)."""
     if not hyps:
         return 0.0

@@ -20,7 +20,9 @@ import numpy as np
 from torch import Tensor
 
 from attnkit.apps.base import Loaded
+from attnkit.apps.caption.attribution import METHODS
 from attnkit.apps.caption.metrics import decode_captions
+from attnkit.apps.options import explain_methods
 from attnkit.apps.prediction import Prediction, rounded
 from attnkit.data.caption_data import to_chw
 from attnkit.data.captions import MAX_PIXELS, load_image
@@ -112,7 +114,7 @@ def predictions(loaded: Loaded, images, *, beam_size: int = 1, display_size: int
     Args:
         loaded: a caption run.
         images: a file path or uint8 ``[H, W, 3]`` array, or a list of them (any format
-            :func:`~attnkit.data.captions.load_image` reads: grayscale, RGBA, large photos
+            `load_image` reads: grayscale, RGBA, large photos
             are converted and resized).
         beam_size: 1 = greedy.
         display_size: side of the image under the overlays.
@@ -128,7 +130,7 @@ def predictions(loaded: Loaded, images, *, beam_size: int = 1, display_size: int
     if beam_size < 1 or display_size < 1:
         raise UsageError(f"beam_size and display_size must be >= 1, got {beam_size}, "
                          f"{display_size}")
-    methods = explain_methods(explain)
+    methods = explain_methods(explain, METHODS)
     items = [images] if isinstance(images, (str, os.PathLike, np.ndarray)) else list(images)
     if not items:
         raise UsageError("no image given: nothing to predict")
@@ -143,21 +145,6 @@ def predictions(loaded: Loaded, images, *, beam_size: int = 1, display_size: int
         _explain(loaded, preds, to_chw([r[0] for r in read]), methods)
     return preds
 
-
-def explain_methods(value) -> list[str]:
-    """``--explain`` as a list (comma-separated, or ``"all"``).
-
-    Raises:
-        UsageError: an unknown method, or Captum missing for a gradient one.
-    """
-    from attnkit.apps.caption.attribution import METHODS
-    from attnkit.models.attribution import check_method
-
-    if value is None:
-        return []
-    names = value.split(",") if isinstance(value, str) else list(value)
-    names = list(METHODS) if names == ["all"] else [n.strip() for n in names if n.strip()]
-    return [check_method(n) for n in names]
 
 
 def _explain(loaded: Loaded, preds: list[CaptionPrediction], images: Tensor,

@@ -15,7 +15,7 @@ import random
 import sys
 from typing import Any
 
-from attnkit.apps.options import Command, Option
+from attnkit.apps.options import Command, Option, explain_methods
 from attnkit.errors import UsageError
 
 DEFAULT_LIMIT = 500
@@ -25,8 +25,8 @@ def _explain(values: dict[str, Any]) -> int:
     import torch
 
     from attnkit.apps.sentiment import load_run
+    from attnkit.apps.sentiment.attribution import METHODS
     from attnkit.apps.sentiment.faithfulness import faithfulness, format_table
-    from attnkit.apps.sentiment.prediction import explain_methods
     from attnkit.apps.sentiment.prepare import load_reviews
 
     for name in ("run", "data"):
@@ -37,7 +37,7 @@ def _explain(values: dict[str, Any]) -> int:
         raise UsageError(f"--limit must be at least 1, got {limit}")
     if values.get("threads"):
         torch.set_num_threads(values["threads"])
-    methods = explain_methods(values.get("methods") or "all")
+    methods = explain_methods(values.get("methods") or "all", METHODS)
     reviews = load_reviews(values["data"], values.get("split") or "test", False)
     seed = values.get("seed") or 0
     # A random sample: data files are often sorted by label (IMDB: all negatives first).

@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 
 from attnkit.apps.base import Loaded
+from attnkit.apps.options import explain_methods
 from attnkit.apps.prediction import Prediction
+from attnkit.apps.sentiment.attribution import METHODS
 from attnkit.data.review_pipeline import CHUNK_CHARS, ReadReview, TextPipeline
 from attnkit.errors import UsageError
 
@@ -153,27 +155,6 @@ _VIEW_NAMES = {"rollout": "share of the decision, rolled out through every layer
                                        "positive / negative)"}
 
 
-def explain_methods(value) -> list[str]:
-    """``--explain`` as a list (comma-separated, or ``"all"``).
-
-    Raises:
-        UsageError: an unknown method, or Captum missing for a gradient one.
-    """
-    from attnkit.apps.sentiment.attribution import METHODS
-    from attnkit.models.attribution import check_method
-
-    if value is None:
-        return []
-    names = value.split(",") if isinstance(value, str) else list(value)
-    names = list(METHODS) if names == ["all"] else [n.strip() for n in names if n.strip()]
-    for name in names:
-        if name not in METHODS:
-            raise UsageError(f"--explain must be among {', '.join(METHODS)} (or all), got "
-                             f"{name!r}")
-        if name != "rollout":
-            check_method(name)
-    return names
-
 
 def read_texts(pipeline: TextPipeline, texts: Sequence[str]) -> list[ReadReview | None]:
     """Every review read; None for one that is blank or has no token the model reads."""
@@ -204,7 +185,7 @@ def predictions(loaded: Loaded, texts: Sequence[str], *, batch_size: int = 64,
     """
     if batch_size < 1:
         raise UsageError(f"batch size must be at least 1, got {batch_size}")
-    methods = explain_methods(explain)
+    methods = explain_methods(explain, METHODS)
     reads = read_texts(loaded.pipeline, texts)
     if not reads:
         raise UsageError("no review given: nothing to predict")

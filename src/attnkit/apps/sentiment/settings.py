@@ -63,14 +63,14 @@ MODEL_FROM_SETTINGS = ("vocab_size", "maxlen", "mask_padding", "padding")
 
 @dataclass
 class Settings:
-    """What a sentiment run is made of besides the trainer's :class:`TrainConfig`.
+    """What a sentiment run is made of besides the trainer's `TrainConfig`.
 
-    Every field is a keyword of :func:`train`; None means "the preset's". ``config.json``
-    stores them resolved (:meth:`resolved`), and a resume takes them from there.
+    Every field is a keyword of `train`; None means "the preset's". ``config.json``
+    stores them resolved (`resolved`), and a resume takes them from there.
 
     Args:
-        preset: ``"keras2018"`` or ``"best"`` (:data:`PRESETS`).
-        data: anything :func:`attnkit.data.imdb.load_split` reads; its ``train`` split is used
+        preset: ``"keras2018"`` or ``"best"`` (`PRESETS`).
+        data: anything `attnkit.data.imdb.load_split` reads; its ``train`` split is used
             (a single file is the training set).
         valid_fraction: share of train held out for validation (split by ``seed``); the best
             checkpoint is chosen on validation accuracy.
@@ -83,7 +83,7 @@ class Settings:
         tokenizer: ``word`` / ``char`` / ``subword``.
         skip_bad: skip malformed records (counted) instead of failing.
         num_words, maxlen: vocabulary size and tokens kept per review.
-        model_overrides: :class:`SentimentConfig` fields to change (e.g. ``{"embed_dim": 32}``).
+        model_overrides: `SentimentConfig` fields to change (e.g. ``{"embed_dim": 32}``).
     """
 
     preset: str = "keras2018"
@@ -201,7 +201,7 @@ def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str
 
 
 def train_config(values: dict[str, Any]) -> TrainConfig:
-    """A :class:`TrainConfig` whose bad values are UsageErrors naming the option."""
+    """A `TrainConfig` whose bad values are UsageErrors naming the option."""
     try:
         cfg = TrainConfig(**values)
     except (ValueError, RuntimeError) as exc:
@@ -242,7 +242,7 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
 
 
 def stored_settings(config: dict[str, Any], run: Path) -> Settings:
-    """The :class:`Settings` a run was trained with, from its ``config.json`` (format 1 runs
+    """The `Settings` a run was trained with, from its ``config.json`` (format 1 runs
     kept them in the model and pipeline files)."""
     model = config.get("model") or {}
     if config["format"] == 1:

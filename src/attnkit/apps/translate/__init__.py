@@ -38,10 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from attnkit.apps.base import App, Evaluation, Loaded, Log, Run, TinyRun, stderr_log
+from attnkit.apps.options import explain_methods
 from attnkit.apps.translate import ct2, evaluation, loading, streaming, training
 from attnkit.apps.translate import prepare as preparation
 from attnkit.apps.translate.cli_options import COMMANDS, EXAMPLES, OPTIONS
-from attnkit.apps.translate.explain import add_alignments, add_explanations, explain_methods
+from attnkit.apps.translate.explain import EXPLAIN, add_alignments, add_explanations
 from attnkit.apps.translate.metrics import format_table
 from attnkit.apps.translate.pipeline import (
     RNN_MAX_SOURCE,
@@ -117,7 +118,7 @@ class TranslateApp(App, steps=(preparation, training, loading)):
         if attention and not engine.has_attention:
             raise UsageError(engine.no_attention)
         _unk_note(engine, unk_replace)
-        methods = explain_methods(explain)
+        methods = explain_methods(explain, EXPLAIN)
         if (methods or alignments) and not engine.has_attention:
             raise UsageError(engine.no_attention)
         preds = engine.translate(inputs, beam=beam, alpha=alpha, unk_replace=unk_replace,

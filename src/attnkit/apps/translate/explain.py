@@ -19,30 +19,9 @@ from collections.abc import Sequence
 
 from attnkit.apps.base import Loaded
 from attnkit.apps.translate.prediction import TranslationPrediction
-from attnkit.errors import UsageError
 
 EXPLAIN = ("attention", "rollout", "grad-input", "integrated-gradients")
 
-
-def explain_methods(value: str | Sequence[str] | None) -> list[str]:
-    """``--explain`` as a list (``"attention,integrated-gradients"``; ``"all"``: every one).
-
-    Raises:
-        UsageError: an unknown method, or Captum missing for a gradient one.
-    """
-    from attnkit.models.attribution import check_method
-
-    if value is None:
-        return []
-    names = value.split(",") if isinstance(value, str) else list(value)
-    names = list(EXPLAIN) if names == ["all"] else [n.strip() for n in names if n.strip()]
-    for name in names:
-        if name not in EXPLAIN:
-            raise UsageError(f"--explain must be among {', '.join(EXPLAIN)} (or all), got "
-                             f"{name!r}")
-        if name != "rollout":
-            check_method(name)
-    return names
 
 
 def add_explanations(loaded: Loaded, predictions: Sequence[TranslationPrediction],

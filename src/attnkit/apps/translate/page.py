@@ -1,9 +1,9 @@
 """The translate app's HTML pages: its predictions in the translation explorer.
 
-:func:`explorer_page` turns :class:`~attnkit.apps.translate.TranslationPrediction` s into
-:func:`attnkit.viz.translation_page` examples: a Transformer's cross-attention of every decoder
+`explorer_page` turns `TranslationPrediction` s into
+`attnkit.viz.translation_page` examples: a Transformer's cross-attention of every decoder
 layer and head (``layer_weights``, ``[layers, heads, T_tgt, T_src]``) when the predictions
-carry it, else the ``[T_tgt, T_src]`` weights (an RNN's one attention). :func:`report_page`
+carry it, else the ``[T_tgt, T_src]`` weights (an RNN's one attention). `report_page`
 adds a scored run's references and metrics (``eval --report``, a run's ``report.html``).
 
 Example:
