@@ -10,7 +10,9 @@ model - Embedding(30000, 128), sinusoidal positions (cos_sin, summed), 8x16-head
 without bias or output projection, global max pooling, Dropout(0.5), Dense(1, sigmoid) - with
 Adam(1e-3), binary cross-entropy, batch 64, then predicts.
 
-Rows: attnkit in float32; attnkit with ``--amp auto`` (bf16 autocast where this CPU has native
+Rows: attnkit in float32, with the memory settings the ``attnkit`` command starts with
+(`attnkit.allocator.reuse_freed_memory`: glibc keeps freed blocks for the next step), and again
+with glibc's defaults; attnkit with ``--amp auto`` (bf16 autocast where this CPU has native
 bf16, as ``attnkit sentiment train`` decides; elsewhere that is float32 and the row says so
 instead of running again); attnkit without masking (the 2018 model's own work, padding
 included); Keras 3 on TensorFlow; Keras 3 on torch.
@@ -155,10 +157,15 @@ def median_rate(n: int, seconds: list[float]) -> float:
 
 def run_attnkit(n: int, mode: str, threads: int, round_batches: int,
                 review_lengths: np.ndarray | None, infer_n: int, infer_reps: int) -> dict:
-    """``mode``: ``"float32"``, ``"amp"`` (the ``--amp auto`` choice) or ``"nomask"``."""
+    """``mode``: ``"float32"``, ``"amp"`` (the ``--amp auto`` choice), ``"nomask"``, or
+    ``"float32-malloc-defaults"`` (float32 without the command's memory settings)."""
     import torch
 
     sys.path.insert(0, str(REPO / "src"))
+    from attnkit.allocator import reuse_freed_memory
+
+    if mode != "float32-malloc-defaults":
+        reuse_freed_memory()     # as the attnkit command does at start
     from attnkit.models.sentiment import SentimentClassifier, SentimentConfig
     from attnkit.training import TrainConfig
     from attnkit.training.amp import autocast, resolve_amp
@@ -303,6 +310,8 @@ def worker(name: str, n: int, threads: int, round_batches: int, lengths_file: st
 
 # (label in the table and the JSON, worker name, which Python, KERAS_BACKEND)
 ROWS = (("attnkit float32", "attnkit-float32", "self", None),
+        ("attnkit float32, glibc malloc defaults", "attnkit-float32-malloc-defaults", "self",
+         None),
         ("attnkit --amp auto", "attnkit-amp", "self", None),
         ("attnkit no mask (as 2018)", "attnkit-nomask", "self", None),
         ("Keras 3 / tensorflow", "keras", "keras", "tensorflow"),
@@ -389,18 +398,18 @@ def print_table(threads: int, rows: dict[str, dict]) -> None:
     base = rows.get(BASE, {})
     keras_tf = rows.get(KERAS_TF, {})
     print(f"{threads} thread(s):")
-    print(f"  {'framework':<27} {'train/s':>8} {'x Keras/TF':>10} {'infer/s':>8} "
+    print(f"  {'framework':<38} {'train/s':>8} {'x Keras/TF':>10} {'infer/s':>8} "
           f"{'x Keras/TF':>10} {'peak RSS MB':>12} {'others':>6}")
     for name, r in rows.items():
         if "error" in r:
-            print(f"  {name:<27} {r['error']}")
+            print(f"  {name:<38} {r['error']}")
             continue
         if r.get("same_as_float32"):
-            print(f"  {name:<27} = float32: no native bf16 here, so --amp auto trains in "
+            print(f"  {name:<38} = float32: no native bf16 here, so --amp auto trains in "
                   "float32")
             continue
 
-        print(f"  {name:<27} {r['samples_per_s']:>8.0f} {_vs(r, keras_tf, 'samples_per_s')} "
+        print(f"  {name:<38} {r['samples_per_s']:>8.0f} {_vs(r, keras_tf, 'samples_per_s')} "
               f"{r['infer_samples_per_s']:>8.0f} {_vs(r, keras_tf, 'infer_samples_per_s')} "
               f"{r['peak_rss_mb']:>12.0f} {_percent(r.get('others_cpu')):>6}"
               + ("  (bf16 autocast)" if r.get("bf16") else ""))

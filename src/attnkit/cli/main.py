@@ -19,6 +19,7 @@ import sys
 import warnings
 from importlib.metadata import PackageNotFoundError, version
 
+from attnkit.allocator import reuse_freed_memory
 from attnkit.errors import AttnkitError, UsageError
 
 
@@ -88,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     from attnkit.training.signals import Interrupted
 
     argv = sys.argv[1:] if argv is None else list(argv)
+    # The command owns its process: freed tensors stay for reuse by the next step or request
+    # instead of going back to the system (attnkit.allocator: the 2018 sentiment model trains
+    # 17% faster).
+    reuse_freed_memory()
     if argv[:1] == ["serve"]:
         # Before torch loads OpenMP: idle OpenMP workers then sleep instead of spinning. A
         # server's event loop needs the cores between model calls; a spinning team starved it
