@@ -57,10 +57,13 @@ def test_padding_changes_nothing_and_gradients_are_finite():
     pad_y[1, 0, 0] = 1
     alignment_loss(scores, pad_y, src_mask, tgt_mask).backward()
     assert all(torch.isfinite(p.grad).all() for p in head.parameters())
-    fwd, rev = directions(scores.detach())
+    assert torch.isfinite(scores).all()                        # padding is never -inf
+    fwd, rev = directions(scores.detach(), src_mask, tgt_mask)
     assert torch.allclose(fwd[0, :n].sum(-1), torch.ones(n))
     assert torch.allclose(rev[0, :, :s].sum(-2), torch.ones(s))
+    # Padded cells, and the rows and columns made only of padding, are exactly 0 (not NaN).
     assert fwd[0, :, s:].abs().sum() == 0 and rev[0, n:].abs().sum() == 0
+    assert fwd[0, n:].abs().sum() == 0 and rev[0, :, s:].abs().sum() == 0
 
 
 def test_cell_features():

@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass, fields
 import torch
 from torch import Tensor, nn
 
+from attnkit.attention.masking import masked_softmax
+
 EPS = 1e-6
 
 
@@ -88,7 +90,8 @@ class AlignmentHead(nn.Module):
     Call:
         ``head(query [batch, n, d], memory [batch, S, d], features [batch, n, S, F],
         src_mask [batch, S], tgt_mask [batch, n])`` with ``query`` the states that read each
-        target piece and the masks True at real pieces; padded cells score ``-inf``.
+        target piece and the masks True at real pieces; padded cells score the dtype's lowest
+        finite value (not ``-inf``: a row of padding stays finite, and so do its gradients).
     """
 
     def __init__(self, config: AlignmentHeadConfig):
@@ -114,16 +117,15 @@ class AlignmentHead(nn.Module):
             features = features[..., -1:]
         scores = scores + self.mix(features).squeeze(-1)
         valid = tgt_mask[:, :, None] & src_mask[:, None, :]
-        return scores.masked_fill(~valid, float("-inf"))
+        return scores.masked_fill(~valid, torch.finfo(scores.dtype).min)
 
 
-def directions(scores: Tensor) -> tuple[Tensor, Tensor]:
-    """Both directions of head scores ``[batch, n, S]`` (padded cells ``-inf``): each target
-    piece's distribution over the source, and each source piece's over the target
-    (0 at padding)."""
-    forward = torch.softmax(scores, dim=-1).nan_to_num(0.0)
-    reverse = torch.softmax(scores, dim=-2).nan_to_num(0.0)
-    return forward, reverse
+def directions(scores: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Both directions of head scores ``[batch, n, S]``: each target piece's distribution over
+    the source, and each source piece's over the target; exactly 0 at padding
+    (``src_mask [batch, S]``, ``tgt_mask [batch, n]``, True at real pieces)."""
+    valid = tgt_mask[:, :, None] & src_mask[:, None, :]
+    return masked_softmax(scores, valid, dim=-1), masked_softmax(scores, valid, dim=-2)
 
 
 def alignment_loss(scores: Tensor, labels: Tensor, src_mask: Tensor, tgt_mask: Tensor

@@ -94,9 +94,9 @@ def head_matrices(head: AlignmentHead, pairs: Sequence[PairPieces], forced: Sequ
     for pair, f in zip(pairs, forced, strict=True):
         n, s = len(pair.tgt_ids), len(pair.src_ids)
         query, memory, feats = head_inputs(head, f, n, s)
-        scores = head(query[None], memory[None], feats[None],
-                      torch.ones(1, s, dtype=torch.bool), torch.ones(1, n, dtype=torch.bool))
-        fwd, rev = directions(scores)
+        src_mask, tgt_mask = torch.ones(1, s, dtype=torch.bool), torch.ones(1, n, dtype=torch.bool)
+        scores = head(query[None], memory[None], feats[None], src_mask, tgt_mask)
+        fwd, rev = directions(scores, src_mask, tgt_mask)
         out.append((fwd[0], rev[0]))
     return out
 
