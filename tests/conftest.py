@@ -3,7 +3,9 @@ translation task the model and decoding tests share (reverse a sentence and shif
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -110,3 +112,27 @@ def number_pairs():
     """``number_pairs(path, n, seed, words, max_words)`` writes a toy pairs file
     (:func:`write_number_pairs`)."""
     return write_number_pairs
+
+
+def _chromium() -> str | None:
+    for cand in (os.environ.get("ATTNKIT_CHROMIUM"), shutil.which("chromium"),
+                 shutil.which("chromium-browser"), "/usr/bin/chromium"):
+        if cand and os.path.exists(cand):
+            return cand
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium driven by Playwright, for the browser tests (``pytest -m browser``);
+    they skip when the ``playwright`` package or a ``chromium`` executable is missing."""
+    sync_api = pytest.importorskip("playwright.sync_api",
+                                   reason="the playwright package is missing")
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("no chromium executable (apt-get install chromium, or set ATTNKIT_CHROMIUM)")
+    with sync_api.sync_playwright() as pw:
+        # --no-sandbox: Chromium's sandbox refuses to start as root (CI containers).
+        b = pw.chromium.launch(executable_path=exe, headless=True, args=["--no-sandbox"])
+        yield b
+        b.close()

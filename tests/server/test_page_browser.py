@@ -9,14 +9,11 @@ executable is missing (``scripts/test.sh`` installs chromium when it runs as roo
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
 
 pytest.importorskip("fastapi", reason="the serve extra is missing")
 pytest.importorskip("uvicorn", reason="the serve extra is missing")
-sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is missing")
+pytest.importorskip("playwright.sync_api", reason="the playwright package is missing")
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -37,25 +34,6 @@ WATCH_ROWS = """() => {
 # A long sentence: the tiny translator writes many tokens for it (up to its length limit).
 SENTENCE = "The cat does not see her and your tired dogs will not find the old teacher . " * 4
 
-
-def _chromium() -> str | None:
-    for cand in (os.environ.get("ATTNKIT_CHROMIUM"), shutil.which("chromium"),
-                 shutil.which("chromium-browser"), "/usr/bin/chromium"):
-        if cand and os.path.exists(cand):
-            return cand
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser():
-    exe = _chromium()
-    if exe is None:
-        pytest.skip("no chromium executable (apt-get install chromium, or set ATTNKIT_CHROMIUM)")
-    with sync_api.sync_playwright() as pw:
-        # --no-sandbox: Chromium's sandbox refuses to start as root (CI containers).
-        b = pw.chromium.launch(executable_path=exe, headless=True, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,6 @@ Run just these with ``pytest -m browser``. They skip when the ``playwright`` pac
 """
 
 import io
-import os
-import shutil
 
 import numpy as np
 import pytest
@@ -25,30 +23,11 @@ from attnkit.viz import (
 
 pytestmark = pytest.mark.browser
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is missing")
+pytest.importorskip("playwright.sync_api", reason="the playwright package is missing")
 
 XSS_TEXT = ("<script>window.__pwned = 1; alert(1)</script> Awful <img src=x "
             "onerror=\"window.__pwned = 2; alert(2)\"> film, avoid.")
 
-
-def _chromium() -> str | None:
-    for cand in (os.environ.get("ATTNKIT_CHROMIUM"), shutil.which("chromium"),
-                 shutil.which("chromium-browser"), "/usr/bin/chromium"):
-        if cand and os.path.exists(cand):
-            return cand
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser():
-    exe = _chromium()
-    if exe is None:
-        pytest.skip("no chromium executable (apt-get install chromium, or set ATTNKIT_CHROMIUM)")
-    with sync_api.sync_playwright() as pw:
-        # --no-sandbox: Chromium's sandbox refuses to start as root (CI containers).
-        b = pw.chromium.launch(executable_path=exe, headless=True, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 class Visit:
