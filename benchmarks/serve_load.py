@@ -7,9 +7,10 @@ when ``--requests`` asks for more), one sentence per request (``--texts-per-requ
 with the API's defaults (greedy, ``<unk>`` replacement, no attention in the answer). In this
 one run:
 
-* **in-process**: ``predict`` of the same texts in one call, in this process, with
-  ``--threads`` torch threads (attnkit's own batching: length-sorted batches of 8,192 tokens):
-  the ceiling a server is compared with;
+* **in-process**: ``predict`` of the same texts in this process, with ``--threads`` torch
+  threads, in calls of 1 sentence, of 32 and of all of them (attnkit's own batching:
+  length-sorted batches of 8,192 tokens): the ceilings a server is compared with (a server
+  holding ``c`` requests of one sentence decodes at most ``c`` sentences a call);
 * **served**: ``attnkit serve --threads N`` started on loopback (a separate process: its memory
   is its own), driven by an asynchronous HTTP client at concurrency 1, 8, 32 and 128 (one
   keep-alive connection per request in flight; a minimal HTTP/1.1 client on asyncio streams,
@@ -24,9 +25,10 @@ its last row. The client runs in this process, on the same CPU as the server: on
 machine it takes a share of the cores the server's ``--threads`` would use (the figures are a
 whole machine's: server and clients together).
 
-The last line is JSON: ``{"in_process_sent_per_s", "rss_before_mb", "rss_after_mb", "rows":
-[{"concurrency", "batching", "sent_per_s", "req_per_s", "p50_ms", "p95_ms", "p99_ms",
-"errors"}, ...]}``.
+The last line is JSON: ``{"in_process_sent_per_s", "in_process_by_batch": {"1", "32", "all"},
+"in_process_one_call_ms", "rss_before_mb", "rss_after_mb", "rows": [{"concurrency",
+"batching", "sent_per_s", "req_per_s", "p50_ms", "p95_ms", "p99_ms", "errors",
+"vs_in_process"}, ...]}``.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import json
 import math
 import os
 import re
+import statistics
 import subprocess
 import sys
 import threading
@@ -50,6 +53,7 @@ sys.path.insert(0, str(SRC))
 
 CONCURRENCY = (1, 8, 32, 128)
 WARMUP = 32
+IN_PROCESS_BATCHES = ("1", "32", "all")   # sentences per in-process call
 SERVING = re.compile(r"attnkit: serving .*?on (http://\S+)")
 
 
@@ -101,11 +105,18 @@ def server_command(run: str, threads: int, batching: bool) -> list[str]:
     return command + ([] if batching else ["--max-batch", "1", "--max-wait-ms", "0"])
 
 
-def result_json(in_process: float, rss_before: float | None, rss_after: float | None,
-                rows: list[dict[str, Any]]) -> str:
-    """The last line: the figures the issue's bars read."""
-    return json.dumps({"in_process_sent_per_s": in_process, "rss_before_mb": rss_before,
-                       "rss_after_mb": rss_after, "rows": rows})
+def result_json(by_batch: dict[str, float], one_call_ms: float, rss_before: float | None,
+                rss_after: float | None, rows: list[dict[str, Any]]) -> str:
+    """The last line: the figures the issue's bars read. Each row's ``vs_in_process`` is its
+    sentences/s over the in-process calls of as many sentences as its concurrency holds
+    (``"1"`` at concurrency 1, ``"32"`` at 32, ``"all"`` otherwise)."""
+    for r in rows:
+        key = {1: "1", 32: "32"}.get(r["concurrency"], "all")
+        r["vs_in_process"] = round(r["sent_per_s"] / by_batch[key], 3) if by_batch.get(key) \
+            else None
+    return json.dumps({"in_process_sent_per_s": by_batch.get("all"),
+                       "in_process_by_batch": by_batch, "in_process_one_call_ms": one_call_ms,
+                       "rss_before_mb": rss_before, "rss_after_mb": rss_after, "rows": rows})
 
 
 class Server:
@@ -234,8 +245,11 @@ async def drive(url: str, texts: Sequence[str], concurrency: int,
     return summarize(latencies, wall, errors, sentences)
 
 
-def in_process(run: str, texts: Sequence[str], threads: int) -> float:
-    """Sentences/s of ``predict`` on ``texts`` in this process (after a warm-up)."""
+def in_process(run: str, texts: Sequence[str], threads: int
+               ) -> tuple[dict[str, float], float]:
+    """``predict`` of ``texts`` in this process (after a warm-up), in calls of 1, 32 and all
+    the sentences: (sentences/s by sentences per call, the median milliseconds of a
+    one-sentence call)."""
     import torch
 
     from attnkit.apps import APPS
@@ -245,9 +259,17 @@ def in_process(run: str, texts: Sequence[str], threads: int) -> float:
     loaded = app.load(run)
     options = {"beam": 1, "unk_replace": True, "attention": False}   # the API's defaults
     app.predict(loaded, list(texts[:WARMUP]), **options)
-    start = time.perf_counter()
-    app.predict(loaded, list(texts), **options)
-    return round(len(texts) / (time.perf_counter() - start), 1)
+    by_batch, one_call = {}, []
+    for batch in IN_PROCESS_BATCHES:
+        size = len(texts) if batch == "all" else int(batch)
+        start = time.perf_counter()
+        for at in range(0, len(texts), size):
+            call = time.perf_counter()
+            app.predict(loaded, list(texts[at:at + size]), **options)
+            if batch == "1":
+                one_call.append(time.perf_counter() - call)
+        by_batch[batch] = round(len(texts) / (time.perf_counter() - start), 1)
+    return by_batch, round(1000 * statistics.median(one_call), 2)
 
 
 def test_sources(run: str) -> list[str]:
@@ -285,8 +307,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"machine: {machine_line()}")
     print(f"command: {' '.join(sys.argv)}  ({args.requests} requests of "
           f"{args.texts_per_request} sentence(s) a row)")
-    base = in_process(args.run, texts, args.threads)
-    print(f"in-process: {base} sentences/s")
+    by_batch, one_ms = in_process(args.run, texts, args.threads)
+    base = by_batch["all"]
+    print(f"in-process: {by_batch} sentences/s by sentences per call; a one-sentence call "
+          f"{one_ms} ms (median)")
     rows, rss = [], {}
     for batching in (True, False):
         server = Server(server_command(args.run, args.threads, batching))
@@ -309,7 +333,7 @@ def main(argv: list[str] | None = None) -> None:
     print_table(rows, base)
     print(f"server memory (batching on): {rss.get('before')} MB after warm-up, "
           f"{rss.get('after')} MB after its rows")
-    print(result_json(base, rss.get("before"), rss.get("after"), rows))
+    print(result_json(by_batch, one_ms, rss.get("before"), rss.get("after"), rows))
 
 
 if __name__ == "__main__":

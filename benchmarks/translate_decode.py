@@ -1,26 +1,31 @@
-"""Translation decoding speed and BLEU: uncached, cached (attnkit) and CTranslate2, in one run.
+"""Translation decoding speed and BLEU: attnkit (cached, uncached) and CTranslate2, in one run.
 
-Run: ``.venv/bin/python benchmarks/translate_decode.py RUN [--threads N] [--limit N] [--rounds N]``
+Run: ``.venv/bin/python benchmarks/translate_decode.py RUN [--threads N] [--limit N]
+[--rounds N] [--batches 1,32,all] [--beams 1,5] [--engines NAME,...]``
 
 ``RUN`` is a translate run folder (``attnkit translate train``). Every row decodes the same
-sentences of the run's test split (the first ``--limit``), with the same threads, one after the
-other in this process, and reports sentences per second and BLEU (sacrebleu, one reference per
-line, no ``<unk>`` replacement so every engine is scored on its raw output):
+sentences of the run's test split (the first ``--limit``), with the same threads, in this
+process, and reports sentences per second and BLEU (sacrebleu, one reference per line, no
+``<unk>`` replacement so every engine is scored on its raw output). The engines:
 
-* ``attnkit-uncached``: :func:`attnkit.decoding.decode_many` with ``use_cache=False`` (the
-  Transformer recomputes the whole target prefix every step; the RNN re-projects the attention
-  keys every step): the baseline the others are compared with;
-* ``attnkit``: the same with the key/value cache (incremental decoding), ``need_weights=False``;
+* ``attnkit``: `attnkit.decoding.decode_many` with incremental decoding, no attention asked
+  (what ``eval`` and the server run);
+* ``attnkit-uncached``: the same on the model's reference path (a Transformer recomputes the
+  whole target prefix every step; an RNN re-projects its attention keys every step);
 * ``ctranslate2-float32`` / ``ctranslate2-int8``: the run exported with
-  :func:`attnkit.serving.ctranslate2.export_ctranslate2` (skipped, with the reason, when
-  CTranslate2 is not installed or the run is an RNN), run by ``--threads`` workers of one
-  thread each (:func:`attnkit.serving.ctranslate2.load_translator`).
+  `attnkit.serving.ctranslate2.export_ctranslate2` (skipped, with the reason, when CTranslate2
+  is not installed or the run is an RNN), run by ``--threads`` workers of one thread each
+  (`attnkit.serving.ctranslate2.load_translator`).
 
-Greedy and beam 5 (alpha 0.6; CTranslate2 normalises beams by ``length ** 0.6`` instead of the
-GNMT penalty). Each row decodes a few sentences first as warm-up; the rows of one beam size
-are then timed interleaved, ``--rounds`` times (median reported). ``speedup`` is against
-``attnkit-uncached`` at the same beam. The last line is JSON: ``{"rows": [{"engine", "beam",
-"sent_per_s", "bleu", ...}], "machine": {...}}``.
+``batch`` is how many sentences one call decodes: ``1`` (one sentence a call, as a lone
+request), ``32`` (32 consecutive test sentences a call, as a server holding 32 requests) or
+``"all"`` (every sentence in one call: the engine batches them itself). Greedy and beam 5
+(alpha 0.6; CTranslate2 normalises beams by ``length ** 0.6`` instead of the GNMT penalty).
+Each row decodes a few sentences first as warm-up; the rows of one (beam, batch) pair are then
+timed interleaved, ``--rounds`` times, and the median is reported with ``spread`` (slowest
+round / fastest). ``vs_ct2`` is against ``ctranslate2-float32`` at the same beam and batch.
+The last line is JSON: ``{"rows": [{"engine", "beam", "batch", "sent_per_s", "spread",
+"bleu", "vs_ct2", ...}], "machine": {...}}``.
 """
 
 from __future__ import annotations
@@ -49,13 +54,15 @@ from attnkit.errors import AttnkitError  # noqa: E402
 from attnkit.machine import machine_info, machine_line  # noqa: E402
 from attnkit.models.config import TransformerConfig  # noqa: E402
 
-BEAMS = (1, 5)
+ENGINES = ("attnkit", "attnkit-uncached", "ctranslate2-float32", "ctranslate2-int8")
 ALPHA = 0.6
 WARMUP = 8
 
+Decode = Callable[[Sequence[list[int]]], list[str]]
+
 
 def machine() -> dict[str, Any]:
-    """:func:`attnkit.machine.machine_info` plus the CTranslate2 version (None: not installed)."""
+    """`attnkit.machine.machine_info` plus the CTranslate2 version (None: not installed)."""
     info = machine_info()
     try:
         import ctranslate2
@@ -69,17 +76,9 @@ def machine_text(info: dict[str, Any]) -> str:
     return f"machine: {machine_line(info)}, ctranslate2 {info['ctranslate2']}"
 
 
-def timed(fn: Callable[[Sequence[Any]], list[str]], sources: Sequence[Any]
-          ) -> tuple[list[str], float]:
-    """Decode all sources once: (hypotheses, sentences per second)."""
-    start = time.perf_counter()
-    hyps = fn(sources)
-    return hyps, len(sources) / max(time.perf_counter() - start, 1e-9)
-
-
-def attnkit_engine(run: Run, beam: int, use_cache: bool) -> Callable:
-    """A run's model and pipeline (:func:`attnkit.apps.translate.load_run`) as an engine:
-    source ids -> output texts."""
+def attnkit_engine(run: Run, beam: int, use_cache: bool) -> Decode:
+    """A run's model and pipeline (`attnkit.apps.translate.load_run`) as an engine: source
+    ids -> output texts."""
     p = run.pipeline
     skip = {p.tgt_vocab.pad_id, p.tgt_vocab.bos_id, p.tgt_vocab.eos_id}
 
@@ -91,11 +90,10 @@ def attnkit_engine(run: Run, beam: int, use_cache: bool) -> Callable:
     return decode
 
 
-def ct2_engine(run: Run, model_dir: Path, beam: int, threads: int) -> Callable:
-    from attnkit.serving.ctranslate2 import load_translator, translate_tokens
+def ct2_engine(run: Run, translator: Any, beam: int) -> Decode:
+    from attnkit.serving.ctranslate2 import translate_tokens
 
     p = run.pipeline
-    translator = load_translator(model_dir, threads=threads)
 
     def decode(ids: Sequence[list[int]]) -> list[str]:
         tokens = [[p.src_vocab.itos[i] for i in s] for s in ids]
@@ -105,64 +103,61 @@ def ct2_engine(run: Run, model_dir: Path, beam: int, threads: int) -> Callable:
     return decode
 
 
-def ct2_models(run: Run, folder: Path) -> dict[str, Path] | str:
-    """Export the run's model (its loaded weights) as float32 and int8 CTranslate2 models, or
-    the reason why not."""
+def ct2_translators(run: Run, folder: Path, threads: int) -> dict[str, Any] | str:
+    """The run's model (its loaded weights) exported as float32 and int8 CTranslate2 models
+    and loaded, or the reason why not."""
     if not isinstance(run.model.config, TransformerConfig):
         return "RNN run: CTranslate2 runs Transformers only"
     try:
-        from attnkit.serving.ctranslate2 import export_ctranslate2, require_ctranslate2
+        from attnkit.serving.ctranslate2 import (
+            export_ctranslate2,
+            load_translator,
+            require_ctranslate2,
+        )
         require_ctranslate2()
     except AttnkitError as exc:
         return str(exc)
     p, state = run.pipeline, run.model.state_dict()
-    return {q: export_ctranslate2(run.model.config, state, p.src_vocab.itos, p.tgt_vocab.itos,
-                                  folder / q, quantization=q)
+    return {q: load_translator(export_ctranslate2(run.model.config, state, p.src_vocab.itos,
+                                                  p.tgt_vocab.itos, folder / q, quantization=q),
+                               threads=threads)
             for q in ("float32", "int8")}
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("run")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--limit", type=int, default=1000, help="test sentences (default 1000)")
-    p.add_argument("--rounds", type=int, default=3, help="timed rounds per row (median)")
-    args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    run = load_run(args.run)
-    p = run.pipeline
-    pairs = eval_pairs(None, run.config["data"])[: args.limit]
-    ids = [p.src_vocab.encode(p.codec.encode(en, SRC_LANG)) for en, _ in pairs]
-    refs = [fr for _, fr in pairs]
-    info = machine()
-    print(machine_text(info))
-    print(f"command: {' '.join(sys.argv)}  ({len(ids)} sentences)")
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="attnkit-ct2-") as tmp:
-        exported = ct2_models(run, Path(tmp))
-        for beam in BEAMS:
-            engines = [("attnkit-uncached", attnkit_engine(run, beam, False)),
-                       ("attnkit", attnkit_engine(run, beam, True))]
-            for q in ("float32", "int8"):
-                name = f"ctranslate2-{q}"
-                engines.append((name, exported if isinstance(exported, str)
-                                else ct2_engine(run, exported[q], beam, args.threads)))
-            rows += measure(engines, beam, ids, refs, args.rounds)
-    print_table(rows)
-    print(json.dumps({"rows": rows, "machine": info}))
+def in_calls(decode: Decode, batch: int | str) -> Decode:
+    """``decode`` called on ``batch`` consecutive sentences at a time (``"all"``: one call)."""
+    if batch == "all":
+        return decode
+
+    def calls(ids: Sequence[list[int]]) -> list[str]:
+        out: list[str] = []
+        for start in range(0, len(ids), int(batch)):
+            out += decode(ids[start:start + int(batch)])
+        return out
+    return calls
 
 
-def measure(engines: list[tuple[str, Callable | str]], beam: int, ids: Sequence[list[int]],
-            refs: Sequence[str], rounds: int) -> list[dict[str, Any]]:
-    """Time the engines of one beam size interleaved (A, B, C, A, B, C, ...) after a warm-up
-    each, so that load from other processes spreads over all of them; the median speed of
-    ``rounds`` is reported, BLEU from the first round (decoding is deterministic)."""
+def timed(fn: Decode, sources: Sequence[list[int]]) -> tuple[list[str], float]:
+    """Decode all sources once: (hypotheses, sentences per second)."""
+    start = time.perf_counter()
+    hyps = fn(sources)
+    return hyps, len(sources) / max(time.perf_counter() - start, 1e-9)
+
+
+def measure(engines: list[tuple[str, Decode | str]], beam: int, batch: int | str,
+            ids: Sequence[list[int]], refs: Sequence[str], rounds: int) -> list[dict[str, Any]]:
+    """Time the engines of one (beam, batch) pair interleaved (A, B, C, A, B, C, ...) after a
+    warm-up each, so that load from other processes spreads over all of them; the median
+    speed of ``rounds`` is reported with its spread, BLEU from the first round (decoding is
+    deterministic)."""
     rows, runnable = [], []
     for name, engine in engines:
-        row: dict[str, Any] = {"engine": name, "beam": beam, "sent_per_s": None, "bleu": None}
+        row: dict[str, Any] = {"engine": name, "beam": beam, "batch": batch,
+                               "sent_per_s": None, "bleu": None}
         if isinstance(engine, str):
             row["skipped"] = engine
         else:
+            engine = in_calls(engine, batch)
             engine(ids[:WARMUP])
             runnable.append((row, engine, []))
         rows.append(row)
@@ -174,20 +169,84 @@ def measure(engines: list[tuple[str, Callable | str]], beam: int, ids: Sequence[
                 row["bleu"] = round(sacrebleu.corpus_bleu(hyps, [list(refs)]).score, 2)
     for row, _, speeds in runnable:
         row["sent_per_s"] = round(statistics.median(speeds), 1)
+        row["spread"] = round(max(speeds) / min(speeds), 2)
     return rows
 
 
+def compare(rows: list[dict[str, Any]]) -> None:
+    """``vs_ct2``: each row's speed over ``ctranslate2-float32``'s at the same beam and batch
+    (None where either is missing)."""
+    base = {(r["beam"], r["batch"]): r["sent_per_s"] for r in rows
+            if r["engine"] == "ctranslate2-float32"}
+    for r in rows:
+        ref = base.get((r["beam"], r["batch"]))
+        r["vs_ct2"] = round(r["sent_per_s"] / ref, 2) if ref and r["sent_per_s"] else None
+
+
 def print_table(rows: list[dict[str, Any]]) -> None:
-    base = {r["beam"]: r["sent_per_s"] for r in rows if r["engine"] == "attnkit-uncached"}
-    print(f"{'engine':<22}{'beam':>5}{'sent/s':>10}{'speedup':>9}{'BLEU':>8}")
+    print(f"{'engine':<22}{'beam':>5}{'batch':>6}{'sent/s':>10}{'spread':>8}{'vs ct2':>8}"
+          f"{'BLEU':>8}")
     for r in rows:
         if r["sent_per_s"] is None:
-            print(f"{r['engine']:<22}{r['beam']:>5}  skipped: {r['skipped']}")
+            print(f"{r['engine']:<22}{r['beam']:>5}{r['batch']:>6}  skipped: {r['skipped']}")
             continue
-        speedup = r["sent_per_s"] / base[r["beam"]] if base.get(r["beam"]) else float("nan")
-        r["speedup"] = round(speedup, 2)
-        print(f"{r['engine']:<22}{r['beam']:>5}{r['sent_per_s']:>10.1f}{speedup:>8.2f}x"
-              f"{r['bleu']:>8.2f}")
+        ratio = "" if r["vs_ct2"] is None else f"{r['vs_ct2']:.2f}x"
+        print(f"{r['engine']:<22}{r['beam']:>5}{r['batch']:>6}{r['sent_per_s']:>10.1f}"
+              f"{r['spread']:>8.2f}{ratio:>8}{r['bleu']:>8.2f}")
+
+
+def parse_batch(text: str) -> int | str:
+    if text == "all":
+        return text
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a batch is a whole number >= 1 or 'all', got {text!r}")
+    return int(text)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("run")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--limit", type=int, default=1000, help="test sentences (default 1000)")
+    p.add_argument("--rounds", type=int, default=3, help="timed rounds per row (median)")
+    p.add_argument("--batches", default="1,32,all",
+                   help="sentences per call, comma-separated (default 1,32,all)")
+    p.add_argument("--beams", default="1,5", help="beam sizes (default 1,5)")
+    p.add_argument("--engines", default=",".join(ENGINES),
+                   help=f"comma-separated, of {', '.join(ENGINES)} (default: all)")
+    args = p.parse_args(argv)
+    batches = [parse_batch(b) for b in args.batches.split(",")]
+    beams = [int(b) for b in args.beams.split(",")]
+    names = args.engines.split(",")
+    unknown = sorted(set(names) - set(ENGINES))
+    if unknown:
+        p.error(f"unknown engines {unknown}; choose from {', '.join(ENGINES)}")
+    torch.set_num_threads(args.threads)
+    run = load_run(args.run)
+    pipe = run.pipeline
+    pairs = eval_pairs(None, run.config["data"])[: args.limit]
+    ids = [pipe.src_vocab.encode(pipe.codec.encode(en, SRC_LANG)) for en, _ in pairs]
+    refs = [fr for _, fr in pairs]
+    info = machine()
+    print(machine_text(info))
+    print(f"command: {' '.join(sys.argv)}  ({len(ids)} sentences)")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="attnkit-ct2-") as tmp:
+        translators = (ct2_translators(run, Path(tmp), args.threads)
+                       if any(n.startswith("ctranslate2") for n in names) else {})
+        for beam in beams:
+            made: dict[str, Decode | str] = {
+                "attnkit": attnkit_engine(run, beam, True),
+                "attnkit-uncached": attnkit_engine(run, beam, False)}
+            for q in ("float32", "int8"):
+                made[f"ctranslate2-{q}"] = (translators if isinstance(translators, str)
+                                            else ct2_engine(run, translators[q], beam))
+            for batch in batches:
+                rows += measure([(n, made[n]) for n in names], beam, batch, ids, refs,
+                                args.rounds)
+    compare(rows)
+    print_table(rows)
+    print(json.dumps({"rows": rows, "machine": info}))
 
 
 if __name__ == "__main__":

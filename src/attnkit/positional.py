@@ -139,19 +139,25 @@ class LearnedPositionalEmbedding(nn.Module):
     def extra_repr(self) -> str:
         return f"max_len={self.max_len}, dim={self.dim}, mode={self.mode!r}"
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        _check_input(x)
-        length = x.shape[1]
+    def encoding(self, length: int, offset: int = 0, device=None,
+                 dtype: torch.dtype | None = None) -> Tensor:
+        """The table ``[length, dim]`` for positions ``offset .. offset + length - 1`` (as
+        `SinusoidalPositionalEncoding.encoding`)."""
         if offset < 0 or offset + length > self.max_len:
             raise ValueError(
                 f"positions {offset}..{offset + length - 1} do not fit max_len={self.max_len}: "
                 f"input [batch, time, d] has time={length}"
             )
+        return self.weight[offset:offset + length].to(device=device, dtype=dtype)
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        _check_input(x)
+        length = x.shape[1]
         if self.mode == "sum" and x.shape[-1] != self.dim:
             raise ValueError(
                 f"mode='sum' needs x of shape [batch, time, {self.dim}], got {tuple(x.shape)}"
             )
-        pe = self.weight[offset:offset + length].to(x.dtype)
+        pe = self.encoding(length, offset, x.device, x.dtype)
         if self.mode == "sum":
             return x + pe
         return torch.cat([x, pe.expand(x.shape[0], -1, -1)], dim=-1)

@@ -251,3 +251,97 @@ def test_fast_path_keeps_no_weight_matrix():
         m(x, x, key_lengths=torch.tensor([64, 5]))
         m(x, x, causal=True)
     assert max(sizes) < 64 * 64
+
+
+# --- incremental decoding ---------------------------------------------------------------------
+
+def _causal(b, h, t):
+    return torch.ones(t, t, dtype=torch.bool).tril().expand(b, h, t, t)
+
+
+@pytest.mark.parametrize("rope", [False, True])
+@pytest.mark.parametrize("chunks", [(1, 1, 1, 1, 1), (2, 3), (5,)])
+def test_cached_self_attention_equals_the_per_head_reference(rope, chunks):
+    """Positions fed in chunks (one at a time, or several) through the cache give, at each
+    position, causal attention over the whole sequence computed head by head in float64."""
+    torch.manual_seed(1)
+    m = MultiHeadAttention(16, num_heads=4, rope=rope).eval()
+    x = torch.randn(3, 5, 16)
+    rotate = None
+    if rope:
+        def rotate(t):   # the positions of the whole sequence, 0..4
+            return m.rope.rotate(t.unsqueeze(1), torch.arange(t.shape[1])).squeeze(1)
+    want = per_head_reference(m, x, x, x, _causal(3, 4, 5).numpy(), rotate)
+    cache = m.start_cache(3, capacity=2, like=x)   # small: it has to grow
+    outs, start = [], 0
+    for t in chunks:
+        outs.append(m.attend_cached(x[:, start:start + t], cache).context)
+        start += t
+    assert cache.length == 5 and cache.keys.capacity >= 5
+    torch.testing.assert_close(torch.cat(outs, 1).double(), want, atol=1e-5, rtol=1e-4)
+
+
+def test_cached_self_attention_weights_sum_to_one_over_the_past():
+    torch.manual_seed(2)
+    m = MultiHeadAttention(8, num_heads=2).eval()
+    x = torch.randn(2, 4, 8)
+    cache = m.start_cache(2, capacity=8, like=x)
+    m.attend_cached(x[:, :1], cache)
+    out = m.attend_cached(x[:, 1:4], cache, need_weights=True)
+    assert out.weights.shape == (2, 2, 3, 4)
+    torch.testing.assert_close(out.weights.sum(-1), torch.ones(2, 2, 3))
+    # New position i (absolute 1 + i) sees keys 0..1+i: the later ones get exactly zero.
+    assert out.weights[:, :, 0, 2:].eq(0).all() and out.weights[:, :, 1, 3].eq(0).all()
+
+
+@pytest.mark.parametrize("group", [1, 3])
+def test_source_attention_equals_forward_for_every_row_of_a_sentence(group):
+    """g rows per sentence (beams) attend to the sentence's one projection: each row equals
+    `forward` over the source with the sentence's padding masked; the weights sum to one over
+    the real positions and are exactly zero on padding."""
+    torch.manual_seed(3)
+    m = MultiHeadAttention(16, num_heads=4).eval()
+    source, lengths = torch.randn(2, 6, 16), torch.tensor([6, 3])
+    x = torch.randn(2 * group, 2, 16)
+    fixed = m.source_keys_values(source, lengths)
+    assert fixed.keys.shape == (2, 4, 6, 4) and fixed.mask.shape == (2, 1, 1, 6)
+    got = m.attend_source(x, fixed, need_weights=True)
+    fused = m.attend_source(x, fixed).context
+    rows_source = source.repeat_interleave(group, 0)
+    want = m(x, rows_source, key_lengths=lengths.repeat_interleave(group), need_weights=True)
+    torch.testing.assert_close(got.context, want.context, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(fused, want.context, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(got.weights, want.weights, atol=1e-6, rtol=1e-5)
+    padded = got.weights.view(2, group, 4, 2, 6)[1, ..., 3:]
+    assert padded.eq(0).all()
+    # A batch without padding needs no mask at all.
+    assert m.source_keys_values(source, torch.tensor([6, 6])).mask is None
+
+
+def test_an_empty_source_reads_zeros_never_nan():
+    torch.manual_seed(4)
+    m = MultiHeadAttention(8, num_heads=2).eval()
+    fixed = m.source_keys_values(torch.randn(2, 3, 8), torch.tensor([3, 0]))
+    out = m.attend_source(torch.randn(2, 1, 8), fixed, need_weights=True)
+    assert torch.isfinite(out.context).all() and out.weights[1].eq(0).all()
+    torch.testing.assert_close(out.context[1], m.out_proj.bias.detach().expand(1, 8))
+    fused = m.attend_source(torch.randn(2, 1, 8), fixed).context
+    torch.testing.assert_close(fused[1], m.out_proj.bias.detach().expand(1, 8))
+
+
+def test_incremental_calls_refuse_what_they_cannot_do():
+    m = MultiHeadAttention(8, num_heads=2)
+    with pytest.raises(ValueError, match=r"attend_cached needs \[rows, time, 8\]"):
+        m.attend_cached(torch.randn(2, 8), m.start_cache(2, 4, torch.zeros(1)))
+    fixed = m.source_keys_values(torch.randn(2, 3, 8))
+    with pytest.raises(ValueError, match="not a multiple of the 2 sentences"):
+        m.attend_source(torch.randn(3, 1, 8), fixed)
+    with pytest.raises(ValueError, match="rotary positions are for self-attention"):
+        MultiHeadAttention(8, num_heads=2, rope=True).source_keys_values(torch.randn(1, 3, 8))
+    cross = MultiHeadAttention(8, key_dim=6, num_heads=2)
+    with pytest.raises(ValueError, match="equal query, key and value sizes"):
+        cross.attend_cached(torch.randn(1, 1, 8), cross.start_cache(1, 4, torch.zeros(1)))
+    # A cross-attention module of other key sizes projects its source once all the same.
+    torch.testing.assert_close(
+        cross.attend_source(torch.randn(1, 2, 8), cross.source_keys_values(
+            torch.zeros(1, 3, 6))).context.shape, torch.Size([1, 2, 8]))

@@ -60,8 +60,12 @@ def test_server_command_and_memory_and_the_last_line(bench):
     assert on[-6:] == ["--run", "bench=runs/fr", "--threads", "2", "--port", "0"]
     assert off[-4:] == ["--max-batch", "1", "--max-wait-ms", "0"]
     assert bench.rss_mb(os.getpid()) > 1 and bench.rss_mb(2 ** 22 + 7) is None
-    row = {"concurrency": 32, "batching": True, "sent_per_s": 1.0, "p50_ms": 1.0,
-           "p99_ms": 2.0, "errors": 0}
-    last = json.loads(bench.result_json(10.0, 100.0, 101.5, [row]))
-    assert last == {"in_process_sent_per_s": 10.0, "rss_before_mb": 100.0,
-                    "rss_after_mb": 101.5, "rows": [row]}
+    rows = [{"concurrency": c, "batching": True, "sent_per_s": 8.0, "p50_ms": 1.0,
+             "p99_ms": 2.0, "errors": 0} for c in (1, 32, 128)]
+    by_batch = {"1": 4.0, "32": 10.0, "all": 16.0}
+    last = json.loads(bench.result_json(by_batch, 25.0, 100.0, 101.5, rows))
+    assert last["in_process_sent_per_s"] == 16.0 and last["in_process_by_batch"] == by_batch
+    assert last["in_process_one_call_ms"] == 25.0
+    assert last["rss_before_mb"] == 100.0 and last["rss_after_mb"] == 101.5
+    # Each row against the in-process calls of as many sentences as its clients hold.
+    assert [r["vs_in_process"] for r in last["rows"]] == [2.0, 0.8, 0.5]

@@ -6,7 +6,14 @@ import math
 import pytest
 import torch
 
-from attnkit.decoding import beam_search, decode_many, greedy_decode, length_batches
+from attnkit.decoding import (
+    beam_search,
+    decode_many,
+    greedy_decode,
+    length_batches,
+    max_lengths,
+    normalised_score,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: 1 thread is fastest
 
@@ -24,46 +31,91 @@ def _same(a, b, attention=True):
 
 @pytest.mark.parametrize("name", MODELS)
 @pytest.mark.parametrize("beam", [1, 5])
-def test_cached_equals_uncached(name, beam, trained_models, toy):
+@pytest.mark.parametrize("weights", [True, False])
+def test_cached_equals_uncached(name, beam, weights, trained_models, toy):
     model = trained_models[name]
     src, src_len, _, _ = toy.batch(toy.pairs(24, 12, seed=31))
     if beam == 1:
-        cached = greedy_decode(model, src, src_len)
-        plain = greedy_decode(model, src, src_len, use_cache=False)
+        cached = greedy_decode(model, src, src_len, need_weights=weights)
+        plain = greedy_decode(model, src, src_len, use_cache=False, need_weights=weights)
     else:
-        cached = beam_search(model, src, src_len, beam_size=beam)
-        plain = beam_search(model, src, src_len, beam_size=beam, use_cache=False)
-    _same(cached, plain)
+        cached = beam_search(model, src, src_len, beam_size=beam, need_weights=weights)
+        plain = beam_search(model, src, src_len, beam_size=beam, use_cache=False,
+                            need_weights=weights)
+    _same(cached, plain, attention=weights)
     assert sum(h.ended for h in cached) > 0   # a trained model: real EOS decisions compared
 
 
-@pytest.mark.parametrize("name", MODELS)
-def test_without_weights_same_tokens_and_no_attention(name, trained_models, toy):
-    model = trained_models[name]
-    src, src_len, _, _ = toy.batch(toy.pairs(12, 12, seed=32))
-    for decode, kw in ((greedy_decode, {}), (beam_search, {"beam_size": 3})):
-        with_w = decode(model, src, src_len, **kw)
-        without = decode(model, src, src_len, need_weights=False, **kw)
-        _same(with_w, without, attention=False)
-        assert all(h.attention is None for h in without)
+def reference_beam(model, src, length, k, alpha, limit, eos, bos):
+    """Beam search on one sentence as fairseq's algorithm states it, with Python lists, every
+    hypothesis scored by the model's teacher-forced ``forward`` (no step API, no cache): the
+    ``2k`` best extensions; among the first ``k``, one ending in EOS (or at the limit)
+    finishes while fewer than ``k`` have; the first ``k`` others go on."""
+    alive, finished = [([], 0.0)], []
+    for t in range(limit):
+        tgt_in = torch.tensor([[bos] + toks for toks, _ in alive])
+        with torch.no_grad():
+            logits = model(src.expand(len(alive), -1), length.expand(len(alive)), tgt_in)
+        logp = torch.log_softmax(logits[:, -1].float(), -1)
+        cands = sorted(((score + float(logp[i, w]), toks, w) for i, (toks, score)
+                        in enumerate(alive) for w in range(logp.shape[1])),
+                       key=lambda c: -c[0])[:2 * k]
+        nxt = []
+        for j, (score, toks, w) in enumerate(cands):
+            if w == eos or t + 1 >= limit:
+                if j < k and len(finished) < k:
+                    ended = w == eos
+                    norm = normalised_score(score, t + 1, alpha, "gnmt")
+                    finished.append((norm, toks + ([] if ended else [w]), ended))
+            elif len(nxt) < k:
+                nxt.append((toks + [w], score))
+        if len(finished) >= k or not nxt:
+            break
+        alive = nxt
+    return max(finished, key=lambda f: f[0])
+
+
+@pytest.mark.parametrize("name", ["rnn", "transformer", "untrained"])
+@pytest.mark.parametrize("beam", [2, 4])
+def test_beam_search_equals_the_algorithm_run_by_hand(name, beam, trained_models, toy):
+    if name == "untrained":   # flat distributions: every choice of the search matters
+        torch.manual_seed(5)
+        from attnkit.models import TransformerConfig, TransformerSeq2Seq
+        model = TransformerSeq2Seq(TransformerConfig(src_vocab=12, tgt_vocab=12, d_model=16,
+                                                     heads=2, layers=1, ff_dim=32, dropout=0.0))
+    else:
+        model = trained_models[name]
+    model.eval()
+    src, src_len, _, _ = toy.batch(toy.pairs(12, 12, seed=37))
+    limits = max_lengths(src_len, 1.0, 1, 200)
+    hyps = beam_search(model, src, src_len, beam_size=beam, alpha=0.6, max_len_ratio=1.0,
+                       max_len_offset=1, need_weights=False)
+    for b, hyp in enumerate(hyps):
+        n = int(src_len[b])
+        want = reference_beam(model, src[b:b + 1, :n], src_len[b:b + 1], beam, 0.6, limits[b],
+                              toy.EOS, toy.BOS)
+        assert (hyp.tokens, hyp.ended) == (want[1], want[2])
+        got = normalised_score(hyp.score, len(hyp.tokens) + hyp.ended, 0.6, "gnmt")
+        assert math.isclose(got, want[0], rel_tol=1e-5, abs_tol=1e-5)
 
 
 class _Recorder(torch.nn.Module):
-    """The wrapped model, recording the batch size of every decode step."""
+    """The wrapped model, recording the rows of every step and the sentences it is given."""
 
     def __init__(self, model):
         super().__init__()
-        self.model, self.config, self.sizes = model, model.config, []
+        self.model, self.config, self.sizes, self.sentences = model, model.config, [], []
 
     def encode(self, *args, **kwargs):
         return self.model.encode(*args, **kwargs)
 
-    def decode_step(self, prev, state, **kwargs):
-        self.sizes.append(prev.shape[0])
-        return self.model.decode_step(prev, state, **kwargs)
+    def step(self, tokens, state, **kwargs):
+        self.sizes.append(tokens.shape[0])
+        self.sentences.append(state.source.shape[0])
+        return self.model.step(tokens, state, **kwargs)
 
-    def reorder_state(self, state, index):
-        return self.model.reorder_state(state, index)
+    def reorder(self, state, rows, sentences):
+        return self.model.reorder(state, rows, sentences)
 
 
 @pytest.mark.parametrize("beam", [1, 3])
@@ -75,9 +127,11 @@ def test_finished_sentences_leave_the_batch(beam, trained_models, toy):
     hyps = (greedy_decode(rec, src, src_len, max_len_offset=0) if beam == 1 else
             beam_search(rec, src, src_len, beam_size=beam, max_len_offset=0))
     assert len(hyps[0].tokens) <= 2
-    assert rec.sizes[0] == 4 * beam
-    assert min(rec.sizes) <= 3 * beam   # the short sentence's rows were dropped
+    assert rec.sizes[0] == 4 * beam and rec.sentences[0] == 4
+    assert min(rec.sizes) <= 3 * beam   # the short sentence's rows were dropped...
+    assert min(rec.sentences) <= 3     # ...and its encoder output, held once per sentence
     assert rec.sizes == sorted(rec.sizes, reverse=True)
+    assert [r // beam for r in rec.sizes] == rec.sentences
 
 
 def test_length_batches_group_by_length_and_respect_the_budget():

@@ -129,13 +129,14 @@ def test_beam_one_equals_greedy_and_maps_follow_reordering(init_pool):
     beam3 = beam_search(model, imgs, lengths, beam_size=3, **kw)
     for hyp, img in zip(beam3, imgs, strict=True):
         # Replaying the chosen words one image at a time gives the same maps: the beam's
-        # reorder_state kept each hypothesis's own history.
+        # reorder kept each hypothesis's own history.
         state = model.encode(img.unsqueeze(0))
-        prev = torch.tensor([model.config.bos_id])
+        prev = torch.tensor([[model.config.bos_id]])
         for t, tok in enumerate(hyp.tokens):
-            _, state, attn = model.decode_step(prev, state)
-            torch.testing.assert_close(attn[0], hyp.attention[t])
-            prev = torch.tensor([tok])
+            out = model.step(prev, state, weights="last", log_probs=True)
+            state = out.state
+            torch.testing.assert_close(out.weights[0, 0], hyp.attention[t])
+            prev = torch.tensor([[tok]])
 
 
 def test_overfits_a_few_scenes():
@@ -204,7 +205,7 @@ def test_a_second_glimpse_looks_from_what_the_first_one_saw():
     state = model.encode(images(2))
     prev = torch.full((2,), model.config.bos_id)
     with torch.no_grad():
-        _, _, alpha = model.step(prev, state)
+        _, _, alpha = model.word_step(prev, state)
         first, _ = model.attention.attend(state.h, state.memory, need_weights=True)
         query = torch.tanh(model.glimpse(torch.cat([state.h, first], -1)))
         _, expected = model.attention.attend(query, state.memory, need_weights=True)
@@ -231,14 +232,14 @@ def test_glimpse_init_steers_only_the_first_look():
         seen, _ = model.attention.attend(h0, state.memory, need_weights=True)
         query = torch.tanh(model.glimpse(torch.cat([h0, seen], -1)))
         torch.testing.assert_close(state.query, query)
-        _, after, first = model.step(prev, state)
+        _, after, first = model.word_step(prev, state)
         _, expected = model.attention.attend(query, state.memory, need_weights=True)
         torch.testing.assert_close(first.flatten(1), expected.flatten(1))
         _, blank = model.attention.attend(h0, state.memory, need_weights=True)
         assert not torch.allclose(first.flatten(1), blank.flatten(1))
         # Later words look from the decoder state, as without the preliminary glimpse.
         assert after.query is None
-        _, _, second = model.step(prev, after)
+        _, _, second = model.word_step(prev, after)
         _, from_h = model.attention.attend(after.h, after.memory, need_weights=True)
         torch.testing.assert_close(second.flatten(1), from_h.flatten(1))
 

@@ -40,12 +40,14 @@ def test_step_api_equals_forward(tiny_transformer, toy):
     model = tiny_transformer()
     src, src_len, tgt_in, _ = toy.batch(toy.pairs(3, VOCAB))
     logits, cross = model(src, src_len, tgt_in, need_weights=True)
-    state = model.encode(src, src_len)
+    state = model.encode(src, src_len, beams=1, use_cache=True, weights="none")
     for t in range(tgt_in.shape[1]):
-        logp, state, w = model.decode_step(tgt_in[:, t], state)
-        torch.testing.assert_close(logp, torch.log_softmax(logits[:, t], -1),
+        out = model.step(tgt_in[:, t:t + 1], state, weights="last", log_probs=True)
+        state = out.state
+        torch.testing.assert_close(out.log_probs[:, 0], torch.log_softmax(logits[:, t], -1),
                                    atol=1e-5, rtol=1e-4)
-        torch.testing.assert_close(w, cross[-1][:, :, t].mean(1), atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(out.weights[:, 0], cross[-1][:, :, t].mean(1), atol=1e-6,
+                                   rtol=1e-5)
 
 
 @pytest.mark.parametrize("use_cache", [True, False])
@@ -53,14 +55,25 @@ def test_step_weights_of_every_layer_and_head(tiny_transformer, use_cache, toy):
     model = tiny_transformer()
     src, src_len, tgt_in, _ = toy.batch(toy.pairs(3, VOCAB))
     _, cross = model(src, src_len, tgt_in, need_weights=True)
-    state = model.encode(src, src_len, use_cache=use_cache)
+    state = model.encode(src, src_len, beams=1, use_cache=use_cache, weights="none")
     for t in range(tgt_in.shape[1]):
-        _, state, w = model.decode_step(tgt_in[:, t], state, need_weights="all")
+        out = model.step(tgt_in[:, t:t + 1], state, weights="all", log_probs=False)
+        state, w = out.state, out.weights[:, 0]
+        assert out.log_probs is None
         assert w.shape == (3, 2, 4, src.shape[1])     # [batch, layers, heads, S]
         for layer in range(2):
             torch.testing.assert_close(w[:, layer], cross[layer][:, :, t], atol=1e-6, rtol=1e-5)
-    with pytest.raises(ValueError, match="need_weights"):
-        model.decode_step(tgt_in[:, 0], model.encode(src, src_len), need_weights="last")
+
+
+def test_encoder_self_attention_is_kept_when_asked(tiny_transformer, toy):
+    model = tiny_transformer()
+    src, src_len, _, _ = toy.batch(toy.pairs(3, VOCAB))
+    kept = model.encode(src, src_len, beams=1, use_cache=True, weights="all").encoder_weights
+    assert kept.shape == (3, 2, 4, src.shape[1], src.shape[1])   # [batch, layers, heads, S, S]
+    torch.testing.assert_close(kept.sum(-1)[0, :, :, :int(src_len[0])],
+                               torch.ones(2, 4, int(src_len[0])))
+    assert model.encode(src, src_len, beams=1, use_cache=True,
+                        weights="last").encoder_weights is None
 
 
 def test_source_padding_does_not_change_a_sentence(tiny_transformer, toy):

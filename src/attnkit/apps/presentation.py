@@ -36,6 +36,9 @@ class Presentation:
         default_threads: CPU threads by command where torch's default (one per core) is not
             the fastest for the app's small models.
         plot_aliases: other flags the app accepts for ``predict --plot``.
+        text_attention: the ``attention`` a plain ``predict`` (text lines, no figure, page or
+            JSON) asks for: None (the app's default) when its text line shows attention, False
+            when it does not, so that nothing computes it.
     """
 
     help: ClassVar[str] = ""
@@ -49,6 +52,7 @@ class Presentation:
     eval_data_help: ClassVar[str] = "data to evaluate on (default: the run's own test split)"
     default_threads: ClassVar[dict[str, int]] = {}
     plot_aliases: ClassVar[tuple[str, ...]] = ()
+    text_attention: ClassVar[bool | None] = None
 
     def json_metrics(self, metrics: dict[str, Any]) -> dict[str, Any]:
         """The metrics ``eval --json`` prints (all of them unless the app says otherwise)."""

@@ -45,12 +45,16 @@ def lengths_to_mask(lengths: Tensor, max_len: int, *, name: str = "lengths") -> 
     return positions.unsqueeze(0) < lengths.unsqueeze(1)
 
 
-def causal_mask(query_len: int, key_len: int, device: torch.device | None = None) -> Tensor:
-    """``[query_len, key_len]`` bool, True where key ``j <= i`` for query ``i``.
+def causal_mask(query_len: int, key_len: int, device: torch.device | None = None,
+                offset: int = 0) -> Tensor:
+    """``[query_len, key_len]`` bool, True where key ``j <= i + offset`` for query ``i``.
 
-    Top-left aligned, exactly like ``scaled_dot_product_attention(..., is_causal=True)``.
+    With ``offset=0``, top-left aligned, exactly like ``scaled_dot_product_attention(...,
+    is_causal=True)``. Incremental decoding passes ``offset`` = the positions already cached:
+    new query ``i`` is position ``offset + i`` and sees every cached key and the new ones up to
+    itself.
     """
-    return torch.ones(query_len, key_len, dtype=torch.bool, device=device).tril()
+    return torch.ones(query_len, key_len, dtype=torch.bool, device=device).tril(offset)
 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:

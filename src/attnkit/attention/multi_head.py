@@ -28,7 +28,8 @@ from attnkit.attention.base import (
     query_mask_from_lengths,
 )
 from attnkit.attention.dot_product import fused_attention
-from attnkit.attention.masking import masked_softmax
+from attnkit.attention.kv_cache import KeyValueCache, SourceKeyValues
+from attnkit.attention.masking import causal_mask, masked_softmax
 from attnkit.attention.pooling import self_attention_max_pool
 from attnkit.positional import RotaryEmbedding
 
@@ -251,6 +252,140 @@ class MultiHeadAttention(nn.Module):
             ctx = ctx.masked_fill(~query_mask.unsqueeze(-1), torch.finfo(ctx.dtype).min)
         pooled = ctx.max(dim=1).values
         return pooled if query_mask is None else pooled * query_mask.any(-1, keepdim=True)
+
+    # --- incremental decoding -----------------------------------------------------------------
+
+    def start_cache(self, rows: int, capacity: int, like: Tensor) -> KeyValueCache:
+        """An empty self-attention cache for ``rows`` sequences, room for ``capacity``
+        positions (it grows by doubling), in the dtype and device of ``like``."""
+        return KeyValueCache.empty(rows, self.num_heads, self.head_dim, capacity, like)
+
+    def attend_cached(self, x: Tensor, cache: KeyValueCache, *,
+                      need_weights: bool = False) -> AttentionOutput:
+        """Causal self-attention of ``t`` new positions over every position so far.
+
+        The new positions' keys and values are appended to ``cache`` in place, so a decoder
+        step projects one position, not the whole prefix. Equals `forward` (``causal=True``)
+        over the whole sequence, at the new positions.
+
+        Args:
+            x: the new positions ``[rows, t, query_dim]`` (decoding: ``t = 1``).
+            cache: the rows' `KeyValueCache` (``cache.length`` positions before ``x``).
+            need_weights: also return the weights ``[rows, heads, t, cache.length]``.
+
+        Returns:
+            An `AttentionOutput` with context ``[rows, t, out_dim]``.
+        """
+        self._check_incremental("attend_cached", x)
+        rows, t = x.shape[:2]
+        start = cache.length
+        q, k, v = self._heads(F.linear(x, self.in_proj_weight, self.in_proj_bias), 3)
+        if self.rope is not None:
+            positions = torch.arange(start, start + t, device=x.device)
+            q, k = self.rope.rotate(q, positions), self.rope.rotate(k, positions)
+        keys, values = cache.append(k, v)
+        # The newest position sees every key: one new position needs no mask at all.
+        mask = None if t == 1 else causal_mask(t, start + t, x.device, offset=start)
+        ctx, weights = self._attend_heads(q, keys, values, mask, need_weights)
+        out = ctx.transpose(1, 2).reshape(rows, t, self.inner_dim)
+        return AttentionOutput(self._output(out), weights)
+
+    def source_keys_values(self, source: Tensor, key_lengths: Tensor | None = None
+                           ) -> SourceKeyValues:
+        """Project the source once per sentence for `attend_source`.
+
+        Args:
+            source: ``[sentences, S, key_dim]`` (an encoder's output).
+            key_lengths: ``[sentences]`` real positions of each (None: no padding).
+
+        Returns:
+            `SourceKeyValues` with keys and values ``[sentences, heads, S, head_dim]`` and the
+            padding mask, built here once rather than at every step.
+        """
+        self._check_incremental("source_keys_values", source, self.key_dim)
+        n, length = source.shape[:2]
+        if self.packed:
+            bias = None if self.in_proj_bias is None else self.in_proj_bias[self.inner_dim:]
+            k, v = self._heads(F.linear(source, self.in_proj_weight[self.inner_dim:], bias), 2)
+        else:
+            (_, wk, wv), (_, bk, bv) = self._proj_weights(), self._proj_biases()
+            (k,), (v,) = self._heads(F.linear(source, wk, bk), 1), self._heads(
+                F.linear(source, wv, bv), 1)
+        mask = empty = None
+        if key_lengths is not None and bool((key_lengths < length).any()):
+            mask = build_mask(n, 1, length, key_lengths=key_lengths, num_heads=self.num_heads,
+                              device=source.device)
+            has_key = mask.any(dim=-1, keepdim=True)
+            if not bool(has_key.all()):
+                # An empty sentence attends to every key (finite numbers); its context is
+                # zeroed afterwards, so it reads exactly zero, never NaN.
+                empty, mask = ~has_key, mask | ~has_key
+        return SourceKeyValues(k.contiguous(), v.contiguous(), mask, empty)
+
+    def attend_source(self, x: Tensor, source: SourceKeyValues, *,
+                      need_weights: bool = False) -> AttentionOutput:
+        """Cross-attention of ``x`` over a source projected once by `source_keys_values`.
+
+        ``x`` holds ``g`` rows per sentence (beam search: the ``g`` hypotheses of each
+        sentence, sentence-major), and all ``g * t`` queries of a sentence attend to its one
+        copy of the keys and values: nothing is copied per beam.
+
+        Args:
+            x: ``[sentences * g, t, query_dim]``.
+            source: the sentences' `SourceKeyValues`.
+            need_weights: also return the weights ``[sentences * g, heads, t, S]`` (the
+                explicit softmax; otherwise the fused kernel runs).
+
+        Returns:
+            An `AttentionOutput` with context ``[sentences * g, t, out_dim]``.
+        """
+        self._check_incremental("attend_source", x)
+        n, h, length, hd = source.keys.shape
+        rows, t = x.shape[:2]
+        if rows % n:
+            raise ValueError(f"x has {rows} rows, not a multiple of the {n} sentences of the "
+                             f"source")
+        g = rows // n
+        (wq, _, _), (bq, _, _) = self._proj_weights(), self._proj_biases()
+        # [n*g, t, h*hd] -> [n, h, g*t, hd]: a sentence's hypotheses are its queries.
+        q = F.linear(x, wq, bq).view(n, g, t, h, hd).permute(0, 3, 1, 2, 4).reshape(n, h, g * t,
+                                                                                  hd)
+        ctx, weights = self._attend_heads(q, source.keys, source.values, source.mask,
+                                          need_weights)
+        if source.empty is not None:
+            ctx = ctx.masked_fill(source.empty, 0.0)
+            weights = None if weights is None else weights.masked_fill(source.empty, 0.0)
+        out = ctx.view(n, h, g, t, hd).permute(0, 2, 3, 1, 4).reshape(rows, t, self.inner_dim)
+        if weights is not None:
+            weights = weights.view(n, h, g, t, length).transpose(1, 2).reshape(rows, h, t,
+                                                                               length)
+        return AttentionOutput(self._output(out), weights)
+
+    def _attend_heads(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
+                      need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        """Scaled dot-product over ``[batch, heads, T, head_dim]`` with a mask that leaves every
+        row a key (the callers make sure): the fused kernel, or the explicit softmax when the
+        weights are wanted."""
+        if not need_weights:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask), None
+        scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))
+        weights = masked_softmax(scores, mask)
+        return torch.matmul(weights, v), weights
+
+    def _output(self, out: Tensor) -> Tensor:
+        return out if self.out_proj is None else self.out_proj(out)
+
+    def _check_incremental(self, method: str, x: Tensor, dim: int | None = None) -> None:
+        dim = self.query_dim if dim is None else dim
+        if not isinstance(x, Tensor) or x.dim() != 3 or x.shape[-1] != dim:
+            got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+            raise ValueError(f"{method} needs [rows, time, {dim}], got {got}")
+        if method != "attend_cached" and self.rope is not None:
+            raise ValueError(f"{method}: rotary positions are for self-attention; a "
+                             "cross-attention module has rope=False")
+        if method == "attend_cached" and not self.packed:
+            raise ValueError("attend_cached is self-attention: it needs equal query, key and "
+                             "value sizes")
 
     # --- torch.nn.MultiheadAttention interoperability -----------------------------------------
 

@@ -138,8 +138,10 @@ def run_predict(app: Any, args: argparse.Namespace) -> int:
         output_file(args.html, PAGE)
     loaded = app.load(args.run, device=args.device,
                       **_values(args, app.options, "predict", "load"))
-    # Attention only as much as something shows: the page shows every layer and head.
-    attention = "all" if args.html else (True if args.plot else None)
+    # Attention only as much as something shows: the page shows every layer and head, a
+    # figure one row per token, JSON what the app gives by default, a text line what it needs.
+    attention = ("all" if args.html else True if args.plot else None if args.json
+                 else app.text_attention)
     preds = app.predict(loaded, inputs, attention=attention,
                         **_values(args, app.options, "predict", "call"))
     show = _values(args, app.options, "predict", "show")

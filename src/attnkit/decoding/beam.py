@@ -1,9 +1,13 @@
 """Batched beam search with length penalty over the translation step API.
 
-All ``sentences * beam`` hypotheses advance in one model call per step; the decoder state and
-the attention history are reordered with ``model.reorder_state`` after every step, and a
-sentence whose search is over leaves the batch then (its rows are not selected again), so long
-sentences do not drag finished ones through the remaining steps.
+All ``sentences * beam`` hypotheses advance in one model call per step. Only what differs
+between the hypotheses of a sentence is reordered after a step (the decoder's per-row state,
+e.g. a Transformer's self-attention cache, the token and attention histories); what a sentence's
+hypotheses share (the encoder output, the cross-attention keys) is stored once per sentence by
+the model and only shrinks when a sentence whose search is over leaves the batch, so long
+sentences do not drag finished ones through the remaining steps. The choice of the hypotheses
+that go on is tensor code over all sentences at once; the host only copies out the hypotheses
+that finish.
 
 Algorithm (as fairseq's): each step keeps the ``2 * beam`` best extensions of every sentence;
 an extension ending in EOS among the first ``beam`` is finished, the first ``beam`` others stay
@@ -31,7 +35,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from attnkit.decoding.hypothesis import Hypothesis, inference, max_lengths, start, step
+from attnkit.attention.kv_cache import GrowingBuffer
+from attnkit.decoding.hypothesis import Hypothesis, inference, max_lengths, weights_wanted
 
 # A finished hypothesis: (normalised score, raw score, tokens, attention rows or None, ended).
 Finished = tuple[float, float, list[int], Tensor | None, bool]
@@ -72,112 +77,134 @@ def beam_search(model: nn.Module, src: Tensor, src_lengths: Tensor, *, beam_size
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
     normalised_score(0.0, 1, alpha, length_norm)  # validates length_norm before any work
+    weights = weights_wanted(need_weights)
     batch, k = src.shape[0], beam_size
-    device = src.device
     limits = max_lengths(src_lengths, max_len_ratio, max_len_offset, max_len)
-    rules = _Rules(model.config.eos_id, model.config.pad_id, k, alpha, length_norm,
-                   src_lengths.tolist())
-    finished: list[list[Finished]] = [[] for _ in range(batch)]
+    search = _Search(model.config.eos_id, model.config.pad_id, k, alpha, length_norm,
+                     src_lengths.tolist(), limits, src.device)
     with inference(model):
-        state = start(model, src, src_lengths, use_cache)
-        state = model.reorder_state(state, torch.arange(batch, device=device).repeat_interleave(k))
-        active = list(range(batch))  # the sentences still searched, in row-block order
-        scores = torch.full((batch, k), float("-inf"), device=device)
-        scores[:, 0] = 0.0  # one live hypothesis per sentence at the start
-        prev = torch.full((batch * k,), model.config.bos_id, dtype=torch.long, device=device)
-        hist = torch.empty(batch * k, 0, dtype=torch.long, device=device)
-        attn_hist: Tensor | None = None
+        state = model.encode(src, src_lengths, beams=k, use_cache=use_cache, weights="none")
+        prev = torch.full((batch * k, 1), model.config.bos_id, dtype=torch.long,
+                          device=src.device)
         for t in range(max(limits)):
-            log_probs, state, w = step(model, prev, state, need_weights)
-            if w is not None and attn_hist is None:
-                attn_hist = w.new_zeros(batch * k, 0, *w.shape[1:])
-            n, vocab = len(active), log_probs.shape[-1]
-            cand = (scores.view(-1, 1) + log_probs.float()).view(n, k * vocab)
-            top_scores, top_idx = cand.topk(min(2 * k, k * vocab), dim=-1)
-            top_rows = top_idx // vocab + torch.arange(n, device=device).unsqueeze(1) * k
-            beams = _Step(t, top_scores.tolist(), top_rows.tolist(), (top_idx % vocab).tolist(),
-                          hist, attn_hist, w)
-            kept, new_scores, new_rows, new_tok = [], [], [], []
-            for i, b in enumerate(active):
-                alive = rules.advance(beams, i, b, limits[b], finished[b])
-                if alive is not None:
-                    kept.append(b)
-                    new_scores += [s for s, _, _ in alive]
-                    new_rows += [r for _, r, _ in alive]
-                    new_tok += [x for _, _, x in alive]
-            if not kept:
+            out = model.step(prev, state, weights=weights, log_probs=True)
+            step_weights = None if out.weights is None else out.weights[:, -1]
+            chosen = search.advance(t, out.log_probs[:, -1], step_weights)
+            if chosen is None:
                 break
-            index = torch.tensor(new_rows, device=device)
-            state = model.reorder_state(state, index)
-            prev = torch.tensor(new_tok, dtype=torch.long, device=device)
-            hist = torch.cat([hist.index_select(0, index), prev.unsqueeze(1)], 1)
-            if attn_hist is not None:
-                attn_hist = torch.cat([attn_hist.index_select(0, index),
-                                       w.index_select(0, index).unsqueeze(1)], 1)
-            scores = torch.tensor(new_scores, device=device).view(len(kept), k)
-            active = kept
-    out = []
-    for b in range(batch):
-        # max() keeps the first of equal scores: the one finished earlier / ranked higher.
-        _, s, toks, a, ended = max(finished[b], key=lambda h: h[0])
-        out.append(Hypothesis(toks, a, s, ended))
-    return out
+            rows, tokens, sentences = chosen
+            state = model.reorder(out.state, rows, sentences)
+            prev = tokens.unsqueeze(1)
+    return search.best()
 
 
 @dataclass
-class _Step:
-    """The ``2k`` best extensions of every active sentence at step ``t`` (Python lists; rows
-    index the current ``hist [rows, t]``), with the histories they extend and the step's
-    attention ``weights [rows, S]`` (``[rows, layers, heads, S]`` for ``"all"``; None when
-    not kept)."""
+class _Candidates:
+    """The ``2k`` best extensions of every active sentence at one step, best first: scores
+    ``[m, 2k]``, the rows they extend (indices of the current rows) and their tokens."""
 
-    t: int
-    scores: list[list[float]]
-    rows: list[list[int]]
-    tokens: list[list[int]]
-    hist: Tensor
-    attn_hist: Tensor | None
-    weights: Tensor | None
+    scores: Tensor
+    rows: Tensor
+    tokens: Tensor
 
 
-class _Rules:
-    """The per-sentence bookkeeping of the search (module docs): which extensions finish,
-    which stay alive, when a sentence is done."""
+class _Search:
+    """The bookkeeping of the search (module docs): the live scores and histories of every
+    row, which extensions finish, which stay alive, when a sentence is done."""
 
     def __init__(self, eos_id: int, pad_id: int, k: int, alpha: float, length_norm: str,
-                 src_lens: list[int]):
+                 src_lens: list[int], limits: list[int], device: torch.device):
         self.eos_id, self.pad_id, self.k = eos_id, pad_id, k
         self.alpha, self.length_norm, self.src_lens = alpha, length_norm, src_lens
+        n = len(limits)
+        self.limits = torch.tensor(limits, device=device)
+        self.active = torch.arange(n, device=device)       # the sentences still searched
+        self.scores = torch.full((n, k), float("-inf"), device=device)
+        self.scores[:, 0] = 0.0  # one live hypothesis per sentence at the start
+        self.finished: list[list[Finished]] = [[] for _ in range(n)]
+        self.done_count = torch.zeros(n, dtype=torch.long, device=device)
+        self.tokens = GrowingBuffer(torch.empty(n * k, 16, dtype=torch.long, device=device), 1)
+        self.attention: GrowingBuffer | None = None
+        self.slot = torch.arange(2 * k, device=device)
 
-    def advance(self, beams: _Step, i: int, b: int, limit: int,
-                finished: list[Finished]) -> list[tuple[float, int, int]] | None:
-        """Sentence ``b`` (block ``i`` of the rows): append its finished hypotheses to
-        ``finished``; return its ``k`` (score, row, token) to continue, or None when done."""
-        k, t = self.k, beams.t
-        at_limit = t + 1 >= limit
-        alive: list[tuple[float, int, int]] = []
-        for j, (s, row, tok) in enumerate(zip(beams.scores[i], beams.rows[i], beams.tokens[i],
-                                              strict=True)):
-            if s == float("-inf"):
-                break
-            if tok == self.eos_id or at_limit:
-                if j < k and len(finished) < k:
-                    finished.append(self._finish(beams, b, s, row, tok))
-            elif len(alive) < k:
-                alive.append((s, row, tok))
-        if len(finished) >= k or at_limit or not alive:
+    def advance(self, t: int, log_probs: Tensor, weights: Tensor | None
+                ) -> tuple[Tensor, Tensor, Tensor | None] | None:
+        """Step ``t``'s log-probabilities ``[rows, V]`` (and attention ``[rows, ...]``) ->
+        ``(rows to keep [new_rows], their next tokens, the sentences still searched or None
+        when they are all still searched)``, or None when every sentence is done."""
+        k, m, vocab = self.k, self.active.shape[0], log_probs.shape[-1]
+        if weights is not None and self.attention is None:
+            self.attention = GrowingBuffer(weights.new_empty(
+                weights.shape[0], 16, *weights.shape[1:]), 1)
+        cand = (self.scores.view(-1, 1) + log_probs.float()).view(m, k * vocab)
+        top_scores, top_idx = cand.topk(min(2 * k, k * vocab), dim=-1)
+        block = torch.arange(m, device=cand.device).unsqueeze(1) * k
+        c = _Candidates(top_scores, top_idx // vocab + block, top_idx % vocab)
+        slot = self.slot[:c.scores.shape[1]]
+        valid = c.scores > float("-inf")
+        at_limit = (t + 1 >= self.limits[self.active]).unsqueeze(1)
+        ends = (c.tokens == self.eos_id) | at_limit
+        # Among the first k, an ending extension finishes while the sentence has room left;
+        # the first k extensions that do not end stay alive (candidates are best first).
+        finishing = ends & valid & (slot < k)
+        finishing &= finishing.cumsum(1) <= (k - self.done_count[self.active]).unsqueeze(1)
+        staying = ~ends & valid
+        staying &= staying.cumsum(1) <= k
+        self.done_count[self.active] += finishing.sum(1)
+        done = (self.done_count[self.active] >= k) | at_limit[:, 0] | ~staying.any(1)
+        hits = finishing.nonzero().tolist()
+        if hits:
+            self._finish(t, c, hits, weights)
+        keep = (~done).nonzero()[:, 0]
+        if keep.shape[0] == 0:
             return None
-        # Empty slots: -inf score (never extended), any row of this sentence's block.
-        return alive + [(float("-inf"), i * k, self.pad_id)] * (k - len(alive))
+        # The k alive extensions of every sentence, in rank order; an empty slot scores -inf
+        # (never extended) and points at a row of its own sentence's block.
+        order = torch.where(staying, slot, slot + 2 * k).argsort(dim=1)[:, :k]
+        alive = staying.gather(1, order)
+        scores = c.scores.gather(1, order).masked_fill(~alive, float("-inf"))
+        rows = torch.where(alive, c.rows.gather(1, order), block)
+        tokens = torch.where(alive, c.tokens.gather(1, order), self.pad_id)
+        sentences = None
+        if keep.shape[0] < m:
+            sentences = keep
+            scores, rows, tokens = scores[keep], rows[keep], tokens[keep]
+            self.active = self.active[keep]
+        rows, tokens = rows.reshape(-1), tokens.reshape(-1)
+        self.scores = scores
+        self.tokens.reorder(rows)
+        self.tokens.append(tokens.unsqueeze(1))
+        if self.attention is not None:
+            self.attention.reorder(rows)
+            self.attention.append(weights.index_select(0, rows).unsqueeze(1))
+        return rows, tokens, sentences
 
-    def _finish(self, beams: _Step, b: int, s: float, row: int, tok: int) -> Finished:
-        ended = tok == self.eos_id
-        toks = beams.hist[row].tolist() + ([] if ended else [tok])
-        a = None
-        if beams.attn_hist is not None:
-            a = beams.attn_hist[row]
-            if not ended:
-                a = torch.cat([a, beams.weights[row].unsqueeze(0)], 0)
-            a = a[..., : self.src_lens[b]].float().cpu()
-        norm = normalised_score(s, beams.t + 1, self.alpha, self.length_norm)
-        return norm, s, toks, a, ended
+    def _finish(self, t: int, c: _Candidates, hits: list[list[int]],
+                weights: Tensor | None) -> None:
+        """Copy out the hypotheses that finish at step ``t`` (``hits``: their (sentence block,
+        candidate) positions)."""
+        history = self.tokens.filled()
+        past = None if self.attention is None else self.attention.filled()
+        active, rows = self.active.tolist(), c.rows.tolist()
+        tokens, scores = c.tokens.tolist(), c.scores.tolist()
+        for i, j in hits:
+            b, row, tok, score = active[i], rows[i][j], tokens[i][j], scores[i][j]
+            ended = tok == self.eos_id
+            toks = history[row].tolist() + ([] if ended else [tok])
+            rows_of = None
+            if past is not None:
+                rows_of = past[row]
+                if not ended:
+                    rows_of = torch.cat([rows_of, weights[row].unsqueeze(0)], 0)
+                rows_of = rows_of[..., : self.src_lens[b]].float().cpu()
+            norm = normalised_score(score, t + 1, self.alpha, self.length_norm)
+            self.finished[b].append((norm, score, toks, rows_of, ended))
+
+    def best(self) -> list[Hypothesis]:
+        """The finished hypothesis of best normalised score of every sentence (the first of
+        equal scores: the one finished earlier or ranked higher)."""
+        out = []
+        for finished in self.finished:
+            _, score, toks, rows, ended = max(finished, key=lambda h: h[0])
+            out.append(Hypothesis(toks, rows, score, ended))
+        return out

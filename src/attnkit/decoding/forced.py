@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from attnkit.decoding.hypothesis import inference
+
 
 @dataclass
 class Forced:
@@ -31,7 +33,7 @@ class Forced:
         logprobs: ``[T]`` log-probability of each given token and of ``<eos>`` (None when
             not asked).
         states: per decoder layer ``[T, d]`` (a Transformer's; None for an RNN).
-        memory: ``[S, d]`` encoder output (a Transformer's; None for an RNN).
+        memory: ``[S, d]`` encoder output (with ``keep_states``; else None).
         encoder: ``[layers, heads, S, S]`` the encoder's self-attention (a Transformer's;
             None for an RNN): attention rollout reads it.
     """
@@ -52,36 +54,34 @@ def _pad(rows: Sequence[Sequence[int]], pad: int) -> Tensor:
 
 def teacher_forced_logprobs(model: nn.Module, state, tgt_in: Tensor) -> Tensor:
     """``[batch, T, V]`` log-probabilities of teacher-forced decoding from an encoded
-    ``state`` (one pass for a Transformer, step by step for an RNN); differentiable."""
-    if hasattr(model, "decode"):
-        logits, _ = model.decode(tgt_in, state, need_weights=False)
-        return torch.log_softmax(logits.float(), dim=-1)
-    steps = []
-    for t in range(tgt_in.shape[1]):
-        logp, state, _ = model.decode_step(tgt_in[:, t], state, need_weights=False)
-        steps.append(logp)
-    return torch.stack(steps, dim=1)
+    ``state`` (the step API with the whole target at once); differentiable when the state was
+    encoded with ``use_cache=False``."""
+    return model.step(tgt_in, state, weights="none", log_probs=True).log_probs
 
 
-@torch.no_grad()
 def forced_decode(model: nn.Module, src_ids: Sequence[Sequence[int]],
                   tgt_ids: Sequence[Sequence[int]], *, batch_size: int = 32,
                   keep_states: bool = False, logprobs: bool = True) -> list[Forced]:
     """Feed each target to the model and keep what alignment needs.
+
+    Through the step API: ``encode`` (keeping a Transformer encoder's self-attention), then
+    one ``step`` with the whole target, every layer's and head's cross-attention asked.
 
     Args:
         model: a translation model (``config`` with ``pad_id``, ``bos_id``, ``eos_id``).
         src_ids: the source ids of each pair (at least one each).
         tgt_ids: the target ids of each pair, without ``<bos>`` / ``<eos>``.
         batch_size: pairs per forward pass (sorted by length, so padding stays small).
-        keep_states: also keep a Transformer's decoder states and encoder memory.
-        logprobs: compute the log-probabilities (False skips a Transformer's output layer).
+        keep_states: also keep the decoder layers' states (a Transformer's) and the encoder
+            output.
+        logprobs: compute the log-probabilities (False skips the output layer).
 
     Returns:
         One `Forced` per pair, in order (float32, on the CPU).
 
     Raises:
-        ValueError: the lists differ in length, or a source is empty.
+        ValueError: the lists differ in length, a source is empty, or the model has no
+            attention.
     """
     if len(src_ids) != len(tgt_ids):
         raise ValueError(f"{len(src_ids)} sources but {len(tgt_ids)} targets")
@@ -97,18 +97,14 @@ def forced_decode(model: nn.Module, src_ids: Sequence[Sequence[int]],
         lengths = torch.tensor([len(src_ids[k]) for k in rows], device=device)
         tgt_in = _pad([[c.bos_id, *tgt_ids[k]] for k in rows], c.pad_id).to(device)
         gold = _pad([[*tgt_ids[k], c.eos_id] for k in rows], c.pad_id).to(device)
-        states = memory = encoder = None
-        if hasattr(model, "teacher_forced"):
-            res = model.teacher_forced(src, lengths, tgt_in, logits=logprobs)
-            weights = torch.stack(res.cross, dim=1)                       # [B, L, H, T, S]
-            logits, states, memory = res.logits, res.states, res.memory
-            encoder = torch.stack(res.encoder, dim=1)                     # [B, L, H, S, S]
-        else:
-            logits, attn = model(src, lengths, tgt_in, need_weights=True)
-            if attn is None:
-                raise ValueError("this model has no attention (attention='none')")
-            weights = attn[:, None, None]                                  # [B, 1, 1, T, S]
-        logp = None if logits is None else torch.log_softmax(logits.float(), dim=-1).gather(
+        with inference(model):
+            state = model.encode(src, lengths, beams=1, use_cache=True, weights="all")
+            fed = model.step(tgt_in, state, weights="all", log_probs=logprobs)
+        if fed.weights is None:
+            raise ValueError("this model has no attention (attention='none')")
+        weights = fed.weights.permute(0, 2, 3, 1, 4)                     # [B, L, H, T, S]
+        states, memory, encoder = fed.hidden, fed.state.source, fed.state.encoder_weights
+        logp = None if fed.log_probs is None else fed.log_probs.gather(
             -1, gold.unsqueeze(-1))[..., 0]
         for b, k in enumerate(rows):
             s, t = len(src_ids[k]), len(tgt_ids[k]) + 1

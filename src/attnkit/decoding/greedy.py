@@ -1,8 +1,9 @@
 """Greedy decoding of a padded batch of source sentences, whole or one step at a time.
 
-Works with any model of the step API (``encode``/``decode_step``/``reorder_state``, see
-`attnkit.models.seq2seq`). A sentence leaves the batch as soon as it is finished (EOS or
-its length limit), so the remaining steps run on the sentences still being decoded only.
+Works with any model of the step API (`attnkit.models.step`: ``encode``, ``step``,
+``reorder``). A sentence leaves the batch as soon as it is finished (EOS or its length limit):
+the model's state shrinks, so the remaining steps run on the sentences still being decoded
+only.
 
 `greedy_steps` is the decoder itself, as a generator: one `GreedyStep` per decoder step, with
 the token each sentence still in the batch chose and its attention row. `greedy_decode` runs it
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from attnkit.decoding.hypothesis import Hypothesis, inference, max_lengths, start, step
+from attnkit.decoding.hypothesis import Hypothesis, inference, max_lengths, weights_wanted
 
 
 @dataclass
@@ -59,7 +60,7 @@ def greedy_steps(model: nn.Module, src: Tensor, src_lengths: Tensor, *,
     """Greedy decoding one step at a time: the most probable token of every sentence still in
     the batch, per step.
 
-    Each model call runs under ``torch.no_grad`` on its own (nothing is held across a
+    Each model call runs under ``torch.inference_mode`` on its own (nothing is held across a
     ``yield``, so generators may be advanced in turn, from any thread). The model must be in
     eval mode (`greedy_decode` sets it).
 
@@ -75,29 +76,32 @@ def greedy_steps(model: nn.Module, src: Tensor, src_lengths: Tensor, *,
     """
     if model.training:
         raise ValueError("greedy_steps needs a model in eval mode (model.eval())")
+    weights = weights_wanted(need_weights)
     cfg = model.config
     limits = max_lengths(src_lengths, max_len_ratio, max_len_offset, max_len)
-    with torch.no_grad():
-        state = start(model, src, src_lengths, use_cache)
+    with torch.inference_mode():
+        state = model.encode(src, src_lengths, beams=1, use_cache=use_cache, weights="none")
     alive = torch.arange(src.shape[0], device=src.device)
-    prev = torch.full((src.shape[0],), cfg.bos_id, dtype=torch.long, device=src.device)
+    prev = torch.full((src.shape[0], 1), cfg.bos_id, dtype=torch.long, device=src.device)
     for t in range(max(limits)):
-        with torch.no_grad():
-            log_probs, state, w = step(model, prev, state, need_weights)
-            best, nxt = log_probs.max(dim=-1)
+        with torch.inference_mode():
+            out = model.step(prev, state, weights=weights, log_probs=True)
+            best, nxt = out.log_probs[:, -1].max(dim=-1)
+        state = out.state
         rows, chosen = alive.tolist(), nxt.tolist()
         done = [tok == cfg.eos_id or t + 1 >= limits[b] for b, tok in zip(rows, chosen,
                                                                           strict=True)]
-        yield GreedyStep(alive, chosen, best.tolist(), w, done)
+        yield GreedyStep(alive, chosen, best.tolist(), None if out.weights is None
+                         else out.weights[:, -1], done)
         keep = [i for i, d in enumerate(done) if not d]
         if not keep:
             return
-        if len(keep) < len(rows):  # drop the finished sentences from the batch
+        if len(keep) < len(rows):  # the finished sentences leave the batch
             index = torch.tensor(keep, device=src.device)
-            with torch.no_grad():
-                state = model.reorder_state(state, index)
-            alive, nxt = alive.index_select(0, index), nxt.index_select(0, index)
-        prev = nxt
+            with torch.inference_mode():
+                state = model.reorder(state, index, index)
+                alive, nxt = alive.index_select(0, index), nxt.index_select(0, index)
+        prev = nxt.unsqueeze(1)
 
 
 def greedy_decode(model: nn.Module, src: Tensor, src_lengths: Tensor, *,

@@ -1,11 +1,8 @@
-"""What the decoders share: the output record, per-sentence length limits, eval mode, and the
-two calls into a model's step API with the optional ``use_cache`` / ``need_weights`` switches.
+"""What the decoders share: the output record, per-sentence length limits, inference mode, and
+the translation of a caller's ``need_weights`` into the step API's `attnkit.models.step.Weights`.
 
-A model of the step API may accept ``encode(..., use_cache=False)`` (an uncached reference path)
-and ``decode_step(..., need_weights=False)`` (no attention wanted: a faster path) or
-``need_weights="all"`` (a Transformer's cross-attention of every layer and head, for the
-attention explorer page); the switches are passed only when they differ from the defaults, so
-models without them (the captioner) keep working with the defaults.
+Every decoder talks to its model through the step API only (`attnkit.models.step.StepModel`:
+``encode``, ``step``, ``reorder``), passing every option every time.
 """
 
 from __future__ import annotations
@@ -14,10 +11,11 @@ import contextlib
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor, nn
+
+from attnkit.models.step import Weights
 
 
 @dataclass
@@ -57,30 +55,22 @@ def max_lengths(src_lengths: Tensor, max_len_ratio: float, max_len_offset: int,
 
 @contextlib.contextmanager
 def inference(model: nn.Module) -> Iterator[None]:
-    """Eval mode (no dropout) under ``torch.no_grad``; restores the model's mode afterwards."""
+    """Eval mode (no dropout) under ``torch.inference_mode`` (no autograd bookkeeping at all);
+    restores the model's mode afterwards."""
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.inference_mode():
             yield
     finally:
         model.train(was_training)
 
 
-def start(model: nn.Module, src: Tensor, src_lengths: Tensor, use_cache: bool) -> Any:
-    """``model.encode(src, src_lengths)``; with ``use_cache=False`` the uncached reference."""
-    if use_cache:
-        return model.encode(src, src_lengths)
-    return model.encode(src, src_lengths, use_cache=False)
-
-
-def step(model: nn.Module, prev: Tensor, state: Any,
-         need_weights: bool | str) -> tuple[Tensor, Any, Tensor | None]:
-    """``model.decode_step(prev, state)``: weights ``[batch, S]`` (True), the model's own
-    ``"all"`` form (a Transformer: ``[batch, layers, heads, S]``), or dropped (False)."""
+def weights_wanted(need_weights: bool | str) -> Weights:
+    """A decoder's ``need_weights`` (False, True or ``"all"``) as the step API's `Weights`:
+    ``"none"``, ``"last"`` (one row per token) or ``"all"`` (every layer and head)."""
     if need_weights == "all":
-        return model.decode_step(prev, state, need_weights="all")
-    if need_weights:
-        return model.decode_step(prev, state)
-    log_probs, state, _ = model.decode_step(prev, state, need_weights=False)
-    return log_probs, state, None
+        return "all"
+    if isinstance(need_weights, bool):
+        return "last" if need_weights else "none"
+    raise ValueError(f"need_weights must be True, False or 'all', got {need_weights!r}")

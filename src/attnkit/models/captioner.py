@@ -17,12 +17,10 @@ steered by a preliminary glimpse).
   sampled in training with the straight-through gradient, argmax in eval mode).
 
 Training adds the doubly stochastic regulariser ``lambda * sum_pixels (1 - sum_t alpha_t)^2``
-(`doubly_stochastic_penalty`). The model has the step API of the translation models, so
-`attnkit.decoding` (greedy, beam) decodes it:
-
-* ``encode(images [B, 3, S, S], src_lengths=None) -> CaptionState``
-* ``decode_step(prev_tokens [B], state) -> (log_probs [B, V], state, attn [B, H*W])``
-* ``reorder_state(state, index [B'])``
+(`doubly_stochastic_penalty`). The model has the step API of the translation models
+(`attnkit.models.step`: ``encode(images [B, 3, S, S], src_lengths=None, *, beams, ...)``,
+``step``, ``reorder``; the attention maps flattened to ``[rows, t, H*W]``), so
+`attnkit.decoding` (greedy, beam) decodes it; `Captioner.word_step` is one word.
 
 Example:
     ```python
@@ -47,6 +45,7 @@ from attnkit.attention.spatial import SpatialAttention
 from attnkit.models.cnn_encoder import ConvEncoder
 from attnkit.models.config import SpecialIds
 from attnkit.models.losses import masked_cross_entropy
+from attnkit.models.step import StepOutput, Weights, check_weights
 
 ATTENTIONS = ("soft", "hard")
 INIT_POOLS = ("mean", "mean+max", "none", "glimpse")
@@ -152,9 +151,18 @@ class CaptionerConfig(SpecialIds):
 
 @dataclass
 class CaptionState:
-    """Decoder state: LSTM ``h, c [batch, hidden]``, the attention memory of the images and
-    ``query [batch, hidden]``, the next step's first attention query when it is not ``h``
-    (set by ``init_pool="glimpse"`` for the first word; None otherwise)."""
+    """Decoder state, ``beams`` rows per image (sentence-major, as the step API).
+
+    Attributes:
+        h, c: the LSTM state ``[rows, hidden]``.
+        memory: the attention memory of the images, one per image (the rows of an image are
+            its queries).
+        height, width: the feature map's size.
+        query: ``[rows, hidden]``, the next step's first attention query when it is not ``h``
+            (set by ``init_pool="glimpse"`` for the first word; None otherwise).
+        source: the feature vectors ``[images, H*W, C]`` (the step API's encoder output).
+        encoder_weights: always None (a CNN encoder has no attention).
+    """
 
     h: Tensor
     c: Tensor
@@ -162,11 +170,17 @@ class CaptionState:
     height: int
     width: int
     query: Tensor | None = None
+    source: Tensor | None = None
+    encoder_weights: None = None
 
-    def reorder(self, index: Tensor) -> CaptionState:
-        query = None if self.query is None else self.query.index_select(0, index)
-        return CaptionState(self.h.index_select(0, index), self.c.index_select(0, index),
-                            self.memory.reorder(index), self.height, self.width, query)
+    def reorder(self, rows: Tensor, images: Tensor | None = None) -> CaptionState:
+        """Keep rows ``rows`` and, when some captions finished, the images ``images``."""
+        query = None if self.query is None else self.query.index_select(0, rows)
+        keep = images is not None
+        return CaptionState(self.h.index_select(0, rows), self.c.index_select(0, rows),
+                            self.memory.reorder(images) if keep else self.memory, self.height,
+                            self.width, query,
+                            self.source.index_select(0, images) if keep else self.source)
 
 
 def _mlp(cin: int, cout: int) -> nn.Sequential:
@@ -230,18 +244,22 @@ class Captioner(nn.Module):
         self.out = nn.Linear(c.emb_dim, c.vocab_size)
 
     # ------------------------------------------------------------------ step API
-    def encode(self, images: Tensor, src_lengths: Tensor | None = None, *,
+    def encode(self, images: Tensor, src_lengths: Tensor | None = None, *, beams: int = 1,
+               use_cache: bool = True, weights: Weights = "none",
                location_mask: Tensor | None = None,
                features: Tensor | None = None) -> CaptionState:
-        """Features, attention memory and ``h_0, c_0 = tanh(f_init(BN(pool_l a_l)))`` (or the
-        learned constants ``tanh(h0), tanh(c0)`` for ``init_pool="none"`` and ``"glimpse"``;
-        the latter also sets the first query from a preliminary glimpse).
+        """Features, attention memory (once per image) and ``h_0, c_0 =
+        tanh(f_init(BN(pool_l a_l)))`` (or the learned constants ``tanh(h0), tanh(c0)`` for
+        ``init_pool="none"`` and ``"glimpse"``; the latter also sets the first query from a
+        preliminary glimpse), ``beams`` rows per image.
 
         ``src_lengths`` is ignored: the translation decoders pass one length per image
-        (``H * W``) because their API has it. ``features [B, C, H, W]``: the encoder's output
-        to use instead of computing it from ``images`` (attributions take gradients with
-        respect to it).
+        (``H * W``) because their API has it; so are ``use_cache`` (the memory is always
+        computed once) and ``weights`` (a CNN has no attention to keep). ``features [B, C, H,
+        W]``: the encoder's output to use instead of computing it from ``images``
+        (attributions take gradients with respect to it).
         """
+        check_weights(weights)
         feats = self.encoder(images) if features is None else features  # [B, C, H, W]
         batch, _, height, width = feats.shape
         if location_mask is not None and (location_mask.dtype != torch.bool or tuple(
@@ -255,13 +273,23 @@ class Captioner(nn.Module):
         else:
             memory = self.attention.memory(
                 flat, key_mask=None if location_mask is None else location_mask.flatten(1))
+        query = None
         if self.config.init_pool in ("none", "glimpse"):
             h0, c0 = (torch.tanh(p).to(flat.dtype).expand(batch, -1) for p in (self.h0, self.c0))
-            query = None
             if self.config.init_pool == "glimpse":
                 seen, _ = self._look(h0, memory)
                 query = torch.tanh(self.glimpse(torch.cat([h0, seen], -1)))
-            return CaptionState(h0, c0, memory, height, width, query)
+        else:
+            h0, c0 = self._initial_state(flat, location_mask)
+        state = CaptionState(h0, c0, memory, height, width, query, flat)
+        if beams > 1:
+            rows = torch.arange(batch, device=flat.device).repeat_interleave(beams)
+            state = state.reorder(rows)
+        return state
+
+    def _initial_state(self, flat: Tensor, location_mask: Tensor | None
+                       ) -> tuple[Tensor, Tensor]:
+        """``h_0, c_0`` from the pooled features ``flat [B, H*W, C]`` (``f_init``)."""
         if location_mask is None:
             mean, top = flat.mean(1), flat.amax(1)
         else:
@@ -269,19 +297,19 @@ class Captioner(nn.Module):
             mean = (flat * keep).sum(1) / keep.sum(1).clamp_min(1)
             top = flat.masked_fill(~keep, 0.0).amax(1)  # features are ReLU outputs, >= 0
         pooled = torch.cat([mean, top], -1) if self.config.init_pool == "mean+max" else mean
-        if self.training and batch == 1:
+        if self.training and flat.shape[0] == 1:
             # BatchNorm cannot take statistics of one image: use the running ones.
             n = self.init_norm
             pooled = nn.functional.batch_norm(pooled, n.running_mean, n.running_var, n.weight,
                                               n.bias, False, 0.0, n.eps)
         else:
             pooled = self.init_norm(pooled)
-        return CaptionState(torch.tanh(self.init_h(pooled)), torch.tanh(self.init_c(pooled)),
-                            memory, height, width)
+        return torch.tanh(self.init_h(pooled)), torch.tanh(self.init_c(pooled))
 
-    def step(self, prev_tokens: Tensor, state: CaptionState) -> tuple[Tensor, CaptionState,
-                                                                       Tensor]:
-        """``prev_tokens [batch]`` -> logits ``[batch, V]``, new state, ``alpha [batch, H, W]``."""
+    def word_step(self, prev_tokens: Tensor, state: CaptionState) -> tuple[Tensor, CaptionState,
+                                                                            Tensor]:
+        """One word: ``prev_tokens [rows]`` -> logits ``[rows, V]``, new state, ``alpha [rows,
+        H, W]``."""
         emb = self.embed(prev_tokens)
         context, alpha = self._look(state.h if state.query is None else state.query,
                                     state.memory)
@@ -291,26 +319,38 @@ class Captioner(nn.Module):
         h, c = self.cell(torch.cat([emb, context], -1), (state.h, state.c))
         logits = self.out(self.drop(emb + self.out_h(h) + self.out_z(context)))
         alpha = alpha.reshape(alpha.shape[0], state.height, state.width)
-        return logits, CaptionState(h, c, state.memory, state.height, state.width), alpha
+        return logits, CaptionState(h, c, state.memory, state.height, state.width,
+                                    source=state.source), alpha
 
     def _look(self, query: Tensor, memory: AttentionMemory) -> tuple[Tensor, Tensor]:
-        """One glimpse: ``query [batch, hidden]`` -> context ``[batch, C]``, map
-        ``[batch, H*W]``."""
-        if isinstance(self.attention, SpatialAttention):
-            context, alpha = self.attention.attend(query, memory, need_weights=True)
-            return context, alpha.flatten(1)
-        out = self.attention.attend(query.unsqueeze(1), memory, need_weights=True)
-        return out.context.squeeze(1), out.weights.squeeze(1)
+        """One glimpse: ``query [rows, hidden]`` -> context ``[rows, C]``, map ``[rows,
+        H*W]``; the rows of an image (beams) are its queries over its one memory."""
+        rows, images = query.shape[0], memory.values.shape[0]
+        grouped = query.view(images, rows // images, -1)
+        context, alpha = self.attention.attend(grouped, memory, need_weights=True)
+        return context.reshape(rows, -1), alpha.reshape(rows, -1)
 
-    def decode_step(self, prev_tokens: Tensor,
-                    state: CaptionState) -> tuple[Tensor, CaptionState, Tensor]:
-        """As `step`, with log-probabilities and the map flattened to ``[batch, H*W]``
-        (the layout `attnkit.decoding` keeps per token)."""
-        logits, state, alpha = self.step(prev_tokens, state)
-        return torch.log_softmax(logits.float(), -1), state, alpha.flatten(1)
+    def step(self, tokens: Tensor, state: CaptionState, *, weights: Weights = "none",
+             log_probs: bool = True) -> StepOutput:
+        """Feed ``tokens [rows, t]`` one word at a time (the step API, `attnkit.models.step`):
+        log-probabilities ``[rows, t, V]``; the maps flattened, ``[rows, t, H*W]`` (``"all"``:
+        ``[rows, t, 1, 1, H*W]``)."""
+        check_weights(weights)
+        logits, maps = [], []
+        for i in range(tokens.shape[1]):
+            word_logits, state, alpha = self.word_step(tokens[:, i], state)
+            logits.append(word_logits)
+            maps.append(alpha.flatten(1))
+        scores = torch.log_softmax(torch.stack(logits, 1).float(), -1) if log_probs else None
+        rows = None
+        if weights != "none":
+            rows = torch.stack(maps, 1)
+            rows = rows[:, :, None, None] if weights == "all" else rows
+        return StepOutput(scores, state, rows, None)
 
-    def reorder_state(self, state: CaptionState, index: Tensor) -> CaptionState:
-        return state.reorder(index)
+    def reorder(self, state: CaptionState, rows: Tensor,
+                sentences: Tensor | None = None) -> CaptionState:
+        return state.reorder(rows, sentences)
 
     def forward(self, images: Tensor, tgt_in: Tensor, *,
                 location_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -320,7 +360,7 @@ class Captioner(nn.Module):
         state = self.encode(images, location_mask=location_mask)
         logits, alphas = [], []
         for t in range(tgt_in.shape[1]):
-            step_logits, state, alpha = self.step(tgt_in[:, t], state)
+            step_logits, state, alpha = self.word_step(tgt_in[:, t], state)
             logits.append(step_logits)
             alphas.append(alpha)
         return torch.stack(logits, 1), torch.stack(alphas, 1)

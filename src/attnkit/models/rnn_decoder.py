@@ -12,9 +12,11 @@ Any attnkit score mechanism works (``attnkit.attention.factory.create``). Dot-pr
 query and key of equal size: encoder outputs are then projected to the decoder size for the
 *keys* only (the context still averages the unprojected encoder outputs). The memory is computed
 once per source in `RNNDecoder.init_state` (``memory()``: additive attention's ``W_k k``,
-general attention's ``W k``); padded source positions are masked. ``init_state(...,
-use_cache=False)`` keeps the reference path that recomputes that projection at every step (tests
-and benchmarks compare the two; the outputs are the same).
+general attention's ``W k``); padded source positions are masked. The state holds ``beams``
+rows per sentence (beam search's hypotheses, sentence-major) but one memory per sentence: the
+hypotheses of a sentence attend to it as that sentence's queries, so nothing is copied per beam.
+``init_state(..., use_cache=False)`` keeps the reference path that recomputes that projection at
+every step (tests and benchmarks compare the two; the outputs are the same).
 """
 
 from __future__ import annotations
@@ -53,35 +55,44 @@ def _top(state: RNNState) -> Tensor:
 
 @dataclass
 class RNNDecoderState:
-    """Everything the decoder carries between steps (batch is dim 0, RNN state dim 1).
+    """Everything the decoder carries between steps (rows: ``beams`` per sentence).
 
     Attributes:
-        hidden: ``[layers, batch, hidden]`` (a pair for LSTM).
-        memory: the attention memory over the encoder outputs, or None for ``attention="none"``.
-        feed: Luong input feeding ``h~_{t-1}`` ``[batch, hidden]``, else None.
-        context: the fixed context ``[batch, hidden]`` of the no-attention baseline, else None.
-        src_lengths: ``[batch]``.
+        hidden: ``[layers, rows, hidden]`` (a pair for LSTM).
+        memory: the attention memory over the encoder outputs, one per sentence, or None for
+            ``attention="none"``.
+        feed: Luong input feeding ``h~_{t-1}`` ``[rows, hidden]``, else None.
+        context: the fixed context ``[sentences, hidden]`` of the no-attention baseline, else
+            None.
+        source: the encoder output ``[sentences, S, enc_dim]``.
+        src_lengths: ``[sentences]``.
         step: index of the next target position (local-m attention centres its window on it).
         cached: the memory's key projection is reused at every step (False: recomputed each
             step from ``memory.raw_keys``, the uncached reference path).
+        encoder_weights: always None (the step API's field: an RNN encoder has no attention).
     """
 
     hidden: RNNState
     memory: AttentionMemory | None
     feed: Tensor | None
     context: Tensor | None
+    source: Tensor
     src_lengths: Tensor
     step: int = 0
     cached: bool = True
+    encoder_weights: None = None
 
-    def reorder(self, index: Tensor) -> RNNDecoderState:
-        """Select batch rows ``index [new_batch]`` (beam search, batch expansion)."""
+    def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> RNNDecoderState:
+        """Keep rows ``rows`` and, when some finished, the sentences ``sentences``."""
+        keep = sentences is not None
         return RNNDecoderState(
-            _select(self.hidden, index),
-            None if self.memory is None else self.memory.reorder(index),
-            None if self.feed is None else self.feed.index_select(0, index),
-            None if self.context is None else self.context.index_select(0, index),
-            self.src_lengths.index_select(0, index),
+            _select(self.hidden, rows),
+            self.memory.reorder(sentences) if keep and self.memory is not None else self.memory,
+            None if self.feed is None else self.feed.index_select(0, rows),
+            self.context.index_select(0, sentences) if keep and self.context is not None
+            else self.context,
+            self.source.index_select(0, sentences) if keep else self.source,
+            self.src_lengths.index_select(0, sentences) if keep else self.src_lengths,
             self.step,
             self.cached,
         )
@@ -103,7 +114,7 @@ class RNNDecoder(nn.Module):
             mechanisms); it must accept queries of size ``hidden`` and keys of size ``enc_dim``.
 
     Call:
-        ``init_state(enc_out [batch, S, enc_dim], src_lengths [batch], enc_state,
+        ``init_state(enc_out [batch, S, enc_dim], src_lengths [batch], enc_state, beams=1,
         use_cache=True)`` -> `RNNDecoderState`;
         ``step(prev_tokens [batch], state, need_weights=True) -> (logits [batch, vocab], state,
         weights [batch, S] or None)``.
@@ -145,7 +156,8 @@ class RNNDecoder(nn.Module):
         self.out = nn.Linear(hidden, vocab)
 
     def init_state(self, enc_out: Tensor, src_lengths: Tensor, enc_state: RNNState,
-                   use_cache: bool = True) -> RNNDecoderState:
+                   beams: int = 1, use_cache: bool = True) -> RNNDecoderState:
+        """The state before the first step, ``beams`` rows per sentence."""
         memory = None
         context = None
         if self.attention is not None:
@@ -153,24 +165,33 @@ class RNNDecoder(nn.Module):
             memory = self.attention.memory(keys, enc_out, key_lengths=src_lengths)
         else:
             context = _top(enc_state)
+        if beams > 1:
+            enc_state = _select(enc_state, torch.arange(
+                enc_out.shape[0], device=enc_out.device).repeat_interleave(beams))
         feed = None
         if self.style == "luong":
-            feed = enc_out.new_zeros(enc_out.shape[0], self.hidden)
-        return RNNDecoderState(enc_state, memory, feed, context, src_lengths, cached=use_cache)
+            feed = enc_out.new_zeros(enc_out.shape[0] * beams, self.hidden)
+        return RNNDecoderState(enc_state, memory, feed, context, enc_out, src_lengths,
+                               cached=use_cache)
 
     def _attend(self, query: Tensor, state: RNNDecoderState) -> tuple[Tensor, Tensor | None]:
+        """``query [rows, hidden]`` -> (context ``[rows, ctx_dim]``, weights ``[rows, S]``):
+        the rows of a sentence are its queries over its one memory."""
+        sentences = state.source.shape[0]
+        per = query.shape[0] // sentences
         if state.memory is None:
-            return state.context, None  # type: ignore[return-value]
+            return state.context.repeat_interleave(per, dim=0), None  # type: ignore[union-attr]
         memory = state.memory
         if not state.cached:
             memory = self.attention.memory(memory.raw_keys, memory.values,
                                            key_mask=memory.key_mask)
         extra = {}
         if self.monotonic:
-            extra["query_positions"] = torch.full((query.shape[0], 1), state.step,
+            extra["query_positions"] = torch.full((sentences, per), state.step,
                                                   device=query.device)
-        out = self.attention.attend(query.unsqueeze(1), memory, need_weights=True, **extra)
-        return out.context[:, 0], out.weights[:, 0]
+        out = self.attention.attend(query.view(sentences, per, -1), memory, need_weights=True,
+                                    **extra)
+        return out.context.reshape(query.shape[0], -1), out.weights.reshape(query.shape[0], -1)
 
     def step(self, prev_tokens: Tensor, state: RNNDecoderState,
              need_weights: bool = True) -> tuple[Tensor, RNNDecoderState, Tensor | None]:
@@ -190,6 +211,6 @@ class RNNDecoder(nn.Module):
             readout = torch.tanh(self.readout(torch.cat([context, h], -1)))
             feed = readout
         logits = self.out(self.dropout(readout))
-        new_state = RNNDecoderState(hidden, state.memory, feed, state.context, state.src_lengths,
-                                    state.step + 1, state.cached)
+        new_state = RNNDecoderState(hidden, state.memory, feed, state.context, state.source,
+                                    state.src_lengths, state.step + 1, state.cached)
         return logits, new_state, weights if need_weights else None

@@ -1,16 +1,9 @@
 """RNN encoder-decoder for translation: training forward + the step API decoders use.
 
-Every translation model in attnkit (this one and `
-TransformerSeq2Seq`) has the same surface, which is all `attnkit.decoding` relies on:
-
-* ``forward(src [B, S], src_lengths [B], tgt_in [B, T]) -> logits [B, T, V]``
-* ``encode(src, src_lengths, use_cache=True) -> state`` (``use_cache=False``: the uncached
-  reference path, same outputs, for tests and benchmarks)
-* ``decode_step(prev_tokens [B], state, need_weights=True) -> (log_probs [B, V], new_state,
-  attn [B, S] or None)`` (None also when ``need_weights=False``: the caller does not want the
-  attention, so a model may take a faster path)
-* ``reorder_state(state, index [B'])`` -> the state of rows ``index`` (beam search)
-* ``config`` with ``pad_id``, ``bos_id``, ``eos_id``, ``unk_id`` and ``to_dict()``.
+Every translation model in attnkit (this one and `TransformerSeq2Seq`) has the step API of
+`attnkit.models.step` (``encode``, ``step``, ``reorder``), which is all `attnkit.decoding`
+relies on, plus ``forward(src [B, S], src_lengths [B], tgt_in [B, T]) -> logits [B, T, V]`` for
+training and ``config`` with ``pad_id``, ``bos_id``, ``eos_id``, ``unk_id`` and ``to_dict()``.
 
 Example:
     ```python
@@ -29,6 +22,7 @@ from attnkit.attention.base import ScoreAttention
 from attnkit.models.config import RNNSeq2SeqConfig
 from attnkit.models.rnn_decoder import RNNDecoder, RNNDecoderState
 from attnkit.models.rnn_encoder import RNNEncoder, check_teacher_input
+from attnkit.models.step import StepOutput, Weights, check_weights
 
 
 class RNNSeq2Seq(nn.Module):
@@ -63,28 +57,52 @@ class RNNSeq2Seq(nn.Module):
         """The table the source tokens are looked up in."""
         return self.encoder.embedding
 
-    def encode(self, src: Tensor, src_lengths: Tensor, use_cache: bool = True,
+    def encode(self, src: Tensor, src_lengths: Tensor, *, beams: int = 1,
+               use_cache: bool = True, weights: Weights = "none",
                embedded: Tensor | None = None) -> RNNDecoderState:
-        """Run the encoder and precompute the attention memory: the decoder's initial state
-        (``embedded``: the source token vectors to use instead of looking them up)."""
+        """Run the encoder and precompute the attention memory once per sentence: the
+        decoder's initial state with ``beams`` rows per sentence (the step API).
+        ``embedded``: the source token vectors to use instead of looking them up (attributions
+        take gradients with respect to them). An RNN encoder has no attention to keep for
+        ``weights="all"``."""
+        check_weights(weights)
         enc_out, enc_state = self.encoder(src, src_lengths, embedded)
         return self.decoder.init_state(enc_out, src_lengths.to(enc_out.device), enc_state,
-                                       use_cache=use_cache)
+                                       beams=beams, use_cache=use_cache)
 
-    def decode_step(self, prev_tokens: Tensor, state: RNNDecoderState,
-                    need_weights: bool = True
-                    ) -> tuple[Tensor, RNNDecoderState, Tensor | None]:
-        """One decoder step: ``prev_tokens [batch]`` -> log-probabilities ``[batch, vocab]``."""
-        logits, state, weights = self.decoder.step(prev_tokens, state, need_weights)
-        return torch.log_softmax(logits.float(), dim=-1), state, weights
+    def step(self, tokens: Tensor, state: RNNDecoderState, *, weights: Weights = "none",
+             log_probs: bool = True) -> StepOutput:
+        """Feed ``tokens [rows, t]``, one position at a time (the step API).
 
-    def reorder_state(self, state: RNNDecoderState, index: Tensor) -> RNNDecoderState:
-        return state.reorder(index)
+        Returns:
+            A `StepOutput`: log-probabilities ``[rows, t, V]``, the new state, the attention
+            (``"last"``: ``[rows, t, S]``; ``"all"``: ``[rows, t, 1, 1, S]``, the one attention
+            as one layer of one head; None without attention) and no layer outputs.
+        """
+        check_weights(weights)
+        logits, attn = [], []
+        for i in range(tokens.shape[1]):
+            step_logits, state, w = self.decoder.step(tokens[:, i], state, weights != "none")
+            logits.append(step_logits)
+            attn.append(w)
+        scores = None
+        if log_probs:
+            scores = torch.log_softmax(torch.stack(logits, dim=1).float(), dim=-1)
+        rows = None
+        if weights != "none" and attn[0] is not None:
+            rows = torch.stack(attn, dim=1)
+            if weights == "all":
+                rows = rows[:, :, None, None]
+        return StepOutput(scores, state, rows, None)
+
+    def reorder(self, state: RNNDecoderState, rows: Tensor,
+                sentences: Tensor | None = None) -> RNNDecoderState:
+        return state.reorder(rows, sentences)
 
     def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor,
                 need_weights: bool = False):
         check_teacher_input(src, tgt_in)
-        state = self.encode(src, src_lengths)
+        state = self.encode(src, src_lengths, beams=1, use_cache=True, weights="none")
         ratio = self.config.teacher_forcing_ratio
         sample = self.training and ratio < 1.0
         logits_steps: list[Tensor] = []

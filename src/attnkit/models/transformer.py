@@ -5,19 +5,21 @@ come from `attnkit.positional` (sinusoidal or learned, summed with the ``sqrt(d)
 embeddings). Pre-norm (``x + f(LayerNorm(x))``, a final LayerNorm on each stack) trains stably
 without warm-up tricks at small sizes.
 
-Same step API as `RNNSeq2Seq`. ``encode(..., use_cache=True)``
-(the default) makes ``decode_step`` incremental: the state carries a
-`LayerCache` per decoder layer (source keys/values projected
-once per sentence, one self-attention key/value row appended per step), so a step costs one
-position instead of the whole prefix. ``use_cache=False`` keeps the reference path that
-recomputes the whole target prefix every step (tests and benchmarks compare the two).
+Training (``forward``) runs the whole target at once with the fused SDPA kernels. Decoding
+uses the step API (`attnkit.models.step`), incremental by default (``use_cache=True``), as
+CTranslate2 and fairseq do:
 
-Attention weights are computed only when asked: training (``forward``) and
-``decode_step(..., need_weights=False)`` run the fused SDPA kernels everywhere;
-``need_weights=True`` returns the last decoder layer's cross-attention of the new position
-averaged over heads (plots, ``<unk>`` replacement), computed explicitly in that layer only;
-``need_weights="all"`` returns every layer's and head's (the attention explorer page).
-``forward(..., need_weights=True)`` returns the cross-attention of every layer and head.
+* at ``encode``, once per sentence: the encoder output, every decoder layer's cross-attention
+  keys and values (`attnkit.attention.kv_cache.SourceKeyValues`, with the padding mask) and the
+  position table; the beams of beam search share them (they are the sentence's queries);
+* per ``step``: the new positions only, each layer appending one key/value row to its
+  preallocated `attnkit.attention.kv_cache.KeyValueCache` in place; no mask, position or
+  projection of the source is rebuilt, and nothing waits on the host;
+* the attention weights only when asked (``weights="last"``: the last layer's averaged over
+  heads, computed explicitly in that layer only; ``"all"``: every layer's and head's).
+
+``use_cache=False`` keeps the reference path that feeds the whole target prefix through every
+layer at every step (tests and benchmarks compare the two: the same tokens).
 
 Example:
     ```python
@@ -30,21 +32,18 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
+from attnkit.attention.kv_cache import KeyValueCache, SourceKeyValues
 from attnkit.attention.multi_head import MultiHeadAttention
 from attnkit.models.config import TransformerConfig
-from attnkit.models.kv_cache import (
-    LayerCache,
-    cached_cross_attention,
-    cached_self_attention,
-    project_memory,
-)
 from attnkit.models.rnn_encoder import check_teacher_input, check_tokens
+from attnkit.models.step import StepOutput, Weights, check_weights
 from attnkit.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
 
@@ -72,13 +71,14 @@ class EncoderLayer(nn.Module):
         return (x, out.weights) if need_weights else x
 
 
+
 class DecoderLayer(nn.Module):
     """Causal self-attention, cross-attention over the source, feed-forward; all pre-norm.
 
     Call: ``layer(y [batch, T, d], memory [batch, S, d], src_lengths [batch],
     need_weights=False)`` -> ``(y, cross weights [batch, heads, T, S] or None)``; the weights
     are computed (explicit softmax instead of the fused kernel) only with ``need_weights``.
-    ``step`` is the incremental form for one new position over a `LayerCache`.
+    `step` is the incremental form for new positions over a cache.
     """
 
     def __init__(self, d: int, heads: int, ff: int, dropout: float):
@@ -98,59 +98,43 @@ class DecoderLayer(nn.Module):
         y = y + self.drop(cross.context)
         return y + self.drop(self.ff(self.norm3(y))), cross.weights
 
-    def step(self, y: Tensor, cache: LayerCache, key_mask: Tensor,
-             need_weights: bool = False) -> tuple[Tensor, LayerCache, Tensor | None]:
-        """One new position ``y [batch, 1, d]`` -> ``(y, cache + its key/value, cross weights
-        [batch, heads, 1, S] or None)``; ``key_mask [batch, 1, 1, S]`` (True = real source)."""
-        attended, cache = cached_self_attention(self.self_attn, self.norm1(y), cache)
-        y = y + self.drop(attended)
-        cross, weights = cached_cross_attention(self.cross_attn, self.norm2(y), cache,
-                                                key_mask, need_weights)
-        y = y + self.drop(cross)
-        return y + self.drop(self.ff(self.norm3(y))), cache, weights
+    def step(self, y: Tensor, cache: KeyValueCache, source: SourceKeyValues,
+             need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        """New positions ``y [rows, t, d]`` -> ``(y, cross weights [rows, heads, t, S] or
+        None)``; their self-attention keys/values are appended to ``cache``. Inference only
+        (no dropout)."""
+        y = y + self.self_attn.attend_cached(self.norm1(y), cache).context
+        cross = self.cross_attn.attend_source(self.norm2(y), source, need_weights=need_weights)
+        y = y + cross.context
+        return y + self.ff(self.norm3(y)), cross.weights
 
 
 @dataclass
 class TransformerState:
-    """Decoding state: the encoded source, the target prefix so far (BOS first), the cache.
+    """The decoding state of `TransformerSeq2Seq` (rows: ``beams`` per sentence).
 
     Attributes:
-        memory: ``[batch, S, d_model]`` encoder output.
-        src_lengths: ``[batch]``.
-        prefix: ``[batch, t]`` target ids fed so far.
-        cache: one `LayerCache` per decoder layer (incremental decoding), or None
-            (``use_cache=False``: every step recomputes the whole prefix).
+        source: ``[sentences, S, d]`` the encoder output (normalised).
+        src_lengths: ``[sentences]``.
+        positions: ``[P, d]`` the position table, grown when decoding goes past ``P``.
+        length: target positions fed so far.
+        caches: per decoder layer, the self-attention `KeyValueCache` of every row; None on
+            the reference path (``use_cache=False``).
+        sources: per decoder layer, the cross-attention `SourceKeyValues` of every sentence
+            (None on the reference path).
+        prefix: ``[rows, length]`` the target ids fed so far: the reference path only.
+        encoder_weights: ``[sentences, layers, heads, S, S]`` when encoded with
+            ``weights="all"``, else None.
     """
 
-    memory: Tensor
+    source: Tensor
     src_lengths: Tensor
-    prefix: Tensor
-    cache: tuple[LayerCache, ...] | None = None
-
-    def reorder(self, index: Tensor) -> TransformerState:
-        cache = None if self.cache is None else tuple(c.reorder(index) for c in self.cache)
-        return TransformerState(self.memory.index_select(0, index),
-                                self.src_lengths.index_select(0, index),
-                                self.prefix.index_select(0, index), cache)
-
-
-@dataclass
-class TeacherForced:
-    """What `TransformerSeq2Seq.teacher_forced` returns.
-
-    Attributes:
-        logits: ``[batch, T, V]`` (None when not asked).
-        cross: per decoder layer, the cross-attention ``[batch, heads, T, S]``.
-        states: per decoder layer, its output ``[batch, T, d]`` (before the final norm).
-        memory: the encoder output ``[batch, S, d]``.
-        encoder: per encoder layer, its self-attention ``[batch, heads, S, S]``.
-    """
-
-    logits: Tensor | None
-    cross: list[Tensor]
-    states: list[Tensor]
-    memory: Tensor
-    encoder: list[Tensor]
+    positions: Tensor
+    length: int = 0
+    caches: tuple[KeyValueCache, ...] | None = None
+    sources: tuple[SourceKeyValues, ...] | None = None
+    prefix: Tensor | None = None
+    encoder_weights: Tensor | None = None
 
 
 class TransformerSeq2Seq(nn.Module):
@@ -162,7 +146,8 @@ class TransformerSeq2Seq(nn.Module):
     Call:
         ``model(src [batch, S], src_lengths [batch], tgt_in [batch, T], need_weights=False)``
         -> ``logits [batch, T, tgt_vocab]``, plus with ``need_weights=True`` a list (one per
-        decoder layer) of cross-attention weights ``[batch, heads, T, S]``.
+        decoder layer) of cross-attention weights ``[batch, heads, T, S]``. Decoding: the step
+        API (`encode`, `step`, `reorder`; module docstring).
     """
 
     def __init__(self, config: TransformerConfig):
@@ -201,158 +186,166 @@ class TransformerSeq2Seq(nn.Module):
         """The table the source tokens are looked up in (the target's with shared embeddings)."""
         return self.src_embedding
 
-    def encode(self, src: Tensor, src_lengths: Tensor, use_cache: bool = True,
-               embedded: Tensor | None = None) -> TransformerState:
-        """Encode the source: ``src [batch, S]`` -> state with memory ``[batch, S, d]``; with
-        ``use_cache`` also every decoder layer's cross-attention keys/values (projected once).
-        ``embedded [batch, S, d]``: the looked-up source vectors to use instead of
-        ``self.src_embedding(src)`` (attributions take gradients with respect to them)."""
+    def _encoder(self, src: Tensor, src_lengths: Tensor, embedded: Tensor | None,
+                 keep_weights: bool) -> tuple[Tensor, Tensor | None]:
+        """``src [batch, S]`` -> (normalised encoder output ``[batch, S, d]``, the layers'
+        self-attention ``[batch, layers, heads, S, S]`` when ``keep_weights``)."""
         check_tokens(src, src_lengths)
-        src_lengths = src_lengths.to(src.device)
         if embedded is None:
             x = self._embed(self.src_embedding, src)
         else:
             x = self.drop(self.positions(embedded * math.sqrt(self.config.d_model), 0))
-        for layer in self.encoder_layers:
-            x = layer(x, src_lengths)
-        memory = self.encoder_norm(x)
-        prefix = src.new_empty(src.shape[0], 0)
-        cache = None
-        if use_cache:
-            cache = tuple(self._empty_cache(layer, memory) for layer in self.decoder_layers)
-        return TransformerState(memory, src_lengths, prefix, cache)
-
-    def _empty_cache(self, layer: DecoderLayer, memory: Tensor) -> LayerCache:
-        keys, values = project_memory(layer.cross_attn, memory)
-        empty = keys.new_zeros(keys.shape[0], keys.shape[1], 0, keys.shape[3])
-        return LayerCache(empty, empty, keys, values)
-
-    def _decoder_states(self, tgt_in: Tensor, state: TransformerState,
-                        need_weights: bool) -> tuple[Tensor, list[Tensor | None]]:
-        """``tgt_in [batch, T]`` -> (normed decoder states ``[batch, T, d]``, cross weights per
-        layer, None unless ``need_weights``)."""
-        y = self._embed(self.tgt_embedding, tgt_in)
         weights = []
-        for layer in self.decoder_layers:
-            y, w = layer(y, state.memory, state.src_lengths, need_weights=need_weights)
-            weights.append(w)
-        return self.decoder_norm(y), weights
+        for layer in self.encoder_layers:
+            if keep_weights:
+                x, w = layer(x, src_lengths, need_weights=True)
+                weights.append(w)
+            else:
+                x = layer(x, src_lengths)
+        return self.encoder_norm(x), torch.stack(weights, 1) if keep_weights else None
 
-    def teacher_forced(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, *,
-                       logits: bool = True) -> TeacherForced:
-        """The whole teacher-forced pass with what alignment needs: logits, every decoder
-        layer's cross-attention and output states, and the encoder memory.
+    def encode(self, src: Tensor, src_lengths: Tensor, *, beams: int = 1,
+               use_cache: bool = True, weights: Weights = "none",
+               embedded: Tensor | None = None) -> TransformerState:
+        """Encode the source for decoding (the step API, `attnkit.models.step`).
 
         Args:
-            src: ``[batch, S]`` source ids; src_lengths: ``[batch]``.
-            tgt_in: ``[batch, T]`` (``<bos>`` then the target).
-            logits: compute the output layer (False: ``logits`` is None; over a subword
-                vocabulary it costs as much as the rest of the pass).
+            src: ``[sentences, S]`` ids; src_lengths: ``[sentences]``.
+            beams: rows per sentence the state will hold.
+            use_cache: incremental decoding (False: the reference path).
+            weights: ``"all"`` also keeps the encoder's self-attention.
+            embedded: ``[sentences, S, d]`` looked-up source vectors to use instead of
+                ``self.src_embedding(src)`` (attributions take gradients with respect to them).
 
         Returns:
-            A `TeacherForced`.
+            A `TransformerState`: with ``use_cache`` every decoder layer's cross-attention
+            keys/values projected once, and an empty self-attention cache per row.
         """
-        check_tokens(src, src_lengths)
+        check_weights(weights)
         src_lengths = src_lengths.to(src.device)
-        x = self._embed(self.src_embedding, src)
-        encoder = []
-        for layer in self.encoder_layers:
-            x, w = layer(x, src_lengths, need_weights=True)
-            encoder.append(w)
-        memory = self.encoder_norm(x)
-        y = self._embed(self.tgt_embedding, tgt_in)
-        states, weights = [], []
-        for layer in self.decoder_layers:
-            y, w = layer(y, memory, src_lengths, need_weights=True)
-            states.append(y)
-            weights.append(w)
-        out = self.out(self.decoder_norm(y)) if logits else None
-        return TeacherForced(out, weights, states, memory, encoder)
-
-    def decode(self, tgt_in: Tensor, state: TransformerState,
-               need_weights: bool = True) -> tuple[Tensor, list[Tensor | None]]:
-        """``tgt_in [batch, T]`` -> ``(logits [batch, T, V], cross weights per layer)``."""
-        y, weights = self._decoder_states(tgt_in, state, need_weights)
-        return self.out(y), weights
-
-    def decode_step(self, prev_tokens: Tensor, state: TransformerState,
-                    need_weights: bool | str = True
-                    ) -> tuple[Tensor, TransformerState, Tensor | None]:
-        """Feed ``prev_tokens [batch]`` -> (log-probs ``[batch, V]``, new state, weights).
-
-        The weights are the cross-attention of the new position: with ``need_weights=True``
-        the last layer's averaged over heads, ``[batch, S]``; with ``"all"`` every layer's and
-        head's, ``[batch, layers, heads, S]``; None with False. Incremental when the state has
-        a cache.
-        """
-        if need_weights not in (True, False, "all"):
-            raise ValueError(f"need_weights must be True, False or 'all', got {need_weights!r}")
-        prefix = torch.cat([state.prefix, prev_tokens.unsqueeze(1)], dim=1)
-        if state.cache is None:
-            y, weights = self._prefix_step(prefix, state, need_weights)
-            cache = None
+        source, enc_weights = self._encoder(src, src_lengths, embedded, weights == "all")
+        # Room for a typical output: the caches and the table double when a sentence is longer.
+        capacity = 2 * src.shape[1] + 8
+        positions = self._position_table(capacity, source)
+        state = TransformerState(source, src_lengths, positions, encoder_weights=enc_weights)
+        if use_cache:
+            rows = src.shape[0] * beams
+            state.caches = tuple(layer.self_attn.start_cache(rows, capacity, source)
+                                 for layer in self.decoder_layers)
+            state.sources = tuple(layer.cross_attn.source_keys_values(source, src_lengths)
+                                  for layer in self.decoder_layers)
         else:
-            y, cache, weights = self._cached_step(prev_tokens, state, need_weights)
-        # Only the new position needs the output projection: over a subword vocabulary it
-        # costs as much as the decoder itself.
-        logits = self.out(y)
-        new_state = TransformerState(state.memory, state.src_lengths, prefix, cache)
-        attn = _step_weights(weights, need_weights)
-        return torch.log_softmax(logits.float(), dim=-1), new_state, attn
+            state.prefix = src.new_empty(src.shape[0] * beams, 0)
+        return state
 
-    def _prefix_step(self, prefix: Tensor, state: TransformerState,
-                     need_weights: bool | str) -> tuple[Tensor, list[Tensor | None]]:
-        """Reference step: the whole prefix through every layer -> (last state ``[batch, d]``,
-        each layer's cross weights of the last position ``[batch, heads, S]``, computed in
-        the last layer only unless ``need_weights == "all"``)."""
-        y = self._embed(self.tgt_embedding, prefix)
-        weights = []
-        for i, layer in enumerate(self.decoder_layers):
-            y, w = layer(y, state.memory, state.src_lengths,
-                         need_weights=_layer_wants(need_weights, i, len(self.decoder_layers)))
-            weights.append(None if w is None else w[:, :, -1])
-        return self.decoder_norm(y[:, -1]), weights
+    def _position_table(self, length: int, like: Tensor) -> Tensor:
+        if isinstance(self.positions, LearnedPositionalEmbedding):
+            length = min(length, self.config.max_len)
+        return self.positions.encoding(length, device=like.device, dtype=like.dtype)
 
-    def _cached_step(self, prev_tokens: Tensor, state: TransformerState,
-                     need_weights: bool | str
-                     ) -> tuple[Tensor, tuple[LayerCache, ...], list[Tensor | None]]:
-        """Incremental step: the new position only -> (state ``[batch, d]``, cache, each
-        layer's cross weights ``[batch, heads, S]`` or None)."""
-        y = self._embed(self.tgt_embedding, prev_tokens.unsqueeze(1), offset=state.prefix.shape[1])
-        src_len = state.memory.shape[1]
-        key_mask = (torch.arange(src_len, device=y.device)
-                    < state.src_lengths.unsqueeze(1))[:, None, None, :]
+    def step(self, tokens: Tensor, state: TransformerState, *, weights: Weights = "none",
+             log_probs: bool = True) -> StepOutput:
+        """Feed ``tokens [rows, t]`` after the positions so far (the step API).
+
+        Returns:
+            A `StepOutput`: log-probabilities ``[rows, t, V]``, the state (its caches
+            written in place), the cross-attention (``"last"``: ``[rows, t, S]``; ``"all"``:
+            ``[rows, t, layers, heads, S]``) and each decoder layer's output ``[rows, t, d]``.
+        """
+        check_weights(weights)
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must be [rows, t] ids, got {tuple(tokens.shape)}")
         n = len(self.decoder_layers)
-        caches, weights = [], []
-        for i, (layer, cache) in enumerate(zip(self.decoder_layers, state.cache, strict=True)):
-            y, cache, w = layer.step(y, cache, key_mask,
-                                     need_weights=_layer_wants(need_weights, i, n))
-            caches.append(cache)
-            weights.append(None if w is None else w[:, :, -1])
-        return self.decoder_norm(y[:, -1]), tuple(caches), weights
+        wants = [weights == "all" or (weights == "last" and i == n - 1) for i in range(n)]
+        if state.caches is None:
+            hidden, cross = self._reference_step(tokens, state, wants)
+        else:
+            hidden, cross = self._cached_step(tokens, state, wants)
+        # The output layer over the new positions only: over a subword vocabulary it costs as
+        # much as the decoder itself.
+        scores = None
+        if log_probs:
+            scores = torch.log_softmax(self.out(self.decoder_norm(hidden[-1])).float(), dim=-1)
+        return StepOutput(scores, state, _cross_weights(cross, weights), hidden)
 
-    def reorder_state(self, state: TransformerState, index: Tensor) -> TransformerState:
-        return state.reorder(index)
+    def _cached_step(self, tokens: Tensor, state: TransformerState, wants: list[bool]
+                     ) -> tuple[list[Tensor], list[Tensor | None]]:
+        start, t = state.length, tokens.shape[1]
+        if start + t > state.positions.shape[0]:
+            state.positions = self._position_table(max(start + t, 2 * state.positions.shape[0]),
+                                                   state.source)
+            if start + t > state.positions.shape[0]:  # learned positions: past max_len
+                self.positions.encoding(t, start)      # raises, naming max_len
+        y = self.tgt_embedding(tokens) * math.sqrt(self.config.d_model)
+        y = y + state.positions[start:start + t]
+        hidden, cross = [], []
+        for layer, cache, source, want in zip(self.decoder_layers, state.caches, state.sources,
+                                              wants, strict=True):
+            y, w = layer.step(y, cache, source, want)
+            hidden.append(y)
+            cross.append(w)
+        state.length = start + t
+        return hidden, cross
+
+    def _reference_step(self, tokens: Tensor, state: TransformerState, wants: list[bool]
+                        ) -> tuple[list[Tensor], list[Tensor | None]]:
+        """The whole prefix through every layer (the uncached reference): the last ``t``
+        positions' outputs and cross weights."""
+        state.prefix = torch.cat([state.prefix, tokens], dim=1)
+        rows, t = tokens.shape[0], tokens.shape[1]
+        per = rows // state.source.shape[0]
+        memory = state.source.repeat_interleave(per, dim=0)
+        lengths = state.src_lengths.repeat_interleave(per, dim=0)
+        y = self._embed(self.tgt_embedding, state.prefix)
+        hidden, cross = [], []
+        for layer, want in zip(self.decoder_layers, wants, strict=True):
+            y, w = layer(y, memory, lengths, need_weights=want)
+            hidden.append(y[:, -t:])
+            cross.append(None if w is None else w[:, :, -t:])
+        state.length += t
+        return hidden, cross
+
+    def reorder(self, state: TransformerState, rows: Tensor,
+                sentences: Tensor | None = None) -> TransformerState:
+        """Keep rows ``rows`` (and, when some finished, the sentences ``sentences``)."""
+        for cache in state.caches or ():
+            cache.reorder(rows)
+        out = dataclasses.replace(
+            state, prefix=None if state.prefix is None else state.prefix.index_select(0, rows))
+        if sentences is not None:
+            out.source = state.source.index_select(0, sentences)
+            out.src_lengths = state.src_lengths.index_select(0, sentences)
+            if state.sources is not None:
+                out.sources = tuple(s.select(sentences) for s in state.sources)
+            if state.encoder_weights is not None:
+                out.encoder_weights = state.encoder_weights.index_select(0, sentences)
+        return out
+
+    def decode(self, tgt_in: Tensor, memory: Tensor, src_lengths: Tensor,
+               need_weights: bool = False) -> tuple[Tensor, list[Tensor | None]]:
+        """Teacher-forced decoder pass: ``tgt_in [batch, T]`` over ``memory [batch, S, d]`` ->
+        ``(logits [batch, T, V], cross weights per layer or None)``."""
+        y = self._embed(self.tgt_embedding, tgt_in)
+        weights = []
+        for layer in self.decoder_layers:
+            y, w = layer(y, memory, src_lengths, need_weights=need_weights)
+            weights.append(w)
+        return self.out(self.decoder_norm(y)), weights
 
     def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor,
                 need_weights: bool = False):
         check_teacher_input(src, tgt_in)
-        state = self.encode(src, src_lengths, use_cache=False)
-        logits, weights = self.decode(tgt_in, state, need_weights=need_weights)
+        src_lengths = src_lengths.to(src.device)
+        memory, _ = self._encoder(src, src_lengths, None, keep_weights=False)
+        logits, weights = self.decode(tgt_in, memory, src_lengths, need_weights=need_weights)
         return (logits, weights) if need_weights else logits
 
 
-def _layer_wants(need_weights: bool | str, layer: int, layers: int) -> bool:
-    """Whether decoder layer ``layer`` computes its cross weights: all layers for ``"all"``,
-    the last one for True (the explicit softmax is slower than the fused kernel)."""
-    return need_weights == "all" or (bool(need_weights) and layer == layers - 1)
-
-
-def _step_weights(weights: list[Tensor | None], need_weights: bool | str) -> Tensor | None:
-    """Per-layer ``[batch, heads, S]`` -> ``[batch, layers, heads, S]`` ("all"), the last
-    layer's head mean ``[batch, S]`` (True), or None."""
-    if need_weights == "all":
-        return torch.stack(weights, dim=1)
-    if need_weights:
+def _cross_weights(weights: list[Tensor | None], wanted: Weights) -> Tensor | None:
+    """Per-layer ``[rows, heads, t, S]`` -> ``[rows, t, layers, heads, S]`` ("all"), the last
+    layer's head mean ``[rows, t, S]`` ("last"), or None."""
+    if wanted == "all":
+        return torch.stack(weights, dim=1).permute(0, 3, 1, 2, 4)
+    if wanted == "last":
         return weights[-1].mean(dim=1)
     return None

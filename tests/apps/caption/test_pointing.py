@@ -50,7 +50,7 @@ def test_gradient_maps_match_autograd():
     feats = model.encoder(images[1:2]).detach().requires_grad_(True)
     state = model.encode(None, features=feats)
     for t in range(3):
-        logits, state, _ = model.step(tgt_in[1:2, t], state)
+        logits, state, _ = model.word_step(tgt_in[1:2, t], state)
     torch.log_softmax(logits, -1)[0, tgt_out[1, 2]].backward()
     cells = (feats.grad * feats).sum(1)[0].abs()
     torch.testing.assert_close(maps[1, 2], cells / cells.sum(), atol=1e-5, rtol=1e-4)

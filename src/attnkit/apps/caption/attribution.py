@@ -27,12 +27,9 @@ IG_STEPS = 32
 
 def _logprob_forward(model: Captioner):
     def forward(features: Tensor, tgt_in: Tensor, gold: Tensor) -> Tensor:
-        state = model.encode(None, features=features)    # the images are not read again
-        steps = []
-        for t in range(tgt_in.shape[1]):
-            logits, state, _ = model.step(tgt_in[:, t], state)
-            steps.append(torch.log_softmax(logits.float(), -1))
-        logp = torch.stack(steps, 1)
+        state = model.encode(None, beams=1, use_cache=True, weights="none",
+                             features=features)    # the images are not read again
+        logp = model.step(tgt_in, state, weights="none", log_probs=True).log_probs
         return logp.gather(-1, gold.unsqueeze(-1))[..., 0]            # [rows, T]
     return forward
 

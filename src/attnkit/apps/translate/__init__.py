@@ -76,6 +76,7 @@ class TranslateApp(App, steps=(preparation, training, loading)):
     examples = EXAMPLES
     commands = COMMANDS
     headline = ("bleu", "chrf")
+    text_attention = False   # a translation line is text: the fused path, no weights
 
     def evaluation(self, loaded: Loaded, data: Any, *, report: int = 0,
                    **options: Any) -> Evaluation:

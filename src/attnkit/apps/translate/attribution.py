@@ -33,7 +33,8 @@ IG_STEPS = 16
 def _logprob_forward(model: nn.Module):
     def forward(embedded: Tensor, src: Tensor, lengths: Tensor, tgt_in: Tensor,
                 gold: Tensor) -> Tensor:
-        state = model.encode(src, lengths, use_cache=False, embedded=embedded)
+        state = model.encode(src, lengths, beams=1, use_cache=False, weights="none",
+                             embedded=embedded)
         logp = teacher_forced_logprobs(model, state, tgt_in)
         return logp.gather(-1, gold.unsqueeze(-1))[..., 0]        # [batch, T]
     return forward

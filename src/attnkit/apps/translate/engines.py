@@ -3,7 +3,10 @@
 `evaluate` and `predict` never ask which engine they hold: they call `Engine.translate` and
 read `Engine.has_attention`. `AttnkitEngine` decodes with `attnkit.decoding.decode_many`
 (incremental decoding with the key/value cache, length-grouped batches, batched beam search)
-and keeps attention only when something uses it (``<unk>`` replacement, figures, pages);
+and computes attention only when something shows it (figures, pages, ``--json``): otherwise
+the fused kernels run and no weight history is kept. ``<unk>`` replacement needs the weights
+of the outputs that hold an ``<unk>`` only: they come from one forced pass over those finished
+outputs (`attnkit.decoding.forced_decode`), the same weights decoding would have computed.
 `attnkit.apps.translate.ct2.CTranslate2Engine` runs an exported model and computes none.
 
 Example:
@@ -15,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -25,6 +29,7 @@ from attnkit.apps.translate.prediction import TranslationPrediction
 from attnkit.data.text_codec import TGT_LANG
 from attnkit.data.vocab import UNK
 from attnkit.decoding import Hypothesis, decode_many, replace_unk
+from attnkit.decoding.forced import forced_decode
 from attnkit.errors import UsageError
 from attnkit.models.config import TransformerConfig
 
@@ -89,9 +94,28 @@ class AttnkitEngine:
             attention = True   # an RNN has one attention: its [T, S] is the whole story
         encoded = [encode_source(self.pipeline, s, i) for i, s in enumerate(sentences, 1)]
         hyps = decode_many(self.model, [ids for _, ids, _ in encoded], beam=beam, alpha=alpha,
-                           batch_size=batch_size, need_weights=attention or unk_replace)
+                           batch_size=batch_size, need_weights=attention)
+        if unk_replace and not attention and self.has_attention:
+            hyps = self.unk_attention(encoded, hyps)
         return [self.prediction(s, enc, hyp, unk_replace, keep=bool(attention))
                 for s, enc, hyp in zip(sentences, encoded, hyps, strict=True)]
+
+    def unk_attention(self, encoded: Sequence[tuple[list[str], list[int], int]],
+                      hyps: Sequence[Hypothesis]) -> list[Hypothesis]:
+        """``hyps`` decoded without weights, those that hold an ``<unk>`` given their attention
+        rows ``[len(tokens), S]`` (the last layer's, averaged over heads) from one forced pass
+        over their finished outputs: all ``<unk>`` replacement needs."""
+        unk = self.pipeline.tgt_vocab.unk_id
+        todo = [i for i, h in enumerate(hyps) if unk in h.tokens]
+        out = list(hyps)
+        if not todo:
+            return out
+        forced = forced_decode(self.model, [encoded[i][1] for i in todo],
+                               [hyps[i].tokens for i in todo], logprobs=False)
+        for i, f in zip(todo, forced, strict=True):
+            rows = f.attention[-1].mean(dim=0)[: len(hyps[i].tokens)]   # [T, S]
+            out[i] = dataclasses.replace(hyps[i], attention=rows)
+        return out
 
     def prediction(self, source: str, encoded: tuple[list[str], list[int], int],
                    hyp: Hypothesis, unk_replace: bool, keep: bool) -> TranslationPrediction:

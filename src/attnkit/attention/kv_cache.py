@@ -1,0 +1,156 @@
+"""What incremental decoding keeps between steps: key/value storage, no attention arithmetic.
+
+Decoding one token at a time, a decoder layer needs at step ``t`` the self-attention keys and
+values of positions ``0..t`` and the cross-attention keys and values of the source. Recomputing
+them every step costs ``O(t)`` work for ``O(1)`` new information; concatenating one row a step
+(``torch.cat``) copies the whole history every step, ``O(T^2)`` in all. So, as CTranslate2 and
+fairseq do:
+
+* `KeyValueCache`: the self-attention keys/values, each a `GrowingBuffer` preallocated for
+  ``capacity`` positions and written in place; when full it doubles (amortised ``O(1)`` a
+  position).
+* `SourceKeyValues`: the cross-attention keys/values of the source, projected once per
+  sentence at encode, with the padding mask built once. Beam search does not copy them per
+  beam: the beams of a sentence are its queries (see
+  `attnkit.attention.multi_head.MultiHeadAttention.attend_source`).
+
+Both are values the decoding state carries (``attnkit.models.transformer.TransformerState``),
+never module state; `MultiHeadAttention` computes what goes in and what is read out.
+
+Example:
+    ```python
+    cache = KeyValueCache.empty(rows=4, heads=2, head_dim=8, capacity=16, like=x)
+    keys, values = cache.append(k, v)        # k, v [4, 2, 1, 8]; keys [4, 2, cache.length, 8]
+    cache.reorder(torch.tensor([0, 0, 2]))   # beam search: rows 0, 0 and 2 go on
+    ```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+class GrowingBuffer:
+    """A tensor of rows that grows along its time dimension, written in place.
+
+    The storage is preallocated for ``capacity`` positions and doubles when full, so appending
+    one position is amortised ``O(1)`` (``torch.cat`` would copy the whole history every time).
+    Reordering rows (beam search) copies only the filled positions.
+
+    Args:
+        data: the storage ``[rows, ..., capacity, ...]``, positions along ``dim``.
+        dim: the time dimension (>= 1; rows are dimension 0).
+        length: how many positions are filled.
+
+    Example:
+        ```python
+        tokens = GrowingBuffer(torch.empty(6, 8, dtype=torch.long), dim=1)
+        tokens.append(next_tokens.unsqueeze(1))    # [6, 1]
+        tokens.filled()                            # [6, 1]
+        ```
+    """
+
+    def __init__(self, data: Tensor, dim: int, length: int = 0):
+        if dim < 1:
+            raise ValueError(f"dim must be >= 1 (rows are dimension 0), got {dim}")
+        self.data, self.dim, self.length = data, dim, length
+
+    @property
+    def capacity(self) -> int:
+        return self.data.shape[self.dim]
+
+    def filled(self) -> Tensor:
+        """A view of the filled positions."""
+        return self.data.narrow(self.dim, 0, self.length)
+
+    def append(self, x: Tensor) -> Tensor:
+        """Write ``x`` (the buffer's shape with ``t`` positions along ``dim``) after the filled
+        positions; returns the view of every filled position."""
+        start, end = self.length, self.length + x.shape[self.dim]
+        if end > self.capacity:
+            self._resize(self.data.shape[0], max(end, 2 * self.capacity))
+        self.data.narrow(self.dim, start, end - start).copy_(x)
+        self.length = end
+        return self.filled()
+
+    def reorder(self, rows: Tensor) -> None:
+        """Keep rows ``rows [new_rows]`` (with repeats), copying only the filled positions."""
+        old = self.filled()
+        self._resize(rows.shape[0], self.capacity, copy=False)
+        # index_select writes into the filled part of the new storage (a strided view).
+        torch.index_select(old, 0, rows, out=self.filled())
+
+    def _resize(self, rows: int, capacity: int, copy: bool = True) -> None:
+        shape = list(self.data.shape)
+        shape[0], shape[self.dim] = rows, capacity
+        old, self.data = self.filled(), self.data.new_empty(shape)
+        if copy:
+            self.filled().copy_(old)
+
+
+@dataclass
+class KeyValueCache:
+    """Self-attention keys and values of the positions decoded so far, written in place.
+
+    Attributes:
+        keys: `GrowingBuffer` of ``[rows, heads, capacity, head_dim]`` (time: dimension 2).
+        values: the same for the values.
+    """
+
+    keys: GrowingBuffer
+    values: GrowingBuffer
+
+    @classmethod
+    def empty(cls, rows: int, heads: int, head_dim: int, capacity: int,
+              like: Tensor) -> KeyValueCache:
+        """An empty cache with room for ``capacity`` positions (dtype and device of ``like``)."""
+        shape = (rows, heads, max(capacity, 1), head_dim)
+        return cls(GrowingBuffer(like.new_empty(shape), 2), GrowingBuffer(like.new_empty(shape), 2))
+
+    @property
+    def length(self) -> int:
+        """How many positions are filled."""
+        return self.keys.length
+
+    def append(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+        """Write ``keys, values [rows, heads, t, head_dim]`` after the filled positions.
+
+        Returns:
+            Views of every filled position, ``[rows, heads, length, head_dim]`` each.
+        """
+        return self.keys.append(keys), self.values.append(values)
+
+    def reorder(self, rows: Tensor) -> None:
+        """Keep rows ``rows [new_rows]`` (beam search: the parents of the new hypotheses;
+        greedy: the sentences not finished). Only the filled positions are copied."""
+        self.keys.reorder(rows)
+        self.values.reorder(rows)
+
+
+@dataclass
+class SourceKeyValues:
+    """Cross-attention keys and values of the source, once per sentence.
+
+    Attributes:
+        keys: ``[sentences, heads, S, head_dim]``.
+        values: the same shape as ``keys``.
+        mask: ``[sentences, 1, 1, S]`` bool (True = real source position), or None when no
+            sentence is padded.
+        empty: ``[sentences, 1, 1, 1]`` bool, True for a sentence without any source position
+            (its context is zero), or None when every sentence has one.
+    """
+
+    keys: Tensor
+    values: Tensor
+    mask: Tensor | None
+    empty: Tensor | None
+
+    def select(self, sentences: Tensor) -> SourceKeyValues:
+        """Keep the sentences ``sentences [new_sentences]`` (the others are finished)."""
+        return SourceKeyValues(
+            self.keys.index_select(0, sentences), self.values.index_select(0, sentences),
+            None if self.mask is None else self.mask.index_select(0, sentences),
+            None if self.empty is None else self.empty.index_select(0, sentences))
