@@ -5,8 +5,10 @@ Run: ``.venv/bin/python benchmarks/translate_decode.py RUN [--threads N] [--limi
 
 ``RUN`` is a translate run folder (``attnkit translate train``). Every row decodes the same
 sentences of the run's test split (the first ``--limit``), with the same threads, in this
-process, and reports sentences per second and BLEU (sacrebleu, one reference per line, no
-``<unk>`` replacement so every engine is scored on its raw output). The engines:
+process (with the memory settings the ``attnkit`` command starts with,
+`attnkit.allocator.reuse_freed_memory`), and reports sentences per second and BLEU
+(sacrebleu, one reference per line, no ``<unk>`` replacement so every engine is scored on its
+raw output). The engines:
 
 * ``attnkit``: `attnkit.decoding.decode_many` with incremental decoding, no attention asked
   (what ``eval`` and the server run);
@@ -45,6 +47,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from attnkit.allocator import reuse_freed_memory  # noqa: E402
 from attnkit.apps import Loaded as Run  # noqa: E402
 from attnkit.apps.translate import load_run  # noqa: E402
 from attnkit.data.text_codec import SRC_LANG, TGT_LANG  # noqa: E402
@@ -222,6 +225,7 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         p.error(f"unknown engines {unknown}; choose from {', '.join(ENGINES)}")
     torch.set_num_threads(args.threads)
+    reuse_freed_memory()   # as the attnkit command does at start (eval, serve)
     run = load_run(args.run)
     pipe = run.pipeline
     pairs = eval_pairs(None, run.config["data"])[: args.limit]

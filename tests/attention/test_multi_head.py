@@ -345,3 +345,28 @@ def test_incremental_calls_refuse_what_they_cannot_do():
     torch.testing.assert_close(
         cross.attend_source(torch.randn(1, 2, 8), cross.source_keys_values(
             torch.zeros(1, 3, 6))).context.shape, torch.Size([1, 2, 8]))
+
+
+def test_many_rows_of_one_query_give_the_fused_kernels_result(monkeypatch):
+    """Past `MANY_MATRICES` (row, head) pairs a decoding step runs two matmuls instead of SDPA:
+    the same numbers, masked keys still excluded."""
+    from attnkit.attention import multi_head
+
+    torch.manual_seed(5)
+    m = MultiHeadAttention(16, num_heads=4).eval()
+    source, lengths = torch.randn(20, 7, 16), torch.randint(1, 8, (20,))
+    x = torch.randn(20, 1, 16)
+    fixed = m.source_keys_values(source, lengths)
+    want = m(x, source, key_lengths=lengths).context
+    calls = []
+    real = multi_head.F.scaled_dot_product_attention
+    monkeypatch.setattr(multi_head.F, "scaled_dot_product_attention",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    got = m.attend_source(x, fixed).context
+    assert calls == [] and 20 * 4 >= multi_head.MANY_MATRICES
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+    cache = m.start_cache(20, 4, x)
+    m.attend_cached(x, cache)
+    assert calls == []
+    m.attend_source(x[:2], m.source_keys_values(source[:2], lengths[:2]))
+    assert calls == [1]   # few rows: the fused kernel

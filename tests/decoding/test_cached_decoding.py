@@ -198,3 +198,4 @@ def test_weights_of_every_layer_and_head(beam, use_cache, toy):
         torch.testing.assert_close(a.attention[:, -1].mean(1), h.attention, atol=1e-6,
                                    rtol=1e-5)
     assert any(len(h.tokens) > 1 for h in last)
+

@@ -133,7 +133,7 @@ def test_beam_one_equals_greedy_and_maps_follow_reordering(init_pool):
         state = model.encode(img.unsqueeze(0))
         prev = torch.tensor([[model.config.bos_id]])
         for t, tok in enumerate(hyp.tokens):
-            out = model.step(prev, state, weights="last", log_probs=True)
+            out = model.step(prev, state, weights="last", logits=True)
             state = out.state
             torch.testing.assert_close(out.weights[0, 0], hyp.attention[t])
             prev = torch.tensor([[tok]])

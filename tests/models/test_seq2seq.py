@@ -40,16 +40,16 @@ def test_forward_equals_step_api(variant, toy):
     assert logits.shape == (4, tgt_in.shape[1], VOCAB)
     state = model.encode(src, src_len, beams=1, use_cache=True, weights="none")
     for t in range(tgt_in.shape[1]):
-        out = model.step(tgt_in[:, t:t + 1], state, weights="last", log_probs=True)
+        out = model.step(tgt_in[:, t:t + 1], state, weights="last", logits=True)
         state = out.state
-        torch.testing.assert_close(out.log_probs[:, 0], torch.log_softmax(logits[:, t], -1))
+        torch.testing.assert_close(out.logits[:, 0], logits[:, t])
         if attn is None:
             assert out.weights is None
         else:
             torch.testing.assert_close(out.weights[:, 0], attn[:, t])
     whole = model.step(tgt_in, model.encode(src, src_len, beams=1, use_cache=True,
-                                            weights="none"), weights="all", log_probs=True)
-    torch.testing.assert_close(whole.log_probs, torch.log_softmax(logits, -1))
+                                            weights="none"), weights="all", logits=True)
+    torch.testing.assert_close(whole.logits, logits)
     if attn is not None:   # the one attention, as one layer of one head
         torch.testing.assert_close(whole.weights, attn[:, :, None, None])
     if variant[0] == "none":

@@ -42,9 +42,9 @@ def test_step_api_equals_forward(tiny_transformer, toy):
     logits, cross = model(src, src_len, tgt_in, need_weights=True)
     state = model.encode(src, src_len, beams=1, use_cache=True, weights="none")
     for t in range(tgt_in.shape[1]):
-        out = model.step(tgt_in[:, t:t + 1], state, weights="last", log_probs=True)
+        out = model.step(tgt_in[:, t:t + 1], state, weights="last", logits=True)
         state = out.state
-        torch.testing.assert_close(out.log_probs[:, 0], torch.log_softmax(logits[:, t], -1),
+        torch.testing.assert_close(out.logits[:, 0], logits[:, t],
                                    atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(out.weights[:, 0], cross[-1][:, :, t].mean(1), atol=1e-6,
                                    rtol=1e-5)
@@ -57,9 +57,9 @@ def test_step_weights_of_every_layer_and_head(tiny_transformer, use_cache, toy):
     _, cross = model(src, src_len, tgt_in, need_weights=True)
     state = model.encode(src, src_len, beams=1, use_cache=use_cache, weights="none")
     for t in range(tgt_in.shape[1]):
-        out = model.step(tgt_in[:, t:t + 1], state, weights="all", log_probs=False)
+        out = model.step(tgt_in[:, t:t + 1], state, weights="all", logits=False)
         state, w = out.state, out.weights[:, 0]
-        assert out.log_probs is None
+        assert out.logits is None
         assert w.shape == (3, 2, 4, src.shape[1])     # [batch, layers, heads, S]
         for layer in range(2):
             torch.testing.assert_close(w[:, layer], cross[layer][:, :, t], atol=1e-6, rtol=1e-5)

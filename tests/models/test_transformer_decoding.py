@@ -23,7 +23,7 @@ def encode(model, src, src_len, use_cache=True, beams=1, weights="none"):
 
 
 def feed(model, tokens, state, weights="last"):
-    return model.step(tokens, state, weights=weights, log_probs=True)
+    return model.step(tokens, state, weights=weights, logits=True)
 
 
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
@@ -36,7 +36,7 @@ def test_cached_steps_equal_reference_steps(tiny_transformer, positional, toy):
         for t in range(tgt_in.shape[1]):
             a, b = feed(model, tgt_in[:, t:t + 1], cached), feed(model, tgt_in[:, t:t + 1], plain)
             cached, plain = a.state, b.state
-            torch.testing.assert_close(a.log_probs, b.log_probs, atol=1e-5, rtol=1e-4)
+            torch.testing.assert_close(a.logits, b.logits, atol=1e-5, rtol=1e-4)
             torch.testing.assert_close(a.weights, b.weights, atol=1e-6, rtol=1e-5)
     # One key/value row per fed position; the source projected once, [batch, heads, S, hd].
     assert cached.caches[0].length == tgt_in.shape[1] == cached.length
@@ -72,7 +72,7 @@ def test_the_whole_target_at_once_equals_one_token_at_a_time(tiny_transformer, t
             out = feed(model, tgt_in[:, t:t + 1], state, weights="all")
             state = out.state
             rows.append(out)
-    torch.testing.assert_close(whole.log_probs, torch.cat([r.log_probs for r in rows], 1),
+    torch.testing.assert_close(whole.logits, torch.cat([r.logits for r in rows], 1),
                                atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(whole.weights, torch.cat([r.weights for r in rows], 1),
                                atol=1e-6, rtol=1e-5)
@@ -92,7 +92,7 @@ def test_reordered_rows_follow_their_history(tiny_transformer, toy):
         got = feed(model, tgt_in.repeat_interleave(2, 0)[rows, 1:2], moved)
         alone = feed(model, tgt_in[:, :1], encode(model, src, src_len)).state
         want = feed(model, tgt_in[:, 1:2], alone)
-    torch.testing.assert_close(got.log_probs, want.log_probs.repeat_interleave(2, 0),
+    torch.testing.assert_close(got.logits, want.logits.repeat_interleave(2, 0),
                                atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(got.weights, want.weights.repeat_interleave(2, 0),
                                atol=1e-6, rtol=1e-5)
@@ -110,7 +110,7 @@ def test_finished_sentences_leave_the_state(tiny_transformer, toy):
         want = feed(model, tgt_in[:, 1:2], alone)
     assert kept.source.shape[0] == 2 and kept.sources[0].keys.shape[0] == 2
     assert kept.caches[0].keys.filled().shape[0] == 4
-    torch.testing.assert_close(got.log_probs, want.log_probs[[2, 2, 0, 0]], atol=1e-5,
+    torch.testing.assert_close(got.logits, want.logits[[2, 2, 0, 0]], atol=1e-5,
                                rtol=1e-4)
 
 
@@ -119,7 +119,7 @@ def test_decoding_runs_the_fused_path_unless_weights_are_asked(tiny_transformer,
     model = tiny_transformer()
     src, src_len, tgt_in, _ = toy.batch(toy.pairs(3, VOCAB, seed=5))
     with torch.inference_mode():
-        want = feed(model, tgt_in[:, :1], encode(model, src, src_len)).log_probs
+        want = feed(model, tgt_in[:, :1], encode(model, src, src_len)).logits
     _no_explicit_softmax(monkeypatch)
     model.train()
     model(src, src_len, tgt_in).sum().backward()  # training forward: no weights asked
@@ -129,7 +129,7 @@ def test_decoding_runs_the_fused_path_unless_weights_are_asked(tiny_transformer,
             out = feed(model, tgt_in[:, :1], encode(model, src, src_len, use_cache),
                        weights="none")
             assert out.weights is None
-            torch.testing.assert_close(out.log_probs, want, atol=1e-5, rtol=1e-4)
+            torch.testing.assert_close(out.logits, want, atol=1e-5, rtol=1e-4)
         with pytest.raises(AssertionError, match="fused path was left"):
             feed(model, tgt_in[:, :1], encode(model, src, src_len), weights="last")
 

@@ -87,9 +87,9 @@ def beam_search(model: nn.Module, src: Tensor, src_lengths: Tensor, *, beam_size
         prev = torch.full((batch * k, 1), model.config.bos_id, dtype=torch.long,
                           device=src.device)
         for t in range(max(limits)):
-            out = model.step(prev, state, weights=weights, log_probs=True)
+            out = model.step(prev, state, weights=weights, logits=True)
             step_weights = None if out.weights is None else out.weights[:, -1]
-            chosen = search.advance(t, out.log_probs[:, -1], step_weights)
+            chosen = search.advance(t, out.logits[:, -1], step_weights)
             if chosen is None:
                 break
             rows, tokens, sentences = chosen
@@ -127,19 +127,25 @@ class _Search:
         self.attention: GrowingBuffer | None = None
         self.slot = torch.arange(2 * k, device=device)
 
-    def advance(self, t: int, log_probs: Tensor, weights: Tensor | None
+    def advance(self, t: int, logits: Tensor, weights: Tensor | None
                 ) -> tuple[Tensor, Tensor, Tensor | None] | None:
-        """Step ``t``'s log-probabilities ``[rows, V]`` (and attention ``[rows, ...]``) ->
-        ``(rows to keep [new_rows], their next tokens, the sentences still searched or None
-        when they are all still searched)``, or None when every sentence is done."""
-        k, m, vocab = self.k, self.active.shape[0], log_probs.shape[-1]
+        """Step ``t``'s logits ``[rows, V]`` (and attention ``[rows, ...]``) -> ``(rows to
+        keep [new_rows], their next tokens, the sentences still searched or None when they are
+        all still searched)``, or None when every sentence is done."""
+        k, m, vocab = self.k, self.active.shape[0], logits.shape[-1]
         if weights is not None and self.attention is None:
             self.attention = GrowingBuffer(weights.new_empty(
                 weights.shape[0], 16, *weights.shape[1:]), 1)
-        cand = (self.scores.view(-1, 1) + log_probs.float()).view(m, k * vocab)
-        top_scores, top_idx = cand.topk(min(2 * k, k * vocab), dim=-1)
+        # A sentence's 2k best extensions are among the 2k best of each of its rows: the
+        # hypotheses' scores are added to those only, and the sentence-level choice is over
+        # k * 2k candidates, not k * V.
+        width = min(2 * k, vocab)
+        row_best, row_tokens = torch.log_softmax(logits.float(), dim=-1).topk(width, dim=-1)
+        cand = (self.scores.view(-1, 1) + row_best).view(m, k * width)
+        top_scores, top_idx = cand.topk(min(2 * k, k * width), dim=-1)
         block = torch.arange(m, device=cand.device).unsqueeze(1) * k
-        c = _Candidates(top_scores, top_idx // vocab + block, top_idx % vocab)
+        c = _Candidates(top_scores, top_idx // width + block,
+                        row_tokens.view(m, k * width).gather(1, top_idx))
         slot = self.slot[:c.scores.shape[1]]
         valid = c.scores > float("-inf")
         at_limit = (t + 1 >= self.limits[self.active]).unsqueeze(1)

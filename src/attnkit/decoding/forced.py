@@ -56,7 +56,8 @@ def teacher_forced_logprobs(model: nn.Module, state, tgt_in: Tensor) -> Tensor:
     """``[batch, T, V]`` log-probabilities of teacher-forced decoding from an encoded
     ``state`` (the step API with the whole target at once); differentiable when the state was
     encoded with ``use_cache=False``."""
-    return model.step(tgt_in, state, weights="none", log_probs=True).log_probs
+    logits = model.step(tgt_in, state, weights="none", logits=True).logits
+    return torch.log_softmax(logits.float(), dim=-1)
 
 
 def forced_decode(model: nn.Module, src_ids: Sequence[Sequence[int]],
@@ -99,12 +100,12 @@ def forced_decode(model: nn.Module, src_ids: Sequence[Sequence[int]],
         gold = _pad([[*tgt_ids[k], c.eos_id] for k in rows], c.pad_id).to(device)
         with inference(model):
             state = model.encode(src, lengths, beams=1, use_cache=True, weights="all")
-            fed = model.step(tgt_in, state, weights="all", log_probs=logprobs)
+            fed = model.step(tgt_in, state, weights="all", logits=logprobs)
         if fed.weights is None:
             raise ValueError("this model has no attention (attention='none')")
         weights = fed.weights.permute(0, 2, 3, 1, 4)                     # [B, L, H, T, S]
         states, memory, encoder = fed.hidden, fed.state.source, fed.state.encoder_weights
-        logp = None if fed.log_probs is None else fed.log_probs.gather(
+        logp = None if fed.logits is None else torch.log_softmax(fed.logits.float(), -1).gather(
             -1, gold.unsqueeze(-1))[..., 0]
         for b, k in enumerate(rows):
             s, t = len(src_ids[k]), len(tgt_ids[k]) + 1

@@ -85,8 +85,8 @@ def greedy_steps(model: nn.Module, src: Tensor, src_lengths: Tensor, *,
     prev = torch.full((src.shape[0], 1), cfg.bos_id, dtype=torch.long, device=src.device)
     for t in range(max(limits)):
         with torch.inference_mode():
-            out = model.step(prev, state, weights=weights, log_probs=True)
-            best, nxt = out.log_probs[:, -1].max(dim=-1)
+            out = model.step(prev, state, weights=weights, logits=True)
+            best, nxt = torch.log_softmax(out.logits[:, -1].float(), dim=-1).max(dim=-1)
         state = out.state
         rows, chosen = alive.tolist(), nxt.tolist()
         done = [tok == cfg.eos_id or t + 1 >= limits[b] for b, tok in zip(rows, chosen,

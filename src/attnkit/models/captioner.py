@@ -331,17 +331,17 @@ class Captioner(nn.Module):
         return context.reshape(rows, -1), alpha.reshape(rows, -1)
 
     def step(self, tokens: Tensor, state: CaptionState, *, weights: Weights = "none",
-             log_probs: bool = True) -> StepOutput:
+             logits: bool = True) -> StepOutput:
         """Feed ``tokens [rows, t]`` one word at a time (the step API, `attnkit.models.step`):
-        log-probabilities ``[rows, t, V]``; the maps flattened, ``[rows, t, H*W]`` (``"all"``:
+        the logits ``[rows, t, V]``; the maps flattened, ``[rows, t, H*W]`` (``"all"``:
         ``[rows, t, 1, 1, H*W]``)."""
         check_weights(weights)
-        logits, maps = [], []
+        words, maps = [], []
         for i in range(tokens.shape[1]):
             word_logits, state, alpha = self.word_step(tokens[:, i], state)
-            logits.append(word_logits)
+            words.append(word_logits)
             maps.append(alpha.flatten(1))
-        scores = torch.log_softmax(torch.stack(logits, 1).float(), -1) if log_probs else None
+        scores = torch.stack(words, 1) if logits else None
         rows = None
         if weights != "none":
             rows = torch.stack(maps, 1)

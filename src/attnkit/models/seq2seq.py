@@ -71,29 +71,26 @@ class RNNSeq2Seq(nn.Module):
                                        beams=beams, use_cache=use_cache)
 
     def step(self, tokens: Tensor, state: RNNDecoderState, *, weights: Weights = "none",
-             log_probs: bool = True) -> StepOutput:
+             logits: bool = True) -> StepOutput:
         """Feed ``tokens [rows, t]``, one position at a time (the step API).
 
         Returns:
-            A `StepOutput`: log-probabilities ``[rows, t, V]``, the new state, the attention
+            A `StepOutput`: the logits ``[rows, t, V]``, the new state, the attention
             (``"last"``: ``[rows, t, S]``; ``"all"``: ``[rows, t, 1, 1, S]``, the one attention
             as one layer of one head; None without attention) and no layer outputs.
         """
         check_weights(weights)
-        logits, attn = [], []
+        scores, attn = [], []
         for i in range(tokens.shape[1]):
             step_logits, state, w = self.decoder.step(tokens[:, i], state, weights != "none")
-            logits.append(step_logits)
+            scores.append(step_logits)
             attn.append(w)
-        scores = None
-        if log_probs:
-            scores = torch.log_softmax(torch.stack(logits, dim=1).float(), dim=-1)
         rows = None
         if weights != "none" and attn[0] is not None:
             rows = torch.stack(attn, dim=1)
             if weights == "all":
                 rows = rows[:, :, None, None]
-        return StepOutput(scores, state, rows, None)
+        return StepOutput(torch.stack(scores, dim=1) if logits else None, state, rows, None)
 
     def reorder(self, state: RNNDecoderState, rows: Tensor,
                 sentences: Tensor | None = None) -> RNNDecoderState:

@@ -7,9 +7,10 @@ A model of the step API (`RNNSeq2Seq`, `TransformerSeq2Seq`, `Captioner`, or you
   b * beams + beams - 1`` are the hypotheses of sentence ``b``). What does not depend on the
   hypothesis (the encoder output, the attention keys over it, the padding mask) is kept once per
   sentence, never copied per beam.
-* ``step(tokens [rows, t], state, *, weights, log_probs)`` -> `StepOutput`: feed ``t`` new
+* ``step(tokens [rows, t], state, *, weights, logits)`` -> `StepOutput`: feed ``t`` new
   tokens to every row (decoding: ``t = 1``; forced decoding: the whole target at once) and get
-  the log-probabilities of the next token after each.
+  the scores of the next token after each, unnormalised (each decoder normalises what it needs;
+  forced decoding without log-probabilities skips the output layer).
 * ``reorder(state, rows, sentences)`` -> the state of rows ``rows`` (beam search: the parents of
   the hypotheses that go on; greedy: the sentences not finished); ``sentences`` (None: the same
   sentences) are the sentences still decoded, in order, when some have finished.
@@ -26,8 +27,8 @@ with ``weights="all"`` also keeps a Transformer encoder's self-attention (attent
 Example:
     ```python
     state = model.encode(src, src_lengths, beams=1, use_cache=True, weights="none")
-    out = model.step(prev.unsqueeze(1), state, weights="last", log_probs=True)
-    out.log_probs[:, -1]      # [rows, V]
+    out = model.step(prev.unsqueeze(1), state, weights="last", logits=True)
+    torch.log_softmax(out.logits[:, -1].float(), dim=-1)      # [rows, V]
     state = model.reorder(out.state, rows=keep, sentences=keep)
     ```
 """
@@ -52,14 +53,15 @@ class StepOutput(NamedTuple):
     """What ``step`` returns.
 
     Attributes:
-        log_probs: ``[rows, t, V]`` float32 (None when ``log_probs=False`` was asked).
+        logits: ``[rows, t, V]`` unnormalised next-token scores, in the model's dtype (None
+            when ``logits=False`` was asked: forced decoding that needs only the attention).
         state: the state after the step (it may be the one given, updated in place).
         weights: the attention over the source (module docstring), None for ``"none"``.
         hidden: per decoder layer, its output ``[rows, t, d]`` (a Transformer's; None for
             models without such layers).
     """
 
-    log_probs: Tensor | None
+    logits: Tensor | None
     state: Any
     weights: Tensor | None
     hidden: list[Tensor] | None
@@ -87,6 +89,6 @@ class StepModel(Protocol):
                weights: Weights) -> DecoderState: ...
 
     def step(self, tokens: Tensor, state: Any, *, weights: Weights,
-             log_probs: bool) -> StepOutput: ...
+             logits: bool) -> StepOutput: ...
 
     def reorder(self, state: Any, rows: Tensor, sentences: Tensor | None) -> DecoderState: ...

@@ -244,11 +244,11 @@ class TransformerSeq2Seq(nn.Module):
         return self.positions.encoding(length, device=like.device, dtype=like.dtype)
 
     def step(self, tokens: Tensor, state: TransformerState, *, weights: Weights = "none",
-             log_probs: bool = True) -> StepOutput:
+             logits: bool = True) -> StepOutput:
         """Feed ``tokens [rows, t]`` after the positions so far (the step API).
 
         Returns:
-            A `StepOutput`: log-probabilities ``[rows, t, V]``, the state (its caches
+            A `StepOutput`: the logits ``[rows, t, V]``, the state (its caches
             written in place), the cross-attention (``"last"``: ``[rows, t, S]``; ``"all"``:
             ``[rows, t, layers, heads, S]``) and each decoder layer's output ``[rows, t, d]``.
         """
@@ -263,9 +263,7 @@ class TransformerSeq2Seq(nn.Module):
             hidden, cross = self._cached_step(tokens, state, wants)
         # The output layer over the new positions only: over a subword vocabulary it costs as
         # much as the decoder itself.
-        scores = None
-        if log_probs:
-            scores = torch.log_softmax(self.out(self.decoder_norm(hidden[-1])).float(), dim=-1)
+        scores = self.out(self.decoder_norm(hidden[-1])) if logits else None
         return StepOutput(scores, state, _cross_weights(cross, weights), hidden)
 
     def _cached_step(self, tokens: Tensor, state: TransformerState, wants: list[bool]

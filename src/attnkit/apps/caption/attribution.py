@@ -29,7 +29,8 @@ def _logprob_forward(model: Captioner):
     def forward(features: Tensor, tgt_in: Tensor, gold: Tensor) -> Tensor:
         state = model.encode(None, beams=1, use_cache=True, weights="none",
                              features=features)    # the images are not read again
-        logp = model.step(tgt_in, state, weights="none", log_probs=True).log_probs
+        logits = model.step(tgt_in, state, weights="none", logits=True).logits
+        logp = torch.log_softmax(logits.float(), -1)
         return logp.gather(-1, gold.unsqueeze(-1))[..., 0]            # [rows, T]
     return forward
 
