@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from attnkit.data.batching import pad_ids
 from attnkit.data.captions import load_image, read_coco_captions, read_flickr_tokens
 from attnkit.data.scenes import Box, Scene, make_scenes
 from attnkit.data.vocab import Vocab
@@ -206,9 +207,7 @@ def collate(items, pad_id: int = 0) -> dict[str, Tensor]:
     (+ ``maps [B, T, side, side]``, zero-padded, when the items carry attention targets)."""
     images, ids, *maps = zip(*items, strict=True)
     width = max(len(s) for s in ids) - 1
-    tgt = torch.full((len(ids), width + 1), pad_id, dtype=torch.long)
-    for b, s in enumerate(ids):
-        tgt[b, :len(s)] = torch.tensor(s)
+    tgt = pad_ids(ids, pad_id)
     batch = {"images": torch.stack(images), "tgt_in": tgt[:, :-1], "tgt_out": tgt[:, 1:],
              "lengths": torch.tensor([len(s) - 1 for s in ids])}
     if maps:
