@@ -14,9 +14,9 @@ import time
 import pytest
 from PIL import Image
 
-from attnkit.apps.runs import RunLock
 from attnkit.cli.main import main
 from attnkit.data.scenes import make_scenes
+from attnkit.training.run_folder import RunLock
 
 # Small convolutions and per-word steps: a second thread only spins on a shared CPU.
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -4,7 +4,7 @@ the dataset and collate function the trainer batches them with.
 ``data="synthetic"`` draws rubber-duck scenes (`attnkit.data.scenes`) with one correct
 caption each: train, valid and test sets come from seeds ``3 * seed``, ``3 * seed + 1`` and
 ``3 * seed + 2``. Real data: ``"flickr:TOKEN_FILE:IMAGE_DIR"`` or ``"coco:JSON:IMAGE_DIR"``
-(read by `attnkit.data.captions`); its images are split valid / test / train by
+(read by `attnkit.data.caption_files`); its images are split valid / test / train by
 ``valid_fraction`` in an order shuffled by the seed.
 
 Example:
@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from attnkit.data.batching import pad_ids
-from attnkit.data.captions import load_image, read_coco_captions, read_flickr_tokens
+from attnkit.data.caption_files import load_image, read_coco_captions, read_flickr_tokens
 from attnkit.data.scenes import Box, Scene, make_scenes
 from attnkit.data.vocab import Vocab
 from attnkit.errors import DataError, UsageError
