@@ -1,7 +1,7 @@
 """What the tuning of attnkit's decoder buys: torch.compile, bf16, int8, against float32 eager.
 
 Run: ``.venv/bin/python benchmarks/decode_tuning.py RUN [--threads N] [--limit N]
-[--rounds N] [--variants float32,compile,bf16,int8]``
+[--rounds N] [--variants float32,compile,bf16,int8] [--batches 32,all]``
 
 ``RUN`` is a translate run folder with a Transformer. Each variant decodes the first
 ``--limit`` sentences of the run's test split with `attnkit.decoding.decode_many` (no attention
@@ -52,7 +52,6 @@ from attnkit.machine import cpu_has_native_bf16, machine_info, machine_line  # n
 from attnkit.models.config import TransformerConfig  # noqa: E402
 
 VARIANTS = ("float32", "compile", "bf16", "int8")
-BATCHES = (32, "all")
 BEAMS = (1, 5)
 
 
@@ -108,8 +107,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--limit", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--batches", default="32,all", help="sentences per call (default 32,all)")
     args = ap.parse_args(argv)
     names = args.variants.split(",")
+    batches = [b if b == "all" else int(b) for b in args.batches.split(",")]
     if set(names) - set(VARIANTS) or "float32" not in names:
         ap.error(f"--variants: float32 and any of {', '.join(VARIANTS[1:])}")
     torch.set_num_threads(args.threads)
@@ -129,13 +130,13 @@ def main(argv: list[str] | None = None) -> None:
     if not isinstance(models.get("compile", ""), str):
         start = time.perf_counter()
         for beam in BEAMS:   # compiles every shape the timed rows meet
-            for batch in BATCHES:
+            for batch in batches:
                 decoder(run, models["compile"], "compile", beam, batch)(ids)
         compile_seconds = round(time.perf_counter() - start, 1)
         print(f"compile (and one pass of every row): {compile_seconds} s")
     rows = []
     for beam in BEAMS:
-        for batch in BATCHES:
+        for batch in batches:
             rows += measure(run, models, beam, batch, ids, refs, args.rounds)
     print(f"{'variant':<10}{'beam':>5}{'batch':>6}{'sent/s':>9}{'spread':>8}{'x f32':>7}"
           f"{'BLEU':>7}{'same':>7}")
