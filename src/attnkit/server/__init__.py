@@ -1,18 +1,11 @@
 """``attnkit serve``: trained runs behind an HTTP API and a live page, batched, bounded and
-drained.
+drained, on FastAPI, uvicorn and pydantic's own parts.
 
 The server is a layer above `attnkit.apps` (it serves any registered app through ``load``,
 ``predict`` and ``page``) and below `attnkit.cli` (which only parses ``attnkit serve``'s
-arguments). It needs the ``serve`` extra (FastAPI, uvicorn, prometheus-client,
-python-multipart); importing this package does not import them, so ``attnkit --help`` works
-without them.
-
-* `attnkit.server.options`: `ServeOptions`, every setting and its checks;
-* `attnkit.server.app`: `create_app`, the FastAPI application;
-* `attnkit.server.main`: `serve`, one process, or ``--workers N`` of them, that stops
-  cleanly on SIGTERM/SIGINT;
-* the parts: runs, batching (gather, batcher, streams), the model thread (compute), limits,
-  images, keys (auth), errors, metrics, the routes (service, api, sse) and pages (page, docs).
+arguments). It needs the ``serve`` extra; importing this package does not import it, so
+``attnkit --help`` works without it. `ServeOptions` holds every setting, `create_app` builds
+the application, `serve` runs it until SIGTERM or SIGINT; the guide is docs/guide/serve.md.
 
 Example:
     ```python

@@ -1,17 +1,14 @@
-"""``POST /v1/translate/stream``: one sentence translated token by token, as Server-Sent Events.
+"""``POST /v1/translate/stream``: one sentence translated token by token, as Server-Sent Events
+(FastAPI's ``EventSourceResponse``).
 
-The events, each ``event: NAME`` and one line of JSON ``data``:
-
-* ``start``: ``{"run", "source", "source_tokens"}``: the tokens the attention rows are over;
-* ``token``, one per generated token: ``{"index", "token", "weights"}`` (``weights``: its
-  attention over ``source_tokens``; null when not asked or the model has none);
-* ``final``: ``{"run", "translation", "page"}``: the whole result, as ``/v1/translate`` gives
-  it with ``"attention": true`` (``page``: the explorer page, when asked);
-* ``error``: ``{"error": {"code", "message"}}`` if the server fails mid-stream.
-
-Decoding is greedy (beam search knows its best hypothesis only at the end). Errors found before
-the first event (limits, an unknown run, a full queue, a deadline) are plain JSON errors with
-their status, like every other route's: the stream starts only once its decoding has.
+The events, each ``event: NAME`` and one line of JSON ``data`` (`attnkit.server.schemas`):
+``start`` (`StreamStart`: the tokens the attention rows are over), one ``token`` per generated
+token (`StreamToken`: its attention over the source tokens, null when not asked), ``final``
+(`StreamFinal`: the whole translation as ``/v1/translate`` gives it with ``"attention":
+true``), or ``error`` if the server fails mid-stream. Decoding is greedy (beam search knows its
+best hypothesis only at the end). Everything that can fail before the first event (limits, an
+unknown run, a full queue, a deadline) is checked by the `started` dependency, so it answers a
+plain JSON error with its status, like every other route.
 
 Example:
     ```bash
@@ -22,80 +19,81 @@ Example:
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import StreamingResponse
+from fastapi.sse import EventSourceResponse, ServerSentEvent
 
-from attnkit.server.api import translation
-from attnkit.server.auth import require_key
-from attnkit.server.errors import ApiError, error_body
-from attnkit.server.gather import Job
+from attnkit.server.batching import Job
+from attnkit.server.errors import ApiError
 from attnkit.server.limits import check_texts
-from attnkit.server.runs import ServedRun
-from attnkit.server.schemas import ERRORS, TranslateStreamRequest
-from attnkit.server.state import ServerState, state_of
+from attnkit.server.loaded_runs import ServedRun
+from attnkit.server.routes import KEYED, PREDICT_ERRORS, translation
+from attnkit.server.schemas import (
+    ErrorResponse,
+    StreamEvent,
+    StreamFinal,
+    StreamStart,
+    StreamToken,
+    TranslateStreamRequest,
+)
+from attnkit.server.state import state_of
 
 log = logging.getLogger("attnkit.server")
-router = APIRouter(prefix="/v1", dependencies=[Depends(require_key)], responses=ERRORS,
+router = APIRouter(prefix="/v1", dependencies=KEYED, responses=PREDICT_ERRORS,
                    tags=["predict"])
 
 
-def sse(event: str, data: Any) -> str:
-    """One Server-Sent Event (the JSON on one line, as the format needs)."""
-    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, allow_nan=False)}\n\n"
-
-
-@router.post("/translate/stream", response_class=StreamingResponse, responses={
-    200: {"description": "Server-Sent Events: start, one token per generated token, final",
-          "content": {"text/event-stream": {}}}})
-async def translate_stream(body: TranslateStreamRequest, request: Request) -> StreamingResponse:
-    """Translate one sentence greedily and stream each generated token with its attention row,
-    then the whole translation (see the event list above)."""
+async def started(body: TranslateStreamRequest, request: Request
+                  ) -> AsyncIterator[tuple[ServedRun, Job]]:
+    """A dependency: the run and the job of a stream whose decoding has started; once the
+    stream ends (or its client leaves) the job stops costing decoder steps."""
     state = state_of(request)
     run = state.run_for("translate", body.run)
     if not run.streams:
         raise ApiError(422, "cannot_stream", f"run {run.name!r} does not stream tokens (the "
                        f"{run.info()['engine']} engine); use POST /v1/translate")
     check_texts([body.text], state.options)
-    if (body.attention or body.page) and not run.loaded.engine.has_attention:
+    has_attention = run.loaded.engine.has_attention
+    if (body.attention or body.page) and not has_attention:
         raise ApiError(422, "no_attention", f"run {run.name!r} has no attention: stream with "
                        "\"attention\": false (and no \"page\")")
     options = {"attention": "all" if body.page else body.attention,
-               "unk_replace": body.unk_replace and run.loaded.engine.has_attention}
+               "unk_replace": body.unk_replace and has_attention}
     streams = state.streams[run.name]
     job = await streams.submit(body.text, options, state.options.timeout_s)
-    return StreamingResponse(_events(state, run, job, body), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache",
-                                      "X-Accel-Buffering": "no"})  # no proxy buffering
-
-
-async def _events(state: ServerState, run: ServedRun, job: Job,
-                  body: TranslateStreamRequest) -> AsyncIterator[str]:
     try:
-        while True:
-            kind, value = await job.events.get()
-            if kind == "end":
-                return
-            if kind == "start":
-                yield sse("start", {"run": run.name, "source": body.text,
-                                    "source_tokens": value})
-            elif kind == "token":
-                weights = None if value.weights is None else [
-                    round(float(w), 4) for w in value.weights]
-                yield sse("token", {"index": value.position, "token": value.token,
-                                    "weights": weights})
-            elif kind == "final":
-                page = await state.page(run, [value]) if body.page else None
-                yield sse("final", {"run": run.name, "page": page,
-                                    "translation": translation(value, body.attention)})
-            else:
-                log.error("stream of run %s failed", run.name, exc_info=value)
-                yield sse("error", error_body("internal", "the server failed mid-stream; its "
-                                                          "log says why"))
+        yield run, job
     finally:
-        job.abandoned = True   # a client that left stops costing decoder steps
-        state.streams[run.name].release(job)
+        job.abandoned = True
+        streams.release(job)
+
+
+@router.post("/translate/stream", response_class=EventSourceResponse, responses={
+    200: {"model": StreamEvent, "description": "Server-Sent Events: start, a token per "
+          "generated token, final (each event's data: this schema)"}})
+async def translate_stream(body: TranslateStreamRequest, request: Request,
+                           stream: Annotated[tuple[ServedRun, Job], Depends(started)]
+                           ) -> AsyncIterator[ServerSentEvent]:
+    """Translate one sentence greedily and stream each generated token with its attention row,
+    then the whole translation (see the event list above)."""
+    run, job = stream
+    while (event := await job.events.get())[0] != "end":
+        kind, value = event
+        if kind == "start":
+            data = StreamStart(run=run.name, source=body.text, source_tokens=value)
+        elif kind == "token":
+            weights = None if value.weights is None else [round(float(w), 4)
+                                                          for w in value.weights]
+            data = StreamToken(index=value.position, token=value.token, weights=weights)
+        elif kind == "final":
+            page = await state_of(request).page(run, [value]) if body.page else None
+            data = StreamFinal(run=run.name, page=page,
+                               translation=translation(value, body.attention))
+        else:
+            log.error("stream of run %s failed", run.name, exc_info=value)
+            data = ErrorResponse(error={"code": "internal", "message": "the server failed "
+                                        "mid-stream; its log says why"})
+        yield ServerSentEvent(event=kind, data=data)

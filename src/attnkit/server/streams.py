@@ -1,23 +1,19 @@
 """Batched streams: the ``/v1/translate/stream`` requests of one model decoded together, one
 decoder step at a time.
 
-`StreamBatcher` is the `attnkit.server.gather.Gatherer` of the streaming route. A batch is
-one greedy decoding of its requests' sentences (`attnkit.apps.translate.TranslateApp.stream`,
-over `attnkit.decoding.greedy_steps`); each decoder step is one job on the model thread, so
-the plain batches of every model, and other streams, take turns with it step by step: a long
-sentence never holds the model thread for longer than a step. After each step, every token
-goes to its request's event queue at once, and a sentence that ended gets its final event.
-Several decodings may run at once (a batch that gathered while another decodes starts
-without waiting for it); one whose clients have all left is stopped.
-
-Each request's sentence is read when it is submitted, so a bad one is answered 422 on its
-own and never joins a batch.
+`StreamBatcher` is the `attnkit.server.batching.Gatherer` of the streaming route. A batch is
+one greedy decoding of its requests' sentences (`attnkit.apps.translate.TranslateApp.stream`);
+each decoder step is one turn of the model thread, so plain batches and other streams take
+turns with it step by step: a long sentence never holds the thread for longer than a step.
+After each step every token goes to its request's events at once, and a sentence that ended
+gets its final event. A batch that gathered while others decode starts without waiting for
+them; one whose clients have all left is stopped. Each sentence is read when it is submitted,
+so a bad one is answered 422 on its own and never joins a batch.
 
 Example:
     ```python
-    streams = StreamBatcher("fr", open_stream, compute, max_batch=64, max_wait_s=0.005,
+    streams = StreamBatcher("fr", open_stream, thread, max_batch=64, max_wait_s=0,
                             max_queue=512, metrics=metrics)
-    streams.start()
     job = await streams.submit("I am cold.", {"attention": True}, timeout=30)
     while (event := await job.events.get())[0] != "end": ...
     ```
@@ -30,23 +26,18 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from attnkit.server.gather import Gatherer, Job
-
-OpenStream = Callable[[list[str], dict[str, Any]], Iterator[Any]]
+from attnkit.server.batching import Gatherer, Job, ModelThread
 
 
 class StreamBatcher(Gatherer):
-    """Dynamic batching of one model's streams (module docstring).
+    """Batched streams of one model (module docstring); ``open_stream(sentences, options)``
+    reads the sentences at once (a bad one raises) and returns an iterator of the app's
+    ``StreamStep`` s."""
 
-    Args:
-        name: the run's name.
-        open_stream: ``(sentences, options) -> an iterator of StreamStep`` (reading the
-            sentences at once: a bad one raises before any decoding).
-        **kwargs: `Gatherer`'s.
-    """
-
-    def __init__(self, name: str, open_stream: OpenStream, compute: Any, **kwargs: Any):
-        super().__init__(name, compute, **kwargs)
+    def __init__(self, name: str, open_stream: Callable[[list[str], dict[str, Any]],
+                                                        Iterator[Any]],
+                 thread: ModelThread, **kwargs: Any):
+        super().__init__(name, thread, **kwargs)
         self.open_stream = open_stream
         self._running: set[asyncio.Task] = set()
 
@@ -77,6 +68,7 @@ class StreamBatcher(Gatherer):
                 await task
 
     async def dispatch(self, batch: list[Job]) -> None:
+        # The decoding takes a turn per step: the turn held now is released at once.
         task = asyncio.create_task(self._decode(batch), name=f"attnkit-stream-{self.name}")
         self._running.add(task)
         task.add_done_callback(self._running.discard)
@@ -85,13 +77,13 @@ class StreamBatcher(Gatherer):
         for job in batch:
             if not job.future.done():
                 job.future.set_result(None)
-        open_jobs = set(range(len(batch)))
-        steps = None
+        open_jobs, steps = set(range(len(batch))), None
         try:
             steps = self.open_stream([job.inputs[0] for job in batch], batch[0].options)
             self.metrics.batch_size.labels(self.name).observe(len(batch))
             while open_jobs and not all(batch[i].abandoned for i in open_jobs):
-                step = await self.compute.run(next, steps, None)
+                async with self.thread.turn:
+                    step = await self.thread.run(next, steps, None)
                 if step is None:
                     break
                 for i, source_tokens in step.sources.items():
@@ -101,15 +93,13 @@ class StreamBatcher(Gatherer):
                 self.metrics.tokens.labels(self.name).inc(len(step.tokens))
                 for i, prediction in step.finished.items():
                     batch[i].events.put_nowait(("final", prediction))
-                    batch[i].events.put_nowait(("end", None))
                     open_jobs.discard(i)
+                    batch[i].events.put_nowait(("end", None))
         except Exception as exc:  # a failure of the server itself: each open stream says so
             for i in open_jobs:
                 batch[i].events.put_nowait(("error", exc))
-                batch[i].events.put_nowait(("end", None))
-            open_jobs.clear()
         finally:
-            for i in open_jobs:   # abandoned: nobody reads these; end them all the same
+            for i in open_jobs:   # failed or abandoned: ended all the same
                 batch[i].events.put_nowait(("end", None))
             if steps is not None:
-                await self.compute.run(steps.close)
+                await self.thread.run(steps.close)

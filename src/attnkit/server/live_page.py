@@ -22,7 +22,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from attnkit.server.page_script import HEADERS_JS
 from attnkit.server.state import ServerState, state_of
 from attnkit.viz.caption_page import SCRIPT_SOURCE as CAPTION_SCRIPT
 from attnkit.viz.explorer import explorer_page, palette_data
@@ -61,8 +60,7 @@ def live_page(state: ServerState) -> str:
               "written, each column a source word; the darker the cell, the more the model "
               "looked at it. The explorer below then shows the whole answer.")
     return explorer_page("attnkit: live", legend, None, body=_BODY, data=data,
-                         script=HEADERS_JS + _JS,
-                         css=_CSS, csp=CSP)
+                         script=_JS, css=_CSS, csp=CSP)
 
 
 _BODY = """
@@ -109,6 +107,12 @@ textarea { font: inherit; width: 100%; max-width: 60em; }
 """
 
 _JS = r"""
+function headers(json) {
+  const h = {}, key = document.getElementById("key").value.trim();
+  if (json) h["content-type"] = "application/json";
+  if (key) h["authorization"] = "Bearer " + key;
+  return h;
+}
 const LUT = DATA.palettes[DATA.seq];
 const runSel = document.getElementById("run"), text = document.getElementById("text");
 const file = document.getElementById("file"), drop = document.getElementById("drop");
@@ -186,7 +190,7 @@ function events(buffer, handle) {
       if (line.startsWith("event: ")) name = line.slice(7);
       else if (line.startsWith("data: ")) data += line.slice(6);
     }
-    handle(name, JSON.parse(data));
+    if (data) handle(name, JSON.parse(data));   // not a keep-alive comment
   }
   return buffer;
 }

@@ -1,4 +1,4 @@
-"""The runs a server holds: each loaded once at start-up, with what ``/v1/models`` shows.
+"""The runs a server holds: each loaded once at start-up, and what ``/v1/models`` shows of it.
 
 `load_runs` loads every ``--run`` before the server listens; the first that fails stops the
 start with its one error line (`attnkit.errors.AttnkitError`, naming the run and the file).
@@ -88,6 +88,20 @@ def app_of(folder: Path) -> tuple[str, str | None]:
     raise CheckpointError(f"{folder}: not a run folder (no config.json)")
 
 
+def check_run(spec: RunSpec, options: ServeOptions) -> tuple[App, str | None]:
+    """The app of a ``--run`` and the engine to run it with, before anything is loaded.
+
+    Raises:
+        CheckpointError: not a run folder.
+        UsageError: an app this attnkit does not have.
+    """
+    app_name, needed = app_of(spec.path)
+    if app_name not in APPS.names():
+        raise UsageError(f"{spec.path} is a run of the app {app_name!r}, which this attnkit "
+                         f"does not have (apps: {', '.join(APPS.names())})")
+    return APPS[app_name], options.engine or needed
+
+
 def load_run(spec: RunSpec, options: ServeOptions) -> ServedRun:
     """Load one ``--run``.
 
@@ -95,12 +109,7 @@ def load_run(spec: RunSpec, options: ServeOptions) -> ServedRun:
         CheckpointError: not a run folder, broken files.
         UsageError: an app this attnkit does not have, an engine that cannot run it.
     """
-    app_name, needed = app_of(spec.path)
-    if app_name not in APPS.names():
-        raise UsageError(f"{spec.path} is a run of the app {app_name!r}, which this attnkit "
-                         f"does not have (apps: {', '.join(APPS.names())})")
-    app = APPS[app_name]
-    engine = options.engine or needed
+    app, engine = check_run(spec, options)
     loaded = app.load(spec.path, device=options.device, engine=engine)
     return ServedRun(spec.name, app, loaded, _test_metrics(spec.path))
 

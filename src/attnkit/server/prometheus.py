@@ -10,7 +10,7 @@ library).
 
 Each server (`Metrics`) has its own registry, so two apps in one process (tests) never share
 counts. With ``--workers N`` the processes write their values to a shared folder
-(``PROMETHEUS_MULTIPROC_DIR``, set by `attnkit.server.workers`) and any of them answers for
+(``PROMETHEUS_MULTIPROC_DIR``, set by `attnkit.server.main`) and any of them answers for
 all, the way prometheus-client's multiprocess mode works. Routes are labelled by their
 template (unknown paths: ``other``), so a scan of random URLs cannot grow the label set.
 
