@@ -1,18 +1,14 @@
 """`create_app`: the FastAPI application of ``attnkit serve``, from its options and runs.
 
-What it assembles: the metrics (every request counted and timed, outermost), the body limit
-(`attnkit.server.limits.BodyLimit`), the error handlers (every error one JSON shape), the
-routes (`attnkit.server.routes`, `attnkit.server.sse`, `attnkit.server.live_page`), FastAPI's
-own API docs at ``/docs`` with Swagger UI's files from the ``fastapi-offline`` package (no
-CDN: they work offline), and a lifespan that starts the model thread and the queues and stops
-them once the last request in flight is answered.
+It assembles the metrics (outermost: every request counted and timed), the body limit, the
+error handlers (one JSON shape), the routes and the live page, FastAPI's own API docs at
+``/docs`` (Swagger UI, its files served by the ``fastapi-offline`` package: no CDN, they work
+offline), and a lifespan that starts the model thread and the queues, and stops them once the
+last request in flight is answered.
 
 Example:
     ```python
-    from fastapi.testclient import TestClient
-
-    app = create_app(ServeOptions(runs=[parse_run("runs/fr")]))
-    with TestClient(app) as client:
+    with TestClient(create_app(ServeOptions(runs=[parse_run("runs/fr")]))) as client:
         client.post("/v1/translate", json={"texts": ["I am cold."]}).json()
     ```
 """
@@ -26,7 +22,7 @@ from importlib.metadata import PackageNotFoundError, version
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
-from attnkit.server import errors, live_page, routes, sse
+from attnkit.server import errors, live_page, routes
 from attnkit.server.limits import BodyLimit
 from attnkit.server.loaded_runs import ServedRun, load_runs
 from attnkit.server.options import ServeOptions
@@ -35,7 +31,7 @@ from attnkit.server.state import ServerState
 
 DESCRIPTION = """Trained attnkit runs behind an HTTP API: each answer comes with the attention
 that produced it. Errors are `{"error": {"code": ..., "message": ...}}`. The live page is at
-`/`, these docs at `/docs`."""
+`/`."""
 
 
 def create_app(options: ServeOptions, runs: dict[str, ServedRun] | None = None) -> FastAPI:
@@ -69,10 +65,8 @@ def create_app(options: ServeOptions, runs: dict[str, ServedRun] | None = None) 
                          swagger_ui_parameters={"validatorUrl": None})
     app.state.server = state
     errors.install(app)
-    app.include_router(routes.service)
-    app.include_router(routes.predict)
-    app.include_router(sse.router)
-    app.include_router(live_page.router)
+    for router in (routes.service, routes.predict, live_page.router):
+        app.include_router(router)
     app.add_middleware(BodyLimit, options=options)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)   # added last: outermost
     return app

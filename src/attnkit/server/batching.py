@@ -1,28 +1,17 @@
 """Continuous batching on the model thread: the requests for one model answered together.
 
-One thread per process runs every model call (`ModelThread`): the event loop stays free to
-accept, parse and answer while a model works, and torch's ``--threads`` are all the cores the
-process spends on models, whatever the number of requests. Each run has a `Batcher` (its plain
-routes) and, for a streaming translator, a `attnkit.server.streams.StreamBatcher`; both are
-`Gatherer` s.
-
-A request is admitted unless its model already holds ``max_queue`` requests (429 with
-``Retry-After``). When the model thread is free, the gatherer takes the oldest request and,
-in arrival order, every later one with the same options (a beam size, attention or not) that
-fits ``max_batch`` inputs; requests are never split. So a lone request is decoded at once, and
-requests that arrive while the thread is busy gather and go as one batch the moment it frees.
-``max_wait_ms`` (0 by default) may hold a request that long for others to join it. A request
-whose client left, or whose deadline passed while it waited, is dropped before it costs a call.
-An input the app refuses fails the whole call, so such a batch is run again request by
-request: only the request that holds the bad input gets the error (422).
-
-Example:
-    ```python
-    batcher = Batcher("fr", predict, ModelThread(), max_batch=64, max_wait_s=0,
-                      max_queue=512, metrics=metrics)
-    batcher.start()
-    predictions = await batcher.submit(["I am cold."], {"beam": 1}, timeout=30)
-    ```
+One thread per process runs every model call (`ModelThread`), so the event loop stays free
+while a model works and torch's ``--threads`` are all the cores the process spends on models.
+A request is admitted unless its model holds ``max_queue`` (429). When the thread is free, a
+`Gatherer` takes the oldest request and every later one with the same options that fits
+``max_batch`` inputs, in arrival order, never splitting one: a lone request runs at once, and
+requests that come while the thread is busy go together the moment it frees (``max_wait_ms``,
+0 by default, may hold a request for company). A request whose client left or whose deadline
+passed is dropped before it costs a call. `Batcher` runs a batch as one ``predict`` call; an
+input the app refuses fails the call, so the batch is run again request by request and only
+that request gets the error (422). `StreamBatcher` runs one greedy decoding a step per turn
+of the thread, so batches and other streams take turns with it step by step; a bad sentence
+is refused when submitted, and a decoding whose clients all left stops.
 """
 
 from __future__ import annotations
@@ -30,10 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -43,14 +33,13 @@ from attnkit.server.errors import ApiError
 from attnkit.server.prometheus import Metrics
 
 T = TypeVar("T")
-# Seconds a client is told to wait before retrying when a queue is full.
-RETRY_AFTER_S = 1
+RETRY_AFTER = {"Retry-After": "1"}   # seconds, when a queue is full or a deadline passed
 log = logging.getLogger("attnkit.server")
 
 
 class ModelThread:
-    """The process's one model thread, and ``turn``: the lock a gatherer holds while its
-    model call runs, so that the next batch is taken only once the thread is free."""
+    """The process's model thread; ``turn`` is held while a model call runs, so that the next
+    batch is taken once the thread is free."""
 
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnkit-model")
@@ -62,15 +51,13 @@ class ModelThread:
             self._pool, functools.partial(fn, *args))
 
     def close(self) -> None:
-        """Finish the calls already given, then stop the thread."""
         self._pool.shutdown(wait=True)
 
 
 @dataclass(eq=False)
 class Job:
-    """One request in a model's queue: its inputs and options, when it arrived (the loop's
-    clock), the future its answer resolves, a stream's ``events`` queue (None for other
-    requests), and whether it was ``abandoned`` (its client left or its deadline passed)."""
+    """One request: its inputs and options (its batch shares them), arrival time, the future
+    its answer resolves, a stream's events, and whether it was abandoned."""
 
     inputs: list[Any]
     options: dict[str, Any]
@@ -78,30 +65,26 @@ class Job:
     future: asyncio.Future
     events: asyncio.Queue | None = None
     abandoned: bool = False
-    released: bool = field(default=False, repr=False)
-    key: Hashable = field(init=False, repr=False)
+    released: bool = False
+    key: Hashable = field(init=False)
 
     def __post_init__(self) -> None:
-        # What a batch must share: the options, as one comparable value.
         self.key = tuple(sorted(self.options.items()))
 
 
 class Gatherer:
-    """One model's queue and gathering loop (module docstring); a subclass runs a batch
-    (`dispatch`)."""
+    """One model's queue and gathering loop; a subclass runs a batch (`dispatch`)."""
 
     def __init__(self, name: str, thread: ModelThread, *, max_batch: int, max_wait_s: float,
                  max_queue: int, metrics: Metrics):
         self.name, self.thread, self.metrics = name, thread, metrics
         self.max_batch, self.max_wait_s, self.max_queue = max_batch, max_wait_s, max_queue
-        self._pending: deque[Job] = deque()
         self.depth = 0   # requests admitted and not yet answered
-        self._wake: asyncio.Event | None = None
-        self._task: asyncio.Task | None = None
+        self._pending: deque[Job] = deque()
+        self._wake = self._task = None
         self._stopping = False
 
     def start(self) -> None:
-        """Start gathering (on the running event loop)."""
         self._wake = asyncio.Event()
         self._task = asyncio.create_task(self._loop(), name=f"attnkit-gather-{self.name}")
         self._task.add_done_callback(self._ended)
@@ -120,55 +103,48 @@ class Gatherer:
         while self._pending:
             job = self._pending.popleft()
             if not job.future.done():
-                job.future.set_exception(ApiError(503, "shutting_down",
-                                                  "the server is shutting down"))
+                job.future.set_exception(ApiError(503, "shutting_down", "the server is "
+                                                  "shutting down"))
 
-    def admit(self, inputs: Sequence[Any], options: dict[str, Any], *,
-              stream: bool = False) -> Job:
+    def admit(self, inputs: Sequence[Any], options: dict[str, Any], stream: bool = False) -> Job:
         """Queue a request.
 
         Raises:
-            ApiError: 429 with ``Retry-After`` when the model holds ``max_queue`` requests;
-                503 when the queue is not running.
+            ApiError: 429 when the model holds ``max_queue`` requests; 503 when not running.
         """
         if self._wake is None or self._stopping:
             raise ApiError(503, "not_ready", "the server is starting or stopping")
         if self.depth >= self.max_queue:
             raise ApiError(429, "overloaded", f"run {self.name!r} holds {self.depth} requests "
-                           f"(the limit is {self.max_queue}); retry later",
-                           headers={"Retry-After": str(RETRY_AFTER_S)})
+                           f"(the limit is {self.max_queue}); retry later", RETRY_AFTER)
         loop = asyncio.get_running_loop()
         job = Job(list(inputs), dict(options), loop.time(), loop.create_future(),
                   asyncio.Queue() if stream else None)
         self._pending.append(job)
-        self.depth += 1
-        self.metrics.queue_depth.labels(self.name).set(self.depth)
+        self._count(+1)
         self._wake.set()
         return job
 
     def release(self, job: Job) -> None:
-        """The request is answered (or given up): it leaves the queue's count."""
+        """The request is answered or given up: it leaves the count."""
         if not job.released:
             job.released = True
-            self.depth -= 1
-            self.metrics.queue_depth.labels(self.name).set(self.depth)
+            self._count(-1)
+
+    def _count(self, change: int) -> None:
+        self.depth += change
+        self.metrics.queue_depth.labels(self.name).set(self.depth)
 
     async def wait(self, job: Job, timeout: float) -> Any:
-        """The job's future, or 503 when ``timeout`` seconds pass first (the job is then
-        abandoned: if it still waits, it never runs).
-
-        Raises:
-            ApiError: 503 past the deadline.
-        """
+        """The job's result, or 503 after ``timeout`` seconds (the job is then abandoned)."""
         def expire() -> None:
             if not job.future.done():
                 job.abandoned = True
-                job.future.set_exception(ApiError(
-                    503, "deadline", f"no answer within the server's {timeout:g} s deadline; "
-                    "retry later", headers={"Retry-After": str(RETRY_AFTER_S)}))
+                job.future.set_exception(ApiError(503, "deadline", f"no answer within the "
+                                                  f"server's {timeout:g} s; retry later",
+                                                  RETRY_AFTER))
 
-        # A timer on the future rather than asyncio.wait_for: no task per request.
-        timer = asyncio.get_running_loop().call_later(timeout, expire)
+        timer = asyncio.get_running_loop().call_later(timeout, expire)  # no task per request
         try:
             return await job.future
         except asyncio.CancelledError:
@@ -178,8 +154,7 @@ class Gatherer:
             timer.cancel()
 
     async def dispatch(self, batch: list[Job]) -> None:
-        """Run one batch, the model thread's turn held: resolve each job's future (its
-        submitter then `release` s it)."""
+        """Run one batch while holding the thread's turn; resolve each job's future."""
         raise NotImplementedError
 
     async def _loop(self) -> None:
@@ -190,12 +165,12 @@ class Gatherer:
                 await self._wake.wait()
                 continue
             first = self._pending[0]
-            until = first.arrived + self.max_wait_s
-            while (self._inputs(first.key) < self.max_batch and loop.time() < until
-                   and not self._stopping):
+            while (self._inputs(first.key) < self.max_batch and not self._stopping
+                   and loop.time() < first.arrived + self.max_wait_s):
                 self._wake.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), until - loop.time())
+                    await asyncio.wait_for(self._wake.wait(),
+                                           first.arrived + self.max_wait_s - loop.time())
             async with self.thread.turn:
                 # Taken now that the thread is free: all that gathered meanwhile goes along.
                 if self._live() and not self._stopping:
@@ -217,30 +192,30 @@ class Gatherer:
             if job.abandoned:
                 self.release(job)
                 continue
+            # First come, first served: once one does not fit, the later ones wait too.
+            full = full or (job.key == key and bool(batch)
+                            and size + len(job.inputs) > self.max_batch)
             if job.key == key and not full:
-                # First come, first served: once one does not fit, the later ones wait too.
-                full = bool(batch) and size + len(job.inputs) > self.max_batch
-                if not full:
-                    batch.append(job)
-                    size += len(job.inputs)
-                    continue
-            kept.append(job)
+                batch.append(job)
+                size += len(job.inputs)
+            else:
+                kept.append(job)
         self._pending = kept
         return batch
 
 
 class Batcher(Gatherer):
-    """The batches of a run's plain routes: one ``predict(inputs, options)`` call on the model
-    thread for the inputs of all its requests, each request getting its own slice back."""
+    """A run's plain routes: one ``predict(inputs, options)`` call for all the inputs of a
+    batch, each request getting its own slice back."""
 
-    def __init__(self, name: str, predict: Callable[[list[Any], dict[str, Any]], list[Any]],
-                 thread: ModelThread, **kwargs: Any):
+    def __init__(self, name: str, predict: Callable[[list, dict], list], thread: ModelThread,
+                 **kwargs: Any):
         super().__init__(name, thread, **kwargs)
         self.predict = predict
 
     async def submit(self, inputs: Sequence[Any], options: dict[str, Any],
                      timeout: float) -> list[Any]:
-        """The results of ``inputs`` (one per input), computed in a batch with others.
+        """The results of ``inputs``, computed in a batch with others.
 
         Raises:
             ApiError: 429 (queue full), 503 (past ``timeout`` seconds).
@@ -261,27 +236,97 @@ class Batcher(Gatherer):
         self.metrics.batch_size.labels(self.name).observe(sum(len(j.inputs) for j in batch))
         self.metrics.batch_seconds.labels(self.name).observe(time.perf_counter() - start)
         for job, outcome in zip(batch, outcomes, strict=True):
-            if job.future.done() or job.abandoned:
-                continue
-            if isinstance(outcome, BaseException):
-                job.future.set_exception(outcome)
-            else:
-                job.future.set_result(outcome)
+            if not job.future.done() and not job.abandoned:
+                if isinstance(outcome, BaseException):
+                    job.future.set_exception(outcome)
+                else:
+                    job.future.set_result(outcome)
 
     def _outcomes(self, batch: list[Job]) -> list[list[Any] | AttnkitError]:
-        """On the model thread: the results of each job, or the error of its own inputs."""
+        """On the model thread: each job's results, or the error of its own inputs."""
         try:
             results = self.predict([x for job in batch for x in job.inputs], batch[0].options)
         except AttnkitError as exc:
             return [exc] if len(batch) == 1 else [self._alone(job) for job in batch]
-        out, at = [], 0
-        for job in batch:
-            out.append(results[at:at + len(job.inputs)])
-            at += len(job.inputs)
-        return out
+        ends = list(itertools.accumulate(len(job.inputs) for job in batch))
+        return [results[end - len(job.inputs):end] for job, end in zip(batch, ends, strict=True)]
 
     def _alone(self, job: Job) -> list[Any] | AttnkitError:
         try:
             return self.predict(job.inputs, job.options)
         except AttnkitError as exc:
             return exc
+
+
+class StreamBatcher(Gatherer):
+    """A translate run's streams; ``open_stream(sentences, options)`` reads the sentences at
+    once (a bad one raises) and returns an iterator of the app's ``StreamStep`` s."""
+
+    def __init__(self, name: str, open_stream: Callable[[list, dict], Iterator],
+                 thread: ModelThread, **kwargs: Any):
+        super().__init__(name, thread, **kwargs)
+        self.open_stream = open_stream
+        self._running: set[asyncio.Task] = set()
+
+    async def submit(self, text: str, options: dict[str, Any], timeout: float) -> Job:
+        """Queue one sentence; returns once its decoding started. ``job.events`` then gives
+        ``("start", source tokens)``, a ``("token", StreamedToken)`` per token, ``("final",
+        prediction)`` or ``("error", exception)``, then ``("end", None)``. The caller
+        `release` s the job.
+
+        Raises:
+            AttnkitError: a sentence the app refuses (nothing is queued).
+            ApiError: 429 (queue full), 503 (not started within ``timeout`` seconds).
+        """
+        self.open_stream([text], options)   # reads the sentence only: the generator waits
+        job = self.admit([text], options, stream=True)
+        try:
+            await self.wait(job, timeout)
+        except BaseException:
+            self.release(job)
+            raise
+        return job
+
+    async def stop(self) -> None:
+        await super().stop()
+        for task in list(self._running):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def dispatch(self, batch: list[Job]) -> None:
+        # The decoding takes a turn per step: the one held now is released at once.
+        task = asyncio.create_task(self._decode(batch), name=f"attnkit-stream-{self.name}")
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def _decode(self, batch: list[Job]) -> None:
+        for job in batch:
+            if not job.future.done():
+                job.future.set_result(None)
+        open_jobs, steps = set(range(len(batch))), None
+        try:
+            steps = self.open_stream([job.inputs[0] for job in batch], batch[0].options)
+            self.metrics.batch_size.labels(self.name).observe(len(batch))
+            while open_jobs and not all(batch[i].abandoned for i in open_jobs):
+                async with self.thread.turn:
+                    step = await self.thread.run(next, steps, None)
+                if step is None:
+                    break
+                for i, source_tokens in step.sources.items():
+                    batch[i].events.put_nowait(("start", source_tokens))
+                for token in step.tokens:
+                    batch[token.sentence].events.put_nowait(("token", token))
+                self.metrics.tokens.labels(self.name).inc(len(step.tokens))
+                for i, prediction in step.finished.items():
+                    batch[i].events.put_nowait(("final", prediction))
+                    open_jobs.discard(i)
+                    batch[i].events.put_nowait(("end", None))
+        except Exception as exc:  # a failure of the server itself: each open stream says so
+            for i in open_jobs:
+                batch[i].events.put_nowait(("error", exc))
+        finally:
+            for i in open_jobs:   # failed or abandoned: ended all the same
+                batch[i].events.put_nowait(("end", None))
+            if steps is not None:
+                await self.thread.run(steps.close)

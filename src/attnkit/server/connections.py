@@ -1,27 +1,16 @@
-"""What any client can hold of a server process: its connections, the time it takes to send a
-request's headers, and the lines it makes the log write.
+"""What any client can hold of a server process: connections, the time to send a request's
+headers, and the log lines it causes.
 
-uvicorn closes a kept-alive connection idle for ``timeout_keep_alive`` seconds (any byte
-restarts that clock), refuses headers over ``h11_max_incomplete_event_size`` (16 KiB), and
-with ``limit_concurrency`` answers 503, but only to a request whose headers have all arrived.
-It sets no deadline on the headers themselves and caps no connection that never sends them:
-21,000 such clients held every file the process may open, ``/healthz`` timed out and the log
-grew 4 MB a second. `GuardedHTTP`, uvicorn's own HTTP protocol (its ``http`` setting takes
-the class) with both added, reads its limits from uvicorn's settings:
-
-* a connection whose request headers are not all in ``timeout_keep_alive`` seconds
-  (``--header-timeout``) after it opened, or after its last answer, is closed, however slowly
-  it trickles bytes;
-* a new connection beyond ``limit_concurrency`` (``--max-connections``) open ones is answered
-  503 and closed before anything is read, so the accept loop goes on and no file runs out.
-
-`Repeated`, a logging filter, writes a message repeated within ``interval`` seconds once, and
-the next time with the count of those it left out.
-
-Example:
-    ```python
-    uvicorn.Config(app, http=GuardedHTTP, limit_concurrency=1000, timeout_keep_alive=10)
-    ```
+uvicorn closes a kept-alive connection idle for ``timeout_keep_alive`` (any byte restarts that
+clock) and, with ``limit_concurrency``, answers 503 once a request's headers are all in; it
+bounds neither the time to send them nor the connections that never do: 21,000 such clients
+held every file the process may open, ``/healthz`` timed out and the log grew 4 MB a second.
+`GuardedHTTP`, uvicorn's own HTTP protocol (its ``http`` setting takes the class) reading its
+limits from those two settings, closes a connection whose headers are not all in
+``timeout_keep_alive`` seconds (``--header-timeout``) after it opened or was last answered,
+however slowly it trickles, and answers a connection beyond ``limit_concurrency``
+(``--max-connections``) 503 before reading anything, so the accept loop goes on. `Repeated`, a
+logging filter, writes a message repeated within its interval once, then with a count.
 """
 
 from __future__ import annotations
@@ -41,8 +30,7 @@ REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\
 
 
 class GuardedHTTP(AutoHTTPProtocol):
-    """uvicorn's HTTP protocol with a header deadline and a connection cap (module
-    docstring)."""
+    """uvicorn's HTTP protocol with a header deadline and a connection cap."""
 
     refused = False
     _deadline: Any = None
@@ -84,8 +72,8 @@ class GuardedHTTP(AutoHTTPProtocol):
 
 
 class Repeated(logging.Filter):
-    """A message (its template, level and logger) logged within ``interval`` seconds of the
-    last time it was written is left out; the next one written says how many were."""
+    """Leaves out a message (template, level, logger) written less than ``interval`` seconds
+    ago; the next one written says how many were."""
 
     def __init__(self, interval: float = 10.0):
         super().__init__()

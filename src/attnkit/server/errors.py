@@ -2,18 +2,11 @@
 
 `ApiError` is what the server's own code raises: a status, a stable ``code`` for programs, a
 sentence for people, optional headers (``Retry-After``, ``WWW-Authenticate``). `install` maps
-the rest onto the same shape: FastAPI's validation errors (422; a body that is not JSON, or not
-UTF-8, 400 ``invalid_json``), Starlette's 404 and 405,
-attnkit's errors (an input the app refuses: 422 ``bad_input``), and anything unexpected: 500
-``internal`` with a fixed message, the traceback going to the server's log only.
-
-`ApiError` subclasses Starlette's ``HTTPException`` on purpose: FastAPI lets that type through
-untouched while it reads a body, so an error raised there keeps its status.
-
-Example:
-    ```python
-    raise ApiError(429, "overloaded", "the queue is full", headers={"Retry-After": "1"})
-    ```
+the rest onto the same shape: FastAPI's validation errors (422 ``invalid_request``; a JSON body
+that is not JSON or not UTF-8: 400 ``invalid_json``), Starlette's 404 and 405, attnkit's errors
+(an input the app refuses: 422 ``bad_input``), and anything unexpected: 500 ``internal``, its
+traceback in the server's log only. `ApiError` is Starlette's ``HTTPException`` so that FastAPI
+lets it through untouched while it reads a body (the body limit's 413).
 """
 
 from __future__ import annotations
@@ -29,10 +22,9 @@ from starlette.exceptions import HTTPException
 from attnkit.errors import AttnkitError
 
 log = logging.getLogger("attnkit.server")
-# The code of a Starlette or FastAPI error that carries none of ours.
+# The code of an error that carries none of ours.
 CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
-         415: "unsupported_media_type", 422: "invalid_request", 429: "overloaded",
-         503: "unavailable"}
+         415: "unsupported_media_type", 422: "invalid_request", 429: "overloaded"}
 
 
 class ApiError(HTTPException):
@@ -46,23 +38,24 @@ class ApiError(HTTPException):
 
 def error_response(status: int, code: str, message: str,
                    headers: dict[str, str] | None = None) -> JSONResponse:
-    """An error as a response."""
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status,
-                        headers=headers)
+    return JSONResponse({"error": {"code": code, "message": message}}, status, headers)
 
 
 def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
-    if isinstance(exc, ApiError):
-        return error_response(exc.status_code, exc.code, exc.detail, exc.headers)
     status, message = exc.status_code, str(exc.detail)
+    if isinstance(exc, ApiError):
+        return error_response(status, exc.code, message, exc.headers)
+    if status == 400 and "json" in request.headers.get("content-type", ""):
+        return _not_json()   # FastAPI's answer to a JSON body it could not decode
     if status == 404:
         message = f"no such route: {request.method} {request.url.path}"
     elif status == 405:
         message = f"{request.method} is not allowed on {request.url.path}"
-    elif status == 400 and "json" in request.headers.get("content-type", ""):
-        # FastAPI's answer to a JSON body it cannot decode (not UTF-8).
-        return error_response(400, "invalid_json", "the body is not valid JSON (UTF-8)")
     return error_response(status, CODES.get(status, "error"), message, exc.headers)
+
+
+def _not_json() -> JSONResponse:
+    return error_response(400, "invalid_json", "the body is not valid JSON in UTF-8")
 
 
 def _where(loc: tuple[Any, ...]) -> str:
@@ -77,7 +70,7 @@ def _where(loc: tuple[Any, ...]) -> str:
 def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     errors = exc.errors()
     if any(e.get("type") == "json_invalid" for e in errors):
-        return error_response(400, "invalid_json", "the body is not valid JSON (UTF-8)")
+        return _not_json()
     shown = "; ".join(f"{_where(tuple(e.get('loc', ())))}: {e.get('msg', 'invalid')}"
                       for e in errors[:5])
     more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
@@ -85,19 +78,18 @@ def _validation_error(request: Request, exc: RequestValidationError) -> JSONResp
 
 
 def _attnkit_error(request: Request, exc: AttnkitError) -> JSONResponse:
-    # An input the app refuses (an empty sentence, an unreadable image): the client's to fix.
     return error_response(422, "bad_input", str(exc).splitlines()[0])
 
 
 def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    # The traceback: Starlette re-raises the exception after this answer, and uvicorn logs it.
+    # Starlette re-raises the exception after this answer, and uvicorn logs its traceback.
     log.error("error answering %s %s: %s", request.method, request.url.path, exc)
     return error_response(500, "internal", "the server failed to answer this request; its "
                                            "log says why")
 
 
 def install(app: FastAPI) -> None:
-    """Answer every error of ``app`` in the one JSON shape (module docstring)."""
+    """Answer every error of ``app`` in the one JSON shape."""
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(AttnkitError, _attnkit_error)

@@ -1,24 +1,11 @@
-"""The limits on what a request may hold: body bytes, texts, characters, and an uploaded image,
-checked before anything decodes it.
+"""What one request may hold: body bytes, texts, characters, and an image, checked before
+anything decodes it.
 
-`BodyLimit` caps every body before anything parses it: a ``Content-Length`` over the limit is
-answered 413 at once, and a body sent without one is counted as it arrives and stopped at the
-limit, so no request makes the server buffer more (``--max-body-bytes``; the image route's is
-``--max-image-bytes`` and `FORM_OVERHEAD`). FastAPI's own ``max_body_size`` does the same but
-answers a declared length over it in plain text, not the API's JSON. `check_texts` keeps one
-request's texts within
-``max_texts`` and ``max_chars`` (a batch of many requests is the batcher's to bound). A small
-file can declare a huge image (a 500 KB PNG of 13,000 x 13,000 pixels decodes to 500 MB):
-`checked_image` reads the header only and refuses more than ``max_pixels``. The caption app
-then decodes the file (`write_upload`) with the same pixel budget, converting any mode and
-orientation as it does for files on disk.
-
-Example:
-    ```python
-    app.add_middleware(BodyLimit, options=options)
-    check_texts(["I am cold."], options)
-    fmt = checked_image(data, options)            # "PNG"
-    ```
+`BodyLimit` answers a ``Content-Length`` over the limit at once and counts a body sent without
+one as it arrives, so no request makes the server buffer more (``--max-body-bytes``; the image
+route's is ``--max-image-bytes`` and `FORM_OVERHEAD`). FastAPI's own ``max_body_size`` answers
+such a request in plain text, not in the API's JSON. A small file can declare a huge image (a
+500 KB PNG of 13,000 x 13,000 pixels decodes to 500 MB): `checked_image` reads the header only.
 """
 
 from __future__ import annotations
@@ -26,38 +13,34 @@ from __future__ import annotations
 import io
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from attnkit.server.errors import ApiError, error_response
 from attnkit.server.options import ServeOptions
 
-# The multipart form around an uploaded image (boundaries, headers, the other fields).
-FORM_OVERHEAD = 64 << 10
+FORM_OVERHEAD = 64 << 10   # the multipart form around an image: boundaries, other fields
 
 
 class BodyLimit:
-    """Refuses bodies over the limit before they are read (module docstring): an ASGI
-    middleware around ``app``."""
+    """The ASGI middleware that caps every body (module docstring)."""
 
     def __init__(self, app: Any, options: ServeOptions):
         self.app, self.options = app, options
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limit = self.options.max_body_bytes if scope["path"] != "/v1/caption" else (
-            self.options.max_image_bytes + FORM_OVERHEAD)
+            return await self.app(scope, receive, send)
+        o = self.options
+        limit = o.max_body_bytes if scope["path"] != "/v1/caption" else (
+            o.max_image_bytes + FORM_OVERHEAD)
         over = ApiError(413, "body_too_large", f"the request body is over the limit of "
                                                f"{limit:,} bytes")
         declared = dict(scope.get("headers") or ()).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > limit):
             error = over if declared.isdigit() else ApiError(
                 400, "bad_request", "the Content-Length header is not a number")
-            await error_response(error.status_code, error.code, error.detail)(
+            return await error_response(error.status_code, error.code, error.detail)(
                 scope, receive, send)
-            return
         seen = 0
 
         async def counted() -> dict:
@@ -65,20 +48,15 @@ class BodyLimit:
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > limit:
-                # Raised inside FastAPI's body reading, which lets an HTTPException through
-                # to the error handlers (413).
-                raise over
+                raise over   # inside FastAPI's body reading: its error handlers answer it
             return message
 
         await self.app(scope, counted, send)
 
 
 def check_texts(texts: Sequence[str], options: ServeOptions, what: str = "text") -> None:
-    """One request's texts within the limits.
-
-    Raises:
-        ApiError: 413 for more than ``max_texts`` texts or a text over ``max_chars``
-            characters (the message names which).
+    """Raises:
+        ApiError: 413 for more than ``max_texts`` texts or one over ``max_chars`` characters.
     """
     if len(texts) > options.max_texts:
         raise ApiError(413, "too_many_texts", f"{len(texts)} {what}s in one request; the "
@@ -90,7 +68,7 @@ def check_texts(texts: Sequence[str], options: ServeOptions, what: str = "text")
 
 
 def checked_image(data: bytes, options: ServeOptions) -> str:
-    """The image format of ``data`` (``"PNG"``, ``"JPEG"``...), from its header alone.
+    """The image format of ``data`` (``"PNG"``...), from its header alone.
 
     Raises:
         ApiError: 413 over ``max_image_bytes`` or ``max_pixels``; 415 not an image; 422 empty.
@@ -118,10 +96,3 @@ def checked_image(data: bytes, options: ServeOptions) -> str:
         raise ApiError(413, "too_many_pixels", f"the image is {width} x {height} pixels; the "
                                                f"limit is {options.max_pixels:,} pixels")
     return fmt or "image"
-
-
-def write_upload(data: bytes, fmt: str, folder: str | Path) -> Path:
-    """``data`` as a file in ``folder`` (a private temporary folder), for the app to decode."""
-    path = Path(folder) / f"upload.{fmt.lower()}"
-    path.write_bytes(data)
-    return path

@@ -1,33 +1,23 @@
-"""`serve`: run the server until SIGTERM or SIGINT, then drain and exit 0.
+"""`serve`: run the server on uvicorn until SIGTERM or SIGINT, then drain and exit 0.
 
-Start-up, in order: the options are checked, the runs loaded (the first that fails stops here
-with its one error line, nothing listening yet), the address bound (a busy port is one error
-line too), then uvicorn serves the application (`attnkit.server.app.create_app`) through the
-guarded protocol of `attnkit.server.connections`.
-
-``--workers N`` is uvicorn's own supervisor (``Multiprocess``): N spawned processes share the
-one socket, each loading every run and fixing its torch threads (``--threads``, by default the
-cores divided by N); the command says it serves once all N have loaded. A worker that cannot
-load stops the start with its error line (each run folder is checked first, in this process),
-one that dies later is replaced, and ``/metrics`` of any worker counts all of them
-(prometheus-client's multiprocess mode, in a temporary folder removed at the end). A worker
-whose supervisor is gone stops by itself.
-
-Stopping is uvicorn's: the first SIGTERM or SIGINT stops accepting connections, closes the idle
-ones and lets every request in flight finish, streams included, for at most
-``--drain-seconds``; then the queues and the model thread stop, and the command exits 0. A
-second SIGINT stops at once.
-
-Example:
-    ```python
-    serve(ServeOptions(runs=[parse_run("runs/fr")], port=8000))   # returns after SIGTERM
-    ```
+Start-up: the options are checked, the runs loaded (the first that fails stops it with its
+one error line, nothing listening yet), the address bound (a busy port is one line too), then
+uvicorn serves the app through `attnkit.server.connections.GuardedHTTP`. ``--workers N`` is
+uvicorn's own supervisor: N spawned processes on the one socket, each loading every run with
+``--threads`` torch threads (by default the cores divided by N); the command says it serves
+once all N have loaded. A worker that cannot load stops the start with its error line (each
+folder is checked here first), one that dies later is replaced, one whose supervisor is gone
+stops itself, and ``/metrics`` of any counts all (prometheus-client's multiprocess folder).
+Stopping is uvicorn's: the first signal stops accepting, closes idle connections and lets the
+requests in flight finish, streams included, for ``--drain-seconds``; a second SIGINT stops
+at once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import os
 import shutil
 import signal
@@ -42,13 +32,12 @@ from typing import Any
 from attnkit.errors import AttnkitError, UsageError
 from attnkit.server.options import ServeOptions
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # Where a worker says it has loaded (ready-PID) or why it could not (error).
-ERROR_FILE, READY_PREFIX = "error", "ready-"
+ERROR_FILE, READY = "error", "ready-"
 
 
 def serve(options: ServeOptions) -> int:
-    """Serve until SIGTERM or SIGINT (module docstring); returns the exit status (0).
+    """Serve until SIGTERM or SIGINT; returns the exit status (0).
 
     Raises:
         UsageError: bad options, the serve extra missing, an address that cannot be used.
@@ -68,11 +57,11 @@ def serve(options: ServeOptions) -> int:
     sock = listen(options)
     _say_serving(sock, options, ", ".join(app.state.server.runs) + " ")
     server = uvicorn.Server(uvicorn_config(app, options))
-    # uvicorn re-raises the stop signal to the handlers it found once it has drained, so that
-    # the process dies of it (status 143 or 130); these take it as done: a drained server has
-    # done its job. Before uvicorn's own are in place, they stop it the same way.
+    # uvicorn hands the stop signal, once drained, to the handlers it found, so that the
+    # process dies of it (143, 130); these take it as done. Before uvicorn's own are in place,
+    # they stop it the same way.
     before = {sig: signal.signal(sig, lambda *_: setattr(server, "should_exit", True))
-              for sig in STOP_SIGNALS}
+              for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         server.run(sockets=[sock])
     finally:
@@ -87,18 +76,17 @@ def require_web_stack() -> None:
     """
     from importlib.util import find_spec
 
-    missing = [package for module, package in (
-        ("fastapi", "fastapi"), ("fastapi_offline", "fastapi-offline"), ("uvicorn", "uvicorn"),
-        ("prometheus_client", "prometheus-client"), ("python_multipart", "python-multipart"))
-        if find_spec(module) is None]
+    missing = [m.replace("_", "-") for m in ("fastapi", "fastapi_offline", "uvicorn",
+                                             "prometheus_client", "python_multipart")
+               if find_spec(m) is None]
     if missing:
         raise UsageError(f"attnkit serve needs {', '.join(missing)}: pip install "
                          "'attnkit[serve]'")
 
 
 def set_threads(threads: int) -> None:
-    """torch's intra-op threads for this process (``--threads``), and one inter-op thread (the
-    model thread runs one call at a time: nothing to run beside it)."""
+    """torch's intra-op threads, and one inter-op thread: the model thread runs one call at a
+    time, with nothing beside it."""
     import torch
 
     torch.set_num_threads(threads)
@@ -108,8 +96,7 @@ def set_threads(threads: int) -> None:
 
 
 def listen(options: ServeOptions) -> socket.socket:
-    """The bound, listening socket of ``options.host``:``options.port`` (port 0: any free one),
-    for uvicorn and its workers.
+    """The listening socket of ``options.host:port`` (port 0: any free one).
 
     Raises:
         UsageError: the address cannot be used (in use, not this machine's, not allowed).
@@ -117,8 +104,8 @@ def listen(options: ServeOptions) -> socket.socket:
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
             options.host, options.port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)[0]
-        # The protocol named (IPPROTO_TCP, not 0): asyncio sets TCP_NODELAY only on sockets
-        # that say they are TCP, and without it a keep-alive client waits ~40 ms per answer.
+        # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on sockets that say they
+        # are TCP, and without it a keep-alive client waits ~40 ms per answer.
         sock = socket.socket(family, kind, proto)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)
@@ -131,8 +118,8 @@ def listen(options: ServeOptions) -> socket.socket:
 
 
 def uvicorn_config(app: Any, options: ServeOptions, **more: Any) -> Any:
-    """uvicorn's settings for ``app``: the guarded protocol and its limits, the drain, the
-    log (uvicorn's lines and the server's own on stderr, repeats written once per 10 s)."""
+    """uvicorn's settings: the guarded protocol and its limits, the drain, and the log
+    (uvicorn's lines and the server's on stderr, a repeated one once per 10 s)."""
     import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 
@@ -151,9 +138,9 @@ def uvicorn_config(app: Any, options: ServeOptions, **more: Any) -> Any:
 
 
 def worker_app(options: ServeOptions, folder: str, parent: int) -> Any:
-    """The application of one ``--workers`` process (uvicorn's factory, called in the worker):
-    it loads the runs and says so in ``folder``, or writes why it could not and exits with
-    uvicorn's start-up failure status (the supervisor then stops)."""
+    """The app of one worker (uvicorn's factory, called in it): loaded, it says so in
+    ``folder``; if it cannot load, it writes why and exits with uvicorn's start-up failure
+    status, which stops the supervisor."""
     from uvicorn.config import STARTUP_FAILURE
 
     from attnkit.server.app import create_app
@@ -166,19 +153,17 @@ def worker_app(options: ServeOptions, folder: str, parent: int) -> Any:
         with open(os.path.join(folder, ERROR_FILE), "a", encoding="utf-8") as f:
             f.write(f"{exc}\n")
         sys.exit(STARTUP_FAILURE)
-    Path(folder, f"{READY_PREFIX}{os.getpid()}").touch()
+    Path(folder, f"{READY}{os.getpid()}").touch()
 
-    def watch() -> None:
+    def watch() -> None:   # nobody else would stop it: it drains and stops
         while os.getppid() == parent:
             time.sleep(1)
-        os.kill(os.getpid(), signal.SIGTERM)   # nobody else will stop it: drain and stop
+        os.kill(os.getpid(), signal.SIGTERM)
     threading.Thread(target=watch, daemon=True, name="attnkit-parent-watch").start()
     return app
 
 
 def _serve_workers(options: ServeOptions) -> int:
-    import functools
-
     from uvicorn.supervisors import Multiprocess
 
     from attnkit.server.loaded_runs import check_run
@@ -192,27 +177,21 @@ def _serve_workers(options: ServeOptions) -> int:
     factory = functools.partial(worker_app, options, folder, os.getpid())
     supervisor = Multiprocess(uvicorn_config(factory, options, factory=True,
                                              workers=options.workers), sockets=[sock])
-    waiting = threading.Thread(target=_say_when_ready, args=(sock, options, folder,
-                                                             supervisor), daemon=True)
+
+    def say_when_ready() -> None:
+        while not supervisor.should_exit.wait(0.1):
+            if len(list(Path(folder).glob(READY + "*"))) >= options.workers:
+                return _say_serving(sock, options, "")
+    threading.Thread(target=say_when_ready, daemon=True).start()
     try:
-        waiting.start()
         supervisor.run()
-        errors = Path(folder, ERROR_FILE)
-        if errors.exists():
-            raise UsageError(errors.read_text(encoding="utf-8").splitlines()[0])
+        if Path(folder, ERROR_FILE).exists():
+            raise UsageError(Path(folder, ERROR_FILE).read_text(encoding="utf-8").split("\n")[0])
         return 0
     finally:
         sock.close()
         os.environ.pop(MULTIPROC_ENV, None)
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _say_when_ready(sock: socket.socket, options: ServeOptions, folder: str,
-                    supervisor: Any) -> None:
-    while not supervisor.should_exit.wait(0.1):
-        if len(list(Path(folder).glob(READY_PREFIX + "*"))) >= options.workers:
-            _say_serving(sock, options, "")
-            return
 
 
 def _say_serving(sock: socket.socket, options: ServeOptions, runs: str) -> None:

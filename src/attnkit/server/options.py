@@ -1,9 +1,6 @@
-"""What ``attnkit serve`` is told: the runs, the address, the processes, the batching, the
-limits, the keys.
-
-`ServeOptions` is a plain dataclass: every setting with its default (`attnkit.cli.serve` shows
-these in its help), checked in one place (`ServeOptions.check`) for the command line, for
-`attnkit.server.app.create_app` and for the tests. Nothing here imports the web stack:
+"""What ``attnkit serve`` is told: `ServeOptions`, a plain dataclass of every setting with its
+default (the command's help shows these), checked in one place (`ServeOptions.check`) for the
+command line, `attnkit.server.app.create_app` and the tests. It imports no web stack, so
 ``attnkit --help`` works without the ``serve`` extra.
 
 Example:
@@ -31,8 +28,7 @@ MAX_KEYS, MAX_KEYS_BYTES = 1000, 64 << 10
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One ``--run``: ``name``, the run's name in requests, and ``path``, its folder (or a
-    CTranslate2 export of a translate run)."""
+    """One ``--run``: its name in requests, and its folder (or a translate run's export)."""
 
     name: str
     path: Path
@@ -58,8 +54,7 @@ def parse_run(text: str) -> RunSpec:
 
 
 def is_loopback(host: str) -> bool:
-    """Whether ``host`` is reachable from this machine only (``localhost``, ``127.x``,
-    ``::1``)."""
+    """Whether ``host`` is reachable from this machine only (``localhost``, ``127.x``, ``::1``)."""
     if host == "localhost":
         return True
     try:
@@ -96,9 +91,9 @@ def read_api_keys(path: str | os.PathLike) -> frozenset[str]:
 
 @dataclass
 class ServeOptions:
-    """Every setting of a server, with its default; ``attnkit serve --help`` says what each
-    does. ``api_keys`` holds the keys themselves (empty: no key asked), ``runs`` `RunSpec` s;
-    times are in seconds but for ``max_wait_ms``."""
+    """Every setting of a server with its default (``attnkit serve --help`` says what each
+    does); ``api_keys`` holds the keys (empty: none asked); times are seconds but for
+    ``max_wait_ms``."""
 
     runs: list[RunSpec] = field(default_factory=list)
     host: str = "127.0.0.1"
@@ -159,8 +154,8 @@ class ServeOptions:
         return self
 
     def torch_threads(self) -> int:
-        """``threads``, or the cores shared evenly by the ``workers`` processes (at least 1):
-        more threads than cores only makes the processes take turns."""
+        """``threads``, or the cores shared by the ``workers`` (more only makes them take
+        turns)."""
         if self.threads is not None:
             return self.threads
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (

@@ -1,25 +1,13 @@
-"""``GET /metrics``: the server in the Prometheus text format (the ``prometheus-client``
-library).
+"""The server's Prometheus metrics (``GET /metrics``, through ``prometheus-client``).
 
-* ``attnkit_requests_total{route, method, status}``: requests answered;
-* ``attnkit_request_seconds{route}``: latency, from the first byte in to the last byte out
-  (a stream's whole length);
-* ``attnkit_batch_size{run}``: inputs per model call; ``attnkit_batch_seconds{run}``: its time;
-* ``attnkit_queue_depth{run}``: requests waiting or running for each model;
-* ``attnkit_streamed_tokens_total{run}``: tokens sent by ``/v1/translate/stream``.
-
-Each server (`Metrics`) has its own registry, so two apps in one process (tests) never share
-counts. With ``--workers N`` the processes write their values to a shared folder
-(``PROMETHEUS_MULTIPROC_DIR``, set by `attnkit.server.main`) and any of them answers for
-all, the way prometheus-client's multiprocess mode works. Routes are labelled by their
-template (unknown paths: ``other``), so a scan of random URLs cannot grow the label set.
-
-Example:
-    ```python
-    metrics = Metrics()
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
-    body, content_type = metrics.render()
-    ```
+``attnkit_requests_total{route, method, status}``, ``attnkit_request_seconds{route}`` (first
+byte in to last byte out: a stream's whole length), ``attnkit_batch_size{run}`` and
+``attnkit_batch_seconds{run}`` (per model call), ``attnkit_queue_depth{run}`` (requests
+waiting or running) and ``attnkit_streamed_tokens_total{run}``. Each `Metrics` has its own
+registry, so two apps in one process (tests) never share counts; with ``--workers`` each
+process writes to the folder ``PROMETHEUS_MULTIPROC_DIR`` names and any of them answers for
+all (prometheus-client's multiprocess mode). Routes are labelled by their template (unknown
+paths: ``other``), so a scan of random URLs cannot grow the label set.
 """
 
 from __future__ import annotations
@@ -42,17 +30,13 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
-def multiprocess() -> bool:
-    """Whether this process shares its metrics with the other workers (module docstring)."""
-    return bool(os.environ.get(MULTIPROC_ENV))
-
-
 class Metrics:
     """The server's metrics (module docstring)."""
 
     def __init__(self) -> None:
-        # In multiprocess mode values live in files; the registry only names them.
-        self.registry = None if multiprocess() else CollectorRegistry()
+        shared = bool(os.environ.get(MULTIPROC_ENV))
+        # Shared, values live in files and the registry only names them.
+        self.registry = None if shared else CollectorRegistry()
         kw: dict[str, Any] = {"registry": self.registry}
         self.requests = Counter("attnkit_requests", "Requests answered",
                                 ("route", "method", "status"), **kw)
@@ -62,9 +46,8 @@ class Metrics:
                                     buckets=BATCH_BUCKETS, **kw)
         self.batch_seconds = Histogram("attnkit_batch_seconds", "Time of one model call",
                                        ("run",), buckets=LATENCY_BUCKETS, **kw)
-        gauge_kw = {**kw, "multiprocess_mode": "livesum"} if multiprocess() else kw
-        self.queue_depth = Gauge("attnkit_queue_depth", "Requests waiting or running",
-                                 ("run",), **gauge_kw)
+        self.queue_depth = Gauge("attnkit_queue_depth", "Requests waiting or running", ("run",),
+                                 **kw, **({"multiprocess_mode": "livesum"} if shared else {}))
         self.tokens = Counter("attnkit_streamed_tokens", "Tokens sent by streams", ("run",),
                               **kw)
 
@@ -72,39 +55,33 @@ class Metrics:
         """The text exposition and its content type."""
         registry = self.registry
         if registry is None:
-            from prometheus_client import multiprocess as mp
+            from prometheus_client import multiprocess
 
             registry = CollectorRegistry()
-            mp.MultiProcessCollector(registry)
+            multiprocess.MultiProcessCollector(registry)
         return generate_latest(registry), CONTENT_TYPE_LATEST
 
 
 class MetricsMiddleware:
-    """Counts and times every request (pure ASGI: a stream is timed to its last byte).
-
-    Args:
-        app: the ASGI app inside.
-        metrics: where to count.
-    """
+    """Counts and times every request (pure ASGI: a stream is timed to its last byte)."""
 
     def __init__(self, app: Any, metrics: Metrics):
         self.app, self.metrics = app, metrics
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        start, status = time.perf_counter(), [500]
+            return await self.app(scope, receive, send)
+        start, status = time.perf_counter(), 500
 
         async def counted(message: dict) -> None:
+            nonlocal status
             if message["type"] == "http.response.start":
-                status[0] = message["status"]
+                status = message["status"]
             await send(message)
 
         try:
             await self.app(scope, receive, counted)
         finally:
-            route = scope.get("route")
-            label = getattr(route, "path", None) or "other"
-            self.metrics.requests.labels(label, scope["method"], str(status[0])).inc()
-            self.metrics.latency.labels(label).observe(time.perf_counter() - start)
+            route = getattr(scope.get("route"), "path", None) or "other"
+            self.metrics.requests.labels(route, scope["method"], str(status)).inc()
+            self.metrics.latency.labels(route).observe(time.perf_counter() - start)

@@ -1,16 +1,10 @@
-"""The request and response bodies of the API as pydantic models: the OpenAPI schema is built
-from them, and FastAPI validates every answer against its route's model.
+"""The API's request and response bodies as pydantic models: the OpenAPI schema is built from
+them, and FastAPI validates every answer against its route's model.
 
-Requests are strict: an unknown field is refused (``extra="forbid"``: a misspelt
-``"atention"`` is an error, not ignored), so is a value of the wrong type (``"beam": "5"``) and
-a text that is no Unicode (a lone surrogate such as ``"\\ud800"``, which JSON can spell but
-nothing can encode). Limits that depend on the server's options (texts per request, characters
-per text) are checked by the routes and listed by ``GET /v1/models``.
-
-Example:
-    ```python
-    TranslateRequest.model_validate({"texts": ["I am cold."], "beam": 5, "attention": True})
-    ```
+Requests are strict: an unknown field is refused (a misspelt ``"atention"`` is an error, not
+ignored), so is a value of the wrong type (``"beam": "5"``) and a text that is not Unicode (a
+lone surrogate such as ``"\\ud800"``: JSON can spell it, no answer holding it can be encoded).
+Limits that depend on the options (texts per request, characters) are the routes' to check.
 """
 
 from __future__ import annotations
@@ -21,8 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel
 
 
 def unicode_text(text: str) -> str:
-    """``text`` if it is Unicode; a lone surrogate fails here (422) instead of failing the
-    answer's encoding later (a 500 that also closed the connection)."""
+    """``text``; a lone surrogate fails here (422), not in the answer's encoding (a 500)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -35,8 +28,6 @@ RunName = Annotated[Text, Field(max_length=100, description="the name of a loade
 
 
 class Strict(BaseModel):
-    """A request body: unknown fields and ill-typed values refused."""
-
     model_config = ConfigDict(extra="forbid", strict=True)
 
 

@@ -1,17 +1,10 @@
-"""What one server process holds while it runs, and what every route asks of it: which run a
-request names, the explorer page of an answer, and whether it carries a valid key.
+"""What one server process holds, and what every route asks of it: the run a request names,
+the explorer page of an answer, whether it carries a valid key.
 
 `ServerState` is the server's only state: the loaded runs, the options, the metrics, the model
-thread and each run's queues. Nothing a request brings is kept once it is answered: any
-process or replica answers any request. Keys (``--api-keys``) are checked by `require_key`,
-a dependency over FastAPI's ``HTTPBearer``, in constant time.
-
-Example:
-    ```python
-    state = state_of(request)
-    run = state.run_for("translate", body.run)
-    predictions = await state.batchers[run.name].submit(body.texts, options, 30)
-    ```
+thread and each run's queues. Nothing a request brings is kept once it is answered, so any
+process or replica answers any request. Keys (``--api-keys``) are checked by `require_key`
+over FastAPI's ``HTTPBearer``, in constant time.
 """
 
 from __future__ import annotations
@@ -20,7 +13,7 @@ import asyncio
 import hmac
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -28,20 +21,19 @@ from starlette.concurrency import run_in_threadpool
 
 from attnkit.apps import Prediction
 from attnkit.errors import UsageError
-from attnkit.server.batching import Batcher, ModelThread
+from attnkit.server.batching import Batcher, ModelThread, StreamBatcher
 from attnkit.server.errors import ApiError
 from attnkit.server.loaded_runs import ServedRun
 from attnkit.server.options import ServeOptions
 from attnkit.server.prometheus import Metrics
-from attnkit.server.streams import StreamBatcher
 
 BEARER = HTTPBearer(auto_error=False, description="a key of the server's --api-keys file")
 
 
 @dataclass
 class ServerState:
-    """One server process (module docstring): ``batchers`` and ``streams`` hold each run's
-    queues once started; ``ready`` once they run; ``draining`` once a stop has begun."""
+    """One server process (module docstring): ``ready`` once its queues run, ``draining``
+    once a stop has begun."""
 
     options: ServeOptions
     runs: dict[str, ServedRun]
@@ -54,20 +46,19 @@ class ServerState:
 
     def start(self) -> None:
         """Start the model thread and every run's queues (on the running event loop)."""
-        o = self.options
-        self.thread = ModelThread()
+        o, self.thread = self.options, ModelThread()
         queue = {"max_batch": o.max_batch, "max_wait_s": o.max_wait_ms / 1000,
                  "max_queue": o.max_queue, "metrics": self.metrics}
         for name, run in self.runs.items():
-            self.batchers[name] = Batcher(name, _predict(run), self.thread, **queue)
+            self.batchers[name] = Batcher(name, run.predict, self.thread, **queue)
             if run.streams:
-                self.streams[name] = StreamBatcher(name, _stream(run), self.thread, **queue)
+                self.streams[name] = StreamBatcher(name, run.open_stream, self.thread, **queue)
         for gatherer in (*self.batchers.values(), *self.streams.values()):
             gatherer.start()
         self.ready = True
 
     async def stop(self) -> None:
-        """Stop the queues (after the requests in flight are answered), then the thread."""
+        """Stop the queues once the requests in flight are answered, then the thread."""
         self.ready, self.draining = False, True
         for gatherer in (*self.batchers.values(), *self.streams.values()):
             await gatherer.stop()
@@ -85,67 +76,47 @@ class ServerState:
         """
         if name is None:
             found = [r for r in self.runs.values() if r.app.name == app]
-            if not found:
-                raise ApiError(404, "unknown_run", f"no {app} run is loaded")
-            if len(found) > 1:
+            if len(found) != 1:
                 raise ApiError(422, "run_required", f"several {app} runs are loaded: name one "
-                               f"with \"run\" ({', '.join(r.name for r in found)})")
+                               f"with \"run\" ({', '.join(r.name for r in found)})") if found \
+                    else ApiError(404, "unknown_run", f"no {app} run is loaded")
             return found[0]
         run = self.runs.get(name)
         if run is None:
             raise ApiError(404, "unknown_run", f"no run named {name!r} is loaded (loaded: "
                            f"{', '.join(sorted(self.runs))})")
-        if app is not None and run.app.name != app:
-            raise ApiError(422, "wrong_app", f"run {name!r} is a {run.app.name} run, not a "
-                           f"{app} run")
-        if inputs is not None and (run.app.inputs == "image") != (inputs == "image"):
-            raise ApiError(422, "wrong_app", f"run {name!r} ({run.app.name}) reads "
-                           f"{run.app.inputs}s")
+        if (app is not None and run.app.name != app) or (
+                inputs is not None and (run.app.inputs == "image") != (inputs == "image")):
+            raise ApiError(422, "wrong_app", f"run {name!r} is a {run.app.name} run, which "
+                           f"reads {run.app.inputs}s")
         return run
 
     async def page(self, run: ServedRun, predictions: Sequence[Prediction]) -> str | None:
-        """The app's explorer page of ``predictions`` (None when it has nothing to show, e.g.
-        reviews without a word the model reads), built on a worker thread: the model thread
-        goes on with the next batch meanwhile."""
+        """The app's explorer page of ``predictions`` (None when it has nothing to show),
+        built on a worker thread: the model thread goes on with the next batch meanwhile."""
         def build() -> str | None:
             try:
                 return run.app.page(predictions, run.summary())
-            except UsageError:
+            except UsageError:   # e.g. reviews without a word the model reads
                 return None
         return await run_in_threadpool(build)
 
 
 def state_of(request: Request) -> ServerState:
-    """The state of the server answering ``request``."""
     return request.app.state.server
 
 
 def require_key(request: Request, given: Annotated[HTTPAuthorizationCredentials | None,
                                                    Depends(BEARER)]) -> None:
-    """A dependency: passes when no key is asked or ``Authorization: Bearer KEY`` holds one of
-    them.
+    """A dependency: passes when no key is asked or ``Authorization: Bearer KEY`` holds one.
 
     Raises:
         ApiError: 401 with ``WWW-Authenticate: Bearer``.
     """
     keys = state_of(request).options.api_keys
-    if not keys:
-        return
     key = given.credentials.encode() if given is not None else b""
     # Every key is compared (no early exit), each in constant time.
-    if given is None or not sum(hmac.compare_digest(key, k.encode()) for k in keys):
-        raise ApiError(401, "unauthorized", "this server asks for an API key: send "
-                       "'Authorization: Bearer KEY'" if given is None else "unknown API key",
-                       headers={"WWW-Authenticate": "Bearer"})
-
-
-def _predict(run: ServedRun):
-    def predict(inputs: list[Any], options: dict[str, Any]) -> list[Any]:
-        return run.app.predict(run.loaded, inputs, **options)
-    return predict
-
-
-def _stream(run: ServedRun):
-    def open_stream(texts: list[str], options: dict[str, Any]):
-        return run.app.stream(run.loaded, texts, **options)
-    return open_stream
+    if keys and not sum(hmac.compare_digest(key, k.encode()) for k in keys):
+        raise ApiError(401, "unauthorized", "unknown API key" if given else "this server asks "
+                       "for an API key: send 'Authorization: Bearer KEY'",
+                       {"WWW-Authenticate": "Bearer"})
