@@ -55,7 +55,6 @@ def create_app(options: ServeOptions, runs: dict[str, ServedRun] | None = None) 
             yield
         finally:
             await state.stop()
-
     try:
         release = version("attnkit")
     except PackageNotFoundError:

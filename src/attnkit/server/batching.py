@@ -1,17 +1,15 @@
 """Continuous batching on the model thread: the requests for one model answered together.
 
-One thread per process runs every model call (`ModelThread`), so the event loop stays free
-while a model works and torch's ``--threads`` are all the cores the process spends on models.
-A request is admitted unless its model holds ``max_queue`` (429). When the thread is free, a
-`Gatherer` takes the oldest request and every later one with the same options that fits
-``max_batch`` inputs, in arrival order, never splitting one: a lone request runs at once, and
-requests that come while the thread is busy go together the moment it frees (``max_wait_ms``,
-0 by default, may hold a request for company). A request whose client left or whose deadline
-passed is dropped before it costs a call. `Batcher` runs a batch as one ``predict`` call; an
-input the app refuses fails the call, so the batch is run again request by request and only
-that request gets the error (422). `StreamBatcher` runs one greedy decoding a step per turn
-of the thread, so batches and other streams take turns with it step by step; a bad sentence
-is refused when submitted, and a decoding whose clients all left stops.
+One thread per process runs every model call (`ModelThread`): the event loop stays free, and
+torch's ``--threads`` are all the cores the process spends on models. When the thread is free,
+a `Gatherer` takes the oldest request and, in arrival order, every later one with the same
+options that fits ``max_batch`` inputs (never splitting one): a lone request runs at once, and
+those that come while the thread is busy go together the moment it frees. ``max_wait_ms`` (0
+by default) may hold a request for company. A request whose client left or whose deadline
+passed is dropped before it costs a call. `Batcher` answers a batch with one ``predict`` call;
+if an input fails it, each request runs alone and only the bad one gets the error.
+`StreamBatcher` decodes a batch of streams one step per turn of the thread, so batches and
+other streams take turns with it step by step.
 """
 
 from __future__ import annotations
@@ -23,16 +21,15 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from attnkit.errors import AttnkitError
 from attnkit.server.errors import ApiError
 from attnkit.server.prometheus import Metrics
 
-T = TypeVar("T")
 RETRY_AFTER = {"Retry-After": "1"}   # seconds, when a queue is full or a deadline passed
 log = logging.getLogger("attnkit.server")
 
@@ -45,8 +42,7 @@ class ModelThread:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnkit-model")
         self.turn = asyncio.Lock()
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` on the model thread, awaited."""
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(
             self._pool, functools.partial(fn, *args))
 
@@ -56,8 +52,8 @@ class ModelThread:
 
 @dataclass(eq=False)
 class Job:
-    """One request: its inputs and options (its batch shares them), arrival time, the future
-    its answer resolves, a stream's events, and whether it was abandoned."""
+    """One request: its inputs, its options (its batch shares them), when it came, the future
+    of its answer, a stream's events, whether it was abandoned (it then never runs)."""
 
     inputs: list[Any]
     options: dict[str, Any]
@@ -65,7 +61,6 @@ class Job:
     future: asyncio.Future
     events: asyncio.Queue | None = None
     abandoned: bool = False
-    released: bool = False
     key: Hashable = field(init=False)
 
     def __post_init__(self) -> None:
@@ -100,17 +95,21 @@ class Gatherer:
         if self._task is not None:
             self._wake.set()
             await self._task
-        while self._pending:
-            job = self._pending.popleft()
+        for job in self._pending:
             if not job.future.done():
                 job.future.set_exception(ApiError(503, "shutting_down", "the server is "
                                                   "shutting down"))
 
-    def admit(self, inputs: Sequence[Any], options: dict[str, Any], stream: bool = False) -> Job:
-        """Queue a request.
+    @contextlib.asynccontextmanager
+    async def queued(self, inputs: Sequence[Any], options: dict[str, Any], timeout: float,
+                     stream: bool = False) -> AsyncIterator[Job]:
+        """A request, admitted and awaited: yields its job once its batch ran (a stream's:
+        started); leaving frees its place and abandons it.
 
         Raises:
-            ApiError: 429 when the model holds ``max_queue`` requests; 503 when not running.
+            ApiError: 429 when the model holds ``max_queue`` requests (with ``Retry-After``);
+                503 when the queue is not running or ``timeout`` seconds pass first.
+            AttnkitError: an input the app refuses.
         """
         if self._wake is None or self._stopping:
             raise ApiError(503, "not_ready", "the server is starting or stopping")
@@ -123,35 +122,26 @@ class Gatherer:
         self._pending.append(job)
         self._count(+1)
         self._wake.set()
-        return job
 
-    def release(self, job: Job) -> None:
-        """The request is answered or given up: it leaves the count."""
-        if not job.released:
-            job.released = True
-            self._count(-1)
-
-    def _count(self, change: int) -> None:
-        self.depth += change
-        self.metrics.queue_depth.labels(self.name).set(self.depth)
-
-    async def wait(self, job: Job, timeout: float) -> Any:
-        """The job's result, or 503 after ``timeout`` seconds (the job is then abandoned)."""
         def expire() -> None:
             if not job.future.done():
                 job.abandoned = True
                 job.future.set_exception(ApiError(503, "deadline", f"no answer within the "
                                                   f"server's {timeout:g} s; retry later",
                                                   RETRY_AFTER))
-
-        timer = asyncio.get_running_loop().call_later(timeout, expire)  # no task per request
+        timer = loop.call_later(timeout, expire)   # a timer, not a task per request
         try:
-            return await job.future
-        except asyncio.CancelledError:
-            job.abandoned = True   # the client left
-            raise
+            await job.future
+            timer.cancel()
+            yield job
         finally:
             timer.cancel()
+            job.abandoned = True   # answered, past its deadline, or its client left
+            self._count(-1)
+
+    def _count(self, change: int) -> None:
+        self.depth += change
+        self.metrics.queue_depth.labels(self.name).set(self.depth)
 
     async def dispatch(self, batch: list[Job]) -> None:
         """Run one batch while holding the thread's turn; resolve each job's future."""
@@ -179,7 +169,7 @@ class Gatherer:
     def _live(self) -> bool:
         """Drop the abandoned jobs at the head; whether one is left."""
         while self._pending and self._pending[0].abandoned:
-            self.release(self._pending.popleft())
+            self._pending.popleft()
         return bool(self._pending)
 
     def _inputs(self, key: Hashable) -> int:
@@ -188,10 +178,7 @@ class Gatherer:
     def _take(self, key: Hashable) -> list[Job]:
         """The oldest jobs of ``key`` that fit one batch (the first always does)."""
         batch, kept, size, full = [], deque(), 0, False
-        for job in self._pending:
-            if job.abandoned:
-                self.release(job)
-                continue
+        for job in (j for j in self._pending if not j.abandoned):
             # First come, first served: once one does not fit, the later ones wait too.
             full = full or (job.key == key and bool(batch)
                             and size + len(job.inputs) > self.max_batch)
@@ -205,8 +192,8 @@ class Gatherer:
 
 
 class Batcher(Gatherer):
-    """A run's plain routes: one ``predict(inputs, options)`` call for all the inputs of a
-    batch, each request getting its own slice back."""
+    """A run's plain routes: one ``predict(inputs, options)`` call for a batch's inputs, each
+    request getting its own slice back."""
 
     def __init__(self, name: str, predict: Callable[[list, dict], list], thread: ModelThread,
                  **kwargs: Any):
@@ -215,17 +202,9 @@ class Batcher(Gatherer):
 
     async def submit(self, inputs: Sequence[Any], options: dict[str, Any],
                      timeout: float) -> list[Any]:
-        """The results of ``inputs``, computed in a batch with others.
-
-        Raises:
-            ApiError: 429 (queue full), 503 (past ``timeout`` seconds).
-            AttnkitError: an input the app refuses.
-        """
-        job = self.admit(inputs, options)
-        try:
-            return await self.wait(job, timeout)
-        finally:
-            self.release(job)
+        """The results of ``inputs``, computed in a batch with others (errors: `queued`)."""
+        async with self.queued(inputs, options, timeout) as job:
+            return job.future.result()
 
     async def dispatch(self, batch: list[Job]) -> None:
         start = time.perf_counter()
@@ -236,7 +215,7 @@ class Batcher(Gatherer):
         self.metrics.batch_size.labels(self.name).observe(sum(len(j.inputs) for j in batch))
         self.metrics.batch_seconds.labels(self.name).observe(time.perf_counter() - start)
         for job, outcome in zip(batch, outcomes, strict=True):
-            if not job.future.done() and not job.abandoned:
+            if not job.future.done():
                 if isinstance(outcome, BaseException):
                     job.future.set_exception(outcome)
                 else:
@@ -248,7 +227,7 @@ class Batcher(Gatherer):
             results = self.predict([x for job in batch for x in job.inputs], batch[0].options)
         except AttnkitError as exc:
             return [exc] if len(batch) == 1 else [self._alone(job) for job in batch]
-        ends = list(itertools.accumulate(len(job.inputs) for job in batch))
+        ends = itertools.accumulate(len(job.inputs) for job in batch)
         return [results[end - len(job.inputs):end] for job, end in zip(batch, ends, strict=True)]
 
     def _alone(self, job: Job) -> list[Any] | AttnkitError:
@@ -268,24 +247,14 @@ class StreamBatcher(Gatherer):
         self.open_stream = open_stream
         self._running: set[asyncio.Task] = set()
 
-    async def submit(self, text: str, options: dict[str, Any], timeout: float) -> Job:
-        """Queue one sentence; returns once its decoding started. ``job.events`` then gives
-        ``("start", source tokens)``, a ``("token", StreamedToken)`` per token, ``("final",
-        prediction)`` or ``("error", exception)``, then ``("end", None)``. The caller
-        `release` s the job.
-
-        Raises:
-            AttnkitError: a sentence the app refuses (nothing is queued).
-            ApiError: 429 (queue full), 503 (not started within ``timeout`` seconds).
-        """
+    def stream(self, text: str, options: dict[str, Any], timeout: float
+               ) -> contextlib.AbstractAsyncContextManager[Job]:
+        """One sentence's stream (`queued`): ``job.events`` gives ``("start", source
+        tokens)``, a ``("token", StreamedToken)`` per token, ``("final", prediction)`` or
+        ``("error", exception)``, then ``("end", None)``. A sentence the app refuses raises
+        here, never joining a batch."""
         self.open_stream([text], options)   # reads the sentence only: the generator waits
-        job = self.admit([text], options, stream=True)
-        try:
-            await self.wait(job, timeout)
-        except BaseException:
-            self.release(job)
-            raise
-        return job
+        return self.queued([text], options, timeout, stream=True)
 
     async def stop(self) -> None:
         await super().stop()

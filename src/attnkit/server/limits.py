@@ -50,7 +50,6 @@ class BodyLimit:
             if seen > limit:
                 raise over   # inside FastAPI's body reading: its error handlers answer it
             return message
-
         await self.app(scope, counted, send)
 
 

@@ -1,7 +1,6 @@
 """What ``attnkit serve`` is told: `ServeOptions`, a plain dataclass of every setting with its
-default (the command's help shows these), checked in one place (`ServeOptions.check`) for the
-command line, `attnkit.server.app.create_app` and the tests. It imports no web stack, so
-``attnkit --help`` works without the ``serve`` extra.
+default (the command's help shows them), checked in one place for the command line, the app and
+the tests. It imports no web stack, so ``attnkit --help`` works without the ``serve`` extra.
 
 Example:
     ```python
@@ -20,9 +19,8 @@ from attnkit.errors import CheckpointError, UsageError
 from attnkit.fileio import read_limited
 
 ENGINES = ("attnkit", "ctranslate2")
-# Bearer keys shorter than this are guessable; a key file holding one is refused.
-MIN_KEY_CHARS = 16
-# A key file is a few lines; more is not one (a device such as /dev/zero is refused too).
+MIN_KEY_CHARS = 16   # a shorter bearer key is guessable
+# A key file is a few lines: a larger one, or a device such as /dev/zero, is refused unread.
 MAX_KEYS, MAX_KEYS_BYTES = 1000, 64 << 10
 
 
@@ -35,15 +33,13 @@ class RunSpec:
 
 
 def parse_run(text: str) -> RunSpec:
-    """``NAME=PATH`` or ``PATH`` (then the name is the folder's own name).
+    """``NAME=PATH`` or ``PATH`` (named then by the folder).
 
     Raises:
-        UsageError: an empty path or name, or a name other than letters, digits, ``-``,
-            ``_`` and ``.`` (at most 100).
+        UsageError: an empty path or name, or a name other than letters, digits, ``-``, ``_``
+            and ``.`` (at most 100).
     """
-    name, sep, path = text.partition("=")
-    if not sep:
-        name, path = "", text
+    name, sep, path = text.partition("=") if "=" in text else ("", "", text)
     if not path or (sep and not name):
         raise UsageError(f"--run {text!r}: give a run folder (PATH or NAME=PATH)")
     name = name or Path(path).resolve().name
@@ -55,10 +51,8 @@ def parse_run(text: str) -> RunSpec:
 
 def is_loopback(host: str) -> bool:
     """Whether ``host`` is reachable from this machine only (``localhost``, ``127.x``, ``::1``)."""
-    if host == "localhost":
-        return True
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
+        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False   # a name: it may resolve to anything
 
@@ -118,18 +112,18 @@ class ServeOptions:
     drain_seconds: float = 30.0
 
     def check(self) -> ServeOptions:
-        """Refuse what cannot work, each with one line naming the option; returns self.
+        """Refuse what cannot work, with one line naming the option; returns self.
 
         Raises:
             UsageError: no run, two runs of one name, a number out of range, an unknown
                 engine, or a non-loopback host without ``--api-keys`` (unless ``--insecure``).
         """
-        if not self.runs:
-            raise UsageError("give at least one run to serve (--run RUN)")
         names = [r.name for r in self.runs]
-        twice = sorted({n for n in names if names.count(n) > 1})
-        if twice:
-            raise UsageError(f"two runs are named {twice[0]!r}: name them with --run NAME=PATH")
+        if not names:
+            raise UsageError("give at least one run to serve (--run RUN)")
+        for name in names:
+            if names.count(name) > 1:
+                raise UsageError(f"two runs are named {name!r}: name them with --run NAME=PATH")
         if self.engine is not None and self.engine not in ENGINES:
             raise UsageError(f"--engine must be one of {', '.join(ENGINES)}; got {self.engine!r}")
         for name in ("port", "workers", "max_batch", "max_queue", "max_body_bytes", "max_texts",
@@ -156,18 +150,15 @@ class ServeOptions:
     def torch_threads(self) -> int:
         """``threads``, or the cores shared by the ``workers`` (more only makes them take
         turns)."""
-        if self.threads is not None:
-            return self.threads
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
             os.cpu_count() or 1)
-        return max(1, cores // self.workers)
+        return self.threads or max(1, cores // self.workers)
 
     def limits(self) -> dict[str, float]:
         """The limits a client must keep (``GET /v1/models`` shows them)."""
-        return {"max_body_bytes": self.max_body_bytes, "max_texts": self.max_texts,
-                "max_chars": self.max_chars, "max_image_bytes": self.max_image_bytes,
-                "max_pixels": self.max_pixels, "max_batch": self.max_batch,
-                "max_queue": self.max_queue, "timeout_s": self.timeout_s}
+        return {k: getattr(self, k) for k in ("max_body_bytes", "max_texts", "max_chars",
+                                              "max_image_bytes", "max_pixels", "max_batch",
+                                              "max_queue", "timeout_s")}
 
 
 def _flag(name: str) -> str:

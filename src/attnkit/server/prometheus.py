@@ -56,7 +56,6 @@ class Metrics:
         registry = self.registry
         if registry is None:
             from prometheus_client import multiprocess
-
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)
         return generate_latest(registry), CONTENT_TYPE_LATEST
@@ -78,7 +77,6 @@ class MetricsMiddleware:
             if message["type"] == "http.response.start":
                 status = message["status"]
             await send(message)
-
         try:
             await self.app(scope, receive, counted)
         finally:

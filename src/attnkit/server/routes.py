@@ -122,12 +122,9 @@ async def started(body: s.TranslateStreamRequest, request: Request
                        "\"attention\": false (and no \"page\")")
     options = {"attention": "all" if body.page else body.attention,
                "unk_replace": body.unk_replace and has_attention}
-    job = await state.streams[run.name].submit(body.text, options, state.options.timeout_s)
-    try:
+    async with state.streams[run.name].stream(body.text, options,
+                                              state.options.timeout_s) as job:
         yield run, job
-    finally:
-        job.abandoned = True
-        state.streams[run.name].release(job)
 
 
 @predict.post("/translate/stream", response_class=EventSourceResponse, responses={200: {

@@ -200,8 +200,7 @@ class ErrorResponse(BaseModel):
 
 
 class StreamEvent(RootModel[StreamStart | StreamToken | StreamFinal | ErrorResponse]):
-    """The JSON ``data`` of one event of ``/v1/translate/stream`` (``start``, ``token``,
-    ``final``, or ``error`` if the server fails mid-stream)."""
+    """The ``data`` of a ``/v1/translate/stream`` event (an ``error`` if the server fails)."""
 
 
 WHEN = {400: "the body is not JSON (invalid_json), or not a readable form (bad_request)",
@@ -217,8 +216,7 @@ WHEN = {400: "the body is not JSON (invalid_json), or not a readable form (bad_r
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """The error answers of a route, for its OpenAPI ``responses``: JSON whatever the route's
-    own media type (an event stream, the metrics' text). `ErrorResponse` is in the schema's
-    components as one of the `StreamEvent` s."""
+    """A route's error answers for its OpenAPI ``responses``: JSON, whatever the route's own
+    media type (`ErrorResponse` is in the components as a `StreamEvent`)."""
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
     return {s: {"description": WHEN[s], "content": error} for s in statuses}
