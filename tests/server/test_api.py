@@ -141,6 +141,27 @@ def test_translate_page(server):
     assert r.json()["translations"][0]["weights"] is None   # the page's, not asked for
 
 
+def test_pages_are_built_off_the_model_thread(server, monkeypatch):
+    """The model thread goes on with the next batch while a page is built."""
+    client = server()
+    state = client.app.state.server
+    app, batcher = state.runs["translate"].app, state.batchers["translate"]
+    real_page, real_predict, threads = type(app).page, batcher.predict, {}
+
+    def page(self, predictions, summary):
+        threads["page"] = threading.current_thread()
+        return real_page(self, predictions, summary)
+
+    def predict(inputs, options):
+        threads["model"] = threading.current_thread()
+        return real_predict(inputs, options)
+    monkeypatch.setattr(type(app), "page", page)
+    batcher.predict = predict
+    assert client.post("/v1/translate", json={"texts": ["I am cold."], "page": True}).json()[
+        "page"].startswith("<!DOCTYPE html>")
+    assert threads["page"] is not threads["model"], threads
+
+
 def test_sentiment(server):
     client = server()
     r = client.post("/v1/sentiment", json={"texts": ["a superb film", "...", "awful"],

@@ -185,3 +185,19 @@ def test_serve_lets_idle_openmp_workers_sleep(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     assert main(["serve", "--run", str(tmp_path / "missing")]) == 2
     assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+def test_the_open_file_limit_fits_the_connection_cap(monkeypatch):
+    """A cap the process could not reach would let accepts fail before it refuses anything."""
+    import resource
+
+    from attnkit.errors import UsageError
+    from attnkit.server.main import fit_open_files
+
+    limits = {"now": (1024, 4096)}
+    monkeypatch.setattr(resource, "getrlimit", lambda kind: limits["now"])
+    monkeypatch.setattr(resource, "setrlimit", lambda kind, value: limits.update(now=value))
+    fit_open_files(1000)
+    assert limits["now"] == (1128, 4096)
+    with pytest.raises(UsageError, match="--max-connections 5000"):
+        fit_open_files(5000)

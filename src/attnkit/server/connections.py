@@ -2,15 +2,16 @@
 headers, and the log lines it causes.
 
 uvicorn closes a kept-alive connection idle for ``timeout_keep_alive`` (any byte restarts that
-clock) and, with ``limit_concurrency``, answers 503 once a request's headers are all in; it
-bounds neither the time to send them nor the connections that never do: 21,000 such clients
-held every file the process may open, ``/healthz`` timed out and the log grew 4 MB a second.
-`GuardedHTTP`, uvicorn's own HTTP protocol (its ``http`` setting takes the class) reading its
-limits from those two settings, closes a connection whose headers are not all in
-``timeout_keep_alive`` seconds (``--header-timeout``) after it opened or was last answered,
-however slowly it trickles, and answers a connection beyond ``limit_concurrency``
-(``--max-connections``) 503 before reading anything, so the accept loop goes on. `Repeated`, a
-logging filter, writes a message repeated within its interval once, then with a count.
+clock), refuses headers over ``h11_max_incomplete_event_size`` (16 KiB) and, with
+``limit_concurrency``, answers 503 in plain text once a request's headers are all in. It bounds
+neither the time to send them nor the connections that never do: 21,000 such clients held
+every file the process may open, ``/healthz`` timed out and the log grew 4 MB a second.
+`GuardedHTTP`, uvicorn's own HTTP protocol (its ``http`` setting takes the class) with the two
+limits of `GuardedConfig`, closes a connection whose headers are not all in
+``header_timeout`` seconds after it opened or was last answered, however slowly it trickles,
+and answers a connection beyond ``max_connections`` 503 in the API's JSON before reading
+anything, so the accept loop goes on. `Repeated`, a logging filter, writes a message repeated
+within its interval once, then with a count.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import logging
 import time
 from typing import Any
 
+from uvicorn import Config
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 log = logging.getLogger("attnkit.server")
@@ -29,6 +31,15 @@ REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\
            % (len(REFUSED), REFUSED))
 
 
+class GuardedConfig(Config):
+    """uvicorn's settings and the two limits `GuardedHTTP` reads (a worker gets them with
+    the rest: uvicorn hands its settings to the processes it spawns)."""
+
+    def __init__(self, app: Any, *, max_connections: int, header_timeout: float, **kw: Any):
+        super().__init__(app, **kw)
+        self.max_connections, self.header_timeout = max_connections, header_timeout
+
+
 class GuardedHTTP(AutoHTTPProtocol):
     """uvicorn's HTTP protocol with a header deadline and a connection cap."""
 
@@ -36,7 +47,7 @@ class GuardedHTTP(AutoHTTPProtocol):
     _deadline: Any = None
 
     def connection_made(self, transport: Any) -> None:
-        if len(self.connections) >= self.config.limit_concurrency:
+        if len(self.connections) >= self.config.max_connections:
             self.refused = True
             transport.write(REFUSAL)
             transport.close()
@@ -60,14 +71,14 @@ class GuardedHTTP(AutoHTTPProtocol):
     def _arm(self) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
-        self._deadline = self.loop.call_later(self.config.timeout_keep_alive, self._late)
+        self._deadline = self.loop.call_later(self.config.header_timeout, self._late)
 
     def _late(self) -> None:
         # Closed unless a request whose headers all came is being answered (idle counts too).
         if (self.cycle is None or self.cycle.response_complete) and \
                 not self.transport.is_closing():
             log.warning("closed a connection that sent no complete request headers in %g s "
-                        "(--header-timeout)", self.config.timeout_keep_alive)
+                        "(--header-timeout)", self.config.header_timeout)
             self.transport.close()
 
 

@@ -45,6 +45,7 @@ def serve(options: ServeOptions) -> int:
     """
     require_web_stack()
     options.check()
+    fit_open_files(options.max_connections)
     if options.workers > 1:
         return _serve_workers(options)
     import uvicorn
@@ -84,6 +85,25 @@ def require_web_stack() -> None:
                          "'attnkit[serve]'")
 
 
+def fit_open_files(connections: int) -> None:
+    """Raise the process's open-file limit to hold ``connections`` and the files a server has
+    beside them (128), within its hard limit: a cap the process could not reach would let
+    accepts fail first.
+
+    Raises:
+        UsageError: the hard limit is lower.
+    """
+    import resource
+
+    need = connections + 128
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need:
+            raise UsageError(f"--max-connections {connections} needs {need:,} open files; this "
+                             f"process may have {hard:,} (ulimit -Hn): give fewer")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
 def set_threads(threads: int) -> None:
     """torch's intra-op threads, and one inter-op thread: the model thread runs one call at a
     time, with nothing beside it."""
@@ -120,21 +140,19 @@ def listen(options: ServeOptions) -> socket.socket:
 def uvicorn_config(app: Any, options: ServeOptions, **more: Any) -> Any:
     """uvicorn's settings: the guarded protocol and its limits, the drain, and the log
     (uvicorn's lines and the server's on stderr, a repeated one once per 10 s)."""
-    import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 
-    from attnkit.server.connections import GuardedHTTP
+    from attnkit.server.connections import GuardedConfig, GuardedHTTP
 
     log = copy.deepcopy(LOGGING_CONFIG)
     log["filters"] = {"repeated": {"()": "attnkit.server.connections.Repeated"}}
     log["handlers"]["default"]["filters"] = ["repeated"]
     for name in ("attnkit.server", "asyncio"):
         log["loggers"][name] = {"handlers": ["default"], "level": "INFO", "propagate": False}
-    return uvicorn.Config(app, lifespan="on", log_config=log, access_log=False,
-                          http=GuardedHTTP, limit_concurrency=options.max_connections,
-                          timeout_keep_alive=options.header_timeout_s,
-                          timeout_graceful_shutdown=max(options.drain_seconds, 0.001),
-                          server_header=False, **more)
+    return GuardedConfig(app, lifespan="on", log_config=log, access_log=False,
+                         http=GuardedHTTP, max_connections=options.max_connections,
+                         header_timeout=options.header_timeout_s, server_header=False,
+                         timeout_graceful_shutdown=max(options.drain_seconds, 0.001), **more)
 
 
 def worker_app(options: ServeOptions, folder: str, parent: int) -> Any:
