@@ -78,6 +78,19 @@ async def favicon() -> Response:
     return Response(status_code=204)   # no icon, and no 404 in a browser's console
 
 
+def attention_options(run: ServedRun, body: s.TranslateRequest | s.TranslateStreamRequest
+                      ) -> dict[str, Any]:
+    """The translate app's options for the attention a request asks (422 if the run has
+    none); without it there is nothing to replace an ``<unk>`` from."""
+    engine = run.loaded.engine
+    if (body.attention or body.page) and not engine.has_attention:
+        raise ApiError(422, "no_attention", f"run {run.name!r} computes no attention (the "
+                       f"{engine.name} engine, or a model without): ask without \"attention\" "
+                       "and \"page\"")
+    return {"attention": "all" if body.page else body.attention,
+            "unk_replace": body.unk_replace and engine.has_attention}
+
+
 def translation(p: Any, attention: bool) -> dict[str, Any]:
     """A translation as the API answers it (the page's every layer and head left out)."""
     row = p.to_dict()
@@ -92,14 +105,7 @@ async def translate(body: s.TranslateRequest, request: Request) -> s.TranslateRe
     state = state_of(request)
     run = state.run_for("translate", body.run)
     check_texts(body.texts, state.options)
-    engine = run.loaded.engine
-    if (body.attention or body.page) and not engine.has_attention:
-        raise ApiError(422, "no_attention", f"run {run.name!r} computes no attention (the "
-                       f"{engine.name} engine, or a model without): ask without \"attention\" "
-                       "and \"page\"")
-    # Without attention there is nothing to replace an <unk> from (and no note to print).
-    options = {"beam": body.beam, "alpha": body.alpha, "attention": "all" if body.page else
-               body.attention, "unk_replace": body.unk_replace and engine.has_attention}
+    options = {"beam": body.beam, "alpha": body.alpha, **attention_options(run, body)}
     preds = await state.batchers[run.name].submit(body.texts, options, state.options.timeout_s)
     return s.TranslateResponse(run=run.name, page=await state.page(run, preds) if body.page
                                else None, translations=[translation(p, body.attention)
@@ -116,13 +122,7 @@ async def started(body: s.TranslateStreamRequest, request: Request
         raise ApiError(422, "cannot_stream", f"run {run.name!r} does not stream tokens (the "
                        f"{run.info()['engine']} engine); use POST /v1/translate")
     check_texts([body.text], state.options)
-    has_attention = run.loaded.engine.has_attention
-    if (body.attention or body.page) and not has_attention:
-        raise ApiError(422, "no_attention", f"run {run.name!r} has no attention: stream with "
-                       "\"attention\": false (and no \"page\")")
-    options = {"attention": "all" if body.page else body.attention,
-               "unk_replace": body.unk_replace and has_attention}
-    async with state.streams[run.name].stream(body.text, options,
+    async with state.streams[run.name].stream(body.text, attention_options(run, body),
                                               state.options.timeout_s) as job:
         yield run, job
 
