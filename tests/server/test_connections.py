@@ -41,7 +41,7 @@ def closed_by_server(sock: socket.socket, timeout: float) -> bool:
     try:
         while sock.recv(4096):
             pass
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         return False
     except ConnectionResetError:
         pass

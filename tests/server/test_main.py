@@ -165,8 +165,8 @@ def test_a_worker_that_cannot_load_stops_the_start(serve_process, tmp_path):
 def test_the_listening_socket_says_it_is_tcp(tiny_runs):
     """asyncio sets TCP_NODELAY only on sockets whose protocol is IPPROTO_TCP; without it a
     keep-alive client waits ~40 ms for each answer (Nagle against delayed ACKs)."""
-    from attnkit.server.options import ServeOptions, parse_run
     from attnkit.server.main import listen
+    from attnkit.server.options import ServeOptions, parse_run
 
     sock = listen(ServeOptions(runs=[parse_run(str(tiny_runs["sentiment"][0]))], port=0))
     try:

@@ -1,9 +1,7 @@
 """``attnkit serve``: trained runs behind an HTTP API and a live page, on FastAPI, uvicorn and
-pydantic's own parts; batched, bounded and drained.
-
-A layer above `attnkit.apps` (any registered app is served through ``load``, ``predict`` and
-``page``) and below `attnkit.cli`, which only parses the command's arguments. Importing this
-package does not import the ``serve`` extra, so ``attnkit --help`` works without it.
+pydantic's own parts. A layer above `attnkit.apps` (any registered app is served through
+``load``, ``predict`` and ``page``) and below `attnkit.cli`; importing it imports no web stack,
+so ``attnkit --help`` works without the ``serve`` extra.
 
 Example:
     ```python

@@ -1,10 +1,9 @@
 """`create_app`: the FastAPI application of ``attnkit serve``, from its options and runs.
 
-It assembles the metrics (outermost: every request counted and timed), the body limit, the
-error handlers (one JSON shape), the routes and the live page, FastAPI's own API docs at
-``/docs`` (Swagger UI, its files served by the ``fastapi-offline`` package: no CDN, they work
-offline), and a lifespan that starts the model thread and the queues, and stops them once the
-last request in flight is answered.
+The metrics (outermost: every request counted and timed), the body limit, the error handlers,
+the routes and the live page, FastAPI's own API docs at ``/docs`` (Swagger UI, its files from
+the ``fastapi-offline`` package: no CDN, they work offline), and a lifespan that starts the
+model thread and the queues and stops them once the last request in flight is answered.
 
 Example:
     ```python

@@ -1,16 +1,13 @@
 """`serve`: run the server on uvicorn until SIGTERM or SIGINT, then drain and exit 0.
 
-Start-up: the options are checked, the runs loaded (the first that fails stops it with its
-one error line, nothing listening yet), the address bound (a busy port is one line too), then
-uvicorn serves the app through `attnkit.server.connections.GuardedHTTP`. ``--workers N`` is
-uvicorn's own supervisor: N spawned processes on the one socket, each loading every run with
-``--threads`` torch threads (by default the cores divided by N); the command says it serves
-once all N have loaded. A worker that cannot load stops the start with its error line (each
-folder is checked here first), one that dies later is replaced, one whose supervisor is gone
-stops itself, and ``/metrics`` of any counts all (prometheus-client's multiprocess folder).
-Stopping is uvicorn's: the first signal stops accepting, closes idle connections and lets the
-requests in flight finish, streams included, for ``--drain-seconds``; a second SIGINT stops
-at once.
+The runs are loaded and the address bound before anything listens: a run that cannot load and
+a busy port are each one error line. ``--workers N`` is uvicorn's own supervisor: N spawned
+processes share the socket, each loading every run with ``--threads`` torch threads (by
+default the cores divided by N); the command says it serves once all N have loaded. A worker
+that cannot load stops the start with its line (each folder is checked here first), one that
+dies later is replaced, one whose supervisor is gone stops itself, and ``/metrics`` of any
+counts all. Stopping is uvicorn's: stop accepting, close idle connections, let the requests in
+flight finish for ``--drain-seconds``; a second SIGINT stops at once.
 """
 
 from __future__ import annotations
