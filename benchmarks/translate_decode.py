@@ -243,8 +243,9 @@ def main(argv: list[str] | None = None) -> None:
                 "attnkit": attnkit_engine(run, beam, True),
                 "attnkit-uncached": attnkit_engine(run, beam, False)}
             for q in ("float32", "int8"):
-                made[f"ctranslate2-{q}"] = (translators if isinstance(translators, str)
-                                            else ct2_engine(run, translators[q], beam))
+                if f"ctranslate2-{q}" in names:
+                    made[f"ctranslate2-{q}"] = (translators if isinstance(translators, str)
+                                                else ct2_engine(run, translators[q], beam))
             for batch in batches:
                 rows += measure([(n, made[n]) for n in names], beam, batch, ids, refs,
                                 args.rounds)

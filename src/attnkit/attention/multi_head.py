@@ -59,7 +59,10 @@ class MultiHeadAttention(nn.Module):
         ``forward(query, key, value=None, *, key_lengths=None, key_mask=None,
         query_lengths=None, attn_mask=None, causal=False, need_weights=False,
         query_positions=None, key_positions=None)``. Positions (``[T]`` or ``[batch, T]`` ints,
-        default ``0..T-1``) are for ``rope=True``, e.g. incremental decoding.
+        default ``0..T-1``) are for ``rope=True``. Incremental decoding: `attend_cached`
+        (causal self-attention of new positions over a `KeyValueCache` written in place) and
+        `attend_source` (cross-attention over a source projected once by
+        `source_keys_values`, the beams of a sentence sharing it).
 
     Shapes:
         ``query [batch, Tq, query_dim]``, ``key [batch, Tk, key_dim]``, ``value [batch, Tk,

@@ -45,8 +45,8 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     g.add_argument("--max-batch", type=int, default=d.max_batch, metavar="N",
                    help=f"most inputs in one model call (default {d.max_batch}; 1: no batching)")
     g.add_argument("--max-wait-ms", type=float, default=d.max_wait_ms, metavar="MS",
-                   help=f"longest a request waits for others to batch with (default "
-                   f"{d.max_wait_ms:g})")
+                   help=f"hold a request up to MS for others to batch with, even when the model "
+                   f"is free (default {d.max_wait_ms:g}: requests gather only while it is busy)")
     g.add_argument("--max-queue", type=int, default=d.max_queue, metavar="N",
                    help=f"most requests a model holds; more get 429 (default {d.max_queue})")
     g.add_argument("--timeout", type=float, default=d.timeout_s, metavar="S", dest="timeout_s",
@@ -63,6 +63,14 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
                                "its header, before decoding)")):
         lim.add_argument(flag, type=int, default=value, metavar="N",
                          help=f"{what} (default {value:,})")
+    c = p.add_argument_group("connections (per process)")
+    c.add_argument("--max-connections", type=int, default=d.max_connections, metavar="N",
+                   help=f"open connections; more are answered 503 and closed (default "
+                   f"{d.max_connections:,})")
+    c.add_argument("--header-timeout", type=float, default=d.header_timeout_s, metavar="S",
+                   dest="header_timeout_s", help=f"a connection without a complete request's "
+                   f"headers S seconds after it opened or was answered is closed (default "
+                   f"{d.header_timeout_s:g})")
     k = p.add_argument_group("keys")
     k.add_argument("--api-keys", metavar="FILE", help="accept requests with 'Authorization: "
                    "Bearer KEY' for a KEY of FILE (one a line) only")
@@ -82,6 +90,7 @@ def options_of(args: argparse.Namespace) -> ServeOptions:
         max_texts=args.max_texts, max_chars=args.max_chars,
         max_image_bytes=args.max_image_bytes, max_pixels=args.max_pixels,
         api_keys=read_api_keys(args.api_keys) if args.api_keys else frozenset(),
+        max_connections=args.max_connections, header_timeout_s=args.header_timeout_s,
         insecure=args.insecure, drain_seconds=args.drain_seconds).check()
 
 

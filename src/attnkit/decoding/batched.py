@@ -26,12 +26,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from torch import nn
 
 from attnkit.data.batching import pad_ids
 from attnkit.decoding.beam import beam_search
 from attnkit.decoding.greedy import greedy_decode
 from attnkit.decoding.hypothesis import Hypothesis
+from attnkit.models.step import StepModel
 
 DECODE_MAX_TOKENS = 8192  # sentences * beam * longest source per batch (module docs)
 
@@ -81,7 +81,7 @@ def padded_sources(src_ids: Sequence[Sequence[int]], pad: int,
             torch.tensor([len(s) for s in src_ids], device=device))
 
 
-def decode_many(model: nn.Module, src_ids: Sequence[Sequence[int]], *, beam: int = 1,
+def decode_many(model: StepModel, src_ids: Sequence[Sequence[int]], *, beam: int = 1,
                 alpha: float = 0.6, batch_size: int | None = None,
                 max_tokens: int | None = DECODE_MAX_TOKENS,
                 need_weights: bool | str = True, use_cache: bool = True,

@@ -33,10 +33,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from attnkit.attention.kv_cache import GrowingBuffer
 from attnkit.decoding.hypothesis import Hypothesis, inference, max_lengths, weights_wanted
+from attnkit.models.step import StepModel
 
 # A finished hypothesis: (normalised score, raw score, tokens, attention rows or None, ended).
 Finished = tuple[float, float, list[int], Tensor | None, bool]
@@ -51,7 +52,7 @@ def normalised_score(score: float, length: int, alpha: float, length_norm: str) 
     raise ValueError(f"length_norm must be 'gnmt' or 'simple', got {length_norm!r}")
 
 
-def beam_search(model: nn.Module, src: Tensor, src_lengths: Tensor, *, beam_size: int = 5,
+def beam_search(model: StepModel, src: Tensor, src_lengths: Tensor, *, beam_size: int = 5,
                 alpha: float = 0.6, length_norm: str = "gnmt", max_len_ratio: float = 2.0,
                 max_len_offset: int = 5, max_len: int | None = 200,
                 need_weights: bool | str = True,

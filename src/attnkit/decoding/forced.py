@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from attnkit.data.batching import pad_ids
 from attnkit.decoding.hypothesis import inference
+from attnkit.models.step import StepModel
 
 
 @dataclass
@@ -46,7 +47,7 @@ class Forced:
     encoder: Tensor | None = None
 
 
-def teacher_forced_logprobs(model: nn.Module, state, tgt_in: Tensor) -> Tensor:
+def teacher_forced_logprobs(model: StepModel, state, tgt_in: Tensor) -> Tensor:
     """``[batch, T, V]`` log-probabilities of teacher-forced decoding from an encoded
     ``state`` (the step API with the whole target at once); differentiable when the state was
     encoded with ``use_cache=False``."""
@@ -54,7 +55,7 @@ def teacher_forced_logprobs(model: nn.Module, state, tgt_in: Tensor) -> Tensor:
     return torch.log_softmax(logits.float(), dim=-1)
 
 
-def forced_decode(model: nn.Module, src_ids: Sequence[Sequence[int]],
+def forced_decode(model: StepModel, src_ids: Sequence[Sequence[int]],
                   tgt_ids: Sequence[Sequence[int]], *, batch_size: int = 32,
                   keep_states: bool = False, logprobs: bool = True) -> list[Forced]:
     """Feed each target to the model and keep what alignment needs.

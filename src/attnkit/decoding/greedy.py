@@ -27,9 +27,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from attnkit.decoding.hypothesis import Hypothesis, inference, max_lengths, weights_wanted
+from attnkit.models.step import StepModel
 
 
 @dataclass
@@ -53,7 +54,7 @@ class GreedyStep:
     done: list[bool]
 
 
-def greedy_steps(model: nn.Module, src: Tensor, src_lengths: Tensor, *,
+def greedy_steps(model: StepModel, src: Tensor, src_lengths: Tensor, *,
                  max_len_ratio: float = 2.0, max_len_offset: int = 5,
                  max_len: int | None = 200, need_weights: bool | str = True,
                  use_cache: bool = True) -> Iterator[GreedyStep]:
@@ -104,7 +105,7 @@ def greedy_steps(model: nn.Module, src: Tensor, src_lengths: Tensor, *,
         prev = nxt.unsqueeze(1)
 
 
-def greedy_decode(model: nn.Module, src: Tensor, src_lengths: Tensor, *,
+def greedy_decode(model: StepModel, src: Tensor, src_lengths: Tensor, *,
                   max_len_ratio: float = 2.0, max_len_offset: int = 5,
                   max_len: int | None = 200, need_weights: bool | str = True,
                   use_cache: bool = True) -> list[Hypothesis]:

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from attnkit.models.step import Weights
+from attnkit.models.step import StepModel, Weights
 
 
 @dataclass
@@ -54,7 +54,7 @@ def max_lengths(src_lengths: Tensor, max_len_ratio: float, max_len_offset: int,
 
 
 @contextlib.contextmanager
-def inference(model: nn.Module) -> Iterator[None]:
+def inference(model: StepModel) -> Iterator[None]:
     """Eval mode (no dropout) under ``torch.inference_mode`` (no autograd bookkeeping at all);
     restores the model's mode afterwards."""
     was_training = model.training

@@ -81,9 +81,17 @@ class DecoderState(Protocol):
 
 
 class StepModel(Protocol):
-    """A model `attnkit.decoding` can decode (module docstring)."""
+    """A model `attnkit.decoding` can decode (module docstring); an ``nn.Module`` (decoders
+    switch it to eval mode while they decode)."""
 
     config: Any
+    training: bool
+
+    def train(self, mode: bool = True) -> Any: ...
+
+    def eval(self) -> Any: ...
+
+    def parameters(self) -> Any: ...
 
     def encode(self, src: Tensor, src_lengths: Tensor, *, beams: int, use_cache: bool,
                weights: Weights) -> DecoderState: ...

@@ -1,19 +1,12 @@
 """Every error the server answers is one JSON shape: ``{"error": {"code", "message"}}``.
 
-`ApiError` is what the server's own code raises (a status, a stable machine-readable ``code``
-and a sentence for people, optional headers such as ``Retry-After``). `install` maps the rest
-onto the same shape: FastAPI's validation errors (422; malformed JSON 400), Starlette's own
-404 and 405, attnkit's errors (an input the app refuses: 422), and anything unexpected: 500
-with a fixed message, the traceback going to the server's log and never to the client.
-
-`ApiError` subclasses Starlette's ``HTTPException`` on purpose: FastAPI re-raises that type
-untouched while it reads a body (any other exception there becomes a generic 400), so a body
-over the size limit, found while reading it, still answers 413.
-
-Example:
-    ```python
-    raise ApiError(429, "overloaded", "the queue is full", headers={"Retry-After": "1"})
-    ```
+`ApiError` is what the server's own code raises: a status, a stable ``code`` for programs, a
+sentence for people, optional headers (``Retry-After``, ``WWW-Authenticate``). `install` maps
+the rest onto the same shape: FastAPI's validation errors (422 ``invalid_request``; a JSON body
+that is not JSON or not UTF-8: 400 ``invalid_json``), Starlette's 404 and 405, attnkit's errors
+(an input the app refuses: 422 ``bad_input``), and anything unexpected: 500 ``internal``, its
+traceback in the server's log only. `ApiError` is Starlette's ``HTTPException`` so that FastAPI
+lets it through untouched while it reads a body (the body limit's 413).
 """
 
 from __future__ import annotations
@@ -29,22 +22,13 @@ from starlette.exceptions import HTTPException
 from attnkit.errors import AttnkitError
 
 log = logging.getLogger("attnkit.server")
-
-# The code of a Starlette error that carries none of ours.
-STATUS_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found",
-                405: "method_not_allowed", 413: "too_large", 415: "unsupported_media_type",
-                422: "invalid_request", 429: "overloaded", 503: "unavailable"}
+# The code of an error that carries none of ours.
+CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
+         415: "unsupported_media_type", 422: "invalid_request", 429: "overloaded"}
 
 
 class ApiError(HTTPException):
-    """An error answered as ``{"error": {"code": code, "message": message}}``.
-
-    Args:
-        status: the HTTP status (4xx, or 503).
-        code: a stable identifier clients may branch on (``"too_many_texts"``).
-        message: one sentence for people.
-        headers: extra response headers (``Retry-After``, ``WWW-Authenticate``).
-    """
+    """An error answered as ``{"error": {"code": code, "message": message}}``."""
 
     def __init__(self, status: int, code: str, message: str,
                  headers: dict[str, str] | None = None):
@@ -52,40 +36,41 @@ class ApiError(HTTPException):
         self.code = code
 
 
-def error_body(code: str, message: str) -> dict[str, Any]:
-    """The JSON every error answers."""
-    return {"error": {"code": code, "message": message}}
-
-
 def error_response(status: int, code: str, message: str,
                    headers: dict[str, str] | None = None) -> JSONResponse:
-    """An error as a response."""
-    return JSONResponse(error_body(code, message), status_code=status, headers=headers)
+    return JSONResponse({"error": {"code": code, "message": message}}, status, headers)
 
 
 def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
-    code = getattr(exc, "code", None) or STATUS_CODES.get(exc.status_code, "error")
-    message = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
-    if exc.status_code == 404 and not isinstance(exc, ApiError):
+    status, message = exc.status_code, str(exc.detail)
+    if isinstance(exc, ApiError):
+        return error_response(status, exc.code, message, exc.headers)
+    if status == 400 and "json" in request.headers.get("content-type", ""):
+        return _not_json()   # FastAPI's answer to a JSON body it could not decode
+    if status == 404:
         message = f"no such route: {request.method} {request.url.path}"
-    elif exc.status_code == 405 and not isinstance(exc, ApiError):
+    elif status == 405:
         message = f"{request.method} is not allowed on {request.url.path}"
-    return error_response(exc.status_code, code, message, getattr(exc, "headers", None))
+    return error_response(status, CODES.get(status, "error"), message, exc.headers)
+
+
+def _not_json() -> JSONResponse:
+    return error_response(400, "invalid_json", "the body is not valid JSON in UTF-8")
 
 
 def _where(loc: tuple[Any, ...]) -> str:
     """``("body", "texts", 2)`` -> ``texts[2]``: where in the request, as a client wrote it."""
-    parts = [p for p in loc if p not in ("body", "query", "path", "header")]
     out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    for p in loc:
+        if p not in ("body", "query", "path", "header"):
+            out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
     return out or "the request body"
 
 
 def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     errors = exc.errors()
     if any(e.get("type") == "json_invalid" for e in errors):
-        return error_response(400, "invalid_json", "the body is not valid JSON")
+        return _not_json()
     shown = "; ".join(f"{_where(tuple(e.get('loc', ())))}: {e.get('msg', 'invalid')}"
                       for e in errors[:5])
     more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
@@ -93,19 +78,18 @@ def _validation_error(request: Request, exc: RequestValidationError) -> JSONResp
 
 
 def _attnkit_error(request: Request, exc: AttnkitError) -> JSONResponse:
-    # An input the app refuses (an empty sentence, an unreadable image): the client's to fix.
     return error_response(422, "bad_input", str(exc).splitlines()[0])
 
 
 def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    # The traceback: Starlette re-raises the exception after this answer, and uvicorn logs it.
+    # Starlette re-raises the exception after this answer, and uvicorn logs its traceback.
     log.error("error answering %s %s: %s", request.method, request.url.path, exc)
-    return error_response(500, "internal", "the server failed to answer this request; its log "
-                                           "says why")
+    return error_response(500, "internal", "the server failed to answer this request; its "
+                                           "log says why")
 
 
 def install(app: FastAPI) -> None:
-    """Answer every error of ``app`` in the one JSON shape (module docstring)."""
+    """Answer every error of ``app`` in the one JSON shape."""
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(AttnkitError, _attnkit_error)

@@ -1,87 +1,61 @@
-"""The limits on what a request may hold: body bytes, texts, characters.
+"""What one request may hold: body bytes, texts, characters, and an image, checked before
+anything decodes it.
 
-`BodyLimit` caps every body before anything parses it: a ``Content-Length`` over the limit is
-answered 413 at once, and a body sent without one (chunked) is counted as it arrives and
-stopped at the limit, so no request can make the server buffer more than the limit. The image
-route's limit is ``max_image_bytes`` plus room for the multipart form around the file; every
-other route's is ``max_body_bytes``. `check_texts` keeps the texts of one request within
-``max_texts`` and ``max_chars`` (a batch of many requests is the batcher's to bound).
-
-Example:
-    ```python
-    app.add_middleware(BodyLimit, limit_of=lambda path: 1 << 20)
-    check_texts(["I am cold."], options)
-    ```
+`BodyLimit` answers a ``Content-Length`` over the limit at once and counts a body sent without
+one as it arrives, so no request makes the server buffer more (``--max-body-bytes``; the image
+route's is ``--max-image-bytes`` and `FORM_OVERHEAD`). FastAPI's own ``max_body_size`` answers
+such a request in plain text, not in the API's JSON. A small file can declare a huge image (a
+500 KB PNG of 13,000 x 13,000 pixels decodes to 500 MB): `checked_image` reads the header only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import io
+import warnings
+from collections.abc import Sequence
 from typing import Any
 
 from attnkit.server.errors import ApiError, error_response
 from attnkit.server.options import ServeOptions
 
-# The multipart form around an uploaded image (boundaries, headers, the other fields).
-FORM_OVERHEAD = 64 << 10
-
-
-def body_limit(options: ServeOptions, path: str) -> int:
-    """The most bytes a body sent to ``path`` may have."""
-    if path == "/v1/caption":
-        return options.max_image_bytes + FORM_OVERHEAD
-    return options.max_body_bytes
-
-
-def too_large(limit: int) -> ApiError:
-    return ApiError(413, "body_too_large", f"the request body is over the limit of {limit:,} "
-                                           "bytes")
+FORM_OVERHEAD = 64 << 10   # the multipart form around an image: boundaries, other fields
 
 
 class BodyLimit:
-    """Refuses bodies over the limit before they are read (module docstring).
+    """The ASGI middleware that caps every body (module docstring)."""
 
-    Args:
-        app: the ASGI app inside.
-        limit_of: the limit of a path.
-    """
-
-    def __init__(self, app: Any, limit_of: Callable[[str], int]):
-        self.app, self.limit_of = app, limit_of
+    def __init__(self, app: Any, options: ServeOptions):
+        self.app, self.options = app, options
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limit = self.limit_of(scope["path"])
+            return await self.app(scope, receive, send)
+        o = self.options
+        limit = o.max_body_bytes if scope["path"] != "/v1/caption" else (
+            o.max_image_bytes + FORM_OVERHEAD)
+        over = ApiError(413, "body_too_large", f"the request body is over the limit of "
+                                               f"{limit:,} bytes")
         declared = dict(scope.get("headers") or ()).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > limit):
-            error = too_large(limit) if declared.isdigit() else ApiError(
+            error = over if declared.isdigit() else ApiError(
                 400, "bad_request", "the Content-Length header is not a number")
-            await error_response(error.status_code, error.code, error.detail)(
+            return await error_response(error.status_code, error.code, error.detail)(
                 scope, receive, send)
-            return
-        seen = [0]
+        seen = 0
 
         async def counted() -> dict:
+            nonlocal seen
             message = await receive()
-            if message["type"] == "http.request":
-                seen[0] += len(message.get("body", b""))
-                if seen[0] > limit:
-                    # Raised inside the app's body reading: FastAPI passes an HTTPException
-                    # through, and the error handlers answer it (413).
-                    raise too_large(limit)
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise over   # inside FastAPI's body reading: its error handlers answer it
             return message
-
         await self.app(scope, counted, send)
 
 
 def check_texts(texts: Sequence[str], options: ServeOptions, what: str = "text") -> None:
-    """One request's texts within the limits.
-
-    Raises:
-        ApiError: 413 for more than ``max_texts`` texts or a text over ``max_chars``
-            characters (the message names which).
+    """Raises:
+        ApiError: 413 for more than ``max_texts`` texts or one over ``max_chars`` characters.
     """
     if len(texts) > options.max_texts:
         raise ApiError(413, "too_many_texts", f"{len(texts)} {what}s in one request; the "
@@ -90,3 +64,34 @@ def check_texts(texts: Sequence[str], options: ServeOptions, what: str = "text")
         if len(text) > options.max_chars:
             raise ApiError(413, "text_too_long", f"{what} {i} has {len(text):,} characters; "
                                                  f"the limit is {options.max_chars:,}")
+
+
+def checked_image(data: bytes, options: ServeOptions) -> str:
+    """The image format of ``data`` (``"PNG"``...), from its header alone.
+
+    Raises:
+        ApiError: 413 over ``max_image_bytes`` or ``max_pixels``; 415 not an image; 422 empty.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    if not data:
+        raise ApiError(422, "empty_image", "the uploaded image file is empty")
+    if len(data) > options.max_image_bytes:
+        raise ApiError(413, "image_too_large", f"the image file has {len(data):,} bytes; the "
+                                               f"limit is {options.max_image_bytes:,}")
+    try:
+        with warnings.catch_warnings():
+            # Pillow's own warning for large images: the budget below answers instead.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as im:
+                width, height, fmt = im.width, im.height, im.format
+    except Image.DecompressionBombError as exc:
+        raise ApiError(413, "too_many_pixels", f"the image declares too many pixels ({exc})"
+                       ) from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
+        raise ApiError(415, "not_an_image", "the uploaded file is not an image this server "
+                                            "reads (PNG, JPEG, GIF, BMP, WebP, TIFF...)") from None
+    if width * height > options.max_pixels:
+        raise ApiError(413, "too_many_pixels", f"the image is {width} x {height} pixels; the "
+                                               f"limit is {options.max_pixels:,} pixels")
+    return fmt or "image"

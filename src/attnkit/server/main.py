@@ -1,27 +1,40 @@
-"""`serve`: run the server until SIGTERM or SIGINT, then drain and exit 0.
+"""`serve`: run the server on uvicorn until SIGTERM or SIGINT, then drain and exit 0.
 
-Start-up, in order: the options are checked, torch's threads fixed, every run loaded (the first
-that fails stops here, one error line, nothing listening yet), the address bound (a busy port is
-one error line too), then uvicorn serves the application (`attnkit.server.app.create_app`).
-``--workers N`` runs N such processes on the one address (`attnkit.server.workers`). How a
-process stops (drains, exits 0) is `attnkit.server.process`'s.
-
-Example:
-    ```python
-    serve(ServeOptions(runs=[parse_run("runs/fr")], port=8000))   # returns after SIGTERM
-    ```
+The runs are loaded and the address bound before anything listens: a run that cannot load and
+a busy port are each one error line. ``--workers N`` is uvicorn's own supervisor: N spawned
+processes share the socket, each loading every run with ``--threads`` torch threads (by
+default the cores divided by N); the command says it serves once all N have loaded. A worker
+that cannot load stops the start with its line (each folder is checked here first), one that
+dies later is replaced, one whose supervisor is gone stops itself, and ``/metrics`` of any
+counts all. Stopping is uvicorn's: stop accepting, close idle connections, let the requests in
+flight finish for ``--drain-seconds``; a second SIGINT stops at once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import functools
+import os
+import shutil
+import signal
+import socket
 import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
 
+from attnkit.errors import AttnkitError, UsageError
 from attnkit.server.options import ServeOptions
-from attnkit.server.process import address_of, build_server, listen, require_web_stack
+
+# Where a worker says it has loaded (ready-PID) or why it could not (error).
+ERROR_FILE, READY = "error", "ready-"
 
 
 def serve(options: ServeOptions) -> int:
-    """Serve until SIGTERM or SIGINT (module docstring); returns the exit status (0).
+    """Serve until SIGTERM or SIGINT; returns the exit status (0).
 
     Raises:
         UsageError: bad options, the serve extra missing, an address that cannot be used.
@@ -29,21 +42,177 @@ def serve(options: ServeOptions) -> int:
     """
     require_web_stack()
     options.check()
+    fit_open_files(options.max_connections)
     if options.workers > 1:
-        from attnkit.server.workers import serve_workers  # the web stack only when it runs
+        return _serve_workers(options)
+    import uvicorn
 
-        return serve_workers(options)
     from attnkit.server.app import create_app
-    from attnkit.server.compute import set_threads
-    from attnkit.server.runs import load_runs
+    from attnkit.server.loaded_runs import load_runs
 
     set_threads(options.torch_threads())
-    runs = load_runs(options)
-    app = create_app(options, runs)
+    app = create_app(options, load_runs(options))
     sock = listen(options)
-    threads = options.torch_threads()
-    print(f"attnkit: serving {', '.join(runs)} on {address_of(sock)} (1 process, {threads} "
-          f"thread{'s' * (threads != 1)}; the live page at /, the API docs at /docs)",
-          file=sys.stderr, flush=True)
-    build_server(app, options).run(sockets=[sock])
+    _say_serving(sock, options, ", ".join(app.state.server.runs) + " ")
+    server = uvicorn.Server(uvicorn_config(app, options))
+    # uvicorn hands the stop signal, once drained, to the handlers it found, so that the
+    # process dies of it (143, 130); these take it as done. Before uvicorn's own are in place,
+    # they stop it the same way.
+    before = {sig: signal.signal(sig, lambda *_: setattr(server, "should_exit", True))
+              for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        server.run(sockets=[sock])
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
     return 0
+
+
+def require_web_stack() -> None:
+    """Raises:
+        UsageError: a package of the ``serve`` extra is missing.
+    """
+    from importlib.util import find_spec
+
+    missing = [m.replace("_", "-") for m in ("fastapi", "fastapi_offline", "uvicorn",
+                                             "prometheus_client", "python_multipart")
+               if find_spec(m) is None]
+    if missing:
+        raise UsageError(f"attnkit serve needs {', '.join(missing)}: pip install "
+                         "'attnkit[serve]'")
+
+
+def fit_open_files(connections: int) -> None:
+    """Raise the process's open-file limit to hold ``connections`` and the files a server has
+    beside them (128), within its hard limit: a cap the process could not reach would let
+    accepts fail first.
+
+    Raises:
+        UsageError: the hard limit is lower.
+    """
+    import resource
+
+    need = connections + 128
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        if hard != resource.RLIM_INFINITY and hard < need:
+            raise UsageError(f"--max-connections {connections} needs {need:,} open files; this "
+                             f"process may have {hard:,} (ulimit -Hn): give fewer")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
+def set_threads(threads: int) -> None:
+    """torch's intra-op threads, and one inter-op thread: the model thread runs one call at a
+    time, with nothing beside it."""
+    import torch
+
+    torch.set_num_threads(threads)
+    # torch allows it once, before any parallel work: a process that did some keeps its own.
+    with contextlib.suppress(RuntimeError):
+        torch.set_num_interop_threads(1)
+
+
+def listen(options: ServeOptions) -> socket.socket:
+    """The listening socket of ``options.host:port`` (port 0: any free one).
+
+    Raises:
+        UsageError: the address cannot be used (in use, not this machine's, not allowed).
+    """
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            options.host, options.port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)[0]
+        # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on sockets that say they
+        # are TCP, and without it a keep-alive client waits ~40 ms per answer.
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {options.host}:{options.port} "
+                         f"({exc.strerror or exc})") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def uvicorn_config(app: Any, options: ServeOptions, **more: Any) -> Any:
+    """uvicorn's settings: the guarded protocol and its limits, the drain, and the log
+    (uvicorn's lines and the server's on stderr, a repeated one once per 10 s)."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    from attnkit.server.connections import GuardedConfig, GuardedHTTP
+
+    log = copy.deepcopy(LOGGING_CONFIG)
+    log["filters"] = {"repeated": {"()": "attnkit.server.connections.Repeated"}}
+    log["handlers"]["default"]["filters"] = ["repeated"]
+    for name in ("attnkit.server", "asyncio"):
+        log["loggers"][name] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    return GuardedConfig(app, lifespan="on", log_config=log, access_log=False,
+                         http=GuardedHTTP, max_connections=options.max_connections,
+                         header_timeout=options.header_timeout_s, server_header=False,
+                         timeout_graceful_shutdown=max(options.drain_seconds, 0.001), **more)
+
+
+def worker_app(options: ServeOptions, folder: str, parent: int) -> Any:
+    """The app of one worker (uvicorn's factory, called in it): loaded, it says so in
+    ``folder``; if it cannot load, it writes why and exits with uvicorn's start-up failure
+    status, which stops the supervisor."""
+    from uvicorn.config import STARTUP_FAILURE
+
+    from attnkit.server.app import create_app
+    from attnkit.server.loaded_runs import load_runs
+
+    try:
+        set_threads(options.torch_threads())
+        app = create_app(options, load_runs(options))
+    except AttnkitError as exc:
+        with open(os.path.join(folder, ERROR_FILE), "a", encoding="utf-8") as f:
+            f.write(f"{exc}\n")
+        sys.exit(STARTUP_FAILURE)
+    Path(folder, f"{READY}{os.getpid()}").touch()
+
+    def watch() -> None:   # nobody else would stop it: it drains and stops
+        while os.getppid() == parent:
+            time.sleep(1)
+        os.kill(os.getpid(), signal.SIGTERM)
+    threading.Thread(target=watch, daemon=True, name="attnkit-parent-watch").start()
+    return app
+
+
+def _serve_workers(options: ServeOptions) -> int:
+    from uvicorn.supervisors import Multiprocess
+
+    from attnkit.server.loaded_runs import check_run
+    from attnkit.server.prometheus import MULTIPROC_ENV
+
+    for spec in options.runs:
+        check_run(spec, options)
+    sock = listen(options)
+    folder = tempfile.mkdtemp(prefix="attnkit-serve-")
+    os.environ[MULTIPROC_ENV] = folder   # before the spawn: the workers inherit it
+    factory = functools.partial(worker_app, options, folder, os.getpid())
+    supervisor = Multiprocess(uvicorn_config(factory, options, factory=True,
+                                             workers=options.workers), sockets=[sock])
+
+    def say_when_ready() -> None:
+        while not supervisor.should_exit.wait(0.1):
+            if len(list(Path(folder).glob(READY + "*"))) >= options.workers:
+                return _say_serving(sock, options, "")
+    threading.Thread(target=say_when_ready, daemon=True).start()
+    try:
+        supervisor.run()
+        if Path(folder, ERROR_FILE).exists():
+            raise UsageError(Path(folder, ERROR_FILE).read_text(encoding="utf-8").split("\n")[0])
+        return 0
+    finally:
+        sock.close()
+        os.environ.pop(MULTIPROC_ENV, None)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _say_serving(sock: socket.socket, options: ServeOptions, runs: str) -> None:
+    host, port = sock.getsockname()[:2]
+    threads, n = options.torch_threads(), options.workers
+    print(f"attnkit: serving {runs}on http://{f'[{host}]' if ':' in host else host}:{port} "
+          f"({n} process{'es' * (n > 1)}, {threads} thread{'s' * (threads != 1)}"
+          f"{' each' * (n > 1)}; the live page at /, the API docs at /docs)",
+          file=sys.stderr, flush=True)

@@ -1,85 +1,83 @@
-"""The request and response bodies of the API, as pydantic models (the OpenAPI schema is built
-from them).
+"""The API's request and response bodies as pydantic models: the OpenAPI schema is built from
+them, and FastAPI validates every answer against its route's model.
 
-Requests are strict: an unknown field is refused (``extra="forbid"``, so a misspelt
-``"atention"`` is an error rather than silently ignored) and so is a value of the wrong type
-(``"beam": "5"``; no coercion). Limits that depend on the server's options (texts per
-request, characters per text) are checked by the routes and listed by ``GET /v1/models``.
-
-Example:
-    ```python
-    TranslateRequest.model_validate({"texts": ["I am cold."], "beam": 5, "attention": True})
-    ```
+Requests are strict: an unknown field is refused (a misspelt ``"atention"`` is an error, not
+ignored), so is a value of the wrong type (``"beam": "5"``) and a text that is not Unicode (a
+lone surrogate such as ``"\\ud800"``: JSON can spell it, no answer holding it can be encoded).
+Limits that depend on the options (texts per request, characters) are the routes' to check.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel
+
+
+def unicode_text(text: str) -> str:
+    """``text``; a lone surrogate fails here (422), not in the answer's encoding (a 500)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("holds a lone surrogate (such as \\ud800): not Unicode text") from None
+    return text
+
+
+Text = Annotated[str, AfterValidator(unicode_text)]
+RunName = Annotated[Text, Field(max_length=100, description="the name of a loaded run")]
 
 
 class Strict(BaseModel):
-    """A request body: unknown fields and ill-typed values refused."""
-
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-RUN = Field(None, description="the name of a loaded run (None: the only run of this app)",
-            max_length=100)
-PAGE = Field(False, description="also return the app's explorer page (self-contained HTML) "
-             "of these inputs")
+RUN = Field(None, description="a loaded run's name (None: the only run of this app)")
+PAGE = Field(False, description="also return the app's explorer page (self-contained HTML)")
+UNK = Field(True, description="replace an output <unk> by the most attended source token")
 
 
 class TranslateRequest(Strict):
     """``POST /v1/translate``."""
 
-    texts: list[str] = Field(min_length=1, description="the English sentences")
-    run: str | None = RUN
-    beam: int = Field(1, ge=1, le=32, description="beam size (1: greedy)")
-    alpha: float = Field(0.6, ge=0, le=5, description="length penalty of beam search")
-    attention: bool = Field(False, description="return each target token's attention over "
-                            "the source tokens")
-    unk_replace: bool = Field(True, description="replace an output <unk> by the most "
-                              "attended source token")
-    page: bool = PAGE
-
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"texts": ["The cat does not see her."], "beam": 5, "attention": True}]})
+    texts: list[Text] = Field(min_length=1, description="the English sentences")
+    run: RunName | None = RUN
+    beam: int = Field(1, ge=1, le=32, description="beam size (1: greedy)")
+    alpha: float = Field(0.6, ge=0, le=5, description="length penalty of beam search")
+    attention: bool = Field(False, description="each target token's attention over the source")
+    unk_replace: bool = UNK
+    page: bool = PAGE
 
 
 class TranslateStreamRequest(Strict):
     """``POST /v1/translate/stream``: one sentence, decoded greedily, token by token."""
 
-    text: str = Field(description="the English sentence")
-    run: str | None = RUN
-    attention: bool = Field(True, description="send each token's attention row")
-    unk_replace: bool = Field(True, description="replace an output <unk> by the most "
-                              "attended source token")
-    page: bool = PAGE
-
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"text": "The cat does not see her."}]})
+    text: Text = Field(description="the English sentence")
+    run: RunName | None = RUN
+    attention: bool = Field(True, description="send each token's attention row")
+    unk_replace: bool = UNK
+    page: bool = PAGE
 
 
 class SentimentRequest(Strict):
     """``POST /v1/sentiment``."""
 
-    texts: list[str] = Field(min_length=1, description="the reviews")
-    run: str | None = RUN
-    attention: bool = Field(True, description="return each token's weight and signed "
-                            "contribution")
-    page: bool = PAGE
-
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"texts": ["A slow start, but a moving, beautiful film."]}]})
+    texts: list[Text] = Field(min_length=1, description="the reviews")
+    run: RunName | None = RUN
+    attention: bool = Field(True, description="each token's weight and signed contribution")
+    page: bool = PAGE
 
 
 class PredictRequest(Strict):
     """``POST /v1/predict``: any loaded run whose app reads text (a plugin app's too)."""
 
-    run: str = Field(description="the name of a loaded run", max_length=100)
-    texts: list[str] = Field(min_length=1, description="the inputs, as the app reads them")
+    run: RunName
+    texts: list[Text] = Field(min_length=1, description="the inputs, as the app reads them")
     attention: bool = Field(True, description="return the attention")
     page: bool = PAGE
 
@@ -94,27 +92,24 @@ class Translation(BaseModel):
     score: float = Field(description="log-probability of the output")
     unknown: float = Field(description="share of source tokens unknown to the model")
     truncated: int = Field(description="source tokens cut off (the model reads no more)")
-    weights: list[list[float]] | None = Field(
-        None, description="[target token][source token] attention, when asked")
+    weights: list[list[float]] | None = Field(description="[target][source] attention, if asked")
 
 
 class TranslateResponse(BaseModel):
     run: str
     translations: list[Translation]
-    page: str | None = None
+    page: str | None
 
 
 class Sentiment(BaseModel):
     """One review's sentiment (`attnkit.apps.sentiment.prediction.SentimentPrediction`)."""
 
     text: str
-    prob: float | None = Field(description="P(positive); None for a review without a word "
-                               "the model reads")
+    prob: float | None = Field(description="P(positive); None: no word the model reads")
     label: str = Field(description="positive, negative or empty")
     tokens: list[str]
     weights: list[float] | None = Field(description="each token's share of the decision")
-    contributions: list[float] | None = Field(description="each token's signed push towards "
-                                              "positive")
+    contributions: list[float] | None = Field(description="each token's push towards positive")
     spans: list[list[int] | None] | None = Field(description="where each token is in the text")
     unknown: float
     truncated: int
@@ -123,7 +118,7 @@ class Sentiment(BaseModel):
 class SentimentResponse(BaseModel):
     run: str
     results: list[Sentiment]
-    page: str | None = None
+    page: str | None
 
 
 class Caption(BaseModel):
@@ -132,8 +127,8 @@ class Caption(BaseModel):
     image: str = Field(description="the uploaded file's name")
     caption: str
     words: list[str]
-    weights: list[list[list[float]]] = Field(description="[word][row][column]: where each "
-                                             "word looked, over the model's feature map")
+    weights: list[list[list[float]]] = Field(description="[word][row][column]: where each word "
+                                             "looked, over the model's feature map")
     unknown: float
     truncated: int = Field(description="1 when the image was resized to the model's input")
     original_size: list[int] = Field(description="[width, height]")
@@ -142,14 +137,38 @@ class Caption(BaseModel):
 class CaptionResponse(BaseModel):
     run: str
     captions: list[Caption]
-    page: str | None = None
+    page: str | None
 
 
 class PredictResponse(BaseModel):
     run: str
     app: str
-    predictions: list[dict[str, Any]]
-    page: str | None = None
+    predictions: list[dict[str, Any]] = Field(description="each the app's Prediction.to_dict")
+    page: str | None
+
+
+class StreamStart(BaseModel):
+    """The ``start`` event: the tokens the attention rows are over."""
+
+    run: str
+    source: str
+    source_tokens: list[str]
+
+
+class StreamToken(BaseModel):
+    """A ``token`` event, one per generated token, with its attention over the source."""
+
+    index: int
+    token: str
+    weights: list[float] | None
+
+
+class StreamFinal(BaseModel):
+    """The ``final`` event: the whole translation, as ``/v1/translate`` answers it."""
+
+    run: str
+    translation: Translation
+    page: str | None
 
 
 class ModelInfo(BaseModel):
@@ -180,10 +199,24 @@ class ErrorResponse(BaseModel):
     error: ErrorDetail
 
 
-ERRORS = {status: {"model": ErrorResponse, "description": text} for status, text in (
-    (401, "an API key is asked and missing or unknown"),
-    (404, "unknown run"),
-    (413, "over a limit: body, texts, characters, image bytes or pixels"),
-    (422, "a field unknown, missing or of the wrong type; an input the model refuses"),
-    (429, "the model's queue is full (see Retry-After)"),
-    (503, "no answer within the deadline, or the server is stopping"))}
+class StreamEvent(RootModel[StreamStart | StreamToken | StreamFinal | ErrorResponse]):
+    """The ``data`` of a ``/v1/translate/stream`` event (an ``error`` if the server fails)."""
+
+
+WHEN = {400: "the body is not JSON (invalid_json), or not a readable form (bad_request)",
+        401: "an API key is asked and missing or unknown",
+        404: "unknown run",
+        413: "over a limit: body, texts, characters, image bytes or pixels",
+        415: "the upload is no image this server reads",
+        422: "a field unknown, missing, of the wrong type or not Unicode; an input the model "
+             "refuses",
+        429: "the model's queue is full (see Retry-After)",
+        500: "the server failed (its log says why)",
+        503: "no answer within the deadline, or the server is starting or stopping"}
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """A route's error answers for its OpenAPI ``responses``: JSON, whatever the route's own
+    media type (`ErrorResponse` is in the components as a `StreamEvent`)."""
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+    return {s: {"description": WHEN[s], "content": error} for s in statuses}

@@ -1,55 +1,44 @@
-"""What one server process holds while it runs, and what every route asks of it.
+"""What one server process holds, and what every route asks of it: the run a request names,
+the explorer page of an answer, whether it carries a valid key.
 
 `ServerState` is the server's only state: the loaded runs, the options, the metrics, the model
-thread and each model's queues. Nothing a request brings is kept once it is answered: any
-replica answers any request (the server is stateless).
-
-Example:
-    ```python
-    state = request.app.state.server
-    run = state.run_for("translate", body.run)
-    predictions = await state.batchers[run.name].submit(body.texts, options, 30)
-    ```
+thread and each run's queues. Nothing a request brings is kept once it is answered, so any
+process or replica answers any request. Keys (``--api-keys``) are checked by `require_key`
+over FastAPI's ``HTTPBearer``, in constant time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from attnkit.apps import Prediction
 from attnkit.errors import UsageError
-from attnkit.server.batcher import Batcher
-from attnkit.server.compute import Compute
+from attnkit.server.batching import Batcher, ModelThread, StreamBatcher
 from attnkit.server.errors import ApiError
-from attnkit.server.metrics import Metrics
+from attnkit.server.loaded_runs import ServedRun
 from attnkit.server.options import ServeOptions
-from attnkit.server.runs import ServedRun
-from attnkit.server.streams import StreamBatcher
+from attnkit.server.prometheus import Metrics
+
+BEARER = HTTPBearer(auto_error=False, description="a key of the server's --api-keys file")
 
 
 @dataclass
 class ServerState:
-    """One server process (module docstring).
-
-    Attributes:
-        options: its settings.
-        runs: the loaded runs, by name.
-        metrics: its Prometheus metrics.
-        compute: the model thread (None until the server starts).
-        batchers, streams: each run's queues (filled when the server starts).
-        ready: every model loaded and its queues started.
-        draining: a stop was asked: requests in flight finish, ``/readyz`` answers 503.
-    """
+    """One server process (module docstring): ``ready`` once its queues run, ``draining``
+    once a stop has begun."""
 
     options: ServeOptions
     runs: dict[str, ServedRun]
     metrics: Metrics = field(default_factory=Metrics)
-    compute: Compute | None = None
+    thread: ModelThread | None = None
     batchers: dict[str, Batcher] = field(default_factory=dict)
     streams: dict[str, StreamBatcher] = field(default_factory=dict)
     ready: bool = False
@@ -57,25 +46,24 @@ class ServerState:
 
     def start(self) -> None:
         """Start the model thread and every run's queues (on the running event loop)."""
-        o = self.options
-        self.compute = Compute()
+        o, self.thread = self.options, ModelThread()
         queue = {"max_batch": o.max_batch, "max_wait_s": o.max_wait_ms / 1000,
                  "max_queue": o.max_queue, "metrics": self.metrics}
         for name, run in self.runs.items():
-            self.batchers[name] = Batcher(name, _predict(run), self.compute, **queue)
+            self.batchers[name] = Batcher(name, run.predict, self.thread, **queue)
             if run.streams:
-                self.streams[name] = StreamBatcher(name, _stream(run), self.compute, **queue)
+                self.streams[name] = StreamBatcher(name, run.open_stream, self.thread, **queue)
         for gatherer in (*self.batchers.values(), *self.streams.values()):
             gatherer.start()
         self.ready = True
 
     async def stop(self) -> None:
-        """Stop the queues (after the requests in flight are answered), then the thread."""
-        self.ready = False
+        """Stop the queues once the requests in flight are answered, then the thread."""
+        self.ready, self.draining = False, True
         for gatherer in (*self.batchers.values(), *self.streams.values()):
             await gatherer.stop()
-        if self.compute is not None:
-            await asyncio.to_thread(self.compute.close)
+        if self.thread is not None:
+            await asyncio.to_thread(self.thread.close)
 
     def run_for(self, app: str | None, name: str | None, *, inputs: str | None = None
                 ) -> ServedRun:
@@ -86,49 +74,49 @@ class ServerState:
             ApiError: 404 unknown run or no run of the app; 422 several runs and none named,
                 or a run of another app.
         """
-        if name is not None:
-            run = self.runs.get(name)
-            if run is None:
-                raise ApiError(404, "unknown_run", f"no run named {name!r} is loaded (loaded: "
-                               f"{', '.join(sorted(self.runs))})")
-            if app is not None and run.app.name != app:
-                raise ApiError(422, "wrong_app", f"run {name!r} is a {run.app.name} run, not a "
-                               f"{app} run")
-            if inputs is not None and (run.app.inputs == "image") != (inputs == "image"):
-                raise ApiError(422, "wrong_app", f"run {name!r} ({run.app.name}) reads "
-                               f"{run.app.inputs}s")
-            return run
-        found = [r for r in self.runs.values() if r.app.name == app]
-        if not found:
-            raise ApiError(404, "unknown_run", f"no {app} run is loaded")
-        if len(found) > 1:
-            raise ApiError(422, "run_required", f"several {app} runs are loaded: name one with "
-                           f"\"run\" ({', '.join(r.name for r in found)})")
-        return found[0]
+        if name is None:
+            found = [r for r in self.runs.values() if r.app.name == app]
+            if len(found) != 1:
+                raise ApiError(422, "run_required", f"several {app} runs are loaded: name one "
+                               f"with \"run\" ({', '.join(r.name for r in found)})") if found \
+                    else ApiError(404, "unknown_run", f"no {app} run is loaded")
+            return found[0]
+        run = self.runs.get(name)
+        if run is None:
+            raise ApiError(404, "unknown_run", f"no run named {name!r} is loaded (loaded: "
+                           f"{', '.join(sorted(self.runs))})")
+        if (app is not None and run.app.name != app) or (
+                inputs is not None and (run.app.inputs == "image") != (inputs == "image")):
+            raise ApiError(422, "wrong_app", f"run {name!r} is a {run.app.name} run, which "
+                           f"reads {run.app.inputs}s")
+        return run
 
     async def page(self, run: ServedRun, predictions: Sequence[Prediction]) -> str | None:
-        """The app's explorer page of ``predictions`` (None when it has nothing to show, e.g.
-        reviews without a word the model reads), built on the model thread."""
+        """The app's explorer page of ``predictions`` (None when it has nothing to show),
+        built on a worker thread: the model thread goes on with the next batch meanwhile."""
         def build() -> str | None:
             try:
                 return run.app.page(predictions, run.summary())
-            except UsageError:
+            except UsageError:   # e.g. reviews without a word the model reads
                 return None
-        return await self.compute.run(build)
+        return await run_in_threadpool(build)
 
 
 def state_of(request: Request) -> ServerState:
-    """The state of the server answering ``request``."""
     return request.app.state.server
 
 
-def _predict(run: ServedRun):
-    def predict(inputs: list[Any], options: dict[str, Any]) -> list[Any]:
-        return run.app.predict(run.loaded, inputs, **options)
-    return predict
+def require_key(request: Request, given: Annotated[HTTPAuthorizationCredentials | None,
+                                                   Depends(BEARER)]) -> None:
+    """A dependency: passes when no key is asked or ``Authorization: Bearer KEY`` holds one.
 
-
-def _stream(run: ServedRun):
-    def open_stream(texts: list[str], options: dict[str, Any]):
-        return run.app.stream(run.loaded, texts, **options)
-    return open_stream
+    Raises:
+        ApiError: 401 with ``WWW-Authenticate: Bearer``.
+    """
+    keys = state_of(request).options.api_keys
+    key = given.credentials.encode() if given is not None else b""
+    # Every key is compared (no early exit), each in constant time.
+    if keys and not sum(hmac.compare_digest(key, k.encode()) for k in keys):
+        raise ApiError(401, "unauthorized", "unknown API key" if given else "this server asks "
+                       "for an API key: send 'Authorization: Bearer KEY'",
+                       {"WWW-Authenticate": "Bearer"})

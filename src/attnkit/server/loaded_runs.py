@@ -1,15 +1,14 @@
-"""The runs a server holds: each loaded once at start-up, with what ``/v1/models`` shows.
+"""The runs a server holds: each loaded once at start-up, and what ``/v1/models`` shows of it.
 
 `load_runs` loads every ``--run`` before the server listens; the first that fails stops the
-start with its one error line (`attnkit.errors.AttnkitError`, naming the run and the file).
-The app of a folder is the ``"app"`` its ``config.json`` (a training run) or ``attnkit.json``
-(a CTranslate2 export of a translate run) declares; an export is run by the CTranslate2
-engine unless ``--engine`` says otherwise.
+start with its one error line. A folder's app is the ``"app"`` its ``config.json`` (a training
+run) or ``attnkit.json`` (a translate run's CTranslate2 export, run by that engine unless
+``--engine`` says otherwise) declares.
 
 Example:
     ```python
     runs = load_runs(ServeOptions(runs=[parse_run("fr=runs/fr")]))
-    runs["fr"].app.name, runs["fr"].info()["test_metrics"]["bleu"]
+    runs["fr"].info()["test_metrics"]["bleu"]
     ```
 """
 
@@ -17,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,21 +28,15 @@ from attnkit.errors import CheckpointError, UsageError
 from attnkit.server.options import RunSpec, ServeOptions
 
 log = logging.getLogger("attnkit.server")
-# What declares a folder's app: a translate export's settings (first: an export also holds
-# CTranslate2's own config.json, which names no app), or a training run's config.
+# What declares a folder's app: an export's settings first (it also holds CTranslate2's own
+# config.json, which names no app), then a training run's config.
 APP_FILES = (("attnkit.json", "ctranslate2"), ("config.json", None))
 
 
 @dataclass
 class ServedRun:
-    """One loaded run.
-
-    Attributes:
-        name: its name in requests.
-        app: its `App`.
-        loaded: the loaded run (model, pipeline, config).
-        test_metrics: its ``test_metrics.json`` (None: none, or unreadable).
-    """
+    """One loaded run: its name in requests, its `App`, the loaded run and its
+    ``test_metrics.json`` (None: none, or unreadable)."""
 
     name: str
     app: App
@@ -54,9 +48,14 @@ class ServedRun:
         """Whether ``/v1/translate/stream`` can run it (attnkit's engine of a translate run)."""
         return hasattr(self.app, "stream") and getattr(self.loaded.engine, "streams", False)
 
+    def predict(self, inputs: list[Any], options: dict[str, Any]) -> list[Any]:
+        return self.app.predict(self.loaded, inputs, **options)
+
+    def open_stream(self, texts: list[str], options: dict[str, Any]) -> Iterator[Any]:
+        return self.app.stream(self.loaded, texts, **options)
+
     def summary(self) -> dict[str, Any]:
-        """The run's summary for pages and listings, named by its name: no path of the
-        server's disk (a data folder is named by its last part)."""
+        """The run's summary for pages, named by its name: no path of the server's disk."""
         out = self.loaded.summary()
         out["run"] = self.name
         if "data" in out and ("/" in out["data"] or os.sep in out["data"]):
@@ -65,10 +64,9 @@ class ServedRun:
 
     def info(self) -> dict[str, Any]:
         """What ``GET /v1/models`` shows of it."""
-        engine = getattr(self.loaded.engine, "name", None)
         return {"name": self.name, "app": self.app.name, "inputs": self.app.inputs,
-                "engine": engine, "streams": self.streams, "summary": self.summary(),
-                "test_metrics": self.test_metrics}
+                "engine": getattr(self.loaded.engine, "name", None), "streams": self.streams,
+                "summary": self.summary(), "test_metrics": self.test_metrics}
 
 
 def app_of(folder: Path) -> tuple[str, str | None]:
@@ -88,30 +86,33 @@ def app_of(folder: Path) -> tuple[str, str | None]:
     raise CheckpointError(f"{folder}: not a run folder (no config.json)")
 
 
-def load_run(spec: RunSpec, options: ServeOptions) -> ServedRun:
-    """Load one ``--run``.
+def check_run(spec: RunSpec, options: ServeOptions) -> tuple[App, str | None]:
+    """The app of a ``--run`` and the engine to run it with, before anything is loaded.
 
     Raises:
-        CheckpointError: not a run folder, broken files.
-        UsageError: an app this attnkit does not have, an engine that cannot run it.
+        CheckpointError: not a run folder.
+        UsageError: an app this attnkit does not have.
     """
-    app_name, needed = app_of(spec.path)
-    if app_name not in APPS.names():
-        raise UsageError(f"{spec.path} is a run of the app {app_name!r}, which this attnkit "
-                         f"does not have (apps: {', '.join(APPS.names())})")
-    app = APPS[app_name]
-    engine = options.engine or needed
-    loaded = app.load(spec.path, device=options.device, engine=engine)
-    return ServedRun(spec.name, app, loaded, _test_metrics(spec.path))
+    name, needed = app_of(spec.path)
+    if name not in APPS.names():
+        raise UsageError(f"{spec.path} is a run of the app {name!r}, which this attnkit does "
+                         f"not have (apps: {', '.join(APPS.names())})")
+    return APPS[name], options.engine or needed
 
 
 def load_runs(options: ServeOptions) -> dict[str, ServedRun]:
-    """Every ``--run``, loaded in order (see `load_run`); the first failure stops it."""
+    """Every ``--run``, loaded in order.
+
+    Raises:
+        CheckpointError: not a run folder, broken files (the first failure).
+        UsageError: an app this attnkit does not have, an engine that cannot run it.
+    """
     runs = {}
     for spec in options.runs:
-        runs[spec.name] = load_run(spec, options)
-        log.info("loaded %s (%s): %s", spec.name, runs[spec.name].app.name,
-                 runs[spec.name].loaded.description)
+        app, engine = check_run(spec, options)
+        loaded = app.load(spec.path, device=options.device, engine=engine)
+        runs[spec.name] = ServedRun(spec.name, app, loaded, _test_metrics(spec.path))
+        log.info("loaded %s (%s): %s", spec.name, app.name, loaded.description)
     return runs
 
 
@@ -123,5 +124,4 @@ def _test_metrics(folder: Path) -> dict[str, Any] | None:
     except CheckpointError as exc:   # not part of the model: served without its scores
         log.warning("%s", exc)
         return None
-    # A path of the machine that trained it says nothing to a client.
-    return {k: v for k, v in metrics.items() if k != "run"}
+    return {k: v for k, v in metrics.items() if k != "run"}   # a path of the trainer's disk

@@ -1,33 +1,11 @@
-"""Which app a folder is a run of, and the options' rules (no web stack needed)."""
+"""The options' rules and the key file (no web stack needed)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from attnkit.errors import CheckpointError, UsageError
+from attnkit.errors import UsageError
 from attnkit.server.options import ServeOptions, is_loopback, parse_run, read_api_keys
-from attnkit.server.runs import app_of
-
-
-def test_the_app_of_a_run_and_of_a_ctranslate2_export(tmp_path):
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "config.json").write_text(json.dumps({"app": "sentiment"}), encoding="utf-8")
-    assert app_of(run) == ("sentiment", None)
-    export = tmp_path / "export"
-    export.mkdir()   # CTranslate2's own config.json names no app; attnkit.json does
-    (export / "config.json").write_text(json.dumps({"add_source_bos": False}), encoding="utf-8")
-    (export / "attnkit.json").write_text(json.dumps({"app": "translate"}), encoding="utf-8")
-    assert app_of(export) == ("translate", "ctranslate2")
-    with pytest.raises(CheckpointError, match="no such run folder"):
-        app_of(tmp_path / "missing")
-    with pytest.raises(CheckpointError, match="not a run folder"):
-        app_of(tmp_path)
-    (run / "config.json").write_text("[]", encoding="utf-8")
-    with pytest.raises(CheckpointError, match="JSON object"):
-        app_of(run)
 
 
 def test_run_names(tmp_path):
@@ -47,9 +25,13 @@ def test_options_are_checked_in_one_place(tmp_path):
         ServeOptions(runs=[run], host="0.0.0.0").check()
     ServeOptions(runs=[run], host="0.0.0.0", insecure=True).check()
     ServeOptions(runs=[run], host="0.0.0.0", api_keys=frozenset({"k" * 20})).check()
-    for bad in ({"port": 70000}, {"workers": 0}, {"threads": 0}, {"max_wait_ms": -1},
-                {"timeout_s": 0}, {"max_texts": True}, {"engine": "onnx"}):
-        with pytest.raises(UsageError):
+    for bad, flag in (({"port": 70000}, "--port"), ({"workers": 0}, "--workers"),
+                      ({"threads": 0}, "--threads"), ({"max_wait_ms": -1}, "--max-wait-ms"),
+                      ({"timeout_s": 0}, "--timeout"), ({"max_texts": True}, "--max-texts"),
+                      ({"engine": "onnx"}, "--engine"), ({"header_timeout_s": 0},
+                                                         "--header-timeout"),
+                      ({"max_connections": 0}, "--max-connections")):
+        with pytest.raises(UsageError, match=flag):
             ServeOptions(runs=[run], **bad).check()
     assert ServeOptions(runs=[run], threads=3).torch_threads() == 3
     assert ServeOptions(runs=[run], workers=64).torch_threads() == 1
@@ -61,10 +43,27 @@ def test_api_key_files(tmp_path):
     keys = tmp_path / "keys.txt"
     keys.write_text("# ops team\n\n" + "a" * 20 + "\n  " + "b" * 32 + "  \n", encoding="utf-8")
     assert read_api_keys(keys) == {"a" * 20, "b" * 32}
-    for text, match in (("# none\n", "no key"), ("short\n", "key 1"),
+    for text, match in (("# none\n", "0 keys"), ("short\n", "key 1"),
                         ("a" * 10 + " " + "b" * 10 + "\n", "key 1")):
         keys.write_text(text, encoding="utf-8")
         with pytest.raises(UsageError, match=match):
             read_api_keys(keys)
-    with pytest.raises(UsageError, match="cannot read"):
+    with pytest.raises(UsageError, match="missing"):
         read_api_keys(tmp_path / "missing.txt")
+
+
+def test_a_key_file_is_read_with_a_cap(tmp_path):
+    """/dev/zero, a huge file or a list of a million keys: one error, not gigabytes read."""
+    with pytest.raises(UsageError, match="not a regular file"):
+        read_api_keys("/dev/zero")
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"k" * (1 << 20))
+    with pytest.raises(UsageError, match="larger than 65,536 bytes"):
+        read_api_keys(big)
+    many = tmp_path / "many.txt"
+    many.write_text("".join(f"{i:020d}\n" for i in range(1001)), encoding="utf-8")
+    with pytest.raises(UsageError, match="1,001 keys"):
+        read_api_keys(many)
+    many.write_bytes(b"\xff" * 20 + b"\n")
+    with pytest.raises(UsageError, match="not UTF-8"):
+        read_api_keys(many)

@@ -57,6 +57,7 @@ def test_a_run_that_cannot_load_stops_start_up_with_one_line(tiny_runs, tmp_path
     keys = tmp_path / "keys.txt"
     keys.write_text("# ops\nshort\n", encoding="utf-8")
     assert "key 1" in one_error_line(capsys, "--run", good, "--api-keys", str(keys))
+    assert "/dev/zero" in one_error_line(capsys, "--run", good, "--api-keys", "/dev/zero")
 
 
 def test_a_busy_port_is_one_line(tiny_runs, capsys, one_thread):
@@ -121,7 +122,7 @@ def test_sigterm_during_50_requests_answers_all_and_exits_0(serve_process, tiny_
     assert all(not isinstance(r, Exception) and r.status_code == 200 for r in results), [
         r if isinstance(r, Exception) else r.status_code for r in results]
     assert all(len(r.json()["translations"]) == 8 for r in results)
-    assert any("SIGTERM: draining" in line for line in srv.lines)
+    assert any("Shutting down" in line for line in srv.lines)   # uvicorn's own drain
 
 
 def _refused(url: str) -> bool:
@@ -164,8 +165,8 @@ def test_a_worker_that_cannot_load_stops_the_start(serve_process, tmp_path):
 def test_the_listening_socket_says_it_is_tcp(tiny_runs):
     """asyncio sets TCP_NODELAY only on sockets whose protocol is IPPROTO_TCP; without it a
     keep-alive client waits ~40 ms for each answer (Nagle against delayed ACKs)."""
+    from attnkit.server.main import listen
     from attnkit.server.options import ServeOptions, parse_run
-    from attnkit.server.process import listen
 
     sock = listen(ServeOptions(runs=[parse_run(str(tiny_runs["sentiment"][0]))], port=0))
     try:
@@ -184,3 +185,19 @@ def test_serve_lets_idle_openmp_workers_sleep(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     assert main(["serve", "--run", str(tmp_path / "missing")]) == 2
     assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+def test_the_open_file_limit_fits_the_connection_cap(monkeypatch):
+    """A cap the process could not reach would let accepts fail before it refuses anything."""
+    import resource
+
+    from attnkit.errors import UsageError
+    from attnkit.server.main import fit_open_files
+
+    limits = {"now": (1024, 4096)}
+    monkeypatch.setattr(resource, "getrlimit", lambda kind: limits["now"])
+    monkeypatch.setattr(resource, "setrlimit", lambda kind, value: limits.update(now=value))
+    fit_open_files(1000)
+    assert limits["now"] == (1128, 4096)
+    with pytest.raises(UsageError, match="--max-connections 5000"):
+        fit_open_files(5000)

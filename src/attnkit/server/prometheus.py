@@ -1,0 +1,85 @@
+"""The server's Prometheus metrics (``GET /metrics``, through ``prometheus-client``).
+
+``attnkit_requests_total{route, method, status}``, ``attnkit_request_seconds{route}`` (first
+byte in to last byte out: a stream's whole length), ``attnkit_batch_size{run}`` and
+``attnkit_batch_seconds{run}`` (per model call), ``attnkit_queue_depth{run}`` (requests
+waiting or running) and ``attnkit_streamed_tokens_total{run}``. Each `Metrics` has its own
+registry, so two apps in one process (tests) never share counts; with ``--workers`` each
+process writes to the folder ``PROMETHEUS_MULTIPROC_DIR`` names and any of them answers for
+all (prometheus-client's multiprocess mode). Routes are labelled by their template (unknown
+paths: ``other``), so a scan of random URLs cannot grow the label set.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+LATENCY_BUCKETS = (.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+class Metrics:
+    """The server's metrics (module docstring)."""
+
+    def __init__(self) -> None:
+        shared = bool(os.environ.get(MULTIPROC_ENV))
+        # Shared, values live in files and the registry only names them.
+        self.registry = None if shared else CollectorRegistry()
+        kw: dict[str, Any] = {"registry": self.registry}
+        self.requests = Counter("attnkit_requests", "Requests answered",
+                                ("route", "method", "status"), **kw)
+        self.latency = Histogram("attnkit_request_seconds", "Time to answer a request",
+                                 ("route",), buckets=LATENCY_BUCKETS, **kw)
+        self.batch_size = Histogram("attnkit_batch_size", "Inputs per model call", ("run",),
+                                    buckets=BATCH_BUCKETS, **kw)
+        self.batch_seconds = Histogram("attnkit_batch_seconds", "Time of one model call",
+                                       ("run",), buckets=LATENCY_BUCKETS, **kw)
+        self.queue_depth = Gauge("attnkit_queue_depth", "Requests waiting or running", ("run",),
+                                 **kw, **({"multiprocess_mode": "livesum"} if shared else {}))
+        self.tokens = Counter("attnkit_streamed_tokens", "Tokens sent by streams", ("run",),
+                              **kw)
+
+    def render(self) -> tuple[bytes, str]:
+        """The text exposition and its content type."""
+        registry = self.registry
+        if registry is None:
+            from prometheus_client import multiprocess
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+
+
+class MetricsMiddleware:
+    """Counts and times every request (pure ASGI: a stream is timed to its last byte)."""
+
+    def __init__(self, app: Any, metrics: Metrics):
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start, status = time.perf_counter(), 500
+
+        async def counted(message: dict) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+        try:
+            await self.app(scope, receive, counted)
+        finally:
+            route = getattr(scope.get("route"), "path", None) or "other"
+            self.metrics.requests.labels(route, scope["method"], str(status)).inc()
+            self.metrics.latency.labels(route).observe(time.perf_counter() - start)

@@ -1,0 +1,217 @@
+"""The routes of the JSON API: the server's own (``/healthz``, ``/readyz``, ``/v1/models``,
+``/metrics``) and the predictions (``POST /v1/translate``, ``/v1/translate/stream``,
+``/v1/sentiment``, ``/v1/caption``, and ``/v1/predict`` for any run whose app reads text).
+
+Each prediction route checks its request against the limits, names the run, hands the inputs
+to the run's batcher and answers the app's predictions as its pydantic response model, which
+FastAPI validates; ``"page": true`` adds the app's explorer page. The stream is FastAPI's
+Server-Sent Events: ``start``, a ``token`` per generated token with its attention row,
+``final`` (the whole translation), or ``error`` if the server fails mid-stream; decoding is
+greedy (beam search knows its best only at the end). What can fail before the first event is
+the `started` dependency's, so it answers a plain JSON error. The ``/v1`` routes and
+``/metrics`` ask for a key when the server has ``--api-keys``.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, File, Form, Request, UploadFile
+from fastapi.responses import PlainTextResponse, Response
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+
+from attnkit.server import schemas as s
+from attnkit.server.batching import Job
+from attnkit.server.errors import ApiError
+from attnkit.server.limits import check_texts, checked_image
+from attnkit.server.loaded_runs import ServedRun
+from attnkit.server.state import require_key, state_of
+
+log = logging.getLogger("attnkit.server")
+KEYED = [Depends(require_key)]
+service = APIRouter(tags=["server"], responses=s.errors(500))
+predict = APIRouter(prefix="/v1", dependencies=KEYED, tags=["predict"],
+                    responses=s.errors(400, 401, 404, 413, 422, 429, 500, 503))
+
+
+@service.get("/healthz")
+async def healthz() -> s.Status:
+    """Alive: the process answers (a liveness probe)."""
+    return s.Status(status="ok")
+
+
+@service.get("/readyz", responses=s.errors(503))
+async def readyz(request: Request) -> s.Status:
+    """Ready: every model loaded, its queues running, no stop begun (503 otherwise)."""
+    state = state_of(request)
+    if state.draining or not state.ready:
+        raise ApiError(503, *(("draining", "the server is stopping") if state.draining else
+                              ("not_ready", "the server is starting")))
+    return s.Status(status="ready")
+
+
+@service.get("/v1/models", dependencies=KEYED, responses=s.errors(401))
+async def models(request: Request) -> s.ModelsResponse:
+    """Every loaded run (its app, name, model summary and test metrics) and the limits a
+    request must keep."""
+    state = state_of(request)
+    return s.ModelsResponse(models=[run.info() for run in state.runs.values()],
+                            limits=state.options.limits())
+
+
+@service.get("/metrics", dependencies=KEYED, response_class=PlainTextResponse,
+             responses=s.errors(401))
+async def metrics(request: Request) -> Response:
+    """The Prometheus text format (`attnkit.server.prometheus`)."""
+    body, content_type = state_of(request).metrics.render()
+    return Response(body, media_type=content_type)
+
+
+@service.get("/favicon.ico", include_in_schema=False)
+async def favicon() -> Response:
+    return Response(status_code=204)   # no icon, and no 404 in a browser's console
+
+
+def attention_options(run: ServedRun, body: s.TranslateRequest | s.TranslateStreamRequest
+                      ) -> dict[str, Any]:
+    """The translate app's options for the attention a request asks (422 if the run has
+    none); without it there is nothing to replace an ``<unk>`` from."""
+    engine = run.loaded.engine
+    if (body.attention or body.page) and not engine.has_attention:
+        raise ApiError(422, "no_attention", f"run {run.name!r} computes no attention (the "
+                       f"{engine.name} engine, or a model without): ask without \"attention\" "
+                       "and \"page\"")
+    return {"attention": "all" if body.page else body.attention,
+            "unk_replace": body.unk_replace and engine.has_attention}
+
+
+def translation(p: Any, attention: bool) -> dict[str, Any]:
+    """A translation as the API answers it (the page's every layer and head left out)."""
+    row = p.to_dict()
+    row.pop("layer_weights", None)
+    return row if attention else {**row, "weights": None}
+
+
+@predict.post("/translate")
+async def translate(body: s.TranslateRequest, request: Request) -> s.TranslateResponse:
+    """Translate ``texts``; with ``attention``, each target token's attention over the source
+    tokens (``weights[target][source]``)."""
+    state = state_of(request)
+    run = state.run_for("translate", body.run)
+    check_texts(body.texts, state.options)
+    options = {"beam": body.beam, "alpha": body.alpha, **attention_options(run, body)}
+    preds = await state.batchers[run.name].submit(body.texts, options, state.options.timeout_s)
+    return s.TranslateResponse(run=run.name, page=await state.page(run, preds) if body.page
+                               else None, translations=[translation(p, body.attention)
+                                                        for p in preds])
+
+
+async def started(body: s.TranslateStreamRequest, request: Request
+                  ) -> AsyncIterator[tuple[ServedRun, Job]]:
+    """A dependency: the run and job of a stream whose decoding has started; when the stream
+    ends or its client leaves, the job stops costing decoder steps."""
+    state = state_of(request)
+    run = state.run_for("translate", body.run)
+    if not run.streams:
+        raise ApiError(422, "cannot_stream", f"run {run.name!r} does not stream tokens (the "
+                       f"{run.info()['engine']} engine); use POST /v1/translate")
+    check_texts([body.text], state.options)
+    async with state.streams[run.name].stream(body.text, attention_options(run, body),
+                                              state.options.timeout_s) as job:
+        yield run, job
+
+
+@predict.post("/translate/stream", response_class=EventSourceResponse, responses={200: {
+    "model": s.StreamEvent, "description": "Server-Sent Events (start, token..., final), "
+    "each one's data this schema"}})
+async def translate_stream(body: s.TranslateStreamRequest, request: Request,
+                           stream: Annotated[tuple[ServedRun, Job], Depends(started)]
+                           ) -> AsyncIterator[ServerSentEvent]:
+    """Translate one sentence greedily, sending each token with its attention row as it is
+    chosen, then the whole translation."""
+    run, job = stream
+    while (event := await job.events.get())[0] != "end":
+        kind, value = event
+        if kind == "start":
+            data = s.StreamStart(run=run.name, source=body.text, source_tokens=value)
+        elif kind == "token":
+            data = s.StreamToken(index=value.position, token=value.token, weights=None if
+                                 value.weights is None else [round(float(w), 4)
+                                                             for w in value.weights])
+        elif kind == "final":
+            data = s.StreamFinal(run=run.name, translation=translation(value, body.attention),
+                                 page=await state_of(request).page(run, [value])
+                                 if body.page else None)
+        else:
+            log.error("stream of run %s failed", run.name, exc_info=value)
+            data = s.ErrorResponse(error={"code": "internal", "message": "the server failed "
+                                          "mid-stream; its log says why"})
+        yield ServerSentEvent(event=kind, data=data)
+
+
+@predict.post("/sentiment")
+async def sentiment(body: s.SentimentRequest, request: Request) -> s.SentimentResponse:
+    """The sentiment of each review: label, P(positive), and (``attention``) each token's
+    share of the decision and signed contribution."""
+    state = state_of(request)
+    run = state.run_for("sentiment", body.run)
+    check_texts(body.texts, state.options, "review")
+    preds = await state.batchers[run.name].submit(
+        body.texts, {"attention": body.attention or body.page}, state.options.timeout_s)
+    results = [p.to_dict() if body.attention else {**p.to_dict(), "weights": None,
+                                                   "contributions": None} for p in preds]
+    return s.SentimentResponse(run=run.name, results=results,
+                               page=await state.page(run, preds) if body.page else None)
+
+
+class CaptionForm(BaseModel):
+    """``POST /v1/caption``: a multipart form (``-F file=@duck.png``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    file: UploadFile = File(description="the image (PNG, JPEG, GIF, BMP, WebP, TIFF...)")
+    run: s.RunName | None = None
+    beam: int = Field(1, ge=1, le=32, description="beam size (1: greedy)")
+    page: bool = Field(False, description="also return the explorer page of the image")
+
+
+@predict.post("/caption", responses=s.errors(415))
+async def caption(form: Annotated[CaptionForm, Form()], request: Request) -> s.CaptionResponse:
+    """Caption an uploaded image, with where each word looked (a map over the model's feature
+    grid). Its header is checked first: bytes, pixels, an image at all."""
+    state = state_of(request)
+    run = state.run_for("caption" if form.run is None else None, form.run, inputs="image")
+    options = state.options
+    data = await form.file.read(options.max_image_bytes + 1)
+    fmt = checked_image(data, options).lower()
+    with tempfile.TemporaryDirectory(prefix="attnkit-upload-") as folder:
+        path = Path(folder, f"upload.{fmt}")
+        await run_in_threadpool(path.write_bytes, data)   # the app decodes files
+        preds = await state.batchers[run.name].submit(
+            [str(path)], {"beam_size": form.beam, "max_pixels": options.max_pixels},
+            options.timeout_s)
+        page = await state.page(run, preds) if form.page else None
+    # The name as sent, cut, and spelt in Unicode whatever bytes the form held.
+    name = (form.file.filename or "upload")[-200:].encode("utf-8", "replace").decode()
+    return s.CaptionResponse(run=run.name, page=page,
+                             captions=[{**p.to_dict(), "image": name} for p in preds])
+
+
+@predict.post("/predict")
+async def predict_any(body: s.PredictRequest, request: Request) -> s.PredictResponse:
+    """Predictions of any loaded run whose app reads text (each the app's
+    ``Prediction.to_dict``): the route of an app a package adds."""
+    state = state_of(request)
+    run = state.run_for(None, body.run, inputs="text")
+    check_texts(body.texts, state.options, run.app.inputs)
+    preds = await state.batchers[run.name].submit(
+        body.texts, {"attention": "all" if body.page else body.attention},
+        state.options.timeout_s)
+    return s.PredictResponse(run=run.name, app=run.app.name,
+                             predictions=[p.to_dict() for p in preds],
+                             page=await state.page(run, preds) if body.page else None)

@@ -1,0 +1,41 @@
+"""The tuning benchmark's rows on a tiny untrained Transformer (no run folder, no compile)."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnkit.apps import Loaded
+from attnkit.apps.translate.pipeline import TranslatePipeline, source_limit
+from attnkit.data.text_codec import TextCodec
+from attnkit.data.vocab import Vocab
+from attnkit.models import TransformerConfig, TransformerSeq2Seq
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "decode_tuning.py"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("decode_tuning", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_rows_compare_each_variant_with_float32():
+    bench = _bench()
+    torch.manual_seed(0)
+    vocab = Vocab(["<pad>", "<bos>", "<eos>", "<unk>", "a", "b", "c", "d"])
+    model = TransformerSeq2Seq(TransformerConfig(src_vocab=len(vocab), tgt_vocab=len(vocab),
+                                                 d_model=16, heads=2, layers=1, ff_dim=32)).eval()
+    run = Loaded(Path("."), "translate", model,
+                 TranslatePipeline(TextCodec(), vocab, vocab, source_limit(model.config)), {})
+    models = {name: bench.variant_model(model, name) for name in ("float32", "int8")}
+    assert models["float32"] is model and models["int8"] is not model
+    ids, refs = [[4, 5, 6], [7], [5, 4]], ["a b", "c", "d"]
+    rows = bench.measure(run, models, 1, 2, ids, refs, rounds=2)
+    f32, int8 = rows
+    assert f32["vs_float32"] == 1.0 and f32["same_as_float32"] == 1.0
+    assert int8["sent_per_s"] > 0 and 0.0 <= int8["same_as_float32"] <= 1.0
+    assert f32["batch"] == int8["batch"] == 2 and f32["beam"] == 1
