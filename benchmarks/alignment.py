@@ -42,16 +42,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from attnkit.apps.base import quiet  # noqa: E402
+from attnkit.alignment.aligner import check_pairs, word_matrices  # noqa: E402
+from attnkit.alignment.methods import Method, piece_matrices  # noqa: E402
+from attnkit.alignment.pieces import pair_pieces  # noqa: E402
+from attnkit.apps.results import quiet  # noqa: E402
 from attnkit.apps.translate import load_run  # noqa: E402
-from attnkit.apps.translate.alignment.aligner import (  # noqa: E402
+from attnkit.apps.translate.alignment import (  # noqa: E402
     align_pairs,
-    check_pairs,
-    word_matrices,
+    background_pairs,
+    load_head,
 )
-from attnkit.apps.translate.alignment.head_files import load_head  # noqa: E402
-from attnkit.apps.translate.alignment.methods import Method, piece_matrices  # noqa: E402
-from attnkit.apps.translate.alignment.pieces import pair_pieces  # noqa: E402
 from attnkit.data.alignments import alignment_scores, read_gold  # noqa: E402
 from attnkit.data.link_extraction import extract  # noqa: E402
 from attnkit.decoding.forced import forced_decode  # noqa: E402
@@ -71,7 +71,7 @@ def diagonal(sources, targets) -> list[set]:
 
 def eflomal_rows(sources, targets, background) -> list[tuple[str, list[set]]]:
     """eflomal's two directions and their symmetrisations, on whitespace tokens."""
-    from attnkit.apps.translate.alignment.labels import eflomal_word_links
+    from attnkit.alignment.labels import eflomal_word_links
 
     methods = ("forward", "reverse", "intersection", "grow-diag-final-and")
     found = eflomal_word_links(list(zip(sources, targets, strict=True)), background=background,
@@ -121,8 +121,6 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"{'method':52}{'prec':>7}{'rec':>7}{'AER':>7}{'links':>7}")
     row("diagonal", diagonal(sources, targets))
-    from attnkit.apps.translate.alignment.adapt import background_pairs
-
     background = background_pairs(loaded, args.data)
     if not args.no_eflomal:
         start = time.monotonic()
@@ -144,8 +142,8 @@ def main(argv: list[str] | None = None) -> None:
     for sym in SYMMETRIZED:
         row(f"{best[0].name()}, {sym}", method_links(pairs, best[1], sym))
     if not args.no_gradients:
-        from attnkit.apps.translate.attribution import attribution_matrices
-        from attnkit.models.attribution import have_captum
+        from attnkit.alignment.methods import attribution_matrices
+        from attnkit.explain.captum import have_captum
 
         for kind in ("grad-input", "integrated-gradients") if have_captum() else ():
             start = time.monotonic()
@@ -153,12 +151,12 @@ def main(argv: list[str] | None = None) -> None:
             row(kind, method_links(pairs, matrices, "none"), time.monotonic() - start)
     head, _ = load_head(loaded.path)
     if head is not None:
-        from attnkit.apps.translate.alignment.adapt import adapt_head
+        from attnkit.alignment.adapt import adapt_head
 
         adapted = copy.deepcopy(head)
         start = time.monotonic()
-        adapt_head(loaded, adapted, list(zip(sources, targets, strict=True)), pairs, forced,
-                   minutes=args.adapt_minutes, data=args.data, log=quiet)
+        adapt_head(adapted, list(zip(sources, targets, strict=True)), pairs, forced,
+                   background=lambda: background, minutes=args.adapt_minutes, log=quiet)
         took = time.monotonic() - start
         for name, h in (("trained aligner", head), ("trained aligner, adapted", adapted)):
             matrices = piece_matrices(pairs, forced, Method("head"), head=h)

@@ -274,7 +274,7 @@ def in_process(run: str, texts: Sequence[str], threads: int
 
 def test_sources(run: str) -> list[str]:
     """The English side of the run's test split."""
-    from attnkit.apps.runs import read_config
+    from attnkit.apps.run_files import read_config
     from attnkit.data.translation_splits import eval_pairs
 
     return [en for en, _ in eval_pairs(None, read_config(run, "translate")["data"])]

@@ -15,9 +15,9 @@ raw output). The engines:
 * ``attnkit-uncached``: the same on the model's reference path (a Transformer recomputes the
   whole target prefix every step; an RNN re-projects its attention keys every step);
 * ``ctranslate2-float32`` / ``ctranslate2-int8``: the run exported with
-  `attnkit.serving.ctranslate2.export_ctranslate2` (skipped, with the reason, when CTranslate2
+  `attnkit.ct2_export.ctranslate2.export_ctranslate2` (skipped, with the reason, when CTranslate2
   is not installed or the run is an RNN), run by ``--threads`` workers of one thread each
-  (`attnkit.serving.ctranslate2.load_translator`).
+  (`attnkit.ct2_export.ctranslate2.load_translator`).
 
 ``batch`` is how many sentences one call decodes: ``1`` (one sentence a call, as a lone
 request), ``32`` (32 consecutive test sentences a call, as a server holding 32 requests) or
@@ -94,7 +94,7 @@ def attnkit_engine(run: Run, beam: int, use_cache: bool) -> Decode:
 
 
 def ct2_engine(run: Run, translator: Any, beam: int) -> Decode:
-    from attnkit.serving.ctranslate2 import translate_tokens
+    from attnkit.ct2_export.ctranslate2 import translate_tokens
 
     p = run.pipeline
 
@@ -112,7 +112,7 @@ def ct2_translators(run: Run, folder: Path, threads: int) -> dict[str, Any] | st
     if not isinstance(run.model.config, TransformerConfig):
         return "RNN run: CTranslate2 runs Transformers only"
     try:
-        from attnkit.serving.ctranslate2 import (
+        from attnkit.ct2_export.ctranslate2 import (
             export_ctranslate2,
             load_translator,
             require_ctranslate2,

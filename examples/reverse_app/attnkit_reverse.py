@@ -36,15 +36,16 @@ from typing import Any
 import numpy as np
 
 from attnkit.apps import App, Evaluation, Loaded, Prediction, Prepared, TinyRun
-from attnkit.apps.options import Option, build_bounded, resolve_device, split_options
-from attnkit.apps.run_files import run_file, weights_file
-from attnkit.apps.runs import FORMAT, check_resume, read_config, write_json
+from attnkit.apps.options import load_model, resolve_device
+from attnkit.apps.run_files import FORMAT, read_config, run_file
 from attnkit.data.translation import TranslationDataset, collate_translation
 from attnkit.data.vocab import Vocab
 from attnkit.decoding import decode_many
 from attnkit.errors import UsageError
+from attnkit.fileio import write_json
 from attnkit.models import build_model, config_from_dict, masked_cross_entropy
-from attnkit.training import LossOutput, TrainConfig, Trainer, load_weights
+from attnkit.settings import Option, check_resume, split_options
+from attnkit.training import LossOutput, TrainConfig, Trainer
 
 DIGITS = list("0123456789")
 
@@ -211,11 +212,9 @@ class ReverseApp(App):
         run = Path(run)
         config = read_config(run, self.name)
         vocab = Vocab.from_json(run_file(run, "vocab.json", "the run's vocabulary"))
-        model = build_bounded(lambda: build_model(config_from_dict(config["model"])),
-                              str(run / "config.json"))
-        load_weights(model, weights_file(run, weights))
-        device = resolve_device(device)
-        return Loaded(run, self.name, model.to(device).eval(), vocab, config, device,
+        model, device = load_model(lambda: build_model(config_from_dict(config["model"])), run,
+                                   weights, device, str(run / "config.json"))
+        return Loaded(run, self.name, model, vocab, config, device,
                       description=f"bi-GRU {config['model']['hidden']}, additive attention")
 
     def evaluation(self, loaded, data, *, report=0):

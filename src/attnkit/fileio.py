@@ -1,22 +1,46 @@
-"""Atomic file writes: a temporary file in the same folder, then ``os.replace``.
+"""Files a user may have copied, edited or damaged: atomic writes and checked reads.
 
-A reader never sees a half-written file, and a run killed mid-write leaves the previous file
-intact; replacing a file never writes through a link in its place (the link itself is
-replaced). The two writes that cannot be atomic, appending to a log and cutting it back on a
-resume, refuse a link instead. Every module that writes a user-visible file goes through here.
+Writes: a temporary file in the same folder, then ``os.replace``. A reader never sees a
+half-written file, and a run killed mid-write leaves the previous file intact; replacing a file
+never writes through a link in its place (the link itself is replaced). The two writes that
+cannot be atomic, appending to a log and cutting it back on a resume, refuse a link instead.
+Every module that writes a user-visible file goes through here.
+
+Reads (`checked_file`, `read_json`): nothing in a run or export folder is trusted before it is
+read:
+
+* a file must be a regular file: a FIFO or a device (``config.json`` linked to ``/dev/zero``)
+  would hang or fill memory;
+* a symbolic link may point only inside its folder (``root``): a run whose ``train.log`` points
+  at another file must not make attnkit read (or, on resume, write) that file;
+* a JSON file is read only up to a size cap (`MAX_JSON_BYTES`; a vocabulary may be larger,
+  `MAX_VOCAB_BYTES`), so a huge or endless file is one error, not a ``MemoryError``.
+
+Every failure is one `CheckpointError` naming the file.
+
+Example:
+    ```python
+    write_json("runs/fr/config.json", {"app": "translate"})
+    config = read_json("runs/fr/config.json", "the run's config", root="runs/fr")
+    ```
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from attnkit.errors import CheckpointError
+
+MAX_JSON_BYTES = 8 << 20      # config.json, pipeline.json, model.json, test_metrics.json
+MAX_VOCAB_BYTES = 256 << 20   # a 1M-token vocabulary is about 20 MB
 
 
 @contextmanager
@@ -53,6 +77,25 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically; returns ``path`` as a Path."""
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Write ``obj`` as indented UTF-8 JSON, atomically."""
+    return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_files(folder: str | os.PathLike, files: dict[str, Any]) -> None:
+    """Write each of ``files`` into ``folder`` by name, atomically and in order: bytes as they
+    are, a dict as JSON (`write_json`), anything else by its ``to_json(path)`` (a
+    vocabulary)."""
+    for name, content in files.items():
+        path = Path(folder) / name
+        if isinstance(content, bytes):
+            atomic_write_bytes(path, content)
+        elif isinstance(content, dict):
+            write_json(path, content)
+        else:
+            content.to_json(path)
 
 
 def _no_follow(path: Path, flags: int) -> int:
@@ -109,3 +152,92 @@ def read_limited(path: str | os.PathLike, what: str, *, limit: int | None) -> by
         raise CheckpointError(f"{path}: {what} is larger than {limit:,} bytes; it is not one "
                               "attnkit wrote")
     return data
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def checked_file(path: str | os.PathLike, what: str, *, root: str | os.PathLike | None = None,
+                 limit: int | None = MAX_JSON_BYTES) -> Path:
+    """``path`` checked for reading: present, a regular file, inside ``root`` (when given: the
+    folder links must stay in), at most ``limit`` bytes (None: any).
+
+    Returns:
+        The path, to hand to the file's own reader.
+
+    Raises:
+        CheckpointError: missing, a folder, a device or FIFO, a link out of ``root``, too big.
+    """
+    path = Path(path)
+    if path.is_symlink() and root is not None and not _inside(path, Path(root)):
+        raise CheckpointError(f"{path}: {what} is a link to {os.path.realpath(path)}, outside "
+                              f"the run folder {root}; attnkit reads only the run's own files")
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: {what} is missing") from None
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot read {what} ({exc.strerror})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise CheckpointError(f"{path}: {what} is a folder, not a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise CheckpointError(f"{path}: {what} is not a regular file (a device, pipe or "
+                              "socket)")
+    if limit is not None and info.st_size > limit:
+        raise CheckpointError(f"{path}: {what} is {info.st_size:,} bytes, more than the "
+                              f"{limit:,} such a file can be; it is not one attnkit wrote")
+    return path
+
+
+def read_text(path: str | os.PathLike, what: str = "file", *,
+              root: str | os.PathLike | None = None, limit: int | None = MAX_JSON_BYTES) -> str:
+    """The UTF-8 text of a checked file (`checked_file`); a BOM is accepted.
+
+    Raises:
+        CheckpointError: as `checked_file`, or not UTF-8.
+    """
+    data = read_limited(checked_file(path, what, root=root, limit=limit), what, limit=limit)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"{path}: {what} is not UTF-8 text ({exc.reason} at byte "
+                              f"{exc.start})") from None
+
+
+def read_json(path: str | os.PathLike, what: str = "file", *,
+              root: str | os.PathLike | None = None, limit: int | None = MAX_JSON_BYTES) -> Any:
+    """The JSON value in ``path``; every way it can be unreadable is one CheckpointError.
+
+    Args:
+        path: the file.
+        what: what the file is, for the message (e.g. ``"the run's config"``).
+        root: the run folder the file belongs to (a link out of it is refused).
+        limit: the largest size accepted in bytes.
+
+    Raises:
+        CheckpointError: missing, not a regular file, too big, not UTF-8, or not valid JSON
+            (the message names the path).
+    """
+    text = read_text(path, what, root=root, limit=limit)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{path}: {what} is not valid JSON ({exc.msg}, line "
+                              f"{exc.lineno} column {exc.colno})") from None
+    except RecursionError:
+        raise CheckpointError(f"{path}: {what} nests too deeply to be one attnkit wrote") \
+            from None
+
+
+def read_json_object(path: str | os.PathLike, what: str, *,
+                     root: str | os.PathLike | None = None) -> dict[str, Any]:
+    """`read_json` of a file that must hold a JSON object."""
+    value = read_json(path, what, root=root)
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{path}: {what} must be a JSON object")
+    return value

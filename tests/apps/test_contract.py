@@ -2,15 +2,17 @@
 app of ``examples/reverse_app`` (registered here as an installed package would be: an
 ``attnkit.apps`` entry point in a ``.dist-info`` folder on ``sys.path``).
 
-Each app trains its own tiny run (``App.tiny``), then: load -> evaluate writes
-``test_metrics.json`` -> predict returns predictions whose attention rows are finite and sum to
-one -> the page renders -> the run-folder rules hold (no silent overwrite, overwrite, resume of
-a finished run trains nothing, the same seed gives the same weights, another seed others).
-A new app passes or fails here without a line of its own."""
+Each app defines every step in its own class; it trains its own tiny run (``App.tiny``), then:
+load -> evaluate writes ``test_metrics.json`` -> predict with ``attention=True`` returns
+predictions that each carry attention rows, finite and summing to one -> the page renders ->
+the run-folder rules hold (no silent overwrite, overwrite, resume of a finished run trains
+nothing, the same seed gives the same weights, another seed others). A new app passes or fails
+here without a line of its own."""
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import subprocess
@@ -22,8 +24,8 @@ import pytest
 import torch
 from safetensors.numpy import load_file
 
-from attnkit.apps import APPS, Loaded, Prediction, Run
-from attnkit.errors import CheckpointError
+from attnkit.apps import APPS, App, Loaded, Prediction, Run
+from attnkit.errors import CheckpointError, UsageError
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "reverse_app"
@@ -52,13 +54,20 @@ def example_app_installed(tmp_path_factory):
 APP_NAMES = ["translate", "sentiment", "caption", "reverse"]
 
 
-def test_the_registry_holds_every_app():
+# The steps an app writes (`App`'s abstract methods and ``tiny``); the base class runs them.
+STEPS = ("configure", "prepare", "reload", "fit", "load", "evaluation", "predictions", "tiny")
+
+
+def test_every_app_defines_each_step_in_its_own_class():
+    """No step is left to `App` (abstract there) or taken from anywhere but the app's class
+    (or a base class of its own): each is visible where the app is written."""
     assert set(APP_NAMES) <= set(APPS.names())
     for name in APP_NAMES:
         app = APPS[name]
-        assert app.name == name
-        for method in ("train", "load", "evaluate", "predict", "page"):
-            assert callable(getattr(app, method))
+        assert app.name == name and not inspect.isabstract(type(app))
+        for step in STEPS:
+            owner = next(k for k in type(app).__mro__ if step in vars(k))
+            assert owner is not App and issubclass(owner, App), (name, step, owner)
 
 
 def weights(run: Path) -> dict[str, np.ndarray]:
@@ -111,17 +120,18 @@ def test_train_load_evaluate_predict_page(trained, name, tmp_path):
     assert metrics and {k: stored[k] for k in metrics if k in stored} == json.loads(
         json.dumps({k: v for k, v in metrics.items() if k in stored}))
 
-    preds = app.predict(loaded, tiny.inputs)
+    with pytest.raises(UsageError, match=f"no {app.inputs} given"):
+        app.predict(loaded, [])
+    preds = app.predict(loaded, tiny.inputs, attention=True)
     assert len(preds) == len(tiny.inputs)
     for p in preds:
         assert isinstance(p, Prediction)
-        rows = p.attention_rows()
-        if rows is None or rows.size == 0:
-            continue
+        rows = p.attention_rows()   # asked for: every prediction carries its attention
+        assert rows is not None and rows.ndim == 2 and rows.shape[1] >= 1
         assert np.isfinite(rows).all() and (rows >= 0).all()
         np.testing.assert_allclose(rows.sum(axis=1), 1.0, atol=1e-4)
-        json.dumps(p.to_dict())
-        assert isinstance(p.text_line(), str)
+        assert json.loads(json.dumps(p.to_dict())) and isinstance(p.text_line(), str)
+    assert sum(p.attention_rows().shape[0] for p in preds) > 0   # some output attended
     html = app.page(preds, loaded.summary())
     assert html.lstrip().lower().startswith("<!doctype html") and "attnkit-data" in html
     assert app.write_page(preds, tmp_path / "page.html", loaded.summary()).is_file()

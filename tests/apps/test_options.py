@@ -1,32 +1,14 @@
-"""What the apps share about options (`attnkit.apps.options`) and the registry of apps."""
+"""What the apps share beside their settings (`attnkit.apps.options`) and the registry of
+apps."""
 
 import sys
 
 import pytest
 import torch
 
-from attnkit.apps.options import (
-    Option,
-    build_bounded,
-    checked_sizes,
-    resolve_device,
-    split_options,
-)
+from attnkit.apps.options import build_bounded, checked_sizes, resolve_device
 from attnkit.apps.registry import AppRegistry
 from attnkit.errors import CheckpointError, UsageError
-
-
-def test_an_option_names_what_it_fills():
-    assert Option("--emb-dim", int).name == "emb_dim"
-    assert Option("--no-mask", dest="mask_padding", const=False).name == "mask_padding"
-
-
-def test_split_options_by_owner_and_unknown_names():
-    parts = split_options({"epochs": 3, "hidden": 8}, {"train": ("epochs",),
-                                                       "model": ("hidden", "epochs")}, "demo")
-    assert parts == {"train": {"epochs": 3}, "model": {"hidden": 8}}
-    with pytest.raises(UsageError, match=r"unknown demo option\(s\): hiden \(known: epochs"):
-        split_options({"hiden": 1}, {"train": ("epochs",)}, "demo option")
 
 
 def test_devices():

@@ -14,9 +14,9 @@ import time
 import pytest
 from PIL import Image
 
-from attnkit.apps.runs import RunLock
 from attnkit.cli.main import main
 from attnkit.data.scenes import make_scenes
+from attnkit.training.run_folder import RunLock
 
 # Small convolutions and per-word steps: a second thread only spins on a shared CPU.
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -177,8 +177,8 @@ def _other_app_run(folder):
 
 @pytest.mark.parametrize("argv, message", [
     (["train"], "--out RUN"),
-    (["train", "--out", "{tmp}/r", "--image-size", "30"], "multiple of 8"),
-    (["train", "--out", "{tmp}/r", "--num-train", "-1"], "num_train"),
+    (["train", "--out", "{tmp}/r", "--image-size", "30"], "--image-size must be an integer >= 32"),
+    (["train", "--out", "{tmp}/r", "--num-train", "-1"], "--num-train must be an integer >= 1"),
     (["train", "--out", "{tmp}/r", "--threads", "0"], "--threads"),
     (["train", "--out", "{tmp}/r", "--data", "imagenet"], "'synthetic'"),
     (["train", "--out", "{tmp}/r", "--data", "flickr:{tmp}/t.txt:{tmp}/none"],

@@ -86,3 +86,29 @@ def test_invalid_utf8_inputs_are_replaced_and_counted(capsys, monkeypatch):
     assert "sentence 1: 1 invalid UTF-8 sequence(s)" in capsys.readouterr().err
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a\xfeb\r\n\nc\n")))
     assert common.read_inputs([], "review") == ["a\ufffdb", "c"]
+
+
+def test_a_warning_is_one_line_only_while_the_command_runs(capsys, monkeypatch):
+    """``main`` shows a warning as one ``attnkit: warning:`` line, and leaves the process's
+    warning settings as it found them (a program that imports attnkit keeps its own)."""
+    import warnings
+
+    from attnkit.cli import main as cli_main
+
+    def warn(_args) -> int:
+        warnings.warn("bf16 is slow here", UserWarning, stacklevel=1)
+        return 0
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("command")
+    parser.set_defaults(func=warn)
+    monkeypatch.setattr(cli_main, "build_parser", lambda argv: parser)
+    before = (warnings.showwarning, warnings.formatwarning, list(warnings.filters))
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert main(["anything"]) == 0
+        assert capsys.readouterr().err == "attnkit: warning: bf16 is slow here\n"
+        assert (warnings.showwarning, warnings.formatwarning) == before[:2]
+        with pytest.warns(UserWarning, match="outside"):   # the caller's handling, as before
+            warnings.warn("outside", UserWarning, stacklevel=1)
+    assert list(warnings.filters) == before[2]

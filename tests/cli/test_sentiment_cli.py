@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from attnkit.apps.runs import RunLock
 from attnkit.cli.main import main
+from attnkit.training.run_folder import RunLock
 
 TRAIN = ["--epochs", "6", "--lr", "0.01", "--num-words", "50", "--maxlen", "16",
          "--valid-fraction", "0.2", "--device", "cpu", "--no-progress"]

@@ -12,8 +12,8 @@ import time
 import pytest
 import torch
 
-from attnkit.apps.runs import RunLock
 from attnkit.cli.main import main
+from attnkit.training.run_folder import RunLock
 
 TINY = ["--hidden", "32", "--emb-dim", "16", "--batch-size", "8", "--lr", "1e-2",
         "--no-progress", "--examples", "1"]

@@ -15,7 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from attnkit.data.captions import load_image
+from attnkit.data.caption_files import load_image
 from attnkit.data.download import safe_extract
 from attnkit.errors import AttnkitError
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from attnkit.data.captions import read_coco_captions, read_flickr_tokens
+from attnkit.data.caption_files import read_coco_captions, read_flickr_tokens
 from attnkit.errors import AttnkitError
 
 _spec = importlib.util.spec_from_file_location("fuzzlib", Path(__file__).with_name("fuzzlib.py"))

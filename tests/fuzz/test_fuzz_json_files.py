@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from attnkit.data.captions import read_coco_captions
+from attnkit.data.caption_files import read_coco_captions
 from attnkit.data.imdb import read_jsonl
 from attnkit.data.vocab import Vocab
 from attnkit.errors import AttnkitError

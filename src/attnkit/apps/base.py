@@ -14,7 +14,7 @@ page(predictions)         the app's explorer page
 ```
 
 What the base does for every app: the run-folder rules (claim, lock, resume, overwrite;
-`attnkit.apps.runs`), the process group under ``torchrun`` (started before preparation:
+`attnkit.training.run_folder`), the process group under ``torchrun`` (started before preparation:
 rank 0 prepares and saves, the other ranks then read what it saved, as a resume does),
 seeding before the model is built, the final evaluation into ``test_metrics.json``, the
 checks on output files (`attnkit.apps.outputs`), and turning a run folder given in place of a
@@ -42,8 +42,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, ClassVar
 
-from attnkit.apps.outputs import PAGE, REPORT, output_file, write_output
-from attnkit.apps.prediction import Prediction
+from attnkit.apps.outputs import REPORT, output_file, write_output
+from attnkit.apps.prediction import Prediction, write_page
 from attnkit.apps.presentation import Presentation
 from attnkit.apps.results import (
     TEST_METRICS,
@@ -57,15 +57,13 @@ from attnkit.apps.results import (
     stderr_log,
     write_test_metrics,
 )
-from attnkit.apps.run_files import read_json
-from attnkit.apps.runs import check_new_run, check_resumable, start_run, write_json
+from attnkit.apps.run_files import read_config
 from attnkit.errors import UsageError
+from attnkit.fileio import read_json, write_files, write_json
 from attnkit.training import TrainResult
 from attnkit.training import distributed as D
+from attnkit.training.run_folder import check_new_run, check_resumable, claim_run
 from attnkit.training.signals import interruptible
-
-# The steps an app provides; `App.__init_subclass__` can take them from the app's modules.
-STEPS = ("configure", "prepare", "save", "reload", "fit", "load", "evaluation", "predictions")
 
 
 class App(Presentation, ABC):
@@ -79,16 +77,6 @@ class App(Presentation, ABC):
 
     name: ClassVar[str]
     inputs: ClassVar[str] = "input"
-
-    def __init_subclass__(cls, steps: tuple = (), **kwargs: Any) -> None:
-        """``class MyApp(App, steps=(preparation, training))``: each step the class does not
-        define itself (`STEPS`) is the function of that name in the first of these modules
-        that has one, so an app's modules hold its steps and the class only names them."""
-        super().__init_subclass__(**kwargs)
-        for name in STEPS:
-            found = next((getattr(m, name) for m in steps if hasattr(m, name)), None)
-            if found is not None and name not in cls.__dict__:
-                setattr(cls, name, staticmethod(found))
 
     # ------------------------------------------------------------------ the steps of an app
     @abstractmethod
@@ -109,9 +97,10 @@ class App(Presentation, ABC):
     def prepare(self, config: Any, log: Log) -> Prepared:
         """Read the data and build what training needs, in memory (rank 0 of a fresh run)."""
 
-    @abstractmethod
     def save(self, prepared: Prepared, out: Path) -> None:
-        """Write the prepared pipeline files into the claimed run folder (rank 0)."""
+        """Write the prepared pipeline files into the claimed run folder (rank 0):
+        ``prepared.files`` (`attnkit.fileio.write_files`)."""
+        write_files(out, prepared.files)
 
     @abstractmethod
     def reload(self, config: Any, out: Path, log: Log) -> Prepared:
@@ -154,18 +143,22 @@ class App(Presentation, ABC):
         return None
 
     # ------------------------------------------------------------------ the shared flow
-    def train(self, settings: Mapping[str, Any] | None = None,
+    def train(self, settings: Mapping[str, Any] | str | os.PathLike | None = None,
               out: str | os.PathLike | None = None, *, resume: bool = False,
-              overwrite: bool = False, log: Log = stderr_log) -> Run:
+              overwrite: bool = False, log: Log = stderr_log, **overrides: Any) -> Run:
         """Train a run into ``out``, then score its test split into ``test_metrics.json``.
 
         Args:
             settings: the options given (``{"data": ..., "epochs": ...}``; the app's
-                ``configure`` says which exist). With ``resume`` they may only change budgets.
+                ``configure`` says which exist), or the data alone (``"synthetic"``; None:
+                the app's default, or on a resume the run's). With ``resume`` they may only
+                change budgets.
             out: the run folder.
             resume: continue the interrupted run in ``out`` with its stored settings.
             overwrite: replace the run already in ``out``.
             log: where progress lines go (rank 0 only).
+            **overrides: more options, over ``settings`` (``train("synthetic", out,
+                epochs=2)``).
 
         Returns:
             The `Run`; one stopped by a signal returns at once (no test evaluation).
@@ -181,8 +174,9 @@ class App(Presentation, ABC):
             raise UsageError("--resume and --overwrite contradict each other; give one")
         out, main = Path(out), D.is_main_process()
         log = log if main else quiet
-        stored = check_resumable(out, self.name) if resume else None
-        config = self.configure(dict(settings or {}), out, stored)
+        stored = read_config(check_resumable(out), self.name) if resume else None
+        given = dict(settings) if isinstance(settings, Mapping) else {"data": settings}
+        config = self.configure({**given, **overrides}, out, stored)
         info = D.setup(config.train.device)   # before preparation: rank 0 prepares alone
         try:
             with ExitStack() as claimed:
@@ -218,8 +212,7 @@ class App(Presentation, ABC):
             if prepare:
                 check_new_run(out, overwrite=overwrite)
                 prepared = self.prepare(config, log)   # reads the data: before any write
-            claimed.enter_context(start_run(out, app=self.name, resume=resume,
-                                            overwrite=overwrite))
+            claimed.enter_context(claim_run(out, resume=resume, overwrite=overwrite))
             if prepared is not None:
                 self.save(prepared, out)
             return prepared
@@ -274,8 +267,17 @@ class App(Presentation, ABC):
                 **options: Any) -> list[Prediction]:
         """Predictions of a run (a `Loaded` run, or a folder loaded with ``device`` and
         ``engine``) for ``inputs``, each with its attention; ``options`` are the app's."""
-        return self.predictions(self._loaded(run, device=device, engine=engine), inputs,
-                                **options)
+        return self.predictions(self._loaded(run, device=device, engine=engine),
+                                self.checked_inputs(inputs), **options)
+
+    def checked_inputs(self, inputs: Sequence[Any], what: str = "predict") -> list[Any]:
+        """``inputs`` as a list, checked once for every app: one string (not a list of them)
+        or none at all is a UsageError."""
+        if isinstance(inputs, (str, bytes)):
+            raise UsageError(f"{what} takes a list of {self.inputs}s, not one string")
+        if not len(inputs):
+            raise UsageError(f"no {self.inputs} given: nothing to {what}")
+        return list(inputs)
 
     def page(self, predictions: Sequence[Prediction], summary: dict[str, Any]) -> str:
         """The app's explorer page of ``predictions`` (self-contained HTML)."""
@@ -285,9 +287,8 @@ class App(Presentation, ABC):
 
     def write_page(self, predictions: Sequence[Prediction], path: str | os.PathLike,
                    summary: dict[str, Any]) -> Path:
-        """`page` written to ``path`` (checked as an output file, atomically)."""
-        output_file(path, PAGE)
-        return write_output(path, PAGE, self.page(predictions, summary))
+        """`page` written to ``path`` (`attnkit.apps.prediction.write_page`)."""
+        return write_page(predictions, path, summary)
 
     def _loaded(self, run: Loaded | str | os.PathLike, *, device: str | None,
                 engine: str | None) -> Loaded:

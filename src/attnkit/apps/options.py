@@ -1,70 +1,33 @@
-"""What the apps share about options: their declaration for the command line, the device,
-splitting keyword overrides by owner, and sizes checked before a model is allocated.
-
-An app declares its own command-line options as `Option` s (no argparse here: ``attnkit.cli``
-builds the parser from them), each naming the command it belongs to and where its value goes:
-a training setting, an option of ``evaluate`` / ``predict``, or of ``load``.
+"""What the apps share beside their settings (`attnkit.settings`: the `Option` s an app
+declares, generated from its settings dataclass or written out): their extra commands
+(`Command`), the device, and sizes checked before a model is allocated and loaded.
 
 Example:
     ```python
-    Option("--beam", int, "beam size (default 1 = greedy)", commands=("eval", "predict"))
-    Option("--no-mask", help="attend to padding (2018)", dest="mask_padding", const=False)
+    Command("export", "export a run", (Option("run", str, "the run folder"),), run_export)
     resolve_device("auto")              # "cuda" where CUDA is present, else "cpu"
-    split_options({"epochs": 3, "hidden": 8}, {"train": TRAIN_FIELDS, "model": MODEL},
-                  "translate setting")   # {"train": {"epochs": 3}, "model": {"hidden": 8}}
+    model, device = load_model(lambda: build_model(config), run, "best", "cpu", "config.json")
     ```
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from attnkit.errors import CheckpointError, UsageError
+from attnkit.settings import Option
+from attnkit.training import TrainConfig
+from attnkit.training.run_folder import weights_file
 
 # The most parameters a run's model may have (about 8 GB in float32): a config.json edited to
 # a size of 10^12 is refused before anything is allocated.
 MAX_PARAMETERS = 2_000_000_000
-
-
-@dataclass(frozen=True)
-class Option:
-    """One command-line option of an app.
-
-    Args:
-        flag: ``"--beam"``.
-        type: ``int``, ``float``, ``str``; None for a switch (a flag without a value).
-        help: the help line (say the default).
-        commands: the commands that take it: ``"train"``, ``"eval"``, ``"predict"``.
-        choices: the values allowed.
-        dest: the setting or keyword it fills (default: the flag's name with ``_``).
-        const: a switch's value when given (default True; e.g. False for ``--no-mask``).
-        stage: where the value goes for eval/predict: ``"call"`` (a keyword of ``evaluate`` /
-            ``predict``) or ``"load"`` (a keyword of ``load``, e.g. ``--engine``).
-        default: the value when not given (None: not given, the app decides).
-        metavar: the value's name in the help.
-        aliases: other flags for the same option.
-    """
-
-    flag: str
-    type: Callable[[str], Any] | None = None
-    help: str = ""
-    commands: tuple[str, ...] = ("train",)
-    choices: tuple[Any, ...] | None = None
-    dest: str | None = None
-    const: Any = True
-    stage: str = "call"
-    default: Any = None
-    metavar: str | None = None
-    aliases: tuple[str, ...] = ()
-
-    @property
-    def name(self) -> str:
-        """The setting or keyword the option fills."""
-        return self.dest or self.flag.lstrip("-").replace("-", "_")
 
 
 def resolve_device(name: str | None, *, flag: str = "--device") -> str:
@@ -87,51 +50,21 @@ def resolve_device(name: str | None, *, flag: str = "--device") -> str:
         raise UsageError(f"{flag} {name}: {exc}") from None
 
 
-def explain_methods(value: str | Iterable[str] | None, known: Iterable[str]) -> list[str]:
-    """``--explain`` (or ``--methods``) as a list of methods among ``known``: comma-separated
-    names or ``"all"`` (every one); None gives none.
+def train_config(values: Mapping[str, Any]) -> TrainConfig:
+    """A `TrainConfig` of ``values`` on a device this machine has (`resolve_device`).
 
     Raises:
-        UsageError: an unknown method, or Captum missing for a gradient one
-            (`attnkit.models.attribution.check_method`).
+        UsageError: a value it refuses, naming the option (``--lr must be ...``).
     """
-    from attnkit.models.attribution import check_method
-
-    known = tuple(known)
-    if value is None:
-        return []
-    names = value.split(",") if isinstance(value, str) else list(value)
-    names = list(known) if names == ["all"] else [n.strip() for n in names if n.strip()]
-    for name in names:
-        if name not in known:
-            raise UsageError(f"--explain must be among {', '.join(known)} (or all), got "
-                             f"{name!r}")
-        if name != "rollout":          # rollout is attention's own arithmetic
-            check_method(name)
-    return names
-
-
-def split_options(given: Mapping[str, Any], owners: Mapping[str, Iterable[str]],
-                  what: str) -> dict[str, dict[str, Any]]:
-    """``given`` keyword options by owner (the first owner listing a name takes it); ``what``
-    names them in the error (``"translate setting"``).
-
-    Raises:
-        UsageError: a name no owner knows (the message lists the known ones).
-    """
-    parts: dict[str, dict[str, Any]] = {owner: {} for owner in owners}
-    unknown = []
-    for name, value in given.items():
-        owner = next((o for o, names in owners.items() if name in names), None)
-        if owner is None:
-            unknown.append(name)
-        else:
-            parts[owner][name] = value
-    if unknown:
-        known = sorted({n for names in owners.values() for n in names})
-        raise UsageError(f"unknown {what}(s): {', '.join(sorted(unknown))} (known: "
-                         f"{', '.join(known)})")
-    return parts
+    try:
+        cfg = TrainConfig(**values)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        message = str(exc)
+        for f in dataclasses.fields(TrainConfig):
+            message = message.replace(f"TrainConfig.{f.name}", "--" + f.name.replace("_", "-"))
+        raise UsageError(message) from None
+    resolve_device(cfg.device)
+    return cfg
 
 
 def checked_sizes(sizes: Mapping[str, Any], where: str, *, upper: int = 1 << 24,
@@ -168,6 +101,25 @@ def build_bounded(factory: Callable[[], torch.nn.Module], where: str,
     return factory()
 
 
+def load_model(factory: Callable[[], torch.nn.Module], run: Path, weights: str,
+               device: str | None, where: str) -> tuple[torch.nn.Module, str]:
+    """The model ``factory`` builds (`build_bounded`) with the run's ``weights`` (``"best"``
+    or ``"last"``, `attnkit.training.run_folder.weights_file`) loaded, in eval mode on ``device``
+    (`resolve_device`); and the device.
+
+    Raises:
+        CheckpointError: no such weights, a model too large, weights that do not fit it.
+        UsageError: a bad device.
+    """
+    from attnkit.training import load_weights
+
+    path = weights_file(run, weights)
+    model = build_bounded(factory, where)
+    load_weights(model, path)
+    device = resolve_device(device)
+    return model.to(device).eval(), device
+
+
 @dataclass(frozen=True)
 class Command:
     """A command of an app beyond ``train`` / ``eval`` / ``predict`` (``translate export``).
@@ -178,6 +130,8 @@ class Command:
         arguments: its `Option` s (a flag without dashes is positional).
         run: called with the parsed values by option name; returns the exit status.
         examples: command lines for its ``--help``.
+        runtime: it runs a model: the CLI adds ``--threads`` (applied before ``run``) and
+            ``--device`` (in the values).
     """
 
     name: str
@@ -185,3 +139,4 @@ class Command:
     arguments: tuple[Option, ...]
     run: Callable[[dict[str, Any]], int]
     examples: tuple[str, ...] = ()
+    runtime: bool = False

@@ -28,9 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnkit.apps.runs import is_run
 from attnkit.errors import UsageError
 from attnkit.fileio import atomic_write_bytes
+from attnkit.training.run_folder import is_run
 
 
 def _starts_with(*prefixes: bytes) -> Callable[[bytes, str], bool]:

@@ -1,6 +1,9 @@
 """The data an app's steps pass around: a loaded run, a finished training, an evaluation,
 prepared data; and the two logs every app uses.
 
+`Loaded` is generic in the model and the pipeline, so each app types its own (the sentiment
+app's is ``Loaded[SentimentClassifier, TextPipeline]``).
+
 Example:
     ```python
     loaded = APPS["sentiment"].load("runs/imdb")
@@ -12,16 +15,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from attnkit.apps.run_files import read_json
-from attnkit.apps.runs import write_json
 from attnkit.errors import CheckpointError
+from attnkit.fileio import read_json, write_json
 from attnkit.training import TrainConfig, TrainResult
 
 Log = Callable[[str], None]
+ModelT = TypeVar("ModelT")
+PipelineT = TypeVar("PipelineT")
 TEST_METRICS = "test_metrics.json"
 # Fields of test_metrics.json that describe the training, kept when `eval` rewrites the file.
 TRAINING_FIELDS = ("stop_reason", "train_seconds", "run")
@@ -29,7 +33,6 @@ TRAINING_FIELDS = ("stop_reason", "train_seconds", "run")
 
 def quiet(_: str) -> None:
     """A log that drops its lines."""
-    return None
 
 
 def stderr_log(line: str) -> None:
@@ -38,7 +41,7 @@ def stderr_log(line: str) -> None:
 
 
 @dataclass
-class Loaded:
+class Loaded(Generic[ModelT, PipelineT]):
     """A trained run, loaded: what `App.load` returns.
 
     Attributes:
@@ -58,8 +61,8 @@ class Loaded:
 
     path: Path
     app: str
-    model: Any
-    pipeline: Any
+    model: ModelT
+    pipeline: PipelineT
     config: dict[str, Any]
     device: str = "cpu"
     engine: Any = None
@@ -148,10 +151,13 @@ class Prepared:
     Attributes:
         config: the app's validated settings (`App.configure`).
         train: the trainer's settings.
+        files: the pipeline files `App.save` writes into the run folder, by name: bytes, a
+            dict (JSON) or an object with ``to_json(path)`` (a vocabulary).
     """
 
     config: Any
     train: TrainConfig
+    files: dict[str, Any] = field(default_factory=dict)
 
 
 def write_test_metrics(run: Path, metrics: dict[str, Any]) -> None:

@@ -1,47 +1,79 @@
-"""Reading a run folder's files: the one place that checks what it opens.
+"""A run folder as the apps read it: ``config.json`` (which app, which format) and the run's
+own files, through one checked door (the folder's rules for training into it:
+`attnkit.training.run_folder`).
 
-A run folder is data a user may have copied, edited or damaged, so nothing in it is trusted
-before it is read:
+``config.json`` carries the app and a format version; a run of another app, or of an unknown
+(newer) format, is a clear `CheckpointError`. Runs written before the format field existed are
+format 1 and load through each app's migration. Files are read through `run_file` and
+`attnkit.fileio.read_json` (regular files only, no link out of the run, size caps); every
+failure is one `CheckpointError` naming the file.
 
-* a file must be a regular file: a FIFO or a device (``config.json`` linked to ``/dev/zero``)
-  would hang or fill memory;
-* a symbolic link may point only inside the run folder: a run whose ``train.log`` points at
-  another file must not make attnkit read (or, on resume, write) that file;
-* a JSON file is read only up to a size cap (`MAX_JSON_BYTES`; a vocabulary may be
-  larger, `MAX_VOCAB_BYTES`), so a huge or endless file is one error, not a
-  ``MemoryError``.
+A run folder holds:
 
-Every failure is one `CheckpointError` naming the file.
+```text
+config.json        {"app": NAME, "format": 2, ...the app's settings..., "train": TrainConfig}
+metrics.jsonl      one JSON object per log line / evaluation (the trainer's)
+train.log          one readable line per evaluation (the trainer's)
+best.safetensors   the weights of the best validation metric
+last/              the resumable checkpoint (model, optimizer, RNG states, position)
+test_metrics.json  the scores of the best weights on the run's test split
+...                the app's pipeline files (vocabularies, tokenizer, subword model)
+.lock              held while a process trains into the folder (its PID inside)
+```
 
 Example:
     ```python
-    path = run_file("runs/fr", "vocab_src.json", "the source vocabulary",
-                    limit=MAX_VOCAB_BYTES)
-    config = read_json("runs/fr/config.json", "the run's config", root="runs/fr")
+    config = read_config("runs/fr", app="translate")
+    vocab = read_vocab("runs/fr", "vocab_src.json")
+    model = read_model_config("runs/ducks", CaptionerConfig.from_dict, ("hidden", "emb_dim"))
     ```
 """
 
 from __future__ import annotations
 
-import json
 import os
-import stat
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from attnkit.errors import CheckpointError
-from attnkit.fileio import read_limited
+from attnkit.apps.options import checked_sizes
+from attnkit.data.vocab import Vocab
+from attnkit.errors import CheckpointError, DataError
+from attnkit.fileio import MAX_JSON_BYTES, MAX_VOCAB_BYTES, checked_file, read_json_object
 
-MAX_JSON_BYTES = 8 << 20      # config.json, pipeline.json, model.json, test_metrics.json
-MAX_VOCAB_BYTES = 256 << 20   # a 1M-token vocabulary is about 20 MB
+T = TypeVar("T")
+
+FORMAT = 2                 # the format this code writes
+KNOWN_FORMATS = (1, 2)     # 1: runs written before config.json had "format"
+CONFIG_FILE = "config.json"
 
 
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root.resolve())
-    except ValueError:
-        return False
-    return True
+def read_config(run: str | os.PathLike, app: str) -> dict[str, Any]:
+    """``RUN/config.json`` of a run of ``app``, with ``"format"`` filled in (1 when absent).
+
+    Raises:
+        CheckpointError: not a run folder, a run of another app, an unknown format version, or
+            an unreadable config.json.
+    """
+    run = Path(run)
+    if not run.is_dir():
+        raise CheckpointError(f"{run}: no such run folder")
+    path = run / CONFIG_FILE
+    if not os.path.lexists(path):
+        raise CheckpointError(f"{run}: not a run folder (config.json is missing)")
+    config = read_json_object(path, "the run's config", root=run)
+    found = config.get("app")
+    if found != app:
+        if isinstance(found, str) and found.isidentifier():
+            raise CheckpointError(f"{run} is a {found} run, not a {app} run; use "
+                                  f"'attnkit {found} ...' with it")
+        raise CheckpointError(f"{path}: not written by attnkit {app} (app is {found!r})")
+    version = config.get("format", 1)
+    if version not in KNOWN_FORMATS:
+        raise CheckpointError(f"{path}: run format {version!r} is not one this attnkit reads "
+                              f"(it reads {', '.join(map(str, KNOWN_FORMATS))}); it was "
+                              "written by another version of attnkit")
+    return {**config, "format": version}
 
 
 def run_file(run: str | os.PathLike, name: str, what: str, *,
@@ -63,97 +95,34 @@ def run_file(run: str | os.PathLike, name: str, what: str, *,
     return checked_file(Path(run) / name, what, root=run, limit=limit)
 
 
-def checked_file(path: str | os.PathLike, what: str, *, root: str | os.PathLike | None = None,
-                 limit: int | None = MAX_JSON_BYTES) -> Path:
-    """`run_file` for any path; ``root`` (when given) is the folder links must stay in."""
-    path = Path(path)
-    if path.is_symlink() and root is not None and not _inside(path, Path(root)):
-        raise CheckpointError(f"{path}: {what} is a link to {os.path.realpath(path)}, outside "
-                              f"the run folder {root}; attnkit reads only the run's own files")
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: {what} is missing") from None
-    except OSError as exc:
-        raise CheckpointError(f"{path}: cannot read {what} ({exc.strerror})") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise CheckpointError(f"{path}: {what} is a folder, not a file")
-    if not stat.S_ISREG(info.st_mode):
-        raise CheckpointError(f"{path}: {what} is not a regular file (a device, pipe or "
-                              "socket)")
-    if limit is not None and info.st_size > limit:
-        raise CheckpointError(f"{path}: {what} is {info.st_size:,} bytes, more than the "
-                              f"{limit:,} such a file can be; it is not one attnkit wrote")
-    return path
-
-
-def read_text(path: str | os.PathLike, what: str = "file", *,
-              root: str | os.PathLike | None = None, limit: int | None = MAX_JSON_BYTES) -> str:
-    """The UTF-8 text of a checked file (`checked_file`); a BOM is accepted.
+def read_vocab(run: str | os.PathLike, name: str = "vocab.json") -> Vocab:
+    """The vocabulary file ``RUN/name`` (checked as `run_file`, at most `MAX_VOCAB_BYTES`).
 
     Raises:
-        CheckpointError: as `checked_file`, or not UTF-8.
+        CheckpointError: missing, or not a vocabulary file (named).
     """
-    data = read_limited(checked_file(path, what, root=root, limit=limit), what, limit=limit)
+    path = run_file(run, name, "the run's vocabulary", limit=MAX_VOCAB_BYTES)
     try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise CheckpointError(f"{path}: {what} is not UTF-8 text ({exc.reason} at byte "
-                              f"{exc.start})") from None
+        return Vocab.from_json(path)
+    except (DataError, ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"{path}: not a vocabulary file ({exc})") from None
 
 
-def read_json(path: str | os.PathLike, what: str = "file", *,
-              root: str | os.PathLike | None = None, limit: int | None = MAX_JSON_BYTES) -> Any:
-    """The JSON value in ``path``; every way it can be unreadable is one CheckpointError.
-
-    Args:
-        path: the file.
-        what: what the file is, for the message (e.g. ``"the run's config"``).
-        root: the run folder the file belongs to (a link out of it is refused).
-        limit: the largest size accepted in bytes.
+def read_model_config(run: str | os.PathLike, build: Callable[[dict[str, Any]], T],
+                      sizes: Iterable[str], *, zero_ok: tuple[str, ...] = (),
+                      what: str = "a model config", stored: dict[str, Any] | None = None) -> T:
+    """``RUN/model.json`` (or the ``stored`` settings of ``config.json``) built by ``build``,
+    its sizes checked first (`checked_sizes`: one edited to a size of 10^12 is refused before
+    anything is allocated).
 
     Raises:
-        CheckpointError: missing, not a regular file, too big, not UTF-8, or not valid JSON
-            (the message names the path).
+        CheckpointError: unreadable, a size out of bounds, or settings ``build`` refuses.
     """
-    text = read_text(path, what, root=root, limit=limit)
+    path = Path(run) / ("model.json" if stored is None else CONFIG_FILE)
+    data = read_json_object(path, "the run's model settings", root=run) if stored is None \
+        else stored
+    checked_sizes({k: data.get(k) for k in sizes}, str(path), zero_ok=zero_ok)
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{path}: {what} is not valid JSON ({exc.msg}, line "
-                              f"{exc.lineno} column {exc.colno})") from None
-    except RecursionError:
-        raise CheckpointError(f"{path}: {what} nests too deeply to be one attnkit wrote") \
-            from None
-
-
-def read_json_object(path: str | os.PathLike, what: str, *,
-                     root: str | os.PathLike | None = None) -> dict[str, Any]:
-    """`read_json` of a file that must hold a JSON object."""
-    value = read_json(path, what, root=root)
-    if not isinstance(value, dict):
-        raise CheckpointError(f"{path}: {what} must be a JSON object")
-    return value
-
-
-def weights_file(run: str | os.PathLike, weights: str = "best") -> Path:
-    """The weights file of a run: ``best.safetensors`` (the best validation score) or
-    ``last/model.safetensors`` (the latest checkpoint).
-
-    Raises:
-        UsageError: ``weights`` is neither ``"best"`` nor ``"last"``.
-        CheckpointError: the run has no such weights yet (the message says what to do).
-    """
-    from attnkit.errors import UsageError
-
-    run = Path(run)
-    if weights not in ("best", "last"):
-        raise UsageError(f"weights must be 'best' or 'last', got {weights!r}")
-    name = "best.safetensors" if weights == "best" else "last/model.safetensors"
-    if not os.path.lexists(run / name):
-        if weights == "best":
-            raise CheckpointError(f"{run}: no best weights yet (best.safetensors is missing: "
-                                  "the run stopped before its first evaluation); continue it "
-                                  f"with --resume {run}")
-        raise CheckpointError(f"{run}: no checkpoint yet (last/model.safetensors is missing)")
-    return run_file(run, name, f"the run's {weights} weights", limit=None)
+        return build(data)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise CheckpointError(f"{path}: not {what} ({exc})") from None

@@ -18,6 +18,7 @@ from typing import Any
 from attnkit.cli.common import (
     add_eval_options,
     add_predict_options,
+    add_runtime_options,
     add_train_options,
     apply_threads,
     example_epilog,
@@ -71,6 +72,8 @@ def add_app_parser(subparsers: Any, app: Any) -> argparse.ArgumentParser:
                            epilog=example_epilog(*command.examples) if command.examples
                            else epilog)
         _add_options(c, command.arguments, None)
+        if command.runtime:
+            add_runtime_options(c)
         c.set_defaults(func=functools.partial(run_command, command))
     return parser
 
@@ -88,7 +91,8 @@ def _add_options(parser: argparse.ArgumentParser, options: Iterable[Any],
         else:
             parser.add_argument(o.flag, *o.aliases, dest=o.name, type=o.type,
                                 choices=list(o.choices) if o.choices else None,
-                                default=o.default, help=o.help, metavar=o.metavar)
+                                default=o.default, help=o.help, metavar=o.metavar,
+                                required=o.required)
 
 
 def _values(args: argparse.Namespace, options: Iterable[Any], command: str,
@@ -159,4 +163,7 @@ def run_predict(app: Any, args: argparse.Namespace) -> int:
 
 def run_command(command: Any, args: argparse.Namespace) -> int:
     values = {o.name: getattr(args, o.name) for o in command.arguments}
+    if command.runtime:
+        apply_threads(args.threads)
+        values["device"] = args.device
     return int(command.run(values) or 0)

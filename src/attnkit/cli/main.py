@@ -78,14 +78,21 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _one_line_warning(message, category, filename, lineno, line=None) -> str:
-    return f"attnkit: warning: {message}\n"
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"attnkit: warning: {message}", file=file or sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
-    # A warning for the user (e.g. bf16 autocast on a CPU without bf16) is one line, not a
-    # source location and a code line.
-    warnings.formatwarning = _one_line_warning
+    """Run ``attnkit ARGV`` and return its exit status. While it runs, a warning for the user
+    (e.g. bf16 autocast on a CPU without bf16) is one line, not a source location and a code
+    line; the process's warning settings are restored when it returns (a caller that imports
+    attnkit keeps its own)."""
+    with warnings.catch_warnings():
+        warnings.showwarning = _one_line_warning
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     from attnkit.training.signals import Interrupted
 
     argv = sys.argv[1:] if argv is None else list(argv)

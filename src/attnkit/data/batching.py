@@ -1,4 +1,5 @@
-"""Length bucketing: batches of similar-length examples, so little compute goes to padding.
+"""Length bucketing: batches of similar-length examples, so little compute goes to padding;
+and `pad_ids`, the one function that pads id sequences into a batch tensor.
 
 ``bucket_batch_plan`` returns a *batch plan*, the function ``(epoch, seed) -> list[list[int]]``
 the trainer accepts (docs/DEVELOPING.md): shuffle all indices, cut them into large pools, sort
@@ -11,6 +12,7 @@ Example:
     plan = bucket_batch_plan([len(x) for x in src_ids], batch_size=64)
     batches = plan(epoch=0, seed=0)         # every index exactly once
     padding_fraction(batches, lengths)      # e.g. 0.05 vs 0.45 for random batches
+    pad_ids([[5, 6, 7], [8]], pad=0)        # tensor([[5, 6, 7], [8, 0, 0]])
     ```
 """
 
@@ -19,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import torch
+from torch import Tensor
 
 BatchPlan = Callable[[int, int], list[list[int]]]
 
@@ -98,3 +102,25 @@ def padding_fraction(batches: Sequence[Sequence[int]], lengths: Sequence[int]) -
     padded = sum(len(b) * int(lens[list(b)].max()) for b in batches if len(b))
     real = sum(int(lens[list(b)].sum()) for b in batches)
     return 0.0 if padded == 0 else 1.0 - real / padded
+
+
+def pad_ids(rows: Sequence[Sequence[int]], pad: int, *, width: int | None = None,
+            side: str = "post") -> Tensor:
+    """Id sequences as one batch tensor ``[batch, width]`` (int64), ``pad`` filling each row
+    after its ids (``side="post"``) or before them (``"pre"``).
+
+    Args:
+        rows: the id sequences (any may be empty); none longer than ``width``.
+        pad: the padding id.
+        width: the batch's width (None: the longest row's).
+        side: where the padding goes.
+    """
+    width = max((len(r) for r in rows), default=0) if width is None else width
+    out = torch.full((len(rows), width), pad, dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids = torch.as_tensor(list(r), dtype=torch.long)
+        if side == "pre":
+            out[i, width - len(ids):] = ids
+        else:
+            out[i, :len(ids)] = ids
+    return out

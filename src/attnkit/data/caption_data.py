@@ -4,7 +4,7 @@ the dataset and collate function the trainer batches them with.
 ``data="synthetic"`` draws rubber-duck scenes (`attnkit.data.scenes`) with one correct
 caption each: train, valid and test sets come from seeds ``3 * seed``, ``3 * seed + 1`` and
 ``3 * seed + 2``. Real data: ``"flickr:TOKEN_FILE:IMAGE_DIR"`` or ``"coco:JSON:IMAGE_DIR"``
-(read by `attnkit.data.captions`); its images are split valid / test / train by
+(read by `attnkit.data.caption_files`); its images are split valid / test / train by
 ``valid_fraction`` in an order shuffled by the seed.
 
 Example:
@@ -29,7 +29,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnkit.data.captions import load_image, read_coco_captions, read_flickr_tokens
+from attnkit.data.batching import pad_ids
+from attnkit.data.caption_files import load_image, read_coco_captions, read_flickr_tokens
 from attnkit.data.scenes import Box, Scene, make_scenes
 from attnkit.data.vocab import Vocab
 from attnkit.errors import DataError, UsageError
@@ -206,9 +207,7 @@ def collate(items, pad_id: int = 0) -> dict[str, Tensor]:
     (+ ``maps [B, T, side, side]``, zero-padded, when the items carry attention targets)."""
     images, ids, *maps = zip(*items, strict=True)
     width = max(len(s) for s in ids) - 1
-    tgt = torch.full((len(ids), width + 1), pad_id, dtype=torch.long)
-    for b, s in enumerate(ids):
-        tgt[b, :len(s)] = torch.tensor(s)
+    tgt = pad_ids(ids, pad_id)
     batch = {"images": torch.stack(images), "tgt_in": tgt[:, :-1], "tgt_out": tgt[:, 1:],
              "lengths": torch.tensor([len(s) - 1 for s in ids])}
     if maps:

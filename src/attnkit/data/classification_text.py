@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from attnkit.data.batching import pad_ids
 from attnkit.data.vocab import PAD, UNK, Vocab
 from attnkit.fileio import atomic_write_text
 
@@ -165,20 +166,9 @@ def pad_sequences(sequences: Sequence[Sequence[int]], maxlen: int, *, padding: s
                          f"{truncating!r}")
     if maxlen < 1:
         raise ValueError(f"maxlen must be >= 1, got {maxlen}")
-    ids = torch.full((len(sequences), maxlen), value, dtype=torch.long)
-    lengths = torch.zeros(len(sequences), dtype=torch.long)
-    for row, seq in enumerate(sequences):
-        seq = list(seq)
-        seq = seq[-maxlen:] if truncating == "pre" else seq[:maxlen]
-        n = len(seq)
-        lengths[row] = n
-        if n == 0:
-            continue
-        if padding == "pre":
-            ids[row, maxlen - n:] = torch.tensor(seq, dtype=torch.long)
-        else:
-            ids[row, :n] = torch.tensor(seq, dtype=torch.long)
-    return ids, lengths
+    kept = [list(s)[-maxlen:] if truncating == "pre" else list(s)[:maxlen] for s in sequences]
+    return (pad_ids(kept, value, width=maxlen, side=padding),
+            torch.tensor([len(s) for s in kept], dtype=torch.long))
 
 
 def atomic_write_json(path: Path, obj) -> None:

@@ -141,10 +141,16 @@ class TextPipeline:
         """``ids [batch, maxlen]`` int64 and ``lengths [batch]`` (see `pad_sequences`)."""
         return self.pad([self.read(t) for t in texts])
 
-    def pad(self, reads: Sequence[ReadReview]) -> tuple[Tensor, Tensor]:
-        """Already read reviews -> ``ids [batch, maxlen]``, ``lengths [batch]``."""
-        return pad_sequences([r.ids for r in reads], self.maxlen, padding=self.padding,
+    def pad(self, reads: Sequence[ReadReview], width: int | None = None
+            ) -> tuple[Tensor, Tensor]:
+        """Already read reviews -> ``ids [batch, width]`` (default ``maxlen``; a batch of
+        short reviews may be cut to its longest), ``lengths [batch]``."""
+        return pad_sequences([r.ids for r in reads], width or self.maxlen, padding=self.padding,
                              truncating=self.truncating)
+
+    def tokens_in(self, n: int, width: int) -> slice:
+        """Where the ``n`` tokens of a review sit in a padded row of ``width`` columns."""
+        return slice(width - n, width) if self.padding == "pre" else slice(0, n)
 
     def dataset(self, reviews: Sequence[Review]) -> EncodedReviews:
         """Labelled reviews -> an `EncodedReviews` (labels as float32 0/1)."""

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from attnkit.data.batching import pad_ids
 from attnkit.data.drops import DropReport
 from attnkit.data.vocab import Vocab
 
@@ -89,14 +90,6 @@ class TranslationDataset:
         return [max(len(s), len(t) + 1) for s, t in zip(self.src_ids, self.tgt_ids, strict=True)]
 
 
-def _pad(rows: list[list[int]], pad_id: int) -> Tensor:
-    width = max(len(r) for r in rows)
-    out = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
-    return out
-
-
 def collate_translation(
     batch: Sequence[tuple[Sequence[int], Sequence[int]]],
     pad_id: int,
@@ -124,9 +117,9 @@ def collate_translation(
         if not s:
             raise ValueError(f"example {i} of the batch has an empty source (filter_by_length)")
     return {
-        "src": _pad(srcs, pad_id),
+        "src": pad_ids(srcs, pad_id),
         "src_lengths": torch.tensor([len(s) for s in srcs], dtype=torch.long),
-        "tgt_in": _pad([[bos_id] + t for t in tgts], pad_id),
-        "tgt_out": _pad([t + [eos_id] for t in tgts], pad_id),
+        "tgt_in": pad_ids([[bos_id] + t for t in tgts], pad_id),
+        "tgt_out": pad_ids([t + [eos_id] for t in tgts], pad_id),
         "tgt_lengths": torch.tensor([len(t) + 1 for t in tgts], dtype=torch.long),
     }

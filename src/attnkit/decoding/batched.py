@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 import torch
 
+from attnkit.data.batching import pad_ids
 from attnkit.decoding.beam import beam_search
 from attnkit.decoding.greedy import greedy_decode
 from attnkit.decoding.hypothesis import Hypothesis
@@ -76,11 +77,8 @@ def padded_sources(src_ids: Sequence[Sequence[int]], pad: int,
                    device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
     """Id sequences as one batch: ``src [batch, longest]`` (padded with ``pad``) and
     ``src_lengths [batch]``, on ``device``."""
-    lengths = [len(s) for s in src_ids]
-    src = torch.full((len(src_ids), max(lengths)), pad, dtype=torch.long)
-    for row, ids in enumerate(src_ids):
-        src[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-    return src.to(device), torch.tensor(lengths, device=device)
+    return (pad_ids(src_ids, pad).to(device),
+            torch.tensor([len(s) for s in src_ids], device=device))
 
 
 def decode_many(model: StepModel, src_ids: Sequence[Sequence[int]], *, beam: int = 1,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from attnkit.data.batching import pad_ids
 from attnkit.decoding.hypothesis import inference
 from attnkit.models.step import StepModel
 
@@ -44,13 +45,6 @@ class Forced:
     states: list[Tensor] | None = None
     memory: Tensor | None = None
     encoder: Tensor | None = None
-
-
-def _pad(rows: Sequence[Sequence[int]], pad: int) -> Tensor:
-    out = torch.full((len(rows), max(len(r) for r in rows)), pad, dtype=torch.long)
-    for k, r in enumerate(rows):
-        out[k, :len(r)] = torch.tensor(list(r), dtype=torch.long)
-    return out
 
 
 def teacher_forced_logprobs(model: StepModel, state, tgt_in: Tensor) -> Tensor:
@@ -95,10 +89,10 @@ def forced_decode(model: StepModel, src_ids: Sequence[Sequence[int]],
         rows = order[start:start + batch_size]
         if any(not src_ids[k] for k in rows):
             raise ValueError("an empty source has nothing to attend to")
-        src = _pad([src_ids[k] for k in rows], c.pad_id).to(device)
+        src = pad_ids([src_ids[k] for k in rows], c.pad_id).to(device)
         lengths = torch.tensor([len(src_ids[k]) for k in rows], device=device)
-        tgt_in = _pad([[c.bos_id, *tgt_ids[k]] for k in rows], c.pad_id).to(device)
-        gold = _pad([[*tgt_ids[k], c.eos_id] for k in rows], c.pad_id).to(device)
+        tgt_in = pad_ids([[c.bos_id, *tgt_ids[k]] for k in rows], c.pad_id).to(device)
+        gold = pad_ids([[*tgt_ids[k], c.eos_id] for k in rows], c.pad_id).to(device)
         with inference(model):
             state = model.encode(src, lengths, beams=1, use_cache=True, weights="all")
             fed = model.step(tgt_in, state, weights="all", logits=logprobs)

@@ -29,7 +29,6 @@ from attnkit.viz._save import to_numpy
 from attnkit.viz.explorer import (
     encode_weights,
     explorer_page,
-    finish_page,
     palette_data,
     script_source,
 )
@@ -132,8 +131,8 @@ def caption_page(images: Sequence[CaptionExample | Mapping], summary: Mapping[st
               "selected word of its caption (dark = ignored).",
               "Pick a word with its button, the slider or the arrow keys; untick \u201cshow "
               "attention\u201d to see the plain image.")
-    page = explorer_page(title, legend, summary, body=_BODY, data=data, script=_JS, css=_CSS)
-    return finish_page(page, path)
+    return explorer_page(title, legend, summary, body=_BODY, data=data, script=_JS, css=_CSS,
+                         path=path)
 
 
 _BODY = """

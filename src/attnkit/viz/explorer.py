@@ -182,7 +182,8 @@ def script_source(script: str) -> str:
 
 def explorer_page(title: str, legend: tuple[str, str], summary: Mapping[str, object] | None, *,
                   body: str, data: object, script: str, css: str,
-                  csp: Mapping[str, Sequence[str]] | None = None) -> str:
+                  csp: Mapping[str, Sequence[str]] | None = None,
+                  path: str | os.PathLike | None = None) -> str:
     """Assemble one self-contained page.
 
     Args:
@@ -196,6 +197,7 @@ def explorer_page(title: str, legend: tuple[str, str], summary: Mapping[str, obj
         csp: sources added to the page's policy, by directive (a page served by a server
             that fetches from it: ``{"connect-src": ["'self'"]}``); None: the page reaches
             nothing.
+        path: also write the page there (`finish_page`).
 
     Returns:
         The HTML text.
@@ -210,7 +212,7 @@ def explorer_page(title: str, legend: tuple[str, str], summary: Mapping[str, obj
     csp = "; ".join(f"{k} {' '.join(v)}" for k, v in policy.items())
     lines = "".join(f"<p>{html.escape(line)}</p>" for line in legend)
     t = html.escape(str(title))
-    return (
+    return finish_page(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         f"<meta http-equiv=\"Content-Security-Policy\" content=\"{csp}\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
@@ -218,8 +220,23 @@ def explorer_page(title: str, legend: tuple[str, str], summary: Mapping[str, obj
         f"<section class=\"legend\" aria-label=\"how to read this\">{lines}</section>\n"
         f"{summary_html(summary)}\n{body}\n"
         f"<script type=\"application/json\" id=\"attnkit-data\">{json_for_script(data)}</script>\n"
-        f"<script>{js}</script>\n</body>\n</html>\n"
-    )
+        f"<script>{js}</script>\n</body>\n</html>\n", path)
+
+
+def coerce(item: object, cls: type, what: str) -> object:
+    """``item`` as a ``cls`` (a dataclass): itself, or built from a dict of its fields.
+
+    Raises:
+        ValueError: neither, or a dict with fields ``cls`` does not take (``what`` names it).
+    """
+    if isinstance(item, cls):
+        return item
+    if isinstance(item, Mapping):
+        try:
+            return cls(**item)
+        except TypeError as err:
+            raise ValueError(f"{what}: {err}") from err
+    raise ValueError(f"{what} must be a {cls.__name__} or a dict, got {type(item).__name__}")
 
 
 def finish_page(text: str, path: str | os.PathLike | None) -> str:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnkit.viz._save import to_numpy
-from attnkit.viz.explorer import explorer_page, finish_page, palette_data, script_source
+from attnkit.viz.explorer import coerce, explorer_page, palette_data, script_source
 from attnkit.viz.palettes import SIGNED, WEIGHTS
 from attnkit.viz.spans import token_spans
 
@@ -74,17 +74,6 @@ class Review:
     labels: tuple[str, str] = ("negative", "positive")
 
 
-def _coerce(item, cls, what: str):
-    if isinstance(item, cls):
-        return item
-    if isinstance(item, Mapping):
-        try:
-            return cls(**item)
-        except TypeError as err:
-            raise ValueError(f"{what}: {err}") from err
-    raise ValueError(f"{what} must be a {cls.__name__} or a dict, got {type(item).__name__}")
-
-
 def _segments(text: str, spans: Sequence[tuple[int, int] | None]) -> list[list]:
     """The text cut into ``[piece, token index or -1]``; a ``<br>`` in the text becomes ``["\\n",
     -1]`` (a line break), everything else is shown exactly as written."""
@@ -126,14 +115,14 @@ def _view_data(view: TokenView, n: int, where: str) -> dict:
 
 
 def _review_data(item, k: int) -> dict:
-    r = _coerce(item, Review, f"review {k}")
+    r = coerce(item, Review, f"review {k}")
     text, tokens = str(r.text), [str(t) for t in r.tokens]
     if not 0.0 <= float(r.prob) <= 1.0:
         raise ValueError(f"review {k}: prob must be in [0, 1], got {r.prob}")
     spans = token_spans(text, tokens) if r.spans is None else list(r.spans)
     if len(spans) != len(tokens):
         raise ValueError(f"review {k}: {len(spans)} spans for {len(tokens)} tokens")
-    views = [_view_data(_coerce(v, TokenView, f"review {k} view"), len(tokens), f"review {k} view")
+    views = [_view_data(coerce(v, TokenView, f"review {k} view"), len(tokens), f"review {k} view")
              for v in r.views]
     if not views:
         raise ValueError(f"review {k}: needs at least one view (per-token scores)")
@@ -168,8 +157,8 @@ def sentiment_page(reviews: Sequence[Review | Mapping], summary: Mapping[str, ob
               "darker = more weight).",
               "Pick a review, a method and a view above; hover over or Tab to a word for its "
               "exact score.")
-    page = explorer_page(title, legend, summary, body=_BODY, data=data, script=_JS, css=_CSS)
-    return finish_page(page, path)
+    return explorer_page(title, legend, summary, body=_BODY, data=data, script=_JS, css=_CSS,
+                         path=path)
 
 
 _BODY = """

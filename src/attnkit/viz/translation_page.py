@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 from attnkit.viz._save import to_numpy
 from attnkit.viz.explorer import (
+    coerce,
     encode_weights,
     explorer_page,
-    finish_page,
     palette_data,
     script_source,
 )
@@ -55,18 +55,6 @@ class TranslationExample:
     scores: Mapping[str, object] = field(default_factory=dict)
     methods: Mapping[str, object] = field(default_factory=dict)
     links: Sequence[tuple[int, int]] = ()
-
-
-def _as_example(item) -> TranslationExample:
-    if isinstance(item, TranslationExample):
-        return item
-    if isinstance(item, Mapping):
-        try:
-            return TranslationExample(**item)
-        except TypeError as err:
-            raise ValueError(f"translation example: {err}") from err
-    raise ValueError(f"a translation example must be a TranslationExample or a dict, "
-                     f"got {type(item).__name__}")
 
 
 def _example_data(ex: TranslationExample, k: int) -> dict:
@@ -127,7 +115,9 @@ def translation_page(
     """
     if not examples:
         raise ValueError("translation_page needs at least one example")
-    data = {"examples": [_example_data(_as_example(e), k) for k, e in enumerate(examples)],
+    examples = [coerce(e, TranslationExample, f"translation example {k}")
+                for k, e in enumerate(examples)]
+    data = {"examples": [_example_data(e, k) for k, e in enumerate(examples)],
             "metrics": [[str(a), str(b)] for a, b in dict(metrics or {}).items()],
             "palettes": palette_data(WEIGHTS), "seq": WEIGHTS}
     heads = any(e["L"] * e["H"] > 1 for e in data["examples"])
@@ -141,8 +131,8 @@ def translation_page(
               + ("; the method picker shows other explanations of the same words (gradient "
                  "attributions: how much each source word's vector changed the output word)."
                  if methods else "."))
-    page = explorer_page(title, legend, summary, body=_BODY, data=data, script=_JS, css=_CSS)
-    return finish_page(page, path)
+    return explorer_page(title, legend, summary, body=_BODY, data=data, script=_JS, css=_CSS,
+                         path=path)
 
 
 _BODY = """

@@ -14,9 +14,10 @@ from safetensors.torch import load_file
 from attnkit.apps import Loaded
 from attnkit.apps import caption as app
 from attnkit.apps.prediction import write_page
-from attnkit.apps.runs import FORMAT, RunLock
+from attnkit.apps.run_files import FORMAT
 from attnkit.data.scenes import make_scenes
 from attnkit.errors import CheckpointError, DataError, UsageError
+from attnkit.training.run_folder import RunLock
 
 # Small convolutions and per-word steps: a second thread only spins on a shared CPU.
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -168,7 +169,7 @@ def test_supervised_run_records_its_weight(tmp_path):
     app.train("synthetic", out, attention_supervision=1.0, **TINY)
     assert json.loads((out / "config.json").read_text())["attention_supervision"] == 1.0
     assert app.evaluate(out)["attention_supervision"] == 1.0  # eval reports how it was trained
-    with pytest.raises(UsageError, match="attention_supervision"):
+    with pytest.raises(UsageError, match="--attention-supervision must be a number >= 0"):
         app.train("synthetic", tmp_path / "bad", attention_supervision=-1.0)
     with pytest.raises(UsageError, match="needs synthetic data"):
         app.train("coco:c.json:images", tmp_path / "bad", attention_supervision=1.0)
@@ -178,7 +179,7 @@ def test_supervised_run_records_its_weight(tmp_path):
 @pytest.mark.parametrize("overrides, message", [
     ({"colour": 1}, "unknown caption option"),
     ({"image_size": 36}, "multiple of 8"),
-    ({"num_train": 0}, "num_train"),
+    ({"num_train": 0}, "--num-train must be an integer >= 1"),
     ({"attention": "sharp"}, "attention must be one of"),
     ({"lr": -1.0}, "lr"),
     ({"device": "bogus"}, "unknown device"),

@@ -13,7 +13,7 @@ from attnkit.apps.caption.metrics import (
     decode_captions,
     validation_loss,
 )
-from attnkit.apps.metrics import bleu_chrf
+from attnkit.bleu import bleu_chrf
 from attnkit.data.caption_data import synthetic_split
 from attnkit.data.vocab import Vocab
 from attnkit.models.captioner import Captioner, CaptionerConfig

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from attnkit.apps.sentiment import load_run, predict, train
-from attnkit.apps.sentiment.attribution import token_scores
-from attnkit.apps.sentiment.faithfulness import BINS, faithfulness
 from attnkit.cli.main import main
+from attnkit.explain.faithfulness import BINS, faithfulness
+from attnkit.explain.sentiment import token_scores
 
 from .test_sentiment import write_reviews
 
@@ -82,7 +82,8 @@ def test_faithfulness_table_and_json(run, capsys):
     pytest.importorskip("captum")
     loaded = load_run(run[0])
     texts = ["the film was superb and the plot", "a boring movie it was", "it was awful"]
-    result = faithfulness(loaded, texts, methods=("attention", "integrated-gradients"))
+    result = faithfulness(loaded.model, loaded.pipeline, texts,
+                          methods=("attention", "integrated-gradients"))
     assert set(result["methods"]) == {"attention", "integrated-gradients", "random"}
     assert result["reviews"] == 3 and result["bins"] == list(BINS)
     for row in result["methods"].values():

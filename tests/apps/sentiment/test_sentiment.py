@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnkit.apps import Loaded, runs
+from attnkit.apps import Loaded
+from attnkit.apps.run_files import FORMAT, read_config
 from attnkit.apps.sentiment import (
     SentimentPrediction,
     evaluate,
@@ -20,6 +21,7 @@ from attnkit.apps.sentiment import (
     train,
 )
 from attnkit.errors import CheckpointError, UsageError
+from attnkit.fileio import write_json
 from attnkit.training.checkpoint import load_tensors
 
 POS = ["great", "wonderful", "superb", "loved", "brilliant"]
@@ -99,8 +101,8 @@ def test_train_writes_a_run_and_learns(run):
 
 def test_config_records_every_setting(run):
     data, out, _ = run
-    config = runs.read_config(out, "sentiment")
-    assert config["format"] == runs.FORMAT and config["app"] == "sentiment"
+    config = read_config(out, "sentiment")
+    assert config["format"] == FORMAT and config["app"] == "sentiment"
     expected = {"preset": "keras2018", "data": str(data), "test_data": str(data),
                 "valid_fraction": 0.1, "tokenizer": "word", "num_words": 100, "maxlen": 24,
                 "padding": "pre", "mask_padding": True, "skip_bad": False, "track_test": True}
@@ -225,7 +227,7 @@ def test_resume_keeps_the_stored_seed_and_applies_the_budget(tmp_path):
     out = tmp_path / "run"
     train(data, out, seed=3, **TINY)
     result = train(None, out, resume=True, epochs=2, max_minutes=30, progress=False)
-    config = runs.read_config(out, "sentiment")
+    config = read_config(out, "sentiment")
     assert config["train"]["seed"] == 3
     assert config["train"]["epochs"] == 2 and config["train"]["max_minutes"] == 30
     assert result.epoch == 2
@@ -272,7 +274,7 @@ def test_a_trained_run_is_never_replaced_without_overwrite(tmp_path):
         train(data, out, seed=4, **TINY)
     assert snapshot(out) == before
     train(data, out, seed=4, overwrite=True, **TINY)
-    assert runs.read_config(out, "sentiment")["train"]["seed"] == 4
+    assert read_config(out, "sentiment")["train"]["seed"] == 4
 
 
 def _copy(run, tmp_path):
@@ -292,7 +294,7 @@ def test_broken_run_files_are_checkpoint_errors_naming_the_file(run, tmp_path, n
 
 def test_a_run_of_another_app_is_refused(run, tmp_path):
     copy = _copy(run[1], tmp_path)
-    runs.write_json(copy / "config.json", {"app": "caption", "format": 2})
+    write_json(copy / "config.json", {"app": "caption", "format": 2})
     with pytest.raises(CheckpointError, match="is a caption run, not a sentiment run"):
         predict(copy, ["superb"])
 
@@ -310,7 +312,7 @@ def test_a_format_1_run_still_loads_and_evaluates(run, tmp_path):
     assert predict(loaded, ["superb film"])[0].prob > 0.5
     assert evaluate(loaded)["accuracy"] == evaluate(out, data)["accuracy"]
     result = train(None, copy, resume=True, epochs=7, progress=False)  # with the old settings
-    assert result.epoch == 7 and runs.read_config(copy, "sentiment")["format"] == runs.FORMAT
+    assert result.epoch == 7 and read_config(copy, "sentiment")["format"] == FORMAT
 
 
 def test_chinese_reviews_with_char_tokenizer(tmp_path):

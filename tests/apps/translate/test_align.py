@@ -140,9 +140,9 @@ def test_predict_explanations_and_alignments(tf_run, tmp_path, capsys):
 
 def test_integrated_gradients_add_up_to_the_log_probability(tf_run):
     pytest.importorskip("captum")
-    from attnkit.apps.translate.alignment.pieces import pair_pieces
-    from attnkit.apps.translate.attribution import attribution_rows
+    from attnkit.alignment.pieces import pair_pieces
     from attnkit.decoding.forced import forced_decode, teacher_forced_logprobs
+    from attnkit.explain.translation import attribution_rows
 
     loaded = app.load_run(tf_run)
     model, pair = loaded.model, pair_pieces(loaded.pipeline, ["one", "two", "."],

@@ -47,7 +47,7 @@ def exported(tf_run, tmp_path_factory):
 def test_every_layer_and_head_on_the_page(tf_run, tmp_path):
     run = app.load_run(tf_run)
     last = app.predict(run, SENTENCES)
-    full = app.predict(run, SENTENCES, need_weights="all")
+    full = app.predict(run, SENTENCES, attention="all")
     for a, b in zip(last, full, strict=True):
         assert a.tokens == b.tokens and a.layer_weights is None
         t, s = len(b.tokens), len(b.source_tokens)
@@ -67,10 +67,10 @@ def test_decoding_paths_give_the_same_outputs(tf_run):
     and evaluate with and without <unk> replacement scores the same (no <unk> here)."""
     run = app.load_run(tf_run)
     for beam in (1, 3):
-        fast = app.predict(run, SENTENCES, beam=beam, unk_replace=False, need_weights=False)
+        fast = app.predict(run, SENTENCES, beam=beam, unk_replace=False, attention=False)
         assert all(p.weights is None for p in fast)
         for need in (True, "all"):
-            slow = app.predict(run, SENTENCES, beam=beam, need_weights=need)
+            slow = app.predict(run, SENTENCES, beam=beam, attention=need)
             assert [p.tokens for p in slow] == [p.tokens for p in fast]
     plain, replaced = app.evaluate(run, unk_replace=False), app.evaluate(run)
     assert plain["bleu"] == replaced["bleu"] and plain["counts"] == replaced["counts"]
@@ -107,7 +107,7 @@ def test_ctranslate2_engine_gives_attnkit_greedy_outputs(exported, tf_run, tmp_p
 
 def test_engine_refusals(exported, tf_run, tmp_path):
     with pytest.raises(UsageError, match="computes no attention"):
-        app.predict(exported, SENTENCES, engine="ctranslate2", need_weights=True)
+        app.predict(exported, SENTENCES, engine="ctranslate2", attention=True)
     with pytest.raises(UsageError, match="computes no attention"):
         app.evaluate(exported, engine="ctranslate2", report=tmp_path / "r.html")
     with pytest.raises(CheckpointError, match="export it first"):
@@ -195,7 +195,7 @@ def test_the_two_engines_agree_on_an_untrained_model(number_pairs, tmp_path):
     app.train(str(number_pairs(tmp_path / "pairs.tsv", seed=2)), run, log=lambda _: None,
               **{**TINY, "epochs": 1, "lr": 1e-6, "warmup": 0})
     out = export_run(run, tmp_path / "ct2", quantization="float32")
-    ours = app.predict(run, SENTENCES, need_weights=False, unk_replace=False)
+    ours = app.predict(run, SENTENCES, attention=False, unk_replace=False)
     theirs = app.predict(out, SENTENCES, engine="ctranslate2", unk_replace=False)
     assert [p.tokens for p in ours] == [p.tokens for p in theirs]
     assert all("<bos>" not in p.text and "<eos>" not in p.text for p in theirs)

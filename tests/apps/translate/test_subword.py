@@ -10,10 +10,12 @@ import sacrebleu
 import torch
 
 from attnkit.apps import translate as app
-from attnkit.apps.translate import metrics as metrics_of
+from attnkit.apps.translate.evaluation import format_table
+from attnkit.bleu import translation_scores
 from attnkit.cli.main import main
 from attnkit.data.pairs import group_references
 from attnkit.data.subword import SubwordModel
+from attnkit.data.text_codec import SRC_LANG, word_count
 from attnkit.errors import CheckpointError, UsageError
 
 WORDS = {"one": "un", "two": "deux", "three": "trois", "four": "quatre", "five": "cinq",
@@ -98,9 +100,8 @@ def test_single_reference_bleu_counts_every_line():
     outs = {"I am cold .": "J'ai très froid .", "The cat sleeps here today .":
             "Le chat dort ici .", "Go .": "Va !"}
     groups = group_references(pairs)
-    metrics = metrics_of.score_translations([outs[en] for en, _ in groups],
-                                            [en for en, _ in groups],
-                                            [refs for _, refs in groups])
+    metrics = translation_scores([outs[en] for en, _ in groups], [refs for _, refs in groups],
+                                 [word_count(en, SRC_LANG) for en, _ in groups])
     # Independent computation with sacrebleu: each line against its own reference only ...
     hyps = [outs[en] for en, _ in pairs]
     single = sacrebleu.corpus_bleu(hyps, [[fr for _, fr in pairs]])
@@ -117,7 +118,7 @@ def test_single_reference_bleu_counts_every_line():
     assert rows["6-10"]["bleu_single_ref"] == pytest.approx(sacrebleu.corpus_bleu(
         ["Le chat dort ici ."], [["Le chat dort ici aujourd'hui ."]]).score, abs=0.01)
     metrics.update(sentences=3, references=4, beam=1, sentences_per_s=10.0, decode_seconds=0.3)
-    assert "one reference per line" in metrics_of.format_table(metrics)
+    assert "one reference per line" in format_table(metrics)
 
 
 def test_cli_passes_the_recipe_options(monkeypatch):

@@ -11,10 +11,10 @@ from safetensors.numpy import load_file
 
 from attnkit.apps import Loaded
 from attnkit.apps import translate as app
-from attnkit.apps.metrics import bleu_chrf
-from attnkit.apps.runs import FORMAT
-from attnkit.apps.translate import metrics as metrics_of
+from attnkit.apps.run_files import FORMAT
+from attnkit.apps.translate.evaluation import format_table
 from attnkit.apps.translate.settings import stored_settings
+from attnkit.bleu import bleu_chrf, by_length_table
 from attnkit.errors import CheckpointError, DataError, UsageError
 
 TINY = {"hidden": 32, "emb_dim": 16, "epochs": 4, "batch_size": 8, "lr": 1e-2,
@@ -120,8 +120,8 @@ def test_long_sources_are_capped(tiny_run, tmp_path):
     metrics = app.evaluate(run, str(data))
     assert metrics["truncated"] == 1 and metrics["sentences"] == 2
     other = app.evaluate(run, "synthetic")      # the synthetic corpus: words it never saw
-    assert 0.5 < other["unknown"] <= 1 and "unknown to the model" in metrics_of.format_table(other)
-    assert "were cut" in metrics_of.format_table(metrics)
+    assert 0.5 < other["unknown"] <= 1 and "unknown to the model" in format_table(other)
+    assert "were cut" in format_table(metrics)
 
 
 def test_vocabulary_that_does_not_match_the_weights(run_copy):
@@ -238,6 +238,6 @@ def test_multi_reference_bleu_and_length_table():
                            ["un chien"]])
     assert two["bleu"] == pytest.approx(100.0) and one["bleu"] < 100.0
     assert two["counts"]["sys_len"] == 8
-    rows = metrics_of.by_length_table([3, 12], hyps, [["le chat noir dort ici ."], ["un chat"]])
+    rows = by_length_table([3, 12], hyps, [["le chat noir dort ici ."], ["un chat"]])
     assert [(r["lengths"], r["n"]) for r in rows] == [("1-5", 1), ("11-15", 1)]
     assert rows[0]["bleu"] == pytest.approx(100.0)

@@ -2,10 +2,15 @@
 Flickr/COCO captions.
 
 The app (`CaptionApp`, registered as ``"caption"``) keeps the contract of
-`attnkit.apps.base.App`; the functions here are its Python API. The data is
-`attnkit.data.caption_data`, the model `attnkit.models.captioner.Captioner`, the metrics
-`attnkit.apps.caption.metrics` and `attnkit.apps.caption.grounding`. ``attnkit caption scene``
-draws example scenes to caption (`write_scenes`).
+`attnkit.apps.base.App`; its methods are the Python API, here as functions too: ``train(data,
+out, **overrides)`` (`CaptionSettings`, `attnkit.models.captioner.CaptionerConfig` and
+`attnkit.training.TrainConfig` fields, and ``patience``; None keeps the default, except
+``max_minutes=None``: no time budget), ``load_run(run)``, ``evaluate(run, data=None)`` (its
+held-out test set, or ``data``) and ``predict(run, images)`` (a path, an array, or a list of
+them; where each word looked). The data is `attnkit.data.caption_data`, the model
+`attnkit.models.captioner.Captioner`, the metrics `attnkit.apps.caption.metrics` and
+`attnkit.explain.grounding`. ``attnkit caption scene`` draws example scenes to caption
+(`write_scenes`).
 
 Example:
     ```python
@@ -25,40 +30,35 @@ import os
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.base import App, Loaded, Log, Run, TinyRun, stderr_log
+import numpy as np
+
+from attnkit.apps.base import App, TinyRun
 from attnkit.apps.caption import evaluation, prediction, training
 from attnkit.apps.caption import prepare as preparation
-from attnkit.apps.caption.grounding import grounding_table
-from attnkit.apps.caption.pointing import pointing_table
 from attnkit.apps.caption.prediction import CaptionPrediction
+from attnkit.apps.caption.prepare import CaptionLoaded
 from attnkit.apps.caption.scenes import SCENE_COMMAND, write_scenes
-from attnkit.apps.caption.settings import CaptionSettings
-from attnkit.apps.options import Option
+from attnkit.apps.caption.settings import TRAIN_HELP, CaptionSettings
+from attnkit.explain.grounding import grounding_table
+from attnkit.explain.pointing import pointing_table
+from attnkit.models.captioner import ATTENTIONS, CaptionerConfig
+from attnkit.settings import Option, options_of
 
-__all__ = ["APP", "CaptionApp", "CaptionPrediction", "CaptionSettings", "evaluate",
-           "grounding_table", "load_run", "predict", "train", "write_scenes"]
+__all__ = ["APP", "CaptionApp", "CaptionLoaded", "CaptionPrediction", "CaptionSettings",
+           "evaluate", "grounding_table", "load_run", "predict", "train", "write_scenes"]
 
 DATA_HELP = ('"synthetic" (default), "flickr:TOKEN_FILE:IMAGE_DIR" or '
              '"coco:CAPTIONS_JSON:IMAGE_DIR"')
 OPTIONS = (
-    Option("--num-train", int, "synthetic training scenes (6000)", metavar="N"),
-    Option("--num-valid", int, "synthetic validation scenes (300)", metavar="N"),
-    Option("--num-test", int, "synthetic test scenes (train: 500; eval: the run's)",
-           ("train", "eval"), metavar="N"),
-    Option("--image-size", int, "image side in pixels, a multiple of 8 (default 64)",
-           metavar="S"),
-    Option("--valid-fraction", float, "real data: share of images held out for validation, "
-           "and as many for test (default 0.05)", metavar="F"),
-    Option("--attention", str, "default soft", choices=("soft", "hard")),
-    Option("--attention-supervision", float, "weight of supervised attention on the "
-           "synthetic ducks' boxes (default 0: attention learned from captions only; > 0 "
-           "trains on what the grounding figures score)", metavar="W"),
+    *options_of(CaptionSettings),   # their help states each default
+    Option("--attention", str, f"how a word looks at the image (default "
+           f"{CaptionerConfig.attention})", choices=ATTENTIONS),
     Option("--beam", int, "beam size (default 1 = greedy)", ("eval", "predict"),
            dest="beam_size"),
-    Option("--examples", int, "test images shown on the --report page (default 8)", ("eval",),
-           metavar="N"),
+    Option("--examples", int, f"test images shown on the --report page (default "
+           f"{evaluation.DEFAULT_EXAMPLES})", ("eval",), metavar="N"),
     Option("--max-pixels", int, "refuse image files larger than N pixels, before decoding "
-           "them (default 40,000,000)", ("predict",), metavar="N"),
+           f"them (default {prediction.MAX_PIXELS:,})", ("predict",), metavar="N"),
     Option("--explain", str, "maps beside attention: grad-input, integrated-gradients "
            "(comma-separated, or all; the first is what --plot draws; the page offers them "
            "all; pip install 'attnkit[explain]')", ("predict",), metavar="METHOD"),
@@ -67,7 +67,7 @@ OPTIONS = (
 )
 
 
-class CaptionApp(App, steps=(preparation, training, evaluation, prediction)):
+class CaptionApp(App):
     """Image captioning with spatial attention (Show, Attend and Tell)."""
 
     name = "caption"
@@ -89,11 +89,7 @@ class CaptionApp(App, steps=(preparation, training, evaluation, prediction)):
         "attnkit caption predict --run runs/ducks duck.png --plot duck_attention.png",
         "ls photos/*.jpg | attnkit caption predict --run runs/f8k     # paths on stdin",
         "", f"--data is {DATA_HELP}.")
-    train_help = {"data": f"training data: {DATA_HELP}",
-                  "epochs": "passes over the training scenes (default 40)",
-                  "batch_size": "default 32", "lr": "peak learning rate (default 2e-3, cosine)",
-                  "max_minutes": "stop cleanly after this wall-clock budget (default 20; "
-                                 "0 = no budget)",
+    train_help = {"data": f"training data: {DATA_HELP}", **TRAIN_HELP,
                   "patience": "stop after N evaluations without a better validation score "
                               "(default 0: never stop early)",
                   "threads": "CPU threads for torch (default 1: the small convolutions and "
@@ -102,6 +98,20 @@ class CaptionApp(App, steps=(preparation, training, evaluation, prediction)):
     eval_data_help = (f"evaluate on this data instead: {DATA_HELP} (a real data set other than "
                       "the run's: all its images)")
     default_threads = {"train": 1}
+
+    # The steps of the contract (`attnkit.apps.base.App`), each in the module of its stage.
+    configure = staticmethod(preparation.configure)
+    prepare = staticmethod(preparation.prepare)
+    reload = staticmethod(preparation.reload)
+    fit = staticmethod(training.fit)
+    load = staticmethod(preparation.load)
+    evaluation = staticmethod(evaluation.evaluation)
+    predictions = staticmethod(prediction.predictions)
+
+    def checked_inputs(self, inputs: Any, what: str = "predict") -> list[Any]:
+        """One image (a path or an array) or a list of them."""
+        one = isinstance(inputs, (str, os.PathLike, np.ndarray))
+        return super().checked_inputs([inputs] if one else inputs, what)
 
     def tiny(self, folder: Path) -> TinyRun:
         """16 synthetic scenes of 32 pixels, one epoch; two scene files in ``folder``."""
@@ -129,29 +139,5 @@ class CaptionApp(App, steps=(preparation, training, evaluation, prediction)):
 APP = CaptionApp()
 
 
-def train(data: str | None = None, out: str | os.PathLike | None = None, *,
-          resume: bool = False, overwrite: bool = False, log: Log = stderr_log,
-          **overrides: Any) -> Run:
-    """Train a captioning run into ``out`` (`App.train`); ``overrides`` are `CaptionSettings`
-    fields, `attnkit.models.captioner.CaptionerConfig` fields and
-    `attnkit.training.TrainConfig` fields (and ``patience``). None keeps the default, except
-    ``max_minutes=None``: no time budget."""
-    return APP.train({"data": data, **overrides}, out, resume=resume, overwrite=overwrite,
-                     log=log)
-
-
-def load_run(run, *, device: str | None = "cpu", weights: str = "best") -> Loaded:
-    """A trained caption run (`App.load`)."""
-    return APP.load(run, weights=weights, device=device)
-
-
-def evaluate(run, data: str | None = None, **options: Any) -> dict:
-    """Metrics of a run on its held-out test set or ``data``; options as
-    `attnkit.apps.caption.evaluation.evaluation` plus ``report``, ``examples``, ``device``."""
-    return APP.evaluate(run, data, **options)
-
-
-def predict(run, images, **options: Any) -> list[CaptionPrediction]:
-    """Caption images (a path, an array, or a list of them) and keep where each word looked
-    (`attnkit.apps.caption.prediction.predictions`)."""
-    return APP.predict(run, images, **options)
+# The Python API: the app's own methods (`App.train` takes the data first, or a mapping).
+train, load_run, evaluate, predict = APP.train, APP.load, APP.evaluate, APP.predict

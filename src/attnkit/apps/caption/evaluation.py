@@ -14,14 +14,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from attnkit.apps.base import Evaluation, Loaded
-from attnkit.apps.caption.grounding import grounding, grounding_table
 from attnkit.apps.caption.metrics import caption_metrics
 from attnkit.apps.caption.prediction import _predictions
-from attnkit.apps.caption.prepare import note
+from attnkit.apps.caption.prepare import CaptionLoaded
 from attnkit.apps.caption.settings import CaptionSettings
+from attnkit.apps.results import Evaluation, stderr_log
 from attnkit.data.caption_data import CaptionData, real_splits, synthetic_split
 from attnkit.errors import UsageError
+from attnkit.explain.grounding import grounding, grounding_table
 
 DEFAULT_EXAMPLES = 8
 
@@ -34,11 +34,11 @@ def test_split(settings: CaptionSettings, seed: int, data: str | None) -> Captio
         return synthetic_split(settings.num_test, 3 * seed + 2, size)
     if data is None or data == settings.data:
         return real_splits(settings.data, size, settings.valid_fraction, seed, ("test",),
-                           note)["test"]
-    return real_splits(data, size, settings.valid_fraction, seed, ("all",), note)["all"]
+                           stderr_log)["test"]
+    return real_splits(data, size, settings.valid_fraction, seed, ("all",), stderr_log)["all"]
 
 
-def evaluation(loaded: Loaded, data: str | None, *, report: int = 0, beam_size: int = 1,
+def evaluation(loaded: CaptionLoaded, data: str | None, *, report: int = 0, beam_size: int = 1,
                num_test: int | None = None, pointing: bool = False) -> Evaluation:
     """Metrics of a run's model on its held-out test set (or on ``data``).
 
@@ -50,14 +50,14 @@ def evaluation(loaded: Loaded, data: str | None, *, report: int = 0, beam_size: 
         beam_size: 1 = greedy.
         num_test: synthetic test scenes (default: the run's).
         pointing: also score attention, gradient x input and integrated gradients in the
-            pointing game (`attnkit.apps.caption.pointing`; synthetic scenes only), as
+            pointing game (`attnkit.explain.pointing`; synthetic scenes only), as
             ``metrics["pointing"]``.
 
     Returns:
         `Evaluation` with ``{"accuracy", "bleu4", "examples", "beam_size",
         "attention_supervision"}`` (the training weight of supervised attention, 0 = none)
         and, for synthetic data, the grounding figures of
-        `attnkit.apps.caption.grounding.grounding` (model vs uniform attention).
+        `attnkit.explain.grounding.grounding` (model vs uniform attention).
     """
     if beam_size < 1:
         raise UsageError(f"beam size must be >= 1, got {beam_size}")
@@ -71,8 +71,8 @@ def evaluation(loaded: Loaded, data: str | None, *, report: int = 0, beam_size: 
                **grounding(model, test, vocab), "beam_size": beam_size,
                "attention_supervision": settings.attention_supervision}
     if pointing:
-        from attnkit.apps.caption.pointing import pointing_game
-        from attnkit.models.attribution import have_captum
+        from attnkit.explain.captum import have_captum
+        from attnkit.explain.pointing import pointing_game
 
         methods = ("attention", "grad-input", "integrated-gradients") if have_captum() \
             else ("attention",)
@@ -82,7 +82,7 @@ def evaluation(loaded: Loaded, data: str | None, *, report: int = 0, beam_size: 
     return Evaluation(metrics, page)
 
 
-def _report(run: Loaded, test: CaptionData, metrics: dict[str, Any], examples: int) -> str:
+def _report(run: CaptionLoaded, test: CaptionData, metrics: dict[str, Any], examples: int) -> str:
     """The caption explorer for the first ``examples`` test images, under the metrics."""
     from attnkit.viz import CaptionExample, caption_page
 

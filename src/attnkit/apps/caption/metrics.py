@@ -1,7 +1,7 @@
 """Caption quality: decoding with each word's map, exact match, corpus BLEU-4, and the
 teacher-forced validation loss that breaks ties between checkpoints.
 
-BLEU is `attnkit.apps.metrics.bleu_chrf`'s (sacrebleu, the one wrapper of the apps),
+BLEU is `attnkit.bleu.bleu_chrf`'s (sacrebleu, the one wrapper),
 reported here as a fraction 0..1 under the key ``"bleu4"``.
 
 Example:
@@ -17,10 +17,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnkit.apps.metrics import bleu_chrf
+from attnkit.bleu import bleu_chrf
 from attnkit.data.caption_data import CaptionData, CaptionDataset, collate
 from attnkit.data.vocab import Vocab
 from attnkit.decoding import beam_search, greedy_decode
+from attnkit.decoding.hypothesis import inference
 from attnkit.models.captioner import Captioner, caption_loss
 
 
@@ -58,7 +59,7 @@ def decode_captions(model: Captioner, images: Tensor, *, beam_size: int = 1,
 
 
 def bleu4(hyps: list[list[str]], refs: list[list[list[str]]]) -> float:
-    """Corpus BLEU-4 (`attnkit.apps.metrics.bleu_chrf`) as a fraction 0..1;
+    """Corpus BLEU-4 (`attnkit.bleu.bleu_chrf`) as a fraction 0..1;
     ``refs[i]`` holds image ``i``'s references (word lists)."""
     if not hyps:
         return 0.0
@@ -66,34 +67,28 @@ def bleu4(hyps: list[list[str]], refs: list[list[list[str]]]) -> float:
     return round(scores["bleu"] / 100.0, 6)
 
 
-@torch.no_grad()
 def caption_metrics(model: Captioner, data: CaptionData, vocab: Vocab, *,
                     beam_size: int = 1) -> dict[str, float]:
     """``{"accuracy", "bleu4", "examples"}``: exact match against any reference, corpus BLEU."""
-    was = model.training
-    decoded = decode_captions(model, data.images, beam_size=beam_size)
-    model.train(was)
+    decoded = decode_captions(model, data.images, beam_size=beam_size)   # in eval mode
     hyps = [vocab.decode(ids, strip_specials=False) for ids, _ in decoded]
     exact = sum(h in refs for h, refs in zip(hyps, data.refs, strict=True))
     return {"accuracy": exact / max(len(hyps), 1), "bleu4": bleu4(hyps, data.refs),
             "examples": len(hyps)}
 
 
-@torch.no_grad()
 def validation_loss(model: Captioner, data: CaptionData, vocab: Vocab,
                     batch_size: int = 256) -> float:
     """Teacher-forced token cross-entropy (nats per token) on the first reference of each
     image: what breaks ties when accuracy saturates on the validation set."""
-    was = model.training
-    model.eval()
     device = next(model.parameters()).device
     ds = CaptionDataset(data, vocab, model.config.max_caption_len)
     total, tokens = 0.0, 0
     for start in range(0, len(ds), batch_size):
         batch = collate([ds[i] for i in range(start, min(start + batch_size, len(ds)))],
                         vocab.pad_id)
-        _, ce, count = caption_loss(model, *(batch[k].to(device) for k in
-                                             ("images", "tgt_in", "tgt_out", "lengths")))
+        with inference(model):
+            _, ce, count = caption_loss(model, *(batch[k].to(device) for k in
+                                                 ("images", "tgt_in", "tgt_out", "lengths")))
         total, tokens = total + float(ce) * count, tokens + count
-    model.train(was)
     return total / max(tokens, 1)

@@ -11,7 +11,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,14 +18,14 @@ from typing import Any
 import numpy as np
 from torch import Tensor
 
-from attnkit.apps.base import Loaded
-from attnkit.apps.caption.attribution import METHODS
 from attnkit.apps.caption.metrics import decode_captions
-from attnkit.apps.options import explain_methods
+from attnkit.apps.caption.prepare import CaptionLoaded
 from attnkit.apps.prediction import Prediction, rounded
 from attnkit.data.caption_data import to_chw
-from attnkit.data.captions import MAX_PIXELS, load_image
+from attnkit.data.caption_files import MAX_PIXELS, read_image
 from attnkit.errors import UsageError
+from attnkit.explain.captions import METHODS
+from attnkit.explain.captum import explain_methods
 
 
 @dataclass
@@ -45,7 +44,7 @@ class CaptionPrediction(Prediction):
         original_size: ``(width, height)`` of the input.
         input_size: the side the model saw it at (its ``image_size``).
         explanations: other maps of each word by method (``"grad-input"``,
-            ``"integrated-gradients"``; `attnkit.apps.caption.attribution`), each shaped like
+            ``"integrated-gradients"``; `attnkit.explain.captions`), each shaped like
             ``weights``, when asked (``explain``).
         shown: the method a figure draws.
     """
@@ -105,7 +104,7 @@ class CaptionPrediction(Prediction):
                              for p in predictions], summary)
 
 
-def predictions(loaded: Loaded, images, *, beam_size: int = 1, display_size: int = 256,
+def predictions(loaded: CaptionLoaded, images, *, beam_size: int = 1, display_size: int = 256,
                 max_pixels: int | None = MAX_PIXELS,
                 attention: bool | str | None = None,
                 explain: str | Sequence[str] | None = None) -> list[CaptionPrediction]:
@@ -113,9 +112,9 @@ def predictions(loaded: Loaded, images, *, beam_size: int = 1, display_size: int
 
     Args:
         loaded: a caption run.
-        images: a file path or uint8 ``[H, W, 3]`` array, or a list of them (any format
-            `load_image` reads: grayscale, RGBA, large photos
-            are converted and resized).
+        images: file paths or uint8 ``[H, W, 3]`` arrays (any format
+            `attnkit.data.caption_files.load_image` reads: grayscale, RGBA, large photos are
+            converted and resized; `CaptionApp.predict` also takes one alone).
         beam_size: 1 = greedy.
         display_size: side of the image under the overlays.
         max_pixels: the most pixels an image file may have (checked before decoding).
@@ -125,17 +124,14 @@ def predictions(loaded: Loaded, images, *, beam_size: int = 1, display_size: int
 
     Raises:
         DataError: a file is missing or not a readable image (names the file).
-        UsageError: no image, or an array that is not uint8 ``[H, W, 3]``.
+        UsageError: an array that is not uint8 ``[H, W, 3]``.
     """
     if beam_size < 1 or display_size < 1:
         raise UsageError(f"beam_size and display_size must be >= 1, got {beam_size}, "
                          f"{display_size}")
     methods = explain_methods(explain, METHODS)
-    items = [images] if isinstance(images, (str, os.PathLike, np.ndarray)) else list(images)
-    if not items:
-        raise UsageError("no image given: nothing to predict")
     size = loaded.model.config.image_size
-    read = [_read_image(item, size, display_size, max_pixels) for item in items]
+    read = [read_image(item, size, display_size, max_pixels) for item in images]
     preds = _predictions(loaded, to_chw([r[0] for r in read]), [r[1] for r in read],
                          beam_size=beam_size)
     for pred, (_, _, source, original) in zip(preds, read, strict=True):
@@ -146,13 +142,12 @@ def predictions(loaded: Loaded, images, *, beam_size: int = 1, display_size: int
     return preds
 
 
-
-def _explain(loaded: Loaded, preds: list[CaptionPrediction], images: Tensor,
+def _explain(loaded: CaptionLoaded, preds: list[CaptionPrediction], images: Tensor,
              methods: Sequence[str]) -> None:
     """Each caption's words explained by ``methods`` (teacher forcing of the caption)."""
     import torch
 
-    from attnkit.apps.caption.attribution import word_maps
+    from attnkit.explain.captions import word_maps
 
     vocab, device = loaded.pipeline, loaded.device
     for k, pred in enumerate(preds):
@@ -167,7 +162,7 @@ def _explain(loaded: Loaded, preds: list[CaptionPrediction], images: Tensor,
                              .cpu().numpy() for m in methods if m != "attention"}
 
 
-def _predictions(run: Loaded, images: Tensor, shown: list[np.ndarray], *,
+def _predictions(run: CaptionLoaded, images: Tensor, shown: list[np.ndarray], *,
                  beam_size: int) -> list[CaptionPrediction]:
     vocab = run.pipeline
     out = []
@@ -178,22 +173,3 @@ def _predictions(run: Loaded, images: Tensor, shown: list[np.ndarray], *,
         out.append(CaptionPrediction("<array>", words, maps, picture, unknown,
                                      input_size=run.model.config.image_size))
     return out
-
-
-def _read_image(image, size: int, display_size: int, max_pixels: int | None
-                ) -> tuple[np.ndarray, np.ndarray, str, tuple[int, int]]:
-    """-> (pixels uint8 [size, size, 3], shown [D, D, 3], source name, (width, height))."""
-    from PIL import Image
-
-    if isinstance(image, np.ndarray):
-        if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
-            raise UsageError(f"image must be uint8 [H, W, 3], got {image.dtype} "
-                             f"{list(image.shape)}")
-        pil = Image.fromarray(image)
-        return (np.asarray(pil.resize((size, size), Image.Resampling.BICUBIC)),
-                np.asarray(pil.resize((display_size, display_size), Image.Resampling.BICUBIC)),
-                "<array>", pil.size)
-    pixels = load_image(image, size, max_pixels=max_pixels)  # DataError naming the file
-    with Image.open(image) as im:
-        original = im.size
-    return pixels, load_image(image, display_size, max_pixels=max_pixels), str(image), original

@@ -3,8 +3,9 @@ resume (`configure`, nothing written), the image splits, the vocabulary of the t
 captions and the captioner's config.
 
 A run folder holds ``config.json``, ``vocab.json`` and ``model.json`` (the
-`attnkit.models.captioner.CaptionerConfig`, with its ``version``); `save` writes them once rank
-0 has prepared, `reload` reads them back (a resume; the other ranks under ``torchrun``).
+`attnkit.models.captioner.CaptionerConfig`, with its ``version``); `attnkit.apps.App.save`
+writes them once rank 0 has prepared, `reload` reads them back (a resume; the other ranks under
+``torchrun``); `load` gives the trained run.
 
 Example:
     ```python
@@ -17,12 +18,11 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.base import Loaded, Log, Prepared
+from attnkit.apps import run_files
 from attnkit.apps.caption.settings import (
     RESUME_APPLIED,
     CaptionPlan,
@@ -31,16 +31,18 @@ from attnkit.apps.caption.settings import (
     split_overrides,
     train_config,
 )
-from attnkit.apps.options import build_bounded, checked_sizes, resolve_device
-from attnkit.apps.run_files import MAX_VOCAB_BYTES, read_json_object, run_file, weights_file
-from attnkit.apps.runs import check_resume, read_config, write_json
+from attnkit.apps.options import load_model
+from attnkit.apps.results import Loaded, Log, Prepared, stderr_log
+from attnkit.apps.run_files import read_config, read_vocab
 from attnkit.data.caption_data import CaptionData, load_splits
 from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, DataError
 from attnkit.models.captioner import Captioner, CaptionerConfig
-from attnkit.training import TrainConfig, load_weights
+from attnkit.settings import check_resume
+from attnkit.training import TrainConfig
 
 APP = "caption"
+CaptionLoaded = Loaded[Captioner, Vocab]   # the pipeline of a caption run is its vocabulary
 MODEL_SIZES = ("vocab_size", "image_size", "feature_size", "channels", "emb_dim", "hidden",
                "attention_units", "max_caption_len", "glimpses")
 
@@ -54,18 +56,13 @@ class CaptionPrepared(Prepared):
     splits: dict[str, CaptionData] = field(default_factory=dict)
 
 
-def note(message: str) -> None:
-    """What the readers skipped, for the user (stderr: stdout stays for results)."""
-    print(message, file=sys.stderr)
-
-
 def splits_of(settings: CaptionSettings, seed: int) -> dict[str, CaptionData]:
     """The training and validation splits of ``settings`` (synthetic scenes of ``seed``, or a
     real data set split by it)."""
     return load_splits(settings.data, seed, num_train=settings.num_train,
                        num_valid=settings.num_valid, num_test=settings.num_test,
                        image_size=settings.image_size, valid_fraction=settings.valid_fraction,
-                       names=("train", "valid"), log=note)
+                       names=("train", "valid"), log=stderr_log)
 
 
 def prepare(plan: CaptionPlan, log: Log) -> CaptionPrepared:
@@ -80,15 +77,9 @@ def prepare(plan: CaptionPlan, log: Log) -> CaptionPrepared:
     if len(vocab) == len(vocab.specials):
         raise DataError(f"{settings.data}: the training captions have no words")
     max_len = max(len(r[0]) for r in splits["train"].refs)
-    return CaptionPrepared(plan, plan.train, splits=splits, vocab=vocab,
-                           model=model_config(plan.model_options, settings.image_size, vocab,
-                                              max_len))
-
-
-def save(prepared: CaptionPrepared, out: Path) -> None:
-    """``vocab.json`` and ``model.json``."""
-    prepared.vocab.to_json(out / "vocab.json")
-    write_json(out / "model.json", prepared.model.to_dict())
+    model = model_config(plan.model_options, settings.image_size, vocab, max_len)
+    return CaptionPrepared(plan, plan.train, {"vocab.json": vocab, "model.json": model.to_dict()},
+                           splits=splits, vocab=vocab, model=model)
 
 
 def reload(plan: CaptionPlan, out: Path, log: Log) -> CaptionPrepared:
@@ -100,22 +91,8 @@ def reload(plan: CaptionPlan, out: Path, log: Log) -> CaptionPrepared:
 
 def read_model_config(run: Path) -> CaptionerConfig:
     """``RUN/model.json``, its sizes checked."""
-    path = Path(run) / "model.json"
-    data = read_json_object(path, "the run's model settings", root=run)
-    checked_sizes({k: data.get(k) for k in MODEL_SIZES}, str(path))
-    try:
-        return CaptionerConfig.from_dict(data)
-    except (TypeError, ValueError, AttributeError) as exc:
-        raise CheckpointError(f"{path}: not a captioner config ({exc})") from None
-
-
-def read_vocab(run: Path) -> Vocab:
-    """``RUN/vocab.json``."""
-    path = run_file(run, "vocab.json", "the run's vocabulary", limit=MAX_VOCAB_BYTES)
-    try:
-        return Vocab.from_json(path)
-    except DataError as exc:
-        raise CheckpointError(f"{run}: the run's vocabulary is unreadable: {exc}") from None
+    return run_files.read_model_config(run, CaptionerConfig.from_dict, MODEL_SIZES,
+                                       what="a captioner config")
 
 
 def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None) -> CaptionPlan:
@@ -144,7 +121,7 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None) -
 
 
 def load(run, *, weights: str = "best", device: str | None = None,
-         engine: str | None = None) -> Loaded:
+         engine: str | None = None) -> CaptionLoaded:
     """A trained caption run: the model (eval mode, on ``device``), its vocabulary as the
     pipeline, its ``config.json`` (the caption app's `attnkit.apps.App.load`).
 
@@ -156,11 +133,9 @@ def load(run, *, weights: str = "best", device: str | None = None,
     config.setdefault("data", CaptionSettings.from_config(config).data)  # format 1 lacks it
     model_cfg = read_model_config(path)
     vocab = read_vocab(path)
-    weights_path = weights_file(path, weights)
-    model = build_bounded(lambda: Captioner(model_cfg), f"{path / 'model.json'}")
-    load_weights(model, weights_path)
-    device = resolve_device(device)
+    model, device = load_model(lambda: Captioner(model_cfg), path, weights, device,
+                               f"{path / 'model.json'}")
     side = model_cfg.feature_size
-    return Loaded(path, APP, model.to(device).eval(), vocab, config, device,
+    return CaptionLoaded(path, APP, model, vocab, config, device,
                   description=f"{model_cfg.attention} attention over a {side}x{side} feature "
                               f"map, LSTM {model_cfg.hidden}, {model_cfg.image_size} px")

@@ -15,9 +15,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.options import Command, Option
+from attnkit.apps.options import Command
 from attnkit.apps.outputs import FIGURE, numbered_paths, output_file, write_output
 from attnkit.errors import UsageError
+from attnkit.settings import Option
 
 # Scenes drawn from this seed on are not among any run's training scenes: those are drawn
 # from seeds 3 * seed, 3 * seed + 1 and 3 * seed + 2 of small run seeds, in another stream.

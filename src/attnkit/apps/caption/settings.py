@@ -15,14 +15,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from attnkit.apps.options import resolve_device, split_options
+from attnkit.apps.options import train_config as checked_train_config
 from attnkit.data.caption_data import parse_spec
 from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.models.captioner import CaptionerConfig
+from attnkit.settings import check_settings, setting, split_options
 from attnkit.training import TrainConfig
 
-APP = "caption"
 # The first word stalls at "a" for 8-20 epochs before the glimpse learns to count; 40 epochs at
 # 2e-3 reached 0.998-1.0 exact match in 6 of 6 seeds (30 epochs: 2 of 3; 12 epochs: 0.86).
 TRAIN_DEFAULTS = {"epochs": 40, "batch_size": 32, "lr": 2e-3, "schedule": "cosine",
@@ -37,11 +37,22 @@ TRAIN_OPTIONS = tuple(f.name for f in dataclasses.fields(TrainConfig)
                       if not f.name.startswith("select_"))
 # What a resume may change: budgets and how it runs, never what it computes.
 RESUME_APPLIED = ("epochs", "max_minutes", "progress", "device", "early_stopping_patience")
+# The help of the options every app shares, with the defaults above.
+TRAIN_HELP = {"epochs": f"passes over the training scenes (default {TRAIN_DEFAULTS['epochs']})",
+              "batch_size": f"images per batch (default {TRAIN_DEFAULTS['batch_size']})",
+              "lr": f"peak learning rate, {TRAIN_DEFAULTS['schedule']} schedule (default "
+                    f"{TRAIN_DEFAULTS['lr']:g})",
+              "max_minutes": "stop cleanly after this wall-clock budget (0 = no budget) "
+                             f"(default {TRAIN_DEFAULTS['max_minutes']:g})"}
+
+
+_FRACTION = (lambda x: 0 < x < 0.5, "a number between 0 and 0.5")
 
 
 @dataclass
 class CaptionSettings:
-    """What a caption run trains on, besides the model and the trainer's settings.
+    """What a caption run trains on, besides the model and the trainer's settings (each field
+    declares its default, bounds and help: the options are generated from them).
 
     Args:
         data: ``"synthetic"``, ``"flickr:TOKEN_FILE:IMAGE_DIR"`` or ``"coco:JSON:IMAGE_DIR"``.
@@ -59,31 +70,30 @@ class CaptionSettings:
     """
 
     data: str = "synthetic"
-    num_train: int = 6000
-    num_valid: int = 300
-    num_test: int = 500
-    image_size: int = 64
-    valid_fraction: float = 0.05
-    attention_supervision: float = 0.0
+    num_train: int = setting(6000, "synthetic training scenes", low=1)
+    num_valid: int = setting(300, "synthetic validation scenes", low=1)
+    num_test: int = setting(500, "synthetic test scenes (eval: the run's unless given)", low=1,
+                            commands=("train", "eval"))
+    image_size: int = setting(64, "image side in pixels, a multiple of 8 from 32 to 1024",
+                              low=32, metavar="S")
+    valid_fraction: float = setting(0.05, "real data: share of images held out for "
+                                    "validation, and as many for test", valid=_FRACTION,
+                                    metavar="F")
+    attention_supervision: float = setting(
+        0.0, "weight of supervised attention on the synthetic ducks' boxes (0: attention "
+        "learned from captions only; > 0 trains on what the grounding figures score)",
+        valid=(lambda x: 0 <= x < math.inf, "a number >= 0"), metavar="W")
 
     def __post_init__(self) -> None:
-        for name in ("num_train", "num_valid", "num_test", "image_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UsageError(f"{name} must be a positive whole number, got {value!r}")
-        if self.image_size % 8 or not 32 <= self.image_size <= 1024:
-            raise UsageError(f"image_size must be a multiple of 8 from 32 to 1024, "
+        check_settings(self)
+        if self.image_size % 8 or self.image_size > 1024:
+            raise UsageError(f"--image-size must be a multiple of 8 from 32 to 1024, "
                              f"got {self.image_size}")
-        fraction, w = self.valid_fraction, self.attention_supervision
-        if not (_is_number(fraction) and 0 < fraction < 0.5):
-            raise UsageError(f"valid_fraction must be between 0 and 0.5, got {fraction!r}")
-        if not (_is_number(w) and math.isfinite(w) and w >= 0):
-            raise UsageError(f"attention_supervision must be a number >= 0, got {w!r}")
         if not isinstance(self.data, str):
             raise UsageError(f"data must be a string, got {self.data!r}")
         if self.data != "synthetic":
             parse_spec(self.data)
-            if w > 0:
+            if self.attention_supervision > 0:
                 raise UsageError("attention_supervision needs synthetic data (its boxes), "
                                  f"got data={self.data!r}")
 
@@ -106,10 +116,6 @@ class CaptionSettings:
                 config.get("attention_supervision", 0.0)))
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"config.json: no valid caption data settings ({exc})") from None
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @dataclass
@@ -145,13 +151,8 @@ def train_config(settings: CaptionSettings, values: dict[str, Any]) -> TrainConf
     select = "accuracy" if settings.data == "synthetic" else "bleu4"
     # Validation accuracy reaches 1.0 long before training ends (after 12-21 of 40 epochs
     # on the ducks); the loss then picks the later, better-trained checkpoint among those ties.
-    try:
-        cfg = TrainConfig(**{**TRAIN_DEFAULTS, **values, "select_metric": select,
-                             "select_mode": "max", "select_tiebreak": "loss"})
-    except (TypeError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
-    resolve_device(cfg.device)
-    return cfg
+    return checked_train_config({**TRAIN_DEFAULTS, **values, "select_metric": select,
+                                 "select_mode": "max", "select_tiebreak": "loss"})
 
 
 def model_config(options: dict[str, Any], image_size: int, vocab: Vocab,

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attnkit.apps.base import Log
 from attnkit.apps.caption.metrics import caption_metrics, validation_loss
-from attnkit.apps.caption.prepare import CaptionPrepared
-from attnkit.apps.runs import FORMAT
+from attnkit.apps.caption.prepare import APP, CaptionPrepared
+from attnkit.apps.results import Log
+from attnkit.apps.run_files import FORMAT
 from attnkit.data.caption_data import CaptionDataset, collate
 from attnkit.models.captioner import Captioner, caption_loss
 from attnkit.training import LossOutput, Trainer, TrainResult
-
-APP = "caption"
 
 
 def fit(prep: CaptionPrepared, out: Path, *, resume: bool, log: Log) -> TrainResult:

@@ -9,7 +9,10 @@ Presets (`attnkit.apps.sentiment.settings.PRESETS`):
   block, attention pooling, hashed bigrams, one epoch; docs/results.md).
 
 The app (`SentimentApp`, registered as ``"sentiment"``) keeps the contract of
-`attnkit.apps.base.App`; the functions here are its Python API.
+`attnkit.apps.base.App`; its methods are the Python API, here as functions too: ``train(data,
+out, **overrides)`` (`Settings` and `attnkit.training.TrainConfig` fields, and ``patience``),
+``load_run(run)``, ``evaluate(run, data=None)`` (accuracy; None: the run's own test data) and
+``predict(run, texts)`` (P(positive) and per-token weights of each review).
 
 Example:
     ```python
@@ -22,43 +25,30 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.base import App, Loaded, Log, Run, TinyRun, stderr_log
-from attnkit.apps.options import Option
+from attnkit.apps.base import App, Run, TinyRun
 from attnkit.apps.sentiment import evaluation, prediction, settings, training
 from attnkit.apps.sentiment import prepare as preparation
 from attnkit.apps.sentiment.explain_command import EXPLAIN_COMMAND
 from attnkit.apps.sentiment.prediction import SentimentPrediction
-from attnkit.apps.sentiment.settings import PRESETS, Settings
+from attnkit.apps.sentiment.prepare import SentimentLoaded
+from attnkit.apps.sentiment.settings import PRESETS, TRAIN_HELP, Settings
+from attnkit.settings import Option, options_of
 
-__all__ = ["APP", "PRESETS", "SentimentApp", "SentimentPrediction", "Settings", "evaluate",
-           "load_run", "predict", "train"]
+__all__ = ["APP", "PRESETS", "SentimentApp", "SentimentLoaded", "SentimentPrediction",
+           "Settings", "evaluate", "load_run", "predict", "train"]
 
 DATA_FORMS = ('--data is an aclImdb/ folder, aclImdb_v1.tar.gz, a folder with train/test '
               '.jsonl.gz or .csv, a single .jsonl[.gz]/.csv file ({"text", "label"}; label 0/1 '
               'or neg/pos), or "download".')
 OPTIONS = (
-    Option("--preset", str, "model and recipe (default keras2018)", choices=tuple(PRESETS)),
-    Option("--test-data", str, "test split location (default: --data when it has one)"),
-    Option("--valid-fraction", float, "share of train held out for validation/selection "
-           "(default: the preset's, 0.1 for keras2018, 0.04 for best)"),
-    Option("--tokenizer", str, "override the preset's tokenizer",
-           choices=("word", "char", "subword")),
-    Option("--num-words", int, "vocabulary size (default: the preset's)"),
-    Option("--maxlen", int, "tokens kept per review (default: the preset's)"),
-    Option("--padding", str, "padding side (default pre)", choices=("pre", "post")),
-    Option("--no-mask", None, "the 2018 behaviour: padding is attended and max-pooled",
-           dest="mask_padding", const=False),
-    Option("--no-test-curve", None, "do not log test accuracy after each epoch",
-           dest="track_test", const=False),
-    Option("--skip-bad", None, "skip (and count) malformed records", ("train", "eval")),
+    *options_of(Settings),   # the training options: their help states each default
     Option("--split", str, "the split of --data (default test)", ("eval",),
            choices=("train", "test")),
-    Option("--examples", int, "reviews shown on the --report page (default 20)", ("eval",),
-           metavar="N"),
+    Option("--examples", int, f"reviews shown on the --report page (default "
+           f"{evaluation.DEFAULT_EXAMPLES})", ("eval",), metavar="N"),
     Option("--color", str, "shade the words in the terminal (default: when stdout is one)",
            ("predict",), choices=("auto", "always", "never"), default="auto", stage="show"),
     Option("--explain", str, "explanations beside attention: rollout, grad-input, "
@@ -68,7 +58,7 @@ OPTIONS = (
 )
 
 
-class SentimentApp(App, steps=(settings, preparation, training, evaluation, prediction)):
+class SentimentApp(App):
     """Movie-review sentiment with self-attention (IMDB)."""
 
     name = "sentiment"
@@ -89,16 +79,22 @@ class SentimentApp(App, steps=(settings, preparation, training, evaluation, pred
         'attnkit sentiment predict --run runs/imdb --html review.html "Dull and far too long."',
         "attnkit sentiment predict --run runs/imdb --json < reviews.txt   # one review per line",
         "", DATA_FORMS)
-    train_help = {"data": "training data (see below); a resume takes the run's",
-                  "epochs": "default: the preset's (5 keras2018, 1 best)",
-                  "batch_size": "default 64",
-                  "lr": "default: the preset's (1e-3 keras2018, 2e-3 best)",
+    train_help = {"data": "training data (see below); a resume takes the run's", **TRAIN_HELP,
                   "patience": "stop after N evaluations without a better validation accuracy "
                               "(default 0: never stop early)"}
     eval_help = "accuracy on labelled reviews"
     eval_data_help = "reviews to evaluate on (default: the run's own test data)"
 
-    def has_test_split(self, loaded: Loaded) -> bool:
+    # The steps of the contract (`attnkit.apps.base.App`), each in the module of its stage.
+    configure = staticmethod(settings.configure)
+    prepare = staticmethod(preparation.prepare)
+    reload = staticmethod(preparation.reload)
+    fit = staticmethod(training.fit)
+    load = staticmethod(preparation.load)
+    evaluation = staticmethod(evaluation.evaluation)
+    predictions = staticmethod(prediction.predictions)
+
+    def has_test_split(self, loaded: SentimentLoaded) -> bool:
         return evaluation.own_test_data(loaded.config) is not None
 
     def training_report(self, run: Run) -> str | None:
@@ -136,26 +132,5 @@ class SentimentApp(App, steps=(settings, preparation, training, evaluation, pred
 APP = SentimentApp()
 
 
-def train(data=None, out=None, *, resume: bool = False, overwrite: bool = False,
-          log: Log = stderr_log, **overrides: Any) -> Run:
-    """Train a sentiment run into ``out`` (`App.train`); ``overrides`` are `Settings` and
-    `attnkit.training.TrainConfig` fields (and ``patience``)."""
-    return APP.train({"data": data, **overrides}, out, resume=resume, overwrite=overwrite,
-                     log=log)
-
-
-def load_run(run, *, device: str | None = "cpu", weights: str = "best") -> Loaded:
-    """The best model of a run, its text pipeline and config (`App.load`)."""
-    return APP.load(run, weights=weights, device=device)
-
-
-def evaluate(run, data=None, **options: Any) -> dict:
-    """Accuracy of a run on ``data`` (None: its own test data); options as
-    `attnkit.apps.sentiment.evaluation.evaluation` plus ``report``, ``examples``, ``device``
-    (`App.evaluate`)."""
-    return APP.evaluate(run, data, **options)
-
-
-def predict(run, texts: Sequence[str], **options: Any) -> list[SentimentPrediction]:
-    """P(positive) and per-token weights of each review (`App.predict`)."""
-    return APP.predict(run, texts, **options)
+# The Python API: the app's own methods (`App.train` takes the data first, or a mapping).
+train, load_run, evaluate, predict = APP.train, APP.load, APP.evaluate, APP.predict

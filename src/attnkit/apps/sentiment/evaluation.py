@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from attnkit.apps.base import Evaluation, Loaded
+from attnkit.apps.results import Evaluation
 from attnkit.apps.sentiment.prediction import SentimentPrediction, predictions
-from attnkit.apps.sentiment.prepare import load_reviews
+from attnkit.apps.sentiment.prepare import SentimentLoaded, load_reviews
 from attnkit.apps.sentiment.training import accuracy
 from attnkit.data.imdb import SPLITS, has_split
 from attnkit.data.review_pipeline import EncodedReviews
@@ -33,7 +33,7 @@ def own_test_data(config: dict[str, Any]) -> str | None:
     return test
 
 
-def evaluation(loaded: Loaded, data: str | None, *, report: int = 0, split: str = "test",
+def evaluation(loaded: SentimentLoaded, data: str | None, *, report: int = 0, split: str = "test",
                skip_bad: bool = False) -> Evaluation:
     """Accuracy of a run's model on ``data``'s ``split`` (None: the run's own test data).
 

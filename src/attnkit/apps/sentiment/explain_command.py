@@ -1,5 +1,5 @@
 """``attnkit sentiment explain``: how faithful each explanation method is on labelled or
-unlabelled reviews (`attnkit.apps.sentiment.faithfulness`), as a table and a JSON line.
+unlabelled reviews (`attnkit.explain.faithfulness`), as a table and a JSON line.
 
 Example:
     ```python
@@ -15,36 +15,31 @@ import random
 import sys
 from typing import Any
 
-from attnkit.apps.options import Command, Option, explain_methods
+from attnkit.apps.options import Command
 from attnkit.errors import UsageError
+from attnkit.explain.captum import explain_methods
+from attnkit.settings import Option
 
 DEFAULT_LIMIT = 500
 
 
 def _explain(values: dict[str, Any]) -> int:
-    import torch
-
     from attnkit.apps.sentiment import load_run
-    from attnkit.apps.sentiment.attribution import METHODS
-    from attnkit.apps.sentiment.faithfulness import faithfulness, format_table
     from attnkit.apps.sentiment.prepare import load_reviews
+    from attnkit.explain.faithfulness import faithfulness, format_table
+    from attnkit.explain.sentiment import METHODS
 
-    for name in ("run", "data"):
-        if not values.get(name):
-            raise UsageError(f"give --{name}")
     limit = values.get("limit") or DEFAULT_LIMIT
     if limit < 1:
         raise UsageError(f"--limit must be at least 1, got {limit}")
-    if values.get("threads"):
-        torch.set_num_threads(values["threads"])
     methods = explain_methods(values.get("methods") or "all", METHODS)
     reviews = load_reviews(values["data"], values.get("split") or "test", False)
     seed = values.get("seed") or 0
     # A random sample: data files are often sorted by label (IMDB: all negatives first).
     chosen = sorted(random.Random(seed).sample(range(len(reviews)), min(limit, len(reviews))))
     loaded = load_run(values["run"], device=values.get("device") or "cpu")
-    result = faithfulness(loaded, [reviews[k].text for k in chosen], methods=methods,
-                          seed=seed)
+    result = faithfulness(loaded.model, loaded.pipeline, [reviews[k].text for k in chosen],
+                          methods=methods, seed=seed)
     print(format_table(result))
     if values.get("json"):
         print(json.dumps({**result, "data": str(values["data"]), "run": str(values["run"])}))
@@ -56,17 +51,16 @@ def _explain(values: dict[str, Any]) -> int:
 EXPLAIN_COMMAND = Command(
     "explain", "how faithful each explanation is: ERASER comprehensiveness and sufficiency "
     "per method, random token orders as the floor",
-    (Option("--run", str, "the sentiment run folder", metavar="RUN"),
+    (Option("--run", str, "the sentiment run folder", metavar="RUN", required=True),
      Option("--data", str, "reviews (any form --data takes in train/eval; their labels are "
-            "not used)", metavar="FILE"),
+            "not used)", metavar="FILE", required=True),
      Option("--split", str, "the split of --data (default test)", choices=("train", "test")),
      Option("--limit", int, f"explain a random N of the reviews (default {DEFAULT_LIMIT})",
             metavar="N"),
      Option("--methods", str, "comma-separated among attention, rollout, grad-input, "
             "integrated-gradients (default all)", metavar="LIST"),
      Option("--seed", int, "which reviews, and the random orders (default 0)"),
-     Option("--json", None, "also print the figures as one JSON line (the last line)"),
-     Option("--threads", int, "CPU threads for torch", metavar="N"),
-     Option("--device", str, "cpu (default), cuda, cuda:N")),
+     Option("--json", None, "also print the figures as one JSON line (the last line)")),
     _explain,
-    ("attnkit sentiment explain --run runs/imdb --data ../shared/data/imdb --limit 500 --json",))
+    ("attnkit sentiment explain --run runs/imdb --data ../shared/data/imdb --limit 500 --json",),
+    runtime=True)

@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from attnkit.apps.base import Loaded
-from attnkit.apps.options import explain_methods
 from attnkit.apps.prediction import Prediction
-from attnkit.apps.sentiment.attribution import METHODS
+from attnkit.apps.sentiment.prepare import SentimentLoaded
 from attnkit.data.review_pipeline import CHUNK_CHARS, ReadReview, TextPipeline
 from attnkit.errors import UsageError
+from attnkit.explain.captum import explain_methods
+from attnkit.explain.sentiment import METHODS, SIGNED
 
 
 @dataclass
@@ -52,7 +52,7 @@ class SentimentPrediction(Prediction):
         explanations: other per-token explanations by method (``"rollout"``: shares;
             ``"grad-input"``, ``"integrated-gradients"``: signed, > 0 towards positive), each
             ``[len(tokens)]``, when asked (``explain``;
-            `attnkit.apps.sentiment.attribution`).
+            `attnkit.explain.sentiment`).
         shown: the method the terminal shading and a figure use.
     """
 
@@ -98,7 +98,7 @@ class SentimentPrediction(Prediction):
         values, signed = self.contributions, True
         if self.shown != "attention" and self.explanations:
             values = self.explanations[self.shown]
-            signed = self.shown in ("grad-input", "integrated-gradients")
+            signed = self.shown in SIGNED
             head += f"  [{self.shown}]"
         if values is None:
             return head
@@ -142,13 +142,12 @@ class SentimentPrediction(Prediction):
         reviews = [Review(p.text, p.tokens, p.prob, spans=p.spans, views=[
             TokenView("push towards positive / negative", p.contributions, signed=True),
             TokenView("share of the decision (pooling weight)", p.weights),
-            *(TokenView(_VIEW_NAMES.get(m, m), v, signed=m in _SIGNED, method=m)
+            *(TokenView(_VIEW_NAMES.get(m, m), v, signed=m in SIGNED, method=m)
               for m, v in (p.explanations or {}).items())])
             for p in shown]
         return sentiment_page(reviews, summary)
 
 
-_SIGNED = ("grad-input", "integrated-gradients")
 _VIEW_NAMES = {"rollout": "share of the decision, rolled out through every layer",
                "grad-input": "gradient x input of the logit (push towards positive / negative)",
                "integrated-gradients": "integrated gradients of the logit (push towards "
@@ -156,20 +155,7 @@ _VIEW_NAMES = {"rollout": "share of the decision, rolled out through every layer
 
 
 
-def read_texts(pipeline: TextPipeline, texts: Sequence[str]) -> list[ReadReview | None]:
-    """Every review read; None for one that is blank or has no token the model reads."""
-    if isinstance(texts, str):
-        raise UsageError("predict takes a list of reviews, not one string")
-    reads: list[ReadReview | None] = []
-    for i, text in enumerate(texts, 1):
-        if not isinstance(text, str):
-            raise UsageError(f"review {i} is not text: {type(text).__name__}")
-        seen = pipeline.read(text) if text.strip() else None
-        reads.append(seen if seen is not None and seen.tokens else None)
-    return reads
-
-
-def predictions(loaded: Loaded, texts: Sequence[str], *, batch_size: int = 64,
+def predictions(loaded: SentimentLoaded, texts: Sequence[str], *, batch_size: int = 64,
                 attention: bool | str | None = None,
                 explain: str | Sequence[str] | None = None) -> list[SentimentPrediction]:
     """P(positive) of each review, with per-token weights unless ``attention`` is False.
@@ -186,9 +172,12 @@ def predictions(loaded: Loaded, texts: Sequence[str], *, batch_size: int = 64,
     if batch_size < 1:
         raise UsageError(f"batch size must be at least 1, got {batch_size}")
     methods = explain_methods(explain, METHODS)
-    reads = read_texts(loaded.pipeline, texts)
-    if not reads:
-        raise UsageError("no review given: nothing to predict")
+    reads: list[ReadReview | None] = []   # None: blank, or no token the model reads
+    for i, text in enumerate(texts, 1):
+        if not isinstance(text, str):
+            raise UsageError(f"review {i} is not text: {type(text).__name__}")
+        seen = loaded.pipeline.read(text) if text.strip() else None
+        reads.append(seen if seen is not None and seen.tokens else None)
     out: list[SentimentPrediction | None] = [None] * len(reads)
     real = sorted((i for i, r in enumerate(reads) if r is not None),
                   key=lambda i: len(reads[i].tokens))
@@ -205,32 +194,28 @@ def predictions(loaded: Loaded, texts: Sequence[str], *, batch_size: int = 64,
     return out  # type: ignore[return-value]
 
 
-def _batch(loaded: Loaded, texts: Sequence[str], reads: Sequence[ReadReview],
+def _batch(loaded: SentimentLoaded, texts: Sequence[str], reads: Sequence[ReadReview],
            weights: bool, methods: Sequence[str] = ()) -> list[SentimentPrediction]:
     """Predictions for reviews of similar length (each with at least one token), run on
     columns cut to the longest of them."""
     pipeline, model = loaded.pipeline, loaded.model
-    ids, lengths = pipeline.pad(reads)
     # With masking a review's output does not depend on its padding, so the batch runs on
     # its longest review's columns; the 2018 mode attends to padding and needs all of them.
-    keep = int(lengths.max()) if model.config.mask_padding else pipeline.maxlen
-    cols = slice(pipeline.maxlen - keep, None) if pipeline.padding == "pre" else slice(0, keep)
-    ids, lengths = ids[:, cols].to(loaded.device), lengths.to(loaded.device)
+    keep = max(len(r.ids) for r in reads) if model.config.mask_padding else pipeline.maxlen
+    ids, lengths = (t.to(loaded.device) for t in pipeline.pad(reads, keep))
     if weights:
         probs, scores, signed = model.attribute(ids, lengths)
     else:
         probs, scores, signed = model.predict_proba(ids, lengths), None, None
     extra = {}
     if methods:
-        from attnkit.apps.sentiment.attribution import token_scores
+        from attnkit.explain.sentiment import token_scores
 
         extra = {m: token_scores(model, ids, lengths, m).float().cpu() for m in methods
                  if m != "attention"}
     out = []
     for b, (text, seen) in enumerate(zip(texts, reads, strict=True)):
-        n = len(seen.tokens)
-        real = slice(keep - n, keep) if pipeline.padding == "pre" else slice(0, n)
-        prob = float(probs[b])
+        real, prob = pipeline.tokens_in(len(seen.ids), keep), float(probs[b])
         out.append(SentimentPrediction(
             text, prob, "positive" if prob >= 0.5 else "negative", seen.tokens,
             None if scores is None else scores[b, real].float().cpu().numpy(),

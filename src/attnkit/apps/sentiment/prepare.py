@@ -2,8 +2,9 @@
 carved from it by seed, test), the text pipeline (tokenizer + vocabulary) and the model config.
 
 A run folder holds ``config.json``, ``vocab.json``, ``pipeline.json`` (tokenizer, maxlen,
-padding), ``model.json`` and the tokenizer's files; `save` writes them once rank 0 has
-prepared, `reload` reads them back (a resume; the other ranks under ``torchrun``).
+padding), ``model.json`` and the tokenizer's files; `attnkit.apps.App.save` writes them once
+rank 0 has prepared, `reload` reads them back (a resume; the other ranks under ``torchrun``);
+`load` gives the trained run.
 
 Example:
     ```python
@@ -15,28 +16,26 @@ Example:
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from attnkit.apps import run_files
-from attnkit.apps.base import Loaded, Log, Prepared
-from attnkit.apps.options import build_bounded, checked_sizes, resolve_device
-from attnkit.apps.runs import read_config, write_json
+from attnkit.apps.options import load_model
+from attnkit.apps.results import Loaded, Log, Prepared, stderr_log
+from attnkit.apps.run_files import read_config, read_vocab
 from attnkit.apps.sentiment.settings import PRESETS, SentimentPlan, Settings, model_config
 from attnkit.data.classification_text import build_vocab, make_tokenizer
 from attnkit.data.imdb import ReadStats, Review, load_split, split_validation
 from attnkit.data.review_pipeline import TextPipeline
-from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, DataError, UsageError
-from attnkit.fileio import atomic_write_bytes
+from attnkit.fileio import read_json
 from attnkit.models.sentiment import SentimentClassifier, SentimentConfig
-from attnkit.training import load_weights
 from attnkit.training.distributed import is_main_process
 
 APP = "sentiment"
+SentimentLoaded = Loaded[SentimentClassifier, TextPipeline]
 
 MODEL_SIZES = ("vocab_size", "maxlen", "embed_dim", "num_heads", "head_dim", "num_layers",
                "ffn_dim", "bigram_buckets")
@@ -58,7 +57,6 @@ class SentimentPrepared(Prepared):
     reviews: SplitReviews | None = None
     pipeline: TextPipeline | None = None
     model: SentimentConfig | None = None
-    files: dict[str, bytes] = field(default_factory=dict)
 
 
 def load_reviews(path, split: str, skip_bad: bool) -> list[Review]:
@@ -70,7 +68,7 @@ def load_reviews(path, split: str, skip_bad: bool) -> list[Review]:
     stats = ReadStats()
     reviews = load_split(path, split, skip_bad=skip_bad, stats=stats)
     if stats.skipped and is_main_process():
-        print(stats.report(f"{path} ({split})"), file=sys.stderr)
+        stderr_log(stats.report(f"{path} ({split})"))
     if not reviews:
         raise DataError(f"no {split} reviews found", path=str(path))
     return reviews
@@ -110,17 +108,11 @@ def prepare(plan: SentimentPlan, log: Log) -> SentimentPrepared:
     """Read the reviews, train the tokenizer and build the vocabulary of a new run."""
     reviews = read_reviews(plan.settings, plan.train.seed)
     pipeline, files = new_pipeline(plan.settings, reviews.train)
-    return SentimentPrepared(plan, plan.train, reviews=reviews, pipeline=pipeline,
-                             model=model_config(plan.settings), files=files)
-
-
-def save(prepared: SentimentPrepared, out: Path) -> None:
-    """``vocab.json``, ``pipeline.json``, ``model.json`` and the tokenizer's files."""
-    for name, data in prepared.files.items():
-        atomic_write_bytes(out / name, data)
-    prepared.pipeline.vocab.to_json(out / "vocab.json")
-    write_json(out / "pipeline.json", prepared.pipeline.to_dict())
-    write_json(out / "model.json", prepared.model.to_dict())
+    model = model_config(plan.settings)
+    files = {**files, "vocab.json": pipeline.vocab, "pipeline.json": pipeline.to_dict(),
+             "model.json": model.to_dict()}
+    return SentimentPrepared(plan, plan.train, files, reviews=reviews, pipeline=pipeline,
+                             model=model)
 
 
 def reload(plan: SentimentPlan, out: Path, log: Log) -> SentimentPrepared:
@@ -138,12 +130,9 @@ def load_pipeline(run) -> TextPipeline:
         CheckpointError: a missing or broken file, named.
     """
     run = Path(run)
-    meta = run_files.read_json(run / "pipeline.json", "the run's text pipeline", root=run)
-    limit = run_files.MAX_VOCAB_BYTES
-    vocab_path = run_files.run_file(run, "vocab.json", "the run's vocabulary", limit=limit)
-    run_files.read_json(vocab_path, "the run's vocabulary", root=run, limit=limit)
+    meta = read_json(run / "pipeline.json", "the run's text pipeline", root=run)
+    vocab = read_vocab(run)
     try:
-        vocab = Vocab.from_json(vocab_path)
         return TextPipeline.from_dict(meta, vocab, run)
     except DataError as exc:
         raise CheckpointError(str(exc)) from None
@@ -154,19 +143,16 @@ def load_pipeline(run) -> TextPipeline:
 def read_model_config(run) -> SentimentConfig:
     """``RUN/model.json`` as a `SentimentConfig`, its sizes checked (CheckpointError when
     broken)."""
-    path = Path(run) / "model.json"
-    obj = run_files.read_json_object(path, "the run's model settings", root=run)
-    checked_sizes({k: obj.get(k) for k in MODEL_SIZES}, str(path), zero_ok=("bigram_buckets",))
-    try:
-        cfg = SentimentConfig.from_dict(obj)
+    def build(data: dict) -> SentimentConfig:
+        cfg = SentimentConfig.from_dict(data)
         cfg.check()
-    except (ValueError, TypeError) as exc:
-        raise CheckpointError(f"{path}: bad model settings ({exc})") from None
-    return cfg
+        return cfg
+    return run_files.read_model_config(run, build, MODEL_SIZES, zero_ok=("bigram_buckets",),
+                                       what="sentiment model settings")
 
 
 def load(run, *, weights: str = "best", device: str | None = None,
-         engine: str | None = None) -> Loaded:
+         engine: str | None = None) -> SentimentLoaded:
     """The model of a run (eval mode, on ``device``), its text pipeline and config (the
     sentiment app's `attnkit.apps.App.load`; ``engine`` is not used: there is one).
 
@@ -178,13 +164,12 @@ def load(run, *, weights: str = "best", device: str | None = None,
     config = read_config(run, APP)
     model_cfg = read_model_config(run)
     pipeline = load_pipeline(run)
-    path = run_files.weights_file(run, weights)
-    model = build_bounded(lambda: SentimentClassifier(model_cfg), f"{run / 'model.json'}")
-    load_weights(model, path)
-    device = resolve_device(device)
+    model, device = load_model(lambda: SentimentClassifier(model_cfg), run, weights, device,
+                               f"{run / 'model.json'}")
     block = ("one transformer block" if model_cfg.block == "transformer"
              else f"{model_cfg.num_layers} self-attention layer(s)")
-    return Loaded(run, APP, model.to(device).eval(), pipeline, config, device,
-                  description=f"{block}, {model_cfg.num_heads} heads x {model_cfg.head_dim}, "
-                              f"embeddings {model_cfg.embed_dim}, {model_cfg.pooling} pooling, "
-                              f"{model_cfg.maxlen} tokens")
+    return SentimentLoaded(
+        run, APP, model, pipeline, config, device,
+        description=f"{block}, {model_cfg.num_heads} heads x {model_cfg.head_dim}, embeddings "
+                    f"{model_cfg.embed_dim}, {model_cfg.pooling} pooling, {model_cfg.maxlen} "
+                    "tokens")

@@ -19,21 +19,28 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.options import resolve_device, split_options
-from attnkit.apps.run_files import read_json
-from attnkit.apps.runs import CONFIG_FILE, check_resume
+from attnkit.apps.options import train_config
+from attnkit.apps.results import stderr_log
+from attnkit.apps.run_files import CONFIG_FILE
 from attnkit.data.imdb import has_split
 from attnkit.errors import CheckpointError, UsageError
+from attnkit.fileio import read_json
 from attnkit.models.sentiment import SentimentConfig
+from attnkit.settings import (
+    cases_text,
+    check_resume,
+    check_settings,
+    is_int,
+    setting,
+    split_options,
+)
 from attnkit.training.config import TrainConfig
 from attnkit.training.distributed import is_main_process
 
-APP = "sentiment"
 PRESETS: dict[str, dict] = {
     "keras2018": {
         "tokenizer": "word", "num_words": 30000, "maxlen": 100, "truncating": "pre",
@@ -58,15 +65,26 @@ TRAIN_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig))
 # What a resume may change: budgets, and where and how it runs (not what it computes).
 RESUME_APPLIED = ("epochs", "max_minutes", "device", "amp", "progress", "num_workers",
                   "early_stopping_patience")
+# The help of the options every app shares, with the defaults of the presets.
+TRAIN_HELP = {
+    name: f"{text} (default {cases_text({p: s['train'][name] for p, s in PRESETS.items()})})"
+    for name, text in (("epochs", "passes over the training reviews"),
+                       ("batch_size", "reviews per batch"), ("lr", "learning rate"))}
 # Model fields that come from the run's settings, not from model overrides.
 MODEL_FROM_SETTINGS = ("vocab_size", "maxlen", "mask_padding", "padding")
+
+
+def _by_preset(key: str) -> dict[str, Any]:
+    return {name: spec[key] for name, spec in PRESETS.items()}
+
 
 @dataclass
 class Settings:
     """What a sentiment run is made of besides the trainer's `TrainConfig`.
 
-    Every field is a keyword of `train`; None means "the preset's". ``config.json``
-    stores them resolved (`resolved`), and a resume takes them from there.
+    Every field is a keyword of `train`; None means "the preset's" (each field's ``defaults``
+    lists them, from `PRESETS`). ``config.json`` stores them resolved (`resolved`), and a
+    resume takes them from there.
 
     Args:
         preset: ``"keras2018"`` or ``"best"`` (`PRESETS`).
@@ -84,67 +102,52 @@ class Settings:
         skip_bad: skip malformed records (counted) instead of failing.
         num_words, maxlen: vocabulary size and tokens kept per review.
         model_overrides: `SentimentConfig` fields to change (e.g. ``{"embed_dim": 32}``).
+
+    Raises:
+        UsageError: a value out of bounds (named by its flag).
     """
 
-    preset: str = "keras2018"
+    preset: str = setting("keras2018", "model and recipe", choices=tuple(PRESETS))
     data: str | None = None
-    valid_fraction: float | None = None
-    test_data: str | None = None
-    track_test: bool = True
-    mask_padding: bool = True
-    padding: str = "pre"
-    tokenizer: str | None = None
-    skip_bad: bool = False
-    num_words: int | None = None
-    maxlen: int | None = None
+    valid_fraction: float | None = setting(
+        None, "share of train held out for validation/selection",
+        defaults=_by_preset("valid_fraction"), valid=(lambda x: 0 < x < 1, "between 0 and 1"))
+    test_data: str | None = setting(None, "test split location", shown="--data when it has one")
+    track_test: bool = setting(True, "do not log test accuracy after each epoch",
+                               flag="--no-test-curve", const=False)
+    mask_padding: bool = setting(True, "the 2018 behaviour: padding is attended and max-pooled",
+                                 flag="--no-mask", const=False)
+    padding: str = setting("pre", "padding side", choices=("pre", "post"))
+    tokenizer: str | None = setting(None, "override the preset's tokenizer", choices=TOKENIZERS,
+                                    defaults=_by_preset("tokenizer"))
+    skip_bad: bool = setting(False, "skip (and count) malformed records",
+                             commands=("train", "eval"))
+    num_words: int | None = setting(None, "vocabulary size, padding and unknown included",
+                                    defaults=_by_preset("num_words"), low=2)
+    maxlen: int | None = setting(None, "tokens kept per review", defaults=_by_preset("maxlen"),
+                                 low=1)
     model_overrides: dict[str, Any] = field(default_factory=dict)
 
-    def resolved(self) -> Settings:
-        """A copy with the preset's values filled in and data paths made absolute.
+    def __post_init__(self) -> None:
+        check_settings(self)
 
-        Raises:
-            UsageError: an unknown preset.
-        """
-        if self.preset not in PRESETS:
-            raise UsageError(f"--preset must be one of {', '.join(PRESETS)}, got {self.preset!r}")
-        spec = PRESETS[self.preset]
+    def resolved(self) -> Settings:
+        """A copy with the preset's values filled in (each field's ``defaults``) and data
+        paths made absolute."""
         test = self.test_data
         if test is None and self.data is not None and has_split(self.data, "test"):
             test = self.data
-        return dataclasses.replace(
-            self, data=data_key(self.data), test_data=data_key(test),
-            valid_fraction=spec["valid_fraction"] if self.valid_fraction is None
-            else self.valid_fraction,
-            tokenizer=self.tokenizer or spec["tokenizer"],
-            num_words=spec["num_words"] if self.num_words is None else self.num_words,
-            maxlen=spec["maxlen"] if self.maxlen is None else self.maxlen)
+        preset = {f.name: f.metadata["defaults"][self.preset] for f in dataclasses.fields(self)
+                  if "defaults" in f.metadata and getattr(self, f.name) is None}
+        return dataclasses.replace(self, data=data_key(self.data), test_data=data_key(test),
+                                   **preset)
 
     def check(self) -> None:
-        """Raise UsageError naming the option of the first bad value (call on a resolved copy)."""
+        """Raise UsageError naming the option of the first bad value (call on a resolved copy:
+        the fields' own bounds were checked when it was made)."""
         if self.data is None:
             raise UsageError("give the training data with --data")
-        if not 0.0 < self.valid_fraction < 1.0:
-            raise UsageError(f"--valid-fraction must be between 0 and 1, got "
-                             f"{self.valid_fraction}")
-        if not _is_int(self.num_words) or self.num_words < 2:
-            raise UsageError(f"--num-words must be an integer of at least 2 (padding and "
-                             f"unknown), got {self.num_words!r}")
-        if not _is_int(self.maxlen) or self.maxlen < 1:
-            raise UsageError(f"--maxlen must be a positive integer, got {self.maxlen!r}")
-        if self.padding not in ("pre", "post"):
-            raise UsageError(f"--padding must be 'pre' or 'post', got {self.padding!r}")
-        if self.tokenizer not in TOKENIZERS:
-            raise UsageError(f"--tokenizer must be one of {', '.join(TOKENIZERS)}, got "
-                             f"{self.tokenizer!r}")
         model_config(self)
-
-    def stored(self) -> dict[str, Any]:
-        """The fields as ``config.json`` keeps them."""
-        return dataclasses.asdict(self)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def data_key(path: str | os.PathLike | None) -> str | None:
@@ -170,7 +173,7 @@ def model_config(settings: Settings) -> SentimentConfig:
                              "vocab_size": settings.num_words, "maxlen": settings.maxlen,
                              "mask_padding": settings.mask_padding, "padding": settings.padding})
     sizes = ("embed_dim", "num_heads", "head_dim", "num_layers", "ffn_dim")
-    bad = [f"{n}={getattr(cfg, n)!r}" for n in sizes if not _is_int(getattr(cfg, n))
+    bad = [f"{n}={getattr(cfg, n)!r}" for n in sizes if not is_int(getattr(cfg, n))
            or getattr(cfg, n) < 1]
     bad += [f"{n}={getattr(cfg, n)!r}" for n in ("dropout", "block_dropout")
             if not isinstance(getattr(cfg, n), (int, float)) or not 0 <= getattr(cfg, n) < 1]
@@ -198,19 +201,6 @@ def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str
     parts = split_options(overrides, {"settings": settings_fields, "train": TRAIN_FIELDS},
                           "sentiment training option")
     return parts["settings"], parts["train"]
-
-
-def train_config(values: dict[str, Any]) -> TrainConfig:
-    """A `TrainConfig` whose bad values are UsageErrors naming the option."""
-    try:
-        cfg = TrainConfig(**values)
-    except (ValueError, RuntimeError) as exc:
-        message = str(exc)
-        for name in TRAIN_FIELDS:
-            message = message.replace(f"TrainConfig.{name}", "--" + name.replace("_", "-"))
-        raise UsageError(message) from None
-    resolve_device(cfg.device)
-    return cfg
 
 
 @dataclass
@@ -273,7 +263,7 @@ def _resume_plan(data, out: Path, config: dict[str, Any], settings_kw: dict[str,
         stored_cfg = TrainConfig.from_dict(config.get("train"))
     except (ValueError, TypeError) as exc:
         raise CheckpointError(f"{where}: bad \"train\" settings ({exc})") from None
-    stored = {**settings.stored(), **stored_cfg.to_dict()}
+    stored = {**dataclasses.asdict(settings), **stored_cfg.to_dict()}
     given = {**{k: v for k, v in settings_kw.items() if k != "model_overrides"},
              **{k: v for k, v in train_kw.items() if k not in RESUME_APPLIED},
              "data": data_key(data)}
@@ -287,6 +277,6 @@ def _resume_plan(data, out: Path, config: dict[str, Any], settings_kw: dict[str,
     cfg = train_config({**stored_cfg.to_dict(), **applied})
     if is_main_process():
         budget = "none" if cfg.max_minutes is None else f"{cfg.max_minutes:g} minutes"
-        print(f"resuming {out} with its stored settings: preset {settings.preset}, seed "
-              f"{cfg.seed}, {cfg.epochs} epochs, budget {budget}", file=sys.stderr)
+        stderr_log(f"resuming {out} with its stored settings: preset {settings.preset}, seed "
+                   f"{cfg.seed}, {cfg.epochs} epochs, budget {budget}")
     return SentimentPlan(settings, cfg, config)

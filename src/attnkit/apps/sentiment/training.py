@@ -11,21 +11,22 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
-from attnkit.apps.base import Log
-from attnkit.apps.run_files import MAX_VOCAB_BYTES, read_text
-from attnkit.apps.runs import FORMAT, read_config
-from attnkit.apps.sentiment.prepare import SentimentPrepared
+from attnkit.apps.results import Log
+from attnkit.apps.run_files import FORMAT, read_config
+from attnkit.apps.sentiment.prepare import APP, SentimentPrepared
 from attnkit.data.review_pipeline import EncodedReviews, collate
+from attnkit.decoding.hypothesis import inference
+from attnkit.fileio import MAX_VOCAB_BYTES, read_text
 from attnkit.models.sentiment import SentimentClassifier, count_parameters
 from attnkit.training import LossOutput, Trainer, TrainResult
 
-APP = "sentiment"
 # Test accuracy after epochs 1-5 of the 2018 Keras script on this machine (it validated on test).
 KERAS2018_TEST_CURVE = (0.850, 0.857, 0.838, 0.815, 0.814)
 
@@ -38,18 +39,13 @@ def bce_loss(model, batch) -> LossOutput:
     return LossOutput(loss=loss, count=int(labels.shape[0]))
 
 
-@torch.no_grad()
 def accuracy(model, data: EncodedReviews, batch_size: int = 256) -> dict[str, float]:
     """``{"loss", "accuracy"}`` of ``model`` (in eval mode) on ``data``: reviews in
     length-ordered batches cut to their longest (`SentimentClassifier.logits_by_length`)."""
-    was_training = model.training
-    model.eval()
     device = next(model.parameters()).device
-    try:
+    with inference(model):
         logits = model.logits_by_length(data.ids.to(device), data.lengths.to(device),
                                         batch_size=batch_size)
-    finally:
-        model.train(was_training)
     labels = data.labels.to(device)
     loss = float(torch.nn.functional.binary_cross_entropy_with_logits(
         logits.float(), labels, reduction="sum"))
@@ -70,7 +66,7 @@ def fit(prep: SentimentPrepared, out: Path, *, resume: bool, log: Log) -> TrainR
             metrics.update({f"test_{k}": v for k, v in accuracy(m, test_set).items()})
         return metrics
 
-    metadata = {"app": APP, "format": FORMAT, **settings.stored(),
+    metadata = {"app": APP, "format": FORMAT, **dataclasses.asdict(settings),
                 "model": prep.model.to_dict(), "parameters": count_parameters(model),
                 "train_size": len(train_set), "valid_size": len(valid_set),
                 "test_size": 0 if test_set is None else len(test_set)}

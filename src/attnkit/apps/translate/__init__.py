@@ -1,22 +1,24 @@
 """English -> French translation: an attention encoder-decoder trained into a run folder.
 
 The app (`TranslateApp`, registered as ``"translate"``) keeps the contract of
-`attnkit.apps.base.App`; the functions here are its Python API:
+`attnkit.apps.base.App`; its methods are the Python API, here as functions too:
 
-* `train` ``(data, out, *, resume=False, overwrite=False, **overrides)`` -> `Run`; overrides
-  are `TranslateSettings` fields. The run folder gets ``config.json``, ``vocab_src.json`` /
-  ``vocab_tgt.json`` (and ``subword.model`` with ``subword``), ``metrics.jsonl``,
-  ``train.log``, ``best.safetensors``, ``last/``, then ``test_metrics.json``, ``heatmap.png``
-  and ``report.html``.
-* `evaluate` ``(run, data=None, *, beam=1, ...)`` -> BLEU/chrF of free-running decoding
+* ``train(data, out, *, resume=False, overwrite=False, **overrides)`` -> `Run`; overrides
+  are `TranslateSettings` fields; a resume applies ``epochs``, ``max_minutes``, ``device``,
+  ``progress``, ``examples``, ``strict``, ``patience`` and refuses any other that differs. The
+  run folder gets ``config.json``, ``vocab_src.json`` / ``vocab_tgt.json`` (and
+  ``subword.model`` with ``subword``), ``metrics.jsonl``, ``train.log``,
+  ``best.safetensors``, ``last/``, then ``test_metrics.json``, ``heatmap.png`` and
+  ``report.html``.
+* ``evaluate(run, data=None, *, beam=1, ...)`` -> BLEU/chrF of free-running decoding
   (`attnkit.apps.translate.evaluation`).
-* `predict` ``(run, sentences)`` -> `TranslationPrediction` s, each with its attention
+* ``predict(run, sentences)`` -> `TranslationPrediction` s, each with its attention
   ``[T_tgt, T_src]`` (and, with ``attention="all"``, a Transformer's
   ``[layers, heads, T_tgt, T_src]``).
 * ``APP.stream(loaded, sentences)`` -> greedy translation token by token, each token with its
   attention row (`attnkit.apps.translate.streaming`).
-* `load_run` ``(run)`` -> a `Loaded` run; ``engine="ctranslate2"`` loads a folder written by
-  `export_run` (`attnkit.apps.translate.ct2`).
+* ``load_run(run)`` -> a `TranslateLoaded` run; ``engine="ctranslate2"`` loads a folder
+  written by `export_run` (`attnkit.apps.translate.ct2`).
 
 ``data``: ``"synthetic"``, ``"tatoeba"``, a folder with train/valid/test files, or one pairs
 file split 96/2/2 (`attnkit.data.translation_splits`).
@@ -37,57 +39,137 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.base import App, Evaluation, Loaded, Log, Run, TinyRun, stderr_log
-from attnkit.apps.options import explain_methods
-from attnkit.apps.translate import ct2, evaluation, loading, streaming, training
+from attnkit.apps.base import App, Evaluation, Log, TinyRun, stderr_log
+from attnkit.apps.options import load_model
+from attnkit.apps.run_files import read_config
+from attnkit.apps.translate import ct2, evaluation, streaming, training
 from attnkit.apps.translate import prepare as preparation
-from attnkit.apps.translate.cli_options import COMMANDS, EXAMPLES, OPTIONS
+from attnkit.apps.translate.align_command import ALIGN_COMMANDS
+from attnkit.apps.translate.engines import AttnkitEngine, TranslateLoaded, summary_of
+from attnkit.apps.translate.evaluation import format_table
 from attnkit.apps.translate.explain import EXPLAIN, add_alignments, add_explanations
-from attnkit.apps.translate.metrics import format_table
 from attnkit.apps.translate.pipeline import (
     RNN_MAX_SOURCE,
     SUBWORD_FILE,
     VOCAB_FILES,
     TranslatePipeline,
+    run_model_config,
+    run_pipeline,
     source_limit,
 )
 from attnkit.apps.translate.prediction import TranslationPrediction, most_reordered
 from attnkit.apps.translate.settings import TranslateSettings
 from attnkit.apps.translate.streaming import StreamStep
-from attnkit.errors import UsageError
+from attnkit.errors import CheckpointError, UsageError
+from attnkit.explain.captum import explain_methods
+from attnkit.models import build_model
+from attnkit.settings import Option, helps_of, options_of
 
 __all__ = ["APP", "RNN_MAX_SOURCE", "SUBWORD_FILE", "VOCAB_FILES", "TranslateApp",
-           "TranslatePipeline", "TranslateSettings", "TranslationPrediction", "evaluate",
-           "export_run", "load_run", "predict", "source_limit", "train"]
+           "TranslateLoaded", "TranslatePipeline", "TranslateSettings",
+           "TranslationPrediction", "evaluate", "export_run", "load_run", "predict",
+           "source_limit", "train"]
 
 JSON_KEYS = ("bleu", "chrf", "counts", "sentences", "references", "beam", "by_length",
              "signature", "single_ref", "sentences_per_s", "engine", "quantization",
              "truncated", "max_source_tokens", "unknown")
 
+EXAMPLES = (
+    "attnkit translate train --data synthetic --out runs/demo        # ~3 min on 2 CPU cores",
+    "attnkit translate train --data synthetic --out runs/luong --attention general --style luong",
+    "attnkit translate train --data synthetic --out runs/base --attention none   # no attention",
+    "attnkit translate train --data ../shared/data/eng-fra --out runs/fr --arch transformer "
+    "--max-minutes 30",
+    "attnkit translate train --resume runs/fr --max-minutes 60        # continue an interrupted "
+    "run",
+    "attnkit translate eval --run runs/demo --data synthetic --beam 5 --json",
+    'attnkit translate predict --run runs/demo "The cat does not see her." --plot cat.png',
+    'attnkit translate predict --run runs/demo "I am cold." --html cold.html   # every layer/head',
+    'echo "I will take these letters." | attnkit translate predict --run runs/demo --json',
+    "attnkit translate export runs/fr runs/fr-ct2 --quantization int8   # CTranslate2 (a "
+    "Transformer trained with --subword; pip install 'attnkit[serve]')",
+    "attnkit translate eval --run runs/fr-ct2 --engine ctranslate2 --beam 5 --json",
+    "",
+    "--data is \"synthetic\" (built-in grammar corpus), \"tatoeba\" (download), a folder with",
+    "train/valid/test .tsv[.gz] files, or one english<TAB>french pairs file (split 96/2/2).",
+)
+_DECODING = (
+    Option("--beam", int, "beam size (default 1 = greedy)", ("eval", "predict"), default=1),
+    Option("--alpha", float, "length penalty (beam > 1; GNMT for attnkit, length ** alpha for "
+           "CTranslate2; default 0.6)", ("eval", "predict"), default=0.6),
+    Option("--no-unk-replace", None, "keep <unk> instead of copying the most attended source "
+           "word", ("eval", "predict"), dest="unk_replace", const=False),
+    Option("--engine", str, "attnkit (default) or ctranslate2: then --run is a folder written "
+           "by `attnkit translate export` (no attention: no --html/--plot/--report, <unk> "
+           "kept)", ("eval", "predict"), choices=("attnkit", "ctranslate2"), stage="load"),
+    Option("--explain", str, "explanations beside attention: rollout, grad-input, "
+           "integrated-gradients (comma-separated, or all; the first is what --plot draws; the "
+           "page offers them all; gradients need pip install 'attnkit[explain]')",
+           ("predict",), metavar="METHOD"),
+    Option("--alignments", None, "add word links between each input and its translation "
+           "(JSON \"alignment\", outlined on the --html page)", ("predict",)),
+)
+# The training options come from the settings (their help states each field's default), and
+# so does the help of those every app shares.
+OPTIONS = (*options_of(TranslateSettings), *_DECODING)
+TRAIN_HELP = helps_of(TranslateSettings, ("epochs", "batch_size", "lr", "max_minutes",
+                                          "patience"))
 
-class TranslateApp(App, steps=(preparation, training, loading)):
+
+class TranslateApp(App):
     """English -> French translation with attention (RNN or Transformer)."""
 
     name = "translate"
     help = "English -> French translation with attention (RNN or Transformer)"
     description = "Train, evaluate and run attention translation models; plot alignments."
     inputs = "sentence"
-    options = OPTIONS
-    examples = EXAMPLES
-    commands = COMMANDS
+    options, examples, train_help = OPTIONS, EXAMPLES, TRAIN_HELP
+    commands = (*ALIGN_COMMANDS, ct2.EXPORT_COMMAND)
     headline = ("bleu", "chrf")
     text_attention = False   # a translation line is text: the fused path, no weights
 
-    def evaluation(self, loaded: Loaded, data: Any, *, report: int = 0,
+    # The steps of the contract (`attnkit.apps.base.App`), each in the module of its stage.
+    configure = staticmethod(preparation.configure)
+    prepare = staticmethod(preparation.prepare)
+    reload = staticmethod(preparation.reload)
+    fit = staticmethod(training.fit)
+
+    def load(self, run: str | os.PathLike, *, weights: str = "best", device: str | None = None,
+             engine: str | None = None) -> TranslateLoaded:
+        """A trained run with attnkit's engine, or with ``engine="ctranslate2"`` a folder
+        `export_run` wrote (`attnkit.apps.translate.ct2.load_exported`).
+
+        Raises:
+            CheckpointError: not a translate run, broken files, vocabularies that do not match
+                the ones the weights were trained with, missing or truncated weights.
+            UsageError: an unknown engine; CTranslate2 not installed.
+        """
+        if engine not in (None, "attnkit", "ctranslate2"):
+            raise UsageError(f"engine must be one of attnkit, ctranslate2; got {engine!r}")
+        if engine == "ctranslate2":
+            return ct2.load_exported(run, device=device or "cpu")
+        run = Path(run)
+        if (run / "model.bin").is_file():
+            raise CheckpointError(f"{run}: an exported CTranslate2 model, not a training run; "
+                                  "use it with --engine ctranslate2")
+        config = read_config(run, self.name)
+        model_config = run_model_config(run, config)
+        pipeline = run_pipeline(run, config, model_config)
+        model, device = load_model(lambda: build_model(model_config), run, weights, device,
+                                   f"{run / 'config.json'}")
+        return TranslateLoaded(run, self.name, model, pipeline, config, device,
+                               engine=AttnkitEngine(model, pipeline),
+                               description=summary_of(model_config))
+
+    def evaluation(self, loaded: TranslateLoaded, data: Any, *, report: int = 0,
                    **options: Any) -> Evaluation:
         if not report:   # a report asks for attention: refused first, one line
             _unk_note(loaded.engine, options.get("unk_replace", True))
         return evaluation.evaluation(loaded, data, report=report, **options)
 
-    def predictions(self, loaded: Loaded, inputs: Sequence[str], *, beam: int = 1,
+    def predictions(self, loaded: TranslateLoaded, inputs: Sequence[str], *, beam: int = 1,
                     alpha: float = 0.6, unk_replace: bool = True,
                     batch_size: int | None = None, attention: bool | str | None = None,
-                    need_weights: bool | str | None = None,
                     explain: str | Sequence[str] | None = None,
                     alignments: bool = False) -> list[TranslationPrediction]:
         """Translate ``inputs``.
@@ -101,27 +183,16 @@ class TranslateApp(App, steps=(preparation, training, loading)):
             attention: keep the attention (None: the engine's default, True for attnkit);
                 ``"all"`` also a Transformer's ``layer_weights`` (the explorer page); False is
                 faster. CTranslate2 has none and refuses True and ``"all"``.
-            need_weights: the older name of ``attention``.
             explain: explanations to add beside attention (``"rollout"``, ``"grad-input"``,
                 ``"integrated-gradients"``, a comma-separated list or ``"all"``); the first one
                 is what a figure draws (`attnkit.apps.translate.explain`).
             alignments: add word links between each input and its translation.
         """
-        if attention is None:
-            attention = need_weights
-        if isinstance(inputs, str):
-            raise UsageError("predict takes a list of sentences, not one string")
-        if not inputs:
-            raise UsageError("no sentence given: nothing to translate")
-        engine = loaded.engine
-        if attention is None:
-            attention = engine.has_attention   # attnkit keeps it, CTranslate2 has none
-        if attention and not engine.has_attention:
+        engine, methods = loaded.engine, explain_methods(explain, EXPLAIN)
+        attention = engine.has_attention if attention is None else attention
+        if (attention or methods or alignments) and not engine.has_attention:
             raise UsageError(engine.no_attention)
         _unk_note(engine, unk_replace)
-        methods = explain_methods(explain, EXPLAIN)
-        if (methods or alignments) and not engine.has_attention:
-            raise UsageError(engine.no_attention)
         preds = engine.translate(inputs, beam=beam, alpha=alpha, unk_replace=unk_replace,
                                  batch_size=batch_size,
                                  attention=attention or bool(methods) or alignments)
@@ -133,8 +204,8 @@ class TranslateApp(App, steps=(preparation, training, loading)):
             add_alignments(loaded, preds)
         return preds
 
-    def stream(self, loaded: Loaded, inputs: Sequence[str], *, attention: bool | str = True,
-               unk_replace: bool = True) -> Iterator[StreamStep]:
+    def stream(self, loaded: TranslateLoaded, inputs: Sequence[str], *,
+               attention: bool | str = True, unk_replace: bool = True) -> Iterator[StreamStep]:
         """Greedy translation of ``inputs`` token by token, each token with its attention row
         (`attnkit.apps.translate.streaming.stream`; the server's ``/v1/translate/stream``).
 
@@ -142,17 +213,14 @@ class TranslateApp(App, steps=(preparation, training, loading)):
             UsageError: the CTranslate2 engine (it does not stream), no sentence, a sentence
                 without any token.
         """
-        if isinstance(inputs, str):
-            raise UsageError("stream takes a list of sentences, not one string")
-        if not inputs:
-            raise UsageError("no sentence given: nothing to translate")
+        inputs = self.checked_inputs(inputs, "stream")
         if not loaded.engine.streams:
             raise UsageError("this engine does not stream tokens (a CTranslate2 export): use "
                              "the training run, with attnkit's engine")
         return streaming.stream(loaded.engine, inputs, attention=attention,
                                 unk_replace=unk_replace)
 
-    def after_training(self, loaded: Loaded, metrics: dict[str, Any], log: Log) -> None:
+    def after_training(self, loaded: TranslateLoaded, metrics: dict[str, Any], log: Log) -> None:
         """The test lines, a few examples, the heatmap of the most re-ordered sentence and
         the run's explorer page (``report.html``)."""
         from attnkit.apps.outputs import PAGE, write_output
@@ -162,7 +230,7 @@ class TranslateApp(App, steps=(preparation, training, loading)):
 
         log(f"test: BLEU {metrics['bleu']:.2f}  chrF {metrics['chrf']:.2f}  "
             f"({metrics['sentences']} sentences, greedy)")
-        n = loaded.config.get("options", {}).get("examples", 10)
+        n = loaded.config.get("options", {}).get("examples", TranslateSettings.examples)
         groups = group_references(load_splits(loaded.config["data"], progress=False)["test"])
         sources, refs = [en for en, _ in groups[:100]], [r for _, r in groups[:100]]
         engine = loaded.engine
@@ -214,48 +282,11 @@ def _unk_note(engine: Any, unk_replace: bool) -> None:
 APP = TranslateApp()
 
 
-def train(data: str | None = None, out: str | os.PathLike = "runs/demo", *,
-          resume: bool = False, overwrite: bool = False, log: Log = stderr_log,
-          **overrides: Any) -> Run:
-    """Train a translation model into ``out``, then score its test split (`App.train`).
-
-    Args:
-        data: ``"synthetic"`` (None: the default), ``"tatoeba"``, a pairs file or a
-            train/valid/test folder; with ``resume`` None = the run's (another one is refused).
-        out: the run folder.
-        resume: continue the run in ``out`` with its stored settings; given
-            ``epochs``/``max_minutes`` (and ``device``, ``progress``, ``examples``,
-            ``strict``, ``patience``) apply, any other setting that differs is refused.
-        overwrite: replace the run already in ``out``.
-        log: where progress lines go.
-        **overrides: `TranslateSettings` fields.
-    """
-    return APP.train({"data": data, **overrides}, out, resume=resume, overwrite=overwrite,
-                     log=log)
+# The Python API: the app's own methods (`App.train` takes the data first, or a mapping).
+train, load_run, evaluate, predict = APP.train, APP.load, APP.evaluate, APP.predict
 
 
-def load_run(run: str | os.PathLike, *, device: str = "cpu", weights: str = "best",
-             engine: str = "attnkit") -> Loaded:
-    """A trained run, or with ``engine="ctranslate2"`` an exported folder (`App.load`)."""
-    return APP.load(run, weights=weights, device=device, engine=engine)
-
-
-def evaluate(run: str | os.PathLike | Loaded, data: str | None = None, **options: Any
-             ) -> dict[str, Any]:
-    """BLEU/chrF of a run on ``data`` (None: its test split); options as
-    `attnkit.apps.translate.evaluation.evaluation` plus ``report``, ``examples``, ``device``,
-    ``engine`` (`App.evaluate`)."""
-    return APP.evaluate(run, data, **options)
-
-
-def predict(run: str | os.PathLike | Loaded, inputs: Sequence[str], **options: Any
-            ) -> list[TranslationPrediction]:
-    """Translate ``inputs`` with a run (`TranslateApp.predictions`; ``device``, ``engine``
-    load a folder)."""
-    return APP.predict(run, inputs, **options)
-
-
-def export_run(run: str | os.PathLike | Loaded, out: str | os.PathLike, *,
+def export_run(run: str | os.PathLike | TranslateLoaded, out: str | os.PathLike, *,
                quantization: str = "int8") -> Path:
     """Export a Transformer run to a self-contained CTranslate2 folder
     (`attnkit.apps.translate.ct2.export_run`)."""

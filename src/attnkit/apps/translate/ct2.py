@@ -4,7 +4,7 @@
 (no attnkit weights or vocabulary files needed):
 
 * ``model.bin``, ``config.json`` and the vocabulary files CTranslate2 writes: the CTranslate2
-  model (`attnkit.serving.ctranslate2.export_ctranslate2`, whose docstring says what it
+  model (`attnkit.ct2_export.ctranslate2.export_ctranslate2`, whose docstring says what it
   supports);
 * ``subword.model``: the run's joint sentencepiece model (text <-> pieces);
 * ``vocab_src.json``, ``vocab_tgt.json``: the run's vocabularies (the share of unknown source
@@ -21,6 +21,8 @@ the same length as with attnkit, greedy outputs are attnkit's (float32); beams a
 by ``length ** alpha`` (CTranslate2's rule) rather than the GNMT penalty. The engine computes
 no attention: predictions have ``weights`` None and an output ``<unk>`` stays.
 
+``EXPORT_COMMAND`` declares ``attnkit translate export`` for the CLI.
+
 Refused, each with one error line: an RNN run (CTranslate2 runs Transformers only), a run
 trained on words (the export tokenizes with the run's sentencepiece model, so that
 sentencepiece and ctranslate2 alone can use it: train with ``--subword N``), a non-empty OUT.
@@ -35,35 +37,33 @@ Example:
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from attnkit.apps.base import Loaded
+from attnkit.apps.options import Command
 from attnkit.apps.outputs import EXPORT, writing
-from attnkit.apps.run_files import read_json_object
-from attnkit.apps.runs import FORMAT, write_json
-from attnkit.apps.translate.engines import check_decoding, summary_of
-from attnkit.apps.translate.manifest import check_ct2_vocabulary, check_manifest, write_manifest
+from attnkit.apps.run_files import FORMAT, read_vocab
+from attnkit.apps.translate.engines import TranslateLoaded, check_decoding, summary_of
 from attnkit.apps.translate.pipeline import (
+    APP,
     SUBWORD_FILE,
     VOCAB_FILES,
     TranslatePipeline,
     encode_source,
-    read_vocab,
     run_codec,
     run_model_config,
 )
 from attnkit.apps.translate.prediction import TranslationPrediction
+from attnkit.ct2_export.manifest import check_ct2_vocabulary, check_manifest
 from attnkit.data.text_codec import TGT_LANG
 from attnkit.errors import CheckpointError, UsageError
+from attnkit.fileio import read_json_object
 from attnkit.models.config import TransformerConfig
+from attnkit.settings import Option
 
-APP = "translate"
 EXPORT_FILE = "attnkit.json"
 ENGINE = "ctranslate2"
 DEVICES = ("cpu", "cuda", "auto")
@@ -91,7 +91,7 @@ class CTranslate2Engine:
         Raises:
             UsageError: an empty sentence, a beam or batch size below 1, attention asked for.
         """
-        from attnkit.serving.ctranslate2 import translate_tokens
+        from attnkit.ct2_export.ctranslate2 import translate_tokens
 
         if attention:
             raise UsageError(NO_ATTENTION)
@@ -114,7 +114,8 @@ class CTranslate2Engine:
         return preds
 
 
-def export_run(loaded: Loaded, out: str | os.PathLike, *, quantization: str = "int8") -> Path:
+def export_run(loaded: TranslateLoaded, out: str | os.PathLike, *,
+               quantization: str = "int8") -> Path:
     """Export a loaded Transformer run's weights to a self-contained CTranslate2 folder.
 
     Args:
@@ -122,7 +123,7 @@ def export_run(loaded: Loaded, out: str | os.PathLike, *, quantization: str = "i
             ``--subword``.
         out: the folder to create (it may exist if empty); it appears complete or not at all.
         quantization: the stored weight type
-            (`attnkit.serving.ctranslate2.QUANTIZATIONS`).
+            (`attnkit.ct2_export.ctranslate2.QUANTIZATIONS`).
 
     Returns:
         ``out`` as a Path.
@@ -131,15 +132,8 @@ def export_run(loaded: Loaded, out: str | os.PathLike, *, quantization: str = "i
         UsageError: an RNN run, a run trained on words, a non-empty ``out`` or a file there,
             a folder that cannot be written, an unknown quantization, CTranslate2 missing.
     """
-    from attnkit.serving.ctranslate2 import QUANTIZATIONS, export_ctranslate2
+    from attnkit.ct2_export.ctranslate2 import export_ctranslate2
 
-    out = Path(out)
-    if quantization not in QUANTIZATIONS:
-        raise UsageError(f"quantization must be one of {', '.join(QUANTIZATIONS)}; "
-                         f"got {quantization!r}")
-    if out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir()))):
-        raise UsageError(f"{out}: already exists and is not empty (a file, or a folder with "
-                         "files); choose a new folder or remove it")
     if not isinstance(loaded.model.config, TransformerConfig):
         raise UsageError(f"{loaded.path}: an RNN run; CTranslate2 export supports Transformer "
                          "runs only (train with --arch transformer)")
@@ -147,30 +141,16 @@ def export_run(loaded: Loaded, out: str | os.PathLike, *, quantization: str = "i
     if p.codec.subword is None:
         raise UsageError(f"{loaded.path}: trained on words; the export tokenizes with the "
                          "run's sentencepiece model (train with --subword N)")
-
-    def write(target: Path) -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-        try:
-            folder = export_ctranslate2(loaded.model.config, loaded.model.state_dict(),
-                                        p.src_vocab.itos, p.tgt_vocab.itos, tmp / "model",
-                                        quantization=quantization)
-            shutil.copyfile(p.codec.subword.path, folder / SUBWORD_FILE)
-            for side, vocab in (("src", p.src_vocab), ("tgt", p.tgt_vocab)):
-                vocab.to_json(folder / VOCAB_FILES[side])
-            write_json(folder / EXPORT_FILE, {
-                "app": APP, "engine": ENGINE, "format": FORMAT, "quantization": quantization,
+    settings = {"app": APP, "engine": ENGINE, "format": FORMAT, "quantization": quantization,
                 "subword": SUBWORD_FILE, "max_source": p.max_source,
                 "source_run": str(loaded.path), "data": loaded.config["data"],
-                "model": loaded.config["model"], "options": loaded.config.get("options", {})})
-            write_manifest(folder)
-            if target.exists():
-                target.rmdir()   # empty (checked above)
-            folder.rename(target)
-        finally:
-            shutil.rmtree(tmp)
-
-    return writing(out, EXPORT, write)
+                "model": loaded.config["model"], "options": loaded.config.get("options", {})}
+    files = {SUBWORD_FILE: Path(p.codec.subword.path).read_bytes(),
+             VOCAB_FILES["src"]: p.src_vocab, VOCAB_FILES["tgt"]: p.tgt_vocab,
+             EXPORT_FILE: settings}
+    return writing(Path(out), EXPORT, lambda target: export_ctranslate2(
+        loaded.model.config, loaded.model.state_dict(), p.src_vocab.itos, p.tgt_vocab.itos,
+        target, quantization=quantization, files=files))
 
 
 def _export_config(path: Path) -> dict[str, Any]:
@@ -187,7 +167,7 @@ def _export_config(path: Path) -> dict[str, Any]:
     return config
 
 
-def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> Loaded:
+def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> TranslateLoaded:
     """A folder written by `export_run`, checked (manifest, vocabulary) and ready to translate
     (``torch``'s thread count is CTranslate2's: ``--threads``).
 
@@ -196,7 +176,7 @@ def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> Loaded:
             changed since the export, a vocabulary that is not the model's.
         UsageError: a device CTranslate2 does not take; CTranslate2 not installed.
     """
-    from attnkit.serving.ctranslate2 import load_translator, require_ctranslate2
+    from attnkit.ct2_export.ctranslate2 import load_translator, require_ctranslate2
 
     path = Path(path)
     if device not in DEVICES:
@@ -206,7 +186,7 @@ def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> Loaded:
     config = _export_config(path)
     check_manifest(path)
     model_config = run_model_config(path, config)
-    src, tgt = (read_vocab(path / VOCAB_FILES[side], path) for side in ("src", "tgt"))
+    src, tgt = (read_vocab(path, VOCAB_FILES[side]) for side in ("src", "tgt"))
     check_ct2_vocabulary(path, src.itos, tgt.itos, model_config)
     pipeline = TranslatePipeline(run_codec(path, {"options": {"subword": True}}), src, tgt,
                                  config["max_source"])
@@ -216,7 +196,27 @@ def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> Loaded:
         # What CTranslate2's C++ loader throws for a damaged model.bin, as a Python error.
         raise CheckpointError(f"{path}: CTranslate2 cannot load this model "
                               f"({str(exc).splitlines()[0]})") from None
-    return Loaded(path, APP, None, pipeline, config, device,
-                  engine=CTranslate2Engine(translator, pipeline),
-                  description=f"{summary_of(model_config)} (CTranslate2, "
-                              f"{config.get('quantization')})", trained_here=False)
+    return TranslateLoaded(path, APP, None, pipeline, config, device,
+                           engine=CTranslate2Engine(translator, pipeline),
+                           description=f"{summary_of(model_config)} (CTranslate2, "
+                                       f"{config.get('quantization')})", trained_here=False)
+
+
+def _export(values: dict[str, Any]) -> int:
+    from attnkit.apps.translate import export_run
+
+    out = export_run(values["run"], values["out"], quantization=values["quantization"])
+    print(f"exported: {out} (CTranslate2, {values['quantization']}); use it with "
+          f"--engine ctranslate2 --run {out}")
+    return 0
+
+
+EXPORT_COMMAND = Command(
+    "export", "export a Transformer run (trained with --subword) to a self-contained "
+    "CTranslate2 folder",
+    (Option("run", str, "the translate run folder", metavar="RUN"),
+     Option("out", str, "the folder to create (new or empty)", metavar="OUT"),
+     Option("--quantization", str, "stored weight type: int8 (default), int8_float32, "
+            "int8_float16, int8_bfloat16, int16, float16, bfloat16 or float32",
+            default="int8")),
+    _export)

@@ -1,4 +1,5 @@
-"""The engines that translate: one small protocol, attnkit's own decoding behind it.
+"""The engines that translate: one small protocol, attnkit's own decoding behind it; and a
+translate run loaded with its engine (`TranslateLoaded`).
 
 `evaluate` and `predict` never ask which engine they hold: they call `Engine.translate` and
 read `Engine.has_attention`. `AttnkitEngine` decodes with `attnkit.decoding.decode_many`
@@ -20,10 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from torch import nn
 
+from attnkit.apps.results import Loaded
 from attnkit.apps.translate.pipeline import TranslatePipeline, encode_source
 from attnkit.apps.translate.prediction import TranslationPrediction
 from attnkit.data.text_codec import TGT_LANG
@@ -59,6 +62,14 @@ class Engine(Protocol):
         ...
 
 
+@dataclass
+class TranslateLoaded(Loaded[nn.Module | None, TranslatePipeline]):
+    """A translate run, loaded (`attnkit.apps.results.Loaded`) with the engine that runs it:
+    ``model`` is None for an exported folder, which only its engine (CTranslate2) runs."""
+
+    engine: Engine | None = None
+
+
 def check_decoding(beam: int, batch_size: int | None) -> None:
     """Refuse a beam or batch size below 1 (one line naming the option)."""
     if isinstance(beam, bool) or not isinstance(beam, int) or beam < 1:
@@ -90,15 +101,21 @@ class AttnkitEngine:
             UsageError: an empty sentence, a beam or batch size below 1.
         """
         check_decoding(beam, batch_size)
-        if attention == "all" and not isinstance(self.model.config, TransformerConfig):
-            attention = True   # an RNN has one attention: its [T, S] is the whole story
-        encoded = [encode_source(self.pipeline, s, i) for i, s in enumerate(sentences, 1)]
+        encoded, attention = self.read(sentences, attention)
         hyps = decode_many(self.model, [ids for _, ids, _ in encoded], beam=beam, alpha=alpha,
                            batch_size=batch_size, need_weights=attention)
         if unk_replace and not attention and self.has_attention:
             hyps = self.unk_attention(encoded, hyps)
         return [self.prediction(s, enc, hyp, unk_replace, keep=bool(attention))
                 for s, enc, hyp in zip(sentences, encoded, hyps, strict=True)]
+
+    def read(self, sentences: Sequence[str], attention: bool | str
+             ) -> tuple[list[tuple[list[str], list[int], int]], bool | str]:
+        """``sentences`` as the model reads them (`encode_source`: an empty one is a
+        UsageError naming it), and ``attention`` as this model has it."""
+        if attention == "all" and not isinstance(self.model.config, TransformerConfig):
+            attention = True   # an RNN has one attention: its [T, S] is the whole story
+        return [encode_source(self.pipeline, s, i) for i, s in enumerate(sentences, 1)], attention
 
     def unk_attention(self, encoded: Sequence[tuple[list[str], list[int], int]],
                       hyps: Sequence[Hypothesis]) -> list[Hypothesis]:

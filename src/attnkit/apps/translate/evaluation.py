@@ -3,7 +3,7 @@ decoding, by any engine.
 
 Adjacent lines with the same English sentence are the references of one source
 (multi-reference BLEU); ``single_ref`` scores each line alone, the usual one-reference-per-line
-test-set BLEU (`attnkit.apps.translate.metrics`).
+test-set BLEU (`attnkit.bleu.translation_scores`); `format_table` is what ``eval`` prints.
 
 Example:
     ```python
@@ -15,45 +15,22 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
 from typing import Any
 
-from attnkit.apps.base import Evaluation, Loaded, Log, quiet
-from attnkit.apps.translate.metrics import score_translations
+from attnkit.apps.results import Evaluation, Log, quiet
+from attnkit.apps.translate.engines import TranslateLoaded
 from attnkit.apps.translate.page import report_page
-from attnkit.apps.translate.prediction import TranslationPrediction
+from attnkit.apps.translate.settings import TranslateSettings
+from attnkit.bleu import translation_scores
 from attnkit.data.pairs import group_references
-from attnkit.data.translation_splits import Pair, eval_pairs
+from attnkit.data.text_codec import SRC_LANG, word_count
+from attnkit.data.translation_splits import eval_pairs
 from attnkit.errors import DataError, UsageError
 
-DEFAULT_EXAMPLES = 10
+DEFAULT_EXAMPLES = TranslateSettings.examples
 
 
-def score_pairs(translate: Callable[[Sequence[str]], list[TranslationPrediction]],
-                pairs: Sequence[Pair], *, beam: int, alpha: float, engine: str,
-                max_source: int,
-                ) -> tuple[dict[str, Any], list[TranslationPrediction], list[list[str]]]:
-    """Metrics, predictions and references of ``pairs`` (each distinct source decoded once,
-    by ``translate``: sentences -> predictions)."""
-    groups = group_references(list(pairs))
-    if not groups:
-        raise DataError("nothing to evaluate: no sentence pairs")
-    sources, refs = [en for en, _ in groups], [r for _, r in groups]
-    start = time.perf_counter()
-    preds = translate(sources)
-    seconds = time.perf_counter() - start
-    metrics = score_translations([p.text for p in preds], sources, refs)
-    metrics.update({"sentences": len(groups), "references": sum(len(r) for r in refs),
-                    "beam": beam, "alpha": alpha if beam > 1 else None,
-                    "decode_seconds": round(seconds, 2),
-                    "sentences_per_s": round(len(groups) / max(seconds, 1e-9), 1),
-                    "engine": engine, "max_source_tokens": max_source,
-                    "truncated": sum(1 for p in preds if p.truncated),
-                    "unknown": round(sum(p.unknown for p in preds) / len(preds), 4)})
-    return metrics, preds, refs
-
-
-def evaluation(loaded: Loaded, data: str | None, *, report: int = 0, beam: int = 1,
+def evaluation(loaded: TranslateLoaded, data: str | None, *, report: int = 0, beam: int = 1,
                alpha: float = 0.6, unk_replace: bool = True, batch_size: int | None = None,
                strict: bool = False, log: Log = quiet) -> Evaluation:
     """BLEU/chrF of a loaded run on ``data`` (None: the run's own test split).
@@ -81,15 +58,24 @@ def evaluation(loaded: Loaded, data: str | None, *, report: int = 0, beam: int =
     engine = loaded.engine
     if report and not engine.has_attention:
         raise UsageError(engine.no_attention)
-    pairs = eval_pairs(data, loaded.config["data"], strict=strict, log=log)
-
-    def translate(sentences: Sequence[str]) -> list[TranslationPrediction]:
-        return engine.translate(sentences, beam=beam, alpha=alpha, unk_replace=unk_replace,
-                                batch_size=batch_size)
-
-    metrics, preds, refs = score_pairs(translate, pairs, beam=beam, alpha=alpha,
-                                       engine=engine.name,
-                                       max_source=engine.pipeline.max_source)
+    groups = group_references(eval_pairs(data, loaded.config["data"], strict=strict, log=log))
+    if not groups:
+        raise DataError("nothing to evaluate: no sentence pairs")
+    sources, refs = [en for en, _ in groups], [r for _, r in groups]   # each source once
+    start = time.perf_counter()
+    preds = engine.translate(sources, beam=beam, alpha=alpha, unk_replace=unk_replace,
+                             batch_size=batch_size)
+    seconds = time.perf_counter() - start
+    # Lengths in words (not subword pieces), so runs with different tokenizers compare.
+    metrics = translation_scores([p.text for p in preds], refs,
+                                 [word_count(s, SRC_LANG) for s in sources])
+    metrics.update({"sentences": len(groups), "references": sum(len(r) for r in refs),
+                    "beam": beam, "alpha": alpha if beam > 1 else None,
+                    "decode_seconds": round(seconds, 2),
+                    "sentences_per_s": round(len(groups) / max(seconds, 1e-9), 1),
+                    "engine": engine.name, "max_source_tokens": engine.pipeline.max_source,
+                    "truncated": sum(1 for p in preds if p.truncated),
+                    "unknown": round(sum(p.unknown for p in preds) / len(preds), 4)})
     if "quantization" in loaded.config:
         metrics["quantization"] = loaded.config["quantization"]
     page = None
@@ -99,3 +85,29 @@ def evaluation(loaded: Loaded, data: str | None, *, report: int = 0, beam: int =
                                  unk_replace=unk_replace, attention="all")
         page = report_page(metrics, shown, refs[:n], loaded.summary())
     return Evaluation(metrics, page)
+
+
+def format_table(metrics: dict[str, Any]) -> str:
+    """The metrics as a small text table (for the CLI)."""
+    lines = [f"BLEU  {metrics['bleu']:6.2f}   chrF  {metrics['chrf']:6.2f}   "
+             f"sentences {metrics['sentences']}   references {metrics['references']}   "
+             f"beam {metrics['beam']}   (multi-reference)"]
+    single = metrics.get("single_ref")
+    if single:
+        lines.append(f"BLEU  {single['bleu']:6.2f}   chrF  {single['chrf']:6.2f}   "
+                     f"lines {single['lines']}   (one reference per line)")
+    if "sentences_per_s" in metrics:
+        lines.append(f"decoding {metrics['sentences_per_s']} sentences/s "
+                     f"({metrics['decode_seconds']} s, {metrics.get('engine', 'attnkit')})")
+    if metrics.get("truncated"):
+        lines.append(f"{metrics['truncated']} source sentence(s) longer than "
+                     f"{metrics['max_source_tokens']} tokens were cut to that length")
+    if metrics.get("unknown"):
+        lines.append(f"{metrics['unknown']:.1%} of the source tokens are unknown to the model "
+                     "(mean per sentence)")
+    lines += [f"{metrics['signature']}", "",
+              "source length  sentences    BLEU  |  lines  BLEU 1-ref"]
+    for row in metrics["by_length"]:
+        lines.append(f"{row['lengths']:>13}  {row['n']:>9}  {row['bleu']:6.2f}  |  "
+                     f"{row.get('lines', ''):>5}  {row.get('bleu_single_ref', float('nan')):6.2f}")
+    return "\n".join(lines)

@@ -17,20 +17,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from attnkit.apps.base import Loaded
+from attnkit.apps.translate.engines import TranslateLoaded
 from attnkit.apps.translate.prediction import TranslationPrediction
 
 EXPLAIN = ("attention", "rollout", "grad-input", "integrated-gradients")
 
 
-
-def add_explanations(loaded: Loaded, predictions: Sequence[TranslationPrediction],
+def add_explanations(loaded: TranslateLoaded, predictions: Sequence[TranslationPrediction],
                      methods: Sequence[str]) -> None:
     """Fill each prediction's ``explanations`` (method -> ``[T_out, T_src]``, rows summing to
     1) for the methods other than attention, by forced decoding of its own output."""
-    from attnkit.apps.translate.alignment.methods import rollout_rows
-    from attnkit.apps.translate.attribution import attribution_rows
+    from attnkit.alignment.methods import rollout_rows
     from attnkit.decoding.forced import forced_decode
+    from attnkit.explain.translation import attribution_rows
 
     extra = [m for m in methods if m != "attention"]
     if not extra:
@@ -51,12 +50,12 @@ def add_explanations(loaded: Loaded, predictions: Sequence[TranslationPrediction
         p.explanations = found
 
 
-def add_alignments(loaded: Loaded, predictions: Sequence[TranslationPrediction]) -> None:
+def add_alignments(loaded: TranslateLoaded, predictions: Sequence[TranslationPrediction]) -> None:
     """Fill each prediction's ``alignment``: links ``(source word, output word)`` between the
     input's whitespace tokens and the translation's, by ``translate align``'s default method
     on this run (without adaptation), and ``piece_links`` for the page where the output
     re-reads as the same pieces."""
-    from attnkit.apps.translate.alignment.aligner import align_pairs, check_attention
+    from attnkit.apps.translate.alignment import align_pairs, check_attention
 
     check_attention(loaded)
     shown = [p for p in predictions if p.tokens and p.text.split()]

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.metrics import bleu_chrf
+from attnkit.bleu import bleu_chrf
 from attnkit.errors import UsageError
 
 # A TranslationPrediction (attnkit.apps.translate.prediction), which imports this module for

@@ -28,14 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.options import checked_sizes
-from attnkit.apps.run_files import MAX_VOCAB_BYTES, checked_file, run_file
+from attnkit.apps.run_files import read_model_config, read_vocab, run_file
 from attnkit.apps.translate.settings import ModelConfig
 from attnkit.data.subword import SubwordModel
 from attnkit.data.text_codec import SRC_LANG, TextCodec
 from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, DataError, UsageError
+from attnkit.fileio import MAX_VOCAB_BYTES
 from attnkit.models.config import TransformerConfig, config_from_dict
+
+APP = "translate"
 
 VOCAB_FILES = {"src": "vocab_src.json", "tgt": "vocab_tgt.json"}
 SUBWORD_FILE = "subword.model"   # the joint sentencepiece model of a --subword run
@@ -71,19 +73,6 @@ def vocab_digest(vocab: Vocab) -> str:
     return hashlib.sha256(json.dumps(vocab.itos, ensure_ascii=False).encode()).hexdigest()
 
 
-def read_vocab(path: Path, root: Path | None = None) -> Vocab:
-    """A vocabulary file (checked: regular, inside ``root``, size-capped).
-
-    Raises:
-        CheckpointError: missing, not a vocabulary file.
-    """
-    checked_file(path, "vocabulary file", root=root, limit=MAX_VOCAB_BYTES)
-    try:
-        return Vocab.from_json(path)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CheckpointError(f"{path}: not a vocabulary file ({exc})") from None
-
-
 def load_vocabs(run: Path, config: dict[str, Any]) -> tuple[Vocab, Vocab]:
     """The run's two vocabularies, checked against the sizes and digests in its config.
 
@@ -94,7 +83,7 @@ def load_vocabs(run: Path, config: dict[str, Any]) -> tuple[Vocab, Vocab]:
     vocabs = []
     for side in ("src", "tgt"):
         path = run / VOCAB_FILES[side]
-        vocab = read_vocab(path, run)
+        vocab = read_vocab(run, VOCAB_FILES[side])
         want = config.get("vocab", {}).get(side, {})
         size = config["model"][f"{side}_vocab"]
         if len(vocab) != size or want.get("sha256") not in (None, vocab_digest(vocab)):
@@ -124,15 +113,11 @@ def run_model_config(run: Path, config: dict[str, Any]) -> ModelConfig:
         CheckpointError: no model or data settings, a size that is not a positive whole
             number within bounds, a config the model refuses.
     """
-    where = run / "config.json"
     missing = [key for key in ("model", "data") if not isinstance(config.get(key), dict)]
     if missing:
-        raise CheckpointError(f"{where}: no {' or '.join(missing)} settings")
-    checked_sizes({k: config["model"].get(k) for k in MODEL_SIZES}, f"{where}: model")
-    try:
-        return config_from_dict(config["model"])
-    except (TypeError, ValueError, KeyError) as exc:
-        raise CheckpointError(f"{where}: bad model config ({exc})") from None
+        raise CheckpointError(f"{run / 'config.json'}: no {' or '.join(missing)} settings")
+    return read_model_config(run, config_from_dict, MODEL_SIZES, stored=config["model"],
+                             what="a translation model config")
 
 
 def run_pipeline(run: Path, config: dict[str, Any],

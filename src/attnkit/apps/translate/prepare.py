@@ -1,10 +1,10 @@
 """From a data argument to what a translation training needs, in one place.
 
 `configure` validates the settings of a new run or a resume (nothing read but the run's
-config); `prepare` reads the data and builds the pipeline in memory (splits, the subword
-model, vocabularies, token pairs, the model config, the run's metadata); `save` writes the
-pipeline files into the claimed run folder; `reload` rebuilds the same from those files and
-the data (a resume, and the other ranks of a ``torchrun`` training once rank 0 has saved).
+config); `prepare` reads the data and builds the pipeline in memory (splits, the subword model,
+vocabularies, token pairs, the model config, the run's metadata, the files `App.save` writes);
+`reload` rebuilds the same from those files and the data (a resume, and the other ranks of a
+``torchrun`` training once rank 0 has saved).
 
 Example:
     ```python
@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.base import Log, Prepared
 from attnkit.apps.options import resolve_device
-from attnkit.apps.runs import FORMAT, write_json
+from attnkit.apps.results import Log, Prepared
+from attnkit.apps.run_files import FORMAT, read_config
 from attnkit.apps.translate.pipeline import (
+    APP,
     SUBWORD_FILE,
     VOCAB_FILES,
     TranslatePipeline,
@@ -48,10 +49,8 @@ from attnkit.data.translation import filter_by_length
 from attnkit.data.translation_splits import Pair, data_spec, load_splits, spec_name
 from attnkit.data.vocab import Vocab
 from attnkit.errors import DataError, UsageError
-from attnkit.fileio import atomic_write_bytes
 from attnkit.training import TrainConfig
 
-APP = "translate"
 SMALL_VALID = 100   # validation sentences below which the selection BLEU is noisy (a note)
 
 
@@ -81,7 +80,6 @@ class TranslatePrepared(Prepared):
     train_tokens: list[TokenPair] = dataclasses.field(default_factory=list)
     model_config: ModelConfig | None = None
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
-    subword_bytes: bytes | None = None
 
 
 def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
@@ -106,10 +104,10 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
 
 
 def _subword_codec(s: TranslateSettings, splits: dict[str, list[Pair]],
-                   log: Log) -> tuple[TextCodec, bytes | None]:
-    """The codec of a fresh run, and the subword model's bytes to save in the run."""
+                   log: Log) -> tuple[TextCodec, dict[str, bytes]]:
+    """The codec of a fresh run, and the subword model's file to save in the run."""
     if not s.subword:
-        return TextCodec(), None
+        return TextCodec(), {}
     log(f"training a joint sentencepiece model ({s.subword} pieces)")
     texts = [text for pair in splits["train"] for text in pair]
     with tempfile.TemporaryDirectory() as tmp:
@@ -117,7 +115,7 @@ def _subword_codec(s: TranslateSettings, splits: dict[str, list[Pair]],
             model = SubwordModel.train(texts, Path(tmp) / SUBWORD_FILE, vocab_size=s.subword)
         except ValueError as exc:
             raise UsageError(f"--subword {s.subword}: {exc}") from None
-        return TextCodec(model), (Path(tmp) / SUBWORD_FILE).read_bytes()
+        return TextCodec(model), {SUBWORD_FILE: (Path(tmp) / SUBWORD_FILE).read_bytes()}
 
 
 def _build_vocabs(s: TranslateSettings, tokens: list[TokenPair]) -> tuple[Vocab, Vocab]:
@@ -129,33 +127,18 @@ def _build_vocabs(s: TranslateSettings, tokens: list[TokenPair]) -> tuple[Vocab,
             Vocab.build([tgt for _, tgt in tokens], min_freq=s.min_freq, max_size=s.max_vocab))
 
 
-def _metadata(s: TranslateSettings, spec: dict[str, Any], pipeline: TranslatePipeline,
-              model_config: ModelConfig) -> dict[str, Any]:
-    vocabs = {"src": pipeline.src_vocab, "tgt": pipeline.tgt_vocab}
-    return {"app": APP, "format": FORMAT, "data": spec, "model": model_config.to_dict(),
-            "vocab": {side: {"file": VOCAB_FILES[side], "size": len(v),
-                             "sha256": vocab_digest(v)} for side, v in vocabs.items()},
-            "options": {name: getattr(s, name) for name in OPTION_FIELDS}}
-
-
-def _train_tokens(pipeline_codec: TextCodec, splits: dict[str, list[Pair]], s: TranslateSettings,
-                  spec: dict[str, Any], log: Log) -> list[TokenPair]:
-    tokens, drops = filter_by_length(pipeline_codec.encode_pairs(splits["train"]), s.max_len)
-    if not tokens:
-        raise DataError(f"no training pairs left after the length filter (--max-len "
-                        f"{s.max_len})", path=spec_name(spec))
-    if drops.total:
-        log(drops.format("the training split"))
-    return tokens
-
-
 def prepare(config: TranslateConfig, log: Log) -> TranslatePrepared:
     """Read the data, train the subword model (``--subword``), build the vocabularies and the
     model config of a new run; nothing is written."""
     s, spec = config.settings, config.spec
     splits = load_splits(spec, progress=s.progress, strict=s.strict, log=log)
-    codec, subword_bytes = _subword_codec(s, splits, log)
-    tokens = _train_tokens(codec, splits, s, spec, log)
+    codec, files = _subword_codec(s, splits, log)
+    tokens, drops = filter_by_length(codec.encode_pairs(splits["train"]), s.max_len)
+    if not tokens:
+        raise DataError(f"no training pairs left after the length filter (--max-len "
+                        f"{s.max_len})", path=spec_name(spec))
+    if drops.total:
+        log(drops.format("the training split"))
     src_vocab, tgt_vocab = _build_vocabs(s, tokens)
     model_config = build_model_config(s, src_vocab, tgt_vocab)
     pipeline = TranslatePipeline(codec, src_vocab, tgt_vocab, source_limit(model_config))
@@ -165,25 +148,20 @@ def prepare(config: TranslateConfig, log: Log) -> TranslatePrepared:
     if valid < SMALL_VALID:
         log(f"note: validation decodes only {valid} sentences: their BLEU, which picks the best "
             "weights and stops training early, is noisy (--patience 0 trains every --epochs)")
-    return TranslatePrepared(config, config.train, splits=splits, pipeline=pipeline,
-                             train_tokens=tokens, model_config=model_config,
-                             metadata=_metadata(s, spec, pipeline, model_config),
-                             subword_bytes=subword_bytes)
-
-
-def save(prepared: TranslatePrepared, out: Path) -> None:
-    """The pipeline files and ``config.json`` (without ``"train"``: the trainer adds it)."""
-    if prepared.subword_bytes is not None:
-        atomic_write_bytes(out / SUBWORD_FILE, prepared.subword_bytes)
-    prepared.pipeline.src_vocab.to_json(out / VOCAB_FILES["src"])
-    prepared.pipeline.tgt_vocab.to_json(out / VOCAB_FILES["tgt"])
-    write_json(out / "config.json", prepared.metadata)
+    metadata = {"app": APP, "format": FORMAT, "data": spec, "model": model_config.to_dict(),
+                "vocab": {side: {"file": VOCAB_FILES[side], "size": len(v),
+                                 "sha256": vocab_digest(v)}
+                          for side, v in (("src", src_vocab), ("tgt", tgt_vocab))},
+                "options": {name: getattr(s, name) for name in OPTION_FIELDS}}
+    # config.json last (without "train": the trainer adds it): it marks the folder as a run.
+    files = {**files, VOCAB_FILES["src"]: src_vocab, VOCAB_FILES["tgt"]: tgt_vocab,
+             "config.json": metadata}
+    return TranslatePrepared(config, config.train, files, splits=splits, pipeline=pipeline,
+                             train_tokens=tokens, model_config=model_config, metadata=metadata)
 
 
 def reload(config: TranslateConfig, out: Path, log: Log) -> TranslatePrepared:
     """The prepared data of the run in ``out`` (its pipeline files and its data)."""
-    from attnkit.apps.runs import read_config
-
     s = config.settings
     stored = config.stored or read_config(out, APP)
     model_config = run_model_config(out, stored)

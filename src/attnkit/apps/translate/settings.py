@@ -1,11 +1,14 @@
-"""The settings of a translate training run: one dataclass, validated, stored and read back.
+"""The settings of a translate training run: one dataclass, the home of every default,
+validated, stored and read back.
 
 `TranslateSettings` lists every keyword override `attnkit.apps.translate.train` accepts; a
-value out of range, or an unknown name, is a `UsageError` naming the command-line flag. A run
-stores its settings in ``config.json`` (the model config, the trainer's config and the app's
-options); `stored_settings` reads them back, and `resume_settings` applies what a ``--resume``
-may change (budgets) and refuses the rest. `configure` is the app's first step: the settings,
-the data spec and the trainer's config of a new run or a resume, validated, nothing written.
+value out of range, or an unknown name, is a `UsageError` naming the command-line flag. Each
+field declares its default, its bounds and its help (`attnkit.apps.settings.setting`): the
+command-line options and their help texts are generated from it, and the model sizes an
+architecture uses when none is given are the field's ``defaults``. A run stores its settings in
+``config.json`` (the model config, the trainer's config and the app's options);
+`stored_settings` reads them back, and `resume_settings` applies what a ``--resume`` may change
+(budgets) and refuses the rest.
 
 Example:
     ```python
@@ -22,9 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from attnkit.apps.options import split_options
-from attnkit.apps.runs import check_resume
-from attnkit.data.translation_splits import data_spec, spec_name
+from attnkit.data.translation_splits import SYNTHETIC_SIZES, data_spec, spec_name
 from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.models.config import (
@@ -35,26 +36,38 @@ from attnkit.models.config import (
     TransformerConfig,
     config_from_dict,
 )
+from attnkit.settings import (
+    bad_value,
+    check_resume,
+    check_settings,
+    setting,
+    split_options,
+)
 from attnkit.training import TrainConfig
 from attnkit.training.config import SCHEDULES
 
 ModelConfig = RNNSeq2SeqConfig | TransformerConfig
 
-# Defaults tuned so that `attnkit translate train --data synthetic` reaches test BLEU >= 95 in
-# about 3 minutes on 2 shared CPU cores (README has the measurement).
-RNN_DEFAULTS = {"emb_dim": 64, "hidden": 128, "layers": 1, "dropout": 0.1,
-                "bidirectional": True}
-TRANSFORMER_DEFAULTS = {"d_model": 128, "heads": 4, "layers": 2, "ff_dim": 256,
-                        "dropout": 0.1}
-# Settings that size the model, per architecture; "teacher_forcing" is the model's
-# teacher_forcing_ratio.
+# Settings that size the model, per architecture (their defaults: each field's `defaults`);
+# "teacher_forcing" is the model's teacher_forcing_ratio.
 MODEL_FIELDS = {"rnn": ("emb_dim", "hidden", "layers", "window", "dropout", "teacher_forcing"),
                 "transformer": ("d_model", "heads", "layers", "ff_dim", "dropout")}
+MODEL_NAMES = {"teacher_forcing": "teacher_forcing_ratio"}
 OPTION_FIELDS = ("label_smoothing", "max_len", "valid_sample", "min_freq", "max_vocab",
                  "subword", "batch_tokens", "examples")
 # What a --resume may change: budgets and how the run is watched, never what it computes.
 RESUME_APPLIES = ("epochs", "max_minutes", "device", "progress", "examples", "strict",
                   "patience")
+_RATE = (lambda x: 0 <= x < 1, "a number in [0, 1)")
+_POSITIVE = (lambda x: 0 < x < math.inf, "a positive number")
+
+
+def _rnn(value: Any) -> dict[str, Any]:
+    return {"rnn": value}
+
+
+def _transformer(value: Any) -> dict[str, Any]:
+    return {"transformer": value}
 
 
 @dataclass
@@ -63,27 +76,26 @@ class TranslateSettings:
     `attnkit.apps.translate.train`.
 
     Data: ``seed`` (data split / synthetic corpus, initial weights, batch order),
-    ``train_size`` (synthetic training pairs, default 20000), ``max_len`` (drop training pairs
-    with a side longer than this many tokens), ``subword`` (a joint English+French
-    sentencepiece model of about this many pieces, saved as ``RUN/subword.model``; one joint
-    vocabulary, and a Transformer then shares its embeddings; None = words), ``min_freq`` /
-    ``max_vocab`` (vocabulary building), ``strict`` (a malformed data line is an error instead
-    of being skipped and counted).
+    ``train_size`` (synthetic training pairs), ``max_len`` (drop training pairs with a side
+    longer than this many tokens), ``subword`` (a joint English+French sentencepiece model of
+    about this many pieces, saved as ``RUN/subword.model``; one joint vocabulary, and a
+    Transformer then shares its embeddings; None = words), ``min_freq`` / ``max_vocab``
+    (vocabulary building), ``strict`` (a malformed data line is an error instead of being
+    skipped and counted).
 
     Model: ``arch`` (``rnn`` | ``transformer``); RNN: ``attention``, ``cell``, ``style``,
     ``emb_dim``, ``hidden``, ``layers``, ``window`` (local attention half-width),
     ``dropout``, ``teacher_forcing`` (ratio); Transformer: ``d_model``, ``heads``, ``layers``,
-    ``ff_dim``, ``dropout``. None = the architecture's default (``RNN_DEFAULTS``,
-    ``TRANSFORMER_DEFAULTS``).
+    ``ff_dim``, ``dropout``. None = the architecture's default (the field's ``defaults``).
 
-    Training: ``epochs``, ``batch_size``, ``lr`` (None: 3e-3 rnn, 1e-3 transformer),
-    ``schedule`` / ``warmup`` (None: constant/0 rnn, inverse_sqrt/300 transformer),
-    ``label_smoothing``, ``batch_tokens`` (also cap a batch at this many padded tokens),
-    ``eval_every`` (validate every N steps; None = once per epoch), ``valid_sample``
-    (validation sentences decoded for the selection BLEU; None = all), ``max_minutes``
-    (None = no budget), ``patience`` (stop after this many evaluations without a better
-    BLEU; 0 = never stop early), ``device``, ``amp`` (None = the trainer's default, ``"auto"``,
-    True, False), ``progress``, ``examples`` (test examples logged and put in the report).
+    Training: ``epochs``, ``batch_size``, ``lr``, ``schedule`` / ``warmup`` (None: the
+    architecture's), ``label_smoothing``, ``batch_tokens`` (also cap a batch at this many
+    padded tokens), ``eval_every`` (validate every N steps; None = once per epoch),
+    ``valid_sample`` (validation sentences decoded for the selection BLEU; None = all),
+    ``max_minutes`` (None = no budget), ``patience`` (stop after this many evaluations without
+    a better BLEU; 0 = never stop early), ``device``, ``amp`` (None = the trainer's default,
+    ``"auto"``, True, False), ``progress``, ``examples`` (test examples logged and put in the
+    report).
 
     Raises:
         UsageError: a value out of range, or a model field of the other architecture.
@@ -94,119 +106,94 @@ class TranslateSettings:
         ```
     """
 
-    seed: int = 0
-    train_size: int | None = None
-    max_len: int = 30
-    subword: int | None = None
-    min_freq: int = 1
-    max_vocab: int | None = 30000
-    strict: bool = False
-    arch: str = "rnn"
-    attention: str = "additive"
-    cell: str = "gru"
-    style: str = "bahdanau"
-    emb_dim: int | None = None
-    hidden: int | None = None
-    layers: int | None = None
-    window: int | None = None
-    d_model: int | None = None
-    heads: int | None = None
-    ff_dim: int | None = None
-    dropout: float | None = None
-    teacher_forcing: float | None = None
-    epochs: int = 8
-    batch_size: int = 64
-    lr: float | None = None
-    schedule: str | None = None
-    warmup: int | None = None
-    label_smoothing: float = 0.0
-    batch_tokens: int | None = None
-    eval_every: int | None = None
-    valid_sample: int | None = 300
-    max_minutes: float | None = 2.0
-    patience: int = 3
+    seed: int = setting(0, low=0)
+    train_size: int | None = setting(None, "synthetic training pairs",
+                                     shown=str(SYNTHETIC_SIZES["train"]), low=1)
+    max_len: int = setting(30, "drop training pairs longer than this many tokens", low=1)
+    subword: int | None = setting(None, "joint English+French sentencepiece vocabulary of about "
+                                  "N pieces, trained on the training text and saved in the run",
+                                  shown="words", low=8)
+    min_freq: int = setting(1, "keep words seen this often in training", low=1)
+    max_vocab: int | None = setting(30000, "largest vocabulary per language, specials "
+                                    "included", low=5)
+    strict: bool = setting(False, "a malformed data line is an error", choices=(True, False),
+                           shown="skipped and counted", commands=("train", "eval"))
+    arch: str = setting("rnn", "model", choices=tuple(MODEL_FIELDS))
+    attention: str = setting("additive", "RNN score; none = fixed-length context baseline",
+                             choices=ATTENTION_KINDS)
+    cell: str = setting("gru", "RNN cell", choices=RNN_CELLS)
+    style: str = setting("bahdanau", "RNN decoder style", choices=DECODER_STYLES)
+    emb_dim: int | None = setting(None, "RNN embedding size", defaults=_rnn(64), low=1)
+    hidden: int | None = setting(None, "RNN hidden size", defaults=_rnn(128), low=1)
+    layers: int | None = setting(None, "RNN or Transformer layers",
+                                 defaults={"rnn": 1, "transformer": 2}, low=1)
+    window: int | None = setting(None, "local attention half-width D", defaults=_rnn(5), low=0)
+    d_model: int | None = setting(None, "Transformer width", defaults=_transformer(128), low=1)
+    heads: int | None = setting(None, "Transformer heads", defaults=_transformer(4), low=1)
+    ff_dim: int | None = setting(None, "Transformer feed-forward size",
+                                 defaults=_transformer(256), low=1)
+    dropout: float | None = setting(None, "dropout", defaults={"rnn": 0.1, "transformer": 0.1},
+                                    valid=_RATE)
+    teacher_forcing: float | None = setting(
+        None, "probability of feeding the gold token (RNN)", defaults=_rnn(1.0),
+        valid=(lambda x: 0 <= x <= 1, "a number in [0, 1]"))
+    epochs: int = setting(8, "passes over the training pairs", low=1)
+    batch_size: int = setting(64, "sentence pairs per batch", low=1)
+    lr: float | None = setting(None, "learning rate", defaults={"rnn": 3e-3, "transformer": 1e-3},
+                               valid=_POSITIVE)
+    schedule: str | None = setting(None, "learning-rate schedule; linear/cosine reach 0 at the "
+                                   "end of --epochs", choices=SCHEDULES,
+                                   defaults={"rnn": "constant", "transformer": "inverse_sqrt"})
+    warmup: int | None = setting(None, "warm-up steps", defaults={"rnn": 0, "transformer": 300},
+                                 low=0)
+    label_smoothing: float = setting(0.0, "label smoothing of the loss", valid=_RATE)
+    batch_tokens: int | None = setting(None, "also cap each batch at N padded tokens (per "
+                                       "side)", shown="no cap", low=1)
+    eval_every: int | None = setting(None, "validate every N steps",
+                                     shown="once per epoch and at the stop", low=1)
+    valid_sample: int | None = setting(300, "validation sentences decoded for model selection",
+                                       low=1)
+    max_minutes: float | None = setting(2.0, "stop cleanly after this wall-clock budget "
+                                        "(0 = no budget)", valid=_POSITIVE)
+    patience: int = setting(3, "stop after N evaluations without a better validation BLEU "
+                            "(0 = never stop early)", low=0)
     device: str = "auto"
-    amp: bool | str | None = None
-    progress: bool = True
-    examples: int = 10
+    amp: bool | str | None = setting(None, choices=("auto", True, False))
+    progress: bool = setting(True, choices=(True, False))
+    examples: int = setting(10, "test examples shown (train: printed and in report.html; eval: "
+                            "on the --report page)", low=0, commands=("train", "eval"))
 
     def __post_init__(self) -> None:
-        _validate(self)
+        check_settings(self)
+        if not isinstance(self.device, str):
+            raise bad_value("--device", self.device, "a device name (auto, cpu, cuda, cuda:N)")
+        mine = set(MODEL_FIELDS[self.arch])
+        for name in sorted({n for names in MODEL_FIELDS.values() for n in names} - mine):
+            if getattr(self, name) is not None:
+                raise UsageError(f"--{name.replace('_', '-')} is a setting of the other "
+                                 f"architecture, not of --arch {self.arch}")
+
+    def value(self, name: str) -> Any:
+        """A setting, or its architecture's default (the field's ``defaults``) when None."""
+        given = getattr(self, name)
+        return FIELDS[name].metadata["defaults"][self.arch] if given is None else given
 
     def model_fields(self) -> dict[str, Any]:
-        """The model sizes given for this architecture, by model config name."""
-        fields = {name: getattr(self, name) for name in MODEL_FIELDS[self.arch]}
-        if "teacher_forcing" in fields:
-            fields["teacher_forcing_ratio"] = fields.pop("teacher_forcing")
-        return {k: v for k, v in fields.items() if v is not None}
+        """The sizes of this architecture's model, given or default, by model config name."""
+        return {MODEL_NAMES.get(n, n): self.value(n) for n in MODEL_FIELDS[self.arch]}
 
     def train_config(self) -> TrainConfig:
         """The trainer's settings (model selection on validation BLEU, early stopping)."""
-        rnn = self.arch == "rnn"
         extra = {} if self.amp is None else {"amp": self.amp}
         return TrainConfig(
-            epochs=self.epochs, batch_size=self.batch_size,
-            lr=self.lr or (3e-3 if rnn else 1e-3), seed=self.seed, device=self.device,
-            max_minutes=self.max_minutes, grad_clip=1.0,
-            early_stopping_patience=self.patience or None,
-            select_metric="bleu", select_mode="max", progress=self.progress,
-            schedule=self.schedule or ("constant" if rnn else "inverse_sqrt"),
-            warmup_steps=self.warmup if self.warmup is not None else (0 if rnn else 300),
-            eval_every_steps=self.eval_every, **extra)
+            epochs=self.epochs, batch_size=self.batch_size, lr=self.value("lr"), seed=self.seed,
+            device=self.device, max_minutes=self.max_minutes, grad_clip=1.0,
+            early_stopping_patience=self.patience or None, select_metric="bleu",
+            select_mode="max", progress=self.progress, schedule=self.value("schedule"),
+            warmup_steps=self.value("warmup"), eval_every_steps=self.eval_every, **extra)
 
 
-SETTING_NAMES = tuple(f.name for f in dataclasses.fields(TranslateSettings))
-_INT_MIN = {"seed": 0, "train_size": 1, "max_len": 1, "subword": 8, "min_freq": 1,
-            "max_vocab": 5, "emb_dim": 1, "hidden": 1, "layers": 1, "window": 0, "d_model": 1,
-            "heads": 1, "ff_dim": 1, "epochs": 1, "batch_size": 1, "warmup": 0,
-            "batch_tokens": 1, "eval_every": 1, "valid_sample": 1, "examples": 0,
-            "patience": 0}
-_FLOAT_OK = {"dropout": (lambda x: 0 <= x < 1, "a number in [0, 1)"),
-             "label_smoothing": (lambda x: 0 <= x < 1, "a number in [0, 1)"),
-             "teacher_forcing": (lambda x: 0 <= x <= 1, "a number in [0, 1]"),
-             "lr": (lambda x: 0 < x < math.inf, "a positive number"),
-             "max_minutes": (lambda x: 0 < x < math.inf, "a positive number")}
-_CHOICES = {"arch": tuple(MODEL_FIELDS), "attention": ATTENTION_KINDS, "cell": RNN_CELLS,
-            "style": DECODER_STYLES, "schedule": SCHEDULES, "amp": ("auto", True, False),
-            "strict": (True, False), "progress": (True, False)}
-
-
-def _bad(name: str, value: Any, want: str) -> UsageError:
-    return UsageError(f"--{name.replace('_', '-')} must be {want}, got {value!r}")
-
-
-def _nullable(name: str) -> bool:
-    field = next(f for f in dataclasses.fields(TranslateSettings) if f.name == name)
-    return "None" in str(field.type)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _validate(s: TranslateSettings) -> None:
-    for name in (f.name for f in dataclasses.fields(s)):
-        value = getattr(s, name)
-        if value is None and _nullable(name):
-            continue
-        if name in _INT_MIN and not (isinstance(value, int) and _is_number(value)
-                                     and value >= _INT_MIN[name]):
-            raise _bad(name, value, f"an integer >= {_INT_MIN[name]}")
-        if name in _FLOAT_OK and not (_is_number(value) and _FLOAT_OK[name][0](value)):
-            raise _bad(name, value, _FLOAT_OK[name][1])
-        if name in _CHOICES and value not in _CHOICES[name]:
-            raise _bad(name, value, "one of " + ", ".join(map(str, _CHOICES[name])))
-    if not isinstance(s.device, str):
-        raise _bad("device", s.device, "a device name (auto, cpu, cuda, cuda:N)")
-    other = {n for fields in MODEL_FIELDS.values() for n in fields} - set(MODEL_FIELDS[s.arch])
-    for name in sorted(other):
-        if getattr(s, name) is not None:
-            raise UsageError(f"--{name.replace('_', '-')} is a setting of the other "
-                             f"architecture, not of --arch {s.arch}")
-
-
-def _check_names(overrides: dict[str, Any]) -> None:
-    split_options(overrides, {"settings": SETTING_NAMES}, "translate setting")
+FIELDS = {f.name: f for f in dataclasses.fields(TranslateSettings)}
 
 
 def settings_from(overrides: dict[str, Any],
@@ -216,21 +203,21 @@ def settings_from(overrides: dict[str, Any],
     Raises:
         UsageError: an unknown setting (named), or an invalid value.
     """
-    _check_names(overrides)
+    split_options(overrides, {"settings": FIELDS}, "translate setting")
     return dataclasses.replace(base or TranslateSettings(), **overrides)
 
 
 def build_model_config(s: TranslateSettings, src_vocab: Vocab, v: Vocab) -> ModelConfig:
-    """The model config of a fresh run: the architecture's defaults, the sizes given, the
+    """The model config of a fresh run: the sizes given or the architecture's defaults, the
     vocabularies' sizes and special ids.
 
     Raises:
         UsageError: sizes the model refuses (e.g. heads that do not divide d_model), or a
             ``max_len`` beyond a Transformer's positions.
     """
-    fields = {**(RNN_DEFAULTS if s.arch == "rnn" else TRANSFORMER_DEFAULTS), **s.model_fields()}
+    fields = s.model_fields()
     if s.arch == "rnn":
-        fields.update(attention=s.attention, cell=s.cell, style=s.style)
+        fields.update(bidirectional=True, attention=s.attention, cell=s.cell, style=s.style)
     elif s.subword:   # one joint vocabulary: one embedding table for both languages
         fields["share_embeddings"] = True
     try:
@@ -255,8 +242,8 @@ def stored_settings(config: dict[str, Any]) -> TranslateSettings:
         model, spec = config["model"], config["data"]
         train = TrainConfig.from_dict(config["train"])
         arch = model.get("arch", "rnn")
-        names = {"teacher_forcing": "teacher_forcing_ratio"}
-        flat = {f: model[names.get(f, f)] for f in MODEL_FIELDS[arch] if names.get(f, f) in model}
+        flat = {f: model[MODEL_NAMES.get(f, f)] for f in MODEL_FIELDS[arch]
+                if MODEL_NAMES.get(f, f) in model}
         if arch == "rnn":
             flat.update({k: model[k] for k in ("attention", "cell", "style")})
         flat.update({k: v for k, v in config.get("options", {}).items() if k in OPTION_FIELDS})
@@ -286,7 +273,7 @@ def resume_settings(config: dict[str, Any], data: str | None,
             vocabulary, optimisation); the message names it and both values.
     """
     stored = stored_settings(config)
-    _check_names(overrides)
+    split_options(overrides, {"settings": FIELDS}, "translate setting")
     given = dict(overrides)
     compare = {**dataclasses.asdict(stored), "data": spec_name(config["data"])}
     if data is not None:

@@ -23,20 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from attnkit.apps.translate.pipeline import encode_source
+from attnkit.apps.translate.engines import AttnkitEngine
 from attnkit.apps.translate.prediction import TranslationPrediction
 from attnkit.data.vocab import UNK
 from attnkit.decoding import Hypothesis, greedy_steps, padded_sources
-from attnkit.models.config import TransformerConfig
-
-if TYPE_CHECKING:
-    from attnkit.apps.translate.engines import AttnkitEngine
 
 
 @dataclass
@@ -107,9 +102,7 @@ def stream(engine: AttnkitEngine, sentences: Sequence[str], *, attention: bool |
     Raises:
         UsageError: a sentence without any token.
     """
-    encoded = [encode_source(engine.pipeline, s, i) for i, s in enumerate(sentences, 1)]
-    if attention == "all" and not isinstance(engine.model.config, TransformerConfig):
-        attention = True   # an RNN has one attention: its [T, S] is the whole story
+    encoded, attention = engine.read(sentences, attention)
     return _steps(engine, list(sentences), encoded, attention, unk_replace)
 
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from attnkit.apps.base import Log
-from attnkit.apps.metrics import bleu_chrf
+from attnkit.apps.results import Log
 from attnkit.apps.translate.engines import AttnkitEngine
 from attnkit.apps.translate.pipeline import TranslatePipeline
 from attnkit.apps.translate.prepare import TranslatePrepared
+from attnkit.bleu import bleu_chrf
 from attnkit.data.batching import bucket_batch_plan
 from attnkit.data.pairs import group_references
 from attnkit.data.translation import TranslationDataset, collate_translation

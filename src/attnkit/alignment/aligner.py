@@ -1,0 +1,152 @@
+"""Word alignment of given sentence pairs with a translation model (the Python side of
+``attnkit translate align``, whose run supplies the model, its trained aligner and its data).
+
+The pairs' whitespace tokens are written as the model's training text and cut into its
+pieces (`attnkit.alignment.pieces`); the target is fed to the model (forced
+decoding, `attnkit.decoding.forced`); a method (`attnkit.alignment.methods`)
+gives piece matrices in one or both directions; these are gathered into word matrices and
+links are extracted (`attnkit.data.link_extraction`). A trained aligner (the ``"head"``
+method) may first be adapted to the pairs (`attnkit.alignment.adapt`), saying so.
+
+Example:
+    ```python
+    result = align(model, pipeline, [["the", "house"]], [["la", "maison"]], ATTENTION_DEFAULT)
+    result.links[0]                     # {(0, 0), (1, 1)}
+    result.words[0].shape               # (2, 2): [target words, source words]
+    ```
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from attnkit.alignment.methods import Method, attribution_matrices, piece_matrices
+from attnkit.alignment.pieces import PairPieces, TranslatePipeline, pair_pieces
+from attnkit.data.alignments import Links
+from attnkit.data.link_extraction import EXTRACTIONS, extract, word_scores
+from attnkit.data.symmetrize import METHODS as SYMMETRIZATIONS
+from attnkit.decoding.forced import forced_decode
+from attnkit.errors import UsageError
+from attnkit.models.alignment_head import AlignmentHead
+
+# Without a trained aligner: the setting measured best for raw attention on the WPT03 trial
+# set (docs/results.md, "Word alignment").
+ATTENTION_DEFAULT = {"method": Method("attention", layer="avg", head="avg", shift=False),
+                     "extraction": "argmax", "symmetrize": "none", "threshold": 0.5}
+
+
+@dataclass
+class AlignResult:
+    """What `align` found.
+
+    Attributes:
+        links: per pair, ``(source token, target token)`` links (0-based).
+        words: per pair, the forward word matrix ``[target tokens, source tokens]`` the links
+            were drawn from (each target token's weights over the source).
+        method: the method and extraction used, in words.
+        notes: what the user should know (adaptation, tokens cut off).
+        pairs: the pairs as the model read them (pieces and which token each belongs to).
+    """
+
+    links: list[Links]
+    words: list[np.ndarray]
+    method: str
+    notes: list[str] = field(default_factory=list)
+    pairs: list[PairPieces] = field(default_factory=list)
+
+
+def check_pairs(sources: Sequence[str], targets: Sequence[str], *,
+                names: tuple[str, str] = ("the source", "the target")
+                ) -> tuple[list[list[str]], list[list[str]]]:
+    """The whitespace tokens of each line of two parallel texts.
+
+    Raises:
+        UsageError: different numbers of lines, or an empty line (named).
+    """
+    if len(sources) != len(targets):
+        raise UsageError(f"{names[0]} has {len(sources)} lines but {names[1]} has "
+                         f"{len(targets)}: they must be sentence pairs, line by line")
+    if not sources:
+        raise UsageError("no sentence pair given: nothing to align")
+    out = ([], [])
+    for k, (s, t) in enumerate(zip(sources, targets, strict=True), 1):
+        for side, line, name in ((0, s, names[0]), (1, t, names[1])):
+            tokens = line.split()
+            if not tokens:
+                raise UsageError(f"line {k} of {name} is empty: every line must be a "
+                                 "sentence to align")
+            out[side].append(tokens)
+    return out
+
+
+def align(model: nn.Module, pipeline: TranslatePipeline, sources: Sequence[Sequence[str]],
+          targets: Sequence[Sequence[str]], settings: dict[str, Any], *,
+          head: AlignmentHead | None = None,
+          adapt: Callable[[AlignmentHead, list, list[PairPieces], list], str] | None = None,
+          normalize: bool = True) -> AlignResult:
+    """Align the whitespace tokens of sentence pairs (module doc).
+
+    Args:
+        model, pipeline: a translation model with attention and its text pipeline.
+        sources, targets: each pair's tokens (`check_pairs`).
+        settings: ``{"method"`` (a `Method`), ``"extraction"`` (``"argmax"`` or
+            ``"threshold"``), ``"threshold"`` (the least weight linked with ``"threshold"``),
+            ``"symmetrize"`` (``"none"``, ``"intersection"``, ``"union"``,
+            ``"grow-diag-final-and"``)``}`` (`ATTENTION_DEFAULT`).
+        head: the trained aligner, for the ``"head"`` method.
+        adapt: with the ``"head"`` method, fits a copy of ``head`` to the pairs first
+            (``adapt(head, token_pairs, pairs, forced) -> note``, `attnkit.alignment.adapt`).
+        normalize: write the tokens as the model's training text (contractions, casing).
+
+    Raises:
+        UsageError: an unknown extraction or symmetrisation; the head method without a head;
+            a layer or head the model does not have.
+    """
+    if settings["extraction"] not in EXTRACTIONS:
+        raise UsageError(f"--extraction must be one of {', '.join(EXTRACTIONS)}")
+    if settings["symmetrize"] not in SYMMETRIZATIONS:
+        raise UsageError(f"--symmetrize must be one of {', '.join(SYMMETRIZATIONS)}")
+    method = settings["method"]
+    pairs = [pair_pieces(pipeline, s, t, normalize=normalize)
+             for s, t in zip(sources, targets, strict=True)]
+    notes = []
+    cut = sum(p.cut for p in pairs)
+    if cut:
+        notes.append(f"{cut} tokens lie beyond the {pipeline.max_source} pieces the model "
+                     "reads and get no link")
+    forced = forced_decode(model, [p.src_ids for p in pairs], [p.tgt_ids for p in pairs],
+                           keep_states=method.kind == "head", logprobs=False)
+    if method.kind == "head" and adapt is not None and head is not None:
+        head = copy.deepcopy(head)
+        notes.append(adapt(head, list(zip(sources, targets, strict=True)), pairs, forced))
+    if method.kind in ("attention", "rollout", "head"):
+        matrices = piece_matrices(pairs, forced, method, head=head)
+    else:
+        matrices = attribution_matrices(model, pairs, method.kind)
+    links, words = [], []
+    for pair, (fwd, rev) in zip(pairs, matrices, strict=True):
+        w_fwd, w_rev = word_matrices(pair, fwd.numpy(), rev.numpy() if rev is not None else None)
+        links.append(extract(w_fwd, w_rev, settings["extraction"],
+                             threshold=settings["threshold"],
+                             symmetrize=settings["symmetrize"]))
+        words.append(w_fwd)
+    name = (f"{method.name()}, {settings['extraction']}"
+            + (f" >= {settings['threshold']:g}" if settings["extraction"] == "threshold" else "")
+            + (f", {settings['symmetrize']}" if settings["symmetrize"] != "none" else ""))
+    return AlignResult(links, words, name, notes, pairs)
+
+
+def word_matrices(pair: PairPieces, fwd: np.ndarray, rev: np.ndarray | None
+                  ) -> tuple[np.ndarray, np.ndarray | None]:
+    """A pair's piece matrices as word matrices ``[target tokens, source tokens]``."""
+    n_tgt, n_src = len(pair.tgt_tokens), len(pair.src_tokens)
+    w_fwd = word_scores(fwd, pair.tgt_owner, pair.src_owner, n_tgt, n_src)
+    w_rev = None if rev is None else word_scores(rev, pair.tgt_owner, pair.src_owner, n_tgt,
+                                                 n_src, target="sum", source="mean")
+    return w_fwd, w_rev

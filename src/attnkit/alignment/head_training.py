@@ -1,0 +1,211 @@
+"""Training an alignment head on labelled pairs: the frozen translation model's forced
+decoding gives the head's inputs once, then the head alone is fitted (seconds per thousand
+pairs on a CPU). `train_head` does it all from raw training pairs: eflomal's links of them as
+labels, the head fitted on a sample, within a time budget; the model is not changed.
+
+Example:
+    ```python
+    examples = head_examples(model, head.config, pairs, labels)
+    report = fit_head(head, examples, seconds=60)     # {"steps", "epochs", "loss", ...}
+    head, trained = train_head(model, pipeline, tatoeba_pairs, seconds=120)
+    write_head(Path("runs/fr/alignment"), head, defaults={"symmetrize": "intersection"},
+               trained=trained)
+    head, info = read_head(Path("runs/fr/alignment"))    # (None, None) when there is none
+    ```
+
+A head on disk is a folder: ``head.safetensors`` (the weights) and ``head.json`` (its sizes,
+the settings an aligner uses by default with it, and how it was trained).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from attnkit.alignment.labels import LABEL_SYMMETRIZATION, piece_labels, raw_labels
+from attnkit.alignment.pieces import PairPieces, TranslatePipeline, raw_pieces
+from attnkit.decoding.forced import forced_decode
+from attnkit.errors import CheckpointError
+from attnkit.fileio import atomic_write_text, read_json_object
+from attnkit.models.alignment_head import (
+    AlignmentHead,
+    AlignmentHeadConfig,
+    alignment_loss,
+    cell_features,
+)
+from attnkit.training import load_weights, save_weights
+
+WEIGHTS, INFO = "head.safetensors", "head.json"
+
+
+@dataclass
+class HeadExample:
+    """One pair's head inputs and labels: ``query [n, d]``, ``memory [S, d]``,
+    ``features [n, S, F]``, ``labels [n, S]``."""
+
+    query: Tensor
+    memory: Tensor
+    features: Tensor
+    labels: Tensor
+
+
+def head_examples(model: nn.Module, config: AlignmentHeadConfig, pairs: Sequence[PairPieces],
+                  labels: Sequence[Tensor], *, batch_size: int = 64) -> list[HeadExample]:
+    """The head's inputs for labelled pairs, from one forced decoding of each."""
+    out = []
+    for start in range(0, len(pairs), 512):   # bounded memory: states of 512 pairs at a time
+        chunk = pairs[start:start + 512]
+        forced = forced_decode(model, [p.src_ids for p in chunk], [p.tgt_ids for p in chunk],
+                               batch_size=batch_size, keep_states=True, logprobs=False)
+        for pair, f, y in zip(chunk, forced, labels[start:start + 512], strict=True):
+            n, s = len(pair.tgt_ids), len(pair.src_ids)
+            out.append(HeadExample(f.states[config.layer][1:n + 1], f.memory,
+                                   cell_features(f.attention, n, s), y))
+    return out
+
+
+def _batch(examples: Sequence[HeadExample]) -> tuple[Tensor, ...]:
+    n = max(e.query.shape[0] for e in examples)
+    s = max(e.memory.shape[0] for e in examples)
+    b, d, f = len(examples), examples[0].query.shape[1], examples[0].features.shape[-1]
+    query, memory = torch.zeros(b, n, d), torch.zeros(b, s, d)
+    feats, labels = torch.zeros(b, n, s, f), torch.zeros(b, n, s)
+    src_mask = torch.zeros(b, s, dtype=torch.bool)
+    tgt_mask = torch.zeros(b, n, dtype=torch.bool)
+    for k, e in enumerate(examples):
+        ni, si = e.query.shape[0], e.memory.shape[0]
+        query[k, :ni], memory[k, :si] = e.query, e.memory
+        feats[k, :ni, :si], labels[k, :ni, :si] = e.features, e.labels
+        src_mask[k, :si], tgt_mask[k, :ni] = True, True
+    return query, memory, feats, labels, src_mask, tgt_mask
+
+
+def fit_head(head: AlignmentHead, examples: Sequence[HeadExample], *,
+             seconds: float | None = None, epochs: int = 20, lr: float = 2e-3,
+             batch_size: int = 32, seed: int = 0, log: Callable[[str], None] | None = None
+             ) -> dict[str, float]:
+    """Fit the head to its examples' labels (AdamW, batches of similar length).
+
+    Args:
+        head: the head (trained in place).
+        examples: `head_examples`.
+        seconds: stop after this much time (None: no limit).
+        epochs: at most this many passes.
+        lr: the learning rate.
+        batch_size: pairs per step.
+        seed: the batch order.
+        log: a line per epoch.
+
+    Returns:
+        ``{"steps", "epochs", "seconds", "loss"}`` (the last epoch's mean loss).
+    """
+    labelled = [e for e in examples if e.labels.any()]
+    if not labelled:
+        return {"steps": 0, "epochs": 0, "seconds": 0.0, "loss": float("nan")}
+    rng = random.Random(seed)
+    order = sorted(range(len(labelled)), key=lambda k: labelled[k].features.shape[:2])
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.01)
+    head.train()
+    start, steps, loss_sum, done, epoch = time.monotonic(), 0, 0.0, 0, 0
+    out_of_time = False
+    for epoch in range(1, epochs + 1):
+        rng.shuffle(batches)
+        loss_sum, done = 0.0, 0
+        for rows in batches:
+            *inputs, labels, src_mask, tgt_mask = _batch([labelled[k] for k in rows])
+            scores = head(*inputs, src_mask, tgt_mask)
+            loss = alignment_loss(scores, labels, src_mask, tgt_mask)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            loss_sum, done, steps = loss_sum + loss.item(), done + 1, steps + 1
+            if seconds is not None and time.monotonic() - start > seconds:
+                out_of_time = True
+                break
+        if log is not None:
+            log(f"alignment head: epoch {epoch}, loss {loss_sum / done:.4f}, "
+                f"{time.monotonic() - start:.0f} s")
+        if out_of_time:
+            break
+    head.eval()
+    return {"steps": steps, "epochs": epoch, "seconds": round(time.monotonic() - start, 1),
+            "loss": loss_sum / max(done, 1)}
+
+
+def train_head(model: nn.Module, pipeline: TranslatePipeline,
+               corpus: Sequence[tuple[str, str]], *, pairs: int = 20000, seconds: float = 120.0,
+               layer: int = -1, seed: int = 0, log: Callable[[str], None] | None = None
+               ) -> tuple[AlignmentHead, dict]:
+    """A head for a Transformer ``model``, trained on eflomal's links of raw ``corpus`` pairs.
+
+    Args:
+        model, pipeline: the translation model and its text pipeline.
+        corpus: raw training pairs; eflomal learns from all of them.
+        pairs: how many of them (a sample by ``seed``) label the head.
+        seconds: the whole budget (eflomal, forced decoding, fitting).
+        layer: the decoder layer the head reads (0-based; -1: the last).
+        seed: which pairs, and the batch order.
+        log: progress lines.
+
+    Returns:
+        The head (eval mode) and how it was trained (``{"steps", "epochs", "seconds",
+        "loss", "pairs", "eflomal_pairs", "labels", "total_seconds"}``).
+    """
+    start, say = time.monotonic(), log or (lambda _: None)
+    c = model.config
+    corpus = [(en, fr) for en, fr in corpus if en.strip() and fr.strip()]
+    say(f"aligner: eflomal on {len(corpus):,} training pairs")
+    links = raw_labels(corpus, LABEL_SYMMETRIZATION)
+    chosen = random.Random(seed).sample(range(len(corpus)), min(pairs, len(corpus)))
+    pieces = [raw_pieces(pipeline, *corpus[k]) for k in chosen]
+    labels = [piece_labels(p, links[k]) for p, k in zip(pieces, chosen, strict=True)]
+    config = AlignmentHeadConfig(d_model=c.d_model, layers=c.layers, heads=c.heads, layer=layer)
+    say(f"aligner: labels ready ({time.monotonic() - start:.0f} s); forced decoding of "
+        f"{len(pieces):,} pairs")
+    examples = head_examples(model, config, pieces, labels)
+    head = AlignmentHead(config)
+    left = max(seconds - (time.monotonic() - start), 1.0)
+    report = fit_head(head, examples, seconds=left, epochs=50, seed=seed, log=log)
+    return head, {**report, "pairs": len(pieces), "eflomal_pairs": len(corpus),
+                  "labels": LABEL_SYMMETRIZATION,
+                  "total_seconds": round(time.monotonic() - start, 1)}
+
+
+def write_head(folder: Path, head: AlignmentHead, *, defaults: dict[str, Any],
+               trained: dict[str, Any]) -> Path:
+    """Write the head's weights and description into ``folder`` (atomically)."""
+    folder.mkdir(exist_ok=True)
+    save_weights(head, folder / WEIGHTS)
+    info = {"head": head.config.to_dict(), "defaults": defaults, "trained": trained}
+    atomic_write_text(folder / INFO, json.dumps(info, indent=2, ensure_ascii=False) + "\n")
+    return folder
+
+
+def read_head(folder: Path, root: str | os.PathLike | None = None
+              ) -> tuple[AlignmentHead | None, dict[str, Any] | None]:
+    """The head in ``folder`` (eval mode) and its ``head.json``; ``(None, None)`` when there is
+    none. ``root``: the folder its files' links must stay in (`attnkit.fileio.checked_file`).
+
+    Raises:
+        CheckpointError: a head whose files are broken or do not match.
+    """
+    if not (folder / INFO).exists():
+        return None, None
+    info = read_json_object(folder / INFO, "the alignment head description", root=root)
+    try:
+        head = AlignmentHead(AlignmentHeadConfig.from_dict(info["head"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"{folder / INFO}: not an alignment head description "
+                              f"({exc})") from None
+    load_weights(head, folder / WEIGHTS)
+    return head.eval(), info

@@ -1,0 +1,160 @@
+"""Word alignment with a translation run, and the run's trained aligner: the run gives
+`attnkit.alignment.aligner.align` its model, its aligner with the settings stored beside it,
+and the training data its adaptation reads (a run without a trained aligner uses its attention
+averaged over layers and heads).
+
+``attnkit translate align-train`` (`train_aligner`) fits the aligner
+(`attnkit.alignment.head_training.train_head`: eflomal's links of the run's training pairs as
+labels, the alignment head fitted on a sample of them, within a time budget; the translation
+model is not changed) and saves it in the run: ``RUN/alignment/head.safetensors`` (the
+weights) and ``RUN/alignment/head.json`` (its sizes, the settings ``translate align`` uses by
+default on this run, and how it was trained).
+
+Example:
+    ```python
+    train_aligner("runs/fr", minutes=2)     # -> Path("runs/fr/alignment")
+    result = align_pairs(loaded, [["the", "house"]], [["la", "maison"]])
+    result.links[0]                     # {(0, 0), (1, 1)}
+    result.words[0].shape               # (2, 2): [target words, source words]
+    head, info = load_head(run)          # (None, None) when the run has none
+    ```
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from attnkit.alignment.adapt import adapt_head
+from attnkit.alignment.aligner import ATTENTION_DEFAULT, AlignResult, align, check_pairs
+from attnkit.alignment.head_training import read_head, train_head, write_head
+from attnkit.alignment.methods import Method
+from attnkit.apps.results import Log, stderr_log
+from attnkit.apps.translate.engines import TranslateLoaded
+from attnkit.errors import DataError, UsageError
+from attnkit.models.alignment_head import AlignmentHead
+from attnkit.models.config import TransformerConfig
+
+__all__ = ["AlignResult", "Method", "align_pairs", "check_pairs", "load_head",
+           "train_aligner"]
+
+FOLDER = "alignment"   # RUN/alignment: the run's trained aligner
+
+
+def load_head(run: str | os.PathLike) -> tuple[AlignmentHead | None, dict[str, Any] | None]:
+    """The run's trained aligner and its ``head.json``; ``(None, None)`` when it has none
+    (`attnkit.alignment.head_training.read_head`)."""
+    return read_head(Path(run) / FOLDER, root=run)
+
+
+def background_pairs(loaded: TranslateLoaded, data: str | None) -> list[tuple[str, str]]:
+    """Raw pairs eflomal learns from besides the pairs to align: ``data`` (a pairs file or a
+    train/valid/test folder: its training split) or the run's own training data."""
+    from attnkit.data.translation_splits import data_spec, load_splits
+
+    spec = loaded.config["data"] if data is None else data_spec(data, 0, None)
+    try:
+        return load_splits(spec, progress=False)["train"]
+    except DataError as exc:
+        where = "--adapt-data" if data is not None else "the run's training data"
+        raise UsageError(f"the adaptation reads {where} and cannot ({exc}); give "
+                         "--adapt-data DATA (a pairs file or a train/valid/test folder) or "
+                         "--no-adapt") from None
+
+
+def check_attention(loaded: TranslateLoaded) -> None:
+    """Refuse a run that cannot give links: no attention, or an exported CTranslate2 model."""
+    if loaded.model is None:
+        raise UsageError(f"{loaded.path}: an exported CTranslate2 model has no attention to "
+                         "align with; use the training run")
+    if getattr(loaded.model.config, "attention", None) == "none":
+        raise UsageError(f"{loaded.path}: this model has no attention (attention='none'), so "
+                         "it cannot align words; use a run with attention")
+
+
+def align_pairs(loaded: TranslateLoaded, sources: Sequence[Sequence[str]],
+                targets: Sequence[Sequence[str]], *, method: Method | None = None,
+                extraction: str | None = None, threshold: float | None = None,
+                symmetrize: str | None = None, adapt: bool | None = None,
+                adapt_minutes: float = 10.0, adapt_data: str | None = None,
+                normalize: bool = True, log: Log = stderr_log) -> AlignResult:
+    """Align the whitespace tokens of sentence pairs with a run (module doc); None takes the
+    run's default (its trained aligner's settings, else `ATTENTION_DEFAULT`).
+
+    Args:
+        loaded: a translate run (`attnkit.apps.translate.load_run`).
+        sources, targets: each pair's tokens (`attnkit.alignment.aligner.check_pairs`).
+        method, extraction, threshold, symmetrize, normalize: as
+            `attnkit.alignment.aligner.align`.
+        adapt: fit the trained aligner to these pairs first.
+        adapt_minutes: the adaptation's time budget.
+        adapt_data: raw training pairs for the adaptation's labels (None: the run's data).
+        log: where the adaptation is announced.
+
+    Raises:
+        UsageError: a run without attention; an unknown setting; the trained method on a run
+            without one; pieces beyond what an option names.
+    """
+    check_attention(loaded)
+    head, info = load_head(loaded.path) if loaded.trained_here else (None, None)
+    base = {**ATTENTION_DEFAULT, "adapt": False}
+    if head is not None:
+        base = {**base, "method": Method("head"), "symmetrize": "intersection", "adapt": True,
+                **info.get("defaults", {})}
+    given = {"method": method, "extraction": extraction, "threshold": threshold,
+             "symmetrize": symmetrize, "adapt": adapt}
+    settings = {**base, **{k: v for k, v in given.items() if v is not None}}
+    fit = functools.partial(adapt_head, background=lambda: background_pairs(loaded, adapt_data),
+                            minutes=adapt_minutes, log=log)
+    return align(loaded.model, loaded.pipeline, sources, targets, settings, head=head,
+                 adapt=fit if settings["adapt"] else None, normalize=normalize)
+
+
+# What `translate align` does by default with a trained aligner (measured on the WPT03 trial
+# set: docs/results.md, "Word alignment").
+HEAD_DEFAULTS = {"extraction": "argmax", "symmetrize": "intersection", "threshold": 0.5,
+                 "adapt": True}
+
+
+def train_aligner(run: str | os.PathLike, *, data: str | None = None, pairs: int = 20000,
+                  minutes: float = 2.0, layer: int | None = None, seed: int = 0,
+                  log: Log = stderr_log) -> Path:
+    """Train and save the aligner of a Transformer run (module doc).
+
+    Args:
+        run: the translate run.
+        data: raw training pairs for eflomal (None: the run's data).
+        pairs: how many of them label the head.
+        minutes: the whole budget (eflomal, forced decoding, fitting).
+        layer: the decoder layer the head reads, 1-based (None: the last).
+        seed: which pairs, and the batch order.
+        log: progress lines.
+
+    Returns:
+        ``RUN/alignment``.
+
+    Raises:
+        UsageError: not a Transformer run; a bad count or budget.
+    """
+    from attnkit.apps.translate import load_run
+
+    if pairs < 1 or minutes <= 0:
+        raise UsageError("--pairs and --max-minutes must be positive")
+    start = time.monotonic()
+    loaded = load_run(run)
+    c = loaded.model.config
+    if not isinstance(c, TransformerConfig):
+        raise UsageError(f"{run}: the trained aligner reads a Transformer's states; this is an "
+                         "RNN run (align it with --method attention)")
+    if layer is not None and not 1 <= layer <= c.layers:
+        raise UsageError(f"--layer must be from 1 to {c.layers}")
+    corpus = background_pairs(loaded, data)
+    head, trained = train_head(loaded.model, loaded.pipeline, corpus, pairs=pairs,
+                               seconds=minutes * 60 - (time.monotonic() - start),
+                               layer=-1 if layer is None else layer - 1, seed=seed, log=log)
+    trained["total_seconds"] = round(time.monotonic() - start, 1)
+    return write_head(loaded.path / FOLDER, head, defaults=HEAD_DEFAULTS, trained=trained)

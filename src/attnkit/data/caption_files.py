@@ -1,0 +1,377 @@
+"""Readers for real image-captioning layouts: Flickr8k/Flickr30k token files and COCO JSON.
+
+* Flickr token file, one caption per line: ``1000268201_693b08cb0e.jpg#0<TAB>A child in a pink
+  dress ...`` (``Flickr8k.token.txt``, Flickr30k ``results_20130124.token``), images in a folder.
+* COCO captions JSON: ``{"images": [{"id", "file_name"}], "annotations": [{"image_id",
+  "caption"}]}`` (``captions_train2014.json``), images in a folder.
+
+Readers return a `CaptionSet` of ``CaptionedImage(image path, captions)`` in file order.
+Malformed records raise `DataError` naming the file and line (or JSON
+member); with ``strict=False`` they are skipped and counted by reason instead
+(`CaptionSet.report`). An image name that leaves the image folder (absolute, ``..``, a
+symbolic link out of it) is never opened. ``load_image`` turns any readable image (grayscale,
+RGBA, palette, CMYK...) into uint8 ``[size, size, 3]``.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from attnkit.data.drops import DropReport, where
+from attnkit.data.jsonio import parse_json
+from attnkit.data.paths import outside_reason
+from attnkit.errors import DataError, UsageError
+
+_MISSING = ("error", "skip")
+
+
+@dataclass(frozen=True)
+class CaptionedImage:
+    """One image and its reference captions (raw text, stripped)."""
+
+    image: Path
+    captions: tuple[str, ...]
+
+
+@dataclass
+class CaptionSet:
+    """Result of a reader.
+
+    Attributes:
+        items: images with at least one caption, in order of first appearance.
+        skipped: records left out (malformed with ``strict=False``, or whose image is missing
+            or outside the image folder with ``missing_images="skip"``).
+        problems: one message per skipped record, naming file and line/member.
+        drops: the skipped records by reason, with the first few places of each (image names
+            for "whose image is missing").
+        missing_images: the distinct image names not found in the folder, in order.
+        source: the caption file read.
+    """
+
+    items: list[CaptionedImage]
+    skipped: int = 0
+    problems: list[str] = field(default_factory=list)
+    drops: DropReport = field(default_factory=DropReport)
+    missing_images: list[str] = field(default_factory=list)
+    source: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def report(self) -> str:
+        """One line per reason records were skipped (``""`` if none), e.g.:
+            ```python
+            dropped 3 records of Flickr8k.token.txt:
+              2 whose image is missing (e.g. 2258277193_586949ec62.jpg.1)
+              1 without a tab (Flickr8k.token.txt:17)
+            ```
+        """
+        return self.drops.format(self.source)
+
+    def select(self, names) -> CaptionSet:
+        """Only the images whose file name is in ``names`` (e.g. from `read_image_list`)."""
+        keep = set(names)
+        items = [it for it in self.items if it.image.name in keep]
+        return replace(self, items=items, problems=list(self.problems))
+
+
+_MISSING_REASON = "whose image is missing"
+
+
+class _Collector:
+    """Gathers captions per image and applies the strict / missing-image policies."""
+
+    def __init__(self, source: Path, image_dir: Path, strict: bool, missing_images: str,
+                 check_images: bool):
+        if missing_images not in _MISSING:
+            raise ValueError(f"missing_images must be one of {_MISSING}, got {missing_images!r}")
+        if not image_dir.is_dir():
+            raise DataError("image folder not found", path=str(image_dir))
+        self.image_dir, self.root, self.strict = image_dir, image_dir.resolve(), strict
+        self.missing_images, self.check_images = missing_images, check_images
+        self.captions: dict[str, list[str]] = {}
+        self.image_problem: dict[str, str | None] = {}
+        self.result = CaptionSet([], source=str(source))
+
+    def bad(self, reason: str, message: str, path: Path, line: int | None = None, *,
+            member: str = "", skip: bool | None = None, place: str | None = None) -> None:
+        """Raise ``message`` or count the record under ``reason``.
+
+        Args:
+            member: names a JSON record ("annotations[3]") where there is no line.
+            skip: skip rather than raise (default: ``not strict``).
+            place: what the report shows for this record (default: file:line or member).
+        """
+        err = DataError(f"{member}: {message}" if member else message, path=str(path),
+                        line=line)
+        if not (skip if skip is not None else not self.strict):
+            raise err
+        self.result.skipped += 1
+        self.result.problems.append(str(err))
+        if place is None:
+            place = f"{path}: {member}" if member else where(path, line)
+        self.result.drops.add(reason, place)
+
+    def add(self, name: str, caption: str, path: Path, line: int | None, member: str = "") -> None:
+        """Keep ``caption`` of image ``name`` unless the image is missing or outside the folder;
+        ``member`` names a JSON record ("annotations[3]") where there is no line."""
+        first_time = name not in self.image_problem
+        if first_time:
+            self.image_problem[name] = self._check_image(name)
+        problem = self.image_problem[name]
+        if problem is None:
+            self.captions.setdefault(name, []).append(caption)
+        elif problem == _MISSING_REASON:
+            self.bad(_MISSING_REASON, f"image {name!r} not found in {self.image_dir} "
+                     "(missing_images='skip' leaves such captions out)", path, line,
+                     member=member, skip=self.missing_images == "skip", place=name)
+            if first_time:
+                self.result.missing_images.append(name)
+        else:
+            # Not a missing file but a name that escapes the folder: either policy may skip it.
+            self.bad("whose image name leaves the image folder",
+                     f"image name {name!r} {problem}", path, line, member=member,
+                     skip=not self.strict or self.missing_images == "skip")
+
+    def _check_image(self, name: str) -> str | None:
+        """Why captions of ``name`` cannot be kept (escapes the folder, or missing), or None."""
+        unsafe = outside_reason(self.root, name)
+        if unsafe is not None:
+            return unsafe
+        if self.check_images and not (self.image_dir / name).is_file():
+            return _MISSING_REASON
+        return None
+
+    def finish(self) -> CaptionSet:
+        self.result.items = [
+            CaptionedImage(self.image_dir / n, tuple(c)) for n, c in self.captions.items()
+        ]
+        return self.result
+
+
+def read_flickr_tokens(
+    token_file: str | os.PathLike,
+    image_dir: str | os.PathLike,
+    *,
+    strict: bool = True,
+    missing_images: str = "error",
+    check_images: bool = True,
+) -> CaptionSet:
+    """Read a Flickr8k/Flickr30k token file (``name.jpg#k<TAB>caption`` per line).
+
+    Args:
+        token_file: e.g. ``Flickr8k.token.txt``.
+        image_dir: folder holding the images (e.g. ``Flicker8k_Dataset``).
+        strict: raise on a malformed line (no tab, no image name, empty caption, bad UTF-8);
+            False skips and counts it.
+        missing_images: "error" or "skip" for captions whose image file is absent (the real
+            Flickr8k file names one such image, ``2258277193_586949ec62.jpg.1``); skipped ones
+            are counted, their names in `CaptionSet.missing_images`.
+        check_images: look for each image file at all.
+
+    An image name that is absolute, holds ``..`` or resolves outside ``image_dir`` is refused
+    whatever ``check_images`` says: a DataError, or a skipped record when ``strict=False`` or
+    ``missing_images="skip"``. A byte-order mark may open the file.
+
+    Raises:
+        DataError: ``path:line: message`` for the first bad line (strict), a missing image
+            (``missing_images="error"``) or an image name outside the folder.
+    """
+    path = Path(token_file)
+    col = _Collector(path, Path(image_dir), strict, missing_images, check_images)
+    try:
+        raw_lines = path.read_bytes().splitlines()
+    except OSError as err:
+        raise DataError(f"cannot read caption file: {err.strerror or err}", path=str(path)) from err
+    for lineno, raw in enumerate(raw_lines, start=1):
+        try:
+            # A byte-order mark may open the file; anywhere else it is part of the text.
+            line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+        except UnicodeDecodeError:
+            col.bad("not valid UTF-8", "not valid UTF-8", path, lineno)
+            continue
+        if not line.strip():
+            continue
+        if "\t" not in line:
+            col.bad("without a tab", "expected 'image#k<TAB>caption', found no tab", path, lineno)
+            continue
+        key, caption = line.split("\t", 1)
+        name = key.strip().split("#", 1)[0].strip()
+        caption = caption.strip()
+        if not name:
+            col.bad("without an image name", "no image name before the tab", path, lineno)
+        elif not caption:
+            col.bad("with an empty caption", f"empty caption for image {name!r}", path, lineno)
+        else:
+            col.add(name, caption, path, lineno)
+    return col.finish()
+
+
+def read_coco_captions(json_file: str | os.PathLike, image_dir: str | os.PathLike, *,
+                       strict: bool = True, missing_images: str = "error",
+                       check_images: bool = True) -> CaptionSet:
+    """Read a COCO captions JSON file (``images`` with ``id``/``file_name``, ``annotations``
+    with ``image_id``/``caption``). Arguments and errors as in `read_flickr_tokens`; a
+    bad record is named by its member, e.g. ``annotations[12]: missing 'caption'``.
+    """
+    path = Path(json_file)
+    col = _Collector(path, Path(image_dir), strict, missing_images, check_images)
+    try:
+        with open(path, encoding="utf-8-sig") as f:  # a byte-order mark may open the file
+            text = f.read()
+    except OSError as err:
+        raise DataError(f"cannot read caption file: {err.strerror or err}", path=str(path)) from err
+    except UnicodeDecodeError as err:
+        raise DataError("not valid UTF-8", path=str(path)) from err
+    data = parse_json(text, path=str(path))
+    if not isinstance(data, dict) or not all(
+        isinstance(data.get(k), list) for k in ("images", "annotations")
+    ):
+        raise DataError("expected an object with 'images' and 'annotations' lists", path=str(path))
+
+    names: dict[object, str] = {}
+    for i, img in enumerate(data["images"]):
+        # A missing id, or a list/object id (unhashable), cannot key the images.
+        if not isinstance(img, dict) or isinstance(img.get("id", []), (list, dict)) or not (
+            isinstance(img.get("file_name"), str) and img["file_name"]
+        ):
+            col.bad("images without an 'id' or a 'file_name'",
+                    "needs 'id' and a non-empty 'file_name'", path, member=f"images[{i}]")
+        elif img["id"] in names:
+            col.bad("images with a duplicate id", f"duplicate id {img['id']!r}", path,
+                    member=f"images[{i}]")
+        else:
+            names[img["id"]] = img["file_name"]
+    for i, ann in enumerate(data["annotations"]):
+        member = f"annotations[{i}]"
+        if not isinstance(ann, dict) or "image_id" not in ann:
+            col.bad("annotations without an 'image_id'", "missing 'image_id'", path,
+                    member=member)
+        elif not isinstance(ann.get("caption"), str) or not ann["caption"].strip():
+            col.bad("annotations with an empty caption", "missing or empty 'caption'", path,
+                    member=member)
+        elif isinstance(ann["image_id"], (list, dict)) or ann["image_id"] not in names:
+            col.bad("annotations whose image_id is not among 'images'",
+                    f"image_id {ann['image_id']!r} is not among 'images'", path, member=member)
+        else:
+            col.add(names[ann["image_id"]], ann["caption"].strip(), path, None, member)
+    return col.finish()
+
+
+# The most pixels an image may have to be decoded (a 40-megapixel photo; pass more explicitly).
+MAX_PIXELS = 40_000_000
+
+
+def read_image_list(path: str | os.PathLike) -> list[str]:
+    """Image names from a split file (one per line, e.g. ``Flickr_8k.trainImages.txt``)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark may open the file
+    except (OSError, UnicodeDecodeError) as err:
+        raise DataError(f"cannot read image list: {err}", path=str(path)) from err
+    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+
+
+def load_image(path: str | os.PathLike, size: int, *, crop: bool = False,
+               max_pixels: int | None = MAX_PIXELS) -> np.ndarray:
+    """Read an image as uint8 ``[size, size, 3]`` RGB.
+
+    Grayscale, palette, RGBA/LA (composited on white), CMYK and 16-bit images become RGB; EXIF
+    rotation is applied; large JPEGs are decoded at reduced scale first (fast), then resized.
+    The pixels to decode are counted from the header first: a small file can declare a huge
+    image (a 500 KB PNG of 13000 x 13000 pixels decodes to 500 MB, and more on the way).
+
+    Args:
+        path: image file.
+        size: output side in pixels.
+        crop: centre-crop to a square first (keeps the aspect ratio); False stretches.
+        max_pixels: the most pixels decoded (after JPEG's reduced-scale decoding); None: any.
+
+    Raises:
+        DataError: the file is missing, unreadable, truncated, not an image, or over
+            ``max_pixels`` (names the file).
+    """
+    if size < 1:
+        raise ValueError(f"size must be >= 1, got {size}")
+    path = Path(path)
+    try:
+        with warnings.catch_warnings():
+            # Pillow warns about images over its own limit; the budget below says it in a line.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            opened = Image.open(path)
+        with opened as im:
+            # JPEG draft mode decodes at 1/2..1/8 scale: a 4000 px photo for a 224 px input.
+            im.draft("RGB", (size, size))
+            width, height = im.size
+            if max_pixels is not None and width * height > max_pixels:
+                raise DataError(f"the image is {width} x {height} pixels, more than the "
+                                f"{max_pixels:,} attnkit decodes (--max-pixels)",
+                                path=str(path))
+            im = ImageOps.exif_transpose(im)
+            im.load()
+            rgb = _to_rgb(im)
+    except DataError:
+        raise
+    except (OSError, UnidentifiedImageError, SyntaxError, ValueError,
+            Image.DecompressionBombError) as err:
+        raise DataError(f"cannot read image: {err}", path=str(path)) from err
+    if crop:
+        rgb = ImageOps.fit(rgb, (size, size), Image.Resampling.BICUBIC)
+    elif rgb.size != (size, size):
+        rgb = rgb.resize((size, size), Image.Resampling.BICUBIC, reducing_gap=3.0)
+    return np.asarray(rgb, dtype=np.uint8).copy()
+
+
+def read_image(image: str | os.PathLike | np.ndarray, size: int, display_size: int,
+               max_pixels: int | None = MAX_PIXELS
+               ) -> tuple[np.ndarray, np.ndarray, str, tuple[int, int]]:
+    """An image to caption: a file (`load_image`) or a uint8 ``[H, W, 3]`` array.
+
+    Returns:
+        ``(pixels uint8 [size, size, 3], shown uint8 [display_size, display_size, 3], its
+        name ("<array>" for an array), its (width, height))``.
+
+    Raises:
+        DataError: a file that cannot be read as an image (named).
+        UsageError: an array that is not uint8 ``[H, W, 3]``.
+    """
+    if isinstance(image, np.ndarray):
+        if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
+            raise UsageError(f"image must be uint8 [H, W, 3], got {image.dtype} "
+                             f"{list(image.shape)}")
+        pil = Image.fromarray(image)
+        return (np.asarray(pil.resize((size, size), Image.Resampling.BICUBIC)),
+                np.asarray(pil.resize((display_size, display_size), Image.Resampling.BICUBIC)),
+                "<array>", pil.size)
+    pixels = load_image(image, size, max_pixels=max_pixels)
+    with Image.open(image) as im:
+        original = im.size
+    return pixels, load_image(image, display_size, max_pixels=max_pixels), str(image), original
+
+
+def _to_rgb(im: Image.Image) -> Image.Image:
+    if im.mode == "P":
+        # Palette images may carry transparency; expand it before compositing.
+        im = im.convert("RGBA")
+    if im.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+        rgba = im.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    if im.mode in ("I", "I;16", "I;16B", "I;16L", "F"):
+        # Scale 16-bit / float grayscale into 8 bits instead of letting convert() clip it.
+        arr = np.asarray(im, dtype=np.float64)
+        top = float(arr.max()) if arr.size else 0.0
+        if im.mode == "F" and top <= 1.0:
+            scale = 255.0  # float images in [0, 1]
+        elif top <= 255.0:
+            scale = 1.0  # already 8-bit values in a wider type
+        else:
+            scale = 255.0 / 65535.0  # 16-bit range
+        return Image.fromarray(np.clip(arr * scale, 0, 255).astype(np.uint8)).convert("RGB")
+    return im.convert("RGB")

@@ -1,0 +1,73 @@
+"""Where each caption word came from in the image, by method: the attention map the model used
+to predict it, or gradient x input and integrated gradients (Captum,
+`attnkit.explain.captum`) of the word's log-probability with respect to the encoder's
+feature map, each cell's attribution summed over its channels.
+
+The words are fed (teacher forcing); a gradient map is the absolute value of the per-cell sum,
+normalised to sum 1 like an attention map. One batch row per (image, word) pair, so a batch of
+captions is explained in one backward pass (gradient x input) or ``steps`` of them.
+
+Example:
+    ```python
+    maps = word_maps(model, images, tgt_in, tgt_out, "integrated-gradients")  # [B, T, H, W]
+    ```
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from attnkit.explain.captum import grad_x_input, integrated_gradients
+from attnkit.models.captioner import Captioner
+
+METHODS = ("attention", "grad-input", "integrated-gradients")
+IG_STEPS = 32
+
+
+def _logprob_forward(model: Captioner):
+    def forward(features: Tensor, tgt_in: Tensor, gold: Tensor) -> Tensor:
+        state = model.encode(None, beams=1, use_cache=True, weights="none",
+                             features=features)    # the images are not read again
+        logits = model.step(tgt_in, state, weights="none", logits=True).logits
+        logp = torch.log_softmax(logits.float(), -1)
+        return logp.gather(-1, gold.unsqueeze(-1))[..., 0]            # [rows, T]
+    return forward
+
+
+def word_maps(model: Captioner, images: Tensor, tgt_in: Tensor, tgt_out: Tensor, method: str,
+              *, steps: int = IG_STEPS) -> Tensor:
+    """``[batch, T, H, W]`` maps of each fed word by ``method`` (each sums to 1).
+
+    Args:
+        model: a captioner (eval mode).
+        images: ``[batch, 3, S, S]``.
+        tgt_in: ``[batch, T]`` words fed (``<bos>`` first); tgt_out: the words explained.
+        method: one of `METHODS`.
+        steps: integrated gradients' path points.
+
+    Raises:
+        ValueError: an unknown method.
+        UsageError: Captum missing for a gradient method.
+    """
+    if method == "attention":
+        with torch.no_grad():
+            _, alphas = model(images, tgt_in)
+        return alphas.float()
+    if method not in METHODS:
+        raise ValueError(f"unknown explanation method {method!r}")
+    batch, length = tgt_in.shape
+    with torch.no_grad():
+        feats = model.encoder(images)                                    # [B, C, H, W]
+    rows = torch.arange(batch).repeat_interleave(length)
+    target = torch.arange(length).repeat(batch).tolist()
+    args = (tgt_in[rows], tgt_out[rows])
+    forward = _logprob_forward(model)
+    if method == "grad-input":
+        attr = grad_x_input(forward, feats[rows], target=target, args=args)
+    else:
+        attr, _ = integrated_gradients(forward, feats[rows], target=target, args=args,
+                                       steps=steps, internal_batch_size=max(len(rows), 256))
+    cells = attr.sum(1).abs().float()                                    # [B*T, H, W]
+    cells = cells / cells.flatten(1).sum(-1).clamp_min(1e-12)[:, None, None]
+    return cells.view(batch, length, *cells.shape[1:])

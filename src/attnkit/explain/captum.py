@@ -1,0 +1,123 @@
+"""Gradient attributions next to attention: gradient x input and integrated gradients, through
+Captum (PyTorch's attribution library), an optional dependency imported only when used
+(``pip install 'attnkit[explain]'``).
+
+Both explain one output number of a model by its inputs' vectors (token embeddings, a feature
+map): ``forward(inputs, *args)`` returns ``[batch, outputs]`` and ``target`` picks the output
+each row explains. Gradient x input is ``x * d f / d x`` (Shrikumar et al. 2016); integrated
+gradients (Sundararajan et al. 2017) average the gradient along the straight path from a
+baseline (zeros: no information) to ``x`` and multiply by ``x - baseline``, so the
+attributions add up to ``f(x) - f(baseline)`` (completeness), up to the quadrature error that
+`integrated_gradients` returns.
+
+Example:
+    ```python
+    attr = grad_x_input(forward, embedded, target=[0, 1, 2])          # like embedded
+    attr, delta = integrated_gradients(forward, embedded, target=[0, 1, 2], steps=32)
+    per_token = attr.sum(-1)                                          # [batch, tokens]
+    explain_methods("rollout,grad-input", ("attention", "rollout", "grad-input"))
+    ```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from attnkit.errors import UsageError
+
+METHODS = ("attention", "grad-input", "integrated-gradients")
+INSTALL = "pip install 'attnkit[explain]'"
+
+
+def have_captum() -> bool:
+    """Whether Captum can be imported."""
+    try:
+        import captum.attr  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _captum():
+    try:
+        import captum.attr as attr
+    except ImportError:
+        raise UsageError(f"gradient attributions need Captum: {INSTALL}") from None
+    return attr
+
+
+def check_method(method: str) -> str:
+    """``method`` when it is one of `METHODS`; a gradient method also needs Captum.
+
+    Raises:
+        UsageError: an unknown method, or Captum missing for a gradient one.
+    """
+    if method not in METHODS:
+        raise UsageError(f"--explain must be one of {', '.join(METHODS)}, got {method!r}")
+    if method != "attention":
+        _captum()
+    return method
+
+
+def explain_methods(value: str | Iterable[str] | None, known: Iterable[str]) -> list[str]:
+    """``--explain`` (or ``--methods``) as a list of methods among ``known``: comma-separated
+    names or ``"all"`` (every one); None gives none.
+
+    Raises:
+        UsageError: an unknown method, or Captum missing for a gradient one
+            (`check_method`).
+    """
+    known = tuple(known)
+    if value is None:
+        return []
+    names = value.split(",") if isinstance(value, str) else list(value)
+    names = list(known) if names == ["all"] else [n.strip() for n in names if n.strip()]
+    for name in names:
+        if name not in known:
+            raise UsageError(f"--explain must be among {', '.join(known)} (or all), got "
+                             f"{name!r}")
+        if name != "rollout":          # rollout is attention's own arithmetic
+            check_method(name)
+    return names
+
+
+def grad_x_input(forward: Callable[..., Tensor], inputs: Tensor, *,
+                 target: int | Sequence[int] | None = None,
+                 args: tuple[Any, ...] = ()) -> Tensor:
+    """Gradient x input of ``forward(inputs, *args)[row, target[row]]``, shaped like
+    ``inputs`` (Captum's ``InputXGradient``)."""
+    method = _captum().InputXGradient(forward)
+    inputs = inputs.detach().requires_grad_(True)
+    with torch.enable_grad():
+        return method.attribute(inputs, target=_target(target),
+                                additional_forward_args=args or None).detach()
+
+
+def integrated_gradients(forward: Callable[..., Tensor], inputs: Tensor, *,
+                         baselines: Tensor | None = None,
+                         target: int | Sequence[int] | None = None,
+                         args: tuple[Any, ...] = (), steps: int = 32,
+                         internal_batch_size: int | None = None) -> tuple[Tensor, Tensor]:
+    """Integrated gradients (Captum's ``IntegratedGradients``, Gauss-Legendre points) from
+    ``baselines`` (zeros by default) to ``inputs``.
+
+    Returns:
+        ``(attributions like inputs, convergence delta [batch])``: the delta is how far the
+        attributions' sum is from ``f(inputs) - f(baselines)``.
+    """
+    method = _captum().IntegratedGradients(forward)
+    inputs = inputs.detach().requires_grad_(True)
+    with torch.enable_grad():
+        attr, delta = method.attribute(
+            inputs, baselines=baselines, target=_target(target),
+            additional_forward_args=args or None, n_steps=steps,
+            internal_batch_size=internal_batch_size, return_convergence_delta=True)
+    return attr.detach(), delta.detach()
+
+
+def _target(target: int | Sequence[int] | None) -> int | list[int] | None:
+    return list(target) if isinstance(target, Sequence) else target

@@ -1,1 +1,0 @@
-"""Serving trained models outside attnkit's own decoders (CTranslate2 export and inference)."""

@@ -1,0 +1,222 @@
+"""The run folder a training writes into: one set of rules, the same for every caller.
+
+A run folder holds the trainer's files (``config.json``, ``metrics.jsonl``, ``train.log``,
+``best.safetensors``, ``last/``; `attnkit.training.Trainer`), what the caller adds (an app's
+pipeline files and test metrics) and, while a process trains into it, ``.lock`` (its PID
+inside). The rules:
+
+* A folder that holds a run is never trained into again unless the caller says ``overwrite``
+  (which empties it first) or ``resume`` (`check_new_run`, `check_resumable`; nothing is
+  written by either).
+* Only one process trains into a folder at a time (`RunLock`, taken by `claim_run`); a second
+  one fails at once naming the holder's PID.
+* The weights a run offers are ``best.safetensors`` and ``last/model.safetensors``
+  (`weights_file`).
+
+Example:
+    ```python
+    check_new_run("runs/fr", overwrite=False)   # before reading any data
+    with claim_run("runs/fr") as run:
+        ...                                     # write pipeline files, train
+    weights_file("runs/fr", "best")             # runs/fr/best.safetensors, checked
+    ```
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from attnkit.errors import CheckpointError, UsageError
+from attnkit.fileio import checked_file
+
+LOCK_FILE = ".lock"
+# What marks a folder as holding a run (an interrupted one included).
+RUN_MARKERS = ("config.json", "best.safetensors", "last")
+
+
+def is_run(folder: str | os.PathLike) -> bool:
+    """True when ``folder`` holds a run (finished, interrupted, or stopped before any
+    checkpoint)."""
+    folder = Path(folder)
+    return any(os.path.lexists(folder / name) for name in RUN_MARKERS)
+
+
+def weights_file(run: str | os.PathLike, weights: str = "best") -> Path:
+    """The weights file of a run: ``best.safetensors`` (the best validation score) or
+    ``last/model.safetensors`` (the latest checkpoint).
+
+    Raises:
+        UsageError: ``weights`` is neither ``"best"`` nor ``"last"``.
+        CheckpointError: the run has no such weights yet (the message says what to do).
+    """
+    run = Path(run)
+    if weights not in ("best", "last"):
+        raise UsageError(f"weights must be 'best' or 'last', got {weights!r}")
+    name = "best.safetensors" if weights == "best" else "last/model.safetensors"
+    if not os.path.lexists(run / name):
+        if weights == "best":
+            raise CheckpointError(f"{run}: no best weights yet (best.safetensors is missing: "
+                                  "the run stopped before its first evaluation); continue it "
+                                  f"with --resume {run}")
+        raise CheckpointError(f"{run}: no checkpoint yet (last/model.safetensors is missing)")
+    return checked_file(run / name, f"the run's {weights} weights", root=run, limit=None)
+
+
+class RunLock:
+    """An exclusive lock on a run folder while a process trains into it.
+
+    ``RUN/.lock`` is locked with ``flock`` (released by the kernel when the process dies, so a
+    killed run never leaves a stale lock) and holds the owner's PID, which a second process
+    names in its error.
+
+    Example:
+        ```python
+        with RunLock("runs/fr"):
+            trainer.fit()
+        ```
+    """
+
+    def __init__(self, run: str | os.PathLike):
+        self.path = Path(run) / LOCK_FILE
+        self._fd: int | None = None
+
+    def __enter__(self) -> RunLock:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            raise CheckpointError(_cannot_write(self.path.parent, exc)) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            busy = _busy(fd, self.path.parent)
+            os.close(fd)
+            raise busy from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        self._fd = fd
+        return self
+
+    @staticmethod
+    def check(run: str | os.PathLike) -> None:
+        """Fail now if another process holds the lock, without creating or writing anything
+        (so a run that would be refused is refused before it reads its data)."""
+        path = Path(run) / LOCK_FILE
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return   # no lock file (or none we can open): nothing holds it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise _busy(fd, path.parent) from None
+        finally:
+            os.close(fd)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def _busy(fd: int, folder: Path) -> CheckpointError:
+    holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+    return CheckpointError(f"{folder} is being trained by another process (PID {holder}); "
+                           "wait for it or use another --out")
+
+
+def _cannot_write(folder: Path, exc: OSError) -> str:
+    reason = {errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+              errno.ENOSPC: "the disk is full", errno.ELOOP: "a link stands in the way"}
+    return (f"{folder}: cannot write the run folder "
+            f"({reason.get(exc.errno or 0, exc.strerror or str(exc))})")
+
+
+def check_new_run(out: str | os.PathLike, *, overwrite: bool) -> Path:
+    """Validate ``out`` for a fresh training, without writing anything.
+
+    Raises:
+        CheckpointError: ``out`` holds a run and ``overwrite`` is False (the message says how
+            to resume it or replace it), or ``out`` is a file.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise CheckpointError(f"{out}: exists and is not a folder")
+    if is_run(out) and not overwrite:
+        if (out / "last").is_dir():
+            hint = f"continue it with --resume {out}, or replace it with --overwrite"
+        else:
+            hint = ("it was stopped before its first checkpoint, so it cannot be resumed; "
+                    "start it again with --overwrite")
+        raise CheckpointError(f"{out} already holds a run; {hint}")
+    RunLock.check(out)
+    return out
+
+
+def check_resumable(run: str | os.PathLike) -> Path:
+    """Validate ``run`` for ``--resume``, without writing anything.
+
+    Raises:
+        CheckpointError: no run there, or a run with no ``last/`` checkpoint (stopped before
+            its first one: the message says to use --overwrite), or a locked one.
+    """
+    run = Path(run)
+    if not is_run(run):
+        raise CheckpointError(f"{run}: nothing to resume (no run folder there); train it "
+                              "without --resume")
+    if not (run / "last").is_dir():
+        raise CheckpointError(f"{run}: nothing to resume (the run was stopped before its first "
+                              "checkpoint); start it again with --overwrite")
+    RunLock.check(run)
+    return run
+
+
+def clear_run(out: str | os.PathLike) -> None:
+    """Remove everything in the run folder ``out`` (for ``--overwrite``); the folder stays.
+
+    Only a folder that holds a run is emptied, so a mistyped ``--out`` never deletes files
+    that are not a run's. Links are removed, never followed.
+    """
+    out = Path(out)
+    if not is_run(out):
+        return
+    for entry in out.iterdir():
+        if entry.name == LOCK_FILE:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+@contextmanager
+def claim_run(out: str | os.PathLike, *, resume: bool = False,
+              overwrite: bool = False) -> Iterator[Path]:
+    """Validate ``out`` again (`check_resumable` or `check_new_run`: a caller checks before it
+    reads its data, and the folder may have changed since), then create and lock it for the
+    duration of the ``with`` block, emptied first with ``overwrite``.
+
+    Raises:
+        CheckpointError: as `check_new_run`, `check_resumable`, `RunLock`; a folder that
+            cannot be written (read-only, full, no permission).
+    """
+    out = Path(out)
+    if resume:
+        check_resumable(out)
+    else:
+        check_new_run(out, overwrite=overwrite)
+    with RunLock(out):
+        if overwrite:
+            try:
+                clear_run(out)
+            except OSError as exc:
+                raise CheckpointError(_cannot_write(out, exc)) from None
+        yield out
