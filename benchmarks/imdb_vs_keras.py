@@ -10,36 +10,53 @@ model - Embedding(30000, 128), sinusoidal positions (cos_sin, summed), 8x16-head
 without bias or output projection, global max pooling, Dropout(0.5), Dense(1, sigmoid) - with
 Adam(1e-3), binary cross-entropy, batch 64, then predicts.
 
-Rows: attnkit in float32, with the memory settings the ``attnkit`` command starts with
-(`attnkit.allocator.reuse_freed_memory`: glibc keeps freed blocks for the next step), and again
-with glibc's defaults; attnkit with ``--amp auto`` (bf16 autocast where this CPU has native
-bf16, as ``attnkit sentiment train`` decides; elsewhere that is float32 and the row says so
-instead of running again); attnkit without masking (the 2018 model's own work, padding
-included); Keras 3 on TensorFlow; Keras 3 on torch.
+Rows (``--rows``, in the order a round runs them): ``float32``, attnkit in float32 with the
+memory settings the ``attnkit`` command starts with (`attnkit.allocator.reuse_freed_memory`:
+glibc keeps freed blocks for the next step); ``keras-tf``, Keras 3 on TensorFlow;
+``malloc-defaults``, attnkit float32 with glibc's defaults; ``amp``, attnkit with ``--amp auto``
+(bf16 autocast where this CPU has native bf16, as ``attnkit sentiment train`` decides; elsewhere
+that is float32 and the row says so instead of running again); ``nomask``, attnkit without
+masking (the 2018 model's own work, padding included); ``keras-torch``, Keras 3 on torch.
+
+Interleaved rounds (``--rounds``, default 5). Round ``r`` runs every row once, each in a fresh
+subprocess, attnkit float32 and Keras/TF first and back to back; the ratios are taken within a
+round (attnkit float32's samples/s over Keras/TF's of the same round), and the run reports
+their median over rounds and their spread (max / min over rounds). Why: on a shared virtual
+machine the CPU's speed drifts over minutes (one process's passes over the same reviews have
+moved from 2,100 to 4,900 samples/s), so one run of each framework in turn, as before, gave
+ratios from 0.91x to 2.55x; timed within a minute of each other, both frameworks see the same
+machine. A fresh process per row and round rather than one long-lived worker per framework
+fed round by round: each round is then a whole replicate (start-up, warm-up, the allocator's
+and the thread pools' state), peak RSS stays that framework's alone, and no idle worker holds
+memory or threads while the other runs; the cost is the start-ups, a few seconds a row.
+Timing only the rows the ratios compare, ``--rows float32,keras-tf``, takes about a minute a
+round at 2 threads.
 
 Fair timing: every framework gets the same CPU thread count (each of ``--threads``, e.g. ``1,2``
 for one run at 1 and at 2 threads; torch ``set_num_threads``, TensorFlow intra- and inter-op
 pools, ``OMP_NUM_THREADS``). A warm-up (5 batches, not timed) absorbs tracing and allocation.
 
-* Training: one epoch with a timestamp after every batch, cut into rounds of
-  ``--round-batches`` batches; samples/s is the median round's (robust to other processes on a
-  shared CPU). attnkit uses the trainer's optimizer (``build_optimizer``: fused AdamW with weight
-  decay 0 = Adam).
+* Training: one epoch with a timestamp after every batch, cut into windows of
+  ``--window-batches`` batches; samples/s is the median window's (robust to other processes on
+  a shared CPU). attnkit uses the trainer's optimizer (``build_optimizer``: fused AdamW with
+  weight decay 0 = Adam).
 * Inference: ``--infer-reps`` passes over the first ``--infer-samples`` reviews, batch 64, in
   eval mode; samples/s is the median pass's. Keras: ``model.predict``; attnkit:
   ``SentimentClassifier.logits_by_length`` (the reviews in length order, no attention weights).
 
 attnkit's masked rows skip padding (reviews are encoded in length groups, each cut to its
 longest review), which the 2018 model cannot do; the "no mask" row does the same work as Keras.
-The last line is JSON: the machine, and per thread count ``train_vs_keras_tf`` and
-``infer_vs_keras_tf`` (attnkit float32 / Keras on TensorFlow, samples/s), ``peak_rss_mb`` per
-row and every row's samples/s.
+The last line is JSON: the machine, the rows, and per thread count ``train_vs_keras_tf`` and
+``infer_vs_keras_tf`` (medians over rounds of attnkit float32 / Keras on TensorFlow),
+``train_spread`` and ``infer_spread``, every row's median samples/s, its median ratio to
+Keras/TF and its peak RSS, and ``rounds``: every round's ratios and samples/s.
 
-Usage::
-
+Usage:
+    ```
     .venv/bin/python benchmarks/imdb_vs_keras.py [--samples 25000] [--threads 1,2]
-        [--lengths imdb|uniform|PATH.jsonl.gz] [--round-batches 20] [--infer-samples 6400]
-        [--infer-reps 3] [--keras-python PY]
+        [--rounds 5] [--rows all|float32,keras-tf,...] [--lengths imdb|uniform|PATH.jsonl.gz]
+        [--window-batches 20] [--infer-samples 6400] [--infer-reps 3] [--keras-python PY]
+    ```
 
 Keras rows need ``keras`` and ``tensorflow`` (the ``bench`` extra; ``torch`` too for Keras on
 torch) in ``--keras-python`` (default: ``.venv-bench/bin/python`` if present, else this
@@ -86,7 +103,7 @@ def draw_lengths(n: int, review_lengths: np.ndarray | None = None) -> np.ndarray
 
 def make_inputs(n: int, review_lengths: np.ndarray | None = None):
     """``n`` reviews: ids ``[n, MAXLEN]`` padded at the start, lengths ``[n]`` (see
-    :func:`draw_lengths`), labels ``[n]``."""
+    `draw_lengths`), labels ``[n]``."""
     rng = np.random.default_rng(0)
     ids = rng.integers(1, VOCAB, size=(n, MAXLEN), dtype=np.int64)
     lengths = draw_lengths(n, review_lengths)
@@ -136,18 +153,19 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
 
 
-def summarize(ends: list[float], start: float, n: int, round_batches: int) -> dict:
-    """Per-batch end times -> epoch seconds and the median round's samples/s."""
+def summarize(ends: list[float], start: float, n: int, window_batches: int) -> dict:
+    """Per-batch end times -> epoch seconds and the median window's samples/s (windows of
+    ``window_batches`` consecutive batches)."""
     stamps = [start] + ends
     rates = []
-    for a in range(0, len(ends), round_batches):
-        b = min(a + round_batches, len(ends))
-        if b - a == round_batches or not rates:  # a short last round only if it is the only one
+    for a in range(0, len(ends), window_batches):
+        b = min(a + window_batches, len(ends))
+        if b - a == window_batches or not rates:  # a short last window only if it is alone
             samples = min(b * BATCH, n) - a * BATCH
             rates.append(samples / (stamps[b] - stamps[a]))
     seconds = ends[-1] - start
     return {"seconds": seconds, "epoch_samples_per_s": n / seconds,
-            "samples_per_s": float(np.median(rates)), "rounds": len(rates)}
+            "samples_per_s": float(np.median(rates)), "windows": len(rates)}
 
 
 def median_rate(n: int, seconds: list[float]) -> float:
@@ -155,7 +173,7 @@ def median_rate(n: int, seconds: list[float]) -> float:
     return n / float(np.median(seconds))
 
 
-def run_attnkit(n: int, mode: str, threads: int, round_batches: int,
+def run_attnkit(n: int, mode: str, threads: int, window_batches: int,
                 review_lengths: np.ndarray | None, infer_n: int, infer_reps: int) -> dict:
     """``mode``: ``"float32"``, ``"amp"`` (the ``--amp auto`` choice), ``"nomask"``, or
     ``"float32-malloc-defaults"`` (float32 without the command's memory settings)."""
@@ -198,7 +216,7 @@ def run_attnkit(n: int, mode: str, threads: int, round_batches: int,
     for s in range(0, n, BATCH):
         step(s)
         ends.append(time.perf_counter())
-    result = summarize(ends, start, n, round_batches)
+    result = summarize(ends, start, n, window_batches)
     model.eval()
     infer_ids, infer_lengths = ids[:infer_n], lengths[:infer_n]
     with autocast(amp, cpu):
@@ -254,7 +272,7 @@ def _keras_model(keras):
     return model
 
 
-def run_keras(n: int, threads: int, round_batches: int, review_lengths: np.ndarray | None,
+def run_keras(n: int, threads: int, window_batches: int, review_lengths: np.ndarray | None,
               infer_n: int, infer_reps: int) -> dict:
     try:
         import keras
@@ -283,7 +301,7 @@ def run_keras(n: int, threads: int, round_batches: int, review_lengths: np.ndarr
     start = time.perf_counter()
     model.fit(ids, labels, batch_size=BATCH, epochs=1, verbose=0, shuffle=False,
               callbacks=[stamp])
-    result = summarize(ends, start, n, round_batches)
+    result = summarize(ends, start, n, window_batches)
     model.predict(ids[: 5 * BATCH], batch_size=BATCH, verbose=0)
     passes = []
     for _ in range(infer_reps):
@@ -295,27 +313,28 @@ def run_keras(n: int, threads: int, round_batches: int, review_lengths: np.ndarr
             "threads": threads}
 
 
-def worker(name: str, n: int, threads: int, round_batches: int, lengths_file: str,
+def worker(name: str, n: int, threads: int, window_batches: int, lengths_file: str,
            infer_n: int, infer_reps: int) -> dict:
     # The parent read the lengths: the IMDB texts would otherwise count in this peak RSS.
     review_lengths = np.load(lengths_file) if lengths_file else None
     meter = OthersMeter()
     if name.startswith("attnkit-"):
-        result = run_attnkit(n, name.removeprefix("attnkit-"), threads, round_batches,
+        result = run_attnkit(n, name.removeprefix("attnkit-"), threads, window_batches,
                              review_lengths, infer_n, infer_reps)
     else:
-        result = run_keras(n, threads, round_batches, review_lengths, infer_n, infer_reps)
+        result = run_keras(n, threads, window_batches, review_lengths, infer_n, infer_reps)
     return {**result, "others_cpu": meter.share()}
 
 
-# (label in the table and the JSON, worker name, which Python, KERAS_BACKEND)
-ROWS = (("attnkit float32", "attnkit-float32", "self", None),
-        ("attnkit float32, glibc malloc defaults", "attnkit-float32-malloc-defaults", "self",
-         None),
-        ("attnkit --amp auto", "attnkit-amp", "self", None),
-        ("attnkit no mask (as 2018)", "attnkit-nomask", "self", None),
-        ("Keras 3 / tensorflow", "keras", "keras", "tensorflow"),
-        ("Keras 3 / torch", "keras", "keras", "torch"))
+# (key for --rows, label in the table and the JSON, worker name, which Python, KERAS_BACKEND),
+# in the order a round launches them: the two rows the ratios compare first, back to back.
+ROWS = (("float32", "attnkit float32", "attnkit-float32", "self", None),
+        ("keras-tf", "Keras 3 / tensorflow", "keras", "keras", "tensorflow"),
+        ("malloc-defaults", "attnkit float32, glibc malloc defaults",
+         "attnkit-float32-malloc-defaults", "self", None),
+        ("amp", "attnkit --amp auto", "attnkit-amp", "self", None),
+        ("nomask", "attnkit no mask (as 2018)", "attnkit-nomask", "self", None),
+        ("keras-torch", "Keras 3 / torch", "keras", "keras", "torch"))
 BASE, KERAS_TF = "attnkit float32", "Keras 3 / tensorflow"
 
 
@@ -330,32 +349,95 @@ def parse_threads(text: str) -> list[int]:
     return counts
 
 
-def _ratio(rows: dict[str, dict], key: str) -> float:
-    return round(rows[BASE][key] / rows[KERAS_TF][key], 3)
+def parse_rows(text: str) -> list[tuple]:
+    """``"float32,keras-tf"`` -> those entries of `ROWS`, in `ROWS` order; ``"all"`` -> all."""
+    keys = [part.strip() for part in text.split(",") if part.strip()]
+    if keys == ["all"]:
+        return list(ROWS)
+    known = [row[0] for row in ROWS]
+    unknown = [k for k in keys if k not in known]
+    if not keys or unknown or len(set(keys)) != len(keys):
+        raise ValueError(f"--rows needs distinct names among {', '.join(known)} (or 'all'); "
+                         f"got {text!r}")
+    return [row for row in ROWS if row[0] in keys]
 
 
-def summary(results: dict[int, dict[str, dict]]) -> dict[str, dict]:
-    """Per thread count: attnkit float32 / Keras on TensorFlow for training and inference
-    samples/s (None where a row failed), and every row's samples/s and peak RSS.
+def _median(values: list[float]) -> float | None:
+    return float(np.median(values)) if values else None
 
-    ``results[threads][row label]`` is a worker's dict (``samples_per_s``,
-    ``infer_samples_per_s``, ``peak_rss_mb``; or ``error``; or ``same_as_float32``).
+
+def _spread(values: list[float]) -> float | None:
+    """max / min of positive values (1.0 = every round agreed); None without any."""
+    return round(max(values) / min(values), 3) if values else None
+
+
+def summary(results: dict[int, list[dict[str, dict]]]) -> dict[str, dict]:
+    """Per thread count: attnkit float32 against Keras on TensorFlow, round by round.
+
+    ``results[threads][r][row label]`` is round ``r``'s worker dict for that row
+    (``samples_per_s``, ``infer_samples_per_s``, ``peak_rss_mb``; or ``error``; or
+    ``same_as_float32``, which stands for the same round's float32 row). In every round each
+    row's training and inference samples/s are divided by Keras/TF's of that round;
+    ``train_vs_keras_tf`` and ``infer_vs_keras_tf`` are the medians of attnkit float32's
+    ratios, ``train_spread`` and ``infer_spread`` their max / min over the rounds (None where
+    no round has both rows). Per row: the medians over rounds of its samples/s and of its
+    ratios (``x_keras_tf``), the largest peak RSS and other processes' CPU share, its errors.
     """
     out = {}
-    for threads, rows in results.items():
-        rows = {name: (rows[BASE] if r.get("same_as_float32") else r)
-                for name, r in rows.items()}
-        ok = {name: r for name, r in rows.items() if "error" not in r}
+    for threads, rounds in results.items():
+        per_round, by_row = [], {}
+        for rows in rounds:
+            rows = {name: (rows.get(BASE, {"error": "no float32 row"})
+                           if r.get("same_as_float32") else r) for name, r in rows.items()}
+            ok = {name: r for name, r in rows.items() if "error" not in r}
+            keras = ok.get(KERAS_TF)
+            entry = {"train_samples_per_s": {}, "infer_samples_per_s": {}, "others_cpu": {}}
+            for name, r in rows.items():
+                row = by_row.setdefault(name, {"train": [], "infer": [], "train_x": [],
+                                               "infer_x": [], "rss": [], "others": [],
+                                               "errors": []})
+                if name not in ok:
+                    row["errors"].append(r["error"])
+                    continue
+                for key, short in (("samples_per_s", "train"), ("infer_samples_per_s",
+                                                                 "infer")):
+                    row[short].append(r[key])
+                    entry[f"{short}_samples_per_s"][name] = round(r[key], 1)
+                    if keras is not None:
+                        row[f"{short}_x"].append(r[key] / keras[key])
+                row["rss"].append(r["peak_rss_mb"])
+                row["others"].append(r.get("others_cpu"))
+                entry["others_cpu"][name] = r.get("others_cpu")
+            both = BASE in ok and keras is not None
+            for short, key in (("train", "samples_per_s"), ("infer", "infer_samples_per_s")):
+                entry[f"{short}_vs_keras_tf"] = (round(ok[BASE][key] / keras[key], 3)
+                                                 if both else None)
+            per_round.append(entry)
+        train = [e["train_vs_keras_tf"] for e in per_round if e["train_vs_keras_tf"]]
+        infer = [e["infer_vs_keras_tf"] for e in per_round if e["infer_vs_keras_tf"]]
 
-        both = BASE in ok and KERAS_TF in ok
+        def rounded(value: float | None, digits: int) -> float | None:
+            return None if value is None else round(value, digits)
+
         out[str(threads)] = {
-            "train_vs_keras_tf": _ratio(ok, "samples_per_s") if both else None,
-            "infer_vs_keras_tf": _ratio(ok, "infer_samples_per_s") if both else None,
-            "peak_rss_mb": {name: round(r["peak_rss_mb"]) for name, r in ok.items()},
-            "train_samples_per_s": {name: round(r["samples_per_s"], 1) for name, r in ok.items()},
-            "infer_samples_per_s": {name: round(r["infer_samples_per_s"], 1)
-                                    for name, r in ok.items()},
-            "others_cpu": {name: r.get("others_cpu") for name, r in ok.items()},
+            "train_vs_keras_tf": rounded(_median(train), 3),
+            "infer_vs_keras_tf": rounded(_median(infer), 3),
+            "train_spread": _spread(train), "infer_spread": _spread(infer),
+            "rounds_compared": len(train),
+            "train_samples_per_s": {name: rounded(_median(r["train"]), 1)
+                                    for name, r in by_row.items()},
+            "infer_samples_per_s": {name: rounded(_median(r["infer"]), 1)
+                                    for name, r in by_row.items()},
+            "train_x_keras_tf": {name: rounded(_median(r["train_x"]), 3)
+                                 for name, r in by_row.items()},
+            "infer_x_keras_tf": {name: rounded(_median(r["infer_x"]), 3)
+                                 for name, r in by_row.items()},
+            "peak_rss_mb": {name: round(max(r["rss"])) for name, r in by_row.items()
+                            if r["rss"]},
+            "others_cpu_max": {name: max((v for v in r["others"] if v is not None),
+                                         default=None) for name, r in by_row.items()},
+            "errors": {name: r["errors"] for name, r in by_row.items() if r["errors"]},
+            "rounds": per_round,
         }
     return out
 
@@ -370,7 +452,7 @@ def launch(worker_name: str, args: argparse.Namespace, threads: int, python: str
         env["KERAS_BACKEND"] = backend
     proc = subprocess.run([python, __file__, "--worker", worker_name, "--samples",
                            str(args.samples), "--threads", str(threads),
-                           "--round-batches", str(args.round_batches),
+                           "--window-batches", str(args.window_batches),
                            "--infer-samples", str(args.infer_samples),
                            "--infer-reps", str(args.infer_reps),
                            "--lengths-file", lengths_file],
@@ -388,34 +470,37 @@ def _percent(share: float | None) -> str:
     return "n/a" if share is None else f"{100 * share:.0f}%"
 
 
-def _vs(row: dict, keras_tf: dict, key: str) -> str:
-    if "error" in keras_tf or key not in keras_tf:
-        return f"{'-':>10}"
-    return f"{row[key] / keras_tf[key]:>10.2f}"
+def _num(value: float | None, fmt: str, width: int) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}{fmt}}"
 
 
-def print_table(threads: int, rows: dict[str, dict]) -> None:
-    base = rows.get(BASE, {})
-    keras_tf = rows.get(KERAS_TF, {})
-    print(f"{threads} thread(s):")
+def print_table(threads: int, labels: list[str], out: dict) -> None:
+    """One thread count's `summary`: per row the medians over rounds, then round by round."""
+    print(f"{threads} thread(s), medians over {len(out['rounds'])} round(s) "
+          "(x Keras/TF: median of the same round's ratios):")
     print(f"  {'framework':<38} {'train/s':>8} {'x Keras/TF':>10} {'infer/s':>8} "
-          f"{'x Keras/TF':>10} {'peak RSS MB':>12} {'others':>6}")
-    for name, r in rows.items():
-        if "error" in r:
-            print(f"  {name:<38} {r['error']}")
+          f"{'x Keras/TF':>10} {'peak RSS MB':>12} {'others':>7}")
+    for name in labels:
+        if name in out["errors"] and name not in out["peak_rss_mb"]:
+            print(f"  {name:<38} {out['errors'][name][0]}")
             continue
-        if r.get("same_as_float32"):
-            print(f"  {name:<38} = float32: no native bf16 here, so --amp auto trains in "
-                  "float32")
-            continue
-
-        print(f"  {name:<38} {r['samples_per_s']:>8.0f} {_vs(r, keras_tf, 'samples_per_s')} "
-              f"{r['infer_samples_per_s']:>8.0f} {_vs(r, keras_tf, 'infer_samples_per_s')} "
-              f"{r['peak_rss_mb']:>12.0f} {_percent(r.get('others_cpu')):>6}"
-              + ("  (bf16 autocast)" if r.get("bf16") else ""))
-    if "error" not in base and "error" not in keras_tf and base and keras_tf:
-        peak_ok = base["peak_rss_mb"] <= keras_tf["peak_rss_mb"]
-        print(f"  attnkit float32 peak RSS {'<=' if peak_ok else '>'} Keras/TF's")
+        print(f"  {name:<38} {_num(out['train_samples_per_s'][name], '.0f', 8)} "
+              f"{_num(out['train_x_keras_tf'][name], '.2f', 10)} "
+              f"{_num(out['infer_samples_per_s'][name], '.0f', 8)} "
+              f"{_num(out['infer_x_keras_tf'][name], '.2f', 10)} "
+              f"{out['peak_rss_mb'][name]:>12} {_percent(out['others_cpu_max'][name]):>7}"
+              + (f"  (failed in {len(out['errors'][name])} round(s))"
+                 if name in out["errors"] else ""))
+    print(f"  attnkit float32 / Keras/TF: training {_num(out['train_vs_keras_tf'], '.2f', 0)}x "
+          f"(spread {_num(out['train_spread'], '.2f', 0)}), inference "
+          f"{_num(out['infer_vs_keras_tf'], '.2f', 0)}x (spread "
+          f"{_num(out['infer_spread'], '.2f', 0)}) over {out['rounds_compared']} round(s)")
+    for r, entry in enumerate(out["rounds"], 1):
+        rates = "; ".join(f"{name} {entry['train_samples_per_s'][name]:.0f} / "
+                          f"{entry['infer_samples_per_s'][name]:.0f}"
+                          for name in labels if name in entry["train_samples_per_s"])
+        print(f"  round {r}: training {_num(entry['train_vs_keras_tf'], '.2f', 0)}x, inference "
+              f"{_num(entry['infer_vs_keras_tf'], '.2f', 0)}x (train/s / infer/s: {rates})")
 
 
 def main() -> None:
@@ -427,8 +512,16 @@ def main() -> None:
                         default=str(bench_py) if bench_py.exists() else sys.executable)
     parser.add_argument("--threads", default="1,2",
                         help="CPU thread counts, each for every framework (default 1,2)")
-    parser.add_argument("--round-batches", type=int, default=20,
-                        help="batches per timed training round; the median round is reported")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="interleaved rounds: each runs every row once, in its own process "
+                             "(default 5)")
+    parser.add_argument("--rows", default="all",
+                        help="rows to run, comma-separated among "
+                             + ", ".join(row[0] for row in ROWS)
+                             + " (default all; the ratios need float32 and keras-tf)")
+    parser.add_argument("--window-batches", type=int, default=20,
+                        help="batches per timed training window; a worker reports its median "
+                             "window")
     parser.add_argument("--infer-samples", type=int, default=6400,
                         help="reviews per timed inference pass (default 6400)")
     parser.add_argument("--infer-reps", type=int, default=3,
@@ -441,16 +534,17 @@ def main() -> None:
     args = parser.parse_args()
     try:
         thread_counts = parse_threads(args.threads)
+        rows = parse_rows(args.rows)
     except ValueError as e:
         parser.error(str(e))
-    if args.round_batches < 1 or args.samples < BATCH or args.infer_samples < BATCH \
-            or args.infer_reps < 1:
-        parser.error(f"need --round-batches >= 1, --samples >= {BATCH}, --infer-samples >= "
-                     f"{BATCH}, --infer-reps >= 1")
+    if args.window_batches < 1 or args.samples < BATCH or args.infer_samples < BATCH \
+            or args.infer_reps < 1 or args.rounds < 1:
+        parser.error(f"need --window-batches >= 1, --samples >= {BATCH}, --infer-samples >= "
+                     f"{BATCH}, --infer-reps >= 1, --rounds >= 1")
     if args.worker:
-        print(json.dumps(worker(args.worker, args.samples, thread_counts[0], args.round_batches,
-                                args.lengths_file, min(args.infer_samples, args.samples),
-                                args.infer_reps)))
+        print(json.dumps(worker(args.worker, args.samples, thread_counts[0],
+                                args.window_batches, args.lengths_file,
+                                min(args.infer_samples, args.samples), args.infer_reps)))
         return
     source = {"imdb": IMDB_TRAIN}.get(args.lengths, Path(args.lengths))
     if args.lengths == "uniform":
@@ -462,18 +556,21 @@ def main() -> None:
     else:
         review_lengths = imdb_lengths(source)
         described = f"drawn from the {len(review_lengths)} reviews of {source}"
-    results: dict[int, dict[str, dict]] = {}
+    results: dict[int, list[dict[str, dict]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         lengths_file = ""
         if review_lengths is not None:
             lengths_file = str(Path(tmp) / "lengths.npy")
             np.save(lengths_file, review_lengths)
         for threads in thread_counts:
-            results[threads] = {
-                label: launch(worker_name, args, threads,
-                              sys.executable if python == "self" else args.keras_python,
-                              backend, lengths_file)
-                for label, worker_name, python, backend in ROWS}
+            results[threads] = []
+            for r in range(args.rounds):
+                results[threads].append({
+                    label: launch(worker_name, args, threads,
+                                  sys.executable if python == "self" else args.keras_python,
+                                  backend, lengths_file)
+                    for _, label, worker_name, python, backend in rows})
+                print(f"{threads} thread(s): round {r + 1} of {args.rounds} done", flush=True)
     mean_length = float(np.mean(draw_lengths(args.samples, review_lengths)))
     sys.path.insert(0, str(REPO / "src"))
     from attnkit.machine import machine_info, machine_line
@@ -483,15 +580,18 @@ def main() -> None:
           f"each thread count; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} "
           "at the end)")
     print(f"review lengths {described} (capped at {MAXLEN}; mean {mean_length:.1f} real ids)")
-    print("others = share of the CPUs that other processes used while the row ran (its "
-          "timings are suspect above a few %)")
+    print("others = the largest share of the CPUs that other processes used while the row ran "
+          "(its timings are suspect above a few %)")
     print(f"training: one epoch, {args.samples} samples, batch {BATCH}, maxlen {MAXLEN}; "
-          f"samples/s = median of rounds of {args.round_batches} batches (warm-up excluded). "
+          f"samples/s = median of windows of {args.window_batches} batches (warm-up excluded). "
           f"inference: {min(args.infer_samples, args.samples)} samples, batch {BATCH}, "
-          f"median of {args.infer_reps} passes")
-    for threads, rows in results.items():
-        print_table(threads, rows)
-    print(json.dumps({"machine": info, "threads": summary(results)}))
+          f"median of {args.infer_reps} passes. {args.rounds} interleaved round(s), each row "
+          "in its own process, in the order " + ", ".join(row[0] for row in rows))
+    out = summary(results)
+    labels = [row[1] for row in rows]
+    for threads in thread_counts:
+        print_table(threads, labels, out[str(threads)])
+    print(json.dumps({"machine": info, "rounds": args.rounds, "rows": labels, "threads": out}))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """self_attention_max_pool: against a per-head loop in float64 (values) and autograd through that
 loop (gradients), gradcheck, masks (empty samples give zeros, never NaN), chunked forward, and
-MultiHeadAttention.max_pool against forward + max."""
+MultiHeadAttention.max_pool against forward + max; max_pool_projected against the loop."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 import attnkit.attention.pooling as pooling
 from attnkit.attention import MultiHeadAttention
-from attnkit.attention.pooling import self_attention_max_pool
+from attnkit.attention.pooling import max_pool_projected, self_attention_max_pool
 
 
 def loop_reference(x, weight, bias, heads, key_mask, query_mask):
@@ -207,3 +207,37 @@ def test_without_gradients_the_same_values(masks):
         inference = self_attention_max_pool(x, w, b, **kw)
     assert with_grad.requires_grad and not inference.requires_grad
     assert torch.equal(inference, with_grad.detach())
+
+
+@pytest.mark.parametrize("masks", list(MASKS))
+@pytest.mark.parametrize("chunk", [1 << 19, 2 * 7 * 7])
+def test_projected_matches_the_loop(masks, chunk, monkeypatch):
+    monkeypatch.setattr(pooling, "_CHUNK_SCORES", chunk)
+    x, w, b = (t.detach() for t in _inputs())
+    key_mask, query_mask = MASKS[masks]()
+    qkv = x @ w.T + b
+    out = max_pool_projected(qkv, num_heads=2, key_mask=key_mask, query_mask=query_mask)
+    ref = loop_reference(x, w, b, 2, key_mask, query_mask)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    if key_mask is not None or query_mask is not None:
+        assert torch.equal(out[2], torch.zeros(6))  # sample 2 has no token: zeros, not NaN
+    # another scale = queries scaled by (scale * sqrt(d)) under the loop's 1 / sqrt(d)
+    scaled = max_pool_projected(qkv, num_heads=2, key_mask=key_mask, query_mask=query_mask,
+                                scale=0.3)
+    factor = torch.ones(w.shape[0], dtype=w.dtype)
+    factor[:6] = 0.3 * math.sqrt(3)
+    ref = loop_reference(x, w * factor[:, None], b * factor, 2, key_mask, query_mask)
+    torch.testing.assert_close(scaled, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_projected_refuses_gradients_and_bad_shapes():
+    qkv = torch.randn(2, 3, 12, requires_grad=True)
+    with pytest.raises(ValueError, match="no gradient"):
+        max_pool_projected(qkv, num_heads=2)
+    with torch.no_grad():
+        assert max_pool_projected(qkv, num_heads=2).shape == (2, 4)
+        with pytest.raises(ValueError, match="3 \\* num_heads"):
+            max_pool_projected(qkv, num_heads=5)
+        with pytest.raises(ValueError, match="key_mask must be a bool tensor"):
+            max_pool_projected(qkv, num_heads=2, key_mask=torch.ones(2, 3))
+        assert max_pool_projected(qkv[:, :0], num_heads=2).equal(torch.zeros(2, 4))

@@ -183,3 +183,95 @@ def test_keras2018_gradients_equal_the_dense_path_in_float64():
     for a, b in zip(torch.autograd.grad(fast.square().sum(), params),
                     torch.autograd.grad(ref.square().sum(), params), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def _spy(monkeypatch, cls, name: str) -> list:
+    """Record the keyword arguments and result of every call of ``cls.name``."""
+    calls: list = []
+    inner = getattr(cls, name)
+
+    def wrapped(self, *args, **kwargs):
+        out = inner(self, *args, **kwargs)
+        calls.append((kwargs, out))
+        return out
+
+    monkeypatch.setattr(cls, name, wrapped)
+    return calls
+
+
+def _with_full_rows(padding: str, seed: int, time: int = 24):
+    """48 reviews: 24 shorter than ``time // 2`` (an empty one among them) and 24 that fill every
+    slot, so that the longest length groups have no padding."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.cat([torch.randint(0, time // 2, (24,), generator=g), torch.full((24,), time)])
+    lengths[0] = 0
+    lengths = lengths[torch.randperm(48, generator=g)]
+    ids = torch.randint(1, 50, (48, time), generator=g)
+    real = torch.arange(time)[None, :] < lengths[:, None]
+    if padding == "pre":
+        real = real.flip(-1)
+    return ids.masked_fill(~real, 0), lengths
+
+
+@pytest.mark.parametrize("padding", ["pre", "post"])
+@pytest.mark.parametrize("cfg", CONFIGS)
+def test_groups_without_padding_skip_the_mask_and_match_the_full_batch(padding, cfg,
+                                                                     monkeypatch):
+    _force_groups(monkeypatch, 3)
+    encodes = _spy(monkeypatch, SentimentClassifier, "_encode")
+    torch.manual_seed(3)
+    model = SentimentClassifier(_small(padding=padding, **cfg))
+    ids, lengths = _with_full_rows(padding, seed=4)
+    fast = model(ids, lengths)
+    full = [kw["full"] for kw, _ in encodes]
+    assert len(full) == 3 and not full[0] and full[-1]  # the longest group has no padding
+    ref = _full_batch_logits(model, ids, lengths)
+    torch.testing.assert_close(fast, ref, rtol=1e-5, atol=1e-5)
+    params = list(model.parameters())
+    fast_grads = torch.autograd.grad(fast.square().sum(), params, allow_unused=True)
+    ref_grads = torch.autograd.grad(ref.square().sum(), params, allow_unused=True)
+    for (name, _), a, b in zip(model.named_parameters(), fast_grads, ref_grads, strict=True):
+        assert (a is None) == (b is None), name
+        if a is not None:
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("cfg", [dict(), dict(padding="post"), dict(mask_padding=False),
+                                 dict(positional="learned"), dict(positional="none"),
+                                 dict(attn_bias=True), dict(num_layers=2)])
+@pytest.mark.parametrize("tables", [True, False])
+def test_logits_by_length_with_and_without_projection_tables(cfg, tables, monkeypatch):
+    monkeypatch.setattr(sentiment, "TABLE_TOKENS_PER_WORD", 0 if tables else 10 ** 9)
+    built = _spy(monkeypatch, SentimentClassifier, "projection_tables")
+    torch.manual_seed(5)
+    model = SentimentClassifier(_small(**cfg)).eval()
+    ids, lengths = _with_full_rows(cfg.get("padding", "pre"), seed=6)
+    want = _full_batch_logits(model, ids, lengths)  # the whole padded batch, no tables
+    for batch_size in (7, 64):
+        got = model.logits_by_length(ids, lengths, batch_size=batch_size)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    # the tables are made once a call, where the model allows them (one plain layer)
+    assert len(built) == (2 if tables else 0)
+    assert all((out is None) == (cfg.get("num_layers", 1) > 1) for _, out in built)
+    with pytest.raises(IndexError, match="ids must lie in 0..49"):
+        model.logits_by_length(ids.masked_fill(ids == 7, 50), lengths)
+
+
+def test_projection_tables_hold_each_words_and_each_positions_projection():
+    torch.manual_seed(7)
+    model = SentimentClassifier(_small(attn_bias=True, block_dropout=0.1)).eval()
+    with torch.no_grad():
+        model.layers[0].in_proj_bias.normal_()
+    words, positions = model.projection_tables(24)
+    layer = model.layers[0]
+    for word, pos in ((5, 3), (0, 0), (49, 23)):
+        x = model.embedding.weight[word] + model.sinusoid.encoding(24)[pos]
+        torch.testing.assert_close(words[word] + positions[pos],
+                                   layer.in_proj_weight @ x + layer.in_proj_bias)
+    # only where a token's projection is linear in its looked-up vector and its position's
+    assert model.train().projection_tables(24) is None  # embedding dropout
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert model.eval().projection_tables(24) is None
+    for cfg in (dict(num_layers=2), dict(bigram_buckets=7), dict(pooling="attention"),
+                dict(attn_out_proj=True), dict(block="transformer")):
+        assert SentimentClassifier(_small(**cfg)).eval().projection_tables(24) is None, cfg

@@ -16,7 +16,7 @@ from attnkit.attention.hard import HardAttention, HardAttentionOutput
 from attnkit.attention.local import LocalAttention
 from attnkit.attention.masking import causal_mask, lengths_to_mask, masked_softmax
 from attnkit.attention.multi_head import MultiHeadAttention
-from attnkit.attention.pooling import self_attention_max_pool
+from attnkit.attention.pooling import max_pool_projected, self_attention_max_pool
 from attnkit.attention.spatial import SpatialAttention, SpatialMemory
 
 __all__ = [
@@ -41,5 +41,6 @@ __all__ = [
     "fused_attention",
     "lengths_to_mask",
     "masked_softmax",
+    "max_pool_projected",
     "self_attention_max_pool",
 ]

@@ -21,6 +21,8 @@ so ``dS_j = g_j p (v[:, j] - pooled_j)``, ``dQ[q_j] += scale dS_j K``, ``dK += s
 Q[q_j]``, ``dV[:, j] = g_j p``. The query projection's gradients then need only the winners'
 rows of ``x``. The forward keeps no ``[Tq, Tk]`` tensor for the backward and computes the scores
 head by head, on strided views of the packed projection, in chunks that reuse one buffer.
+`max_pool_projected` runs the same forward from a projection made elsewhere (inference: the
+2018 model gathers it from a table of every word's projection).
 
 Masks follow attnkit (True = real): ``key_mask`` removes keys; ``query_mask`` removes queries from
 the max. A query row with no key attends to nothing and has a zero context (never NaN); a batch
@@ -95,6 +97,74 @@ def _alive(key_mask: Tensor | None, query_mask: Tensor | None) -> Tensor | None:
     return alive
 
 
+def _pool_heads(qkv: Tensor, heads: int, key_bias: Tensor | None, query_mask: Tensor | None,
+                scale: float, pooled: Tensor, winners: Tensor | None) -> None:
+    """Every head's attention over the packed projection and the max of its context over the
+    queries, head by head in chunks of samples.
+
+    ``qkv [b, t, 3 * heads * d]`` (``Q; K; V``, head-major in each), ``key_bias [b, t]`` (see
+    `_key_bias`) or None, ``query_mask [b, t]`` or None. Writes ``pooled [b, heads, d]`` and,
+    when given, the winning query of every feature into ``winners [b, heads, d]``.
+    """
+    b, t = qkv.shape[:2]
+    d = pooled.shape[-1]
+    # Head h's q, k, v of every sample are strided [b, t, d] views of qkv that batched
+    # matmuls read in place: no [b, heads, t, d] copies.
+    parts = qkv.view(b, t, 3, heads, d)
+    step = max(1, _CHUNK_SCORES // max(1, t * t))
+    step = -(-b // -(-b // step))  # equal chunks: a small remainder chunk runs slowly
+    scores = qkv.new_empty(min(step, b), t, t)  # reused by every chunk
+    weights = torch.empty_like(scores)
+    # A head's context, transposed ([n, d, t]): the max over the queries is then over the
+    # innermost dimension, 0.02 ms a head where the max over the middle one of [n, t, d] took
+    # 0.16 ms (batch 64, T 100, d 16, 2 threads, AVX512).
+    context = qkv.new_empty(min(step, b), d, t)
+    for h in range(heads):
+        q, k, v = parts[:, :, 0, h], parts[:, :, 1, h], parts[:, :, 2, h]
+        for s in range(0, b, step):
+            rows = slice(s, s + step)
+            n = min(step, b - s)
+            c = context[:n]
+            with _label("attnkit.attention_heads"):
+                torch.baddbmm(scores[:n], q[rows], k[rows].transpose(1, 2), beta=0.0,
+                              alpha=scale, out=scores[:n])
+            with _label("attnkit.softmax"):
+                if key_bias is not None:
+                    scores[:n].add_(key_bias[rows, None, :])
+                _softmax(scores[:n], out=weights[:n])
+            with _label("attnkit.attention_heads"):
+                torch.bmm(v[rows].transpose(1, 2), weights[:n].transpose(1, 2), out=c)
+            with _label("attnkit.max_pool"):
+                if query_mask is not None:
+                    c.masked_fill_(~query_mask[rows, None, :], torch.finfo(c.dtype).min)
+                # the value and the winning query row of every feature of head h
+                if winners is not None:
+                    torch.max(c, dim=2, out=(pooled[rows, h], winners[rows, h]))
+                else:
+                    torch.amax(c, dim=2, out=pooled[rows, h])
+
+
+def _attend_and_pool(qkv: Tensor, heads: int, d: int, key_mask: Tensor | None,
+                     query_mask: Tensor | None, scale: float, winners_too: bool
+                     ) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor | None]:
+    """The forward from the packed projection ``qkv [b, t, 3 * heads * d]``: pooled ``[b,
+    heads, d]`` (zeros for a sample without a key or a query), and what the backward needs:
+    the key bias, the samples alive (`_alive`) and the winning queries (None unless
+    ``winners_too``)."""
+    b = qkv.shape[0]
+    key_bias = _key_bias(key_mask, qkv.dtype)
+    pooled = qkv.new_empty(b, heads, d)
+    # Without a backward to come (inference) the winners are not needed, and amax is ~4x
+    # faster than max with indices here.
+    winners = torch.empty(pooled.shape, dtype=torch.long, device=qkv.device) \
+        if winners_too else None
+    _pool_heads(qkv, heads, key_bias, query_mask, scale, pooled, winners)
+    alive = _alive(key_mask, query_mask)
+    if alive is not None:
+        pooled.mul_(alive[:, None, None])  # no key or no query: zeros
+    return pooled, key_bias, alive, winners
+
+
 class _SelfAttentionMaxPool(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None, heads: int,
@@ -104,45 +174,8 @@ class _SelfAttentionMaxPool(torch.autograd.Function):
         d = weight.shape[0] // (3 * heads)
         with _label("attnkit.qkv_projection"):
             qkv = torch.nn.functional.linear(x, weight, bias)  # one matmul for Q, K and V
-        # Head h's q, k, v of every sample are strided [b, t, d] views of qkv that batched
-        # matmuls read in place: no [b, heads, t, d] copies.
-        parts = qkv.view(b, t, 3, heads, d)
-        key_bias = _key_bias(key_mask, x.dtype)
-        pooled = x.new_empty(b, heads, d)
-        # Without a backward to come (inference) the winners are not needed, and amax is ~10x
-        # faster than max with indices here.
-        winners = torch.empty(pooled.shape, dtype=torch.long, device=x.device) \
-            if for_backward else None
-        step = max(1, _CHUNK_SCORES // max(1, t * t))
-        step = -(-b // -(-b // step))  # equal chunks: a small remainder chunk runs slowly
-        scores = x.new_empty(min(step, b), t, t)  # reused by every chunk
-        weights = torch.empty_like(scores)
-        for h in range(heads):
-            q, k, v = parts[:, :, 0, h], parts[:, :, 1, h], parts[:, :, 2, h]
-            for s in range(0, b, step):
-                rows = slice(s, s + step)
-                n = min(step, b - s)
-                with _label("attnkit.attention_heads"):
-                    torch.baddbmm(scores[:n], q[rows], k[rows].transpose(1, 2), beta=0.0,
-                                  alpha=scale, out=scores[:n])
-                with _label("attnkit.softmax"):
-                    if key_bias is not None:
-                        scores[:n].add_(key_bias[rows, None, :])
-                    _softmax(scores[:n], out=weights[:n])
-                with _label("attnkit.attention_heads"):
-                    context = torch.bmm(weights[:n], v[rows])  # [n, t, d]
-                with _label("attnkit.max_pool"):
-                    if query_mask is not None:
-                        context.masked_fill_(~query_mask[rows, :, None],
-                                             torch.finfo(context.dtype).min)
-                    # the value and the winning query row of every feature of head h
-                    if winners is not None:
-                        torch.max(context, dim=1, out=(pooled[rows, h], winners[rows, h]))
-                    else:
-                        torch.amax(context, dim=1, out=pooled[rows, h])
-        alive = _alive(key_mask, query_mask)
-        if alive is not None:
-            pooled.mul_(alive[:, None, None])  # no key or no query: zeros
+        pooled, key_bias, alive, winners = _attend_and_pool(qkv, heads, d, key_mask, query_mask,
+                                                            scale, for_backward)
         if for_backward:
             ctx.save_for_backward(x, weight, qkv, key_bias, alive, winners)
         ctx.heads, ctx.scale, ctx.has_bias = heads, scale, bias is not None
@@ -208,6 +241,13 @@ class _SelfAttentionMaxPool(torch.autograd.Function):
         return grad_x, grad_weight, grad_bias, None, None, None, None, None
 
 
+def _check_masks(b: int, t: int, key_mask: Tensor | None, query_mask: Tensor | None) -> None:
+    for name, mask in (("key_mask", key_mask), ("query_mask", query_mask)):
+        if mask is not None and (mask.dtype != torch.bool or tuple(mask.shape) != (b, t)):
+            raise ValueError(f"{name} must be a bool tensor [{b}, {t}] (True = real), got "
+                             f"{mask.dtype} {tuple(mask.shape)}")
+
+
 def self_attention_max_pool(x: Tensor, weight: Tensor, bias: Tensor | None = None, *,
                             num_heads: int, key_mask: Tensor | None = None,
                             query_mask: Tensor | None = None,
@@ -239,10 +279,7 @@ def self_attention_max_pool(x: Tensor, weight: Tensor, bias: Tensor | None = Non
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
         raise ValueError(f"bias must be [{weight.shape[0]}], got {tuple(bias.shape)}")
     b, t = x.shape[:2]
-    for name, mask in (("key_mask", key_mask), ("query_mask", query_mask)):
-        if mask is not None and (mask.dtype != torch.bool or tuple(mask.shape) != (b, t)):
-            raise ValueError(f"{name} must be a bool tensor [{b}, {t}] (True = real), got "
-                             f"{mask.dtype} {tuple(mask.shape)}")
+    _check_masks(b, t, key_mask, query_mask)
     d = weight.shape[0] // (3 * num_heads)
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     if b == 0 or t == 0:  # nothing to attend to: zeros (still a function of the inputs)
@@ -259,3 +296,49 @@ def self_attention_max_pool(x: Tensor, weight: Tensor, bias: Tensor | None = Non
     with torch.autocast(device, enabled=False):
         return _SelfAttentionMaxPool.apply(x.to(dtype), weight.to(dtype),
                                            None if bias is None else bias.to(dtype), *args)
+
+
+def max_pool_projected(qkv: Tensor, *, num_heads: int, key_mask: Tensor | None = None,
+                       query_mask: Tensor | None = None, scale: float | None = None) -> Tensor:
+    """`self_attention_max_pool` of inputs whose packed projection is already known, for
+    inference.
+
+    Bulk inference can get the projection ``x W^T + bias`` more cheaply than by a matmul per
+    token: where ``x`` is a word's embedding plus its position's vector, the projection is the
+    sum of the word's and the position's projections, gathered from tables made once
+    (`attnkit.models.sentiment.SentimentClassifier.logits_by_length`). No gradient flows
+    through this function; training uses `self_attention_max_pool`.
+
+    Args:
+        qkv: ``[batch, T, 3 * num_heads * d]``, the packed ``Q; K; V`` of
+            `self_attention_max_pool` (``x W^T + bias``).
+        num_heads: heads; ``d`` is ``qkv.shape[-1] // (3 * num_heads)``.
+        key_mask, query_mask: as in `self_attention_max_pool`.
+        scale: score scale; None = ``1 / sqrt(d)``.
+
+    Returns:
+        ``[batch, num_heads * d]``, equal to `self_attention_max_pool` of the ``x`` that
+        ``qkv`` projects (to the rounding of the two ways of projecting it).
+
+    Example:
+        ```python
+        qkv = torch.nn.functional.linear(x, weight, bias)
+        pooled = max_pool_projected(qkv, num_heads=8)  # = self_attention_max_pool(x, weight,
+                                                       #   bias, num_heads=8), no gradient
+        ```
+    """
+    if qkv.dim() != 3 or num_heads <= 0 or qkv.shape[-1] % (3 * num_heads):
+        raise ValueError(f"qkv must be [batch, T, 3 * num_heads * d], got {tuple(qkv.shape)} "
+                         f"for num_heads={num_heads}")
+    if torch.is_grad_enabled() and qkv.requires_grad:
+        raise ValueError("max_pool_projected computes no gradient: run it under "
+                         "torch.no_grad(), or self_attention_max_pool for training")
+    b, t = qkv.shape[:2]
+    _check_masks(b, t, key_mask, query_mask)
+    d = qkv.shape[-1] // (3 * num_heads)
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    if b == 0 or t == 0:
+        return qkv.new_zeros(b, num_heads * d)
+    pooled = _attend_and_pool(qkv, num_heads, d, _drop_full(key_mask), _drop_full(query_mask),
+                              scale, winners_too=False)[0]
+    return pooled.view(b, num_heads * d)

@@ -21,15 +21,18 @@ equivalent ``key_mask`` to the attention and zeroes the padded query rows itself
 
 Speed. With masking, `SentimentClassifier.forward` sorts the batch by length and encodes
 it in a few groups (`plan_length_groups`, CPU only), each cut to its longest review, so
-padding costs (almost) no compute; the embedding lookup stays one call (one dense gradient).
-With max pooling after plain attention layers (the 2018 model) the last layer and the pooling
-run as one kernel (`MultiHeadAttention.max_pool`), whose backward visits only the query
-row that won each pooled feature instead of every row of every head. Both equal the full padded
-batch through autograd to float32 rounding (tests/models/test_sentiment_length_groups.py) and
-the Keras formula (tests/models/test_sentiment_keras_formula.py). The sinusoid table is a
-cached, non-persistent buffer. Many reviews at once: `SentimentClassifier.predict_proba`
-(batches in length order, no weights); `SentimentClassifier.attribute` when the weights
-are wanted.
+padding costs (almost) no compute; the embedding lookup stays one call (one dense gradient). A
+group whose reviews all fill it (most of an IMDB batch at maxlen 100) runs without any mask,
+its positions the sinusoid table's first rows. With max pooling after plain attention layers
+(the 2018 model) the last layer and the pooling run as one kernel
+(`MultiHeadAttention.max_pool`), whose backward visits only the query row that won each pooled
+feature instead of every row of every head. Both equal the full padded batch through autograd
+to float32 rounding (tests/models/test_sentiment_length_groups.py) and the Keras formula
+(tests/models/test_sentiment_keras_formula.py). The sinusoid table is a cached, non-persistent
+buffer. Many reviews at once: `SentimentClassifier.predict_proba` (`logits_by_length`: sorted
+and planned once per call, batches in length order, no weights; for the 2018 model each
+token's Q/K/V projection gathered from `SentimentClassifier.projection_tables`);
+`SentimentClassifier.attribute` when the weights are wanted.
 
 Per-token explanation (`SentimentClassifier.explain`), a distribution over the real tokens
 (sums to 1, zero on padding):
@@ -53,6 +56,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 
 import torch
@@ -60,6 +64,7 @@ from torch import Tensor, nn
 
 from attnkit.attention.masking import lengths_to_mask, masked_softmax
 from attnkit.attention.multi_head import MultiHeadAttention
+from attnkit.attention.pooling import max_pool_projected
 from attnkit.positional import SinusoidalPositionalEncoding
 
 
@@ -137,6 +142,15 @@ class SentimentConfig:
                              "num_heads * head_dim == embed_dim")
 
 
+# `SentimentClassifier.logits_by_length` gathers the 2018 model's projections from tables
+# (`SentimentClassifier.projection_tables`) from this many tokens per word of the vocabulary.
+# The tables cost a projection of the whole vocabulary (23 ms for 30000 words); a token's
+# gathered rows cost about a third of its own projection (1.3 against 3.4 ms for 64 x 100
+# tokens, the lookup and the positions included; 2 threads, Intel Xeon, AVX512), so they pay
+# from ~2.3 tokens per word.
+TABLE_TOKENS_PER_WORD = 4
+
+
 class _EmbeddingLookup(torch.autograd.Function):
     """``weight[ids]`` whose backward builds the dense ``[vocab, dim]`` gradient as zeros plus
     one ``index_add_``: 0.8 ms against 1.25 ms for ``embedding_dense_backward`` (30000 x 128,
@@ -157,14 +171,20 @@ class _EmbeddingLookup(torch.autograd.Function):
         return None, out.index_add_(0, flat, grad)
 
 
+def check_ids(ids: Tensor, rows: int) -> None:
+    """Raise unless ``ids`` are integers in ``0..rows - 1`` (ValueError for the dtype,
+    IndexError for the range)."""
+    if ids.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"ids must be integers, got {ids.dtype}")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= rows):
+        raise IndexError(f"ids must lie in 0..{rows - 1}, got "
+                         f"{int(ids.min())}..{int(ids.max())}")
+
+
 def embedding_lookup(ids: Tensor, weight: Tensor) -> Tensor:
     """``ids [...]`` int64 -> ``weight[ids]`` ``[..., dim]``, as ``F.embedding`` (no padding
     index, no max norm) with a faster dense gradient (see `_EmbeddingLookup`)."""
-    if ids.dtype not in (torch.int64, torch.int32):
-        raise ValueError(f"ids must be integers, got {ids.dtype}")
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= weight.shape[0]):
-        raise IndexError(f"ids must lie in 0..{weight.shape[0] - 1}, got "
-                         f"{int(ids.min())}..{int(ids.max())}")
+    check_ids(ids, weight.shape[0])
     return _EmbeddingLookup.apply(ids.long(), weight)
 
 
@@ -274,12 +294,13 @@ class SentimentClassifier(nn.Module):
             self.pos_table = table  # a pure function of (length, device, dtype): no call state
         return table
 
-    def _bigram_ids(self, ids: Tensor, mask: Tensor) -> Tensor | None:
-        """``[batch, time]`` hashed (previous, current) pair ids, or None without bigrams."""
+    def _bigram_ids(self, ids: Tensor, mask: Tensor | None) -> Tensor | None:
+        """``[batch, time]`` hashed (previous, current) pair ids, or None without bigrams;
+        ``mask`` None: every slot is real."""
         if self.bigram is None:
             return None
         prev = torch.nn.functional.pad(ids[:, :-1], (1, 0))
-        if self.config.mask_padding:  # the first real token's "previous" is always 0
+        if self.config.mask_padding and mask is not None:  # a first real token's previous is 0
             prev = prev * torch.nn.functional.pad(mask[:, :-1], (1, 0))
         # A fixed multiplicative hash of the id pair; collisions only share a vector.
         return (prev * 1_000_003 + ids) % self.config.bigram_buckets
@@ -289,16 +310,25 @@ class SentimentClassifier(nn.Module):
         x = embedding_lookup(ids, self.embedding.weight)
         return x if bigram_ids is None else x + embedding_lookup(bigram_ids, self.bigram.weight)
 
-    def _embed(self, ids: Tensor, mask: Tensor, tokens: Tensor | None = None) -> Tensor:
+    def _embed(self, ids: Tensor, mask: Tensor | None, tokens: Tensor | None = None) -> Tensor:
         """``ids [batch, time]`` -> ``[batch, time, dim]``; ``tokens`` = the looked-up vectors
-        when the caller already has them."""
+        when the caller already has them; ``mask`` None: every slot is real."""
         x = self._lookup(ids, self._bigram_ids(ids, mask)) if tokens is None else tokens
-        if self.sinusoid is not None or self.learned_pos is not None:
+        if self.sinusoid is None and self.learned_pos is None:
+            return self.embed_drop(x)
+        time = ids.shape[1]
+        if mask is None or not self.config.mask_padding:
+            # Every row has positions 0..time-1: the table's first rows, added by broadcasting
+            # rather than gathered row by row ([batch, time, dim] fewer to write and read).
+            pos = torch.arange(time, device=ids.device) if self.learned_pos is not None \
+                else None
+        else:
             pos = self._positions(mask)
-            if self.sinusoid is not None:
-                x = x + self._sinusoid_table(ids.shape[1], x)[pos]
-            else:
-                x = x + self.learned_pos(pos)
+        if self.sinusoid is not None:
+            table = self._sinusoid_table(time, x)
+            x = x + (table[:time] if pos is None else table[pos])
+        else:
+            x = x + self.learned_pos(pos)
         return self.embed_drop(x)
 
     @staticmethod
@@ -308,11 +338,13 @@ class SentimentClassifier(nn.Module):
                              f"{tuple(ids.shape)} and {tuple(lengths.shape)}")
 
     def _encode(self, ids: Tensor, lengths: Tensor, need_weights: bool = False,
-                tokens: Tensor | None = None, pooled: bool = False):
+                tokens: Tensor | None = None, pooled: bool = False, full: bool = False):
         """-> ``(x [batch, time, width], mask, weights)``; with ``pooled`` (only where
-        `_fused_pool` holds) ``x`` is already the max-pooled ``[batch, width]``."""
+        `_fused_pool` holds) ``x`` is already the max-pooled ``[batch, width]``, and the mask
+        None when ``full``: the caller knows that every row is ``time`` long (a length group
+        without padding), so no mask is built, applied or checked."""
         self._check_shapes(ids, lengths)
-        mask = self.real_mask(lengths, ids.shape[1])
+        mask = None if full else self.real_mask(lengths, ids.shape[1])
         key_mask = mask if self.config.mask_padding else None
         x = self._embed(ids, mask, tokens)
         weights = []
@@ -332,6 +364,8 @@ class SentimentClassifier(nn.Module):
             return last.max_pool(x, key_mask=key_mask, query_mask=key_mask), mask, weights
         if self.final_norm is not None:
             x = self.final_norm(x)
+        if mask is None:
+            mask = torch.ones(ids.shape, dtype=torch.bool, device=ids.device)
         return x, mask, weights
 
     def _fused_pool(self) -> bool:
@@ -359,6 +393,10 @@ class SentimentClassifier(nn.Module):
         else:
             x, mask, _ = self._encode(ids, lengths)
             pooled, _ = self._pool(x, mask)
+        return self._head(pooled)
+
+    def _head(self, pooled: Tensor) -> Tensor:
+        """Pooled ``[batch, width]`` -> logits ``[batch]`` (dropout, then the classifier)."""
         return self.classifier(self.dropout(pooled)).squeeze(-1)
 
     # Length groups of a CPU batch in masked mode (see _pool_by_length and plan_length_groups):
@@ -367,47 +405,80 @@ class SentimentClassifier(nn.Module):
     length_groups = 6
     min_group_rows = 8
 
-    def _pool_by_length(self, ids: Tensor, lengths: Tensor) -> Tensor:
+    def _pool_by_length(self, ids: Tensor, lengths: Tensor,
+                        sorted_lengths: list[int] | None = None,
+                        tables: tuple[Tensor, Tensor | None] | None = None) -> Tensor:
         """Masked mode: ``ids [batch, time]`` -> pooled ``[batch, width]`` in input order.
 
         Rows sorted by length are encoded in a few groups (`plan_length_groups`), each
         cut to its longest row, so padding costs (almost) no compute (attention work grows with
-        length squared). Exact: with masking a review's output does not depend on its padding
-        (module doc). Dropout is applied later on the whole batch, so the random stream does
-        not depend on grouping.
+        length squared); a group whose rows all fill its slots runs without a mask. Exact: with
+        masking a review's output does not depend on its padding (module doc). Dropout is
+        applied later on the whole batch, so the random stream does not depend on grouping.
+
+        ``sorted_lengths``: the rows' lengths, already validated and in ascending order
+        (`logits_by_length`), as Python ints: the batch is then neither sorted nor masked here.
+        ``tables``: `projection_tables` (inference): each group is pooled from them.
         """
-        self._check_shapes(ids, lengths)
+        if sorted_lengths is None:
+            self._check_shapes(ids, lengths)
         batch, time = ids.shape
-        mask = self.real_mask(lengths, time)  # also validates lengths before they pick columns
-        bigram_ids = self._bigram_ids(ids, mask)
-        order, sizes = None, [batch]
+        order = None
+        if sorted_lengths is None:
+            mask = self.real_mask(lengths, time)  # validates lengths before they pick columns
+            bigram_ids = self._bigram_ids(ids, mask)
+            if ids.device.type == "cpu":  # (on a GPU, reading the lengths would wait for it)
+                order = torch.argsort(lengths, stable=True)
+                sorted_lengths = lengths[order].tolist()
+        else:
+            bigram_ids = self._bigram_ids(
+                ids, None if sorted_lengths[0] == time else self.real_mask(lengths, time))
+        sizes = [batch]
         if ids.device.type == "cpu" and batch >= 2 * self.min_group_rows:
-            order = torch.argsort(lengths, stable=True)
-            sizes = plan_length_groups(lengths[order].tolist(), max_groups=self.length_groups,
+            sizes = plan_length_groups(sorted_lengths, max_groups=self.length_groups,
                                        min_rows=self.min_group_rows)
-            if len(sizes) == 1:
-                order = None
-        cut = []  # (ids, bigram ids, lengths) per group, without the columns nobody uses
-        for rows in (order.split(sizes) if order is not None else [None]):
-            sub_len = lengths if rows is None else lengths[rows]
-            keep = max(int(sub_len.max()), 1)  # an all-empty group keeps one (padding) slot
+        if len(sizes) == 1:
+            order = None  # one group: the rows stay in input order
+        cut = []  # (ids, bigram ids, lengths, no padding) per group, cut to its longest row
+        start = 0
+        for size in sizes:
+            rows = slice(start, start + size) if order is None else order[start:start + size]
+            if sorted_lengths is None:  # a GPU batch, one group
+                shortest, longest = None, int(lengths.max())
+            else:
+                shortest, longest = sorted_lengths[start], sorted_lengths[start + size - 1]
+            keep = max(longest, 1)  # an all-empty group keeps one (padding) slot
             cols = slice(time - keep, None) if self.config.padding == "pre" else slice(0, keep)
-            cut.append(tuple(None if t is None else (t if rows is None else t[rows])[:, cols]
-                             for t in (ids, bigram_ids)) + (sub_len,))
+            cut.append(tuple(None if t is None else t[rows][:, cols] for t in (ids, bigram_ids))
+                       + (lengths[rows], shortest == keep))
+            start += size
+        if tables is not None:
+            parts = [self._pool_projected(sub_ids, sub_len, full, tables)
+                     for sub_ids, _, sub_len, full in cut]
+        else:
+            parts = self._encode_groups(cut)
+        pooled = parts[0] if len(parts) == 1 else torch.cat(parts)
+        return pooled if order is None else pooled[torch.argsort(order)]  # to the input order
+
+    def _encode_groups(self, cut: list[tuple]) -> list[Tensor]:
+        """Pooled ``[rows, width]`` of each length group of `_pool_by_length` (``cut``: ids,
+        bigram ids, lengths, no padding), with autograd."""
         # One lookup for all groups: a lookup per group would build (and then sum) one dense
         # [vocab, dim] embedding gradient per group (15 MB each for keras2018).
-        flat = self._lookup(torch.cat([c[0].reshape(-1) for c in cut]),
-                            None if bigram_ids is None else
-                            torch.cat([c[1].reshape(-1) for c in cut]))
+        if len(cut) == 1:  # (a split, even into one piece, would copy the gradient back)
+            vectors = [self._lookup(cut[0][0], cut[0][1])]
+        else:
+            vectors = self._lookup(torch.cat([c[0].reshape(-1) for c in cut]),
+                                   None if cut[0][1] is None else
+                                   torch.cat([c[1].reshape(-1) for c in cut])
+                                   ).split([c[0].numel() for c in cut])
         parts = []
-        vectors = flat.split([c[0].numel() for c in cut])
-        for (sub_ids, _, sub_len), tokens in zip(cut, vectors, strict=True):
-            x, sub_mask, _ = self._encode(sub_ids, sub_len, tokens=tokens.view(*sub_ids.shape, -1),
-                                          pooled=self._fused_pool())
-            parts.append(x if self._fused_pool() else self._pool(x, sub_mask)[0])
-        if order is None:
-            return parts[0]
-        return torch.cat(parts)[torch.argsort(order)]  # back to the input order
+        fused = self._fused_pool()
+        for (sub_ids, _, sub_len, full), tokens in zip(cut, vectors, strict=True):
+            x, sub_mask, _ = self._encode(sub_ids, sub_len, pooled=fused, full=full,
+                                          tokens=tokens.view(*sub_ids.shape, -1))
+            parts.append(x if fused else self._pool(x, sub_mask)[0])
+        return parts
 
     def token_vectors(self, ids: Tensor, lengths: Tensor) -> Tensor:
         """The looked-up vectors of the tokens (with their hashed bigrams), ``[batch, time,
@@ -455,6 +526,10 @@ class SentimentClassifier(nn.Module):
         length order, and with masking each batch is cut to its own longest review, so short
         reviews cost no padding; the result equals ``forward`` on the whole input to float32
         rounding. Runs in the model's current mode (``eval()`` for inference).
+
+        For the 2018 model (`projection_tables`), a call of at least `TABLE_TOKENS_PER_WORD`
+        tokens per word of the vocabulary gathers each token's Q/K/V projection from tables
+        made once for the call instead of projecting every token.
         """
         self._check_shapes(ids, lengths)
         if batch_size < 1:
@@ -462,15 +537,88 @@ class SentimentClassifier(nn.Module):
         self.real_mask(lengths, ids.shape[1])  # validate every length before slicing
         n, time = ids.shape
         out = torch.empty(n, dtype=self.classifier.weight.dtype, device=ids.device)
+        # Sorted once for the whole call, lengths read to the host once: each batch then knows
+        # its longest and shortest review without sorting, masking or reading anything again.
         order = torch.argsort(lengths, stable=True)
-        for rows in order.split(batch_size):
+        sorted_lengths = lengths[order].tolist()
+        tokens = sum(sorted_lengths) if self.config.mask_padding else n * time
+        tables = None
+        if tokens >= TABLE_TOKENS_PER_WORD * self.config.vocab_size:
+            tables = self.projection_tables(time, ids.device)
+            if tables is not None:
+                check_ids(ids, self.config.vocab_size)  # once, not per batch
+        for start in range(0, n, batch_size):
+            rows = order[start:start + batch_size]
             sub_ids, sub_len = ids[rows], lengths[rows]
-            if self.config.mask_padding:  # unmasked, the padding is part of the input
-                keep = max(int(sub_len.max()), 1)
+            if self.config.mask_padding and sub_ids.numel():  # (unmasked, padding is input)
+                part = sorted_lengths[start:start + batch_size]
+                keep = max(part[-1], 1)
                 sub_ids = sub_ids[:, time - keep:] if self.config.padding == "pre" \
                     else sub_ids[:, :keep]
-            out[rows] = self(sub_ids, sub_len).to(out.dtype)
+                logits = self._head(self._pool_by_length(sub_ids, sub_len, part, tables))
+            elif tables is not None and sub_ids.numel():
+                logits = self._head(self._pool_projected(sub_ids, sub_len, True, tables))
+            else:
+                logits = self(sub_ids, sub_len)
+            out[rows] = logits.to(out.dtype)
         return out
+
+    def projection_tables(self, time: int, device: torch.device | None = None
+                          ) -> tuple[Tensor, Tensor | None] | None:
+        """The 2018 model's Q/K/V projection by word and by position, for bulk inference.
+
+        The projection of a token is linear in its vector, the word's embedding plus its
+        position's: ``(e + p) W^T + b = (e W^T + b) + p W^T``. So for a single plain attention
+        layer feeding the max pooling, a table of every word's projection and one of every
+        position's replace the projection matmul of each token by two gathered rows (a matmul
+        of the whole vocabulary, once). Built afresh on every call: nothing is kept.
+
+        Args:
+            time: positions needed (``ids.shape[1]``).
+            device: where the tables are built (the parameters' device by default).
+
+        Returns:
+            ``(words [vocab_size, 3 * inner], positions [>= time, 3 * inner] or None without
+            positional vectors)``, in the parameters' dtype; None where the shortcut does not
+            apply: several or residual layers, attention pooling, an output projection, hashed
+            bigrams, embedding dropout in training mode, or under autocast (which projects in
+            its own dtype).
+        """
+        cfg = self.config
+        weight = self.embedding.weight
+        device = weight.device if device is None else torch.device(device)
+        if not (self._fused_pool() and cfg.num_layers == 1 and not cfg.attn_out_proj
+                and self.bigram is None and not (self.training and cfg.block_dropout > 0)
+                and not torch.is_autocast_enabled(device.type)):
+            return None
+        layer = self.layers[0]
+        proj_weight = layer.in_proj_weight.to(device)
+        bias = None if layer.in_proj_bias is None else layer.in_proj_bias.to(device)
+        words = torch.nn.functional.linear(weight.to(device), proj_weight, bias)
+        if self.sinusoid is not None:
+            pos = self._sinusoid_table(time, words)
+        elif self.learned_pos is not None:
+            if time > cfg.maxlen:
+                return None  # the usual path says what is wrong
+            pos = self.learned_pos.weight.to(device)
+        else:
+            return words, None
+        return words, torch.nn.functional.linear(pos, proj_weight)
+
+    def _pool_projected(self, ids: Tensor, lengths: Tensor, full: bool,
+                        tables: tuple[Tensor, Tensor | None]) -> Tensor:
+        """Pooled ``[batch, width]`` of ``ids [batch, time]`` from `projection_tables` (no
+        gradient): as `_encode` with ``pooled``, each token's projection gathered. ``full``:
+        every row is ``time`` long (or padding is not masked), so positions run from 0."""
+        words, positions = tables
+        time = ids.shape[1]
+        qkv = words.index_select(0, ids.reshape(-1)).view(*ids.shape, -1)
+        mask = None if full or not self.config.mask_padding else self.real_mask(lengths, time)
+        if positions is not None:
+            qkv += positions[:time] if mask is None else positions[self._positions(mask)]
+        layer = self.layers[0]
+        return max_pool_projected(qkv, num_heads=layer.num_heads, key_mask=mask,
+                                  query_mask=mask, scale=1.0 / math.sqrt(layer.head_dim))
 
     def predict_proba(self, ids: Tensor, lengths: Tensor, *, batch_size: int = 256) -> Tensor:
         """P(positive) ``[n]`` of many reviews (`logits_by_length`, then a sigmoid);
@@ -566,6 +714,8 @@ def plan_length_groups(sorted_lengths: list[int], *, max_groups: int = 6,
     n = len(sorted_lengths)
     if n == 0:
         return []
+    if sorted_lengths[0] == sorted_lengths[-1]:
+        return [n]  # equal lengths: splitting only adds groups' fixed costs (most IMDB batches)
     cuts = list(range(0, n - min_rows + 1, min_rows)) if n >= 2 * min_rows else [0]
     cuts = cuts + [n] if cuts[-1] != n else cuts
     if n - cuts[-2] < min_rows and len(cuts) > 2:
