@@ -134,6 +134,26 @@ def test_translate_with_attention_is_predict(server, tiny_runs, loaded_runs):
     assert all(t["weights"] is None for t in plain["translations"])
 
 
+def test_a_paragraph_is_translated_sentence_by_sentence(server, tiny_runs, loaded_runs):
+    """Three sentences in one text come back as three translated sentences (each as it is
+    translated alone) with their own attention; "split": false reads the text whole."""
+    client = server()
+    alone = ["The cat does not see her.", "I am cold.", "The cat does not see her."]
+    paragraph = " ".join(alone)
+    expected = APPS["translate"].predict(loaded_runs["translate"].loaded, alone)
+    r = client.post("/v1/translate", json={"texts": [paragraph], "attention": True})
+    assert r.status_code == 200, r.text
+    got = r.json()["translations"][0]
+    assert got["source"] == paragraph and got["weights"] is None
+    assert [t["source"] for t in got["sentences"]] == alone
+    assert [t["text"] for t in got["sentences"]] == [p.text for p in expected]
+    assert got["text"] == " ".join(p.text for p in expected)
+    for t in got["sentences"]:
+        assert np.array(t["weights"]).shape == (len(t["tokens"]), len(t["source_tokens"]))
+    whole = client.post("/v1/translate", json={"texts": [paragraph], "split": False}).json()
+    assert whole["translations"][0]["sentences"] is None
+
+
 def test_translate_page(server):
     r = server().post("/v1/translate", json={"texts": ["I am cold."], "page": True})
     page = r.json()["page"]
