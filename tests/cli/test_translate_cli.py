@@ -284,6 +284,10 @@ def test_export_and_engine_refusals(run_dir, transformer_run, tmp_path, capsys, 
              (["export", str(transformer_run), str(full)], "not empty"),
              (["export", str(transformer_run), str(tmp_path / "b"), "--quantization", "int3"],
               "quantization must be one of")]
+    if importlib.util.find_spec("ctranslate2") is not None:
+        # An RNN run cannot be exported: the hint is not "export it first" (a dead end).
+        assert cli("predict", "--run", str(run_dir), "--engine", "ctranslate2", "one .") == 2
+        assert_one_error_line(capsys, "use it without --engine ctranslate2")
     monkeypatch.setitem(sys.modules, "ctranslate2", None)      # not installed
     cases += [(["export", str(transformer_run), str(tmp_path / "c")], "serve extra"),
               (["predict", "--run", str(tmp_path), "--engine", "ctranslate2", "one ."],
