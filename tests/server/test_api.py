@@ -195,6 +195,11 @@ def test_sentiment(server):
     assert r.json()["page"].startswith("<!DOCTYPE html>")
     plain = client.post("/v1/sentiment", json={"texts": ["a superb film"], "attention": False})
     assert plain.json()["results"][0]["weights"] is None
+    # The method measured most faithful for the app is named and sent (when it can be).
+    if first["shown"] != "attention":
+        assert len(first["explanations"][first["shown"]]) == len(first["tokens"])
+    assert first["why"].startswith("Shown first:")
+    assert plain.json()["results"][0]["explanations"] is None
 
 
 def test_caption_upload(server):

@@ -161,14 +161,14 @@ async def translate_stream(body: s.TranslateStreamRequest, request: Request,
 @predict.post("/sentiment")
 async def sentiment(body: s.SentimentRequest, request: Request) -> s.SentimentResponse:
     """The sentiment of each review: label, P(positive), and (``attention``) each token's
-    share of the decision and signed contribution."""
+    share, signed contribution and the most faithful method's scores (``shown``, ``why``)."""
     state = state_of(request)
     run = state.run_for("sentiment", body.run)
     check_texts(body.texts, state.options, "review")
     preds = await state.batchers[run.name].submit(
         body.texts, {"attention": body.attention or body.page}, state.options.timeout_s)
     results = [p.to_dict() if body.attention else {**p.to_dict(), "weights": None,
-                                                   "contributions": None} for p in preds]
+               "contributions": None, "explanations": None} for p in preds]
     return s.SentimentResponse(run=run.name, results=results,
                                page=await state.page(run, preds) if body.page else None)
 

@@ -118,6 +118,10 @@ class Sentiment(BaseModel):
     spans: list[list[int] | None] | None = Field(description="where each token is in the text")
     unknown: float
     truncated: int
+    explanations: dict[str, list[float]] | None = Field(None, description="other per-token "
+                                                        "explanations, by method")
+    shown: str = Field("attention", description="the method to read first; why: one sentence")
+    why: str | None = None
 
 
 class SentimentResponse(BaseModel):
