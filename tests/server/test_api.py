@@ -202,6 +202,23 @@ def test_sentiment(server):
     assert plain.json()["results"][0]["explanations"] is None
 
 
+def test_one_access_log_line_per_request(server, caplog):
+    import logging
+    import re
+
+    caplog.set_level(logging.INFO, logger="attnkit.server")
+    client = server()
+    client.get("/healthz")
+    client.post("/v1/translate", json={"texts": []})
+    lines = [r.getMessage() for r in caplog.records if r.name == "attnkit.server"]
+    assert len(lines) == 2
+    assert re.fullmatch(r"GET /healthz 200 \d+\.\d ms", lines[0]), lines
+    assert re.fullmatch(r"POST /v1/translate 422 \d+\.\d ms", lines[1]), lines
+    caplog.clear()
+    server(access_log=False).get("/healthz")
+    assert not [r for r in caplog.records if r.name == "attnkit.server"]
+
+
 def test_caption_upload(server):
     r = server().post("/v1/caption", files={"file": ("duck.png", png(), "image/png")},
                       data={"beam": "2", "page": "true"})
