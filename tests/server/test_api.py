@@ -206,17 +206,17 @@ def test_one_access_log_line_per_request(server, caplog):
     import logging
     import re
 
-    caplog.set_level(logging.INFO, logger="attnkit.server")
+    caplog.set_level(logging.INFO, logger="attnkit.access")
     client = server()
     client.get("/healthz")
     client.post("/v1/translate", json={"texts": []})
-    lines = [r.getMessage() for r in caplog.records if r.name == "attnkit.server"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "attnkit.access"]
     assert len(lines) == 2
     assert re.fullmatch(r"GET /healthz 200 \d+\.\d ms", lines[0]), lines
     assert re.fullmatch(r"POST /v1/translate 422 \d+\.\d ms", lines[1]), lines
     caplog.clear()
     server(access_log=False).get("/healthz")
-    assert not [r for r in caplog.records if r.name == "attnkit.server"]
+    assert not [r for r in caplog.records if r.name == "attnkit.access"]
 
 
 def test_caption_upload(server):

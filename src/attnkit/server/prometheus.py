@@ -29,7 +29,7 @@ from prometheus_client import (
 LATENCY_BUCKETS = (.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-log = logging.getLogger("attnkit.server")
+access = logging.getLogger("attnkit.access")
 
 
 class Metrics:
@@ -87,5 +87,5 @@ class MetricsMiddleware:
             self.metrics.requests.labels(route, scope["method"], str(status)).inc()
             self.metrics.latency.labels(route).observe(time.perf_counter() - start)
             if self.access_log:   # uvicorn's own access line has no time
-                log.info("%s %s %s %.1f ms", scope["method"], scope["path"], status,
+                access.info("%s %s %s %.1f ms", scope["method"], scope["path"], status,
                          (time.perf_counter() - start) * 1000)
