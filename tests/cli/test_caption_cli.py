@@ -120,6 +120,26 @@ def test_train_eval_predict(run, tmp_path, capsys):
         assert im.format == "PNG"
 
 
+def test_scenes_are_drawn_at_the_models_size(run, tmp_path, capsys):
+    """`caption scene --run` draws at the side the run reads (32 here), so predict does not
+    resize it; without a run, at the default model's 64 pixels."""
+    assert main(["caption", "scene", "--out", str(tmp_path / "d.png")]) == 0
+    with Image.open(tmp_path / "d.png") as im:
+        assert im.size == (64, 64)
+    assert main(["caption", "scene", "--run", str(run), "--out", str(tmp_path / "r.png")]) == 0
+    with Image.open(tmp_path / "r.png") as im:
+        assert im.size == (32, 32)
+    capsys.readouterr()
+    assert main(["caption", "predict", "--run", str(run), str(tmp_path / "r.png"),
+                 "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["truncated"] == 0 and "resized" not in err
+    assert main(["caption", "scene", "--run", str(run), "--size", "48", "--out",
+                 str(tmp_path / "s.png")]) == 0
+    with Image.open(tmp_path / "s.png") as im:
+        assert im.size == (48, 48)                     # --size wins
+
+
 def test_predict_several_images_from_stdin(run, tmp_path, capsys, monkeypatch):
     images = [scene_file(tmp_path, "a.png"), scene_file(tmp_path, "b.png", size=64)]
     monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{p}\n" for p in images) + "\n"))

@@ -1,6 +1,7 @@
 """``attnkit translate`` end to end on a tiny run: train, eval --json, predict, every user
 mistake as one error line, the run-folder rules, and a SIGTERM stop that resumes."""
 
+import importlib.util
 import io
 import json
 import os
@@ -88,12 +89,44 @@ def test_predict_argument_plot_html_and_stdin(run_dir, tmp_path, capsys, monkeyp
     first, second = tmp_path / "one-1.png", tmp_path / "one-2.png"
     assert first.stat().st_size > 1000 and second.exists() and not plot.exists()
     assert 'id="attnkit-data"' in page.read_text()
-    assert "note: sentence 2: 50% of its tokens are unknown" in captured.err   # "six" is not
+    # "six" is not a word of the run: over 10% unknown is a warning, not a note.
+    assert "attnkit: warning: sentence 2: 50% of its tokens are unknown to the run" in captured.err
     monkeypatch.setattr("sys.stdin", io.StringIO("three four .\n\none .\n"))
     assert main(["translate", "predict", "--run", str(run_dir), "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
     assert [r["source"] for r in rows] == ["three four .", "one ."]
     assert all(len(r["weights"]) == len(r["tokens"]) for r in rows)
+
+
+def test_a_paragraph_comes_back_whole(run_dir, capsys):
+    """Three sentences in, three translated sentences out (each as it is translated alone),
+    with the paragraph break kept; --no-split reads the text as one sentence."""
+    alone = ["one two .", "three four .", "five one ."]
+    assert main(["translate", "predict", "--run", str(run_dir), *alone]) == 0
+    each = capsys.readouterr().out.strip().splitlines()
+    text = "one two . three four .\n\nfive one ."
+    assert main(["translate", "predict", "--run", str(run_dir), text]) == 0
+    assert capsys.readouterr().out == f"{each[0]} {each[1]}\n\n{each[2]}\n"
+    assert main(["translate", "predict", "--run", str(run_dir), text, "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert [s["source"] for s in row["sentences"]] == alone
+    assert [s["text"] for s in row["sentences"]] == each and row["weights"] is None
+    assert all(len(s["weights"]) == len(s["tokens"]) for s in row["sentences"])
+    assert main(["translate", "predict", "--run", str(run_dir), text, "--no-split",
+                 "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert "sentences" not in row and len(row["weights"]) == len(row["tokens"])
+
+
+def test_unknown_words_warn_above_a_tenth(run_dir, capsys):
+    # 1 unknown token of 11 (9%): a note; 2 of 5 (40%): a warning, with the share.
+    assert main(["translate", "predict", "--run", str(run_dir),
+                 "one two three four five one two three four zebra .",
+                 "one two zebra apple ."]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert "attnkit: note: sentence 1: 9% of its tokens are unknown to the model" in err
+    assert [line.split(" (")[0] for line in err if "warning" in line] == [
+        "attnkit: warning: sentence 2: 40% of its tokens are unknown to the run"]
 
 
 def test_a_huge_input_is_capped(run_dir, capsys, monkeypatch):
@@ -251,6 +284,10 @@ def test_export_and_engine_refusals(run_dir, transformer_run, tmp_path, capsys, 
              (["export", str(transformer_run), str(full)], "not empty"),
              (["export", str(transformer_run), str(tmp_path / "b"), "--quantization", "int3"],
               "quantization must be one of")]
+    if importlib.util.find_spec("ctranslate2") is not None:
+        # An RNN run cannot be exported: the hint is not "export it first" (a dead end).
+        assert cli("predict", "--run", str(run_dir), "--engine", "ctranslate2", "one .") == 2
+        assert_one_error_line(capsys, "use it without --engine ctranslate2")
     monkeypatch.setitem(sys.modules, "ctranslate2", None)      # not installed
     cases += [(["export", str(transformer_run), str(tmp_path / "c")], "serve extra"),
               (["predict", "--run", str(tmp_path), "--engine", "ctranslate2", "one ."],

@@ -134,6 +134,26 @@ def test_translate_with_attention_is_predict(server, tiny_runs, loaded_runs):
     assert all(t["weights"] is None for t in plain["translations"])
 
 
+def test_a_paragraph_is_translated_sentence_by_sentence(server, tiny_runs, loaded_runs):
+    """Three sentences in one text come back as three translated sentences (each as it is
+    translated alone) with their own attention; "split": false reads the text whole."""
+    client = server()
+    alone = ["The cat does not see her.", "I am cold.", "The cat does not see her."]
+    paragraph = " ".join(alone)
+    expected = APPS["translate"].predict(loaded_runs["translate"].loaded, alone)
+    r = client.post("/v1/translate", json={"texts": [paragraph], "attention": True})
+    assert r.status_code == 200, r.text
+    got = r.json()["translations"][0]
+    assert got["source"] == paragraph and got["weights"] is None
+    assert [t["source"] for t in got["sentences"]] == alone
+    assert [t["text"] for t in got["sentences"]] == [p.text for p in expected]
+    assert got["text"] == " ".join(p.text for p in expected)
+    for t in got["sentences"]:
+        assert np.array(t["weights"]).shape == (len(t["tokens"]), len(t["source_tokens"]))
+    whole = client.post("/v1/translate", json={"texts": [paragraph], "split": False}).json()
+    assert whole["translations"][0]["sentences"] is None
+
+
 def test_translate_page(server):
     r = server().post("/v1/translate", json={"texts": ["I am cold."], "page": True})
     page = r.json()["page"]
@@ -175,6 +195,28 @@ def test_sentiment(server):
     assert r.json()["page"].startswith("<!DOCTYPE html>")
     plain = client.post("/v1/sentiment", json={"texts": ["a superb film"], "attention": False})
     assert plain.json()["results"][0]["weights"] is None
+    # The method measured most faithful for the app is named and sent (when it can be).
+    if first["shown"] != "attention":
+        assert len(first["explanations"][first["shown"]]) == len(first["tokens"])
+    assert first["why"].startswith("Shown first:")
+    assert plain.json()["results"][0]["explanations"] is None
+
+
+def test_one_access_log_line_per_request(server, caplog):
+    import logging
+    import re
+
+    caplog.set_level(logging.INFO, logger="attnkit.access")
+    client = server()
+    client.get("/healthz")
+    client.post("/v1/translate", json={"texts": []})
+    lines = [r.getMessage() for r in caplog.records if r.name == "attnkit.access"]
+    assert len(lines) == 2
+    assert re.fullmatch(r"GET /healthz 200 \d+\.\d ms", lines[0]), lines
+    assert re.fullmatch(r"POST /v1/translate 422 \d+\.\d ms", lines[1]), lines
+    caplog.clear()
+    server(access_log=False).get("/healthz")
+    assert not [r for r in caplog.records if r.name == "attnkit.access"]
 
 
 def test_caption_upload(server):

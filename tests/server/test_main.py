@@ -136,8 +136,11 @@ def _refused(url: str) -> bool:
 def test_sigint_when_idle_exits_0(serve_process, tiny_runs):
     with serve_process.ServeProcess("--run", str(tiny_runs["sentiment"][0])) as srv:
         assert httpx.get(srv.url + "/readyz").json() == {"status": "ready"}
+        for _ in range(3):   # the access log: a line each, none left out as a repeat
+            httpx.get(srv.url + "/healthz")
         srv.send(signal.SIGINT)
         assert srv.wait(30) == 0
+    assert sum(" GET /healthz 200 " in line for line in srv.lines) == 3, srv.lines
 
 
 def test_two_workers_serve_count_together_and_stop_on_sigterm(serve_process, tiny_runs):

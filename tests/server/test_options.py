@@ -67,3 +67,15 @@ def test_a_key_file_is_read_with_a_cap(tmp_path):
     many.write_bytes(b"\xff" * 20 + b"\n")
     with pytest.raises(UsageError, match="not UTF-8"):
         read_api_keys(many)
+
+
+def test_the_access_log_is_on_unless_turned_off():
+    import argparse
+
+    from attnkit.cli.serve import add_serve_parser, options_of
+
+    parser = argparse.ArgumentParser()
+    add_serve_parser(parser.add_subparsers())
+    assert options_of(parser.parse_args(["serve", "--run", "r"])).access_log is True
+    assert options_of(parser.parse_args(["serve", "--run", "r", "--no-access-log"])
+                      ).access_log is False

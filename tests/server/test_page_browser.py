@@ -109,6 +109,14 @@ def test_a_sentence_streams_into_a_growing_heatmap_then_the_explorer(browser, li
     frame = v.page.frame_locator("#explorer")
     frame.locator("#matrix td").first.wait_for(state="attached", timeout=30_000)
     assert frame.locator("#matrix td").count() == rows * n_src
+    # One picture per answer: the grid is drawn on the explorer's scale (its whole matrix's
+    # largest weight, not each row's), with the same colour bar; cells may differ by a shade
+    # where the stream's rounded weights fall on a colour step.
+    shown = frame.locator("#matrix td").evaluate_all(
+        "els => els.map(e => e.style.backgroundColor)")
+    assert sum(a == b for a, b in zip(cells, shown, strict=True)) >= 0.95 * len(cells)
+    bar = v.page.inner_text("#live-bar")
+    assert "0 (ignored)" in bar and "(most looked at)" in bar
     v.check_clean(live_server.url)
     v.page.close()
 

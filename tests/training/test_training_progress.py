@@ -84,3 +84,20 @@ def test_piped_output_gets_a_first_line_within_seconds(tmp_path):
     beats = [line for line in proc.stderr.splitlines()
              if line.startswith("[attnkit.training] step 1/")]
     assert beats and "samples/s  elapsed" in beats[0] and "left ~" in beats[0]
+    # The time left names the test evaluation, which is then announced and timed.
+    assert beats[0].endswith("+ the test evaluation")
+    lines = proc.stderr.splitlines()
+    start = lines.index(f"the test evaluation of {tmp_path / 'run'}...")
+    assert lines[start + 1].startswith("the test evaluation: ")
+
+
+def test_the_time_left_names_what_runs_after_training(capsys):
+    now = [0.0]
+    beat = Heartbeat(True, total_steps=10, clock=lambda: now[0], then="the test evaluation")
+    first = beat.tick(step=1, epoch=0, epochs=1, samples_per_s=1.0, elapsed=0.0)
+    assert first.endswith("left ~0s + the test evaluation")        # no validation timed yet
+    beat.validation_seconds = 75.0
+    now[0] += 61
+    line = beat.tick(step=5, epoch=0, epochs=1, samples_per_s=1.0, elapsed=61.0)
+    # 5 steps in 61 s, 5 to go: ~61 s, then the evaluation, with a validation's time.
+    assert line.endswith("left ~1m01s + the test evaluation (a validation took 1m15s)")

@@ -134,8 +134,8 @@ def piece_matrices(pairs: Sequence[PairPieces], forced: Sequence[Forced], method
     if method.kind == "head":
         if head is None:
             raise UsageError("this run has no trained aligner (RUN/alignment/head.safetensors)"
-                             "; train one with `attnkit translate align-train`, or use "
-                             "--method attention")
+                             "; train one with `attnkit translate align-train` (a "
+                             "Transformer run), or use --method attention")
         return head_matrices(head, pairs, forced)
     if method.kind not in ("attention", "rollout"):
         raise ValueError(f"piece_matrices computes attention and head methods, not {method.kind}")

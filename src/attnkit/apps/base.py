@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import os
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
@@ -46,6 +47,7 @@ from attnkit.apps.outputs import REPORT, output_file, write_output
 from attnkit.apps.prediction import Prediction, write_page
 from attnkit.apps.presentation import Presentation
 from attnkit.apps.results import (
+    FINAL_EVALUATION,
     TEST_METRICS,
     Evaluation,
     Loaded,
@@ -228,7 +230,11 @@ class App(Presentation, ABC):
         loaded = self.load(run.path, device=str(D.resolve_device(prepared.train.device)))
         if not self.has_test_split(loaded):
             return None
+        # Said, and timed: it can take longer than the last minutes of training did.
+        log(f"{FINAL_EVALUATION} of {run.path}...")
+        start = time.monotonic()
         metrics = self.evaluation(loaded, None, report=0).metrics
+        log(f"{FINAL_EVALUATION}: {time.monotonic() - start:.0f} s")
         metrics.update({"stop_reason": run.stop_reason,
                         "train_seconds": round(run.result.elapsed, 1),
                         f"best_valid_{prepared.train.select_metric}": run.best_metric,

@@ -54,6 +54,11 @@ class Prediction:
         """One line on what the model could not read or see, or None."""
         return None
 
+    def warning(self) -> str | None:
+        """One line when the model could not read enough of the input for its output to be
+        trusted (``predict`` prints it as ``attnkit: warning:``), or None."""
+        return None
+
     def attention_rows(self) -> np.ndarray | None:
         """The attention as ``[rows, positions]``: one distribution over the input per output
         (a target word over the source, a caption word over the image cells; a review's one

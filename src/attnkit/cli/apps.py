@@ -151,9 +151,9 @@ def run_predict(app: Any, args: argparse.Namespace) -> int:
     show = _values(args, app.options, "predict", "show")
     for i, p in enumerate(preds, 1):
         print(json.dumps(p.to_dict(), ensure_ascii=False) if args.json else p.text_line(**show))
-        note = p.note()
-        if note:
-            print(f"attnkit: note: {app.inputs} {i}: {note}", file=sys.stderr)
+        for level, line in (("warning", p.warning()), ("note", p.note())):
+            if line:
+                print(f"attnkit: {level}: {app.inputs} {i}: {line}", file=sys.stderr)
     for p, path in zip(preds, plots, strict=False):
         print(f"wrote {p.render(path)}", file=sys.stderr)
     if args.html:

@@ -71,6 +71,8 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
                    dest="header_timeout_s", help=f"a connection without a complete request's "
                    f"headers S seconds after it opened or was answered is closed (default "
                    f"{d.header_timeout_s:g})")
+    p.add_argument("--no-access-log", dest="access_log", action="store_false",
+                   help="log no line per request (by default: method, path, status, ms)")
     k = p.add_argument_group("keys")
     k.add_argument("--api-keys", metavar="FILE", help="accept requests with 'Authorization: "
                    "Bearer KEY' for a KEY of FILE (one a line) only")
@@ -91,7 +93,8 @@ def options_of(args: argparse.Namespace) -> ServeOptions:
         max_image_bytes=args.max_image_bytes, max_pixels=args.max_pixels,
         api_keys=read_api_keys(args.api_keys) if args.api_keys else frozenset(),
         max_connections=args.max_connections, header_timeout_s=args.header_timeout_s,
-        insecure=args.insecure, drain_seconds=args.drain_seconds).check()
+        insecure=args.insecure, drain_seconds=args.drain_seconds,
+        access_log=args.access_log).check()
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -83,8 +83,8 @@ def faithfulness(model: SentimentClassifier, pipeline: TextPipeline, texts: Sequ
 
     Returns:
         ``{"methods": {name: {"comprehensiveness", "sufficiency", "curve": {"comprehensiveness":
-        [per k], "sufficiency": [per k]}}}, "reviews", "bins"}``; ``"random"`` among the
-        methods.
+        [per k], "sufficiency": [per k]}}}, "reviews", "bins", "most_faithful"}``;
+        ``"random"`` among the methods; ``"most_faithful"`` is `most_faithful`'s.
 
     Raises:
         UsageError: no review the model can read.
@@ -129,7 +129,20 @@ def faithfulness(model: SentimentClassifier, pipeline: TextPipeline, texts: Sequ
                   "sufficiency": float(curve[1].mean()),
                   "curve": {"comprehensiveness": [round(float(x), 4) for x in curve[0]],
                             "sufficiency": [round(float(x), 4) for x in curve[1]]}}
-    return {"methods": out, "reviews": n, "bins": list(BINS)}
+    return {"methods": out, "reviews": n, "bins": list(BINS),
+            "most_faithful": most_faithful(out)}
+
+
+def most_faithful(methods: dict[str, dict]) -> str:
+    """The method whose top tokens, deleted, cost the verdict most confidence: the highest
+    comprehensiveness (the random floor excluded; a tie goes to the method listed first).
+
+    Comprehensiveness, not sufficiency, decides: it asks whether the tokens a method names are
+    the ones the verdict rests on, which is what a reader of the shading wants to know;
+    sufficiency saturates on models that one strong word convinces (docs/results.md).
+    """
+    named = [m for m in methods if m != RANDOM]
+    return max(named, key=lambda m: methods[m]["comprehensiveness"])
 
 
 def _orders(model: SentimentClassifier, pipeline: TextPipeline, reads, methods: Sequence[str],
@@ -155,11 +168,22 @@ def _orders(model: SentimentClassifier, pipeline: TextPipeline, reads, methods: 
 
 
 def format_table(result: dict) -> str:
-    """The methods' figures as a small table (higher comprehensiveness and lower sufficiency
-    are more faithful)."""
+    """The methods' figures as a small table, each column with the direction that is more
+    faithful (comprehensiveness ↑, sufficiency ↓), then which method to trust and why."""
     lines = [f"faithfulness over {result['reviews']} reviews (ERASER; top "
              f"{', '.join(map(str, result['bins']))} % of tokens; area over the curve)",
-             f"{'method':24}{'comprehensiveness':>18}{'sufficiency':>13}"]
+             f"{'method':24}{'comprehensiveness ↑':>20}{'sufficiency ↓':>15}"]
     for name, row in result["methods"].items():
-        lines.append(f"{name:24}{row['comprehensiveness']:>18.4f}{row['sufficiency']:>13.4f}")
+        lines.append(f"{name:24}{row['comprehensiveness']:>20.4f}{row['sufficiency']:>15.4f}")
+    lines.append(trust_line(result))
     return "\n".join(lines)
+
+
+def trust_line(result: dict) -> str:
+    """Which method to trust, and why, in one sentence."""
+    methods, best = result["methods"], result["most_faithful"]
+    others = ", ".join(f"{methods[m]['comprehensiveness']:.3f} for {m}" for m in methods
+                       if m != best)
+    return (f"trust {best}: removing the tokens it ranks first costs the verdict the most "
+            f"confidence (comprehensiveness {methods[best]['comprehensiveness']:.3f}, against "
+            f"{others}; higher ↑ is more faithful, as is lower sufficiency ↓)")

@@ -66,5 +66,6 @@ def create_app(options: ServeOptions, runs: dict[str, ServedRun] | None = None) 
     for router in (routes.service, routes.predict, live_page.router):
         app.include_router(router)
     app.add_middleware(BodyLimit, options=options)
-    app.add_middleware(MetricsMiddleware, metrics=state.metrics)   # added last: outermost
+    app.add_middleware(MetricsMiddleware, metrics=state.metrics,   # added last: outermost
+                       access_log=options.access_log)
     return app

@@ -49,26 +49,39 @@ async function post(path, body, json) {
   return resp.json();
 }
 
+// The grid uses the explorer's scale (translation_page.py): one colour ramp over the whole
+// matrix, 0 to its largest weight so far, with the same colour bar; so the streamed grid and
+// the explorer below it draw the same answer alike. A larger weight repaints earlier rows.
+let grid = [], gridTop = 0;
 function startGrid(sourceTokens) {
   const head = el("thead"), tr = el("tr");
   tr.append(el("th", "corner", "output \\ source"));
   for (const s of sourceTokens) tr.append(el("th", "col", s));
   head.append(tr);
   live.replaceChildren(head, el("tbody"));
+  grid = []; gridTop = 0;
+  document.getElementById("live-bar").replaceChildren();
   document.getElementById("live-wrap").hidden = false;
 }
+function paintGrid() {
+  const scale = gridTop > 0 ? gridTop : 1;
+  for (const [cells, weights] of grid) {
+    if (weights) cells.forEach((td, j) => paint(td, LUT, weights[j] / scale));
+  }
+  document.getElementById("live-bar").replaceChildren(
+    colorbar(LUT, "0 (ignored)", fmt(gridTop) + " (most looked at)"));
+}
 function growGrid(token, weights, width) {
-  const tr = el("tr"), th = el("th", "row", token);
+  const tr = el("tr"), th = el("th", "row", token), cells = [];
   tr.append(th);
-  const top = weights ? Math.max(...weights) || 1 : 1;
   for (let j = 0; j < width; j++) {
     const td = el("td");
-    if (weights) {
-      paint(td, LUT, weights[j] / top);
-      td.title = token + " \u2190 " + fmt(weights[j]);
-    }
-    tr.append(td);
+    if (weights) td.title = token + " \u2190 " + fmt(weights[j]);
+    cells.push(td); tr.append(td);
   }
+  grid.push([cells, weights]);
+  if (weights) gridTop = Math.max(gridTop, ...weights);
+  paintGrid();
   live.tBodies[0].append(tr);
   live.dataset.rows = String(live.tBodies[0].rows.length);
 }

@@ -32,8 +32,9 @@ CSP = {"script-src": [TRANSLATION_SCRIPT, SENTIMENT_SCRIPT, CAPTION_SCRIPT],
 LEGEND = ("Pick a run, type a sentence or a review (or drop an image on a captioning run), "
           "then Run: the answer comes with where the model looked.",
           "A translation streams: each row of the grid is an output word as it is written, each "
-          "column a source word; the darker the cell, the more the model looked at it. The "
-          "explorer below then shows the whole answer.")
+          "column a source word, on the explorer's scale (the colour bar): the darker the "
+          "cell, the more the model looked at it. The explorer below then shows the whole "
+          "answer.")
 
 
 @router.get("/", response_class=HTMLResponse)

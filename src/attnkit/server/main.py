@@ -136,16 +136,19 @@ def listen(options: ServeOptions) -> socket.socket:
 
 def uvicorn_config(app: Any, options: ServeOptions, **more: Any) -> Any:
     """uvicorn's settings: the guarded protocol and its limits, the drain, and the log
-    (uvicorn's lines and the server's on stderr, a repeated one once per 10 s)."""
+    (uvicorn's lines and the server's on stderr, a repeated one once per 10 s; the access
+    log's every line)."""
     from uvicorn.config import LOGGING_CONFIG
 
     from attnkit.server.connections import GuardedConfig, GuardedHTTP
 
     log = copy.deepcopy(LOGGING_CONFIG)
     log["filters"] = {"repeated": {"()": "attnkit.server.connections.Repeated"}}
+    log["handlers"]["lines"] = dict(log["handlers"]["default"])   # the access log: every line
     log["handlers"]["default"]["filters"] = ["repeated"]
-    for name in ("attnkit.server", "asyncio"):
-        log["loggers"][name] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    for name, handler in (("attnkit.server", "default"), ("asyncio", "default"),
+                          ("attnkit.access", "lines")):
+        log["loggers"][name] = {"handlers": [handler], "level": "INFO", "propagate": False}
     return GuardedConfig(app, lifespan="on", log_config=log, access_log=False,
                          http=GuardedHTTP, max_connections=options.max_connections,
                          header_timeout=options.header_timeout_s, server_header=False,

@@ -110,6 +110,7 @@ class ServeOptions:
     api_keys: frozenset[str] = frozenset()
     insecure: bool = False
     drain_seconds: float = 30.0
+    access_log: bool = True
 
     def check(self) -> ServeOptions:
         """Refuse what cannot work, with one line naming the option; returns self.

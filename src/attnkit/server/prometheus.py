@@ -12,6 +12,7 @@ paths: ``other``), so a scan of random URLs cannot grow the label set.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from typing import Any
@@ -28,6 +29,7 @@ from prometheus_client import (
 LATENCY_BUCKETS = (.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+access = logging.getLogger("attnkit.access")
 
 
 class Metrics:
@@ -62,10 +64,11 @@ class Metrics:
 
 
 class MetricsMiddleware:
-    """Counts and times every request (pure ASGI: a stream is timed to its last byte)."""
+    """Counts and times every request (pure ASGI: a stream is timed to its last byte) and,
+    with ``access_log``, logs one line of each: method, path, status, milliseconds."""
 
-    def __init__(self, app: Any, metrics: Metrics):
-        self.app, self.metrics = app, metrics
+    def __init__(self, app: Any, metrics: Metrics, access_log: bool = False):
+        self.app, self.metrics, self.access_log = app, metrics, access_log
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -83,3 +86,6 @@ class MetricsMiddleware:
             route = getattr(scope.get("route"), "path", None) or "other"
             self.metrics.requests.labels(route, scope["method"], str(status)).inc()
             self.metrics.latency.labels(route).observe(time.perf_counter() - start)
+            if self.access_log:   # uvicorn's own access line has no time
+                access.info("%s %s %s %.1f ms", scope["method"], scope["path"], status,
+                         (time.perf_counter() - start) * 1000)

@@ -95,17 +95,20 @@ def translation(p: Any, attention: bool) -> dict[str, Any]:
     """A translation as the API answers it (the page's every layer and head left out)."""
     row = p.to_dict()
     row.pop("layer_weights", None)
+    if p.sentences:
+        row["sentences"] = [translation(q, attention) for q in p.sentences]
     return row if attention else {**row, "weights": None}
 
 
 @predict.post("/translate")
 async def translate(body: s.TranslateRequest, request: Request) -> s.TranslateResponse:
-    """Translate ``texts``; with ``attention``, each target token's attention over the source
-    tokens (``weights[target][source]``)."""
+    """Translate ``texts``, sentence by sentence; with ``attention``, each target token's
+    attention over the source tokens (``weights[target][source]``, each sentence's own)."""
     state = state_of(request)
     run = state.run_for("translate", body.run)
     check_texts(body.texts, state.options)
-    options = {"beam": body.beam, "alpha": body.alpha, **attention_options(run, body)}
+    options = {"beam": body.beam, "alpha": body.alpha, "split": body.split,
+               **attention_options(run, body)}
     preds = await state.batchers[run.name].submit(body.texts, options, state.options.timeout_s)
     return s.TranslateResponse(run=run.name, page=await state.page(run, preds) if body.page
                                else None, translations=[translation(p, body.attention)
@@ -158,14 +161,14 @@ async def translate_stream(body: s.TranslateStreamRequest, request: Request,
 @predict.post("/sentiment")
 async def sentiment(body: s.SentimentRequest, request: Request) -> s.SentimentResponse:
     """The sentiment of each review: label, P(positive), and (``attention``) each token's
-    share of the decision and signed contribution."""
+    share, signed contribution and the most faithful method's scores (``shown``, ``why``)."""
     state = state_of(request)
     run = state.run_for("sentiment", body.run)
     check_texts(body.texts, state.options, "review")
     preds = await state.batchers[run.name].submit(
         body.texts, {"attention": body.attention or body.page}, state.options.timeout_s)
     results = [p.to_dict() if body.attention else {**p.to_dict(), "weights": None,
-                                                   "contributions": None} for p in preds]
+               "contributions": None, "explanations": None} for p in preds]
     return s.SentimentResponse(run=run.name, results=results,
                                page=await state.page(run, preds) if body.page else None)
 

@@ -41,13 +41,15 @@ class TranslateRequest(Strict):
 
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"texts": ["The cat does not see her."], "beam": 5, "attention": True}]})
-    texts: list[Text] = Field(min_length=1, description="the English sentences")
+    texts: list[Text] = Field(min_length=1, description="the English texts")
     run: RunName | None = RUN
     beam: int = Field(1, ge=1, le=32, description="beam size (1: greedy)")
     alpha: float = Field(0.6, ge=0, le=5, description="length penalty of beam search")
     attention: bool = Field(False, description="each target token's attention over the source")
     unk_replace: bool = UNK
     page: bool = PAGE
+    split: bool = Field(True, description="cut each text into sentences, translate them and "
+                        "join them, keeping its paragraphs (false: each text is one sentence)")
 
 
 class TranslateStreamRequest(Strict):
@@ -92,7 +94,10 @@ class Translation(BaseModel):
     score: float = Field(description="log-probability of the output")
     unknown: float = Field(description="share of source tokens unknown to the model")
     truncated: int = Field(description="source tokens cut off (the model reads no more)")
-    weights: list[list[float]] | None = Field(description="[target][source] attention, if asked")
+    weights: list[list[float]] | None = Field(description="[target][source] attention, if asked "
+                                              "(a text of several sentences: in sentences)")
+    sentences: list[Translation] | None = Field(None, description="a text of several "
+                                                "sentences: each one's translation, in order")
 
 
 class TranslateResponse(BaseModel):
@@ -113,6 +118,10 @@ class Sentiment(BaseModel):
     spans: list[list[int] | None] | None = Field(description="where each token is in the text")
     unknown: float
     truncated: int
+    explanations: dict[str, list[float]] | None = Field(None, description="other per-token "
+                                                        "explanations, by method")
+    shown: str = Field("attention", description="the method to read first; why: one sentence")
+    why: str | None = None
 
 
 class SentimentResponse(BaseModel):

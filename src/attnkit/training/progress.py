@@ -100,6 +100,10 @@ class Heartbeat:
         enabled: False prints nothing (a terminal has the bar; ``progress=False`` is quiet).
         total_steps: the steps the run will take at most (for the time left).
         every: seconds between lines.
+        then: what runs after the last step, named in the time left (``"the test
+            evaluation"``), with how long one validation took once one has
+            (``validation_seconds``, set by the trainer): the time left otherwise ends where
+            the training does, and a long final evaluation looks like a hang.
 
     Example:
         >>> beat = Heartbeat(False, total_steps=100)
@@ -108,9 +112,11 @@ class Heartbeat:
     """
 
     def __init__(self, enabled: bool, total_steps: int, every: float = 60.0,
-                 budget_seconds: float | None = None, clock=time.monotonic):
+                 budget_seconds: float | None = None, clock=time.monotonic,
+                 then: str | None = None):
         self.enabled, self.total_steps, self.every = enabled, total_steps, every
-        self.budget_seconds, self.clock = budget_seconds, clock
+        self.budget_seconds, self.clock, self.then = budget_seconds, clock, then
+        self.validation_seconds: float | None = None
         self.last: float | None = None
         self.first_step: int | None = None
         self.started = clock()
@@ -133,5 +139,9 @@ class Heartbeat:
         line = (f"step {step}/{self.total_steps}  epoch {epoch + 1}/{epochs}  "
                 f"{samples_per_s:.0f} samples/s  elapsed {_duration(elapsed)}  "
                 f"left ~{_duration(left)}")
+        if self.then:
+            took = self.validation_seconds
+            line += f" + {self.then}" + ("" if took is None else
+                                         f" (a validation took {_duration(took)})")
         say(f"[attnkit.training] {line}")
         return line

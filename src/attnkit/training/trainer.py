@@ -162,6 +162,8 @@ class Trainer:
         batch_plan: ``(epoch, seed) -> list[list[int]]`` global batches, a pure function.
         run_metadata: JSON-able dict merged into ``RUN/config.json`` (train config under
             ``"train"``).
+        then: what the caller runs after training (``"the test evaluation"``): the progress
+            line's time left names it, with how long a validation took.
 
     Call: ``fit(resume=False) -> TrainResult``; ``resume=True`` continues ``RUN/last`` exactly.
 
@@ -177,13 +179,13 @@ class Trainer:
                  loss_fn: Callable[[nn.Module, Any], LossOutput],
                  evaluate_fn: Callable[[nn.Module], dict[str, float]] | None = None,
                  batch_plan: Callable[[int, int], list[list[int]]] | None = None,
-                 run_metadata: dict[str, Any] | None = None) -> None:
+                 run_metadata: dict[str, Any] | None = None, then: str | None = None) -> None:
         cfg.validate()
         if cfg.early_stopping_patience is not None and evaluate_fn is None:
             raise ValueError("early_stopping_patience needs an evaluate_fn")
         self.model, self.cfg, self.run_dir = model, cfg, Path(run_dir)
         self.dataset, self.collate_fn, self.loss_fn = train_dataset, collate_fn, loss_fn
-        self.evaluate_fn = evaluate_fn
+        self.evaluate_fn, self.then = evaluate_fn, then
         self.batch_plan = batch_plan or default_batch_plan(len(train_dataset), cfg.batch_size)
         self.run_metadata = dict(run_metadata or {})
 
@@ -218,7 +220,7 @@ class Trainer:
         total_steps = self.cfg.epochs * len(self._plan(0, info.world_size))
         heartbeat = Heartbeat(self.cfg.progress and info.is_main and not sys.stderr.isatty(),
                               total_steps, budget_seconds=None if self.cfg.max_minutes is None
-                              else 60 * self.cfg.max_minutes)
+                              else 60 * self.cfg.max_minutes, then=self.then)
         fit = _Fit(info, optimizer, self._step_module(info), amp, total_steps,
                    _Clock(pos.elapsed, time.monotonic()), heartbeat)
         if resume and self._finished(pos):
@@ -460,7 +462,9 @@ class Trainer:
     def _evaluate(self, fit: _Fit, pos: TrainPosition) -> bool:
         """Run evaluate_fn on rank 0, broadcast, update best/patience; True = stop early."""
         cfg, info = self.cfg, fit.info
+        start = time.monotonic()
         metrics = self._run_evaluate_fn(fit)
+        fit.heartbeat.validation_seconds = time.monotonic() - start
         step = pos.global_step
         pos.last_metrics, pos.last_eval_step = metrics, step
         self._log(info, {"kind": "eval", "step": step, "epoch": pos.epoch,

@@ -180,7 +180,7 @@ def script_source(script: str) -> str:
         "ascii") + "'"
 
 
-def explorer_page(title: str, legend: tuple[str, str], summary: Mapping[str, object] | None, *,
+def explorer_page(title: str, legend: tuple[str, ...], summary: Mapping[str, object] | None, *,
                   body: str, data: object, script: str, css: str,
                   csp: Mapping[str, Sequence[str]] | None = None,
                   path: str | os.PathLike | None = None) -> str:
@@ -188,7 +188,7 @@ def explorer_page(title: str, legend: tuple[str, str], summary: Mapping[str, obj
 
     Args:
         title: page title and heading (escaped).
-        legend: two plain-text sentences saying how to read the page (escaped).
+        legend: plain-text sentences saying how to read the page (escaped), one a paragraph.
         summary: model and data facts shown in a box (keys and values escaped).
         body: the app's static, trusted HTML skeleton (no user strings in it).
         data: JSON-able app data, read by the script as ``DATA``.

@@ -133,7 +133,8 @@ def _review_data(item, k: int) -> dict:
 
 def sentiment_page(reviews: Sequence[Review | Mapping], summary: Mapping[str, object] | None,
                    path: str | os.PathLike | None = None, *,
-                   title: str = "Sentiment: which words moved the verdict") -> str:
+                   title: str = "Sentiment: which words moved the verdict",
+                   note: str | None = None) -> str:
     """Build (and optionally write, atomically) the sentiment explorer page.
 
     Args:
@@ -141,6 +142,7 @@ def sentiment_page(reviews: Sequence[Review | Mapping], summary: Mapping[str, ob
         summary: model and data facts for the summary box.
         path: where to write the page; None only returns it.
         title: page heading.
+        note: one more sentence under the legend (which method the page opens on, and why).
 
     Returns:
         The HTML text.
@@ -156,7 +158,7 @@ def sentiment_page(reviews: Sequence[Review | Mapping], summary: Mapping[str, ob
               "the verdict towards negative, blue towards positive (or, for a weight view, "
               "darker = more weight).",
               "Pick a review, a method and a view above; hover over or Tab to a word for its "
-              "exact score.")
+              "exact score.", *([note] if note else []))
     return explorer_page(title, legend, summary, body=_BODY, data=data, script=_JS, css=_CSS,
                          path=path)
 

@@ -100,3 +100,51 @@ def test_faithfulness_table_and_json(run, capsys):
     assert main(["sentiment", "explain", "--run", str(run[0]), "--data", str(run[1]),
                  "--methods", "lime"]) == 2
     assert "--explain must be among" in capsys.readouterr().err
+
+
+def test_explain_names_and_stores_the_most_faithful_and_pages_open_on_it(run, tmp_path,
+                                                                         capsys):
+    pytest.importorskip("captum")
+    import shutil
+
+    from attnkit.apps.sentiment.trust import FAITHFULNESS, MEASURED
+
+    folder = tmp_path / "run"
+    shutil.copytree(run[0], folder)
+    (folder / FAITHFULNESS).unlink(missing_ok=True)   # an earlier test measured the run
+    texts = ["the film was superb and the plot", "a boring movie it was"]
+    # Before any measurement: the method measured best for this app in docs/results.md.
+    before = predict(folder, texts)
+    assert MEASURED.method == "grad-input"
+    assert all(p.shown == "grad-input" and p.why == MEASURED.why for p in before)
+    assert set(before[0].explanations) == {"grad-input"}
+    assert predict(folder, texts, explain="attention")[0].why is None   # asked: no sentence
+    assert predict(folder, texts, attention=False)[0].explanations is None   # nothing shown
+
+    assert main(["sentiment", "explain", "--run", str(folder), "--data", str(run[1]),
+                 "--limit", "20", "--json"]) == 0
+    out, err = capsys.readouterr()
+    table = json.loads(out.strip().splitlines()[-1])
+    methods = table["methods"]
+    best = max((m for m in methods if m != "random"),
+               key=lambda m: methods[m]["comprehensiveness"])
+    assert table["most_faithful"] == best
+    # In words: which to trust and why, with each column's direction.
+    assert "comprehensiveness ↑" in out and "sufficiency ↓" in out
+    assert f"trust {best}: removing the tokens it ranks first" in out
+    assert json.loads((folder / FAITHFULNESS).read_text())["most_faithful"] == best
+    assert f"now show {best} first" in err
+
+    after = predict(folder, texts)
+    assert all(p.shown == best for p in after)
+    assert "measured the most faithful on this run" in after[0].why
+    assert f"{methods[best]['comprehensiveness']:.3f}" in after[0].why
+    row = after[0].to_dict()
+    assert row["shown"] == best and row["why"] == after[0].why
+    from attnkit.apps.sentiment import APP
+
+    page = APP.page(after, {"run": "r"})
+    # The page's views: the shown method's first (the page opens on its first view).
+    data = json.loads(page.split('id="attnkit-data">')[1].split("</script>")[0])
+    assert data["reviews"][0]["views"][0]["method"] == best
+    assert "measured the most faithful on this run" in page

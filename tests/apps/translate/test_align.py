@@ -105,6 +105,30 @@ def test_a_run_without_attention_is_refused(number_pairs, tmp_path, files, capsy
     assert "no attention (attention='none')" in capsys.readouterr().err
 
 
+def test_unknown_words_warn_and_suggestions_fit_the_run(number_pairs, tf_run, tmp_path, files,
+                                                       capsys):
+    run = tmp_path / "rnn"
+    app.train(str(number_pairs(tmp_path / "p.tsv", n=200)), run, log=lambda _: None,
+              hidden=8, emb_dim=8, epochs=1, max_minutes=None, progress=False, examples=0)
+    (tmp_path / "u.en").write_text("one two zebra .\nthree apple .\n", encoding="utf-8")
+    (tmp_path / "u.fr").write_text("un deux zèbre .\ntrois pomme .\n", encoding="utf-8")
+    # As written (the number words are lower-case: the default would capitalise "One").
+    assert main(["translate", "align", "--run", str(run), "--source", str(tmp_path / "u.en"),
+                 "--target", str(tmp_path / "u.fr"), "--no-normalize"]) == 0
+    # 2 of the 7 words on each side are not in the run's vocabularies: 29% > 10%.
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "attnkit: warning: 29% of the source words and 29% of the target words are unknown")
+    assert _align(run, files, "--no-normalize") == 0
+    assert "warning" not in capsys.readouterr().err            # every word known
+    # --method head without an aligner: an RNN run is not sent to align-train (it refuses it).
+    assert _align(run, files, "--method", "head") == 2
+    err = capsys.readouterr().err
+    assert "--method attention" in err and "align-train" not in err and err.count("\n") == 1
+    assert _align(tf_run, files, "--method", "head") == 2
+    assert "attnkit translate align-train" in capsys.readouterr().err
+
+
 def test_trained_aligner_is_the_default_and_adapts(tf_run, tmp_path, files, capsys):
     pytest.importorskip("eflomal")
     import shutil

@@ -33,7 +33,8 @@ def runs(tmp_path_factory):
 @pytest.mark.parametrize("attention", [True, "all", False])
 def test_stream_is_greedy_translation_token_by_token(runs, name, attention, one_thread):
     loaded, inputs = runs[0][name], runs[1] + ["the cat", "I am cold . I am cold ."]
-    whole = app.predict(loaded, inputs, attention=attention)
+    # A stream reads each text whole: "I am cold . I am cold ." is one sentence to it.
+    whole = app.predict(loaded, inputs, attention=attention, split=False)
     tokens = {i: [] for i in range(len(inputs))}
     finished = {}
     for k, step in enumerate(app.stream(loaded, inputs, attention=attention)):

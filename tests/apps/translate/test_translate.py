@@ -241,3 +241,47 @@ def test_multi_reference_bleu_and_length_table():
     rows = by_length_table([3, 12], hyps, [["le chat noir dort ici ."], ["un chat"]])
     assert [(r["lengths"], r["n"]) for r in rows] == [("1-5", 1), ("11-15", 1)]
     assert rows[0]["bleu"] == pytest.approx(100.0)
+
+
+def test_a_paragraph_comes_back_sentence_by_sentence(tiny_run, tmp_path):
+    run = app.load_run(tiny_run[0])
+    alone = [p.text for p in app.predict(run, ["one two .", "three four .", "five one ."])]
+    text = "one two . three four .\n\nfive one ."
+    p = app.predict(run, [text], attention=True)[0]
+    # Each sentence translated as it is alone, joined with the input's own breaks.
+    assert [q.text for q in p.sentences] == alone
+    assert p.text == f"{alone[0]} {alone[1]}\n\n{alone[2]}" and p.source == text
+    assert [q.source for q in p.sentences] == ["one two .", "three four .", "five one ."]
+    assert p.tokens == [t for q in p.sentences for t in q.tokens]
+    assert p.score == pytest.approx(sum(q.score for q in p.sentences))
+    assert p.weights is None and all(q.weights.shape == (len(q.tokens), len(q.source_tokens))
+                                     for q in p.sentences)
+    # The figure's matrix: each sentence's block on the diagonal, zero elsewhere.
+    blocks = p.shown_weights()
+    first = p.sentences[0]
+    np.testing.assert_array_equal(blocks[:len(first.tokens), :len(first.source_tokens)],
+                                  first.weights)
+    assert blocks[:len(first.tokens), len(first.source_tokens):].sum() == 0
+    assert p.render(tmp_path / "para.png").stat().st_size > 1000
+    row = p.to_dict()
+    assert row["weights"] is None and [s["text"] for s in row["sentences"]] == alone
+    # The page shows the three sentences in order, each with its own attention.
+    page = app.APP.page([p], run.summary())
+    assert page.index("1 of 3") < page.index("2 of 3") < page.index("3 of 3")
+    # --no-split: the model reads the whole text as one sentence.
+    whole = app.predict(run, [text], split=False)[0]
+    assert whole.sentences is None and whole.source_tokens == p.source_tokens
+
+
+def test_a_raw_pairs_file_is_evaluated_sentence_by_sentence(tiny_run, tmp_path):
+    run = app.load_run(tiny_run[0])
+    data = tmp_path / "raw.tsv"
+    data.write_text("one two . three four .\tun deux . trois quatre .\n", encoding="utf-8")
+    alone = " ".join(p.text for p in app.predict(run, ["one two .", "three four ."]))
+    split = app.evaluate(run, str(data))
+    joined = bleu_chrf([alone], [["un deux . trois quatre ."]])["bleu"]
+    assert split["bleu"] == pytest.approx(joined)
+    whole = app.predict(run, ["one two . three four ."], split=False)[0].text
+    unsplit = app.evaluate(run, str(data), split=False)
+    assert unsplit["bleu"] == pytest.approx(bleu_chrf([whole],
+                                                      [["un deux . trois quatre ."]])["bleu"])

@@ -80,7 +80,8 @@ class CaptionApp(App):
     headline = ("accuracy", "bleu4")
     plot_aliases = ("--out",)
     examples = (
-        "attnkit caption train --out runs/ducks             # synthetic duck scenes, ~8 min",
+        "attnkit caption train --out runs/ducks             # synthetic duck scenes, ~5 min "
+        "on a quiet 2-core CPU",
         "attnkit caption train --out runs/ducks-hard --attention hard --epochs 20",
         "attnkit caption train --resume runs/ducks --max-minutes 20   # continue, new budget",
         "attnkit caption train --out runs/tiny --num-train 64 --image-size 32 --epochs 2",

@@ -1,10 +1,13 @@
 """``attnkit caption scene``: example images to caption, drawn like the synthetic training
-scenes (`attnkit.data.scenes.generate_scene`), each with the caption it should get.
+scenes (`attnkit.data.scenes.generate_scene`), each with the caption it should get, at the side
+a model reads them at (a run's, or the default model's 64 pixels): an image of another size
+is resized before the model sees it, and ``predict`` says so.
 
 Example:
     ```python
     write_scenes("duck.png")                          # [("duck.png", "a blue duck ...")]
     write_scenes("ducks.png", count=3, seed=7)        # ducks-1.png, ducks-2.png, ducks-3.png
+    write_scenes("duck.png", size=run_size("runs/ducks"))
     ```
 """
 
@@ -15,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from attnkit.apps.caption.settings import CaptionSettings
 from attnkit.apps.options import Command
 from attnkit.apps.outputs import FIGURE, numbered_paths, output_file, write_output
 from attnkit.errors import UsageError
@@ -26,14 +30,15 @@ SCENE_SEED_OFFSET = 1_000_003
 
 
 def write_scenes(path: str | os.PathLike, *, count: int = 1, seed: int = 0,
-                 size: int = 128) -> list[tuple[Path, str]]:
+                 size: int = CaptionSettings.image_size) -> list[tuple[Path, str]]:
     """Draw ``count`` scenes and write them as PNG files (several: ``FILE-1.png``...).
 
     Args:
         path: a ``.png`` file.
         count: how many scenes.
         seed: which scenes (the same seed draws the same ones).
-        size: their side in pixels (32 to 256; a model reads them at its own size).
+        size: their side in pixels (32 to 256; default: the default model's; a model reads
+            an image at its own size, resizing any other).
 
     Returns:
         ``[(file, the scene's true caption), ...]``.
@@ -63,9 +68,31 @@ def write_scenes(path: str | os.PathLike, *, count: int = 1, seed: int = 0,
     return written
 
 
+def run_size(run: str | os.PathLike) -> int:
+    """The image side a caption run reads (its ``model.json``).
+
+    Raises:
+        CheckpointError: not a caption run.
+    """
+    from attnkit.apps.caption.prepare import APP, read_model_config
+    from attnkit.apps.run_files import read_config
+
+    read_config(run, APP)   # a run of another app: one line naming it
+    return read_model_config(Path(run)).image_size
+
+
 def _scene(values: dict[str, Any]) -> int:
+    from attnkit.data.scenes import MAX_SIZE
+
+    size = values["size"]
+    if size is None and values.get("run"):
+        size = run_size(values["run"])
+        if size > MAX_SIZE:
+            raise UsageError(f"{values['run']} reads {size}-pixel images; scenes are drawn up "
+                             f"to {MAX_SIZE}: give --size (the model resizes them)")
     for path, caption in write_scenes(values["out"], count=values["count"],
-                                      seed=values["seed"], size=values["size"]):
+                                      seed=values["seed"],
+                                      size=CaptionSettings.image_size if size is None else size):
         print(f"{path}\t{caption}")
     return 0
 
@@ -76,6 +103,8 @@ SCENE_COMMAND = Command(
             metavar="FILE.png", default="scene.png"),
      Option("--count", int, "how many scenes (default 1)", default=1, metavar="N"),
      Option("--seed", int, "which scenes (default 0)", default=0, metavar="N"),
-     Option("--size", int, "side in pixels, 32 to 256 (default 128)", default=128,
-            metavar="S")),
+     Option("--run", str, "draw at the side this caption run reads (so predict need not "
+            "resize them)", metavar="RUN"),
+     Option("--size", int, "side in pixels, 32 to 256 (default: --run's, else "
+            f"{CaptionSettings.image_size}, the default model's)", metavar="S")),
     _scene)

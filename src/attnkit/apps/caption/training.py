@@ -16,7 +16,7 @@ from pathlib import Path
 
 from attnkit.apps.caption.metrics import caption_metrics, validation_loss
 from attnkit.apps.caption.prepare import APP, CaptionPrepared
-from attnkit.apps.results import Log
+from attnkit.apps.results import FINAL_EVALUATION, Log
 from attnkit.apps.run_files import FORMAT
 from attnkit.data.caption_data import CaptionDataset, collate
 from attnkit.models.captioner import Captioner, caption_loss
@@ -46,5 +46,5 @@ def fit(prep: CaptionPrepared, out: Path, *, resume: bool, log: Log) -> TrainRes
                 "parameters": sum(p.numel() for p in model.parameters())}
     trainer = Trainer(model, prep.train, out, train_dataset=train_set,
                       collate_fn=lambda items: collate(items, vocab.pad_id), loss_fn=loss_fn,
-                      evaluate_fn=evaluate_fn, run_metadata=metadata)
+                      evaluate_fn=evaluate_fn, run_metadata=metadata, then=FINAL_EVALUATION)
     return trainer.fit(resume=resume)

@@ -1,5 +1,7 @@
 """``attnkit sentiment explain``: how faithful each explanation method is on labelled or
-unlabelled reviews (`attnkit.explain.faithfulness`), as a table and a JSON line.
+unlabelled reviews (`attnkit.explain.faithfulness`), as a table and a JSON line, both naming
+the most faithful method; the table is written into the run (``RUN/faithfulness.json``), so its
+pages and the API show that method first (`attnkit.apps.sentiment.trust`).
 
 Example:
     ```python
@@ -26,6 +28,7 @@ DEFAULT_LIMIT = 500
 def _explain(values: dict[str, Any]) -> int:
     from attnkit.apps.sentiment import load_run
     from attnkit.apps.sentiment.prepare import load_reviews
+    from attnkit.apps.sentiment.trust import write_table
     from attnkit.explain.faithfulness import faithfulness, format_table
     from attnkit.explain.sentiment import METHODS
 
@@ -40,17 +43,22 @@ def _explain(values: dict[str, Any]) -> int:
     loaded = load_run(values["run"], device=values.get("device") or "cpu")
     result = faithfulness(loaded.model, loaded.pipeline, [reviews[k].text for k in chosen],
                           methods=methods, seed=seed)
+    table = {**result, "data": str(values["data"]), "run": str(values["run"]), "seed": seed}
+    # Into the run: its pages and the API then open on the method measured most faithful.
+    written = write_table(loaded.path, table)
     print(format_table(result))
     if values.get("json"):
-        print(json.dumps({**result, "data": str(values["data"]), "run": str(values["run"])}))
+        print(json.dumps(table, ensure_ascii=False))
     print(f"attnkit: {result['reviews']} reviews (a random {min(limit, len(reviews))} of "
-          f"{len(reviews):,}, seed {seed})", file=sys.stderr)
+          f"{len(reviews):,}, seed {seed}); wrote {written}: pages and the API of this run "
+          f"now show {result['most_faithful']} first", file=sys.stderr)
     return 0
 
 
 EXPLAIN_COMMAND = Command(
     "explain", "how faithful each explanation is: ERASER comprehensiveness and sufficiency "
-    "per method, random token orders as the floor",
+    "per method, random token orders as the floor; the most faithful (highest "
+    "comprehensiveness) is named and written into the run, whose pages then show it first",
     (Option("--run", str, "the sentiment run folder", metavar="RUN", required=True),
      Option("--data", str, "reviews (any form --data takes in train/eval; their labels are "
             "not used)", metavar="FILE", required=True),

@@ -53,7 +53,10 @@ class SentimentPrediction(Prediction):
             ``"grad-input"``, ``"integrated-gradients"``: signed, > 0 towards positive), each
             ``[len(tokens)]``, when asked (``explain``;
             `attnkit.explain.sentiment`).
-        shown: the method the terminal shading and a figure use.
+        shown: the method the terminal shading, a figure and the page open on: the one
+            given first to ``explain``, else the method trusted for this run
+            (`attnkit.apps.sentiment.trust`) when it could be computed.
+        why: one sentence saying why ``shown`` is shown first (None: it was asked for).
     """
 
     text: str
@@ -67,6 +70,7 @@ class SentimentPrediction(Prediction):
     truncated: int
     explanations: dict[str, np.ndarray] | None = None
     shown: str = "attention"
+    why: str | None = None
 
     @property
     def empty(self) -> bool:
@@ -81,7 +85,7 @@ class SentimentPrediction(Prediction):
                 "spans": None if self.spans is None else [list(s) for s in self.spans],
                 "unknown": round(self.unknown, 4), "truncated": self.truncated,
                 **({"explanations": {k: floats(v) for k, v in self.explanations.items()}}
-                   if self.explanations else {})}
+                   if self.explanations else {}), "shown": self.shown, "why": self.why}
 
     def text_line(self, color: str = "never", **show: Any) -> str:
         """``P(positive) = ...`` and the review's words shaded by which way each pushed the
@@ -139,13 +143,16 @@ class SentimentPrediction(Prediction):
         shown = [p for p in predictions if not p.empty and p.weights is not None]
         if not shown:
             raise UsageError("nothing to show on the page: no review with words the model reads")
-        reviews = [Review(p.text, p.tokens, p.prob, spans=p.spans, views=[
-            TokenView("push towards positive / negative", p.contributions, signed=True),
-            TokenView("share of the decision (pooling weight)", p.weights),
-            *(TokenView(_VIEW_NAMES.get(m, m), v, signed=m in SIGNED, method=m)
-              for m, v in (p.explanations or {}).items())])
-            for p in shown]
-        return sentiment_page(reviews, summary)
+        reviews = []
+        for p in shown:
+            views = [TokenView("push towards positive / negative", p.contributions, signed=True),
+                     TokenView("share of the decision (pooling weight)", p.weights),
+                     *(TokenView(_VIEW_NAMES.get(m, m), v, signed=m in SIGNED, method=m)
+                       for m, v in (p.explanations or {}).items())]
+            # The page opens on its first view: the shown (trusted) method's.
+            views.sort(key=lambda v: v.method != p.shown)
+            reviews.append(Review(p.text, p.tokens, p.prob, spans=p.spans, views=views))
+        return sentiment_page(reviews, summary, note=shown[0].why)
 
 
 _VIEW_NAMES = {"rollout": "share of the decision, rolled out through every layer",
@@ -171,7 +178,9 @@ def predictions(loaded: SentimentLoaded, texts: Sequence[str], *, batch_size: in
     """
     if batch_size < 1:
         raise UsageError(f"batch size must be at least 1, got {batch_size}")
-    methods = explain_methods(explain, METHODS)
+    methods, why = explain_methods(explain, METHODS), None
+    if explain is None and attention is not False:
+        methods, why = _trusted(loaded)
     reads: list[ReadReview | None] = []   # None: blank, or no token the model reads
     for i, text in enumerate(texts, 1):
         if not isinstance(text, str):
@@ -187,11 +196,27 @@ def predictions(loaded: SentimentLoaded, texts: Sequence[str], *, batch_size: in
                                         [reads[i] for i in rows],
                                         attention is not False or bool(methods), methods),
                            strict=True):
+            pred.why = why
             out[i] = pred
     for i, text in enumerate(texts):
         if out[i] is None:
             out[i] = SentimentPrediction(text, None, "empty", [], None, None, None, 0.0, 0)
     return out  # type: ignore[return-value]
+
+
+def _trusted(loaded: SentimentLoaded) -> tuple[list[str], str]:
+    """The method to show first, computed beside attention (none when it is attention, or a
+    gradient method without Captum: then the sentence says so), and why."""
+    from attnkit.apps.sentiment.trust import NAMES, trusted
+    from attnkit.explain.captum import INSTALL, have_captum
+
+    trust = trusted(loaded.path)
+    if trust.method == "attention":
+        return [], trust.why
+    if trust.method in SIGNED and not have_captum():
+        return [], (f"Shown first: attention; {NAMES[trust.method]} was measured more "
+                    f"faithful and needs Captum ({INSTALL}).")
+    return [trust.method], trust.why
 
 
 def _batch(loaded: SentimentLoaded, texts: Sequence[str], reads: Sequence[ReadReview],

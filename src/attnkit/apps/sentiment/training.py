@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from attnkit.apps.results import Log
+from attnkit.apps.results import FINAL_EVALUATION, Log
 from attnkit.apps.run_files import FORMAT, read_config
 from attnkit.apps.sentiment.prepare import APP, SentimentPrepared
 from attnkit.data.review_pipeline import EncodedReviews, collate
@@ -71,7 +71,8 @@ def fit(prep: SentimentPrepared, out: Path, *, resume: bool, log: Log) -> TrainR
                 "train_size": len(train_set), "valid_size": len(valid_set),
                 "test_size": 0 if test_set is None else len(test_set)}
     trainer = Trainer(model, prep.train, out, train_dataset=train_set, collate_fn=collate,
-                      loss_fn=bce_loss, evaluate_fn=evaluate_fn, run_metadata=metadata)
+                      loss_fn=bce_loss, evaluate_fn=evaluate_fn, run_metadata=metadata,
+                      then=None if test_set is None else FINAL_EVALUATION)
     return trainer.fit(resume=resume)
 
 

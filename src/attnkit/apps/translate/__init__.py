@@ -25,7 +25,7 @@ file split 96/2/2 (`attnkit.data.translation_splits`).
 
 Example:
     ```python
-    train("synthetic", "runs/demo")                 # ~2-3 minutes on 2 CPU cores
+    train("synthetic", "runs/demo")                 # ~2 minutes on a quiet 2-core CPU
     evaluate("runs/demo", beam=5)["bleu"]
     p = predict("runs/demo", ["The cat does not see her."])[0]
     p.text, p.weights.shape                         # "Le chat ne la voit pas .", (7, 7)
@@ -48,6 +48,7 @@ from attnkit.apps.translate.align_command import ALIGN_COMMANDS
 from attnkit.apps.translate.engines import AttnkitEngine, TranslateLoaded, summary_of
 from attnkit.apps.translate.evaluation import format_table
 from attnkit.apps.translate.explain import EXPLAIN, add_alignments, add_explanations
+from attnkit.apps.translate.paragraphs import translate_texts
 from attnkit.apps.translate.pipeline import (
     RNN_MAX_SOURCE,
     SUBWORD_FILE,
@@ -75,7 +76,8 @@ JSON_KEYS = ("bleu", "chrf", "counts", "sentences", "references", "beam", "by_le
              "truncated", "max_source_tokens", "unknown")
 
 EXAMPLES = (
-    "attnkit translate train --data synthetic --out runs/demo        # ~3 min on 2 CPU cores",
+    "attnkit translate train --data synthetic --out runs/demo        # ~2 min, quiet 2-core "
+    "CPU",
     "attnkit translate train --data synthetic --out runs/luong --attention general --style luong",
     "attnkit translate train --data synthetic --out runs/base --attention none   # no attention",
     "attnkit translate train --data ../shared/data/eng-fra --out runs/fr --arch transformer "
@@ -108,6 +110,9 @@ _DECODING = (
            ("predict",), metavar="METHOD"),
     Option("--alignments", None, "add word links between each input and its translation "
            "(JSON \"alignment\", outlined on the --html page)", ("predict",)),
+    Option("--no-split", None, "read each input (eval: each source of a --data file) as one "
+           "sentence; by default a text is cut into sentences, translated in one batch and "
+           "joined, keeping its paragraphs", ("eval", "predict"), dest="split", const=False),
 )
 # The training options come from the settings (their help states each field's default), and
 # so does the help of those every app shares.
@@ -171,11 +176,14 @@ class TranslateApp(App):
                     alpha: float = 0.6, unk_replace: bool = True,
                     batch_size: int | None = None, attention: bool | str | None = None,
                     explain: str | Sequence[str] | None = None,
-                    alignments: bool = False) -> list[TranslationPrediction]:
+                    alignments: bool = False, split: bool = True
+                    ) -> list[TranslationPrediction]:
         """Translate ``inputs``.
 
         Args:
-            inputs: the sentences.
+            inputs: the texts: each is cut into sentences, all are translated as one batch
+                and each text's translations joined (`attnkit.apps.translate.paragraphs`);
+                a text of several sentences gets their predictions in ``sentences``.
             beam, alpha: beam size (1 = greedy) and length penalty (attnkit: GNMT;
                 CTranslate2: ``length ** alpha``).
             unk_replace: replace an output ``<unk>`` by the most attended source token.
@@ -186,22 +194,24 @@ class TranslateApp(App):
             explain: explanations to add beside attention (``"rollout"``, ``"grad-input"``,
                 ``"integrated-gradients"``, a comma-separated list or ``"all"``); the first one
                 is what a figure draws (`attnkit.apps.translate.explain`).
-            alignments: add word links between each input and its translation.
+            alignments: add word links between each sentence and its translation.
+            split: False: each input is one sentence to the model, however long.
         """
         engine, methods = loaded.engine, explain_methods(explain, EXPLAIN)
         attention = engine.has_attention if attention is None else attention
         if (attention or methods or alignments) and not engine.has_attention:
             raise UsageError(engine.no_attention)
         _unk_note(engine, unk_replace)
-        preds = engine.translate(inputs, beam=beam, alpha=alpha, unk_replace=unk_replace,
-                                 batch_size=batch_size,
-                                 attention=attention or bool(methods) or alignments)
+        preds = translate_texts(engine, inputs, split=split, beam=beam, alpha=alpha,
+                                unk_replace=unk_replace, batch_size=batch_size,
+                                attention=attention or bool(methods) or alignments)
+        sentences = [q for p in preds for q in p.sentences or [p]]
         if methods:
-            add_explanations(loaded, preds, methods)
-            for p in preds:
+            add_explanations(loaded, sentences, methods)
+            for p in (*sentences, *preds):
                 p.shown = methods[0]
         if alignments:
-            add_alignments(loaded, preds)
+            add_alignments(loaded, sentences)
         return preds
 
     def stream(self, loaded: TranslateLoaded, inputs: Sequence[str], *,

@@ -71,7 +71,8 @@ def _align(values: dict[str, Any]) -> int:
     from attnkit.alignment.aligner import check_pairs
     from attnkit.apps.outputs import ALIGNMENTS, output_file, write_output
     from attnkit.apps.translate import load_run
-    from attnkit.apps.translate.alignment import align_pairs
+    from attnkit.apps.translate.alignment import align_pairs, unknown_words
+    from attnkit.apps.translate.prediction import UNKNOWN_WARNING
     from attnkit.data.alignments import alignment_scores, format_pharaoh, read_gold
 
     out = output_file(values["out"], ALIGNMENTS) if values.get("out") else None
@@ -83,14 +84,22 @@ def _align(values: dict[str, Any]) -> int:
     if values.get("gold"):
         gold = read_gold(values["gold"], [len(s) for s in sources], [len(t) for t in targets])
     loaded = load_run(values["run"], device=values.get("device") or "cpu")
+    normalize = values.get("normalize", True) is not False
     result = align_pairs(
         loaded, sources, targets, method=method_from(values),
         extraction=values.get("extraction"), threshold=values.get("threshold"),
         symmetrize=values.get("symmetrize"), adapt=values.get("adapt"),
         adapt_minutes=values.get("adapt_minutes") or 10.0, adapt_data=values.get("adapt_data"),
-        normalize=values.get("normalize", True) is not False)
+        normalize=normalize)
     for note in result.notes:
         print(f"attnkit: note: {note}", file=sys.stderr)
+    # After aligning, so that a refused setting stays one error line.
+    src, tgt = unknown_words(loaded, sources, targets, normalize=normalize)
+    if max(src, tgt) > UNKNOWN_WARNING:
+        print(f"attnkit: warning: {src:.0%} of the source words and {tgt:.0%} of the target "
+              f"words are unknown to the run (more than {UNKNOWN_WARNING:.0%}): it cannot read "
+              "these pairs and its links are little better than guesses; align with a run "
+              "trained on text like them", file=sys.stderr)
     lines = "".join(format_pharaoh(links) + "\n" for links in result.links)
     if out is not None:
         write_output(out, ALIGNMENTS, lines)

@@ -33,6 +33,7 @@ from attnkit.alignment.adapt import adapt_head
 from attnkit.alignment.aligner import ATTENTION_DEFAULT, AlignResult, align, check_pairs
 from attnkit.alignment.head_training import read_head, train_head, write_head
 from attnkit.alignment.methods import Method
+from attnkit.alignment.pieces import pair_pieces
 from attnkit.apps.results import Log, stderr_log
 from attnkit.apps.translate.engines import TranslateLoaded
 from attnkit.errors import DataError, UsageError
@@ -40,7 +41,7 @@ from attnkit.models.alignment_head import AlignmentHead
 from attnkit.models.config import TransformerConfig
 
 __all__ = ["AlignResult", "Method", "align_pairs", "check_pairs", "load_head",
-           "train_aligner"]
+           "train_aligner", "unknown_words"]
 
 FOLDER = "alignment"   # RUN/alignment: the run's trained aligner
 
@@ -108,10 +109,41 @@ def align_pairs(loaded: TranslateLoaded, sources: Sequence[Sequence[str]],
     given = {"method": method, "extraction": extraction, "threshold": threshold,
              "symmetrize": symmetrize, "adapt": adapt}
     settings = {**base, **{k: v for k, v in given.items() if v is not None}}
+    if settings["method"].kind == "head" and head is None:
+        # Suggest only what this run accepts: align-train refuses an RNN run.
+        rnn = not isinstance(loaded.model.config, TransformerConfig)
+        raise UsageError("this run has no trained aligner (RUN/alignment/head.safetensors); "
+                         + ("the trained aligner reads a Transformer's states and this is an "
+                            "RNN run: align it with --method attention" if rnn else
+                            "train one with `attnkit translate align-train`, or use --method "
+                            "attention"))
     fit = functools.partial(adapt_head, background=lambda: background_pairs(loaded, adapt_data),
                             minutes=adapt_minutes, log=log)
     return align(loaded.model, loaded.pipeline, sources, targets, settings, head=head,
                  adapt=fit if settings["adapt"] else None, normalize=normalize)
+
+
+def unknown_words(loaded: TranslateLoaded, sources: Sequence[Sequence[str]],
+                  targets: Sequence[Sequence[str]], *, normalize: bool = True
+                  ) -> tuple[float, float]:
+    """The share of the source words and of the target words of sentence pairs that the run's
+    vocabularies do not hold (a word with an ``<unk>`` piece; words beyond what the model
+    reads are not counted): where it is high the model cannot read the text, and its links
+    are little better than guesses. Tokenization only: cheap beside aligning."""
+    pairs = [pair_pieces(loaded.pipeline, s, t, normalize=normalize)
+             for s, t in zip(sources, targets, strict=True)]
+    shares = []
+    for side, vocab in (("src", loaded.pipeline.src_vocab), ("tgt", loaded.pipeline.tgt_vocab)):
+        seen = unknown = 0
+        for pair in pairs:
+            words: dict[int, bool] = {}
+            for piece, owners in zip(getattr(pair, f"{side}_ids"), getattr(pair, f"{side}_owner"),
+                                     strict=True):
+                for w in owners:
+                    words[w] = words.get(w, False) or piece == vocab.unk_id
+            seen, unknown = seen + len(words), unknown + sum(words.values())
+        shares.append(unknown / seen if seen else 0.0)
+    return shares[0], shares[1]
 
 
 # What `translate align` does by default with a trained aligner (measured on the WPT03 trial

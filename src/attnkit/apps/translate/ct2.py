@@ -155,7 +155,7 @@ def export_run(loaded: TranslateLoaded, out: str | os.PathLike, *,
 
 def _export_config(path: Path) -> dict[str, Any]:
     if not (path / "model.bin").is_file():
-        hint = ("a training run: export it first (attnkit translate export RUN OUT)"
+        hint = (_training_run_hint(path)
                 if (path / "best.safetensors").is_file() or (path / "last").is_dir()
                 else "not an exported CTranslate2 model (model.bin is missing)")
         raise CheckpointError(f"{path}: {hint}")
@@ -165,6 +165,24 @@ def _export_config(path: Path) -> dict[str, Any]:
     if not isinstance(config.get("max_source"), int) or not isinstance(config.get("data"), dict):
         raise CheckpointError(f"{path / EXPORT_FILE}: no max_source or data settings")
     return config
+
+
+def _training_run_hint(path: Path) -> str:
+    """What to do with a training run given to the CTranslate2 engine: export it, unless the
+    export would refuse it (then: use attnkit's engine), so the hint never leads to a refusal."""
+    from attnkit.apps.run_files import read_config
+    from attnkit.errors import AttnkitError
+
+    try:
+        config = read_config(path, APP)
+        exportable = (config.get("options", {}).get("subword")
+                      and isinstance(run_model_config(path, config), TransformerConfig))
+    except AttnkitError:
+        exportable = True   # the export names what is wrong with the run
+    if exportable:
+        return "a training run: export it first (attnkit translate export RUN OUT)"
+    return ("a training run that CTranslate2 cannot run (it takes Transformers trained with "
+            "--subword): use it without --engine ctranslate2")
 
 
 def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> TranslateLoaded:

@@ -20,11 +20,12 @@ from typing import Any
 from attnkit.apps.results import Evaluation, Log, quiet
 from attnkit.apps.translate.engines import TranslateLoaded
 from attnkit.apps.translate.page import report_page
+from attnkit.apps.translate.paragraphs import translate_texts
 from attnkit.apps.translate.settings import TranslateSettings
 from attnkit.bleu import translation_scores
 from attnkit.data.pairs import group_references
 from attnkit.data.text_codec import SRC_LANG, word_count
-from attnkit.data.translation_splits import eval_pairs
+from attnkit.data.translation_splits import NAMED, eval_pairs
 from attnkit.errors import DataError, UsageError
 
 DEFAULT_EXAMPLES = TranslateSettings.examples
@@ -32,7 +33,7 @@ DEFAULT_EXAMPLES = TranslateSettings.examples
 
 def evaluation(loaded: TranslateLoaded, data: str | None, *, report: int = 0, beam: int = 1,
                alpha: float = 0.6, unk_replace: bool = True, batch_size: int | None = None,
-               strict: bool = False, log: Log = quiet) -> Evaluation:
+               strict: bool = False, split: bool = True, log: Log = quiet) -> Evaluation:
     """BLEU/chrF of a loaded run on ``data`` (None: the run's own test split).
 
     Args:
@@ -45,6 +46,9 @@ def evaluation(loaded: TranslateLoaded, data: str | None, *, report: int = 0, be
         unk_replace: replace an output ``<unk>`` by the most attended source token (attnkit).
         batch_size: at most this many sentences per batch (None: the engine's default).
         strict: a malformed data line is an error; log: where notes on skipped lines go.
+        split: cut each source of a ``data`` file or folder (raw text) into sentences,
+            translate them and join them (`attnkit.apps.translate.paragraphs`); the named
+            corpora and the run's own test split are sentence pairs, read as they are.
 
     Returns:
         `Evaluation` with ``{"bleu", "chrf", "counts", "signature", "by_length",
@@ -62,9 +66,10 @@ def evaluation(loaded: TranslateLoaded, data: str | None, *, report: int = 0, be
     if not groups:
         raise DataError("nothing to evaluate: no sentence pairs")
     sources, refs = [en for en, _ in groups], [r for _, r in groups]   # each source once
+    split = split and data not in (None, loaded.config["data"].get("kind"), *NAMED)
     start = time.perf_counter()
-    preds = engine.translate(sources, beam=beam, alpha=alpha, unk_replace=unk_replace,
-                             batch_size=batch_size)
+    preds = translate_texts(engine, sources, split=split, beam=beam, alpha=alpha,
+                            unk_replace=unk_replace, batch_size=batch_size)
     seconds = time.perf_counter() - start
     # Lengths in words (not subword pieces), so runs with different tokenizers compare.
     metrics = translation_scores([p.text for p in preds], refs,
@@ -81,8 +86,8 @@ def evaluation(loaded: TranslateLoaded, data: str | None, *, report: int = 0, be
     page = None
     if report:
         n = DEFAULT_EXAMPLES if report < 0 else report
-        shown = engine.translate([p.source for p in preds[:n]], beam=beam, alpha=alpha,
-                                 unk_replace=unk_replace, attention="all")
+        shown = translate_texts(engine, [p.source for p in preds[:n]], split=split, beam=beam,
+                                alpha=alpha, unk_replace=unk_replace, attention="all")
         page = report_page(metrics, shown, refs[:n], loaded.summary())
     return Evaluation(metrics, page)
 

@@ -55,21 +55,28 @@ def explorer_page(predictions: Sequence[TranslationPrediction], summary: dict[st
                   metrics: dict[str, Any] | None = None) -> str:
     """The translation explorer of ``predictions`` (with their references when given).
 
-    A prediction without attention weights (a model with ``attention='none'``, the CTranslate2
-    engine) or with an empty output has nothing to show and is left out.
+    An input of several sentences shows each of them in order (with its own attention; the
+    input's references and chrF go with its last sentence). A prediction without attention
+    weights (a model with ``attention='none'``, the CTranslate2 engine) or with an empty output
+    has nothing to show and is left out.
 
     Raises:
         UsageError: no prediction has anything to show.
     """
     refs = references if references is not None else [()] * len(predictions)
     examples = []
-    for p, r in zip(predictions, refs, strict=True):
-        if p.weights is None or not p.tokens:
-            continue
-        scores = _scores(p)
-        if r:
-            scores["chrF"] = round(bleu_chrf([p.text], [r])["chrf"], 1)
-        examples.append(_example(p, r, scores))
+    for whole, r in zip(predictions, refs, strict=True):
+        parts = whole.sentences or [whole]
+        for k, p in enumerate(parts):
+            if p.weights is None or not p.tokens:
+                continue
+            last = k == len(parts) - 1
+            scores = _scores(p)
+            if r and last:
+                scores["chrF"] = round(bleu_chrf([whole.text], [r])["chrf"], 1)
+            if len(parts) > 1:
+                scores["sentence"] = f"{k + 1} of {len(parts)}"
+            examples.append(_example(p, r if last else (), scores))
     if not examples:
         raise UsageError("nothing to show on the page: no translation with attention weights "
                          "(a model without attention, or empty outputs)")

@@ -19,6 +19,9 @@ import numpy as np
 from attnkit.apps.prediction import Prediction, rounded
 from attnkit.errors import UsageError
 
+# Above this share of unknown source tokens, predict warns that the run cannot read the input.
+UNKNOWN_WARNING = 0.10
+
 
 @dataclass
 class TranslationPrediction(Prediction):
@@ -48,6 +51,9 @@ class TranslationPrediction(Prediction):
         alignment_method: how ``alignment`` was found.
         piece_links: ``alignment`` between ``source_tokens`` and ``tokens`` (the page draws
             it), or None when the output's text reads as other pieces than it was written in.
+        sentences: for an input of several sentences, each sentence's own prediction, in
+            order (`paragraph`); the input's ``weights`` are then None: each sentence has
+            its own. None for an input read as one sentence.
     """
 
     source: str
@@ -64,6 +70,30 @@ class TranslationPrediction(Prediction):
     alignment: list[tuple[int, int]] | None = None
     alignment_method: str | None = None
     piece_links: list[tuple[int, int]] | None = None
+    sentences: list[TranslationPrediction] | None = None
+
+    @classmethod
+    def paragraph(cls, source: str, parts: Sequence[TranslationPrediction],
+                  text: str) -> TranslationPrediction:
+        """The prediction of an input translated sentence by sentence (`sentences`).
+
+        Args:
+            source: the input as given.
+            parts: each sentence's prediction, in order (at least one).
+            text: their translations joined with the input's breaks
+                (`attnkit.data.sentences.Sentences.join`).
+
+        Returns:
+            Tokens of every sentence end to end; the score of the whole output (the sum: the
+            sentences are decoded independently); ``unknown`` over all source tokens;
+            ``truncated`` summed; no weights of its own (see ``sentences``).
+        """
+        read = sum(len(p.source_tokens) for p in parts)
+        return cls(source, [t for p in parts for t in p.source_tokens],
+                   [t for p in parts for t in p.tokens], text, None,
+                   sum(p.score for p in parts),
+                   sum(p.unknown * len(p.source_tokens) for p in parts) / max(read, 1),
+                   sum(p.truncated for p in parts), shown=parts[0].shown, sentences=list(parts))
 
     def to_dict(self) -> dict[str, Any]:
         row = {"source": self.source, "text": self.text, "tokens": self.tokens,
@@ -77,18 +107,42 @@ class TranslationPrediction(Prediction):
         if self.alignment is not None:
             row["alignment"] = " ".join(f"{i}-{j}" for i, j in self.alignment)
             row["alignment_method"] = self.alignment_method
+        if self.sentences is not None:
+            row["sentences"] = [p.to_dict() for p in self.sentences]
         return row
 
     def text_line(self, **show: Any) -> str:
         return self.text
 
+    def shown_weights(self) -> np.ndarray | None:
+        """``[len(tokens), len(source_tokens)]``: the attention, or the explanation `shown`;
+        for an input of several sentences each sentence's block on the diagonal (an output
+        token attends to its own sentence only: zero elsewhere). None when there are none."""
+        if self.sentences is not None:
+            blocks = [p.shown_weights() for p in self.sentences]
+            if any(b is None for b in blocks):
+                return None
+            out = np.zeros((len(self.tokens), len(self.source_tokens)), np.float32)
+            row = col = 0
+            for p, b in zip(self.sentences, blocks, strict=True):
+                out[row:row + len(p.tokens), col:col + len(p.source_tokens)] = b
+                row, col = row + len(p.tokens), col + len(p.source_tokens)
+            return out
+        if self.shown != "attention":
+            return (self.explanations or {}).get(self.shown)
+        return self.weights
+
+    def attention_rows(self) -> np.ndarray | None:
+        if self.sentences is None:
+            return super().attention_rows()
+        return self.shown_weights() if self.shown == "attention" else None
+
     def figure(self):
-        """The alignment heatmap (target tokens down, source tokens across)."""
+        """The alignment heatmap (target tokens down, source tokens across; an input of
+        several sentences: their blocks on the diagonal)."""
         from attnkit.viz.heatmap import alignment_figure
 
-        weights = self.weights
-        if self.shown != "attention":
-            weights = (self.explanations or {}).get(self.shown)
+        weights = self.shown_weights()
         if weights is None:
             raise UsageError(f"no attention weights for {self.source!r}: the model has none "
                              "(attention='none'), or they were not kept (CTranslate2 engine)")
@@ -107,14 +161,27 @@ class TranslationPrediction(Prediction):
         return explorer_page(predictions, summary)
 
     def note(self) -> str | None:
-        """One line on what the model could not read, or None when it read everything."""
+        """One line on what the model could not read, or None when it read everything (or
+        when `warning` says it)."""
         parts = []
-        if self.unknown:
+        if self.unknown and not self.warning():
             parts.append(f"{self.unknown:.0%} of its tokens are unknown to the model")
         if self.truncated:
+            cut = [p for p in self.sentences or [self] if p.truncated]
             parts.append(f"{self.truncated} tokens cut off after the first "
-                         f"{len(self.source_tokens)} (the model reads no more)")
+                         f"{len(cut[0].source_tokens)} (the model reads no more)"
+                         + (f" in {len(cut)} of its {len(self.sentences)} sentences"
+                            if self.sentences else ""))
         return "; ".join(parts) or None
+
+    def warning(self) -> str | None:
+        """One line when more than `UNKNOWN_WARNING` of the input's tokens are unknown to the
+        run: its translation is then mostly a guess."""
+        if self.unknown <= UNKNOWN_WARNING:
+            return None
+        return (f"{self.unknown:.0%} of its tokens are unknown to the run (more than "
+                f"{UNKNOWN_WARNING:.0%}): the translation is mostly a guess; use a run trained "
+                "on text like it")
 
 
 def most_reordered(predictions: Sequence[TranslationPrediction]) -> TranslationPrediction:

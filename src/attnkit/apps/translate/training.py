@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from attnkit.apps.results import Log
+from attnkit.apps.results import FINAL_EVALUATION, Log
 from attnkit.apps.translate.engines import AttnkitEngine
 from attnkit.apps.translate.pipeline import TranslatePipeline
 from attnkit.apps.translate.prepare import TranslatePrepared
@@ -68,7 +68,7 @@ def fit(prep: TranslatePrepared, out: Path, *, resume: bool, log: Log) -> TrainR
         evaluate_fn=valid_fn(pipeline, valid),
         batch_plan=bucket_batch_plan(dataset.lengths(), prep.train.batch_size,
                                      max_tokens=s.batch_tokens),
-        run_metadata=prep.metadata)
+        run_metadata=prep.metadata, then=FINAL_EVALUATION)
     result = trainer.fit(resume=resume)
     if not result.finished_before:
         best = "none yet" if result.best_metric is None else f"{result.best_metric:.2f}"

@@ -1,0 +1,88 @@
+"""Texts translated sentence by sentence: what ``translate predict``, ``translate eval`` of a
+raw pairs file and ``attnkit serve`` do with their inputs (one place, so they agree).
+
+The models are trained on single sentences; given a paragraph they translate about one
+sentence of it and drop the rest. So each text is cut into sentences
+(`attnkit.data.sentences`), the sentences of every text are translated as one batch (the
+engine groups them by length), and each text gets back its sentences' translations joined
+with its own breaks (spaces, line breaks, blank lines between paragraphs). A text of several
+sentences becomes one `TranslationPrediction` holding each sentence's own prediction, with
+its attention, in ``sentences``; a text of one sentence is translated exactly as given.
+
+Example:
+    ```python
+    preds = translate_texts(loaded.engine, ["The cat is black. She will find the dogs."])
+    preds[0].text                                # "Le chat est noir. Elle trouvera les chiens."
+    [p.weights.shape for p in preds[0].sentences]   # one [T_tgt, T_src] per sentence
+    ```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from attnkit.apps.translate.pipeline import encode_source
+from attnkit.apps.translate.prediction import TranslationPrediction
+from attnkit.data.sentences import Sentences, split_sentences
+from attnkit.data.text_codec import SRC_LANG
+
+
+def translate_texts(engine: Any, texts: Sequence[str], *, split: bool = True,
+                    **decoding: Any) -> list[TranslationPrediction]:
+    """Translate ``texts``, each cut into sentences unless ``split`` is False.
+
+    Args:
+        engine: the run's engine (`attnkit.apps.translate.engines.Engine`).
+        texts: the inputs (sentences, paragraphs, several paragraphs).
+        split: cut each text into sentences (module doc); False: each text is one sentence
+            to the model, whatever its length.
+        **decoding: `Engine.translate`'s options (beam, alpha, unk_replace, batch_size,
+            attention).
+
+    Returns:
+        One prediction per text, in order.
+
+    Raises:
+        UsageError: a text without any token the model reads (naming it), a bad beam or batch
+            size.
+    """
+    if not split:
+        return engine.translate(texts, **decoding)
+    cut = [_sentences(engine, text, i) for i, text in enumerate(texts, 1)]
+    flat: list[str] = []
+    for text, c in zip(texts, cut, strict=True):
+        flat.extend(c.sentences if c is not None else [text])
+    preds = engine.translate(flat, **decoding)
+    out, at = [], 0
+    for text, c in zip(texts, cut, strict=True):
+        if c is None:   # read as one sentence: exactly as without splitting
+            out.append(preds[at])
+            at += 1
+            continue
+        parts = preds[at:at + len(c.sentences)]
+        at += len(c.sentences)
+        out.append(TranslationPrediction.paragraph(text, parts, c.join([p.text for p in parts])))
+    return out
+
+
+def _sentences(engine: Any, text: str, index: int) -> Sentences | None:
+    """``text``'s sentences that hold a token the model reads, or None when there is only
+    one (the text is then translated as given).
+
+    Raises:
+        UsageError: no token at all in ``text`` (``index`` names it).
+    """
+    found = split_sentences(text, SRC_LANG)
+    if len(found.sentences) < 2:
+        encode_source(engine.pipeline, text, index)   # an empty text: its one-line error
+        return None
+    pipeline = engine.pipeline
+    keep = [k for k, s in enumerate(found.sentences)
+            if pipeline.codec.encode_capped(s, SRC_LANG, 1)[0]]
+    if len(keep) < 2:
+        encode_source(pipeline, text, index)
+        return None
+    # A dropped sentence's break goes with the kept one after it: the wider of the two.
+    breaks = [max(found.breaks[a:b], key=len) for a, b in zip(keep, keep[1:], strict=False)]
+    return Sentences([found.sentences[k] for k in keep], breaks)
