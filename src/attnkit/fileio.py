@@ -162,6 +162,21 @@ def _inside(path: Path, root: Path) -> bool:
     return True
 
 
+def check_inside(path: str | os.PathLike, what: str, root: str | os.PathLike) -> Path:
+    """``path``, when it lies inside ``root`` once every link on the way is followed: the
+    file itself a link, or a folder above it (``RUN/last`` linked to another run's folder
+    makes ``RUN/last/model.safetensors`` another run's file).
+
+    Raises:
+        CheckpointError: ``path`` leads out of ``root`` (the message says where to).
+    """
+    path = Path(path)
+    if not _inside(path, Path(root)):
+        raise CheckpointError(f"{path}: {what} is a link to {os.path.realpath(path)}, outside "
+                              f"the run folder {root}; attnkit reads only the run's own files")
+    return path
+
+
 def checked_file(path: str | os.PathLike, what: str, *, root: str | os.PathLike | None = None,
                  limit: int | None = MAX_JSON_BYTES) -> Path:
     """``path`` checked for reading: present, a regular file, inside ``root`` (when given: the
@@ -174,9 +189,8 @@ def checked_file(path: str | os.PathLike, what: str, *, root: str | os.PathLike 
         CheckpointError: missing, a folder, a device or FIFO, a link out of ``root``, too big.
     """
     path = Path(path)
-    if path.is_symlink() and root is not None and not _inside(path, Path(root)):
-        raise CheckpointError(f"{path}: {what} is a link to {os.path.realpath(path)}, outside "
-                              f"the run folder {root}; attnkit reads only the run's own files")
+    if root is not None:
+        check_inside(path, what, root)
     try:
         info = path.stat()
     except FileNotFoundError:

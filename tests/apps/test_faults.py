@@ -95,6 +95,43 @@ def test_resume_never_writes_through_a_link_out_of_the_run(runs, tmp_path, capsy
         shutil.copyfile(run / name, copy / name)
 
 
+def lsnapshot(folder: Path) -> dict[str, tuple]:
+    """Every entry under ``folder`` without following links: kind, size, mtime, target."""
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        info = p.lstat()
+        out[str(p.relative_to(folder))] = (info.st_mode, info.st_size, info.st_mtime_ns,
+                                           os.readlink(p) if p.is_symlink() else None)
+    return out
+
+
+@pytest.mark.parametrize("linked", ["last", "last/model.safetensors", "best.safetensors"])
+def test_a_checkpoint_linked_out_of_the_run_is_one_line_then_resumes(runs, tmp_path, capsys,
+                                                                     linked):
+    """``last/`` or the weights a link out of the run: one line, nothing moved (no
+    ``last.prev`` left pointing outside), and the run resumes once the real one is back."""
+    import shutil
+
+    run, _ = runs["caption"]
+    copy, outside = tmp_path / "copy", tmp_path / "elsewhere"
+    shutil.copytree(run, copy)
+    (copy / ".lock").unlink(missing_ok=True)
+    outside.mkdir()
+    moved = outside / Path(linked).name
+    shutil.move(copy / linked, moved)
+    (copy / linked).symlink_to(moved)
+    before, before_outside = lsnapshot(copy), lsnapshot(outside)
+    for _ in range(2):    # and again: a refused resume leaves nothing that fails differently
+        one_error(capsys, ["caption", "train", "--resume", str(copy), "--epochs", "2"],
+                  str(copy / linked), "link")
+        assert lsnapshot(copy) == before and lsnapshot(outside) == before_outside
+    assert not os.path.lexists(copy / "last.prev")
+    (copy / linked).unlink()
+    shutil.move(moved, copy / linked)
+    assert main(["caption", "train", "--resume", str(copy), "--epochs", "2"]) == 0
+    assert (copy / "last" / "state.json").is_file() and not (copy / "last").is_symlink()
+
+
 def test_a_run_file_that_is_a_device_or_huge_is_refused(runs, tmp_path, capsys):
     run, tiny = runs["translate"]
     for device in ("/dev/zero", "/dev/urandom"):
