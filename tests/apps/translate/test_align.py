@@ -157,3 +157,25 @@ def test_integrated_gradients_add_up_to_the_log_probability(tf_run):
         logp = teacher_forced_logprobs(model, state, torch.tensor([[c.bos_id, *pair.tgt_ids]]))
         base = logp[0, :n].gather(-1, torch.tensor(pair.tgt_ids)[:, None])[:, 0]
     torch.testing.assert_close(signed.sum(-1), full - base, atol=0.05, rtol=0.05)
+
+
+def _one_line(capsys, code, *needles):
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("attnkit: error:"), err
+    assert "Traceback" not in err and all(n in err for n in needles), err
+
+
+def test_endless_or_huge_inputs_are_one_line(tf_run, files, capsys, monkeypatch):
+    """``/dev/zero`` as the sentences or the gold links: one line once the cap is read, not an
+    endless read; a file past the line cap: one line."""
+    from attnkit import fileio
+
+    monkeypatch.setattr(fileio, "MAX_TEXT_BYTES", 1 << 20)     # the cap, smaller: fast
+    for flag in ("--source", "--target", "--gold"):
+        paths = {"--source": files / "a.en", "--target": files / "a.fr", "--gold": None,
+                 flag: "/dev/zero"}
+        argv = ["translate", "align", "--run", str(tf_run)]
+        argv += [x for f, p in paths.items() if p is not None for x in (f, str(p))]
+        _one_line(capsys, main(argv), "/dev/zero", "more than 1,048,576 bytes")
+    monkeypatch.setattr(fileio, "MAX_TEXT_LINES", 3)
+    _one_line(capsys, _align(tf_run, files), "a.en", "more than 3 lines")

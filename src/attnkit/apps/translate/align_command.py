@@ -17,23 +17,22 @@ from typing import Any
 
 from attnkit.apps.options import Command
 from attnkit.errors import DataError, UsageError
+from attnkit.fileio import read_capped
 from attnkit.settings import Option
 
 _KINDS = ("attention", "head", "grad-input", "integrated-gradients")
 
 
 def read_lines(path: str | os.PathLike, what: str) -> list[str]:
-    """The lines of a UTF-8 text file (a final newline ends the last line, it does not start
-    an empty one).
+    """The lines of a UTF-8 text file, a pipe included (a final newline ends the last line,
+    it does not start an empty one); at most `attnkit.fileio.MAX_TEXT_BYTES` in
+    `attnkit.fileio.MAX_TEXT_LINES` lines.
 
     Raises:
-        DataError: missing, unreadable or not UTF-8 (one line naming the file).
+        DataError: missing, unreadable, past a cap or not UTF-8 (one line naming the file).
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read the {what} ({exc.strerror})", path=str(path)) from None
+    data = read_capped(path, f"the {what}")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
