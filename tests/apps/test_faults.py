@@ -250,3 +250,26 @@ def test_a_signal_at_the_last_step_is_not_lost(tmp_path, capsys, monkeypatch):
     assert main(["caption", "train", "--resume", str(out)]) == 0
     assert (out / "test_metrics.json").is_file()
     assert "stop: completed" in capsys.readouterr().out
+
+
+def test_a_resume_keeps_the_runs_threads_unless_given(runs, tmp_path, capsys):
+    """A run trained on 1 thread, resumed with no --threads in a process on 2, trains on 1
+    again (the count is part of what a run computes); --threads given wins."""
+    import shutil
+
+    run, _ = runs["translate"]           # trained on 1 thread (the fixture)
+    assert json.loads((run / "config.json").read_text())["runtime"]["machine"]["threads"] == 1
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for given, want in (([], 1), (["--threads", "2"], 2)):
+            copy = tmp_path / f"copy{want}"
+            shutil.copytree(run, copy)
+            (copy / ".lock").unlink(missing_ok=True)
+            assert main(["translate", "train", "--resume", str(copy), "--epochs", "3",
+                         *given]) == 0
+            config = json.loads((copy / "config.json").read_text())
+            assert config["runtime"]["machine"]["threads"] == want, given
+            assert torch.get_num_threads() == 2      # the process's count comes back
+    finally:
+        torch.set_num_threads(before)

@@ -42,6 +42,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, ClassVar
 
+from attnkit.apps.options import stored_threads, torch_threads
 from attnkit.apps.outputs import REPORT, output_file, write_output
 from attnkit.apps.prediction import Prediction, write_page
 from attnkit.apps.presentation import Presentation
@@ -145,7 +146,8 @@ class App(Presentation, ABC):
     # ------------------------------------------------------------------ the shared flow
     def train(self, settings: Mapping[str, Any] | str | os.PathLike | None = None,
               out: str | os.PathLike | None = None, *, resume: bool = False,
-              overwrite: bool = False, log: Log = stderr_log, **overrides: Any) -> Run:
+              overwrite: bool = False, log: Log = stderr_log, threads: int | None = None,
+              **overrides: Any) -> Run:
         """Train a run into ``out``, then score its test split into ``test_metrics.json``.
 
         Args:
@@ -157,6 +159,10 @@ class App(Presentation, ABC):
             resume: continue the interrupted run in ``out`` with its stored settings.
             overwrite: replace the run already in ``out``.
             log: where progress lines go (rank 0 only).
+            threads: CPU threads for torch while it trains (the count before comes back
+                after). None: on a resume the run's own (as its ``config.json`` records
+                them: a resumed run computes as the uninterrupted one), on a new run the
+                app's ``default_threads["train"]``, else as they are.
             **overrides: more options, over ``settings`` (``train("synthetic", out,
                 epochs=2)``).
 
@@ -177,6 +183,16 @@ class App(Presentation, ABC):
         stored = read_config(check_resumable(out), self.name) if resume else None
         given = dict(settings) if isinstance(settings, Mapping) else {"data": settings}
         config = self.configure({**given, **overrides}, out, stored)
+        if threads is None:
+            threads = (stored_threads(stored) if stored is not None else None) \
+                or self.default_threads.get("train")
+        with torch_threads(threads):
+            return self._train(config, out, resume=resume, overwrite=overwrite, log=log)
+
+    def _train(self, config: Any, out: Path, *, resume: bool, overwrite: bool, log: Log
+               ) -> Run:
+        """`train` once the settings are known and the threads set."""
+        main = D.is_main_process()
         info = D.setup(config.train.device)   # before preparation: rank 0 prepares alone
         try:
             with ExitStack() as claimed:

@@ -56,10 +56,12 @@ def add_train_options(parser: argparse.ArgumentParser, *, data_default: str | No
     add("--seed", "seed", "random seed: data split, initial weights, batch order (default 0)",
         type=int)
     add("--max-minutes", "max_minutes", "stop cleanly after this wall-clock budget "
-        "(0 = no budget)", type=float)
+        "(0 = no budget; default none)", type=float)
     add("--patience", "patience", "stop after N evaluations without a better validation "
         "score (0 = never stop early; default 3)", type=int, metavar="N")
-    add_runtime_options(parser, threads_help=help_text.get("threads"))
+    add_runtime_options(parser, threads_help=help_text.get(
+        "threads", "CPU threads for torch (default: torch's, one per core; a resume: the "
+        "run's)"))
     parser.add_argument("--amp", choices=list(AMP_CHOICES), default=None,
                         help="bf16 autocast: auto (default) = on with CUDA or a CPU with native "
                              "bf16 (AMX / AVX512-BF16), off otherwise")
