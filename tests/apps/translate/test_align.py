@@ -179,3 +179,9 @@ def test_endless_or_huge_inputs_are_one_line(tf_run, files, capsys, monkeypatch)
         _one_line(capsys, main(argv), "/dev/zero", "more than 1,048,576 bytes")
     monkeypatch.setattr(fileio, "MAX_TEXT_LINES", 3)
     _one_line(capsys, _align(tf_run, files), "a.en", "more than 3 lines")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_threshold_that_is_no_number_is_refused(tf_run, files, capsys, value):
+    _one_line(capsys, _align(tf_run, files, "--extraction", "threshold", f"--threshold={value}"),
+              "--threshold must be a finite number")
