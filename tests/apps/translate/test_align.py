@@ -185,3 +185,31 @@ def test_endless_or_huge_inputs_are_one_line(tf_run, files, capsys, monkeypatch)
 def test_a_threshold_that_is_no_number_is_refused(tf_run, files, capsys, value):
     _one_line(capsys, _align(tf_run, files, "--extraction", "threshold", f"--threshold={value}"),
               "--threshold must be a finite number")
+
+
+def test_align_train_killed_leaves_no_temporary_folder(tf_run, tmp_path, capsys, monkeypatch):
+    """SIGTERM while eflomal runs: exit 143 in one line, and eflomal's temporary folder (and
+    its own files) are gone."""
+    eflomal = pytest.importorskip("eflomal")
+    import os
+    import shutil
+    import signal
+    import tempfile
+
+    run, temp = tmp_path / "run", tmp_path / "temp"
+    shutil.copytree(tf_run, run)
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    seen = []
+
+    def align_then_killed(self, *args, **kwargs):
+        seen.extend(temp.iterdir())
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(eflomal.Aligner, "align", align_then_killed)
+    capsys.readouterr()
+    assert main(["translate", "align-train", "--run", str(run), "--pairs", "50"]) == 143
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "attnkit: interrupted by SIGTERM" and "Traceback" not in "\n".join(err)
+    assert [p.name for p in seen if p.name.startswith("attnkit-eflomal-")]   # it was there
+    assert list(temp.iterdir()) == []

@@ -67,6 +67,15 @@ def method_from(values: dict[str, Any]):
 
 
 def _align(values: dict[str, Any]) -> int:
+    from attnkit.training.signals import interruptible
+
+    # SIGTERM as Ctrl-C: unwinds, so that the adaptation's eflomal files in the temporary
+    # folder go with it (killed outright, they would stay).
+    with interruptible():
+        return _align_pairs(values)
+
+
+def _align_pairs(values: dict[str, Any]) -> int:
     from attnkit.alignment.aligner import check_pairs
     from attnkit.apps.outputs import ALIGNMENTS, output_file, write_output
     from attnkit.apps.translate import load_run
@@ -109,10 +118,12 @@ def _align(values: dict[str, Any]) -> int:
 
 def _align_train(values: dict[str, Any]) -> int:
     from attnkit.apps.translate.alignment import train_aligner
+    from attnkit.training.signals import interruptible
 
-    folder = train_aligner(values["run"], data=values.get("data"), pairs=values["pairs"],
-                           minutes=values["max_minutes"], layer=values["layer"],
-                           seed=values["seed"])
+    with interruptible():   # as `_align`: eflomal's temporary files go on a signal
+        folder = train_aligner(values["run"], data=values.get("data"), pairs=values["pairs"],
+                               minutes=values["max_minutes"], layer=values["layer"],
+                               seed=values["seed"])
     print(f"wrote {folder}: the run's trained aligner; `attnkit translate align --run "
           f"{values['run']}` now uses it")
     return 0
