@@ -252,6 +252,35 @@ def test_a_signal_at_the_last_step_is_not_lost(tmp_path, capsys, monkeypatch):
     assert "stop: completed" in capsys.readouterr().out
 
 
+def test_a_signal_before_the_first_checkpoint_says_what_the_next_command_will(
+        tmp_path, capsys, monkeypatch):
+    """SIGTERM after config.json is written but before the first checkpoint: the line must not
+    promise a resume that the resume then refuses; both say to start again with
+    --overwrite, which works."""
+    import attnkit.training.trainer as trainer
+
+    real = trainer.Heartbeat
+
+    def signal_then_heartbeat(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "Heartbeat", signal_then_heartbeat)
+    out = tmp_path / "run"
+    args = ["--num-train", "16", "--num-valid", "4", "--num-test", "4", "--image-size", "32",
+            "--epochs", "1", "--batch-size", "16", "--no-progress", "--max-minutes", "0"]
+    capsys.readouterr()
+    assert main(["caption", "train", "--out", str(out), *args]) == 143
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("attnkit: interrupted by SIGTERM") and "--resume" not in line
+    assert "cannot be resumed" in line and "--overwrite" in line
+    assert (out / "config.json").is_file() and not (out / "last").exists()
+    refusal = one_error(capsys, ["caption", "train", "--resume", str(out)], "--overwrite")
+    assert "stopped before its first checkpoint" in refusal
+    monkeypatch.setattr(trainer, "Heartbeat", real)
+    assert main(["caption", "train", "--out", str(out), "--overwrite", *args]) == 0
+
+
 def test_a_resume_keeps_the_runs_threads_unless_given(runs, tmp_path, capsys):
     """A run trained on 1 thread, resumed with no --threads in a process on 2, trains on 1
     again (the count is part of what a run computes); --threads given wins."""

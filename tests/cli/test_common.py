@@ -149,3 +149,21 @@ def test_predict_reads_stdin_up_to_a_cap(capsys, monkeypatch, stream, needle):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("attnkit: error:") and needle in err
         assert getattr(raw, "read_bytes", 0) < 4 * (1 << 20)
+
+
+def test_ctrl_c_while_the_command_starts_is_one_line():
+    """KeyboardInterrupt while torch and the apps are imported (the first seconds of every
+    command): exit 130 and one line at most, never a traceback."""
+    script = (
+        "import sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+        "from attnkit.cli.main import main\n"
+        "sys.exit(main(['translate', 'train', '--help']))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) <= 1

@@ -59,11 +59,16 @@ from attnkit.apps.results import (
     write_test_metrics,
 )
 from attnkit.apps.run_files import read_config
-from attnkit.errors import UsageError
+from attnkit.errors import Interrupted, UsageError
 from attnkit.fileio import read_json, write_files, write_json
 from attnkit.training import TrainResult
 from attnkit.training import distributed as D
-from attnkit.training.run_folder import check_new_run, check_resumable, claim_run
+from attnkit.training.run_folder import (
+    check_new_run,
+    check_resumable,
+    claim_run,
+    next_step,
+)
 from attnkit.training.signals import interruptible
 
 
@@ -203,6 +208,11 @@ class App(Presentation, ABC):
                 seed_everything(prepared.train.seed)  # before the model: it fixes the weights
                 with interruptible():
                     result = self.fit(prepared, out, resume=resume, log=log)
+        except Interrupted as exc:
+            # Before the trainer's first checkpoint a resume has nothing to resume: say what
+            # the folder allows, in the words the next command will use.
+            exc.hint = next_step(out)
+            raise
         finally:
             D.teardown(info)
         run = Run(out, self.name, result, select_metric=prepared.train.select_metric)
@@ -214,8 +224,12 @@ class App(Presentation, ABC):
                 "epochs): nothing to train; give --epochs with more epochs to go on")
             run.test_metrics = read_json(out / TEST_METRICS, "the run's test metrics", root=out)
             return run
-        with interruptible():
-            run.test_metrics = self._final_evaluation(run, prepared, log)
+        try:
+            with interruptible():
+                run.test_metrics = self._final_evaluation(run, prepared, log)
+        except Interrupted as exc:
+            exc.hint = next_step(out)
+            raise
         return run
 
     def _prepared(self, config: Any, out: Path, info: D.DistInfo, claimed: ExitStack, *,

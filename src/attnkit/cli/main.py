@@ -8,7 +8,8 @@ for, and otherwise one warning line naming its package: it never hides the other
 
 Every mistake a user can make on the command line ends as one line ``attnkit: error: ...`` and
 exit status 2: argparse's own errors (see `OneLineParser`) and every
-`attnkit.errors.AttnkitError` an app raises. A signal stop exits ``128 + signal``.
+`attnkit.errors.AttnkitError` an app raises. A signal stop exits ``128 + signal`` with one line
+at most, Ctrl-C while the command starts included.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import warnings
 from importlib.metadata import PackageNotFoundError, version
 
 from attnkit.allocator import reuse_freed_memory
-from attnkit.errors import AttnkitError, UsageError
+from attnkit.errors import AttnkitError, Interrupted, UsageError
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -116,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from attnkit.training.signals import Interrupted
-
+    # Nothing heavy is imported before the ``try`` below: torch and the apps load inside it,
+    # so Ctrl-C while they load is the one line of KeyboardInterrupt, not a traceback.
     argv = sys.argv[1:] if argv is None else list(argv)
     # The command owns its process: freed tensors stay for reuse by the next step or request
     # instead of going back to the system (attnkit.allocator: the 2018 sentiment model trains
@@ -140,7 +141,8 @@ def _main(argv: list[str] | None) -> int:
         print(f"attnkit: error: {exc}", file=sys.stderr)
         return 2
     except Interrupted as exc:
-        print(f"attnkit: interrupted by {exc}; a run resumes with --resume", file=sys.stderr)
+        print(f"attnkit: interrupted by {exc}" + (f"; {exc.hint}" if exc.hint else ""),
+              file=sys.stderr)
         return 128 + exc.signum
     except KeyboardInterrupt:
         print("attnkit: interrupted", file=sys.stderr)

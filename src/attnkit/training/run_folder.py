@@ -212,6 +212,18 @@ def check_checkpoint_files(run: str | os.PathLike) -> None:
             check_inside(run / name, "a checkpoint file", run)
 
 
+def next_step(run: str | os.PathLike) -> str:
+    """What a user can do with a run a signal stopped, in the words `check_resumable` and
+    `check_new_run` will use: resume it when it has a checkpoint, else start it again."""
+    run = Path(run)
+    if (run / "last").is_dir():
+        return f"the run resumes with --resume {run}"
+    if is_run(run):
+        return ("it was stopped before its first checkpoint, so it cannot be resumed; start it "
+                "again with --overwrite")
+    return "no run was written yet; start it again"
+
+
 def clear_run(out: str | os.PathLike) -> None:
     """Remove everything in the run folder ``out`` (for ``--overwrite``); the folder stays.
 
