@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 
 class AttnkitError(Exception):
     """Base class of every error attnkit raises on purpose (bad input, bad files, bad runs)."""
@@ -34,3 +36,21 @@ class TrainingError(AttnkitError):
 class UsageError(AttnkitError, ValueError):
     """An option value or combination the user gave cannot work (e.g. a resume that would
     change the run's seed, an empty input)."""
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived where work cannot stop cleanly at a step boundary (loading,
+    the final evaluation; `attnkit.training.signals.interruptible`). A BaseException, like
+    KeyboardInterrupt, so that no ``except Exception`` swallows it; the command line exits
+    ``128 + signum``.
+
+    Attributes:
+        signum: the signal.
+        hint: what the user can do next, set by whoever knows (a training: resume the run, or
+            start it again); None: nothing to add.
+    """
+
+    def __init__(self, signum: int, hint: str | None = None) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.hint = hint

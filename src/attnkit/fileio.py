@@ -16,7 +16,9 @@ read:
 * a JSON file is read only up to a size cap (`MAX_JSON_BYTES`; a vocabulary may be larger,
   `MAX_VOCAB_BYTES`), so a huge or endless file is one error, not a ``MemoryError``.
 
-Every failure is one `CheckpointError` naming the file.
+Every failure is one `CheckpointError` naming the file. A text the user hands a command to
+read whole (a file, a pipe, stdin: `read_capped`) is read up to `MAX_TEXT_BYTES` in
+`MAX_TEXT_LINES` lines; past either, one `DataError`.
 
 Example:
     ```python
@@ -35,12 +37,16 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from attnkit.errors import CheckpointError
+from attnkit.errors import CheckpointError, DataError
 
 MAX_JSON_BYTES = 8 << 20      # config.json, pipeline.json, model.json, test_metrics.json
 MAX_VOCAB_BYTES = 256 << 20   # a 1M-token vocabulary is about 20 MB
+# A text a command reads whole from the user (sentences to align, gold links, predict's stdin):
+# far beyond any real input, and far below what would bring the machine down.
+MAX_TEXT_BYTES = 128 << 20
+MAX_TEXT_LINES = 1_000_000
 
 
 @contextmanager
@@ -154,12 +160,76 @@ def read_limited(path: str | os.PathLike, what: str, *, limit: int | None) -> by
     return data
 
 
+def read_capped(source: str | os.PathLike | BinaryIO, what: str, *, limit: int | None = None,
+                max_lines: int | None = None) -> bytes:
+    """The bytes of a file or stream a user gives a command to read whole (``--source FILE``,
+    stdin), at most ``limit`` bytes (None: `MAX_TEXT_BYTES`) in at most ``max_lines`` lines
+    (None: `MAX_TEXT_LINES`).
+
+    Unlike `read_limited` (a run's own files), a pipe or a device is read too
+    (``--source <(zcat en.gz)``), but never past the cap: ``/dev/zero`` is one error after
+    ``limit`` bytes, not an endless read that ends with the out-of-memory killer.
+
+    Args:
+        source: a path, or a binary stream (``sys.stdin.buffer``).
+        what: what it is, for messages (``"the source file"``, ``"stdin"``).
+
+    Raises:
+        DataError: missing, a folder, unreadable, or past a cap (the message names the cap).
+    """
+    limit = MAX_TEXT_BYTES if limit is None else limit
+    max_lines = MAX_TEXT_LINES if max_lines is None else max_lines
+    shown = None if not isinstance(source, (str, os.PathLike)) else os.fspath(source)
+    try:
+        if shown is None:
+            data = source.read(limit + 1)   # type: ignore[union-attr]
+        else:
+            with open(shown, "rb") as f:
+                info = os.fstat(f.fileno())
+                # A regular file says its size: a huge one is refused without reading it.
+                if stat.S_ISREG(info.st_mode) and info.st_size > limit:
+                    raise DataError(_too_big(what, limit), path=shown)
+                data = f.read(limit + 1)
+    except FileNotFoundError:
+        raise DataError(f"{what} is missing", path=shown) from None
+    except IsADirectoryError:
+        raise DataError(f"{what} is a folder, not a file", path=shown) from None
+    except OSError as exc:
+        raise DataError(f"cannot read {what} ({exc.strerror or exc})", path=shown) from None
+    if len(data) > limit:
+        raise DataError(_too_big(what, limit), path=shown)
+    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    if lines > max_lines:
+        raise DataError(f"more than {max_lines:,} lines in {what}, the most attnkit reads at "
+                        "once; split it", path=shown)
+    return data
+
+
+def _too_big(what: str, limit: int) -> str:
+    return f"more than {limit:,} bytes in {what}, the most attnkit reads at once; split it"
+
+
 def _inside(path: Path, root: Path) -> bool:
     try:
         path.resolve().relative_to(root.resolve())
     except ValueError:
         return False
     return True
+
+
+def check_inside(path: str | os.PathLike, what: str, root: str | os.PathLike) -> Path:
+    """``path``, when it lies inside ``root`` once every link on the way is followed: the
+    file itself a link, or a folder above it (``RUN/last`` linked to another run's folder
+    makes ``RUN/last/model.safetensors`` another run's file).
+
+    Raises:
+        CheckpointError: ``path`` leads out of ``root`` (the message says where to).
+    """
+    path = Path(path)
+    if not _inside(path, Path(root)):
+        raise CheckpointError(f"{path}: {what} is a link to {os.path.realpath(path)}, outside "
+                              f"the run folder {root}; attnkit reads only the run's own files")
+    return path
 
 
 def checked_file(path: str | os.PathLike, what: str, *, root: str | os.PathLike | None = None,
@@ -174,9 +244,8 @@ def checked_file(path: str | os.PathLike, what: str, *, root: str | os.PathLike 
         CheckpointError: missing, a folder, a device or FIFO, a link out of ``root``, too big.
     """
     path = Path(path)
-    if path.is_symlink() and root is not None and not _inside(path, Path(root)):
-        raise CheckpointError(f"{path}: {what} is a link to {os.path.realpath(path)}, outside "
-                              f"the run folder {root}; attnkit reads only the run's own files")
+    if root is not None:
+        check_inside(path, what, root)
     try:
         info = path.stat()
     except FileNotFoundError:

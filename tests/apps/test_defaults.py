@@ -88,3 +88,33 @@ def test_caption_helps_state_what_a_run_gets():
                         ("attention", model.attention), ("max_minutes", train.max_minutes),
                         ("lr", train.lr), ("batch_size", train.batch_size)):
         assert same(value, stated(helps[name])), name
+
+
+def _options(parser, path=()):
+    """Every (command path, option) of ``parser`` and its subcommands."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _options(sub, (*path, name))
+        elif action.option_strings and action.nargs != 0:
+            yield path, action
+
+
+# An option that limits time or work: its help must say what it is when not given.
+BUDGET = re.compile(r"minutes|seconds|timeout|budget|patience")
+
+
+def test_every_budget_and_every_preset_value_states_its_default():
+    """``--help`` shows the default of every budget (a run stopped on a 2-minute budget its
+    help did not state), and of every option that has a default value."""
+    from attnkit.cli.main import build_parser
+
+    checked = 0
+    for path, action in _options(build_parser([])):
+        budget = BUDGET.search(action.dest) or BUDGET.search(action.help or "")
+        if budget or action.default is not None:
+            checked += 1
+            assert "default" in (action.help or ""), (path, action.option_strings, action.help)
+    assert checked > 30

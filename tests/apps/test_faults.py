@@ -95,6 +95,43 @@ def test_resume_never_writes_through_a_link_out_of_the_run(runs, tmp_path, capsy
         shutil.copyfile(run / name, copy / name)
 
 
+def lsnapshot(folder: Path) -> dict[str, tuple]:
+    """Every entry under ``folder`` without following links: kind, size, mtime, target."""
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        info = p.lstat()
+        out[str(p.relative_to(folder))] = (info.st_mode, info.st_size, info.st_mtime_ns,
+                                           os.readlink(p) if p.is_symlink() else None)
+    return out
+
+
+@pytest.mark.parametrize("linked", ["last", "last/model.safetensors", "best.safetensors"])
+def test_a_checkpoint_linked_out_of_the_run_is_one_line_then_resumes(runs, tmp_path, capsys,
+                                                                     linked):
+    """``last/`` or the weights a link out of the run: one line, nothing moved (no
+    ``last.prev`` left pointing outside), and the run resumes once the real one is back."""
+    import shutil
+
+    run, _ = runs["caption"]
+    copy, outside = tmp_path / "copy", tmp_path / "elsewhere"
+    shutil.copytree(run, copy)
+    (copy / ".lock").unlink(missing_ok=True)
+    outside.mkdir()
+    moved = outside / Path(linked).name
+    shutil.move(copy / linked, moved)
+    (copy / linked).symlink_to(moved)
+    before, before_outside = lsnapshot(copy), lsnapshot(outside)
+    for _ in range(2):    # and again: a refused resume leaves nothing that fails differently
+        one_error(capsys, ["caption", "train", "--resume", str(copy), "--epochs", "2"],
+                  str(copy / linked), "link")
+        assert lsnapshot(copy) == before and lsnapshot(outside) == before_outside
+    assert not os.path.lexists(copy / "last.prev")
+    (copy / linked).unlink()
+    shutil.move(moved, copy / linked)
+    assert main(["caption", "train", "--resume", str(copy), "--epochs", "2"]) == 0
+    assert (copy / "last" / "state.json").is_file() and not (copy / "last").is_symlink()
+
+
 def test_a_run_file_that_is_a_device_or_huge_is_refused(runs, tmp_path, capsys):
     run, tiny = runs["translate"]
     for device in ("/dev/zero", "/dev/urandom"):
@@ -213,3 +250,55 @@ def test_a_signal_at_the_last_step_is_not_lost(tmp_path, capsys, monkeypatch):
     assert main(["caption", "train", "--resume", str(out)]) == 0
     assert (out / "test_metrics.json").is_file()
     assert "stop: completed" in capsys.readouterr().out
+
+
+def test_a_signal_before_the_first_checkpoint_says_what_the_next_command_will(
+        tmp_path, capsys, monkeypatch):
+    """SIGTERM after config.json is written but before the first checkpoint: the line must not
+    promise a resume that the resume then refuses; both say to start again with
+    --overwrite, which works."""
+    import attnkit.training.trainer as trainer
+
+    real = trainer.Heartbeat
+
+    def signal_then_heartbeat(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "Heartbeat", signal_then_heartbeat)
+    out = tmp_path / "run"
+    args = ["--num-train", "16", "--num-valid", "4", "--num-test", "4", "--image-size", "32",
+            "--epochs", "1", "--batch-size", "16", "--no-progress", "--max-minutes", "0"]
+    capsys.readouterr()
+    assert main(["caption", "train", "--out", str(out), *args]) == 143
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("attnkit: interrupted by SIGTERM") and "--resume" not in line
+    assert "cannot be resumed" in line and "--overwrite" in line
+    assert (out / "config.json").is_file() and not (out / "last").exists()
+    refusal = one_error(capsys, ["caption", "train", "--resume", str(out)], "--overwrite")
+    assert "stopped before its first checkpoint" in refusal
+    monkeypatch.setattr(trainer, "Heartbeat", real)
+    assert main(["caption", "train", "--out", str(out), "--overwrite", *args]) == 0
+
+
+def test_a_resume_keeps_the_runs_threads_unless_given(runs, tmp_path, capsys):
+    """A run trained on 1 thread, resumed with no --threads in a process on 2, trains on 1
+    again (the count is part of what a run computes); --threads given wins."""
+    import shutil
+
+    run, _ = runs["translate"]           # trained on 1 thread (the fixture)
+    assert json.loads((run / "config.json").read_text())["runtime"]["machine"]["threads"] == 1
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for given, want in (([], 1), (["--threads", "2"], 2)):
+            copy = tmp_path / f"copy{want}"
+            shutil.copytree(run, copy)
+            (copy / ".lock").unlink(missing_ok=True)
+            assert main(["translate", "train", "--resume", str(copy), "--epochs", "3",
+                         *given]) == 0
+            config = json.loads((copy / "config.json").read_text())
+            assert config["runtime"]["machine"]["threads"] == want, given
+            assert torch.get_num_threads() == 2      # the process's count comes back
+    finally:
+        torch.set_num_threads(before)

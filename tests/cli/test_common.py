@@ -112,3 +112,58 @@ def test_a_warning_is_one_line_only_while_the_command_runs(capsys, monkeypatch):
         with pytest.warns(UserWarning, match="outside"):   # the caller's handling, as before
             warnings.warn("outside", UserWarning, stacklevel=1)
     assert list(warnings.filters) == before[2]
+
+
+class _Endless(io.RawIOBase):
+    """A stream that never ends (stdin from ``/dev/zero``), counting what was read."""
+
+    def __init__(self, fill: bytes = b"\0") -> None:
+        self.fill, self.read_bytes = fill, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = len(buffer)
+        buffer[:n] = (self.fill * (n // len(self.fill) + 1))[:n]
+        self.read_bytes += n
+        return n
+
+
+@pytest.mark.parametrize("stream, needle", [
+    (lambda: _Endless(), "more than 1,048,576 bytes in stdin"),           # < /dev/zero
+    (lambda: _Endless(b"a\n"), "more than 1,048,576 bytes in stdin"),     # endless lines
+    (lambda: io.BytesIO(b"a\n" * 1001), "more than 1,000 lines in stdin")])
+def test_predict_reads_stdin_up_to_a_cap(capsys, monkeypatch, stream, needle):
+    """``predict < /dev/zero``, endless lines, or more lines than the cap: one line once the
+    cap is read, before any run is loaded; never an endless read."""
+    from attnkit import fileio
+
+    monkeypatch.setattr(fileio, "MAX_TEXT_BYTES", 1 << 20)    # the caps, smaller: fast
+    monkeypatch.setattr(fileio, "MAX_TEXT_LINES", 1000)
+    for name in ("translate", "sentiment", "caption"):
+        raw = stream()
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(raw)))
+        capsys.readouterr()
+        assert main([name, "predict", "--run", "no-such-run"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("attnkit: error:") and needle in err
+        assert getattr(raw, "read_bytes", 0) < 4 * (1 << 20)
+
+
+def test_ctrl_c_while_the_command_starts_is_one_line():
+    """KeyboardInterrupt while torch and the apps are imported (the first seconds of every
+    command): exit 130 and one line at most, never a traceback."""
+    script = (
+        "import sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+        "from attnkit.cli.main import main\n"
+        "sys.exit(main(['translate', 'train', '--help']))\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) <= 1

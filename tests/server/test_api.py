@@ -366,6 +366,22 @@ def test_image_limits_and_bad_images(server):
     error(over, 413, "body_too_large")
 
 
+def test_a_bad_upload_is_named_as_sent_not_by_the_servers_copy(server):
+    """An image whose header passes but whose data is cut: 422, and the message names the
+    file as the client sent it, never the server's temporary copy (where it keeps files)."""
+    import tempfile
+
+    noise = np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(noise).save(out, format="PNG")
+    cut = out.getvalue()[: len(out.getvalue()) // 2]
+    message = error(server().post("/v1/caption", files={"file": ("holiday.png", cut,
+                                                                 "image/png")}),
+                    422, "bad_input")
+    assert "holiday.png" in message, message
+    assert "attnkit-upload" not in message and tempfile.gettempdir() not in message, message
+
+
 def test_a_run_must_be_named_among_several_and_exist(server):
     client = server(names=("translate", "sentiment"))
     error(client.post("/v1/caption", files={"file": ("f.png", png(), "image/png")}), 404,

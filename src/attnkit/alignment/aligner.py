@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,7 @@ from attnkit.data.symmetrize import METHODS as SYMMETRIZATIONS
 from attnkit.decoding.forced import forced_decode
 from attnkit.errors import UsageError
 from attnkit.models.alignment_head import AlignmentHead
+from attnkit.settings import is_number
 
 # Without a trained aligner: the setting measured best for raw attention on the WPT03 trial
 # set (docs/results.md, "Word alignment").
@@ -105,11 +107,15 @@ def align(model: nn.Module, pipeline: TranslatePipeline, sources: Sequence[Seque
         normalize: write the tokens as the model's training text (contractions, casing).
 
     Raises:
-        UsageError: an unknown extraction or symmetrisation; the head method without a head;
-            a layer or head the model does not have.
+        UsageError: an unknown extraction or symmetrisation; a threshold that is not a finite
+            number; the head method without a head; a layer or head the model does not have.
     """
     if settings["extraction"] not in EXTRACTIONS:
         raise UsageError(f"--extraction must be one of {', '.join(EXTRACTIONS)}")
+    threshold = settings["threshold"]
+    # NaN compares false with every weight (no link at all, silently); inf the same.
+    if not (is_number(threshold) and math.isfinite(threshold)):
+        raise UsageError(f"--threshold must be a finite number, got {threshold!r}")
     if settings["symmetrize"] not in SYMMETRIZATIONS:
         raise UsageError(f"--symmetrize must be one of {', '.join(SYMMETRIZATIONS)}")
     method = settings["method"]

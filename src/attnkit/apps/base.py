@@ -43,6 +43,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, ClassVar
 
+from attnkit.apps.options import stored_threads, torch_threads
 from attnkit.apps.outputs import REPORT, output_file, write_output
 from attnkit.apps.prediction import Prediction, write_page
 from attnkit.apps.presentation import Presentation
@@ -60,11 +61,16 @@ from attnkit.apps.results import (
     write_test_metrics,
 )
 from attnkit.apps.run_files import read_config
-from attnkit.errors import UsageError
+from attnkit.errors import Interrupted, UsageError
 from attnkit.fileio import read_json, write_files, write_json
 from attnkit.training import TrainResult
 from attnkit.training import distributed as D
-from attnkit.training.run_folder import check_new_run, check_resumable, claim_run
+from attnkit.training.run_folder import (
+    check_new_run,
+    check_resumable,
+    claim_run,
+    next_step,
+)
 from attnkit.training.signals import interruptible
 
 
@@ -147,7 +153,8 @@ class App(Presentation, ABC):
     # ------------------------------------------------------------------ the shared flow
     def train(self, settings: Mapping[str, Any] | str | os.PathLike | None = None,
               out: str | os.PathLike | None = None, *, resume: bool = False,
-              overwrite: bool = False, log: Log = stderr_log, **overrides: Any) -> Run:
+              overwrite: bool = False, log: Log = stderr_log, threads: int | None = None,
+              **overrides: Any) -> Run:
         """Train a run into ``out``, then score its test split into ``test_metrics.json``.
 
         Args:
@@ -159,6 +166,10 @@ class App(Presentation, ABC):
             resume: continue the interrupted run in ``out`` with its stored settings.
             overwrite: replace the run already in ``out``.
             log: where progress lines go (rank 0 only).
+            threads: CPU threads for torch while it trains (the count before comes back
+                after). None: on a resume the run's own (as its ``config.json`` records
+                them: a resumed run computes as the uninterrupted one), on a new run the
+                app's ``default_threads["train"]``, else as they are.
             **overrides: more options, over ``settings`` (``train("synthetic", out,
                 epochs=2)``).
 
@@ -179,6 +190,16 @@ class App(Presentation, ABC):
         stored = read_config(check_resumable(out), self.name) if resume else None
         given = dict(settings) if isinstance(settings, Mapping) else {"data": settings}
         config = self.configure({**given, **overrides}, out, stored)
+        if threads is None:
+            threads = (stored_threads(stored) if stored is not None else None) \
+                or self.default_threads.get("train")
+        with torch_threads(threads):
+            return self._train(config, out, resume=resume, overwrite=overwrite, log=log)
+
+    def _train(self, config: Any, out: Path, *, resume: bool, overwrite: bool, log: Log
+               ) -> Run:
+        """`train` once the settings are known and the threads set."""
+        main = D.is_main_process()
         info = D.setup(config.train.device)   # before preparation: rank 0 prepares alone
         try:
             with ExitStack() as claimed:
@@ -189,6 +210,11 @@ class App(Presentation, ABC):
                 seed_everything(prepared.train.seed)  # before the model: it fixes the weights
                 with interruptible():
                     result = self.fit(prepared, out, resume=resume, log=log)
+        except Interrupted as exc:
+            # Before the trainer's first checkpoint a resume has nothing to resume: say what
+            # the folder allows, in the words the next command will use.
+            exc.hint = next_step(out)
+            raise
         finally:
             D.teardown(info)
         run = Run(out, self.name, result, select_metric=prepared.train.select_metric)
@@ -200,8 +226,12 @@ class App(Presentation, ABC):
                 "epochs): nothing to train; give --epochs with more epochs to go on")
             run.test_metrics = read_json(out / TEST_METRICS, "the run's test metrics", root=out)
             return run
-        with interruptible():
-            run.test_metrics = self._final_evaluation(run, prepared, log)
+        try:
+            with interruptible():
+                run.test_metrics = self._final_evaluation(run, prepared, log)
+        except Interrupted as exc:
+            exc.hint = next_step(out)
+            raise
         return run
 
     def _prepared(self, config: Any, out: Path, info: D.DistInfo, claimed: ExitStack, *,

@@ -13,7 +13,8 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import torch
 
 from attnkit.errors import CheckpointError, UsageError
-from attnkit.settings import Option
+from attnkit.settings import Option, is_int
 from attnkit.training import TrainConfig
 from attnkit.training.run_folder import weights_file
 
@@ -48,6 +49,36 @@ def resolve_device(name: str | None, *, flag: str = "--device") -> str:
         return str(resolve(name or "cpu"))
     except (RuntimeError, ValueError) as exc:
         raise UsageError(f"{flag} {name}: {exc}") from None
+
+
+def stored_threads(config: Mapping[str, Any]) -> int | None:
+    """The CPU threads a run trained with, as its ``config.json`` records them (the trainer's
+    ``runtime.machine.threads``); None when it does not (an older run, an edited file)."""
+    runtime = config.get("runtime")
+    machine = runtime.get("machine") if isinstance(runtime, Mapping) else None
+    threads = machine.get("threads") if isinstance(machine, Mapping) else None
+    return threads if is_int(threads) and threads >= 1 else None
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """``torch.set_num_threads(threads)`` while inside (None: left as they are); the count
+    before comes back on exit.
+
+    Raises:
+        UsageError: fewer than 1.
+    """
+    if threads is None:
+        yield
+        return
+    if not is_int(threads) or threads < 1:
+        raise UsageError(f"--threads must be at least 1, got {threads!r}")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def train_config(values: Mapping[str, Any]) -> TrainConfig:

@@ -9,7 +9,11 @@ reverse = "attnkit_reverse:APP"
 ```
 
 Apps are imported when first used (``attnkit --help`` imports none of their models); a name
-that fails to import is one clear error when it is asked for, and never hides the others.
+that fails to import (whatever its module raises: ``RuntimeError``, ``SyntaxError``,
+``sys.exit``) is one clear error naming its distribution when it is asked for, and never hides
+the others. A plugin whose name is taken (a built-in app, a command of the ``attnkit`` command
+line: `RESERVED`) or is no command name is left out with a `PluginWarning`; so is the second of
+two plugins with one name (the first on ``sys.path`` is used).
 
 Example:
     ```python
@@ -23,8 +27,10 @@ Example:
 from __future__ import annotations
 
 import importlib
+import re
+import warnings
 from collections.abc import Iterator, Mapping
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING
 
 from attnkit.errors import UsageError
@@ -36,6 +42,15 @@ ENTRY_POINT_GROUP = "attnkit.apps"
 BUILTIN = {"translate": "attnkit.apps.translate:APP",
            "sentiment": "attnkit.apps.sentiment:APP",
            "caption": "attnkit.apps.caption:APP"}
+# The commands of the ``attnkit`` command line besides the apps: an app by one of these names
+# could never be asked for, and two subcommands of one name break every command.
+RESERVED = ("serve",)
+# What an app's name must look like to be a command (``attnkit NAME ...``).
+NAME = re.compile(r"[a-z][a-z0-9_-]*")
+
+
+class PluginWarning(UserWarning):
+    """A plugin app left out: its name is taken, or two plugins have one name."""
 
 
 class AppRegistry(Mapping[str, "App"]):
@@ -45,16 +60,55 @@ class AppRegistry(Mapping[str, "App"]):
     def __init__(self) -> None:
         self._loaded: dict[str, App] = {}
         self._extra: dict[str, App] = {}
+        self._warned: set[str] = set()
 
-    def _targets(self) -> dict[str, str]:
-        targets = dict(BUILTIN)
+    def _plugins(self) -> dict[str, EntryPoint]:
+        """The entry points of the apps other packages add, by name (read afresh each time: a
+        package may be installed while the process runs), those left out warned about once."""
+        found: dict[str, EntryPoint] = {}
         for ep in entry_points(group=ENTRY_POINT_GROUP):
-            targets.setdefault(ep.name, ep.value)
+            who = distribution(ep)
+            if ep.name in BUILTIN or ep.name in RESERVED:
+                self._warn(f"the app {ep.name!r} of {who} is skipped: {ep.name!r} is a "
+                           "command of attnkit itself")
+            elif not NAME.fullmatch(ep.name):
+                self._warn(f"the app {ep.name!r} of {who} is skipped: an app's name must be "
+                           "lower-case letters, digits, '-' or '_', starting with a letter")
+            elif ep.name in found:
+                first = found[ep.name]
+                if (first.value, distribution(first)) != (ep.value, who):
+                    self._warn(f"two packages add an app named {ep.name!r}: "
+                               f"{distribution(first)} and {who}; the first one's is used")
+            else:
+                found[ep.name] = ep
+        return found
+
+    def _warn(self, message: str) -> None:
+        if message not in self._warned:
+            self._warned.add(message)
+            warnings.warn(message, PluginWarning, stacklevel=4)
+
+    def _targets(self) -> dict[str, tuple[str, str]]:
+        """Name -> (``module:attribute``, where it comes from)."""
+        targets = {name: (target, "attnkit") for name, target in BUILTIN.items()}
+        for name, ep in self._plugins().items():
+            targets[name] = (ep.value, distribution(ep))
         return targets
 
     def names(self) -> list[str]:
         """Every app name, without importing any app."""
         return sorted(set(self._targets()) | set(self._extra))
+
+    def is_builtin(self, name: str) -> bool:
+        """Whether ``name`` is one of attnkit's own apps (not a plugin's)."""
+        return name in BUILTIN and name not in self._extra
+
+    def origin(self, name: str) -> str:
+        """Where the app ``name`` comes from, for messages (``"the package 'attnkit-reverse
+        0.1.0'"``, ``"attnkit"``)."""
+        if name in self._extra:
+            return "an app registered at run time"
+        return self._targets().get(name, ("", "nowhere"))[1]
 
     def register(self, app: App) -> App:
         """Add ``app`` under ``app.name`` (replacing an app of that name)."""
@@ -63,13 +117,20 @@ class AppRegistry(Mapping[str, "App"]):
         return app
 
     def __getitem__(self, name: str) -> App:
+        """The app ``name``, imported on first use.
+
+        Raises:
+            KeyError: no app of that name.
+            UsageError: its module cannot be imported (whatever it raises), or it is not an
+                attnkit `App` of that name; the message names its distribution.
+        """
         if name in self._extra:
             return self._extra[name]
         if name not in self._loaded:
             target = self._targets().get(name)
             if target is None:
                 raise KeyError(name)
-            self._loaded[name] = _load(name, target)
+            self._loaded[name] = _load(name, *target)
         return self._loaded[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -79,18 +140,37 @@ class AppRegistry(Mapping[str, "App"]):
         return len(self.names())
 
 
-def _load(name: str, target: str) -> App:
+def distribution(ep: EntryPoint) -> str:
+    """The package that declares ``ep``, for messages (``"the package 'attnkit-reverse
+    0.1.0'"``)."""
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return f"the entry point {ep.value!r}"
+    return f"the package '{dist.name} {dist.version}'"
+
+
+def _load(name: str, target: str, origin: str) -> App:
     from attnkit.apps.base import App
 
     module_name, _, attribute = target.partition(":")
+    where = f"the app {name!r} ({target}, from {origin})"
     try:
         obj = getattr(importlib.import_module(module_name), attribute or "APP")
-    except (ImportError, AttributeError) as exc:
-        raise UsageError(f"the app {name!r} ({target}) cannot be loaded: {exc}") from None
-    app = obj() if isinstance(obj, type) else obj
+        app = obj() if isinstance(obj, type) else obj
+    except (Exception, SystemExit) as exc:
+        # A plugin's module may raise anything at import (a RuntimeError, a SyntaxError, a
+        # sys.exit): it becomes this app's error, never the whole command line's. Ctrl-C
+        # (KeyboardInterrupt) is not caught.
+        raise UsageError(f"{where} cannot be loaded: {type(exc).__name__}: "
+                         f"{_first_line(exc)}") from None
     if not isinstance(app, App) or app.name != name:
-        raise UsageError(f"the app {name!r} ({target}) is not an attnkit App named {name!r}")
+        raise UsageError(f"{where} is not an attnkit App named {name!r}")
     return app
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else "(no message)"
 
 
 APPS = AppRegistry()

@@ -49,7 +49,8 @@ def add_app_parser(subparsers: Any, app: Any) -> argparse.ArgumentParser:
                        formatter_class=_formatter, epilog=epilog)
     add_train_options(t, data_required=False, **app.train_help)
     _add_options(t, app.options, "train")
-    t.set_defaults(func=functools.partial(run_train, app), threads=threads.get("train"))
+    # No default threads here: train tells "not given" (a resume keeps the run's) from given.
+    t.set_defaults(func=functools.partial(run_train, app))
 
     e = sub.add_parser("eval", help=f"score a run ({app.eval_help})", formatter_class=_formatter,
                        epilog=epilog)
@@ -104,10 +105,9 @@ def _values(args: argparse.Namespace, options: Iterable[Any], command: str,
 
 def run_train(app: Any, args: argparse.Namespace) -> int:
     out, resume = train_target(args)
-    apply_threads(args.threads)
     given = {"data": args.data, **train_overrides(args),
              **_values(args, app.options, "train", "call")}
-    run = app.train(given, out, resume=resume, overwrite=args.overwrite)
+    run = app.train(given, out, resume=resume, overwrite=args.overwrite, threads=args.threads)
     if run.stop_reason != "signal":
         report = app.training_report(run)
         if report:

@@ -17,12 +17,14 @@ run's stored value on a resume, or the default) from "given".
 from __future__ import annotations
 
 import argparse
+import io
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from attnkit import fileio
 from attnkit.errors import UsageError
 
 AMP_CHOICES = {"auto": "auto", "on": True, "off": False}
@@ -54,10 +56,12 @@ def add_train_options(parser: argparse.ArgumentParser, *, data_default: str | No
     add("--seed", "seed", "random seed: data split, initial weights, batch order (default 0)",
         type=int)
     add("--max-minutes", "max_minutes", "stop cleanly after this wall-clock budget "
-        "(0 = no budget)", type=float)
+        "(0 = no budget; default none)", type=float)
     add("--patience", "patience", "stop after N evaluations without a better validation "
         "score (0 = never stop early; default 3)", type=int, metavar="N")
-    add_runtime_options(parser, threads_help=help_text.get("threads"))
+    add_runtime_options(parser, threads_help=help_text.get(
+        "threads", "CPU threads for torch (default: torch's, one per core; a resume: the "
+        "run's)"))
     parser.add_argument("--amp", choices=list(AMP_CHOICES), default=None,
                         help="bf16 autocast: auto (default) = on with CUDA or a CPU with native "
                              "bf16 (AMX / AVX512-BF16), off otherwise")
@@ -148,11 +152,14 @@ def apply_threads(threads: int | None) -> None:
 
 
 def read_inputs(inputs: Sequence[str], what: str) -> list[str]:
-    """The inputs given as arguments, or else the non-empty lines of stdin; bytes that are not
-    UTF-8 become U+FFFD (a note on stderr counts them), so no output carries invalid text.
+    """The inputs given as arguments, or else the non-empty lines of stdin (at most
+    `attnkit.fileio.MAX_TEXT_BYTES` in `attnkit.fileio.MAX_TEXT_LINES` lines: stdin from
+    ``/dev/zero`` is one error, not an endless read); bytes that are not UTF-8 become U+FFFD
+    (a note on stderr counts them), so no output carries invalid text.
 
     Raises:
         UsageError: no input at all, or an empty (blank) argument.
+        DataError: stdin past a cap.
     """
     if inputs:
         for i, text in enumerate(inputs, 1):
@@ -161,7 +168,11 @@ def read_inputs(inputs: Sequence[str], what: str) -> list[str]:
         return [_valid_text(text, f"{what} {i}") for i, text in enumerate(inputs, 1)]
     if sys.stdin is None or sys.stdin.isatty():
         raise UsageError(f"no {what} given: pass one as an argument or one per line on stdin")
-    raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:   # a text stream in stdin's place (an embedding program, a test)
+        text = sys.stdin.read(fileio.MAX_TEXT_BYTES + 1)   # chars: at least as many bytes
+        stream = io.BytesIO(text.encode("utf-8", "surrogateescape"))
+    raw = fileio.read_capped(stream, "stdin")
     lines = [_valid_text(line, f"line {i} of stdin")
              for i, line in enumerate(_lines(raw), 1)]
     lines = [line for line in lines if line.strip()]
@@ -170,10 +181,8 @@ def read_inputs(inputs: Sequence[str], what: str) -> list[str]:
     return lines
 
 
-def _lines(raw: bytes | str) -> list[bytes | str]:
-    newline = b"\n" if isinstance(raw, bytes) else "\n"
-    return [line.rstrip(b"\r" if isinstance(raw, bytes) else "\r")
-            for line in raw.split(newline)]
+def _lines(raw: bytes) -> list[bytes]:
+    return [line.rstrip(b"\r") for line in raw.split(b"\n")]
 
 
 def _valid_text(text: bytes | str, where: str) -> str:

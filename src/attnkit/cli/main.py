@@ -2,12 +2,14 @@
 and ``attnkit serve`` (`attnkit.cli.serve`).
 
 The subcommands come from `attnkit.apps.APPS` (the built-in apps and those other packages
-register); each is built by `attnkit.cli.apps.add_app_parser` from the app's declared options,
-and an app that fails to load is one error line when it is asked for, never hiding the others.
+register); each is built by `attnkit.cli.apps.add_app_parser` from the app's declared options.
+A plugin app that fails to load (or to build its options) is one error line when it is asked
+for, and otherwise one warning line naming its package: it never hides the other commands.
 
 Every mistake a user can make on the command line ends as one line ``attnkit: error: ...`` and
 exit status 2: argparse's own errors (see `OneLineParser`) and every
-`attnkit.errors.AttnkitError` an app raises. A signal stop exits ``128 + signal``.
+`attnkit.errors.AttnkitError` an app raises. A signal stop exits ``128 + signal`` with one line
+at most, Ctrl-C while the command starts included.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import warnings
 from importlib.metadata import PackageNotFoundError, version
 
 from attnkit.allocator import reuse_freed_memory
-from attnkit.errors import AttnkitError, UsageError
+from attnkit.errors import AttnkitError, Interrupted, UsageError
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -38,9 +40,10 @@ def _version() -> str:
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """The whole parser. When ``argv`` names an app, only that app is imported; an app that
-    cannot be loaded is listed as such, and fails only when it is the one asked for."""
-    from attnkit.apps.registry import APPS
+    """The whole parser. When ``argv`` names an app, only that app is imported; a plugin app
+    that cannot be loaded (or whose options cannot be built) is left out with a warning, and
+    fails (one UsageError) only when it is the one asked for."""
+    from attnkit.apps.registry import APPS, PluginWarning
     from attnkit.cli.apps import add_app_parser
     from attnkit.cli.serve import add_serve_parser
 
@@ -69,13 +72,34 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
             continue
         try:
             app = APPS[name]
+            if not APPS.is_builtin(name):
+                _check_app_parser(app, APPS.origin(name))
         except UsageError as exc:
             if name == wanted:
                 raise
-            sub.add_parser(name, help=f"(cannot be loaded: {exc})")
+            # A broken plugin never takes the other commands with it.
+            warnings.warn(f"{exc}; skipped", PluginWarning, stacklevel=2)
             continue
         add_app_parser(sub, app)
     return parser
+
+
+def _check_app_parser(app, origin: str) -> None:
+    """UsageError when a plugin app's parser cannot be built (its options clash with the
+    common ones, say): tried on a parser of its own, so a failure leaves none half-built.
+
+    Args:
+        app: the plugin's `attnkit.apps.App`.
+        origin: its package, for the message.
+    """
+    from attnkit.cli.apps import add_app_parser
+
+    scratch = OneLineParser(prog="attnkit").add_subparsers(parser_class=OneLineParser)
+    try:
+        add_app_parser(scratch, app)
+    except (argparse.ArgumentError, ValueError, TypeError, AttributeError) as exc:
+        raise UsageError(f"the app {app.name!r} (from {origin}) declares options attnkit "
+                         f"cannot build: {type(exc).__name__}: {exc}") from None
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -93,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from attnkit.training.signals import Interrupted
-
+    # Nothing heavy is imported before the ``try`` below: torch and the apps load inside it,
+    # so Ctrl-C while they load is the one line of KeyboardInterrupt, not a traceback.
     argv = sys.argv[1:] if argv is None else list(argv)
     # The command owns its process: freed tensors stay for reuse by the next step or request
     # instead of going back to the system (attnkit.allocator: the 2018 sentiment model trains
@@ -117,7 +141,8 @@ def _main(argv: list[str] | None) -> int:
         print(f"attnkit: error: {exc}", file=sys.stderr)
         return 2
     except Interrupted as exc:
-        print(f"attnkit: interrupted by {exc}; a run resumes with --resume", file=sys.stderr)
+        print(f"attnkit: interrupted by {exc}" + (f"; {exc.hint}" if exc.hint else ""),
+              file=sys.stderr)
         return 128 + exc.signum
     except KeyboardInterrupt:
         print("attnkit: interrupted", file=sys.stderr)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnkit.errors import DataError
+from attnkit.fileio import read_capped
 
 Link = tuple[int, int]
 Links = set[Link]
@@ -72,15 +73,26 @@ def read_pharaoh(path: str | os.PathLike) -> list[Links]:
     """Every line of a Pharaoh file (one sentence pair a line).
 
     Raises:
-        DataError: a missing file or a malformed link.
+        DataError: a missing, unreadable or oversized file (`read_capped`), or a malformed
+            link.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(f"cannot read ({exc.strerror})", path=str(path)) from None
+    text = _text(path, "the alignment file")
     return [parse_pharaoh(line, where=str(path), line_no=n)
             for n, line in enumerate(text.splitlines(), 1)]
+
+
+def _text(path: Path, what: str) -> str:
+    """The UTF-8 text of a file the user gives (capped: `attnkit.fileio.read_capped`).
+
+    Raises:
+        DataError: missing, unreadable, past the cap, or not UTF-8.
+    """
+    data = read_capped(path, what)
+    try:
+        return data.decode("utf-8-sig")   # a byte-order mark may open the file
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{what} is not UTF-8 text (byte {exc.start})", path=str(path)) from None
 
 
 def read_gold(path: str | os.PathLike, src_lengths: Sequence[int],
@@ -95,16 +107,15 @@ def read_gold(path: str | os.PathLike, src_lengths: Sequence[int],
         One `Gold` per pair, 0-based (pairs without a gold line get empty sets).
 
     Raises:
-        DataError: a malformed line, a sentence number beyond the pairs, or a token beyond its
-            sentence (the message names the line, the sentence and its length).
+        DataError: a missing, unreadable or oversized file (`attnkit.fileio.read_capped`:
+            ``/dev/zero`` is one error, not an endless read), a malformed line, a sentence
+            number beyond the pairs, or a token beyond its sentence (the message names the
+            line, the sentence and its length).
     """
     path = Path(path)
     if len(src_lengths) != len(tgt_lengths):
         raise ValueError("src_lengths and tgt_lengths differ in length")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(f"cannot read the gold links ({exc.strerror})", path=str(path)) from None
+    text = _text(path, "the gold links")
     gold = [Gold() for _ in src_lengths]
     for n, line in enumerate(text.splitlines(), 1):
         fields = line.split()

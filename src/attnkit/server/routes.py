@@ -26,6 +26,7 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
+from attnkit.errors import AttnkitError
 from attnkit.server import schemas as s
 from attnkit.server.batching import Job
 from attnkit.server.errors import ApiError
@@ -192,15 +193,21 @@ async def caption(form: Annotated[CaptionForm, Form()], request: Request) -> s.C
     options = state.options
     data = await form.file.read(options.max_image_bytes + 1)
     fmt = checked_image(data, options).lower()
+    # The name as sent, cut, and spelt in Unicode whatever bytes the form held.
+    name = (form.file.filename or "upload")[-200:].encode("utf-8", "replace").decode()
     with tempfile.TemporaryDirectory(prefix="attnkit-upload-") as folder:
         path = Path(folder, f"upload.{fmt}")
         await run_in_threadpool(path.write_bytes, data)   # the app decodes files
-        preds = await state.batchers[run.name].submit(
-            [str(path)], {"beam_size": form.beam, "max_pixels": options.max_pixels},
-            options.timeout_s)
+        try:
+            preds = await state.batchers[run.name].submit(
+                [str(path)], {"beam_size": form.beam, "max_pixels": options.max_pixels},
+                options.timeout_s)
+        except AttnkitError as exc:
+            # The app names the file it read: the server's temporary copy, which tells a
+            # client where the server keeps files. The client knows it by the name it sent.
+            message = str(exc).splitlines()[0].replace(str(path), name).replace(folder, "upload")
+            raise ApiError(422, "bad_input", message) from None
         page = await state.page(run, preds) if form.page else None
-    # The name as sent, cut, and spelt in Unicode whatever bytes the form held.
-    name = (form.file.filename or "upload")[-200:].encode("utf-8", "replace").decode()
     return s.CaptionResponse(run=run.name, page=page,
                              captions=[{**p.to_dict(), "image": name} for p in preds])
 

@@ -293,10 +293,16 @@ def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
     it must be JSON-able. The new folder is complete before it replaces the old one.
 
     Raises:
-        CheckpointError: the disk is full; the message names the file and how much the
-            checkpoint needs, and the previous checkpoint is left as it was.
+        CheckpointError: the disk is full (the message names the file and how much the
+            checkpoint needs), or ``folder`` or its ``.prev`` is a link (replacing it would
+            move the link and delete through it); the previous checkpoint is left as it was.
     """
     folder = Path(folder)
+    for path in (folder, _prev(folder)):
+        if path.is_symlink():
+            raise CheckpointError(f"{path} is a link to {os.path.realpath(path)}; a checkpoint "
+                                  "is never written through a link: put the folder itself "
+                                  "there")
     folder.parent.mkdir(parents=True, exist_ok=True)
     model_tensors, aliases = _dedupe(model.state_dict())
     opt_tensors, opt_rest = flatten_optimizer(optimizer.state_dict())
@@ -327,7 +333,7 @@ def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
 def _swap_in(new: Path, folder: Path) -> None:
     """Replace ``folder`` by the complete folder ``new``; at every moment ``folder`` or
     ``folder.prev`` holds a complete checkpoint."""
-    prev = folder.with_name(folder.name + ".prev")
+    prev = _prev(folder)
     if folder.exists():
         if prev.exists():
             shutil.rmtree(prev)
@@ -336,6 +342,11 @@ def _swap_in(new: Path, folder: Path) -> None:
     os.replace(new, folder)
     if prev.exists():
         shutil.rmtree(prev)
+
+
+def _prev(folder: Path) -> Path:
+    """Where `_swap_in` keeps the previous checkpoint while it swaps the new one in."""
+    return folder.with_name(folder.name + ".prev")
 
 
 def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
@@ -365,7 +376,7 @@ def checkpoint_folder(folder: str | os.PathLike) -> Path:
     folder = Path(folder)
     if (folder / "state.json").exists():
         return folder
-    prev = folder.with_name(folder.name + ".prev")
+    prev = _prev(folder)
     if (prev / "state.json").exists():
         return prev
     raise CheckpointError(f"{folder}: no checkpoint found (state.json is missing); "

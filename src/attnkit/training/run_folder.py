@@ -12,6 +12,9 @@ inside). The rules:
   one fails at once naming the holder's PID.
 * The weights a run offers are ``best.safetensors`` and ``last/model.safetensors``
   (`weights_file`).
+* A resume reads and replaces only the run's own files: ``last/`` a link, or a checkpoint file
+  that leads out of the run, is one error before anything is read or moved
+  (`check_checkpoint_files`); the run resumes once the link is replaced by the real folder.
 
 Example:
     ```python
@@ -33,9 +36,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from attnkit.errors import CheckpointError, UsageError
-from attnkit.fileio import checked_file
+from attnkit.fileio import check_inside, checked_file
 
 LOCK_FILE = ".lock"
+# The resumable checkpoint (`attnkit.training.checkpoint.save_checkpoint`) and its files.
+CHECKPOINT = "last"
+CHECKPOINT_FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
 # What marks a folder as holding a run (an interrupted one included).
 RUN_MARKERS = ("config.json", "best.safetensors", "last")
 
@@ -166,17 +172,56 @@ def check_resumable(run: str | os.PathLike) -> Path:
 
     Raises:
         CheckpointError: no run there, or a run with no ``last/`` checkpoint (stopped before
-            its first one: the message says to use --overwrite), or a locked one.
+            its first one: the message says to use --overwrite), checkpoint files that are not
+            the run's own (`check_checkpoint_files`), or a locked one.
     """
     run = Path(run)
     if not is_run(run):
         raise CheckpointError(f"{run}: nothing to resume (no run folder there); train it "
                               "without --resume")
+    check_checkpoint_files(run)
     if not (run / "last").is_dir():
         raise CheckpointError(f"{run}: nothing to resume (the run was stopped before its first "
                               "checkpoint); start it again with --overwrite")
     RunLock.check(run)
     return run
+
+
+def check_checkpoint_files(run: str | os.PathLike) -> None:
+    """Fail unless what a resume reads and replaces is the run's own, before anything is read
+    or moved: ``last/`` and ``last.prev/`` are real folders (a resume moves and deletes them,
+    and never does either through a link), and ``best.safetensors`` and the files in those
+    folders do not lead out of the run (the rule for every file of a run,
+    `attnkit.fileio.checked_file`). Missing ones pass.
+
+    Raises:
+        CheckpointError: the first offender, named, with what to do (replace the link by the
+            folder or file itself; the run then resumes).
+    """
+    run = Path(run)
+    for folder in (run / CHECKPOINT, run / f"{CHECKPOINT}.prev"):
+        if folder.is_symlink():
+            raise CheckpointError(f"{folder} is a link to {os.path.realpath(folder)}; a resume "
+                                  "replaces the checkpoint folder and never moves or deletes "
+                                  "through a link: put the folder itself there")
+    names = ["best.safetensors"] + [f"{folder}/{name}" for folder in (CHECKPOINT,
+                                                                      f"{CHECKPOINT}.prev")
+                                    for name in CHECKPOINT_FILES]
+    for name in names:
+        if os.path.lexists(run / name):
+            check_inside(run / name, "a checkpoint file", run)
+
+
+def next_step(run: str | os.PathLike) -> str:
+    """What a user can do with a run a signal stopped, in the words `check_resumable` and
+    `check_new_run` will use: resume it when it has a checkpoint, else start it again."""
+    run = Path(run)
+    if (run / "last").is_dir():
+        return f"the run resumes with --resume {run}"
+    if is_run(run):
+        return ("it was stopped before its first checkpoint, so it cannot be resumed; start it "
+                "again with --overwrite")
+    return "no run was written yet; start it again"
 
 
 def clear_run(out: str | os.PathLike) -> None:

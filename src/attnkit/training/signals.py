@@ -8,6 +8,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from attnkit.errors import Interrupted
+
+__all__ = ["Interrupted", "StopRequest", "interruptible"]
+
 
 class StopRequest:
     """Installs handlers for SIGINT and SIGTERM that record the signal instead of dying.
@@ -44,16 +48,6 @@ class StopRequest:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]
         self._previous.clear()
-
-
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived where work cannot stop cleanly at a step boundary (loading,
-    the final evaluation). A BaseException, like KeyboardInterrupt, so that no
-    ``except Exception`` swallows it; the command line exits ``128 + signum``."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
 
 
 @contextmanager

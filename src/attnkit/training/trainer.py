@@ -49,6 +49,7 @@ from attnkit.training.progress import (
     progress_line,
     say,
 )
+from attnkit.training.run_folder import check_checkpoint_files
 from attnkit.training.schedule import apply_lr, lr_factor
 from attnkit.training.seeding import get_rng_state, seed_everything, set_rng_state
 from attnkit.training.signals import StopRequest
@@ -272,12 +273,16 @@ class Trainer:
             truncate_file(self.run_dir / "train.log", 0)
             # A stale checkpoint of an earlier run here must never be resumed by mistake.
             for old in (self.run_dir / "last", self.run_dir / "last.prev"):
-                if old.is_dir():
+                if old.is_symlink():
+                    old.unlink()   # the link goes, never what it points to
+                elif old.is_dir():
                     shutil.rmtree(old)
         return TrainPosition()
 
     def _resume(self, info: D.DistInfo, optimizer: torch.optim.Optimizer) -> TrainPosition:
         """Load ``RUN/last`` into the model and optimizer; restore RNGs and ``metrics.jsonl``."""
+        # Before anything is removed, read or moved: a checkpoint linked out of the run.
+        check_checkpoint_files(self.run_dir)
         if info.is_main:
             remove_stale_temporaries(self.run_dir)
         try:

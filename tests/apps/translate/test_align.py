@@ -181,3 +181,59 @@ def test_integrated_gradients_add_up_to_the_log_probability(tf_run):
         logp = teacher_forced_logprobs(model, state, torch.tensor([[c.bos_id, *pair.tgt_ids]]))
         base = logp[0, :n].gather(-1, torch.tensor(pair.tgt_ids)[:, None])[:, 0]
     torch.testing.assert_close(signed.sum(-1), full - base, atol=0.05, rtol=0.05)
+
+
+def _one_line(capsys, code, *needles):
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("attnkit: error:"), err
+    assert "Traceback" not in err and all(n in err for n in needles), err
+
+
+def test_endless_or_huge_inputs_are_one_line(tf_run, files, capsys, monkeypatch):
+    """``/dev/zero`` as the sentences or the gold links: one line once the cap is read, not an
+    endless read; a file past the line cap: one line."""
+    from attnkit import fileio
+
+    monkeypatch.setattr(fileio, "MAX_TEXT_BYTES", 1 << 20)     # the cap, smaller: fast
+    for flag in ("--source", "--target", "--gold"):
+        paths = {"--source": files / "a.en", "--target": files / "a.fr", "--gold": None,
+                 flag: "/dev/zero"}
+        argv = ["translate", "align", "--run", str(tf_run)]
+        argv += [x for f, p in paths.items() if p is not None for x in (f, str(p))]
+        _one_line(capsys, main(argv), "/dev/zero", "more than 1,048,576 bytes")
+    monkeypatch.setattr(fileio, "MAX_TEXT_LINES", 3)
+    _one_line(capsys, _align(tf_run, files), "a.en", "more than 3 lines")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_threshold_that_is_no_number_is_refused(tf_run, files, capsys, value):
+    _one_line(capsys, _align(tf_run, files, "--extraction", "threshold", f"--threshold={value}"),
+              "--threshold must be a finite number")
+
+
+def test_align_train_killed_leaves_no_temporary_folder(tf_run, tmp_path, capsys, monkeypatch):
+    """SIGTERM while eflomal runs: exit 143 in one line, and eflomal's temporary folder (and
+    its own files) are gone."""
+    eflomal = pytest.importorskip("eflomal")
+    import os
+    import shutil
+    import signal
+    import tempfile
+
+    run, temp = tmp_path / "run", tmp_path / "temp"
+    shutil.copytree(tf_run, run)
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    seen = []
+
+    def align_then_killed(self, *args, **kwargs):
+        seen.extend(temp.iterdir())
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(eflomal.Aligner, "align", align_then_killed)
+    capsys.readouterr()
+    assert main(["translate", "align-train", "--run", str(run), "--pairs", "50"]) == 143
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "attnkit: interrupted by SIGTERM" and "Traceback" not in "\n".join(err)
+    assert [p.name for p in seen if p.name.startswith("attnkit-eflomal-")]   # it was there
+    assert list(temp.iterdir()) == []

@@ -94,7 +94,8 @@ class CaptionApp(App):
                   "patience": "stop after N evaluations without a better validation score "
                               "(default 0: never stop early)",
                   "threads": "CPU threads for torch (default 1: the small convolutions and "
-                             "per-word LSTM steps gain little from more)"}
+                             "per-word LSTM steps gain little from more; a resume: the "
+                             "run's)"}
     eval_help = "accuracy, BLEU-4 and attention grounding on held-out data"
     eval_data_help = (f"evaluate on this data instead: {DATA_HELP} (a real data set other than "
                       "the run's: all its images)")

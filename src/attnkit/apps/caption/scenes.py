@@ -99,7 +99,8 @@ def _scene(values: dict[str, Any]) -> int:
 
 SCENE_COMMAND = Command(
     "scene", "draw example duck scenes (PNG) to caption, each printed with its true caption",
-    (Option("--out", str, "the .png file to write (several: FILE-1.png, FILE-2.png, ...)",
+    (Option("--out", str, "the .png file to write (default scene.png; several: FILE-1.png, "
+            "FILE-2.png, ...)",
             metavar="FILE.png", default="scene.png"),
      Option("--count", int, "how many scenes (default 1)", default=1, metavar="N"),
      Option("--seed", int, "which scenes (default 0)", default=0, metavar="N"),

@@ -17,23 +17,22 @@ from typing import Any
 
 from attnkit.apps.options import Command
 from attnkit.errors import DataError, UsageError
+from attnkit.fileio import read_capped
 from attnkit.settings import Option
 
 _KINDS = ("attention", "head", "grad-input", "integrated-gradients")
 
 
 def read_lines(path: str | os.PathLike, what: str) -> list[str]:
-    """The lines of a UTF-8 text file (a final newline ends the last line, it does not start
-    an empty one).
+    """The lines of a UTF-8 text file, a pipe included (a final newline ends the last line,
+    it does not start an empty one); at most `attnkit.fileio.MAX_TEXT_BYTES` in
+    `attnkit.fileio.MAX_TEXT_LINES` lines.
 
     Raises:
-        DataError: missing, unreadable or not UTF-8 (one line naming the file).
+        DataError: missing, unreadable, past a cap or not UTF-8 (one line naming the file).
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read the {what} ({exc.strerror})", path=str(path)) from None
+    data = read_capped(path, f"the {what}")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -68,6 +67,15 @@ def method_from(values: dict[str, Any]):
 
 
 def _align(values: dict[str, Any]) -> int:
+    from attnkit.training.signals import interruptible
+
+    # SIGTERM as Ctrl-C: unwinds, so that the adaptation's eflomal files in the temporary
+    # folder go with it (killed outright, they would stay).
+    with interruptible():
+        return _align_pairs(values)
+
+
+def _align_pairs(values: dict[str, Any]) -> int:
     from attnkit.alignment.aligner import check_pairs
     from attnkit.apps.outputs import ALIGNMENTS, output_file, write_output
     from attnkit.apps.translate import load_run
@@ -119,10 +127,12 @@ def _align(values: dict[str, Any]) -> int:
 
 def _align_train(values: dict[str, Any]) -> int:
     from attnkit.apps.translate.alignment import train_aligner
+    from attnkit.training.signals import interruptible
 
-    folder = train_aligner(values["run"], data=values.get("data"), pairs=values["pairs"],
-                           minutes=values["max_minutes"], layer=values["layer"],
-                           seed=values["seed"])
+    with interruptible():   # as `_align`: eflomal's temporary files go on a signal
+        folder = train_aligner(values["run"], data=values.get("data"), pairs=values["pairs"],
+                               minutes=values["max_minutes"], layer=values["layer"],
+                               seed=values["seed"])
     print(f"wrote {folder}: the run's trained aligner; `attnkit translate align --run "
           f"{values['run']}` now uses it")
     return 0

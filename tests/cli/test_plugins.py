@@ -1,0 +1,108 @@
+"""Plugin apps (entry points of the group ``attnkit.apps``) that are broken or clash: each is
+left out with one warning line naming its package, and every built-in command keeps working
+(``--help`` and ``--version`` included)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from attnkit.apps import registry
+from attnkit.cli.main import main
+
+REVERSE = Path(__file__).resolve().parents[2] / "examples" / "reverse_app"
+
+# package -> (module files, entry points)
+PLUGINS = {
+    "boom-runtime": ({"boom_runtime.py": "raise RuntimeError('no licence server')\n"},
+                     "boom = boom_runtime:APP\n"),
+    "boom-syntax": ({"boom_syntax.py": "def broken(:\n"}, "syntax = boom_syntax:APP\n"),
+    "boom-exit": ({"boom_exit.py": "import sys\nsys.exit(3)\n"}, "quits = boom_exit:APP\n"),
+    "clash-serve": ({}, "serve = attnkit_reverse:APP\n"),
+    "clash-translate": ({}, "translate = attnkit_reverse:APP\n"),
+    "twin-one": ({}, "reverse = attnkit_reverse:APP\n"),
+    "twin-two": ({}, "reverse = attnkit_reverse:ReverseApp\n"),   # a class is instantiated
+    "odd-name": ({}, "--version = attnkit_reverse:APP\n"),
+}
+
+
+@pytest.fixture
+def plugins(tmp_path, monkeypatch):
+    """The packages of `PLUGINS` installed as pip would (a ``.dist-info`` each), and a fresh
+    registry that has warned about nothing yet."""
+    for name, (modules, entry_points) in PLUGINS.items():
+        info = tmp_path / f"{name.replace('-', '_')}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+                                       encoding="utf-8")
+        (info / "entry_points.txt").write_text(f"[attnkit.apps]\n{entry_points}",
+                                               encoding="utf-8")
+        for file, code in modules.items():
+            (tmp_path / file).write_text(code, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(REVERSE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "APPS", registry.AppRegistry())
+    yield
+    for module in ("boom_runtime", "boom_syntax", "boom_exit"):
+        sys.modules.pop(module, None)
+
+
+def run(capsys, argv: list[str]) -> tuple[int, str, list[str]]:
+    """``attnkit ARGV``: its exit status, stdout and stderr lines (--help exits itself)."""
+    capsys.readouterr()
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err.strip().splitlines()
+
+
+def test_help_and_version_survive_broken_and_clashing_plugins(plugins, capsys):
+    code, out, err = run(capsys, ["--help"])
+    assert code == 0
+    for command in ("translate", "sentiment", "caption", "serve", "reverse"):
+        assert command in out
+    assert all(line.startswith("attnkit: warning: ") for line in err), err
+    for package in ("boom-runtime", "boom-syntax", "boom-exit", "clash-serve",
+                    "clash-translate", "twin-one", "twin-two", "odd-name"):
+        assert len([line for line in err if f"'{package} 1.0'" in line]) == 1, (package, err)
+    assert any("RuntimeError: no licence server" in line for line in err)
+    assert any("SyntaxError" in line for line in err)
+    assert any("SystemExit: 3" in line for line in err)
+    assert any("two packages add an app named 'reverse'" in line for line in err)
+    code, out, _ = run(capsys, ["--version"])
+    assert code == 0 and out.startswith("attnkit ")
+
+
+@pytest.mark.parametrize("argv", [["serve", "--help"], ["translate", "train", "--help"],
+                                  ["reverse", "train", "--help"]])
+def test_built_in_commands_keep_working(plugins, capsys, argv):
+    code, out, err = run(capsys, argv)
+    assert code == 0 and out.startswith(f"usage: attnkit {argv[0]}")
+    assert all(line.startswith("attnkit: warning: ") for line in err), err
+
+
+def test_a_broken_plugin_asked_for_is_one_error_line(plugins, capsys):
+    code, _, err = run(capsys, ["boom", "train"])
+    assert code == 2 and err[-1].startswith("attnkit: error: the app 'boom'")
+    assert "boom-runtime 1.0" in err[-1] and "RuntimeError" in err[-1]
+    assert all(line.startswith("attnkit: warning: ") for line in err[:-1])
+
+
+def test_a_plugin_whose_options_clash_is_skipped(plugins, capsys, monkeypatch):
+    """An app that declares an option every app already has (``--epochs``): skipped with a
+    warning, not an argparse error that breaks every command."""
+    import attnkit_reverse
+
+    from attnkit.settings import Option
+
+    monkeypatch.setattr(type(attnkit_reverse.APP), "options",
+                        (Option("--epochs", int, "again"),))
+    code, out, err = run(capsys, ["--help"])
+    assert code == 0 and "translate" in out
+    assert any("'reverse'" in line and "twin-" in line and "--epochs" in line
+               for line in err), err
