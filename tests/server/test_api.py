@@ -272,6 +272,43 @@ def test_stream_sends_each_token_with_its_row_then_the_whole_translation(server,
     assert final["page"].startswith("<!DOCTYPE html>")
 
 
+def _events(client, body):
+    """The (name, data) of each event of a ``/v1/translate/stream`` answer."""
+    events, name = [], None
+    with client.stream("POST", "/v1/translate/stream", json=body) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                events.append((name, json.loads(line[6:])))
+    return events
+
+
+def test_a_text_streams_sentence_after_sentence_and_ends_joined(server):
+    client = server()
+    text = "I am cold. The cat does not see her."
+    events = _events(client, {"text": text})
+    starts = [d for n, d in events if n == "start"]
+    assert [(d["sentence"], d["source"]) for d in starts] == \
+        [(0, "I am cold."), (1, "The cat does not see her.")]
+    # Every token of the first sentence comes before the second sentence starts.
+    order = [(n, d["sentence"]) for n, d in events if n in ("start", "token")]
+    assert order == sorted(order, key=lambda e: e[1]) and order[0] == ("start", 0)
+    final = events[-1][1]["translation"]
+    whole = client.post("/v1/translate", json={"texts": [text], "attention": True}).json()
+    assert final["text"] == whole["translations"][0]["text"]
+    assert [p["text"] for p in final["sentences"]] == \
+        [p["text"] for p in whole["translations"][0]["sentences"]]
+    for k, part in enumerate(final["sentences"]):
+        assert [d["token"] for n, d in events if n == "token" and d["sentence"] == k] == \
+            part["tokens"]
+    # "split": false keeps one piece: one start, no parts.
+    events = _events(client, {"text": text, "split": False})
+    assert [n for n, _ in events].count("start") == 1
+    assert events[0][1]["source"] == text and not events[-1][1]["translation"].get("sentences")
+
+
 def test_stream_errors_come_before_the_stream(server):
     client = server()
     error(client.post("/v1/translate/stream", json={"text": "x", "beam": 5}), 422,

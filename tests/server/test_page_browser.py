@@ -31,8 +31,10 @@ WATCH_ROWS = """() => {
     window.__seen.push(body ? body.rows.length : 0);
   }).observe(document.getElementById("live"), {childList: true, subtree: true});
 }"""
-# A long sentence: the tiny translator writes many tokens for it (up to its length limit).
-SENTENCE = "The cat does not see her and your tired dogs will not find the old teacher . " * 4
+# A long sentence (one: the grid shows one sentence at a time): the tiny translator writes many
+# tokens for it (up to its length limit).
+SENTENCE = ", ".join(["The cat does not see her and your tired dogs will not find the old "
+                      "teacher"] * 4) + " ."
 
 
 

@@ -148,6 +148,19 @@ def test_translation_method_switch_and_alignment_links(browser, methods_file):
     v.page.close()
 
 
+def test_translation_page_opens_on_the_first_method_of_its_order(browser, tmp_path):
+    src, tgt = ["the", "cat"], ["le", "chat"]
+    path = tmp_path / "t.html"
+    translation_page([TranslationExample(src, tgt, np.full((2, 2), 0.5),
+                                         methods={"rollout": np.eye(2)})],
+                     {"model": "transformer"}, path, order=("rollout", "attention"))
+    v = Visit(browser, path)
+    v.check_clean()
+    assert v.page.input_value("#method") == "rollout"
+    assert len(set(v.bg("#matrix td"))) == 2                     # the diagonal, not uniform
+    v.page.close()
+
+
 # ---------------------------------------------------------------- sentiment
 
 @pytest.fixture(scope="module")
@@ -259,6 +272,22 @@ def test_caption_method_switch_moves_the_overlay(browser, tmp_path):
     y, x = _peak(v)
     assert y > 0.7 and x > 0.7
     assert "integrated-gradients" in v.page.inner_text("#readout")
+    v.page.close()
+
+
+def test_caption_page_opens_on_the_first_method_of_its_order(browser, tmp_path):
+    img = np.full((64, 64, 3), 128, np.uint8)
+    att, ig = np.full((1, 4, 4), 0.01), np.full((1, 4, 4), 0.01)
+    att[0, 0, 0], ig[0, 3, 3] = 1.0, 1.0                  # attention top-left, gradients not
+    caption_page([CaptionExample(img, ["duck"], att, methods={"integrated-gradients": ig})],
+                 {"model": "sat"}, tmp_path / "c.html",
+                 order=("integrated-gradients", "attention"), note="Shown first: because.")
+    v = Visit(browser, tmp_path / "c.html")
+    v.check_clean()
+    assert v.page.input_value("#method") == "integrated-gradients"
+    y, x = _peak(v)
+    assert y > 0.7 and x > 0.7
+    assert "Shown first: because." in v.page.inner_text("body")
     v.page.close()
 
 

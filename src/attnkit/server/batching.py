@@ -249,11 +249,11 @@ class StreamBatcher(Gatherer):
 
     def stream(self, text: str, options: dict[str, Any], timeout: float
                ) -> contextlib.AbstractAsyncContextManager[Job]:
-        """One sentence's stream (`queued`): ``job.events`` gives ``("start", source
-        tokens)``, a ``("token", StreamedToken)`` per token, ``("final", prediction)`` or
-        ``("error", exception)``, then ``("end", None)``. A sentence the app refuses raises
+        """One text's stream (`queued`): ``job.events`` gives a ``("start", SentenceStart)``
+        per sentence, a ``("token", StreamedToken)`` per token, ``("final", prediction)`` or
+        ``("error", exception)``, then ``("end", None)``. A text the app refuses raises
         here, never joining a batch."""
-        self.open_stream([text], options)   # reads the sentence only: the generator waits
+        self.open_stream([text], options)   # reads the text only: the generator waits
         return self.queued([text], options, timeout, stream=True)
 
     async def stop(self) -> None:

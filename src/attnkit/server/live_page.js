@@ -104,11 +104,15 @@ async function stream(r, sentence) {
                           page: r.attention})});
   if (!resp.ok) throw new Error(await failure(resp));
   const reader = resp.body.getReader(), decoder = new TextDecoder();
-  let buffer = "", width = 0, words = [];
+  // A text streams sentence after sentence: each start opens that sentence's grid, and the
+  // answer keeps the sentences already translated before the one growing.
+  let buffer = "", width = 0, words = [], before = [];
   const handle = (name, d) => {
-    if (name === "start") { width = d.source_tokens.length; startGrid(d.source_tokens); }
-    else if (name === "token") {
-      words.push(d.token); answer.textContent = words.join(" ");
+    if (name === "start") {
+      if (words.length) before.push(words.join(" "));
+      words = []; width = d.source_tokens.length; startGrid(d.source_tokens);
+    } else if (name === "token") {
+      words.push(d.token); answer.textContent = [...before, words.join(" ")].join(" ");
       growGrid(d.token, d.weights, width);
     } else if (name === "final") {
       answer.textContent = d.translation.text; showPage(d.page);

@@ -5,11 +5,11 @@
 Each prediction route checks its request against the limits, names the run, hands the inputs
 to the run's batcher and answers the app's predictions as its pydantic response model, which
 FastAPI validates; ``"page": true`` adds the app's explorer page. The stream is FastAPI's
-Server-Sent Events: ``start``, a ``token`` per generated token with its attention row,
-``final`` (the whole translation), or ``error`` if the server fails mid-stream; decoding is
-greedy (beam search knows its best only at the end). What can fail before the first event is
-the `started` dependency's, so it answers a plain JSON error. The ``/v1`` routes and
-``/metrics`` ask for a key when the server has ``--api-keys``.
+Server-Sent Events: ``start`` of each sentence, a ``token`` per generated token with its
+attention row, ``final`` (the whole translation), or ``error`` if the server fails
+mid-stream; decoding is greedy (beam search knows its best only at the end). What can fail
+before the first event is the `started` dependency's, so it answers a plain JSON error. The
+``/v1`` routes and ``/metrics`` ask for a key when the server has ``--api-keys``.
 """
 
 from __future__ import annotations
@@ -82,13 +82,13 @@ async def favicon() -> Response:
 def attention_options(run: ServedRun, body: s.TranslateRequest | s.TranslateStreamRequest
                       ) -> dict[str, Any]:
     """The translate app's options for the attention a request asks (422 if the run has
-    none); without it there is nothing to replace an ``<unk>`` from."""
+    none; without it there is nothing to replace an ``<unk>`` from) and its ``split``."""
     engine = run.loaded.engine
     if (body.attention or body.page) and not engine.has_attention:
         raise ApiError(422, "no_attention", f"run {run.name!r} computes no attention (the "
                        f"{engine.name} engine, or a model without): ask without \"attention\" "
                        "and \"page\"")
-    return {"attention": "all" if body.page else body.attention,
+    return {"attention": "all" if body.page else body.attention, "split": body.split,
             "unk_replace": body.unk_replace and engine.has_attention}
 
 
@@ -108,8 +108,7 @@ async def translate(body: s.TranslateRequest, request: Request) -> s.TranslateRe
     state = state_of(request)
     run = state.run_for("translate", body.run)
     check_texts(body.texts, state.options)
-    options = {"beam": body.beam, "alpha": body.alpha, "split": body.split,
-               **attention_options(run, body)}
+    options = {"beam": body.beam, "alpha": body.alpha, **attention_options(run, body)}
     preds = await state.batchers[run.name].submit(body.texts, options, state.options.timeout_s)
     return s.TranslateResponse(run=run.name, page=await state.page(run, preds) if body.page
                                else None, translations=[translation(p, body.attention)
@@ -137,17 +136,15 @@ async def started(body: s.TranslateStreamRequest, request: Request
 async def translate_stream(body: s.TranslateStreamRequest, request: Request,
                            stream: Annotated[tuple[ServedRun, Job], Depends(started)]
                            ) -> AsyncIterator[ServerSentEvent]:
-    """Translate one sentence greedily, sending each token with its attention row as it is
-    chosen, then the whole translation."""
+    """Translate a text greedily, sentence after sentence (as ``/v1/translate`` cuts it),
+    sending each sentence's start and each token with its attention row as it is chosen, then
+    the whole translation."""
     run, job = stream
     while (event := await job.events.get())[0] != "end":
         kind, value = event
-        if kind == "start":
-            data = s.StreamStart(run=run.name, source=body.text, source_tokens=value)
-        elif kind == "token":
-            data = s.StreamToken(index=value.position, token=value.token, weights=None if
-                                 value.weights is None else [round(float(w), 4)
-                                                             for w in value.weights])
+        if kind in ("start", "token"):   # the app's SentenceStart and StreamedToken
+            data = (s.StreamStart(run=run.name, **value.event()) if kind == "start" else
+                    s.StreamToken(**value.event()))
         elif kind == "final":
             data = s.StreamFinal(run=run.name, translation=translation(value, body.attention),
                                  page=await state_of(request).page(run, [value])

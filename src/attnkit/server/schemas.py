@@ -34,6 +34,8 @@ class Strict(BaseModel):
 RUN = Field(None, description="a loaded run's name (None: the only run of this app)")
 PAGE = Field(False, description="also return the app's explorer page (self-contained HTML)")
 UNK = Field(True, description="replace an output <unk> by the most attended source token")
+SPLIT = Field(True, description="cut each text into sentences, translate them and join them, "
+              "keeping its paragraphs (false: each text is one sentence)")
 
 
 class TranslateRequest(Strict):
@@ -48,20 +50,21 @@ class TranslateRequest(Strict):
     attention: bool = Field(False, description="each target token's attention over the source")
     unk_replace: bool = UNK
     page: bool = PAGE
-    split: bool = Field(True, description="cut each text into sentences, translate them and "
-                        "join them, keeping its paragraphs (false: each text is one sentence)")
+    split: bool = SPLIT
 
 
 class TranslateStreamRequest(Strict):
-    """``POST /v1/translate/stream``: one sentence, decoded greedily, token by token."""
+    """``POST /v1/translate/stream``: a text, decoded greedily, sentence after sentence, token
+    by token."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"text": "The cat does not see her."}]})
-    text: Text = Field(description="the English sentence")
+    text: Text = Field(description="the English text")
     run: RunName | None = RUN
     attention: bool = Field(True, description="send each token's attention row")
     unk_replace: bool = UNK
     page: bool = PAGE
+    split: bool = SPLIT
 
 
 class SentimentRequest(Strict):
@@ -157,16 +160,18 @@ class PredictResponse(BaseModel):
 
 
 class StreamStart(BaseModel):
-    """The ``start`` event: the tokens the attention rows are over."""
+    """A ``start`` event, one per sentence: the tokens its attention rows are over."""
 
     run: str
-    source: str
+    sentence: int = Field(description="which sentence of the text, 0 = the first")
+    source: str = Field(description="the sentence")
     source_tokens: list[str]
 
 
 class StreamToken(BaseModel):
     """A ``token`` event, one per generated token, with its attention over the source."""
 
+    sentence: int = Field(description="which sentence of the text, 0 = the first")
     index: int
     token: str
     weights: list[float] | None

@@ -104,7 +104,8 @@ def _example_data(item, k: int) -> dict:
 def caption_page(images: Sequence[CaptionExample | Mapping], summary: Mapping[str, object] | None,
                  path: str | os.PathLike | None = None, *,
                  title: str = "Captions: where the model looked for each word",
-                 alpha: float = 0.5) -> str:
+                 alpha: float = 0.5, order: Sequence[str] = (),
+                 note: str | None = None) -> str:
     """Build (and optionally write, atomically) the caption explorer page.
 
     Args:
@@ -114,6 +115,9 @@ def caption_page(images: Sequence[CaptionExample | Mapping], summary: Mapping[st
         title: page heading.
         alpha: weight of the coloured map in the blend, as in
             `attnkit.viz.overlay.overlay_image`.
+        order: the method picker's order (``"attention"`` and the examples' method names);
+            the page opens on the first an image carries. Empty: attention first.
+        note: one more sentence under the legend (which method the page opens on, and why).
 
     Returns:
         The HTML text.
@@ -126,11 +130,12 @@ def caption_page(images: Sequence[CaptionExample | Mapping], summary: Mapping[st
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
     data = {"images": [_example_data(e, k) for k, e in enumerate(images)], "alpha": alpha,
-            "palettes": palette_data(WEIGHTS_ON_IMAGE), "seq": WEIGHTS_ON_IMAGE}
+            "palettes": palette_data(WEIGHTS_ON_IMAGE), "seq": WEIGHTS_ON_IMAGE,
+            "order": [str(m) for m in order]}
     legend = ("The bright patch shows where the model looked in the image while it chose the "
               "selected word of its caption (dark = ignored).",
               "Pick a word with its button, the slider or the arrow keys; untick \u201cshow "
-              "attention\u201d to see the plain image.")
+              "attention\u201d to see the plain image.", *([note] if note else []))
     return explorer_page(title, legend, summary, body=_BODY, data=data, script=_JS, css=_CSS,
                          path=path)
 
@@ -177,9 +182,11 @@ function build() {
   ex = DATA.images[Number(imgSel.value)];
   const keep = methSel.value;
   methSel.replaceChildren();
-  option(methSel, "attention", "attention");
-  for (const name of Object.keys(ex.methods)) option(methSel, name, name);
-  methSel.value = keep && ex.methods[keep] ? keep : "attention";
+  // The given order first (best measured first: the page opens on it), then the rest.
+  const names = [...new Set([...DATA.order, "attention", ...Object.keys(ex.methods)])]
+    .filter((m) => m === "attention" || ex.methods[m]);
+  for (const name of names) option(methSel, name, name);
+  methSel.value = keep && names.includes(keep) ? keep : names[0];
   document.getElementById("method-box").hidden = Object.keys(ex.methods).length < 1;
   pickMethod();
   document.getElementById("photo").src = ex.png;

@@ -97,6 +97,8 @@ def translation_page(
     *,
     title: str = "Translation: where the model looked",
     metrics: Mapping[str, object] | None = None,
+    order: Sequence[str] = (),
+    note: str | None = None,
 ) -> str:
     """Build (and optionally write, atomically) the translation explorer page.
 
@@ -106,6 +108,9 @@ def translation_page(
         path: where to write the page; None only returns it.
         title: page heading.
         metrics: run-level figures (e.g. ``{"BLEU": 27.1}``) shown as a table.
+        order: the method picker's order (``"attention"`` and the examples' method names);
+            the page opens on the first a sentence carries. Empty: attention first.
+        note: one more sentence under the legend (which method the page opens on, and why).
 
     Returns:
         The HTML text.
@@ -119,7 +124,7 @@ def translation_page(
                 for k, e in enumerate(examples)]
     data = {"examples": [_example_data(e, k) for k, e in enumerate(examples)],
             "metrics": [[str(a), str(b)] for a, b in dict(metrics or {}).items()],
-            "palettes": palette_data(WEIGHTS), "seq": WEIGHTS}
+            "palettes": palette_data(WEIGHTS), "seq": WEIGHTS, "order": [str(m) for m in order]}
     heads = any(e["L"] * e["H"] > 1 for e in data["examples"])
     methods = any(e["methods"] for e in data["examples"])
     legend = ("Each row of the grid is an output word and each column a source word: the darker "
@@ -130,7 +135,7 @@ def translation_page(
                             if heads else "")
               + ("; the method picker shows other explanations of the same words (gradient "
                  "attributions: how much each source word's vector changed the output word)."
-                 if methods else "."))
+                 if methods else "."), *([note] if note else []))
     return explorer_page(title, legend, summary, body=_BODY, data=data, script=_JS, css=_CSS,
                          path=path)
 
@@ -243,9 +248,11 @@ function build() {
   for (let h = 0; h < ex.H; h++) option(headSel, h, "head " + (h + 1));
   const keep = methSel.value;
   methSel.replaceChildren();
-  option(methSel, "attention", "attention");
-  for (const name of Object.keys(ex.methods)) option(methSel, name, name);
-  methSel.value = keep && (keep === "attention" || ex.methods[keep]) ? keep : "attention";
+  // The given order first (best measured first: the page opens on it), then the rest.
+  const names = [...new Set([...DATA.order, "attention", ...Object.keys(ex.methods)])]
+    .filter((m) => m === "attention" || ex.methods[m]);
+  for (const name of names) option(methSel, name, name);
+  methSel.value = keep && names.includes(keep) ? keep : names[0];
   document.getElementById("method-box").hidden = Object.keys(ex.methods).length < 1;
   showSelectors();
   ui = {src: [], tgt: [], rows: [], cols: [], cells: []};

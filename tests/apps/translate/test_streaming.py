@@ -33,13 +33,14 @@ def runs(tmp_path_factory):
 @pytest.mark.parametrize("attention", [True, "all", False])
 def test_stream_is_greedy_translation_token_by_token(runs, name, attention, one_thread):
     loaded, inputs = runs[0][name], runs[1] + ["the cat", "I am cold . I am cold ."]
-    # A stream reads each text whole: "I am cold . I am cold ." is one sentence to it.
+    # split=False: "I am cold . I am cold ." is one sentence to it.
     whole = app.predict(loaded, inputs, attention=attention, split=False)
     tokens = {i: [] for i in range(len(inputs))}
     finished = {}
-    for k, step in enumerate(app.stream(loaded, inputs, attention=attention)):
+    for k, step in enumerate(app.stream(loaded, inputs, attention=attention, split=False)):
         if k == 0:
-            assert step.sources == {i: p.source_tokens for i, p in enumerate(whole)}
+            assert {i: s.source_tokens for i, s in step.sources.items()} == \
+                {i: p.source_tokens for i, p in enumerate(whole)}
         else:
             assert step.sources == {}
         assert len({t.sentence for t in step.tokens}) == len(step.tokens)  # one per sentence
@@ -73,3 +74,27 @@ def test_a_bad_sentence_is_refused_before_any_decoding(runs):
         app.stream(loaded, "I am cold.")
     with pytest.raises(UsageError, match="no sentence"):
         app.stream(loaded, [])
+
+
+@pytest.mark.parametrize("name", ["rnn", "tf"])
+def test_texts_stream_sentence_after_sentence_like_predict(runs, name, one_thread):
+    loaded = runs[0][name]
+    texts = ["I am cold. The cat is black.\n\nShe will find the dogs.", "I am cold."]
+    want = app.predict(loaded, texts)
+    assert len(want[0].sentences) == 3 and not want[1].sentences
+    seen, finished = [], {}
+    for step in app.stream(loaded, texts):
+        seen += [("start", i, s.sentence) for i, s in step.sources.items()]
+        seen += [("token", t.sentence, t.part) for t in step.tokens]
+        finished.update(step.finished)
+    # Each text's sentences in order: a sentence starts after its previous one's tokens.
+    for i in range(2):
+        parts = [p for kind, j, p in seen if j == i]
+        assert parts == sorted(parts) and parts[0] == 0
+    assert [p for kind, j, p in seen if kind == "start" and j == 0] == [0, 1, 2]
+    assert finished[0].text == want[0].text and finished[1].text == want[1].text
+    assert [p.tokens for p in finished[0].sentences] == [p.tokens for p in want[0].sentences]
+    for got, p in zip(finished[0].sentences, want[0].sentences, strict=True):
+        np.testing.assert_allclose(got.weights, p.weights, atol=1e-5)
+    assert [t for kind, j, t in seen if kind == "token" and j == 0].count(2) == \
+        len(want[0].sentences[2].tokens)

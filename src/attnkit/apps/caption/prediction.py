@@ -46,7 +46,11 @@ class CaptionPrediction(Prediction):
         explanations: other maps of each word by method (``"grad-input"``,
             ``"integrated-gradients"``; `attnkit.explain.captions`), each shaped like
             ``weights``, when asked (``explain``).
-        shown: the method a figure draws.
+        shown: the method a figure draws: the one given first to ``explain``, else the
+            page's first.
+        order: the methods the page offers, the one measured best in the pointing game first
+            (`attnkit.apps.caption.trust`); the page opens on it.
+        why: one sentence saying why the page opens on ``order[0]``.
     """
 
     source: str
@@ -59,6 +63,8 @@ class CaptionPrediction(Prediction):
     input_size: int = 0
     explanations: dict[str, np.ndarray] | None = None
     shown: str = "attention"
+    order: tuple[str, ...] = ("attention",)
+    why: str | None = None
 
     @property
     def caption(self) -> str:
@@ -101,7 +107,9 @@ class CaptionPrediction(Prediction):
 
         return caption_page([CaptionExample(p.image, p.words, p.weights,
                                             methods=dict(p.explanations or {}))
-                             for p in predictions], summary)
+                             for p in predictions], summary,
+                            order=predictions[0].order if predictions else (),
+                            note=predictions[0].why if predictions else None)
 
 
 def predictions(loaded: CaptionLoaded, images, *, beam_size: int = 1, display_size: int = 256,
@@ -139,6 +147,12 @@ def predictions(loaded: CaptionLoaded, images, *, beam_size: int = 1, display_si
         pred.truncated = int(original != (size, size))
     if methods:
         _explain(loaded, preds, to_chw([r[0] for r in read]), methods)
+    from attnkit.apps.caption.trust import caption_trust
+
+    trust = caption_trust(loaded.path, ["attention", *methods])
+    for pred in preds:
+        pred.order, pred.why = trust.order, trust.why
+        pred.shown = methods[0] if methods else trust.method
     return preds
 
 

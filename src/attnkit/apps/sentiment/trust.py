@@ -14,25 +14,15 @@ Example:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
+from attnkit.apps.trust import NAMES, Trust
 from attnkit.errors import CheckpointError
 from attnkit.explain.faithfulness import RANDOM
 from attnkit.fileio import read_json_object, write_json
 
 FAITHFULNESS = "faithfulness.json"   # RUN/faithfulness.json: `sentiment explain`'s table
-NAMES = {"attention": "attention", "rollout": "attention rollout",
-         "grad-input": "gradient × input", "integrated-gradients": "integrated gradients"}
-
-
-@dataclass(frozen=True)
-class Trust:
-    """The method to show first (`attnkit.explain.sentiment.METHODS`) and one sentence
-    saying why."""
-
-    method: str
-    why: str
+__all__ = ["FAITHFULNESS", "MEASURED", "NAMES", "Trust", "trusted", "write_table"]
 
 
 # docs/results.md, "Faithfulness of the explanations": 500 IMDB test reviews, keras2018.

@@ -215,9 +215,12 @@ class TranslateApp(App):
         return preds
 
     def stream(self, loaded: TranslateLoaded, inputs: Sequence[str], *,
-               attention: bool | str = True, unk_replace: bool = True) -> Iterator[StreamStep]:
-        """Greedy translation of ``inputs`` token by token, each token with its attention row
-        (`attnkit.apps.translate.streaming.stream`; the server's ``/v1/translate/stream``).
+               attention: bool | str = True, unk_replace: bool = True,
+               split: bool = True) -> Iterator[StreamStep]:
+        """Greedy translation of ``inputs`` token by token, each token with its attention row,
+        each text cut into sentences unless ``split`` is False and streamed sentence after
+        sentence (`attnkit.apps.translate.streaming.stream_texts`; the server's
+        ``/v1/translate/stream``).
 
         Raises:
             UsageError: the CTranslate2 engine (it does not stream), no sentence, a sentence
@@ -227,8 +230,8 @@ class TranslateApp(App):
         if not loaded.engine.streams:
             raise UsageError("this engine does not stream tokens (a CTranslate2 export): use "
                              "the training run, with attnkit's engine")
-        return streaming.stream(loaded.engine, inputs, attention=attention,
-                                unk_replace=unk_replace)
+        return streaming.stream_texts(loaded.engine, inputs, split=split, attention=attention,
+                                      unk_replace=unk_replace)
 
     def after_training(self, loaded: TranslateLoaded, metrics: dict[str, Any], log: Log) -> None:
         """The test lines, a few examples, the heatmap of the most re-ordered sentence and

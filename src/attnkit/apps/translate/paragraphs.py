@@ -49,7 +49,7 @@ def translate_texts(engine: Any, texts: Sequence[str], *, split: bool = True,
     """
     if not split:
         return engine.translate(texts, **decoding)
-    cut = [_sentences(engine, text, i) for i, text in enumerate(texts, 1)]
+    cut = [text_sentences(engine, text, i) for i, text in enumerate(texts, 1)]
     flat: list[str] = []
     for text, c in zip(texts, cut, strict=True):
         flat.extend(c.sentences if c is not None else [text])
@@ -66,9 +66,10 @@ def translate_texts(engine: Any, texts: Sequence[str], *, split: bool = True,
     return out
 
 
-def _sentences(engine: Any, text: str, index: int) -> Sentences | None:
+def text_sentences(engine: Any, text: str, index: int) -> Sentences | None:
     """``text``'s sentences that hold a token the model reads, or None when there is only
-    one (the text is then translated as given).
+    one (the text is then translated as given). Also what a stream of a text decodes, one
+    sentence after another (`attnkit.apps.translate.streaming.stream_texts`).
 
     Raises:
         UsageError: no token at all in ``text`` (``index`` names it).

@@ -8,6 +8,12 @@ that ended there, as the same predictions `AttnkitEngine.translate` returns with
 A server sends each step as it comes (``POST /v1/translate/stream``); several requests share
 one batch. Beam search cannot stream: its best hypothesis is known only at the end.
 
+`stream_texts` streams texts as ``/v1/translate`` translates them: each text is cut into
+sentences (`attnkit.apps.translate.paragraphs`) and its sentences are decoded one after
+another (the first sentence of every text as one batch, then the second...), each token saying
+which sentence of its text it belongs to; a text ends with the same joined prediction, with
+its sentences' own, that ``predict`` returns with ``beam=1``.
+
 Example:
     ```python
     loaded = load_run("runs/demo")
@@ -21,14 +27,16 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from attnkit.apps.translate.engines import AttnkitEngine
+from attnkit.apps.translate.paragraphs import text_sentences
 from attnkit.apps.translate.prediction import TranslationPrediction
 from attnkit.data.vocab import UNK
 from attnkit.decoding import Hypothesis, greedy_steps, padded_sources
@@ -46,12 +54,38 @@ class StreamedToken:
         weights: ``[len(source_tokens)]``, its attention over the source tokens (a
             Transformer's last decoder layer, averaged over heads); None when not asked or
             the model has none.
+        part: which sentence of its text (`stream_texts`; 0 for `stream`).
     """
 
     sentence: int
     position: int
     token: str
     weights: np.ndarray | None
+    part: int = 0
+
+    def event(self) -> dict:
+        """The token as the API sends it (weights rounded to 4 decimals)."""
+        return {"sentence": self.part, "index": self.position, "token": self.token,
+                "weights": None if self.weights is None else
+                [round(float(w), 4) for w in self.weights]}
+
+
+@dataclass
+class SentenceStart:
+    """The start of one sentence of a streamed text (`stream_texts`).
+
+    Attributes:
+        sentence: which sentence of its text (0 = the first).
+        source: the sentence.
+        source_tokens: what its tokens' attention rows are over.
+    """
+
+    sentence: int
+    source: str
+    source_tokens: list[str]
+
+    def event(self) -> dict:
+        return asdict(self)
 
 
 @dataclass
@@ -64,7 +98,8 @@ class StreamStep:
         finished: the sentences that ended at this step, by index, with their whole
             prediction.
         sources: in the first step only, the source tokens of every sentence (what the
-            attention rows are over), by index.
+            attention rows are over), by index; `stream_texts`: a `SentenceStart` per text
+            whose next sentence starts at this step.
     """
 
     tokens: list[StreamedToken] = field(default_factory=list)
@@ -104,6 +139,55 @@ def stream(engine: AttnkitEngine, sentences: Sequence[str], *, attention: bool |
     """
     encoded, attention = engine.read(sentences, attention)
     return _steps(engine, list(sentences), encoded, attention, unk_replace)
+
+
+def stream_texts(engine: AttnkitEngine, texts: Sequence[str], *, split: bool = True,
+                 attention: bool | str = True, unk_replace: bool = True) -> Iterator[StreamStep]:
+    """Greedy translation of ``texts``, sentence after sentence, one `StreamStep` per decoder
+    step (module doc). Every sentence is read at once: a bad text raises here.
+
+    Args:
+        engine: attnkit's engine of a loaded run.
+        texts: the source texts (sentences, paragraphs).
+        split: cut each text into sentences; False: each text is one sentence to the model.
+        attention, unk_replace: as `stream`.
+
+    Returns:
+        A generator of `StreamStep` (tokens and sources by text index, each token's ``part``
+        its sentence in the text), until every text has ended; a text's final prediction
+        equals ``translate_texts(engine, [...], beam=1)``'s.
+
+    Raises:
+        UsageError: a text without any token (naming it).
+    """
+    cuts = [text_sentences(engine, t, i) if split else None for i, t in enumerate(texts, 1)]
+    pieces = [[t] if c is None else c.sentences for t, c in zip(texts, cuts, strict=True)]
+    encoded, attention = engine.read([s for p in pieces for s in p], attention)
+    return _rounds(engine, list(texts), cuts, pieces, encoded, attention, unk_replace)
+
+
+def _rounds(engine: AttnkitEngine, texts: list[str], cuts: list, pieces: list[list[str]],
+            encoded: list, attention: bool | str, unk_replace: bool) -> Iterator[StreamStep]:
+    """Round ``r`` decodes the ``r``-th sentence of every text that has one, as one batch:
+    a client reads its text in order, and texts of one sentence end in the first round."""
+    offsets = list(itertools.accumulate([0, *map(len, pieces)]))
+    parts: list[list[TranslationPrediction]] = [[] for _ in texts]
+    for r in range(max(map(len, pieces), default=0)):
+        rows = [i for i, p in enumerate(pieces) if r < len(p)]
+        for step in _steps(engine, [pieces[i][r] for i in rows],
+                           [encoded[offsets[i] + r] for i in rows], attention, unk_replace):
+            out = StreamStep(sources={rows[b]: SentenceStart(r, pieces[rows[b]][r], tokens)
+                                      for b, tokens in step.sources.items()})
+            for t in step.tokens:
+                t.sentence, t.part = rows[t.sentence], r
+                out.tokens.append(t)
+            for b, pred in step.finished.items():
+                i = rows[b]
+                parts[i].append(pred)
+                if len(parts[i]) == len(pieces[i]):
+                    out.finished[i] = pred if cuts[i] is None else TranslationPrediction.paragraph(
+                        texts[i], parts[i], cuts[i].join([p.text for p in parts[i]]))
+            yield out
 
 
 def _steps(engine: AttnkitEngine, sentences: list[str],
