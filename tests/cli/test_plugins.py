@@ -106,3 +106,16 @@ def test_a_plugin_whose_options_clash_is_skipped(plugins, capsys, monkeypatch):
     assert code == 0 and "translate" in out
     assert any("'reverse'" in line and "twin-" in line and "--epochs" in line
                for line in err), err
+
+
+def test_a_plugin_whose_declarations_raise_is_skipped(plugins, capsys, monkeypatch):
+    """Any exception while its parser is built (here a KeyError from a property): one warning,
+    every other command works."""
+    import attnkit_reverse
+
+    def broken(self):
+        raise KeyError("preset")
+    monkeypatch.setattr(type(attnkit_reverse.APP), "options", property(broken))
+    code, out, err = run(capsys, ["--help"])
+    assert code == 0 and "translate" in out
+    assert any("'reverse'" in line and "KeyError" in line for line in err), err

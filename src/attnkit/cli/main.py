@@ -97,7 +97,9 @@ def _check_app_parser(app, origin: str) -> None:
     scratch = OneLineParser(prog="attnkit").add_subparsers(parser_class=OneLineParser)
     try:
         add_app_parser(scratch, app)
-    except (argparse.ArgumentError, ValueError, TypeError, AttributeError) as exc:
+    # Whatever a plugin's declarations raise is the plugin's fault, never the CLI's: the
+    # built-in commands must keep working (the `registry._load` rule).
+    except Exception as exc:
         raise UsageError(f"the app {app.name!r} (from {origin}) declares options attnkit "
                          f"cannot build: {type(exc).__name__}: {exc}") from None
 

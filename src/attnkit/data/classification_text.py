@@ -25,7 +25,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -36,7 +35,6 @@ from torch import Tensor
 
 from attnkit.data.batching import pad_ids
 from attnkit.data.vocab import PAD, UNK, Vocab
-from attnkit.fileio import atomic_write_text
 
 SPECIALS = (PAD, UNK)
 PAD_ID = 0
@@ -169,8 +167,3 @@ def pad_sequences(sequences: Sequence[Sequence[int]], maxlen: int, *, padding: s
     kept = [list(s)[-maxlen:] if truncating == "pre" else list(s)[:maxlen] for s in sequences]
     return (pad_ids(kept, value, width=maxlen, side=padding),
             torch.tensor([len(s) for s in kept], dtype=torch.long))
-
-
-def atomic_write_json(path: Path, obj) -> None:
-    """``obj`` as indented UTF-8 JSON, written atomically."""
-    atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=1))

@@ -142,6 +142,8 @@ def most_faithful(methods: dict[str, dict]) -> str:
     sufficiency saturates on models that one strong word convinces (docs/results.md).
     """
     named = [m for m in methods if m != RANDOM]
+    if not named:
+        raise ValueError("most_faithful needs at least one method besides the random floor")
     return max(named, key=lambda m: methods[m]["comprehensiveness"])
 
 
@@ -149,7 +151,8 @@ def _orders(model: SentimentClassifier, pipeline: TextPipeline, reads, methods: 
             rng: random.Random) -> dict[str, list[list[int]]]:
     """For each method, each review's token positions from most to least important."""
     device = next(model.parameters()).device
-    keep = max(len(r.ids) for r in reads)
+    # As in `_probabilities`: the 2018 mode attends to padding, so its inputs keep full width.
+    keep = max(len(r.ids) for r in reads) if model.config.mask_padding else pipeline.maxlen
     ids, lengths = (t.to(device) for t in pipeline.pad(reads, keep))
     with torch.no_grad():
         probs = torch.sigmoid(model(ids, lengths)).cpu()

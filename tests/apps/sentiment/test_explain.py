@@ -148,3 +148,44 @@ def test_explain_names_and_stores_the_most_faithful_and_pages_open_on_it(run, tm
     data = json.loads(page.split('id="attnkit-data">')[1].split("</script>")[0])
     assert data["reviews"][0]["views"][0]["method"] == best
     assert "measured the most faithful on this run" in page
+
+
+def test_explain_with_no_method_is_one_line(run, capsys):
+    assert main(["sentiment", "explain", "--run", str(run[0]), "--data", str(run[1]),
+                 "--methods", ","]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("attnkit: error: --methods names no method")
+
+
+def test_a_run_that_cannot_be_written_still_prints_the_table(run, tmp_path, capsys,
+                                                             monkeypatch):
+    import shutil
+
+    from attnkit.apps.sentiment import trust
+
+    folder = tmp_path / "run"
+    shutil.copytree(run[0], folder)
+    (folder / trust.FAITHFULNESS).unlink(missing_ok=True)
+
+    def refused(*_):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(trust, "write_table", refused)
+    assert main(["sentiment", "explain", "--run", str(folder), "--data", str(run[1]),
+                 "--limit", "10", "--methods", "attention", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out.strip().splitlines()[-1])["most_faithful"] == "attention"
+    assert "attnkit: warning: could not store the table" in err and "Traceback" not in err
+    assert not (folder / trust.FAITHFULNESS).exists()
+
+
+@pytest.mark.parametrize("table", [
+    {"most_faithful": "grad-input", "methods": {"grad-input": {"comprehensiveness": "high"}}},
+    {"most_faithful": "grad-input", "methods": {"grad-input": {"comprehensiveness": None}}},
+    {"most_faithful": "grad-input", "methods": {"grad-input": {}, "attention": 3}},
+    {"methods": {}},
+])
+def test_a_table_edited_by_hand_counts_as_none(tmp_path, table):
+    from attnkit.apps.sentiment.trust import FAITHFULNESS, MEASURED, trusted
+
+    (tmp_path / FAITHFULNESS).write_text(json.dumps(table))
+    assert trusted(tmp_path) == MEASURED

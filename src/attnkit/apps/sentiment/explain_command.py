@@ -36,6 +36,9 @@ def _explain(values: dict[str, Any]) -> int:
     if limit < 1:
         raise UsageError(f"--limit must be at least 1, got {limit}")
     methods = explain_methods(values.get("methods") or "all", METHODS)
+    if not methods:
+        raise UsageError(f"--methods names no method: give some of {', '.join(METHODS)} "
+                         "(comma-separated) or all")
     reviews = load_reviews(values["data"], values.get("split") or "test", False)
     seed = values.get("seed") or 0
     # A random sample: data files are often sorted by label (IMDB: all negatives first).
@@ -44,14 +47,22 @@ def _explain(values: dict[str, Any]) -> int:
     result = faithfulness(loaded.model, loaded.pipeline, [reviews[k].text for k in chosen],
                           methods=methods, seed=seed)
     table = {**result, "data": str(values["data"]), "run": str(values["run"]), "seed": seed}
-    # Into the run: its pages and the API then open on the method measured most faithful.
-    written = write_table(loaded.path, table)
     print(format_table(result))
     if values.get("json"):
         print(json.dumps(table, ensure_ascii=False))
-    print(f"attnkit: {result['reviews']} reviews (a random {min(limit, len(reviews))} of "
-          f"{len(reviews):,}, seed {seed}); wrote {written}: pages and the API of this run "
-          f"now show {result['most_faithful']} first", file=sys.stderr)
+    said = (f"attnkit: {result['reviews']} reviews (a random {min(limit, len(reviews))} of "
+            f"{len(reviews):,}, seed {seed})")
+    # Into the run: its pages and the API then open on the method measured most faithful. The
+    # table is printed first: a run the user may not write (a shared one) loses no measurement.
+    try:
+        written = write_table(loaded.path, table)
+    except OSError as exc:
+        print(said, file=sys.stderr)
+        print(f"attnkit: warning: could not store the table in {loaded.path} "
+              f"({exc.strerror or exc}): its pages keep their order", file=sys.stderr)
+        return 0
+    print(f"{said}; wrote {written}: pages and the API of this run now show "
+          f"{result['most_faithful']} first", file=sys.stderr)
     return 0
 
 

@@ -41,10 +41,10 @@ def trusted(run: str | os.PathLike) -> Trust:
     try:
         table = read_json_object(path, "the run's faithfulness table", root=run)
         best, methods = table["most_faithful"], table["methods"]
-        score = methods[best]["comprehensiveness"]
-        others = ", ".join(f"{methods[m]['comprehensiveness']:.3f} for {NAMES.get(m, m)}"
-                           for m in methods if m not in (best, RANDOM))
-    except (CheckpointError, KeyError, TypeError):
+        score = float(methods[best]["comprehensiveness"])
+        others = ", ".join(f"{float(methods[m]['comprehensiveness']):.3f} for "
+                           f"{NAMES.get(m, m)}" for m in methods if m not in (best, RANDOM))
+    except (CheckpointError, KeyError, TypeError, ValueError):   # a table edited by hand
         return MEASURED
     if best not in NAMES:
         return MEASURED
