@@ -205,6 +205,19 @@ def read_capped(source: str | os.PathLike | BinaryIO, what: str, *, limit: int |
     return data
 
 
+def read_capped_text(path: str | os.PathLike, what: str) -> str:
+    """The UTF-8 text of a file the user gives (`read_capped`; a byte-order mark may open it).
+
+    Raises:
+        DataError: missing, unreadable, past a cap, or not UTF-8 (one line naming the file).
+    """
+    data = read_capped(path, what)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{what} is not UTF-8 text (byte {exc.start})", path=str(path)) from None
+
+
 def _too_big(what: str, limit: int) -> str:
     return f"more than {limit:,} bytes in {what}, the most attnkit reads at once; split it"
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnkit.errors import DataError
-from attnkit.fileio import read_capped
+from attnkit.fileio import read_capped_text
 
 Link = tuple[int, int]
 Links = set[Link]
@@ -77,22 +77,9 @@ def read_pharaoh(path: str | os.PathLike) -> list[Links]:
             link.
     """
     path = Path(path)
-    text = _text(path, "the alignment file")
+    text = read_capped_text(path, "the alignment file")
     return [parse_pharaoh(line, where=str(path), line_no=n)
             for n, line in enumerate(text.splitlines(), 1)]
-
-
-def _text(path: Path, what: str) -> str:
-    """The UTF-8 text of a file the user gives (capped: `attnkit.fileio.read_capped`).
-
-    Raises:
-        DataError: missing, unreadable, past the cap, or not UTF-8.
-    """
-    data = read_capped(path, what)
-    try:
-        return data.decode("utf-8-sig")   # a byte-order mark may open the file
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{what} is not UTF-8 text (byte {exc.start})", path=str(path)) from None
 
 
 def read_gold(path: str | os.PathLike, src_lengths: Sequence[int],
@@ -115,7 +102,7 @@ def read_gold(path: str | os.PathLike, src_lengths: Sequence[int],
     path = Path(path)
     if len(src_lengths) != len(tgt_lengths):
         raise ValueError("src_lengths and tgt_lengths differ in length")
-    text = _text(path, "the gold links")
+    text = read_capped_text(path, "the gold links")
     gold = [Gold() for _ in src_lengths]
     for n, line in enumerate(text.splitlines(), 1):
         fields = line.split()

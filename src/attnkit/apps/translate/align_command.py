@@ -12,12 +12,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from attnkit.apps.options import Command
-from attnkit.errors import DataError, UsageError
-from attnkit.fileio import read_capped
+from attnkit.errors import UsageError
+from attnkit.fileio import read_capped_text
 from attnkit.settings import Option
 
 _KINDS = ("attention", "head", "grad-input", "integrated-gradients")
@@ -31,13 +30,7 @@ def read_lines(path: str | os.PathLike, what: str) -> list[str]:
     Raises:
         DataError: missing, unreadable, past a cap or not UTF-8 (one line naming the file).
     """
-    path = Path(path)
-    data = read_capped(path, f"the {what}")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataError(f"the {what} is not UTF-8 text (byte {exc.start})",
-                        path=str(path)) from None
+    text = read_capped_text(path, f"the {what}")
     return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
 
 
