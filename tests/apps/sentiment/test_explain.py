@@ -137,8 +137,8 @@ def test_explain_names_and_stores_the_most_faithful_and_pages_open_on_it(run, tm
 
     after = predict(folder, texts)
     assert all(p.shown == best for p in after)
-    assert "measured the most faithful on this run" in after[0].why
-    assert f"{methods[best]['comprehensiveness']:.3f}" in after[0].why
+    assert "measured on this run by attnkit sentiment explain" in after[0].why
+    assert f"{methods[best]['comprehensiveness']:.3g}" in after[0].why
     row = after[0].to_dict()
     assert row["shown"] == best and row["why"] == after[0].why
     from attnkit.apps.sentiment import APP
@@ -147,7 +147,7 @@ def test_explain_names_and_stores_the_most_faithful_and_pages_open_on_it(run, tm
     # The page's views: the shown method's first (the page opens on its first view).
     data = json.loads(page.split('id="attnkit-data">')[1].split("</script>")[0])
     assert data["reviews"][0]["views"][0]["method"] == best
-    assert "measured the most faithful on this run" in page
+    assert "measured on this run by attnkit sentiment explain" in page
 
 
 def test_explain_with_no_method_is_one_line(run, capsys):
