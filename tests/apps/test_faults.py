@@ -302,3 +302,31 @@ def test_a_resume_keeps_the_runs_threads_unless_given(runs, tmp_path, capsys):
             assert torch.get_num_threads() == 2      # the process's count comes back
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_run_that_changes_app_before_the_lock_is_refused(runs, tmp_path, capsys,
+                                                            monkeypatch):
+    """The app is checked again once the run is locked: a folder replaced between the first
+    check and the lock (here, its config.json now names another app) is one line."""
+    import contextlib
+    import shutil
+
+    from attnkit.apps import base
+
+    run, _ = runs["translate"]
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    (copy / ".lock").unlink(missing_ok=True)
+    claim = base.claim_run
+
+    @contextlib.contextmanager
+    def swapped(out, **kw):
+        config = json.loads((copy / "config.json").read_text())
+        (copy / "config.json").write_text(json.dumps({**config, "app": "sentiment"}))
+        with claim(out, **kw) as path:
+            yield path
+    monkeypatch.setattr(base, "claim_run", swapped)
+    capsys.readouterr()
+    assert main(["translate", "train", "--resume", str(copy), "--epochs", "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("attnkit: error:") and "sentiment" in err[-1], err

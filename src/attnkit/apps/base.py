@@ -245,6 +245,8 @@ class App(Presentation, ABC):
                 check_new_run(out, overwrite=overwrite)
                 prepared = self.prepare(config, log)   # reads the data: before any write
             claimed.enter_context(claim_run(out, resume=resume, overwrite=overwrite))
+            if resume:   # again under the lock: the folder may have changed since the check
+                read_config(out, self.name)
             if prepared is not None:
                 self.save(prepared, out)
             return prepared
