@@ -16,8 +16,13 @@ one run:
   keep-alive connection per request in flight; a minimal HTTP/1.1 client on asyncio streams,
   `Connection`, so that the load generator takes little of the CPU it shares with the server),
   ``--requests`` requests per row; batching on (the server's defaults: up to 64 sentences,
-  5 ms wait), then off (a second server with ``--max-batch 1 --max-wait-ms 0``). Each server
-  first answers a few requests as warm-up. A row reports requests/s, sentences/s, the p50,
+  no wait), then off (a second server with ``--max-batch 1``). Each server first answers a
+  few requests as warm-up.
+* **one sentence, interleaved**: on this noisy kind of host a call's time drifts by a third
+  within minutes, so the one-sentence latency is also compared block by block: ``--rounds``
+  rounds of 50 one-sentence ``predict`` calls in this process, then 50 one-sentence requests
+  to the batching server at concurrency 1, each round on the next 50 texts; the medians of
+  both and their difference (``one_sentence``). A row reports requests/s, sentences/s, the p50,
   p95 and p99 latency, and errors (any answer but 200, or no answer).
 
 The server's resident memory (``VmRSS``) is read after the batching server's warm-up and after
@@ -26,7 +31,8 @@ machine it takes a share of the cores the server's ``--threads`` would use (the 
 whole machine's: server and clients together).
 
 The last line is JSON: ``{"in_process_sent_per_s", "in_process_by_batch": {"1", "32", "all"},
-"in_process_one_call_ms", "rss_before_mb", "rss_after_mb", "rows": [{"concurrency",
+"in_process_one_call_ms", "one_sentence": {"in_process_ms", "served_ms", "gap_ms",
+"rounds"}, "rss_before_mb", "rss_after_mb", "rows": [{"concurrency",
 "batching", "sent_per_s", "req_per_s", "p50_ms", "p95_ms", "p99_ms", "errors",
 "vs_in_process"}, ...]}``.
 """
@@ -102,10 +108,11 @@ def server_command(run: str, threads: int, batching: bool) -> list[str]:
     """``attnkit serve`` of ``run`` on a free loopback port, batching on or off."""
     command = [sys.executable, "-m", "attnkit.cli.main", "serve", "--run", f"bench={run}",
                "--threads", str(threads), "--port", "0"]
-    return command + ([] if batching else ["--max-batch", "1", "--max-wait-ms", "0"])
+    return command + ([] if batching else ["--max-batch", "1"])
 
 
-def result_json(by_batch: dict[str, float], one_call_ms: float, rss_before: float | None,
+def result_json(by_batch: dict[str, float], one_call_ms: float,
+                one_sentence: dict[str, float] | None, rss_before: float | None,
                 rss_after: float | None, rows: list[dict[str, Any]]) -> str:
     """The last line: the figures the issue's bars read. Each row's ``vs_in_process`` is its
     sentences/s over the in-process calls of as many sentences as its concurrency holds
@@ -116,7 +123,8 @@ def result_json(by_batch: dict[str, float], one_call_ms: float, rss_before: floa
             else None
     return json.dumps({"in_process_sent_per_s": by_batch.get("all"),
                        "in_process_by_batch": by_batch, "in_process_one_call_ms": one_call_ms,
-                       "rss_before_mb": rss_before, "rss_after_mb": rss_after, "rows": rows})
+                       "one_sentence": one_sentence, "rss_before_mb": rss_before,
+                       "rss_after_mb": rss_after, "rows": rows})
 
 
 class Server:
@@ -246,10 +254,10 @@ async def drive(url: str, texts: Sequence[str], concurrency: int,
 
 
 def in_process(run: str, texts: Sequence[str], threads: int
-               ) -> tuple[dict[str, float], float]:
+               ) -> tuple[dict[str, float], float, Any]:
     """``predict`` of ``texts`` in this process (after a warm-up), in calls of 1, 32 and all
     the sentences: (sentences/s by sentences per call, the median milliseconds of a
-    one-sentence call)."""
+    one-sentence call, and a function that times one more one-sentence call)."""
     import torch
 
     from attnkit.apps import APPS
@@ -269,7 +277,39 @@ def in_process(run: str, texts: Sequence[str], threads: int
             if batch == "1":
                 one_call.append(time.perf_counter() - call)
         by_batch[batch] = round(len(texts) / (time.perf_counter() - start), 1)
-    return by_batch, round(1000 * statistics.median(one_call), 2)
+
+    def one_call_ms(text: str) -> float:
+        start = time.perf_counter()
+        app.predict(loaded, [text], **options)
+        return 1000 * (time.perf_counter() - start)
+    return by_batch, round(1000 * statistics.median(one_call), 2), one_call_ms
+
+
+def one_sentence_interleaved(url: str, texts: Sequence[str], rounds: int,
+                             one_call_ms: Any, per_round: int = 50) -> dict[str, float]:
+    """Rounds of ``per_round`` one-sentence calls in this process, then as many requests to the
+    server at concurrency 1 (the next texts each round): the median milliseconds of each."""
+    local: list[float] = []
+    served: list[float] = []
+
+    async def requests(block: Sequence[str]) -> None:
+        conn = Connection(url)
+        try:
+            for body in request_bodies(block, 1):
+                start = time.perf_counter()
+                status, _ = await conn.post("/v1/translate", body)
+                if status == 200:
+                    served.append(1000 * (time.perf_counter() - start))
+        finally:
+            conn.close()
+
+    for r in range(rounds):
+        block = cycled(texts[r * per_round:], per_round)
+        local.extend(one_call_ms(t) for t in block)
+        asyncio.run(requests(block))
+    here, there = statistics.median(local), statistics.median(served)
+    return {"in_process_ms": round(here, 2), "served_ms": round(there, 2),
+            "gap_ms": round(there - here, 2), "rounds": rounds}
 
 
 def test_sources(run: str) -> list[str]:
@@ -299,6 +339,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="sentences in each request (default 1)")
     p.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)),
                    help="comma-separated (default 1,8,32,128)")
+    p.add_argument("--rounds", type=int, default=6,
+                   help="rounds of the interleaved one-sentence comparison (default 6)")
     args = p.parse_args(argv)
     from attnkit.machine import machine_line
 
@@ -307,17 +349,21 @@ def main(argv: list[str] | None = None) -> None:
     print(f"machine: {machine_line()}")
     print(f"command: {' '.join(sys.argv)}  ({args.requests} requests of "
           f"{args.texts_per_request} sentence(s) a row)")
-    by_batch, one_ms = in_process(args.run, texts, args.threads)
+    by_batch, one_ms, one_call_ms = in_process(args.run, texts, args.threads)
     base = by_batch["all"]
     print(f"in-process: {by_batch} sentences/s by sentences per call; a one-sentence call "
           f"{one_ms} ms (median)")
-    rows, rss = [], {}
+    rows, rss, one = [], {}, None
     for batching in (True, False):
         server = Server(server_command(args.run, args.threads, batching))
         try:
             asyncio.run(drive(server.url, texts[:WARMUP], 8))
             if batching:
                 rss["before"] = rss_mb(server.proc.pid)
+                one = one_sentence_interleaved(server.url, texts, args.rounds, one_call_ms)
+                print(f"  one sentence, interleaved: in-process {one['in_process_ms']} ms, "
+                      f"served {one['served_ms']} ms (median of {args.rounds} rounds)",
+                      flush=True)
             for c in concurrency:
                 row = {"concurrency": c, "batching": batching,
                        **asyncio.run(drive(server.url, texts, c, args.texts_per_request))}
@@ -333,7 +379,7 @@ def main(argv: list[str] | None = None) -> None:
     print_table(rows, base)
     print(f"server memory (batching on): {rss.get('before')} MB after warm-up, "
           f"{rss.get('after')} MB after its rows")
-    print(result_json(by_batch, one_ms, rss.get("before"), rss.get("after"), rows))
+    print(result_json(by_batch, one_ms, one, rss.get("before"), rss.get("after"), rows))
 
 
 if __name__ == "__main__":

@@ -58,14 +58,58 @@ def test_server_command_and_memory_and_the_last_line(bench):
     on = bench.server_command("runs/fr", 2, True)
     off = bench.server_command("runs/fr", 2, False)
     assert on[-6:] == ["--run", "bench=runs/fr", "--threads", "2", "--port", "0"]
-    assert off[-4:] == ["--max-batch", "1", "--max-wait-ms", "0"]
+    assert off[-2:] == ["--max-batch", "1"]
     assert bench.rss_mb(os.getpid()) > 1 and bench.rss_mb(2 ** 22 + 7) is None
     rows = [{"concurrency": c, "batching": True, "sent_per_s": 8.0, "p50_ms": 1.0,
              "p99_ms": 2.0, "errors": 0} for c in (1, 32, 128)]
     by_batch = {"1": 4.0, "32": 10.0, "all": 16.0}
-    last = json.loads(bench.result_json(by_batch, 25.0, 100.0, 101.5, rows))
+    one = {"in_process_ms": 20.0, "served_ms": 22.5, "gap_ms": 2.5, "rounds": 6}
+    last = json.loads(bench.result_json(by_batch, 25.0, one, 100.0, 101.5, rows))
     assert last["in_process_sent_per_s"] == 16.0 and last["in_process_by_batch"] == by_batch
+    assert last["one_sentence"] == one
     assert last["in_process_one_call_ms"] == 25.0
     assert last["rss_before_mb"] == 100.0 and last["rss_after_mb"] == 101.5
     # Each row against the in-process calls of as many sentences as its clients hold.
     assert [r["vs_in_process"] for r in last["rows"]] == [2.0, 0.8, 0.5]
+
+
+def test_one_sentence_interleaved_alternates_blocks_and_reports_medians(bench):
+    """Blocks of in-process calls and of requests alternate (each round on the next texts);
+    the medians and their gap come from the times measured."""
+    import http.server
+    import threading
+
+    seen: list[str] = []
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append(("served", json.loads(body)["texts"][0]))
+            reply = b'{"translations": [{}]}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        def local(text):
+            seen.append(("local", text))
+            return 10.0
+        texts = [f"t{i}" for i in range(7)]
+        one = bench.one_sentence_interleaved(f"http://127.0.0.1:{server.server_port}", texts,
+                                             2, local, per_round=3)
+    finally:
+        server.shutdown()
+    assert [kind for kind, _ in seen] == ["local"] * 3 + ["served"] * 3 + ["local"] * 3 + \
+        ["served"] * 3
+    assert [t for _, t in seen][:6] == ["t0", "t1", "t2"] * 2
+    assert [t for _, t in seen][6:9] == ["t3", "t4", "t5"]
+    assert one["in_process_ms"] == 10.0 and one["rounds"] == 2
+    assert one["served_ms"] > 0 and one["gap_ms"] == round(one["served_ms"] - 10.0, 2)
