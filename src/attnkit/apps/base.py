@@ -36,7 +36,6 @@ Example:
 from __future__ import annotations
 
 import os
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
@@ -48,7 +47,6 @@ from attnkit.apps.outputs import REPORT, output_file, write_output
 from attnkit.apps.prediction import Prediction, write_page
 from attnkit.apps.presentation import Presentation
 from attnkit.apps.results import (
-    FINAL_EVALUATION,
     TEST_METRICS,
     Evaluation,
     Loaded,
@@ -61,14 +59,13 @@ from attnkit.apps.results import (
     write_test_metrics,
 )
 from attnkit.apps.run_files import read_config
+from attnkit.apps.train_flow import final_evaluation, prepared_run
 from attnkit.errors import Interrupted, UsageError
-from attnkit.fileio import read_json, write_files, write_json
+from attnkit.fileio import read_json, write_files
 from attnkit.training import TrainResult
 from attnkit.training import distributed as D
 from attnkit.training.run_folder import (
-    check_new_run,
     check_resumable,
-    claim_run,
     next_step,
 )
 from attnkit.training.signals import interruptible
@@ -194,7 +191,13 @@ class App(Presentation, ABC):
             threads = (stored_threads(stored) if stored is not None else None) \
                 or self.default_threads.get("train")
         with torch_threads(threads):
-            return self._train(config, out, resume=resume, overwrite=overwrite, log=log)
+            try:
+                return self._train(config, out, resume=resume, overwrite=overwrite, log=log)
+            except Interrupted as exc:
+                # Before the trainer's first checkpoint a resume has nothing to resume: say
+                # what the folder allows, in the words the next command will use.
+                exc.hint = next_step(out)
+                raise
 
     def _train(self, config: Any, out: Path, *, resume: bool, overwrite: bool, log: Log
                ) -> Run:
@@ -203,18 +206,13 @@ class App(Presentation, ABC):
         info = D.setup(config.train.device)   # before preparation: rank 0 prepares alone
         try:
             with ExitStack() as claimed:
-                prepared = self._prepared(config, out, info, claimed, resume=resume,
-                                          overwrite=overwrite, log=log)
+                prepared = prepared_run(self, config, out, info, claimed, resume=resume,
+                                        overwrite=overwrite, log=log)
                 from attnkit.training import seed_everything
 
                 seed_everything(prepared.train.seed)  # before the model: it fixes the weights
                 with interruptible():
                     result = self.fit(prepared, out, resume=resume, log=log)
-        except Interrupted as exc:
-            # Before the trainer's first checkpoint a resume has nothing to resume: say what
-            # the folder allows, in the words the next command will use.
-            exc.hint = next_step(out)
-            raise
         finally:
             D.teardown(info)
         run = Run(out, self.name, result, select_metric=prepared.train.select_metric)
@@ -226,54 +224,9 @@ class App(Presentation, ABC):
                 "epochs): nothing to train; give --epochs with more epochs to go on")
             run.test_metrics = read_json(out / TEST_METRICS, "the run's test metrics", root=out)
             return run
-        try:
-            with interruptible():
-                run.test_metrics = self._final_evaluation(run, prepared, log)
-        except Interrupted as exc:
-            exc.hint = next_step(out)
-            raise
+        with interruptible():
+            run.test_metrics = final_evaluation(self, run, prepared, log)
         return run
-
-    def _prepared(self, config: Any, out: Path, info: D.DistInfo, claimed: ExitStack, *,
-                  resume: bool, overwrite: bool, log: Log) -> Prepared:
-        """Rank 0 validates and claims the run folder; a new run is prepared and saved by rank
-        0 alone (every other rank waits for it, a failure there stops them too, then reads
-        what it saved); a resume is read by every rank before anything is written."""
-        def claim(prepare: bool) -> Prepared | None:
-            prepared = None
-            if prepare:
-                check_new_run(out, overwrite=overwrite)
-                prepared = self.prepare(config, log)   # reads the data: before any write
-            claimed.enter_context(claim_run(out, resume=resume, overwrite=overwrite))
-            if resume:   # again under the lock: the folder may have changed since the check
-                read_config(out, self.name)
-            if prepared is not None:
-                self.save(prepared, out)
-            return prepared
-
-        if resume:
-            prepared = self.reload(config, out, log)   # a broken file stops it here
-            D.run_on_main(info, lambda: claim(prepare=False))
-            return prepared
-        prepared = D.run_on_main(info, lambda: claim(prepare=True))
-        return prepared if prepared is not None else self.reload(config, out, log)
-
-    def _final_evaluation(self, run: Run, prepared: Prepared, log: Log) -> dict | None:
-        loaded = self.load(run.path, device=str(D.resolve_device(prepared.train.device)))
-        if not self.has_test_split(loaded):
-            return None
-        # Said, and timed: it can take longer than the last minutes of training did.
-        log(f"{FINAL_EVALUATION} of {run.path}...")
-        start = time.monotonic()
-        metrics = self.evaluation(loaded, None, report=0).metrics
-        log(f"{FINAL_EVALUATION}: {time.monotonic() - start:.0f} s")
-        metrics.update({"stop_reason": run.stop_reason,
-                        "train_seconds": round(run.result.elapsed, 1),
-                        f"best_valid_{prepared.train.select_metric}": run.best_metric,
-                        "run": str(run.path)})
-        write_json(run.path / TEST_METRICS, metrics)
-        self.after_training(loaded, metrics, log)
-        return metrics
 
     def evaluate(self, run: Loaded | str | os.PathLike, data: Any = None, *,
                  report: str | os.PathLike | None = None, examples: int | None = None,
