@@ -27,7 +27,8 @@ Log = Callable[[str], None]
 ModelT = TypeVar("ModelT")
 PipelineT = TypeVar("PipelineT")
 TEST_METRICS = "test_metrics.json"
-# What runs after an app's training (`attnkit.apps.train_flow.final_evaluation`), as the progress line names it.
+# What runs after an app's training (`attnkit.apps.train_flow.final_evaluation`), as the
+# progress line names it.
 FINAL_EVALUATION = "the test evaluation"
 # Fields of test_metrics.json that describe the training, kept when `eval` rewrites the file.
 TRAINING_FIELDS = ("stop_reason", "train_seconds", "run")

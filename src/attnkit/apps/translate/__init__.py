@@ -39,7 +39,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.base import App, Evaluation, Log, TinyRun, stderr_log
+from attnkit.apps.base import App, Evaluation, TinyRun, stderr_log
 from attnkit.apps.options import load_model
 from attnkit.apps.run_files import read_config
 from attnkit.apps.translate import ct2, evaluation, streaming, training
@@ -58,7 +58,7 @@ from attnkit.apps.translate.pipeline import (
     run_pipeline,
     source_limit,
 )
-from attnkit.apps.translate.prediction import TranslationPrediction, most_reordered
+from attnkit.apps.translate.prediction import TranslationPrediction
 from attnkit.apps.translate.settings import TranslateSettings
 from attnkit.apps.translate.streaming import StreamStep
 from attnkit.errors import CheckpointError, UsageError
@@ -138,6 +138,7 @@ class TranslateApp(App):
     prepare = staticmethod(preparation.prepare)
     reload = staticmethod(preparation.reload)
     fit = staticmethod(training.fit)
+    after_training = staticmethod(evaluation.after_training)
 
     def load(self, run: str | os.PathLike, *, weights: str = "best", device: str | None = None,
              engine: str | None = None) -> TranslateLoaded:
@@ -232,39 +233,6 @@ class TranslateApp(App):
                              "the training run, with attnkit's engine")
         return streaming.stream_texts(loaded.engine, inputs, split=split, attention=attention,
                                       unk_replace=unk_replace)
-
-    def after_training(self, loaded: TranslateLoaded, metrics: dict[str, Any], log: Log) -> None:
-        """The test lines, a few examples, the heatmap of the most re-ordered sentence and
-        the run's explorer page (``report.html``)."""
-        from attnkit.apps.outputs import PAGE, write_output
-        from attnkit.apps.translate.page import report_page
-        from attnkit.data.pairs import group_references
-        from attnkit.data.translation_splits import load_splits
-
-        log(f"test: BLEU {metrics['bleu']:.2f}  chrF {metrics['chrf']:.2f}  "
-            f"({metrics['sentences']} sentences, greedy)")
-        n = loaded.config.get("options", {}).get("examples", TranslateSettings.examples)
-        groups = group_references(load_splits(loaded.config["data"], progress=False)["test"])
-        sources, refs = [en for en, _ in groups[:100]], [r for _, r in groups[:100]]
-        engine = loaded.engine
-        preds = engine.translate(sources, attention=engine.has_attention)
-        for p, r in list(zip(preds, refs, strict=True))[:n]:
-            log(f"  EN  {p.source}\n  OUT {p.text}\n  REF {r[0]}")
-        if not engine.has_attention:
-            log("no heatmap or report.html: this model has no attention (attention='none')")
-            return
-        plottable = [p for p in preds if p.weights is not None and p.tokens]
-        if plottable:
-            shown = most_reordered(plottable)
-            shown.render(loaded.path / "heatmap.png")
-            log(f"heatmap: {loaded.path / 'heatmap.png'} ({shown.source!r} -> {shown.text!r})")
-        if not any(p.tokens for p in preds[:n]):
-            log(f"no report.html: no example to show (--examples {n}, or empty translations)")
-            return
-        shown_all = engine.translate(sources[:n], attention="all")
-        write_output(loaded.path / "report.html", PAGE,
-                     report_page(metrics, shown_all, refs[:n], loaded.summary()))
-        log(f"report: {loaded.path / 'report.html'}")
 
     def tiny(self, folder: Path) -> TinyRun:
         """A bi-GRU of 16 units on 300 synthetic pairs (train/valid/test files in ``folder``)."""

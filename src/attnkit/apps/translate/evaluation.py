@@ -21,6 +21,7 @@ from attnkit.apps.results import Evaluation, Log, quiet
 from attnkit.apps.translate.engines import TranslateLoaded
 from attnkit.apps.translate.page import report_page
 from attnkit.apps.translate.paragraphs import translate_texts
+from attnkit.apps.translate.prediction import most_reordered
 from attnkit.apps.translate.settings import TranslateSettings
 from attnkit.bleu import translation_scores
 from attnkit.data.pairs import group_references
@@ -116,3 +117,35 @@ def format_table(metrics: dict[str, Any]) -> str:
         lines.append(f"{row['lengths']:>13}  {row['n']:>9}  {row['bleu']:6.2f}  |  "
                      f"{row.get('lines', ''):>5}  {row.get('bleu_single_ref', float('nan')):6.2f}")
     return "\n".join(lines)
+
+
+def after_training(loaded: TranslateLoaded, metrics: dict[str, Any], log: Log) -> None:
+    """The test lines, a few examples, the heatmap of the most re-ordered sentence and
+    the run's explorer page (``report.html``)."""
+    from attnkit.apps.outputs import PAGE, write_output
+    from attnkit.data.translation_splits import load_splits
+
+    log(f"test: BLEU {metrics['bleu']:.2f}  chrF {metrics['chrf']:.2f}  "
+        f"({metrics['sentences']} sentences, greedy)")
+    n = loaded.config.get("options", {}).get("examples", TranslateSettings.examples)
+    groups = group_references(load_splits(loaded.config["data"], progress=False)["test"])
+    sources, refs = [en for en, _ in groups[:100]], [r for _, r in groups[:100]]
+    engine = loaded.engine
+    preds = engine.translate(sources, attention=engine.has_attention)
+    for p, r in list(zip(preds, refs, strict=True))[:n]:
+        log(f"  EN  {p.source}\n  OUT {p.text}\n  REF {r[0]}")
+    if not engine.has_attention:
+        log("no heatmap or report.html: this model has no attention (attention='none')")
+        return
+    plottable = [p for p in preds if p.weights is not None and p.tokens]
+    if plottable:
+        shown = most_reordered(plottable)
+        shown.render(loaded.path / "heatmap.png")
+        log(f"heatmap: {loaded.path / 'heatmap.png'} ({shown.source!r} -> {shown.text!r})")
+    if not any(p.tokens for p in preds[:n]):
+        log(f"no report.html: no example to show (--examples {n}, or empty translations)")
+        return
+    shown_all = engine.translate(sources[:n], attention="all")
+    write_output(loaded.path / "report.html", PAGE,
+                 report_page(metrics, shown_all, refs[:n], loaded.summary()))
+    log(f"report: {loaded.path / 'report.html'}")
