@@ -11,7 +11,6 @@ here without a line of its own."""
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
 import os
@@ -21,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from safetensors.numpy import load_file
 
 from attnkit.apps import APPS, App, Loaded, Prediction, Run
+from attnkit.apps.options import torch_threads
 from attnkit.errors import CheckpointError, UsageError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,21 +80,11 @@ def same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
 TRAIN_THREADS = 1  # every tiny run of this module trains at this thread count
 
 
-@contextlib.contextmanager
-def threads(n: int):
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """name -> (app, tiny run, its folder, the Run): each app trained once for the module."""
     runs = {}
-    with threads(TRAIN_THREADS):
+    with torch_threads(TRAIN_THREADS):
         for name in APP_NAMES:
             app = APPS[name]
             folder = tmp_path_factory.mktemp(name)
@@ -152,7 +141,7 @@ def test_run_folder_rules_and_seeds(trained, name, tmp_path):
     # thread count gives the same weights, bf16 autocast included; another seed, other ones.
     # (Another thread count may change the last bits: on Intel AMX the caption app's
     # convolutions split their sums by thread, in float32 and in bf16 alike.)
-    with threads(TRAIN_THREADS):
+    with torch_threads(TRAIN_THREADS):
         twin = app.train(tiny.settings, tmp_path / "twin", **quiet)
         assert twin.stop_reason == "completed" and same(weights(out), weights(tmp_path / "twin"))
         app.train({**tiny.settings, "seed": 1}, tmp_path / "twin", overwrite=True, **quiet)

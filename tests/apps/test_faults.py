@@ -22,6 +22,10 @@ from PIL import Image
 from attnkit.apps import APPS
 from attnkit.cli.main import main
 
+# A caption run of seconds: 16 training scenes of 32 pixels, one batch an epoch.
+TINY_CAPTION = ["--num-train", "16", "--num-valid", "4", "--num-test", "4", "--image-size", "32",
+                "--batch-size", "16", "--no-progress", "--max-minutes", "0"]
+
 
 def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(folder)): (p.lstat().st_size, p.lstat().st_mtime_ns)
@@ -241,8 +245,7 @@ def test_a_signal_at_the_last_step_is_not_lost(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(caption_training, "caption_metrics", metrics_then_signal)
     out = tmp_path / "run"
-    args = ["--num-train", "16", "--num-valid", "4", "--num-test", "4", "--image-size", "32",
-            "--epochs", "2", "--batch-size", "16", "--no-progress", "--max-minutes", "0"]
+    args = [*TINY_CAPTION, "--epochs", "2"]
     assert main(["caption", "train", "--out", str(out), *args]) == 143
     assert (out / "last").is_dir() and not (out / "test_metrics.json").exists()
     monkeypatch.setattr(caption_training, "caption_metrics", real)
@@ -267,8 +270,7 @@ def test_a_signal_before_the_first_checkpoint_says_what_the_next_command_will(
 
     monkeypatch.setattr(trainer, "Heartbeat", signal_then_heartbeat)
     out = tmp_path / "run"
-    args = ["--num-train", "16", "--num-valid", "4", "--num-test", "4", "--image-size", "32",
-            "--epochs", "1", "--batch-size", "16", "--no-progress", "--max-minutes", "0"]
+    args = [*TINY_CAPTION, "--epochs", "1"]
     capsys.readouterr()
     assert main(["caption", "train", "--out", str(out), *args]) == 143
     line = capsys.readouterr().err.strip().splitlines()[-1]
