@@ -210,6 +210,8 @@ def _trusted(loaded: SentimentLoaded) -> tuple[list[str], str]:
     from attnkit.apps.sentiment.trust import NAMES, trusted
     from attnkit.explain.captum import INSTALL, have_captum
 
+    # Read at each call, not at load: `sentiment explain` may store a new table while the run
+    # is served, and the next answer should open on what it measured (a capped JSON read).
     trust = trusted(loaded.path)
     if trust.method == "attention":
         return [], trust.why
