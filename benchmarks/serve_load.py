@@ -11,19 +11,23 @@ one run:
   threads, in calls of 1 sentence, of 32 and of all of them (attnkit's own batching:
   length-sorted batches of 8,192 tokens): the ceilings a server is compared with (a server
   holding ``c`` requests of one sentence decodes at most ``c`` sentences a call);
-* **served**: ``attnkit serve --threads N`` started on loopback (a separate process: its memory
-  is its own), driven by an asynchronous HTTP client at concurrency 1, 8, 32 and 128 (one
+* **served**: ``attnkit serve --threads N`` started on loopback (with ``--workers W``:
+  ``--workers W --threads N/W``, the cores shared among its processes; a separate process: its
+  memory is its own), driven by an asynchronous HTTP client at concurrency 1, 8, 32 and 128 (one
   keep-alive connection per request in flight; a minimal HTTP/1.1 client on asyncio streams,
   `Connection`, so that the load generator takes little of the CPU it shares with the server),
   ``--requests`` requests per row; batching on (the server's defaults: up to 64 sentences,
-  no wait), then off (a second server with ``--max-batch 1``). Each server first answers a
+  no fixed wait), then off (a second server with ``--max-batch 1``). Each server first answers a
   few requests as warm-up.
 * **one sentence, interleaved**: on this noisy kind of host a call's time drifts by a third
   within minutes, so the one-sentence latency is also compared block by block: ``--rounds``
   rounds of 50 one-sentence ``predict`` calls in this process, then 50 one-sentence requests
   to the batching server at concurrency 1, each round on the next 50 texts; the medians of
-  both and their difference (``one_sentence``). A row reports requests/s, sentences/s, the p50,
-  p95 and p99 latency, and errors (any answer but 200, or no answer).
+  both and their difference (``one_sentence``). The same for 32 sentences (``batch_32``):
+  ``--rounds`` rounds of 960 sentences in in-process calls of 32, then the same 960 as
+  requests at concurrency 32: the medians of both, and the median of the rounds' ratios with
+  its spread. A row reports requests/s, sentences/s, the p50, p95 and p99 latency, and errors
+  (any answer but 200, or no answer).
 
 The server's resident memory (``VmRSS``) is read after the batching server's warm-up and after
 its last row. The client runs in this process, on the same CPU as the server: on a 2-core
@@ -32,7 +36,8 @@ whole machine's: server and clients together).
 
 The last line is JSON: ``{"in_process_sent_per_s", "in_process_by_batch": {"1", "32", "all"},
 "in_process_one_call_ms", "one_sentence": {"in_process_ms", "served_ms", "gap_ms",
-"rounds"}, "rss_before_mb", "rss_after_mb", "rows": [{"concurrency",
+"rounds"}, "batch_32": {"in_process_sent_per_s", "served_sent_per_s", "ratio", "spread",
+"size", "rounds"}, "rss_before_mb", "rss_after_mb", "rows": [{"concurrency",
 "batching", "sent_per_s", "req_per_s", "p50_ms", "p95_ms", "p99_ms", "errors",
 "vs_in_process"}, ...]}``.
 """
@@ -104,15 +109,19 @@ def rss_mb(pid: int) -> float | None:
     return round(int(match.group(1)) / 1024, 1) if match else None
 
 
-def server_command(run: str, threads: int, batching: bool) -> list[str]:
-    """``attnkit serve`` of ``run`` on a free loopback port, batching on or off."""
+def server_command(run: str, threads: int, batching: bool, workers: int = 1) -> list[str]:
+    """``attnkit serve`` of ``run`` on a free loopback port, batching on or off; with
+    ``workers`` processes, the ``threads`` shared among them."""
     command = [sys.executable, "-m", "attnkit.cli.main", "serve", "--run", f"bench={run}",
-               "--threads", str(threads), "--port", "0"]
+               "--threads", str(max(1, threads // workers)), "--port", "0"]
+    if workers > 1:
+        command += ["--workers", str(workers)]
     return command + ([] if batching else ["--max-batch", "1"])
 
 
 def result_json(by_batch: dict[str, float], one_call_ms: float,
-                one_sentence: dict[str, float] | None, rss_before: float | None,
+                one_sentence: dict[str, float] | None, batch_32: dict[str, float] | None,
+                rss_before: float | None,
                 rss_after: float | None, rows: list[dict[str, Any]]) -> str:
     """The last line: the figures the issue's bars read. Each row's ``vs_in_process`` is its
     sentences/s over the in-process calls of as many sentences as its concurrency holds
@@ -123,7 +132,8 @@ def result_json(by_batch: dict[str, float], one_call_ms: float,
             else None
     return json.dumps({"in_process_sent_per_s": by_batch.get("all"),
                        "in_process_by_batch": by_batch, "in_process_one_call_ms": one_call_ms,
-                       "one_sentence": one_sentence, "rss_before_mb": rss_before,
+                       "one_sentence": one_sentence, "batch_32": batch_32,
+                       "rss_before_mb": rss_before,
                        "rss_after_mb": rss_after, "rows": rows})
 
 
@@ -278,15 +288,15 @@ def in_process(run: str, texts: Sequence[str], threads: int
                 one_call.append(time.perf_counter() - call)
         by_batch[batch] = round(len(texts) / (time.perf_counter() - start), 1)
 
-    def one_call_ms(text: str) -> float:
+    def call_seconds(batch: list[str]) -> float:
         start = time.perf_counter()
-        app.predict(loaded, [text], **options)
-        return 1000 * (time.perf_counter() - start)
-    return by_batch, round(1000 * statistics.median(one_call), 2), one_call_ms
+        app.predict(loaded, batch, **options)
+        return time.perf_counter() - start
+    return by_batch, round(1000 * statistics.median(one_call), 2), call_seconds
 
 
 def one_sentence_interleaved(url: str, texts: Sequence[str], rounds: int,
-                             one_call_ms: Any, per_round: int = 50) -> dict[str, float]:
+                             call_seconds: Any, per_round: int = 50) -> dict[str, float]:
     """Rounds of ``per_round`` one-sentence calls in this process, then as many requests to the
     server at concurrency 1 (the next texts each round): the median milliseconds of each."""
     local: list[float] = []
@@ -305,11 +315,31 @@ def one_sentence_interleaved(url: str, texts: Sequence[str], rounds: int,
 
     for r in range(rounds):
         block = cycled(texts[r * per_round:], per_round)
-        local.extend(one_call_ms(t) for t in block)
+        local.extend(1000 * call_seconds([t]) for t in block)
         asyncio.run(requests(block))
     here, there = statistics.median(local), statistics.median(served)
     return {"in_process_ms": round(here, 2), "served_ms": round(there, 2),
             "gap_ms": round(there - here, 2), "rounds": rounds}
+
+
+def batch_interleaved(url: str, texts: Sequence[str], rounds: int, call_seconds: Any,
+                      size: int = 32, per_round: int = 960) -> dict[str, float]:
+    """Rounds of ``per_round`` sentences in in-process calls of ``size``, then the same
+    sentences as one-sentence requests at concurrency ``size`` (the next texts each round):
+    the median sentences/s of each and the median of the rounds' ratios, with their spread
+    (largest ratio over smallest)."""
+    local, served, ratios = [], [], []
+    for r in range(rounds):
+        block = cycled(texts[r * per_round % len(texts):], per_round)
+        seconds = sum(call_seconds(list(block[at:at + size]))
+                      for at in range(0, per_round, size))
+        local.append(per_round / seconds)
+        served.append(asyncio.run(drive(url, block, size))["sent_per_s"])
+        ratios.append(served[-1] / local[-1])
+    return {"in_process_sent_per_s": round(statistics.median(local), 1),
+            "served_sent_per_s": round(statistics.median(served), 1),
+            "ratio": round(statistics.median(ratios), 3),
+            "spread": round(max(ratios) / min(ratios), 2), "size": size, "rounds": rounds}
 
 
 def test_sources(run: str) -> list[str]:
@@ -339,6 +369,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="sentences in each request (default 1)")
     p.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)),
                    help="comma-separated (default 1,8,32,128)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="server processes, the --threads shared among them (default 1)")
     p.add_argument("--rounds", type=int, default=6,
                    help="rounds of the interleaved one-sentence comparison (default 6)")
     args = p.parse_args(argv)
@@ -349,21 +381,26 @@ def main(argv: list[str] | None = None) -> None:
     print(f"machine: {machine_line()}")
     print(f"command: {' '.join(sys.argv)}  ({args.requests} requests of "
           f"{args.texts_per_request} sentence(s) a row)")
-    by_batch, one_ms, one_call_ms = in_process(args.run, texts, args.threads)
+    by_batch, one_ms, call_seconds = in_process(args.run, texts, args.threads)
     base = by_batch["all"]
     print(f"in-process: {by_batch} sentences/s by sentences per call; a one-sentence call "
           f"{one_ms} ms (median)")
-    rows, rss, one = [], {}, None
+    rows, rss, one, of_32 = [], {}, None, None
     for batching in (True, False):
-        server = Server(server_command(args.run, args.threads, batching))
+        server = Server(server_command(args.run, args.threads, batching, args.workers))
         try:
             asyncio.run(drive(server.url, texts[:WARMUP], 8))
             if batching:
                 rss["before"] = rss_mb(server.proc.pid)
-                one = one_sentence_interleaved(server.url, texts, args.rounds, one_call_ms)
+                one = one_sentence_interleaved(server.url, texts, args.rounds, call_seconds)
                 print(f"  one sentence, interleaved: in-process {one['in_process_ms']} ms, "
                       f"served {one['served_ms']} ms (median of {args.rounds} rounds)",
                       flush=True)
+                of_32 = batch_interleaved(server.url, texts, args.rounds, call_seconds)
+                print(f"  32 sentences, interleaved: in-process "
+                      f"{of_32['in_process_sent_per_s']} sentences/s, served at concurrency 32 "
+                      f"{of_32['served_sent_per_s']}, ratio {of_32['ratio']} (median of "
+                      f"{args.rounds} rounds, spread {of_32['spread']})", flush=True)
             for c in concurrency:
                 row = {"concurrency": c, "batching": batching,
                        **asyncio.run(drive(server.url, texts, c, args.texts_per_request))}
@@ -379,7 +416,7 @@ def main(argv: list[str] | None = None) -> None:
     print_table(rows, base)
     print(f"server memory (batching on): {rss.get('before')} MB after warm-up, "
           f"{rss.get('after')} MB after its rows")
-    print(result_json(by_batch, one_ms, one, rss.get("before"), rss.get("after"), rows))
+    print(result_json(by_batch, one_ms, one, of_32, rss.get("before"), rss.get("after"), rows))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The serving benchmark's pure parts: percentiles, rows, the last line, the HTTP bytes it
 writes and reads, the server command (no server, no timing assertions)."""
 
+import contextlib
 import importlib.util
 import json
 import math
@@ -59,27 +60,30 @@ def test_server_command_and_memory_and_the_last_line(bench):
     off = bench.server_command("runs/fr", 2, False)
     assert on[-6:] == ["--run", "bench=runs/fr", "--threads", "2", "--port", "0"]
     assert off[-2:] == ["--max-batch", "1"]
+    # Two workers share the threads: one each.
+    two = bench.server_command("runs/fr", 2, True, workers=2)
+    assert two[-6:] == ["--threads", "1", "--port", "0", "--workers", "2"]
     assert bench.rss_mb(os.getpid()) > 1 and bench.rss_mb(2 ** 22 + 7) is None
     rows = [{"concurrency": c, "batching": True, "sent_per_s": 8.0, "p50_ms": 1.0,
              "p99_ms": 2.0, "errors": 0} for c in (1, 32, 128)]
     by_batch = {"1": 4.0, "32": 10.0, "all": 16.0}
     one = {"in_process_ms": 20.0, "served_ms": 22.5, "gap_ms": 2.5, "rounds": 6}
-    last = json.loads(bench.result_json(by_batch, 25.0, one, 100.0, 101.5, rows))
+    of_32 = {"in_process_sent_per_s": 300.0, "served_sent_per_s": 270.0, "ratio": 0.9,
+             "spread": 1.1, "size": 32, "rounds": 6}
+    last = json.loads(bench.result_json(by_batch, 25.0, one, of_32, 100.0, 101.5, rows))
     assert last["in_process_sent_per_s"] == 16.0 and last["in_process_by_batch"] == by_batch
-    assert last["one_sentence"] == one
+    assert last["one_sentence"] == one and last["batch_32"] == of_32
     assert last["in_process_one_call_ms"] == 25.0
     assert last["rss_before_mb"] == 100.0 and last["rss_after_mb"] == 101.5
     # Each row against the in-process calls of as many sentences as its clients hold.
     assert [r["vs_in_process"] for r in last["rows"]] == [2.0, 0.8, 0.5]
 
 
-def test_one_sentence_interleaved_alternates_blocks_and_reports_medians(bench):
-    """Blocks of in-process calls and of requests alternate (each round on the next texts);
-    the medians and their gap come from the times measured."""
+@contextlib.contextmanager
+def stub_server(seen: list):
+    """A local HTTP server answering every POST with one translation; records its texts."""
     import http.server
     import threading
-
-    seen: list[str] = []
 
     class Answer(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -99,17 +103,48 @@ def test_one_sentence_interleaved_alternates_blocks_and_reports_medians(bench):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        def local(text):
-            seen.append(("local", text))
-            return 10.0
-        texts = [f"t{i}" for i in range(7)]
-        one = bench.one_sentence_interleaved(f"http://127.0.0.1:{server.server_port}", texts,
-                                             2, local, per_round=3)
+        yield f"http://127.0.0.1:{server.server_port}"
     finally:
         server.shutdown()
+
+
+def test_one_sentence_interleaved_alternates_blocks_and_reports_medians(bench):
+    """Blocks of in-process calls and of requests alternate (each round on the next texts);
+    the medians and their gap come from the times measured."""
+    seen: list[tuple[str, str]] = []
+
+    def local(batch):
+        seen.append(("local", batch[0]))
+        return 0.01
+    texts = [f"t{i}" for i in range(7)]
+    with stub_server(seen) as url:
+        one = bench.one_sentence_interleaved(url, texts, 2, local, per_round=3)
     assert [kind for kind, _ in seen] == ["local"] * 3 + ["served"] * 3 + ["local"] * 3 + \
         ["served"] * 3
     assert [t for _, t in seen][:6] == ["t0", "t1", "t2"] * 2
     assert [t for _, t in seen][6:9] == ["t3", "t4", "t5"]
     assert one["in_process_ms"] == 10.0 and one["rounds"] == 2
     assert one["served_ms"] > 0 and one["gap_ms"] == round(one["served_ms"] - 10.0, 2)
+
+
+def test_batch_interleaved_alternates_calls_of_size_with_as_many_clients(bench):
+    """Each round times its block in calls of ``size`` sentences, then sends the same block as
+    one-sentence requests; the ratio is served over in-process, median over the rounds."""
+    seen: list[tuple[str, list]] = []
+    calls: list[list[str]] = []
+
+    def local(batch):
+        calls.append(batch)
+        seen.append(("local", batch))
+        return 1.0   # 2 sentences a second: far slower than the stub server
+    texts = [f"t{i}" for i in range(9)]
+    with stub_server(seen) as url:
+        of_2 = bench.batch_interleaved(url, texts, 2, local, size=2, per_round=4)
+    assert calls == [["t0", "t1"], ["t2", "t3"], ["t4", "t5"], ["t6", "t7"]]
+    assert [kind for kind, _ in seen] == ["local"] * 2 + ["served"] * 4 + ["local"] * 2 + \
+        ["served"] * 4
+    assert sorted(t for kind, t in seen[2:6]) == ["t0", "t1", "t2", "t3"]
+    assert of_2["in_process_sent_per_s"] == 2.0
+    assert of_2["served_sent_per_s"] > 10
+    assert of_2["ratio"] == pytest.approx(of_2["served_sent_per_s"] / 2.0, rel=0.5)
+    assert of_2["size"] == 2 and of_2["rounds"] == 2 and of_2["spread"] >= 1

@@ -20,16 +20,19 @@ from attnkit.server.prometheus import Metrics  # noqa: E402
 
 
 class Model:
-    """Upper-cases its inputs; records every call; refuses ``"bad"``; may be held."""
+    """Upper-cases its inputs; records every call; refuses ``"bad"``; may be held, or take
+    ``delay`` seconds a call."""
 
     def __init__(self):
         self.calls, self.called = [], []
         self.hold = threading.Event()
         self.hold.set()
+        self.delay = 0.0
 
     def __call__(self, inputs, options):
         self.called.append(time.monotonic())
         self.hold.wait(5)
+        time.sleep(self.delay)
         self.calls.append((list(inputs), dict(options)))
         if "bad" in inputs:
             raise UsageError("bad input")
@@ -123,6 +126,39 @@ def test_requests_gather_while_the_model_is_busy_and_go_when_it_frees():
     calls = run(go, max_batch=8, max_wait_s=0)
     # All that came while it was busy went next, as one batch capped by max_batch.
     assert [c[0] for c in calls] == [["first"], list("abcdefgh"), ["i", "j"]]
+
+
+def test_clients_answered_together_come_back_together():
+    """Clients that ask again as soon as they are answered: those the last call answered get
+    a moment to return, so they join the requests that queued meanwhile. Without it, the
+    calls would alternate between the groups: 1, 7, 1, 7, 1, 7."""
+    async def client(b, name, start):
+        await asyncio.sleep(start)
+        for turn in range(3):
+            await b.submit([f"{name}{turn}"], {}, 5)
+
+    async def go(b, model):
+        model.delay = 0.2   # a quarter of it (50 ms) is the most the next call waits
+        # c0 first, alone; the seven others while its first call runs.
+        await asyncio.gather(*(client(b, f"c{i}", 0.05 * (i > 0)) for i in range(8)))
+        return model.calls
+    calls = run(go, max_batch=8, max_wait_s=0)
+    assert [len(c[0]) for c in calls] == [1, 8, 8, 7]
+
+
+def test_a_lone_client_asking_again_is_decoded_at_once():
+    """The one return expected after a call answering one request is that request's client
+    itself: its next request runs at once, however long the last call took."""
+    async def go(b, model):
+        model.delay = 0.4   # the next call could wait up to 100 ms for company
+        waited = []
+        for turn in range(3):
+            submitted = time.monotonic()
+            await b.submit([str(turn)], {}, 5)
+            waited.append(model.called[turn] - submitted)
+        return waited
+    waited = run(go, max_wait_s=0)
+    assert max(waited) < 0.05, waited
 
 
 def test_a_run_gathers_while_another_run_holds_the_model_thread():

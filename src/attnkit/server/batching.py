@@ -4,12 +4,13 @@ One thread per process runs every model call (`ModelThread`): the event loop sta
 torch's ``--threads`` are all the cores the process spends on models. When the thread is free,
 a `Gatherer` takes the oldest request and, in arrival order, every later one with the same
 options that fits ``max_batch`` inputs (never splitting one): a lone request runs at once, and
-those that come while the thread is busy go together the moment it frees. ``max_wait_ms`` (0
-by default) may hold a request for company. A request whose client left or whose deadline
-passed is dropped before it costs a call. `Batcher` answers a batch with one ``predict`` call;
-if an input fails it, each request runs alone and only the bad one gets the error.
-`StreamBatcher` decodes a batch of streams one step per turn of the thread, so batches and
-other streams take turns with it step by step.
+those that come while the thread is busy go together the moment it frees, joined by the
+clients the last call answered if they return within a quarter of that call's time
+(`Gatherer._await_returning`). ``max_wait_ms`` (0 by default) may hold a request for company.
+A request whose client left or whose deadline passed is dropped before it costs a call.
+`Batcher` answers a batch with one ``predict`` call; if an input fails it, each request runs
+alone and only the bad one gets the error. `StreamBatcher` decodes a batch of streams one step
+per turn of the thread, so batches and other streams take turns with it step by step.
 """
 
 from __future__ import annotations
@@ -67,6 +68,19 @@ class Job:
         self.key = tuple(sorted(self.options.items()))
 
 
+@dataclass
+class Answered:
+    """The last batch's answers: when they went out (event-loop time), to how many requests,
+    the arrival count then, and how long the next batch may wait for those clients to return
+    (a quarter of that batch's own time, so that waiting never costs more than a quarter of
+    the model's time)."""
+
+    at: float = 0.0
+    requests: int = 0
+    arrivals: int = 0
+    window: float = 0.0
+
+
 class Gatherer:
     """One model's queue and gathering loop; a subclass runs a batch (`dispatch`)."""
 
@@ -75,7 +89,9 @@ class Gatherer:
         self.name, self.thread, self.metrics = name, thread, metrics
         self.max_batch, self.max_wait_s, self.max_queue = max_batch, max_wait_s, max_queue
         self.depth = 0   # requests admitted and not yet answered
+        self.arrivals = 0   # requests admitted so far
         self._pending: deque[Job] = deque()
+        self._answered = Answered()
         self._wake = self._task = None
         self._stopping = False
 
@@ -120,6 +136,7 @@ class Gatherer:
         job = Job(list(inputs), dict(options), loop.time(), loop.create_future(),
                   asyncio.Queue() if stream else None)
         self._pending.append(job)
+        self.arrivals += 1
         self._count(+1)
         self._wake.set()
 
@@ -162,9 +179,29 @@ class Gatherer:
                     await asyncio.wait_for(self._wake.wait(),
                                            first.arrived + self.max_wait_s - loop.time())
             async with self.thread.turn:
+                await self._await_returning(first.key)
                 # Taken now that the thread is free: all that gathered meanwhile goes along.
                 if self._live() and not self._stopping:
                     await self.dispatch(self._take(self._pending[0].key))
+
+    async def _await_returning(self, key: Hashable) -> None:
+        """Give the clients that the last batch just answered a moment to come back.
+
+        Clients that wait for each answer before they ask again would otherwise settle into
+        two alternating half-size batches: while one decodes, the other's answers travel and
+        its next requests queue behind it. Waiting, once the thread frees, until as many
+        requests have arrived as the last batch answered (at most `Answered.window` seconds)
+        lets them decode together. A lone client never waits: its next request is itself
+        the one return expected.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = self._answered.at + self._answered.window
+        while (self.arrivals - self._answered.arrivals < self._answered.requests
+               and self._inputs(key) < self.max_batch and not self._stopping
+               and loop.time() < deadline):
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), deadline - loop.time())
 
     def _live(self) -> bool:
         """Drop the abandoned jobs at the head; whether one is left."""
@@ -212,8 +249,11 @@ class Batcher(Gatherer):
             outcomes = await self.thread.run(self._outcomes, batch)
         except Exception as exc:  # a failure of the server itself: every request learns it
             outcomes = [exc] * len(batch)
+        seconds = time.perf_counter() - start
         self.metrics.batch_size.labels(self.name).observe(sum(len(j.inputs) for j in batch))
-        self.metrics.batch_seconds.labels(self.name).observe(time.perf_counter() - start)
+        self.metrics.batch_seconds.labels(self.name).observe(seconds)
+        self._answered = Answered(asyncio.get_running_loop().time(), len(batch), self.arrivals,
+                                  seconds / 4)
         for job, outcome in zip(batch, outcomes, strict=True):
             if not job.future.done():
                 if isinstance(outcome, BaseException):
