@@ -176,18 +176,9 @@ const show = document.getElementById("show"), canvas = document.getElementById("
 const methSel = document.getElementById("method");
 let ex = null, maps = null, buttons = [];
 
-function option(sel, value, text) { const o = el("option", null, text); o.value = value;
-  sel.append(o); }
 function build() {
   ex = DATA.images[Number(imgSel.value)];
-  const keep = methSel.value;
-  methSel.replaceChildren();
-  // The given order first (best measured first: the page opens on it), then the rest.
-  const names = [...new Set([...DATA.order, "attention", ...Object.keys(ex.methods)])]
-    .filter((m) => m === "attention" || ex.methods[m]);
-  for (const name of names) option(methSel, name, name);
-  methSel.value = keep && names.includes(keep) ? keep : names[0];
-  document.getElementById("method-box").hidden = Object.keys(ex.methods).length < 1;
+  fillMethods(methSel, DATA.order, ex.methods);
   pickMethod();
   document.getElementById("photo").src = ex.png;
   const side = 256;

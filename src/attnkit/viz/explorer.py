@@ -104,6 +104,19 @@ function colorbar(lut, left, right) {
   return bar;
 }
 function fmt(x) { return Math.abs(x) >= 0.01 || x === 0 ? x.toFixed(3) : x.toExponential(1); }
+function option(sel, value, text) { const o = el("option", null, text); o.value = value;
+  sel.append(o); }
+// An example's methods: the given order first (best measured first: the page opens on it),
+// then attention and the rest; the one picked stays picked if the example has it.
+function fillMethods(sel, order, methods) {
+  const keep = sel.value;
+  sel.replaceChildren();
+  const names = [...new Set([...order, "attention", ...Object.keys(methods)])]
+    .filter((m) => m === "attention" || methods[m]);
+  for (const name of names) option(sel, name, name);
+  sel.value = keep && names.includes(keep) ? keep : names[0];
+  document.getElementById("method-box").hidden = Object.keys(methods).length < 1;
+}
 """
 
 

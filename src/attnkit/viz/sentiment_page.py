@@ -192,8 +192,6 @@ const methSel = document.getElementById("method");
 const readout = document.getElementById("readout");
 let rev = null, chips = [];
 
-function option(sel, value, text) { const o = el("option", null, text); o.value = value;
-  sel.append(o); }
 function preview(r) {
   const t = r.segments.map((s) => s[0]).join("").replace(/\s+/g, " ").trim();
   return t.length > 60 ? t.slice(0, 60) + "\u2026" : t;

@@ -191,8 +191,6 @@ const methSel = document.getElementById("method");
 const readout = document.getElementById("readout");
 let ex = null, w = null, m = null, ui = null;
 
-function option(sel, value, text) { const o = el("option", null, text); o.value = value;
-  sel.append(o); }
 function table(rows, id, caption) {
   const box = document.getElementById(id); box.replaceChildren();
   if (!rows.length) return;
@@ -246,14 +244,7 @@ function build() {
   laySel.value = ex.L - 1;
   option(headSel, "avg", "average of " + ex.H + " heads");
   for (let h = 0; h < ex.H; h++) option(headSel, h, "head " + (h + 1));
-  const keep = methSel.value;
-  methSel.replaceChildren();
-  // The given order first (best measured first: the page opens on it), then the rest.
-  const names = [...new Set([...DATA.order, "attention", ...Object.keys(ex.methods)])]
-    .filter((m) => m === "attention" || ex.methods[m]);
-  for (const name of names) option(methSel, name, name);
-  methSel.value = keep && names.includes(keep) ? keep : names[0];
-  document.getElementById("method-box").hidden = Object.keys(ex.methods).length < 1;
+  fillMethods(methSel, DATA.order, ex.methods);
   showSelectors();
   ui = {src: [], tgt: [], rows: [], cols: [], cells: []};
   const sl = document.getElementById("src-line"), tl = document.getElementById("tgt-line");
