@@ -48,10 +48,9 @@ def serve(options: ServeOptions) -> int:
     import uvicorn
 
     from attnkit.server.app import create_app
-    from attnkit.server.loaded_runs import load_runs
 
     set_threads(options.torch_threads())
-    app = create_app(options, load_runs(options))
+    app = create_app(options)
     sock = listen(options)
     _say_serving(sock, options, ", ".join(app.state.server.runs) + " ")
     server = uvicorn.Server(uvicorn_config(app, options))
@@ -74,12 +73,10 @@ def require_web_stack() -> None:
     """
     from importlib.util import find_spec
 
-    missing = [m.replace("_", "-") for m in ("fastapi", "fastapi_offline", "uvicorn",
-                                             "prometheus_client", "python_multipart")
-               if find_spec(m) is None]
-    if missing:
-        raise UsageError(f"attnkit serve needs {', '.join(missing)}: pip install "
-                         "'attnkit[serve]'")
+    for name in ("fastapi", "fastapi_offline", "uvicorn", "prometheus_client", "python_multipart"):
+        if find_spec(name) is None:
+            raise UsageError(f"attnkit serve needs {name.replace('_', '-')}: pip install "
+                             "'attnkit[serve]'")
 
 
 def fit_open_files(connections: int) -> None:
@@ -140,10 +137,10 @@ def uvicorn_config(app: Any, options: ServeOptions, **more: Any) -> Any:
     log's every line)."""
     from uvicorn.config import LOGGING_CONFIG
 
-    from attnkit.server.connections import GuardedConfig, GuardedHTTP
+    from attnkit.server.limits import GuardedConfig, GuardedHTTP
 
     log = copy.deepcopy(LOGGING_CONFIG)
-    log["filters"] = {"repeated": {"()": "attnkit.server.connections.Repeated"}}
+    log["filters"] = {"repeated": {"()": "attnkit.server.limits.Repeated"}}
     log["handlers"]["lines"] = dict(log["handlers"]["default"])   # the access log: every line
     log["handlers"]["default"]["filters"] = ["repeated"]
     for name, handler in (("attnkit.server", "default"), ("asyncio", "default"),
@@ -162,11 +159,10 @@ def worker_app(options: ServeOptions, folder: str, parent: int) -> Any:
     from uvicorn.config import STARTUP_FAILURE
 
     from attnkit.server.app import create_app
-    from attnkit.server.loaded_runs import load_runs
 
     try:
         set_threads(options.torch_threads())
-        app = create_app(options, load_runs(options))
+        app = create_app(options)
     except AttnkitError as exc:
         with open(os.path.join(folder, ERROR_FILE), "a", encoding="utf-8") as f:
             f.write(f"{exc}\n")
