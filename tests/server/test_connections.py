@@ -109,11 +109,11 @@ def test_a_refused_request_keeps_its_connection(guarded):
 
 
 def test_a_repeated_message_is_written_once_per_interval_with_a_count(monkeypatch):
-    from attnkit.server import connections
+    from attnkit.server import limits
 
     clock = [100.0]
-    monkeypatch.setattr(connections.time, "monotonic", lambda: clock[0])
-    repeated = connections.Repeated(interval=10)
+    monkeypatch.setattr(limits.time, "monotonic", lambda: clock[0])
+    repeated = limits.Repeated(interval=10)
 
     def record(msg: str) -> logging.LogRecord:
         return logging.LogRecord("attnkit.server", logging.WARNING, __file__, 1, msg, (), None)

@@ -1,9 +1,30 @@
-"""`create_app`: the FastAPI application of ``attnkit serve``, from its options and runs.
+"""`create_app`: the FastAPI application of ``attnkit serve``, its routes and its live page.
 
-The metrics (outermost: every request counted and timed), the body limit, the error handlers,
-the routes and the live page, FastAPI's own API docs at ``/docs`` (Swagger UI, its files from
-the ``fastapi-offline`` package: no CDN, they work offline), and a lifespan that starts the
-model thread and the queues and stops them once the last request in flight is answered.
+The application: the metrics (outermost: every request counted and timed), the body limit, the
+error handlers, the routes, FastAPI's own API docs at ``/docs`` (Swagger UI, its files from the
+``fastapi-offline`` package: no CDN, they work offline), and a lifespan that starts the model
+thread and the queues and stops them once the last request in flight is answered.
+
+The routes: the server's own (``/healthz``, ``/readyz``, ``/v1/models``, ``/metrics``, the
+live page at ``/``) and the predictions (``POST /v1/translate``, ``/v1/translate/stream``,
+``/v1/sentiment``, ``/v1/caption``, and ``/v1/predict`` for any run whose app reads text).
+Each prediction route checks its request against the limits, names the run, hands the inputs
+to the run's batcher and answers the app's predictions as its pydantic response model, which
+FastAPI validates; ``"page": true`` adds the app's explorer page. The stream is FastAPI's
+Server-Sent Events: ``start`` of each sentence, a ``token`` per generated token with its
+attention row, ``final`` (the whole translation), or ``error`` if the server fails
+mid-stream; decoding is greedy (beam search knows its best only at the end). What can fail
+before the first event is the `started` dependency's, so it answers a plain JSON error. The
+``/v1`` routes and ``/metrics`` ask for a key when the server has ``--api-keys``.
+
+The live page: pick a run, type a sentence or a review or drop an image, and see the answer in
+the app's explorer view. It is an explorer page (`attnkit.viz.explorer.explorer_page`: its data
+in a JSON block, its DOM built with ``textContent`` only, its own script by hash and nothing
+inline) whose body, style and script are ``live_page.html``, ``.css`` and ``.js`` beside this
+module. It talks to this server alone (``connect-src 'self'``). A translation streams: a grid
+grows a row per token, its attention over the source tokens. Every answer then shows the app's
+explorer page in a sandboxed frame, which inherits this page's policy: hence the three explorer
+scripts in it.
 
 Example:
     ```python
@@ -14,23 +35,55 @@ Example:
 
 from __future__ import annotations
 
+import logging
+import tempfile
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from importlib.metadata import PackageNotFoundError, version
+from importlib.resources import files
+from pathlib import Path
+from typing import Annotated, Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, Depends, FastAPI, File, Form, UploadFile
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+from fastapi.sse import EventSourceResponse, ServerSentEvent
 from fastapi_offline import FastAPIOffline
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 
-from attnkit.server import errors, live_page, routes
-from attnkit.server.limits import BodyLimit
+from attnkit import __version__
+from attnkit.errors import AttnkitError
+from attnkit.server import errors
+from attnkit.server import schemas as s
+from attnkit.server.batching import Job
+from attnkit.server.errors import ApiError
+from attnkit.server.limits import BodyLimit, check_texts, checked_image
 from attnkit.server.loaded_runs import ServedRun, load_runs
 from attnkit.server.options import ServeOptions
 from attnkit.server.prometheus import MetricsMiddleware
-from attnkit.server.state import ServerState
+from attnkit.server.state import ServerState, State, require_key
+from attnkit.viz.caption_page import SCRIPT_SOURCE as CAPTION_SCRIPT
+from attnkit.viz.explorer import explorer_page, palette_data
+from attnkit.viz.palettes import WEIGHTS
+from attnkit.viz.sentiment_page import SCRIPT_SOURCE as SENTIMENT_SCRIPT
+from attnkit.viz.translation_page import SCRIPT_SOURCE as TRANSLATION_SCRIPT
 
 DESCRIPTION = """Trained attnkit runs behind an HTTP API: each answer comes with the attention
 that produced it. Errors are `{"error": {"code": ..., "message": ...}}`. The live page is at
 `/`."""
+log = logging.getLogger("attnkit.server")
+KEYED = [Depends(require_key)]
+service = APIRouter(tags=["server"], responses=s.errors(500))
+predict = APIRouter(prefix="/v1", dependencies=KEYED, tags=["predict"],
+                    responses=s.errors(400, 401, 404, 413, 422, 429, 500, 503))
+BODY, CSS, JS = (files(__package__).joinpath(f"live_page.{kind}").read_text(encoding="utf-8")
+                 for kind in ("html", "css", "js"))
+CSP = {"script-src": [TRANSLATION_SCRIPT, SENTIMENT_SCRIPT, CAPTION_SCRIPT],
+       "connect-src": ["'self'"], "img-src": ["blob:"]}
+LEGEND = ("Pick a run, type a sentence or a review (or drop an image on a captioning run), "
+          "then Run: the answer comes with where the model looked.",
+          "A translation streams: each row of the grid is an output word as it is written, each "
+          "column a source word, on the explorer's scale (the colour bar): the darker the "
+          "cell, the more the model looked at it. The explorer below then shows the whole "
+          "answer.")
 
 
 def create_app(options: ServeOptions, runs: dict[str, ServedRun] | None = None) -> FastAPI:
@@ -46,26 +99,199 @@ def create_app(options: ServeOptions, runs: dict[str, ServedRun] | None = None) 
     """
     options.check()
     state = ServerState(options, load_runs(options) if runs is None else runs)
-
-    @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        state.start()
-        try:
-            yield
-        finally:
-            await state.stop()
-    try:
-        release = version("attnkit")
-    except PackageNotFoundError:
-        release = "unknown"
-    app = FastAPIOffline(title="attnkit", version=release, description=DESCRIPTION,
-                         lifespan=lifespan, redoc_url=None, static_url="/docs/static",
+    app = FastAPIOffline(title="attnkit", version=__version__, description=DESCRIPTION,
+                         lifespan=state.lifespan, exception_handlers=errors.HANDLERS,
+                         redoc_url=None, static_url="/docs/static",
                          swagger_ui_parameters={"validatorUrl": None})
     app.state.server = state
-    errors.install(app)
-    for router in (routes.service, routes.predict, live_page.router):
+    for router in (service, predict):
         app.include_router(router)
     app.add_middleware(BodyLimit, options=options)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics,   # added last: outermost
                        access_log=options.access_log)
     return app
+
+
+@service.get("/healthz")
+async def healthz() -> s.Status:
+    """Alive: the process answers (a liveness probe)."""
+    return s.Status(status="ok")
+
+
+@service.get("/readyz", responses=s.errors(503))
+async def readyz(state: State) -> s.Status:
+    """Ready: every model loaded, its queues running, no stop begun (503 otherwise)."""
+    if state.draining or not state.ready:
+        raise ApiError(503, *(("draining", "the server is stopping") if state.draining else
+                              ("not_ready", "the server is starting")))
+    return s.Status(status="ready")
+
+
+@service.get("/v1/models", dependencies=KEYED, responses=s.errors(401))
+async def models(state: State) -> s.ModelsResponse:
+    """Every loaded run (its app, name, model summary and test metrics) and the limits a
+    request must keep."""
+    return s.ModelsResponse(models=[run.info() for run in state.runs.values()],
+                            limits=state.options.limits())
+
+
+@service.get("/metrics", dependencies=KEYED, response_class=PlainTextResponse,
+             responses=s.errors(401))
+async def metrics(state: State) -> Response:
+    """The Prometheus text format (`attnkit.server.prometheus`)."""
+    body, content_type = state.metrics.render()
+    return Response(body, media_type=content_type)
+
+
+@service.get("/favicon.ico", include_in_schema=False)
+async def favicon() -> Response:
+    return Response(status_code=204)   # no icon, and no 404 in a browser's console
+
+
+@service.get("/", response_class=HTMLResponse, include_in_schema=False)
+async def live_page(state: State) -> HTMLResponse:
+    """The live page of this server's runs (module docstring)."""
+    # "attention": False for a run that computes none (a CTranslate2 export): no page to ask.
+    runs = [{"name": r.name, "app": r.app.name, "inputs": r.app.inputs, "streams": r.streams,
+             "attention": getattr(r.loaded.engine, "has_attention", True),
+             "model": r.loaded.description} for r in state.runs.values()]
+    data = {"runs": runs, "keys": bool(state.options.api_keys),
+            "limits": state.options.limits(), "palettes": palette_data(WEIGHTS), "seq": WEIGHTS}
+    page = explorer_page("attnkit: live", LEGEND, None, body=BODY, data=data, script=JS,
+                         css=CSS, csp=CSP)
+    return HTMLResponse(page, headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY",
+                                       "X-Content-Type-Options": "nosniff",
+                                       "Referrer-Policy": "no-referrer"})
+
+
+def attention_options(run: ServedRun, body: s.TranslationRequest) -> dict[str, Any]:
+    """The translate app's options for the attention a request asks (422 if the run has
+    none; without it there is nothing to replace an ``<unk>`` from) and its ``split``."""
+    engine = run.loaded.engine
+    if (body.attention or body.page) and not engine.has_attention:
+        raise ApiError(422, "no_attention", f"run {run.name!r} computes no attention (the "
+                       f"{engine.name} engine, or a model without): ask without \"attention\" "
+                       "and \"page\"")
+    return {"attention": "all" if body.page else body.attention, "split": body.split,
+            "unk_replace": body.unk_replace and engine.has_attention}
+
+
+def translation(p: Any, attention: bool) -> dict[str, Any]:
+    """A translation as the API answers it (the page's every layer and head left out)."""
+    row = p.to_dict()
+    row.pop("layer_weights", None)
+    if p.sentences:
+        row["sentences"] = [translation(q, attention) for q in p.sentences]
+    return row if attention else {**row, "weights": None}
+
+
+@predict.post("/translate")
+async def translate(body: s.TranslateRequest, state: State) -> s.TranslateResponse:
+    """Translate ``texts``, sentence by sentence; with ``attention``, each target token's
+    attention over the source tokens (``weights[target][source]``, each sentence's own)."""
+    run = state.run_for("translate", body.run)
+    check_texts(body.texts, state.options)
+    options = {"beam": body.beam, "alpha": body.alpha, **attention_options(run, body)}
+    preds = await state.submit(run, body.texts, options)
+    return s.TranslateResponse(run=run.name, page=await state.page(run, preds, body.page),
+                               translations=[translation(p, body.attention) for p in preds])
+
+
+async def started(body: s.TranslateStreamRequest, state: State
+                  ) -> AsyncIterator[tuple[ServedRun, Job]]:
+    """A dependency: the run and job of a stream whose decoding has started; when the stream
+    ends or its client leaves, the job stops costing decoder steps."""
+    run = state.run_for("translate", body.run)
+    if not run.streams:
+        raise ApiError(422, "cannot_stream", f"run {run.name!r} does not stream tokens (the "
+                       f"{run.info()['engine']} engine); use POST /v1/translate")
+    check_texts([body.text], state.options)
+    async with state.streams[run.name].stream(body.text, attention_options(run, body),
+                                              state.options.timeout_s) as job:
+        yield run, job
+
+
+@predict.post("/translate/stream", response_class=EventSourceResponse, responses={200: {
+    "model": s.StreamEvent, "description": "Server-Sent Events (start, token..., final), "
+    "each one's data this schema"}})
+async def translate_stream(body: s.TranslateStreamRequest, state: State,
+                           stream: Annotated[tuple[ServedRun, Job], Depends(started)]
+                           ) -> AsyncIterator[ServerSentEvent]:
+    """Translate a text greedily, sentence after sentence (as ``/v1/translate`` cuts it),
+    sending each sentence's start and each token with its attention row as it is chosen, then
+    the whole translation."""
+    run, job = stream
+    while (event := await job.events.get())[0] != "end":
+        kind, value = event
+        if kind in ("start", "token"):   # the app's SentenceStart and StreamedToken
+            data = (s.StreamStart(run=run.name, **value.event()) if kind == "start" else
+                    s.StreamToken(**value.event()))
+        elif kind == "final":
+            data = s.StreamFinal(run=run.name, translation=translation(value, body.attention),
+                                 page=await state.page(run, [value], body.page))
+        else:
+            log.error("stream of run %s failed", run.name, exc_info=value)
+            data = s.ErrorResponse(error={"code": "internal", "message": "the server failed "
+                                          "mid-stream; its log says why"})
+        yield ServerSentEvent(event=kind, data=data)
+
+
+@predict.post("/sentiment")
+async def sentiment(body: s.SentimentRequest, state: State) -> s.SentimentResponse:
+    """The sentiment of each review: label, P(positive), and (``attention``) each token's
+    share, signed contribution and the most faithful method's scores (``shown``, ``why``)."""
+    run = state.run_for("sentiment", body.run)
+    check_texts(body.texts, state.options, "review")
+    preds = await state.submit(run, body.texts, {"attention": body.attention or body.page})
+    results = [p.to_dict() if body.attention else {**p.to_dict(), "weights": None,
+               "contributions": None, "explanations": None} for p in preds]
+    return s.SentimentResponse(run=run.name, results=results,
+                               page=await state.page(run, preds, body.page))
+
+
+class CaptionForm(BaseModel):
+    """``POST /v1/caption``: a multipart form (``-F file=@duck.png``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    file: UploadFile = File(description="the image (PNG, JPEG, GIF, BMP, WebP, TIFF...)")
+    run: s.RunName | None = None
+    beam: int = Field(1, ge=1, le=32, description="beam size (1: greedy)")
+    page: bool = Field(False, description="also return the explorer page of the image")
+
+
+@predict.post("/caption", responses=s.errors(415))
+async def caption(form: Annotated[CaptionForm, Form()], state: State) -> s.CaptionResponse:
+    """Caption an uploaded image, with where each word looked (a map over the model's feature
+    grid). Its header is checked first: bytes, pixels, an image at all."""
+    run = state.run_for("caption" if form.run is None else None, form.run, inputs="image")
+    options = state.options
+    data = await form.file.read(options.max_image_bytes + 1)
+    fmt = checked_image(data, options).lower()
+    # The name as sent, cut, and spelt in Unicode whatever bytes the form held.
+    name = (form.file.filename or "upload")[-200:].encode("utf-8", "replace").decode()
+    with tempfile.TemporaryDirectory(prefix="attnkit-upload-") as folder:
+        path = Path(folder, f"upload.{fmt}")
+        await run_in_threadpool(path.write_bytes, data)   # the app decodes files
+        try:
+            preds = await state.submit(run, [str(path)], {"beam_size": form.beam,
+                                                          "max_pixels": options.max_pixels})
+        except AttnkitError as exc:
+            # The app names the file it read: the server's temporary copy, which tells a
+            # client where the server keeps files. The client knows it by the name it sent.
+            message = str(exc).splitlines()[0].replace(str(path), name).replace(folder, "upload")
+            raise ApiError(422, "bad_input", message) from None
+        page = await state.page(run, preds, form.page)
+    return s.CaptionResponse(run=run.name, page=page,
+                             captions=[{**p.to_dict(), "image": name} for p in preds])
+
+
+@predict.post("/predict")
+async def predict_any(body: s.PredictRequest, state: State) -> s.PredictResponse:
+    """Predictions of any loaded run whose app reads text (each the app's
+    ``Prediction.to_dict``): the route of an app a package adds."""
+    run = state.run_for(None, body.run, inputs="text")
+    check_texts(body.texts, state.options, run.app.inputs)
+    preds = await state.submit(run, body.texts, {"attention": "all" if body.page
+                                                 else body.attention})
+    return s.PredictResponse(run=run.name, app=run.app.name, page=await state.page(
+        run, preds, body.page), predictions=[p.to_dict() for p in preds])

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import itertools
 import logging
 import time
@@ -44,8 +43,7 @@ class ModelThread:
         self.turn = asyncio.Lock()
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(
-            self._pool, functools.partial(fn, *args))
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -265,16 +263,10 @@ class Batcher(Gatherer):
         """On the model thread: each job's results, or the error of its own inputs."""
         try:
             results = self.predict([x for job in batch for x in job.inputs], batch[0].options)
-        except AttnkitError as exc:
-            return [exc] if len(batch) == 1 else [self._alone(job) for job in batch]
+        except AttnkitError as exc:   # each alone: only the bad one gets the error
+            return [exc] if len(batch) == 1 else [self._outcomes([job])[0] for job in batch]
         ends = itertools.accumulate(len(job.inputs) for job in batch)
         return [results[end - len(job.inputs):end] for job, end in zip(batch, ends, strict=True)]
-
-    def _alone(self, job: Job) -> list[Any] | AttnkitError:
-        try:
-            return self.predict(job.inputs, job.options)
-        except AttnkitError as exc:
-            return exc
 
 
 class StreamBatcher(Gatherer):

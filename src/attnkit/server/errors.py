@@ -1,7 +1,7 @@
 """Every error the server answers is one JSON shape: ``{"error": {"code", "message"}}``.
 
 `ApiError` is what the server's own code raises: a status, a stable ``code`` for programs, a
-sentence for people, optional headers (``Retry-After``, ``WWW-Authenticate``). `install` maps
+sentence for people, optional headers (``Retry-After``, ``WWW-Authenticate``). `HANDLERS` map
 the rest onto the same shape: FastAPI's validation errors (422 ``invalid_request``; a JSON body
 that is not JSON or not UTF-8: 400 ``invalid_json``), Starlette's 404 and 405, attnkit's errors
 (an input the app refuses: 422 ``bad_input``), and anything unexpected: 500 ``internal``, its
@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
@@ -88,9 +88,6 @@ def _unexpected(request: Request, exc: Exception) -> JSONResponse:
                                            "log says why")
 
 
-def install(app: FastAPI) -> None:
-    """Answer every error of ``app`` in the one JSON shape."""
-    app.add_exception_handler(HTTPException, _http_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(AttnkitError, _attnkit_error)
-    app.add_exception_handler(Exception, _unexpected)
+# FastAPI's ``exception_handlers``: every error of an app in the one JSON shape.
+HANDLERS = {HTTPException: _http_error, RequestValidationError: _validation_error,
+            AttnkitError: _attnkit_error, Exception: _unexpected}

@@ -47,11 +47,7 @@ def serve(options: ServeOptions) -> int:
         return _serve_workers(options)
     import uvicorn
 
-    from attnkit.server.app import create_app
-    from attnkit.server.loaded_runs import load_runs
-
-    set_threads(options.torch_threads())
-    app = create_app(options, load_runs(options))
+    app = loaded_app(options)
     sock = listen(options)
     _say_serving(sock, options, ", ".join(app.state.server.runs) + " ")
     server = uvicorn.Server(uvicorn_config(app, options))
@@ -74,12 +70,10 @@ def require_web_stack() -> None:
     """
     from importlib.util import find_spec
 
-    missing = [m.replace("_", "-") for m in ("fastapi", "fastapi_offline", "uvicorn",
-                                             "prometheus_client", "python_multipart")
-               if find_spec(m) is None]
-    if missing:
-        raise UsageError(f"attnkit serve needs {', '.join(missing)}: pip install "
-                         "'attnkit[serve]'")
+    for name in ("fastapi", "fastapi_offline", "uvicorn", "prometheus_client", "python_multipart"):
+        if find_spec(name) is None:
+            raise UsageError(f"attnkit serve needs {name.replace('_', '-')}: pip install "
+                             "'attnkit[serve]'")
 
 
 def fit_open_files(connections: int) -> None:
@@ -101,15 +95,18 @@ def fit_open_files(connections: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
 
 
-def set_threads(threads: int) -> None:
-    """torch's intra-op threads, and one inter-op thread: the model thread runs one call at a
-    time, with nothing beside it."""
+def loaded_app(options: ServeOptions) -> Any:
+    """`create_app`'s app (its errors too), on ``options.torch_threads()`` torch threads and one
+    inter-op thread: the model thread runs one call at a time, with nothing beside it."""
     import torch
 
-    torch.set_num_threads(threads)
+    from attnkit.server.app import create_app
+
+    torch.set_num_threads(options.torch_threads())
     # torch allows it once, before any parallel work: a process that did some keeps its own.
     with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(1)
+    return create_app(options)
 
 
 def listen(options: ServeOptions) -> socket.socket:
@@ -140,10 +137,10 @@ def uvicorn_config(app: Any, options: ServeOptions, **more: Any) -> Any:
     log's every line)."""
     from uvicorn.config import LOGGING_CONFIG
 
-    from attnkit.server.connections import GuardedConfig, GuardedHTTP
+    from attnkit.server.limits import GuardedConfig, GuardedHTTP
 
     log = copy.deepcopy(LOGGING_CONFIG)
-    log["filters"] = {"repeated": {"()": "attnkit.server.connections.Repeated"}}
+    log["filters"] = {"repeated": {"()": "attnkit.server.limits.Repeated"}}
     log["handlers"]["lines"] = dict(log["handlers"]["default"])   # the access log: every line
     log["handlers"]["default"]["filters"] = ["repeated"]
     for name, handler in (("attnkit.server", "default"), ("asyncio", "default"),
@@ -161,12 +158,8 @@ def worker_app(options: ServeOptions, folder: str, parent: int) -> Any:
     status, which stops the supervisor."""
     from uvicorn.config import STARTUP_FAILURE
 
-    from attnkit.server.app import create_app
-    from attnkit.server.loaded_runs import load_runs
-
     try:
-        set_threads(options.torch_threads())
-        app = create_app(options, load_runs(options))
+        app = loaded_app(options)
     except AttnkitError as exc:
         with open(os.path.join(folder, ERROR_FILE), "a", encoding="utf-8") as f:
             f.write(f"{exc}\n")

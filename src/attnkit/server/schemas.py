@@ -27,64 +27,61 @@ Text = Annotated[str, AfterValidator(unicode_text)]
 RunName = Annotated[Text, Field(max_length=100, description="the name of a loaded run")]
 
 
-class Strict(BaseModel):
+class ApiRequest(BaseModel):
+    """What every request may ask: strict (module docstring)."""
+
     model_config = ConfigDict(extra="forbid", strict=True)
+    run: RunName | None = Field(None, description="a loaded run's name (None: the only run "
+                                "of this app)")
+    page: bool = Field(False, description="also return the app's explorer page "
+                       "(self-contained HTML)")
 
 
-RUN = Field(None, description="a loaded run's name (None: the only run of this app)")
-PAGE = Field(False, description="also return the app's explorer page (self-contained HTML)")
-UNK = Field(True, description="replace an output <unk> by the most attended source token")
-SPLIT = Field(True, description="cut each text into sentences, translate them and join them, "
-              "keeping its paragraphs (false: each text is one sentence)")
+class TranslationRequest(ApiRequest):
+    """What both translate routes may ask."""
+
+    unk_replace: bool = Field(True, description="replace an output <unk> by the most "
+                              "attended source token")
+    split: bool = Field(True, description="cut each text into sentences, translate them and "
+                        "join them, keeping its paragraphs (false: each text is one sentence)")
 
 
-class TranslateRequest(Strict):
+class TranslateRequest(TranslationRequest):
     """``POST /v1/translate``."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"texts": ["The cat does not see her."], "beam": 5, "attention": True}]})
     texts: list[Text] = Field(min_length=1, description="the English texts")
-    run: RunName | None = RUN
     beam: int = Field(1, ge=1, le=32, description="beam size (1: greedy)")
     alpha: float = Field(0.6, ge=0, le=5, description="length penalty of beam search")
     attention: bool = Field(False, description="each target token's attention over the source")
-    unk_replace: bool = UNK
-    page: bool = PAGE
-    split: bool = SPLIT
 
 
-class TranslateStreamRequest(Strict):
+class TranslateStreamRequest(TranslationRequest):
     """``POST /v1/translate/stream``: a text, decoded greedily, sentence after sentence, token
     by token."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"text": "The cat does not see her."}]})
     text: Text = Field(description="the English text")
-    run: RunName | None = RUN
     attention: bool = Field(True, description="send each token's attention row")
-    unk_replace: bool = UNK
-    page: bool = PAGE
-    split: bool = SPLIT
 
 
-class SentimentRequest(Strict):
+class SentimentRequest(ApiRequest):
     """``POST /v1/sentiment``."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"texts": ["A slow start, but a moving, beautiful film."]}]})
     texts: list[Text] = Field(min_length=1, description="the reviews")
-    run: RunName | None = RUN
     attention: bool = Field(True, description="each token's weight and signed contribution")
-    page: bool = PAGE
 
 
-class PredictRequest(Strict):
+class PredictRequest(ApiRequest):
     """``POST /v1/predict``: any loaded run whose app reads text (a plugin app's too)."""
 
     run: RunName
     texts: list[Text] = Field(min_length=1, description="the inputs, as the app reads them")
     attention: bool = Field(True, description="return the attention")
-    page: bool = PAGE
 
 
 class Translation(BaseModel):
@@ -103,10 +100,15 @@ class Translation(BaseModel):
                                                 "sentences: each one's translation, in order")
 
 
-class TranslateResponse(BaseModel):
+class Answer(BaseModel):
+    """What every prediction route answers: its run, and its page if asked."""
+
     run: str
-    translations: list[Translation]
     page: str | None
+
+
+class TranslateResponse(Answer):
+    translations: list[Translation]
 
 
 class Sentiment(BaseModel):
@@ -127,10 +129,8 @@ class Sentiment(BaseModel):
     why: str | None = None
 
 
-class SentimentResponse(BaseModel):
-    run: str
+class SentimentResponse(Answer):
     results: list[Sentiment]
-    page: str | None
 
 
 class Caption(BaseModel):
@@ -146,17 +146,13 @@ class Caption(BaseModel):
     original_size: list[int] = Field(description="[width, height]")
 
 
-class CaptionResponse(BaseModel):
-    run: str
+class CaptionResponse(Answer):
     captions: list[Caption]
-    page: str | None
 
 
-class PredictResponse(BaseModel):
-    run: str
+class PredictResponse(Answer):
     app: str
     predictions: list[dict[str, Any]] = Field(description="each the app's Prediction.to_dict")
-    page: str | None
 
 
 class StreamStart(BaseModel):
@@ -177,12 +173,10 @@ class StreamToken(BaseModel):
     weights: list[float] | None
 
 
-class StreamFinal(BaseModel):
+class StreamFinal(Answer):
     """The ``final`` event: the whole translation, as ``/v1/translate`` answers it."""
 
-    run: str
     translation: Translation
-    page: str | None
 
 
 class ModelInfo(BaseModel):

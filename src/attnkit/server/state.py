@@ -10,10 +10,11 @@ over FastAPI's ``HTTPBearer``, in constant time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -44,8 +45,10 @@ class ServerState:
     ready: bool = False
     draining: bool = False
 
-    def start(self) -> None:
-        """Start the model thread and every run's queues (on the running event loop)."""
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _: Any) -> AsyncIterator[None]:
+        """The app's lifespan: the model thread and every run's queues start; at the stop,
+        the queues stop once the requests in flight are answered, then the thread."""
         o, self.thread = self.options, ModelThread()
         queue = {"max_batch": o.max_batch, "max_wait_s": o.max_wait_ms / 1000,
                  "max_queue": o.max_queue, "metrics": self.metrics}
@@ -53,16 +56,16 @@ class ServerState:
             self.batchers[name] = Batcher(name, run.predict, self.thread, **queue)
             if run.streams:
                 self.streams[name] = StreamBatcher(name, run.open_stream, self.thread, **queue)
-        for gatherer in (*self.batchers.values(), *self.streams.values()):
+        gatherers = (*self.batchers.values(), *self.streams.values())
+        for gatherer in gatherers:
             gatherer.start()
         self.ready = True
-
-    async def stop(self) -> None:
-        """Stop the queues once the requests in flight are answered, then the thread."""
-        self.ready, self.draining = False, True
-        for gatherer in (*self.batchers.values(), *self.streams.values()):
-            await gatherer.stop()
-        if self.thread is not None:
+        try:
+            yield
+        finally:
+            self.ready, self.draining = False, True
+            for gatherer in gatherers:
+                await gatherer.stop()
             await asyncio.to_thread(self.thread.close)
 
     def run_for(self, app: str | None, name: str | None, *, inputs: str | None = None
@@ -91,29 +94,38 @@ class ServerState:
                            f"reads {run.app.inputs}s")
         return run
 
-    async def page(self, run: ServedRun, predictions: Sequence[Prediction]) -> str | None:
-        """The app's explorer page of ``predictions`` (None when it has nothing to show),
-        built on a worker thread: the model thread goes on with the next batch meanwhile."""
+    async def submit(self, run: ServedRun, inputs: Sequence[Any], options: dict[str, Any]
+                     ) -> list[Any]:
+        """``run``'s results of ``inputs``, batched with others (errors: `Gatherer.queued`)."""
+        return await self.batchers[run.name].submit(inputs, options, self.options.timeout_s)
+
+    async def page(self, run: ServedRun, predictions: Sequence[Prediction], asked: bool
+                   ) -> str | None:
+        """The app's explorer page of ``predictions`` if ``asked`` (None when it has nothing
+        to show), built on a worker thread: the model thread goes on with the next batch."""
         def build() -> str | None:
             try:
                 return run.app.page(predictions, run.summary())
             except UsageError:   # e.g. reviews without a word the model reads
                 return None
-        return await run_in_threadpool(build)
+        return await run_in_threadpool(build) if asked else None
 
 
 def state_of(request: Request) -> ServerState:
     return request.app.state.server
 
 
-def require_key(request: Request, given: Annotated[HTTPAuthorizationCredentials | None,
-                                                   Depends(BEARER)]) -> None:
+State = Annotated[ServerState, Depends(state_of)]   # a route's parameter: the server's state
+
+
+def require_key(state: State, given: Annotated[HTTPAuthorizationCredentials | None,
+                                               Depends(BEARER)]) -> None:
     """A dependency: passes when no key is asked or ``Authorization: Bearer KEY`` holds one.
 
     Raises:
         ApiError: 401 with ``WWW-Authenticate: Bearer``.
     """
-    keys = state_of(request).options.api_keys
+    keys = state.options.api_keys
     key = given.credentials.encode() if given is not None else b""
     # Every key is compared (no early exit), each in constant time.
     if keys and not sum(hmac.compare_digest(key, k.encode()) for k in keys):
