@@ -23,8 +23,8 @@ import pytest
 from safetensors.numpy import load_file
 
 from attnkit.apps import APPS, App, Loaded, Prediction, Run
-from attnkit.apps.options import torch_threads
 from attnkit.errors import CheckpointError, UsageError
+from attnkit.machine import torch_threads
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "reverse_app"

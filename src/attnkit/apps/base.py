@@ -42,7 +42,6 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, ClassVar
 
-from attnkit.apps.options import stored_threads, torch_threads
 from attnkit.apps.outputs import REPORT, output_file, write_output
 from attnkit.apps.prediction import Prediction, write_page
 from attnkit.apps.presentation import Presentation
@@ -62,12 +61,10 @@ from attnkit.apps.run_files import read_config
 from attnkit.apps.train_flow import final_evaluation, prepared_run
 from attnkit.errors import Interrupted, UsageError
 from attnkit.fileio import read_json, write_files
+from attnkit.machine import torch_threads
 from attnkit.training import TrainResult
 from attnkit.training import distributed as D
-from attnkit.training.run_folder import (
-    check_resumable,
-    next_step,
-)
+from attnkit.training.run_folder import check_resumable, next_step, stored_threads
 from attnkit.training.signals import interruptible
 
 

@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any
 
 from attnkit.apps.base import App, Evaluation, TinyRun, stderr_log
-from attnkit.apps.options import load_model
 from attnkit.apps.run_files import read_config
 from attnkit.apps.translate import ct2, evaluation, streaming, training
 from attnkit.apps.translate import prepare as preparation
@@ -65,6 +64,7 @@ from attnkit.errors import CheckpointError, UsageError
 from attnkit.explain.captum import explain_methods
 from attnkit.models import build_model
 from attnkit.settings import Option, helps_of, options_of
+from attnkit.training.run_folder import load_model
 
 __all__ = ["APP", "RNN_MAX_SOURCE", "SUBWORD_FILE", "VOCAB_FILES", "TranslateApp",
            "TranslateLoaded", "TranslatePipeline", "TranslateSettings",

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-from attnkit.apps.options import Command
+from attnkit.apps.presentation import Command
 from attnkit.errors import UsageError
 from attnkit.fileio import read_capped_text
 from attnkit.settings import Option

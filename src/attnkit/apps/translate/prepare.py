@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.options import resolve_device
 from attnkit.apps.results import Log, Prepared
 from attnkit.apps.run_files import FORMAT, read_config
 from attnkit.apps.translate.pipeline import (
@@ -50,6 +49,7 @@ from attnkit.data.translation_splits import Pair, data_spec, load_splits, spec_n
 from attnkit.data.vocab import Vocab
 from attnkit.errors import DataError, UsageError
 from attnkit.training import TrainConfig
+from attnkit.training.distributed import checked_device
 
 SMALL_VALID = 100   # validation sentences below which the selection BLEU is noisy (a note)
 
@@ -89,13 +89,13 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
     data = given.pop("data", None)
     if stored is not None:
         s = resume_settings(stored, data, given)
-        resolve_device(s.device)
+        checked_device(s.device)
         train = dataclasses.replace(
             TrainConfig.from_dict(stored["train"]), epochs=s.epochs, max_minutes=s.max_minutes,
             device=s.device, progress=s.progress, early_stopping_patience=s.patience or None)
         return TranslateConfig(s, stored["data"], train, stored)
     s = settings_from(given)
-    resolve_device(s.device)
+    checked_device(s.device)
     try:
         train = s.train_config()
     except ValueError as exc:
