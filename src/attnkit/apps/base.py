@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, ClassVar
@@ -67,6 +67,10 @@ from attnkit.training import distributed as D
 from attnkit.training.run_folder import check_resumable, next_step, stored_threads
 from attnkit.training.signals import interruptible
 
+# What a subclass may name in its class statement (`App.__init_subclass__`).
+STEPS = ("configure", "prepare", "save", "reload", "fit", "load", "evaluation", "predictions",
+         "tiny", "has_test_split", "after_training")
+
 
 class App(Presentation, ABC):
     """One application: a subclass implements the steps, the base class runs them; how the
@@ -79,6 +83,20 @@ class App(Presentation, ABC):
 
     name: ClassVar[str]
     inputs: ClassVar[str] = "input"
+
+    def __init_subclass__(cls, **steps: Callable[..., Any]) -> None:
+        """Bind the steps the class statement names (``class MyApp(App, fit=my_fit)``) as the
+        app's methods: each one written out there, none looked up by name.
+
+        Raises:
+            TypeError: a name that is none of the steps and hooks below (`STEPS`).
+        """
+        unknown = sorted(set(steps) - set(STEPS))
+        if unknown:
+            raise TypeError(f"{cls.__name__}: not a step of an App: {', '.join(unknown)}")
+        for name, function in steps.items():
+            setattr(cls, name, staticmethod(function))
+        super().__init_subclass__()
 
     # ------------------------------------------------------------------ the steps of an app
     @abstractmethod
