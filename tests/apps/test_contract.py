@@ -69,6 +69,19 @@ def test_every_app_defines_each_step_in_its_own_class():
             assert owner is not App and issubclass(owner, App), (name, step, owner)
 
 
+def test_a_class_statement_names_only_steps():
+    def fit(prepared, out, *, resume, log):
+        raise AssertionError("never called")
+
+    class Named(App, fit=fit):
+        name = "named"
+
+    assert vars(Named)["fit"].__func__ is fit
+    with pytest.raises(TypeError, match="Typo: not a step of an App: fitt"):
+        class Typo(App, fitt=fit):
+            name = "typo"
+
+
 def weights(run: Path) -> dict[str, np.ndarray]:
     return load_file(str(run / "best.safetensors"))
 
