@@ -62,7 +62,7 @@ from attnkit.apps.train_flow import final_evaluation, prepared_run
 from attnkit.errors import Interrupted, UsageError
 from attnkit.fileio import read_json, write_files
 from attnkit.machine import torch_threads
-from attnkit.training import TrainResult
+from attnkit.training import TrainResult, seed_everything
 from attnkit.training import distributed as D
 from attnkit.training.run_folder import check_resumable, next_step, stored_threads
 from attnkit.training.signals import interruptible
@@ -86,11 +86,7 @@ class App(Presentation, ABC):
 
     def __init_subclass__(cls, **steps: Callable[..., Any]) -> None:
         """Bind the steps the class statement names (``class MyApp(App, fit=my_fit)``) as the
-        app's methods: each one written out there, none looked up by name.
-
-        Raises:
-            TypeError: a name that is none of the steps and hooks below (`STEPS`).
-        """
+        app's methods, none looked up by name; a name not in `STEPS` is a TypeError."""
         unknown = sorted(set(steps) - set(STEPS))
         if unknown:
             raise TypeError(f"{cls.__name__}: not a step of an App: {', '.join(unknown)}")
@@ -223,8 +219,6 @@ class App(Presentation, ABC):
             with ExitStack() as claimed:
                 prepared = prepared_run(self, config, out, info, claimed, resume=resume,
                                         overwrite=overwrite, log=log)
-                from attnkit.training import seed_everything
-
                 seed_everything(prepared.train.seed)  # before the model: it fixes the weights
                 with interruptible():
                     result = self.fit(prepared, out, resume=resume, log=log)
