@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 
 from attnkit.apps import App, Evaluation, Loaded, Prediction, Prepared, TinyRun
-from attnkit.apps.options import load_model, resolve_device
 from attnkit.apps.run_files import FORMAT, read_config, run_file
 from attnkit.data.translation import TranslationDataset, collate_translation
 from attnkit.data.vocab import Vocab
@@ -46,6 +45,8 @@ from attnkit.fileio import write_json
 from attnkit.models import build_model, config_from_dict, masked_cross_entropy
 from attnkit.settings import Option, check_resume, split_options
 from attnkit.training import LossOutput, TrainConfig, Trainer
+from attnkit.training.distributed import checked_device
+from attnkit.training.run_folder import load_model
 
 DIGITS = list("0123456789")
 
@@ -75,7 +76,7 @@ class ReverseSettings:
             raise UsageError(f"--data for reverse is 'synthetic', got {self.data!r}")
         if not 2 <= self.length <= 50:
             raise UsageError(f"--length must be from 2 to 50, got {self.length}")
-        resolve_device(self.device)
+        checked_device(self.device)
         try:
             self.train = TrainConfig(
                 epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, seed=self.seed,

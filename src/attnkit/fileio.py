@@ -218,6 +218,17 @@ def read_capped_text(path: str | os.PathLike, what: str) -> str:
         raise DataError(f"{what} is not UTF-8 text (byte {exc.start})", path=str(path)) from None
 
 
+def read_lines(path: str | os.PathLike, what: str) -> list[str]:
+    """The lines of a UTF-8 text file, a pipe included (a final newline ends the last line,
+    it does not start an empty one); at most `MAX_TEXT_BYTES` in `MAX_TEXT_LINES` lines.
+
+    Raises:
+        DataError: missing, unreadable, past a cap or not UTF-8 (one line naming the file).
+    """
+    text = read_capped_text(path, f"the {what}")
+    return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+
+
 def _too_big(what: str, limit: int) -> str:
     return f"more than {limit:,} bytes in {what}, the most attnkit reads at once; split it"
 

@@ -1,8 +1,9 @@
 """What this machine is: CPU model, vector ISA, native bf16, threads, torch, GPU.
 
 Every timing the project reports carries `machine_line`, and ``amp="auto"`` asks
-`cpu_has_native_bf16` whether bf16 autocast pays off on the CPU. Bottom layer: imports
-only the standard library and torch.
+`cpu_has_native_bf16` whether bf16 autocast pays off on the CPU; `torch_threads` sets torch's
+CPU threads for a while. Bottom layer: imports only the standard library, torch and
+`attnkit.errors` / `attnkit.settings`.
 
 Example:
     >>> from attnkit.machine import machine_line
@@ -14,10 +15,15 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from attnkit.errors import UsageError
+from attnkit.settings import is_int
 
 CPUINFO = Path("/proc/cpuinfo")
 # CPU flags (as Linux names them) of bf16 dot-product instructions that oneDNN uses for matmul.
@@ -115,3 +121,24 @@ def machine_line(info: dict[str, Any] | None = None) -> str:
     if info.get("isa_caps"):
         line += ", ISA capped by " + " ".join(f"{k}={v}" for k, v in info["isa_caps"].items())
     return line
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """``torch.set_num_threads(threads)`` while inside (None: left as they are); the count
+    before comes back on exit.
+
+    Raises:
+        UsageError: fewer than 1.
+    """
+    if threads is None:
+        yield
+        return
+    if not is_int(threads) or threads < 1:
+        raise UsageError(f"--threads must be at least 1, got {threads!r}")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -98,7 +98,7 @@ def setting(default: Any = None, help: str = "", *, shown: str | None = None,
         valid: a number setting's test and what it wants (``(lambda x: 0 <= x < 1, "a number
             in [0, 1)")``).
         choices: the values allowed.
-        commands, flag, metavar, const: as `attnkit.apps.options.Option` (``flag`` defaults to
+        commands, flag, metavar, const: as `Option` (``flag`` defaults to
             the name with dashes).
     """
     meta = {"help": help, "shown": shown, "defaults": defaults, "low": low, "valid": valid,

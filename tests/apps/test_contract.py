@@ -23,8 +23,8 @@ import pytest
 from safetensors.numpy import load_file
 
 from attnkit.apps import APPS, App, Loaded, Prediction, Run
-from attnkit.apps.options import torch_threads
 from attnkit.errors import CheckpointError, UsageError
+from attnkit.machine import torch_threads
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "reverse_app"
@@ -67,6 +67,19 @@ def test_every_app_defines_each_step_in_its_own_class():
         for step in STEPS:
             owner = next(k for k in type(app).__mro__ if step in vars(k))
             assert owner is not App and issubclass(owner, App), (name, step, owner)
+
+
+def test_a_class_statement_names_only_steps():
+    def fit(prepared, out, *, resume, log):
+        raise AssertionError("never called")
+
+    class Named(App, fit=fit):
+        name = "named"
+
+    assert vars(Named)["fit"].__func__ is fit
+    with pytest.raises(TypeError, match="Typo: not a step of an App: fitt"):
+        class Typo(App, fitt=fit):
+            name = "typo"
 
 
 def weights(run: Path) -> dict[str, np.ndarray]:

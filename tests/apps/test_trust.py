@@ -1,5 +1,5 @@
 """Which explanation the caption and translation pages open on, and the sentence saying why:
-`attnkit.apps.trust.best_shown` and the apps' measurements (no model)."""
+`attnkit.explain.trust.best_shown` and the apps' measurements (no model)."""
 
 import json
 
@@ -10,7 +10,7 @@ from attnkit.apps.caption.trust import caption_trust
 from attnkit.apps.translate.page import MEASURED as AER
 from attnkit.apps.translate.page import explorer_page
 from attnkit.apps.translate.prediction import TranslationPrediction
-from attnkit.apps.trust import Measured, best_shown
+from attnkit.explain.trust import Measured, best_shown
 
 DATA = '<script type="application/json" id="attnkit-data">'
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from attnkit.data.sentences import Sentences, split_sentences
+from attnkit.data.sentences import Sentences, per_sentence, readable_sentences, split_sentences
 
 
 @pytest.mark.parametrize("text, sentences, breaks", [
@@ -31,3 +31,24 @@ def test_join_puts_the_breaks_back():
     assert Sentences(["a"], []).join(["x"]) == "x"
     with pytest.raises(ValueError, match="2 parts for 1 sentences"):
         Sentences(["a"], []).join(["x", "y"])
+
+
+def test_readable_sentences_drop_the_unreadable_and_keep_the_wider_break():
+    text = "The cat is black.\n\nHmm. She will find the dogs."
+    found = readable_sentences(text, "en", lambda s: s != "Hmm.")
+    assert found == Sentences(["The cat is black.", "She will find the dogs."], ["\n\n"])
+    assert readable_sentences("The cat is black.", "en", bool) is None
+    assert readable_sentences(text, "en", lambda s: s.startswith("The")) is None
+
+
+def test_per_sentence_runs_once_and_gives_each_text_its_outputs():
+    texts = ["One. Two.", "Three."]
+    cuts = [split_sentences(texts[0]), None]
+    calls = []
+
+    def run(flat):
+        calls.append(flat)
+        return [s.upper() for s in flat]
+
+    out = per_sentence(texts, cuts, run, lambda text, parts, cut: cut.join(parts))
+    assert out == ["ONE. TWO.", "THREE."] and calls == [["One.", "Two.", "Three."]]

@@ -6,9 +6,11 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.training import run_folder as runs
+from attnkit.training.distributed import checked_device
 
 
 def _run_folder(path):
@@ -74,3 +76,27 @@ def test_the_weights_file_of_a_run(tmp_path):
         runs.weights_file(tmp_path, "first")
     (tmp_path / "best.safetensors").write_bytes(b"x")
     assert runs.weights_file(tmp_path) == tmp_path / "best.safetensors"
+
+
+def test_devices():
+    assert checked_device(None) == "cpu" and checked_device("cpu") == "cpu"
+    assert checked_device("auto") in ("cpu", "cuda:0")
+    with pytest.raises(UsageError, match="unknown device"):
+        checked_device("bogus")
+    if not torch.cuda.is_available():
+        with pytest.raises(UsageError, match="--device cuda:7"):
+            checked_device("cuda:7")
+
+
+def test_sizes_are_checked_before_anything_is_built():
+    runs.checked_sizes({"hidden": 8, "window": None, "buckets": 0}, "cfg", zero_ok=("buckets",))
+    for bad in (0, -1, 1.5, True, "8", 10 ** 12):
+        with pytest.raises(CheckpointError, match="hidden must be a whole number"):
+            runs.checked_sizes({"hidden": bad}, "cfg")
+
+
+def test_a_model_too_large_is_refused_before_allocation():
+    built = runs.build_bounded(lambda: torch.nn.Linear(4, 4), "cfg")
+    assert isinstance(built, torch.nn.Linear) and built.weight.device.type == "cpu"
+    with pytest.raises(CheckpointError, match="more than 1,000"):
+        runs.build_bounded(lambda: torch.nn.Embedding(10 ** 6, 10 ** 6), "cfg", limit=1000)

@@ -5,7 +5,8 @@ model was trained on (`attnkit.data.align_text.surface`: contractions joined, pu
 attached), encodes that text with the run's codec and records which token(s) each piece comes
 from, so that links found between pieces go back to the given tokens' indices. `raw_pieces`
 does the same for raw training text, whose words are the aligner's tokens
-(`attnkit.data.align_text.aligner_tokens`): the labels of the trained aligner.
+(`attnkit.data.align_text.aligner_tokens`): the labels of the trained aligner. `unknown_words`
+says how much of the pairs' words the vocabularies cannot read.
 
 Example:
     ```python
@@ -111,3 +112,26 @@ def raw_pieces(pipeline: TranslatePipeline, source: str, target: str) -> PairPie
     tgt = aligner_tokens(target, TGT_LANG)
     return pieces_of(pipeline, (source, target), ([s for _, s in src], [s for _, s in tgt]),
                      ([w for w, _ in src], [w for w, _ in tgt]))
+
+
+def unknown_words(pipeline: TranslatePipeline, sources: Sequence[Sequence[str]],
+                  targets: Sequence[Sequence[str]], *, normalize: bool = True
+                  ) -> tuple[float, float]:
+    """The share of the source words and of the target words of sentence pairs that the run's
+    vocabularies do not hold (a word with an ``<unk>`` piece; words beyond what the model
+    reads are not counted): where it is high the model cannot read the text, and its links
+    are little better than guesses. Tokenization only: cheap beside aligning."""
+    pairs = [pair_pieces(pipeline, s, t, normalize=normalize)
+             for s, t in zip(sources, targets, strict=True)]
+    shares = []
+    for side, vocab in (("src", pipeline.src_vocab), ("tgt", pipeline.tgt_vocab)):
+        seen = unknown = 0
+        for pair in pairs:
+            words: dict[int, bool] = {}
+            for piece, owners in zip(getattr(pair, f"{side}_ids"), getattr(pair, f"{side}_owner"),
+                                     strict=True):
+                for w in owners:
+                    words[w] = words.get(w, False) or piece == vocab.unk_id
+            seen, unknown = seen + len(words), unknown + sum(words.values())
+        shares.append(unknown / seen if seen else 0.0)
+    return shares[0], shares[1]

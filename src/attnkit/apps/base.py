@@ -37,12 +37,11 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, ClassVar
 
-from attnkit.apps.options import stored_threads, torch_threads
 from attnkit.apps.outputs import REPORT, output_file, write_output
 from attnkit.apps.prediction import Prediction, write_page
 from attnkit.apps.presentation import Presentation
@@ -62,13 +61,15 @@ from attnkit.apps.run_files import read_config
 from attnkit.apps.train_flow import final_evaluation, prepared_run
 from attnkit.errors import Interrupted, UsageError
 from attnkit.fileio import read_json, write_files
-from attnkit.training import TrainResult
+from attnkit.machine import torch_threads
+from attnkit.training import TrainResult, seed_everything
 from attnkit.training import distributed as D
-from attnkit.training.run_folder import (
-    check_resumable,
-    next_step,
-)
+from attnkit.training.run_folder import check_resumable, next_step, stored_threads
 from attnkit.training.signals import interruptible
+
+# What a subclass may name in its class statement (`App.__init_subclass__`).
+STEPS = ("configure", "prepare", "save", "reload", "fit", "load", "evaluation", "predictions",
+         "tiny", "has_test_split", "after_training")
 
 
 class App(Presentation, ABC):
@@ -82,6 +83,16 @@ class App(Presentation, ABC):
 
     name: ClassVar[str]
     inputs: ClassVar[str] = "input"
+
+    def __init_subclass__(cls, **steps: Callable[..., Any]) -> None:
+        """Bind the steps the class statement names (``class MyApp(App, fit=my_fit)``) as the
+        app's methods, none looked up by name; a name not in `STEPS` is a TypeError."""
+        unknown = sorted(set(steps) - set(STEPS))
+        if unknown:
+            raise TypeError(f"{cls.__name__}: not a step of an App: {', '.join(unknown)}")
+        for name, function in steps.items():
+            setattr(cls, name, staticmethod(function))
+        super().__init_subclass__()
 
     # ------------------------------------------------------------------ the steps of an app
     @abstractmethod
@@ -208,8 +219,6 @@ class App(Presentation, ABC):
             with ExitStack() as claimed:
                 prepared = prepared_run(self, config, out, info, claimed, resume=resume,
                                         overwrite=overwrite, log=log)
-                from attnkit.training import seed_everything
-
                 seed_everything(prepared.train.seed)  # before the model: it fixes the weights
                 with interruptible():
                     result = self.fit(prepared, out, resume=resume, log=log)

@@ -1,6 +1,6 @@
-"""How the command line presents an app: its options, examples and help lines, and how its
-metrics and finished runs are printed. `attnkit.apps.base.App` inherits it; ``attnkit.cli``
-reads it to build ``attnkit APP ...``.
+"""How the command line presents an app: its options, examples and help lines, its extra
+commands (`Command`), and how its metrics and finished runs are printed.
+`attnkit.apps.base.App` inherits it; ``attnkit.cli`` reads it to build ``attnkit APP ...``.
 
 Example:
     ```python
@@ -9,14 +9,41 @@ Example:
         help = "reverse a sequence of digits"
         headline = ("accuracy",)
         options = (Option("--length", int, "digits per sequence (default 8)"),)
+        commands = (Command("export", "export a run", (Option("run", str, "the run"),),
+                            run_export),)
     ```
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from attnkit.apps.results import Run
+from attnkit.settings import Option
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command of an app beyond ``train`` / ``eval`` / ``predict`` (``translate export``).
+
+    Args:
+        name: ``attnkit APP NAME``.
+        help: one line.
+        arguments: its `Option` s (a flag without dashes is positional).
+        run: called with the parsed values by option name; returns the exit status.
+        examples: command lines for its ``--help``.
+        runtime: it runs a model: the CLI adds ``--threads`` (applied before ``run``) and
+            ``--device`` (in the values).
+    """
+
+    name: str
+    help: str
+    arguments: tuple[Option, ...]
+    run: Callable[[dict[str, Any]], int]
+    examples: tuple[str, ...] = ()
+    runtime: bool = False
 
 
 class Presentation:
@@ -25,9 +52,9 @@ class Presentation:
     Class attributes:
         help: one line for ``attnkit --help``.
         description: a paragraph for ``attnkit NAME --help``.
-        options: `attnkit.apps.options.Option` s the CLI adds for this app.
+        options: `attnkit.settings.Option` s the CLI adds for this app.
         examples: command lines shown under ``attnkit NAME --help``.
-        commands: `attnkit.apps.options.Command` s beyond train / eval / predict (e.g.
+        commands: `Command` s beyond train / eval / predict (e.g.
             ``translate export``).
         headline: the test metrics a finished training prints on its last line.
         train_help: the help of common train options, by name, where the app's defaults

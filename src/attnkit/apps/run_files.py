@@ -36,10 +36,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from attnkit.apps.options import checked_sizes
 from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, DataError
 from attnkit.fileio import MAX_JSON_BYTES, MAX_VOCAB_BYTES, checked_file, read_json_object
+from attnkit.training.run_folder import checked_sizes
 
 T = TypeVar("T")
 

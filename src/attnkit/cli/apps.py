@@ -2,7 +2,7 @@
 the app's declared options: argument parsing and printing only (the work is the app's).
 
 Every app gets the same commands with the same common options (`attnkit.cli.common`) plus its
-own (`attnkit.apps.options.Option`); an app's extra commands (``translate export``) come from
+own (`attnkit.settings.Option`); an app's extra commands (``translate export``) come from
 its ``commands``.
 """
 

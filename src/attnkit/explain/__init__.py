@@ -8,6 +8,8 @@
 * `attnkit.explain.faithfulness` (ERASER's comprehensiveness and sufficiency of sentiment
   explanations), `attnkit.explain.grounding` and `attnkit.explain.pointing` (does a caption
   word's map land on the ducks it names?): the figures behind the trust guide.
+* `attnkit.explain.trust`: which method a page opens on, by such a figure, and the sentence
+  saying why.
 
 The apps call these; the models know nothing of them.
 """

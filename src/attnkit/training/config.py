@@ -5,10 +5,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from attnkit.errors import UsageError
 from attnkit.training.amp import AMP_CHOICES
+from attnkit.training.distributed import checked_device
 
 SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
 
@@ -144,3 +147,21 @@ class TrainConfig:
         except RecursionError as exc:
             raise ValueError("TrainConfig JSON is nested too deeply") from exc
         return cls.from_dict(data)
+
+
+def checked_train_config(values: Mapping[str, Any]) -> TrainConfig:
+    """A `TrainConfig` of ``values`` on a device this machine has
+    (`attnkit.training.distributed.checked_device`).
+
+    Raises:
+        UsageError: a value it refuses, naming the option (``--lr must be ...``).
+    """
+    try:
+        cfg = TrainConfig(**values)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        message = str(exc)
+        for f in dataclasses.fields(TrainConfig):
+            message = message.replace(f"TrainConfig.{f.name}", "--" + f.name.replace("_", "-"))
+        raise UsageError(message) from None
+    checked_device(cfg.device)
+    return cfg

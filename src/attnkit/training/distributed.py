@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
+from attnkit.errors import UsageError
+
 
 @dataclass
 class DistInfo:
@@ -56,6 +58,24 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
         if device.index is None:
             device = torch.device("cuda", local_rank)
     return device
+
+
+def checked_device(name: str | None, *, flag: str = "--device") -> str:
+    """A device name torch accepts and this machine has (None: CPU; ``"auto"``: CUDA when
+    present, else CPU): `resolve_device` with its errors as one line naming ``flag``.
+
+    Raises:
+        UsageError: an unknown device, or CUDA asked for where there is none.
+    """
+    try:
+        torch.device(name or "cpu") if name != "auto" else None
+    except RuntimeError:
+        raise UsageError(f"{flag} {name}: unknown device; use cpu, cuda, cuda:N or "
+                         "auto") from None
+    try:
+        return str(resolve_device(name or "cpu"))
+    except (RuntimeError, ValueError) as exc:
+        raise UsageError(f"{flag} {name}: {exc}") from None
 
 
 def setup(device_name: str, timeout_minutes: float = 60.0) -> DistInfo:

@@ -31,12 +31,18 @@ import errno
 import fcntl
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import torch
 
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.fileio import check_inside, checked_file
+from attnkit.settings import is_int
+from attnkit.training.checkpoint import load_weights
+from attnkit.training.distributed import checked_device
 
 LOCK_FILE = ".lock"
 # The resumable checkpoint (`attnkit.training.checkpoint.save_checkpoint`) and its files.
@@ -44,6 +50,9 @@ CHECKPOINT = "last"
 CHECKPOINT_FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
 # What marks a folder as holding a run (an interrupted one included).
 RUN_MARKERS = ("config.json", "best.safetensors", "last")
+# The most parameters a run's model may have (about 8 GB in float32): a config.json edited to
+# a size of 10^12 is refused before anything is allocated.
+MAX_PARAMETERS = 2_000_000_000
 
 
 def is_run(folder: str | os.PathLike) -> bool:
@@ -265,3 +274,63 @@ def claim_run(out: str | os.PathLike, *, resume: bool = False,
             except OSError as exc:
                 raise CheckpointError(_cannot_write(out, exc)) from None
         yield out
+
+
+def stored_threads(config: Mapping[str, Any]) -> int | None:
+    """The CPU threads a run trained with, as its ``config.json`` records them (the trainer's
+    ``runtime.machine.threads``); None when it does not (an older run, an edited file)."""
+    runtime = config.get("runtime")
+    machine = runtime.get("machine") if isinstance(runtime, Mapping) else None
+    threads = machine.get("threads") if isinstance(machine, Mapping) else None
+    return threads if is_int(threads) and threads >= 1 else None
+
+
+def checked_sizes(sizes: Mapping[str, Any], where: str, *, upper: int = 1 << 24,
+                  zero_ok: tuple[str, ...] = ()) -> None:
+    """Every size a positive whole number up to ``upper`` (0 allowed for the names in
+    ``zero_ok``: "none"), checked before anything is built from them (a ``config.json`` may
+    have been edited).
+
+    Raises:
+        CheckpointError: the first size that is not (named, with ``where``).
+    """
+    for name, value in sizes.items():
+        if value is None:
+            continue
+        lower = 0 if name in zero_ok else 1
+        if isinstance(value, bool) or not isinstance(value, int) or not lower <= value <= upper:
+            raise CheckpointError(f"{where}: {name} must be a whole number from {lower} to "
+                                  f"{upper:,}, got {value!r}")
+
+
+def build_bounded(factory: Callable[[], torch.nn.Module], where: str,
+                  limit: int = MAX_PARAMETERS) -> torch.nn.Module:
+    """``factory()``, after building it once on the meta device (no memory) to count its
+    parameters: a model larger than ``limit`` is refused instead of allocated.
+
+    Raises:
+        CheckpointError: more than ``limit`` parameters (``where`` names the config).
+    """
+    with torch.device("meta"):
+        count = sum(p.numel() for p in factory().parameters())
+    if count > limit:
+        raise CheckpointError(f"{where}: the model it describes has {count:,} parameters, "
+                              f"more than {limit:,}; it is not one attnkit trained")
+    return factory()
+
+
+def load_model(factory: Callable[[], torch.nn.Module], run: Path, weights: str,
+               device: str | None, where: str) -> tuple[torch.nn.Module, str]:
+    """The model ``factory`` builds (`build_bounded`) with the run's ``weights`` (``"best"``
+    or ``"last"``, `weights_file`) loaded, in eval mode on ``device``
+    (`attnkit.training.distributed.checked_device`); and the device.
+
+    Raises:
+        CheckpointError: no such weights, a model too large, weights that do not fit it.
+        UsageError: a bad device.
+    """
+    path = weights_file(run, weights)
+    model = build_bounded(factory, where)
+    load_weights(model, path)
+    device = checked_device(device)
+    return model.to(device).eval(), device

@@ -67,7 +67,9 @@ OPTIONS = (
 )
 
 
-class CaptionApp(App):
+class CaptionApp(App, configure=preparation.configure, prepare=preparation.prepare,
+                 reload=preparation.reload, fit=training.fit, load=preparation.load,
+                 evaluation=evaluation.evaluation, predictions=prediction.predictions):
     """Image captioning with spatial attention (Show, Attend and Tell)."""
 
     name = "caption"
@@ -100,15 +102,6 @@ class CaptionApp(App):
     eval_data_help = (f"evaluate on this data instead: {DATA_HELP} (a real data set other than "
                       "the run's: all its images)")
     default_threads = {"train": 1}
-
-    # The steps of the contract (`attnkit.apps.base.App`), each in the module of its stage.
-    configure = staticmethod(preparation.configure)
-    prepare = staticmethod(preparation.prepare)
-    reload = staticmethod(preparation.reload)
-    fit = staticmethod(training.fit)
-    load = staticmethod(preparation.load)
-    evaluation = staticmethod(evaluation.evaluation)
-    predictions = staticmethod(prediction.predictions)
 
     def checked_inputs(self, inputs: Any, what: str = "predict") -> list[Any]:
         """One image (a path or an array) or a list of them."""

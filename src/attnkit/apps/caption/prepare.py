@@ -31,7 +31,6 @@ from attnkit.apps.caption.settings import (
     split_overrides,
     train_config,
 )
-from attnkit.apps.options import load_model
 from attnkit.apps.results import Loaded, Log, Prepared, stderr_log
 from attnkit.apps.run_files import read_config, read_vocab
 from attnkit.data.caption_data import CaptionData, load_splits
@@ -40,6 +39,7 @@ from attnkit.errors import CheckpointError, DataError
 from attnkit.models.captioner import Captioner, CaptionerConfig
 from attnkit.settings import check_resume
 from attnkit.training import TrainConfig
+from attnkit.training.run_folder import load_model
 
 APP = "caption"
 CaptionLoaded = Loaded[Captioner, Vocab]   # the pipeline of a caption run is its vocabulary

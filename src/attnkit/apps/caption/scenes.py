@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from attnkit.apps.caption.settings import CaptionSettings
-from attnkit.apps.options import Command
 from attnkit.apps.outputs import FIGURE, numbered_paths, output_file, write_output
+from attnkit.apps.presentation import Command
 from attnkit.errors import UsageError
 from attnkit.settings import Option
 

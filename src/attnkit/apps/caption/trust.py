@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from attnkit.apps.results import TEST_METRICS
-from attnkit.apps.trust import Measured, Trust, best_shown
 from attnkit.errors import CheckpointError
 from attnkit.explain.pointing import RANDOM
+from attnkit.explain.trust import Measured, Trust, best_shown
 from attnkit.fileio import read_json_object
 
 # docs/results.md, "Pointing game: attention against gradients": 1,403 colour and count words

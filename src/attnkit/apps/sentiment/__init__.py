@@ -58,7 +58,9 @@ OPTIONS = (
 )
 
 
-class SentimentApp(App):
+class SentimentApp(App, configure=settings.configure, prepare=preparation.prepare,
+                   reload=preparation.reload, fit=training.fit, load=preparation.load,
+                   evaluation=evaluation.evaluation, predictions=prediction.predictions):
     """Movie-review sentiment with self-attention (IMDB)."""
 
     name = "sentiment"
@@ -84,15 +86,6 @@ class SentimentApp(App):
                               "(default 0: never stop early)"}
     eval_help = "accuracy on labelled reviews"
     eval_data_help = "reviews to evaluate on (default: the run's own test data)"
-
-    # The steps of the contract (`attnkit.apps.base.App`), each in the module of its stage.
-    configure = staticmethod(settings.configure)
-    prepare = staticmethod(preparation.prepare)
-    reload = staticmethod(preparation.reload)
-    fit = staticmethod(training.fit)
-    load = staticmethod(preparation.load)
-    evaluation = staticmethod(evaluation.evaluation)
-    predictions = staticmethod(prediction.predictions)
 
     def has_test_split(self, loaded: SentimentLoaded) -> bool:
         return evaluation.own_test_data(loaded.config) is not None

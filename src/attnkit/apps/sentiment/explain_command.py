@@ -17,7 +17,7 @@ import random
 import sys
 from typing import Any
 
-from attnkit.apps.options import Command
+from attnkit.apps.presentation import Command
 from attnkit.errors import UsageError
 from attnkit.explain.captum import explain_methods
 from attnkit.settings import Option

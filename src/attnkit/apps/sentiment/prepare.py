@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnkit.apps import run_files
-from attnkit.apps.options import load_model
 from attnkit.apps.results import Loaded, Log, Prepared, stderr_log
 from attnkit.apps.run_files import read_config, read_vocab
 from attnkit.apps.sentiment.settings import PRESETS, SentimentPlan, Settings, model_config
@@ -33,6 +32,7 @@ from attnkit.errors import CheckpointError, DataError, UsageError
 from attnkit.fileio import read_json
 from attnkit.models.sentiment import SentimentClassifier, SentimentConfig
 from attnkit.training.distributed import is_main_process
+from attnkit.training.run_folder import load_model
 
 APP = "sentiment"
 SentimentLoaded = Loaded[SentimentClassifier, TextPipeline]

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.options import train_config
 from attnkit.apps.results import stderr_log
 from attnkit.apps.run_files import CONFIG_FILE
 from attnkit.data.imdb import has_split
@@ -38,7 +37,7 @@ from attnkit.settings import (
     setting,
     split_options,
 )
-from attnkit.training.config import TrainConfig
+from attnkit.training.config import TrainConfig, checked_train_config
 from attnkit.training.distributed import is_main_process
 
 PRESETS: dict[str, dict] = {
@@ -225,7 +224,7 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
                                        if v is not None}).resolved()
     settings.check()
     spec = PRESETS[settings.preset]["train"]
-    cfg = train_config({**spec, "select_metric": "accuracy", "select_mode": "max",
+    cfg = checked_train_config({**spec, "select_metric": "accuracy", "select_mode": "max",
                         **{k: v for k, v in train_kw.items()
                            if v is not None or k == "early_stopping_patience"}})
     return SentimentPlan(settings, cfg)
@@ -274,7 +273,7 @@ def _resume_plan(data, out: Path, config: dict[str, Any], settings_kw: dict[str,
                  applied=())
     applied = {k: v for k, v in train_kw.items() if k in RESUME_APPLIED
                and (v is not None or k in ("max_minutes", "early_stopping_patience"))}
-    cfg = train_config({**stored_cfg.to_dict(), **applied})
+    cfg = checked_train_config({**stored_cfg.to_dict(), **applied})
     if is_main_process():
         budget = "none" if cfg.max_minutes is None else f"{cfg.max_minutes:g} minutes"
         stderr_log(f"resuming {out} with its stored settings: preset {settings.preset}, seed "

@@ -16,10 +16,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from attnkit.apps.trust import NAMES, Measured, Trust, best_shown
 from attnkit.errors import CheckpointError
 from attnkit.explain.faithfulness import RANDOM
 from attnkit.explain.sentiment import METHODS
+from attnkit.explain.trust import NAMES, Measured, Trust, best_shown
 from attnkit.fileio import read_json_object, write_json
 
 FAITHFULNESS = "faithfulness.json"   # RUN/faithfulness.json: `sentiment explain`'s table

@@ -40,12 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from attnkit.apps.base import App, Evaluation, TinyRun, stderr_log
-from attnkit.apps.options import load_model
-from attnkit.apps.run_files import read_config
 from attnkit.apps.translate import ct2, evaluation, streaming, training
 from attnkit.apps.translate import prepare as preparation
 from attnkit.apps.translate.align_command import ALIGN_COMMANDS
-from attnkit.apps.translate.engines import AttnkitEngine, TranslateLoaded, summary_of
+from attnkit.apps.translate.engines import TranslateLoaded
 from attnkit.apps.translate.evaluation import format_table
 from attnkit.apps.translate.explain import EXPLAIN, add_alignments, add_explanations
 from attnkit.apps.translate.paragraphs import translate_texts
@@ -54,16 +52,13 @@ from attnkit.apps.translate.pipeline import (
     SUBWORD_FILE,
     VOCAB_FILES,
     TranslatePipeline,
-    run_model_config,
-    run_pipeline,
     source_limit,
 )
 from attnkit.apps.translate.prediction import TranslationPrediction
 from attnkit.apps.translate.settings import TranslateSettings
 from attnkit.apps.translate.streaming import StreamStep
-from attnkit.errors import CheckpointError, UsageError
+from attnkit.errors import UsageError
 from attnkit.explain.captum import explain_methods
-from attnkit.models import build_model
 from attnkit.settings import Option, helps_of, options_of
 
 __all__ = ["APP", "RNN_MAX_SOURCE", "SUBWORD_FILE", "VOCAB_FILES", "TranslateApp",
@@ -121,7 +116,9 @@ TRAIN_HELP = helps_of(TranslateSettings, ("epochs", "batch_size", "lr", "max_min
                                           "patience"))
 
 
-class TranslateApp(App):
+class TranslateApp(App, configure=preparation.configure, prepare=preparation.prepare,
+                   reload=preparation.reload, fit=training.fit, load=preparation.load,
+                   after_training=evaluation.after_training):
     """English -> French translation with attention (RNN or Transformer)."""
 
     name = "translate"
@@ -132,40 +129,6 @@ class TranslateApp(App):
     commands = (*ALIGN_COMMANDS, ct2.EXPORT_COMMAND)
     headline = ("bleu", "chrf")
     text_attention = False   # a translation line is text: the fused path, no weights
-
-    # The steps of the contract (`attnkit.apps.base.App`), each in the module of its stage.
-    configure = staticmethod(preparation.configure)
-    prepare = staticmethod(preparation.prepare)
-    reload = staticmethod(preparation.reload)
-    fit = staticmethod(training.fit)
-    after_training = staticmethod(evaluation.after_training)
-
-    def load(self, run: str | os.PathLike, *, weights: str = "best", device: str | None = None,
-             engine: str | None = None) -> TranslateLoaded:
-        """A trained run with attnkit's engine, or with ``engine="ctranslate2"`` a folder
-        `export_run` wrote (`attnkit.apps.translate.ct2.load_exported`).
-
-        Raises:
-            CheckpointError: not a translate run, broken files, vocabularies that do not match
-                the ones the weights were trained with, missing or truncated weights.
-            UsageError: an unknown engine; CTranslate2 not installed.
-        """
-        if engine not in (None, "attnkit", "ctranslate2"):
-            raise UsageError(f"engine must be one of attnkit, ctranslate2; got {engine!r}")
-        if engine == "ctranslate2":
-            return ct2.load_exported(run, device=device or "cpu")
-        run = Path(run)
-        if (run / "model.bin").is_file():
-            raise CheckpointError(f"{run}: an exported CTranslate2 model, not a training run; "
-                                  "use it with --engine ctranslate2")
-        config = read_config(run, self.name)
-        model_config = run_model_config(run, config)
-        pipeline = run_pipeline(run, config, model_config)
-        model, device = load_model(lambda: build_model(model_config), run, weights, device,
-                                   f"{run / 'config.json'}")
-        return TranslateLoaded(run, self.name, model, pipeline, config, device,
-                               engine=AttnkitEngine(model, pipeline),
-                               description=summary_of(model_config))
 
     def evaluation(self, loaded: TranslateLoaded, data: Any, *, report: int = 0,
                    **options: Any) -> Evaluation:

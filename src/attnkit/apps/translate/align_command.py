@@ -10,28 +10,15 @@ Example:
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
-from attnkit.apps.options import Command
+from attnkit.apps.presentation import Command
 from attnkit.errors import UsageError
-from attnkit.fileio import read_capped_text
+from attnkit.fileio import read_lines
 from attnkit.settings import Option
 
 _KINDS = ("attention", "head", "grad-input", "integrated-gradients")
-
-
-def read_lines(path: str | os.PathLike, what: str) -> list[str]:
-    """The lines of a UTF-8 text file, a pipe included (a final newline ends the last line,
-    it does not start an empty one); at most `attnkit.fileio.MAX_TEXT_BYTES` in
-    `attnkit.fileio.MAX_TEXT_LINES` lines.
-
-    Raises:
-        DataError: missing, unreadable, past a cap or not UTF-8 (one line naming the file).
-    """
-    text = read_capped_text(path, f"the {what}")
-    return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
 
 
 def _position(value: str | None, flag: str) -> int | str | None:
@@ -70,9 +57,10 @@ def _align(values: dict[str, Any]) -> int:
 
 def _align_pairs(values: dict[str, Any]) -> int:
     from attnkit.alignment.aligner import check_pairs
+    from attnkit.alignment.pieces import unknown_words
     from attnkit.apps.outputs import ALIGNMENTS, output_file, write_output
     from attnkit.apps.translate import load_run
-    from attnkit.apps.translate.alignment import align_pairs, unknown_words
+    from attnkit.apps.translate.alignment import align_pairs
     from attnkit.apps.translate.prediction import UNKNOWN_WARNING
     from attnkit.data.alignments import alignment_scores, format_pharaoh, read_gold
 
@@ -95,7 +83,7 @@ def _align_pairs(values: dict[str, Any]) -> int:
     for note in result.notes:
         print(f"attnkit: note: {note}", file=sys.stderr)
     # After aligning, so that a refused setting stays one error line.
-    src, tgt = unknown_words(loaded, sources, targets, normalize=normalize)
+    src, tgt = unknown_words(loaded.pipeline, sources, targets, normalize=normalize)
     if max(src, tgt) > UNKNOWN_WARNING:
         print(f"attnkit: warning: {src:.0%} of the source words and {tgt:.0%} of the target "
               f"words are unknown to the run (more than {UNKNOWN_WARNING:.0%}): it cannot read "

@@ -33,7 +33,6 @@ from attnkit.alignment.adapt import adapt_head
 from attnkit.alignment.aligner import ATTENTION_DEFAULT, AlignResult, align, check_pairs
 from attnkit.alignment.head_training import read_head, train_head, write_head
 from attnkit.alignment.methods import Method
-from attnkit.alignment.pieces import pair_pieces
 from attnkit.apps.results import Log, stderr_log
 from attnkit.apps.translate.engines import TranslateLoaded
 from attnkit.errors import DataError, UsageError
@@ -41,7 +40,7 @@ from attnkit.models.alignment_head import AlignmentHead
 from attnkit.models.config import TransformerConfig
 
 __all__ = ["AlignResult", "Method", "align_pairs", "check_pairs", "load_head",
-           "train_aligner", "unknown_words"]
+           "train_aligner"]
 
 FOLDER = "alignment"   # RUN/alignment: the run's trained aligner
 
@@ -121,29 +120,6 @@ def align_pairs(loaded: TranslateLoaded, sources: Sequence[Sequence[str]],
                             minutes=adapt_minutes, log=log)
     return align(loaded.model, loaded.pipeline, sources, targets, settings, head=head,
                  adapt=fit if settings["adapt"] else None, normalize=normalize)
-
-
-def unknown_words(loaded: TranslateLoaded, sources: Sequence[Sequence[str]],
-                  targets: Sequence[Sequence[str]], *, normalize: bool = True
-                  ) -> tuple[float, float]:
-    """The share of the source words and of the target words of sentence pairs that the run's
-    vocabularies do not hold (a word with an ``<unk>`` piece; words beyond what the model
-    reads are not counted): where it is high the model cannot read the text, and its links
-    are little better than guesses. Tokenization only: cheap beside aligning."""
-    pairs = [pair_pieces(loaded.pipeline, s, t, normalize=normalize)
-             for s, t in zip(sources, targets, strict=True)]
-    shares = []
-    for side, vocab in (("src", loaded.pipeline.src_vocab), ("tgt", loaded.pipeline.tgt_vocab)):
-        seen = unknown = 0
-        for pair in pairs:
-            words: dict[int, bool] = {}
-            for piece, owners in zip(getattr(pair, f"{side}_ids"), getattr(pair, f"{side}_owner"),
-                                     strict=True):
-                for w in owners:
-                    words[w] = words.get(w, False) or piece == vocab.unk_id
-            seen, unknown = seen + len(words), unknown + sum(words.values())
-        shares.append(unknown / seen if seen else 0.0)
-    return shares[0], shares[1]
 
 
 # What `translate align` does by default with a trained aligner (measured on the WPT03 trial

@@ -43,8 +43,8 @@ from typing import Any
 
 import torch
 
-from attnkit.apps.options import Command
 from attnkit.apps.outputs import EXPORT, writing
+from attnkit.apps.presentation import Command
 from attnkit.apps.run_files import FORMAT, read_vocab
 from attnkit.apps.translate.engines import TranslateLoaded, check_decoding, summary_of
 from attnkit.apps.translate.pipeline import (

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.trust import Measured, best_shown
 from attnkit.bleu import bleu_chrf
 from attnkit.errors import UsageError
+from attnkit.explain.trust import Measured, best_shown
 
 # docs/results.md, "Word alignment (WPT03 trial set)": AER of each explanation's argmax links
 # against the 37 gold pairs, on the alignment recipe's Transformer. No run measures its page's

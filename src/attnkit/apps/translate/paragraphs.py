@@ -24,7 +24,7 @@ from typing import Any
 
 from attnkit.apps.translate.pipeline import encode_source
 from attnkit.apps.translate.prediction import TranslationPrediction
-from attnkit.data.sentences import Sentences, split_sentences
+from attnkit.data.sentences import Sentences, per_sentence, readable_sentences
 from attnkit.data.text_codec import SRC_LANG
 
 
@@ -49,41 +49,24 @@ def translate_texts(engine: Any, texts: Sequence[str], *, split: bool = True,
     """
     if not split:
         return engine.translate(texts, **decoding)
-    cut = [text_sentences(engine, text, i) for i, text in enumerate(texts, 1)]
-    flat: list[str] = []
-    for text, c in zip(texts, cut, strict=True):
-        flat.extend(c.sentences if c is not None else [text])
-    preds = engine.translate(flat, **decoding)
-    out, at = [], 0
-    for text, c in zip(texts, cut, strict=True):
-        if c is None:   # read as one sentence: exactly as without splitting
-            out.append(preds[at])
-            at += 1
-            continue
-        parts = preds[at:at + len(c.sentences)]
-        at += len(c.sentences)
-        out.append(TranslationPrediction.paragraph(text, parts, c.join([p.text for p in parts])))
-    return out
+    cuts = [text_sentences(engine, text, i) for i, text in enumerate(texts, 1)]
+    return per_sentence(texts, cuts, lambda flat: engine.translate(flat, **decoding),
+                        lambda text, parts, cut: TranslationPrediction.paragraph(
+                            text, parts, cut.join([p.text for p in parts])))
 
 
 def text_sentences(engine: Any, text: str, index: int) -> Sentences | None:
     """``text``'s sentences that hold a token the model reads, or None when there is only
-    one (the text is then translated as given). Also what a stream of a text decodes, one
-    sentence after another (`attnkit.apps.translate.streaming.stream_texts`).
+    one (the text is then translated as given; `attnkit.data.sentences.readable_sentences`).
+    Also what a stream of a text decodes, one sentence after another
+    (`attnkit.apps.translate.streaming.stream_texts`).
 
     Raises:
         UsageError: no token at all in ``text`` (``index`` names it).
     """
-    found = split_sentences(text, SRC_LANG)
-    if len(found.sentences) < 2:
+    codec = engine.pipeline.codec
+    found = readable_sentences(text, SRC_LANG,
+                               lambda s: bool(codec.encode_capped(s, SRC_LANG, 1)[0]))
+    if found is None:
         encode_source(engine.pipeline, text, index)   # an empty text: its one-line error
-        return None
-    pipeline = engine.pipeline
-    keep = [k for k, s in enumerate(found.sentences)
-            if pipeline.codec.encode_capped(s, SRC_LANG, 1)[0]]
-    if len(keep) < 2:
-        encode_source(pipeline, text, index)
-        return None
-    # A dropped sentence's break goes with the kept one after it: the wider of the two.
-    breaks = [max(found.breaks[a:b], key=len) for a, b in zip(keep, keep[1:], strict=False)]
-    return Sentences([found.sentences[k] for k in keep], breaks)
+    return found

@@ -4,7 +4,7 @@
 config); `prepare` reads the data and builds the pipeline in memory (splits, the subword model,
 vocabularies, token pairs, the model config, the run's metadata, the files `App.save` writes);
 `reload` rebuilds the same from those files and the data (a resume, and the other ranks of a
-``torchrun`` training once rank 0 has saved).
+``torchrun`` training once rank 0 has saved); `load` gives the trained run.
 
 Example:
     ```python
@@ -17,14 +17,16 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.options import resolve_device
 from attnkit.apps.results import Log, Prepared
 from attnkit.apps.run_files import FORMAT, read_config
+from attnkit.apps.translate import ct2
+from attnkit.apps.translate.engines import AttnkitEngine, TranslateLoaded, summary_of
 from attnkit.apps.translate.pipeline import (
     APP,
     SUBWORD_FILE,
@@ -48,8 +50,11 @@ from attnkit.data.text_codec import TextCodec, TokenPair
 from attnkit.data.translation import filter_by_length
 from attnkit.data.translation_splits import Pair, data_spec, load_splits, spec_name
 from attnkit.data.vocab import Vocab
-from attnkit.errors import DataError, UsageError
+from attnkit.errors import CheckpointError, DataError, UsageError
+from attnkit.models import build_model
 from attnkit.training import TrainConfig
+from attnkit.training.distributed import checked_device
+from attnkit.training.run_folder import load_model
 
 SMALL_VALID = 100   # validation sentences below which the selection BLEU is noisy (a note)
 
@@ -89,13 +94,13 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
     data = given.pop("data", None)
     if stored is not None:
         s = resume_settings(stored, data, given)
-        resolve_device(s.device)
+        checked_device(s.device)
         train = dataclasses.replace(
             TrainConfig.from_dict(stored["train"]), epochs=s.epochs, max_minutes=s.max_minutes,
             device=s.device, progress=s.progress, early_stopping_patience=s.patience or None)
         return TranslateConfig(s, stored["data"], train, stored)
     s = settings_from(given)
-    resolve_device(s.device)
+    checked_device(s.device)
     try:
         train = s.train_config()
     except ValueError as exc:
@@ -175,3 +180,31 @@ def reload(config: TranslateConfig, out: Path, log: Log) -> TranslatePrepared:
             f"{'none' if s.max_minutes is None else f'{s.max_minutes:g} min'})")
     return TranslatePrepared(config, config.train, splits=splits, pipeline=pipeline,
                              train_tokens=tokens, model_config=model_config, metadata=metadata)
+
+
+def load(run: str | os.PathLike, *, weights: str = "best", device: str | None = None,
+         engine: str | None = None) -> TranslateLoaded:
+    """A trained run with attnkit's engine, or with ``engine="ctranslate2"`` a folder
+    `attnkit.apps.translate.export_run` wrote (`attnkit.apps.translate.ct2.load_exported`).
+
+    Raises:
+        CheckpointError: not a translate run, broken files, vocabularies that do not match
+            the ones the weights were trained with, missing or truncated weights.
+        UsageError: an unknown engine; CTranslate2 not installed.
+    """
+    if engine not in (None, "attnkit", "ctranslate2"):
+        raise UsageError(f"engine must be one of attnkit, ctranslate2; got {engine!r}")
+    if engine == "ctranslate2":
+        return ct2.load_exported(run, device=device or "cpu")
+    run = Path(run)
+    if (run / "model.bin").is_file():
+        raise CheckpointError(f"{run}: an exported CTranslate2 model, not a training run; "
+                              "use it with --engine ctranslate2")
+    config = read_config(run, APP)
+    model_config = run_model_config(run, config)
+    pipeline = run_pipeline(run, config, model_config)
+    model, device = load_model(lambda: build_model(model_config), run, weights, device,
+                               f"{run / 'config.json'}")
+    return TranslateLoaded(run, APP, model, pipeline, config, device,
+                           engine=AttnkitEngine(model, pipeline),
+                           description=summary_of(model_config))

@@ -62,14 +62,6 @@ _RATE = (lambda x: 0 <= x < 1, "a number in [0, 1)")
 _POSITIVE = (lambda x: 0 < x < math.inf, "a positive number")
 
 
-def _rnn(value: Any) -> dict[str, Any]:
-    return {"rnn": value}
-
-
-def _transformer(value: Any) -> dict[str, Any]:
-    return {"transformer": value}
-
-
 @dataclass
 class TranslateSettings:
     """Every setting of a translate training run: the keyword ``overrides`` of
@@ -123,19 +115,19 @@ class TranslateSettings:
                              choices=ATTENTION_KINDS)
     cell: str = setting("gru", "RNN cell", choices=RNN_CELLS)
     style: str = setting("bahdanau", "RNN decoder style", choices=DECODER_STYLES)
-    emb_dim: int | None = setting(None, "RNN embedding size", defaults=_rnn(64), low=1)
-    hidden: int | None = setting(None, "RNN hidden size", defaults=_rnn(128), low=1)
+    emb_dim: int | None = setting(None, "RNN embedding size", defaults={"rnn": 64}, low=1)
+    hidden: int | None = setting(None, "RNN hidden size", defaults={"rnn": 128}, low=1)
     layers: int | None = setting(None, "RNN or Transformer layers",
                                  defaults={"rnn": 1, "transformer": 2}, low=1)
-    window: int | None = setting(None, "local attention half-width D", defaults=_rnn(5), low=0)
-    d_model: int | None = setting(None, "Transformer width", defaults=_transformer(128), low=1)
-    heads: int | None = setting(None, "Transformer heads", defaults=_transformer(4), low=1)
+    window: int | None = setting(None, "local attention half-width D", defaults={"rnn": 5}, low=0)
+    d_model: int | None = setting(None, "Transformer width", defaults={"transformer": 128}, low=1)
+    heads: int | None = setting(None, "Transformer heads", defaults={"transformer": 4}, low=1)
     ff_dim: int | None = setting(None, "Transformer feed-forward size",
-                                 defaults=_transformer(256), low=1)
+                                 defaults={"transformer": 256}, low=1)
     dropout: float | None = setting(None, "dropout", defaults={"rnn": 0.1, "transformer": 0.1},
                                     valid=_RATE)
     teacher_forcing: float | None = setting(
-        None, "probability of feeding the gold token (RNN)", defaults=_rnn(1.0),
+        None, "probability of feeding the gold token (RNN)", defaults={"rnn": 1.0},
         valid=(lambda x: 0 <= x <= 1, "a number in [0, 1]"))
     epochs: int = setting(8, "passes over the training pairs", low=1)
     batch_size: int = setting(64, "sentence pairs per batch", low=1)
