@@ -186,6 +186,31 @@ def test_a_run_gathers_while_another_run_holds_the_model_thread():
     assert [c[0] for c in asyncio.run(main())] == [["p", "q", "r"]]
 
 
+def test_a_run_waiting_for_its_clients_leaves_the_thread_to_another_run():
+    """Run a's next batch waits for the second of the two clients it answered; meanwhile run
+    b's request takes the free thread at once."""
+    async def main():
+        thread, slow, other = ModelThread(), Model(), Model()
+        slow.delay = 0.4   # run a's next batch may wait 100 ms for its clients
+        settings = {"max_batch": 8, "max_wait_s": 0, "max_queue": 100, "metrics": Metrics()}
+        a, b = Batcher("a", slow, thread, **settings), Batcher("b", other, thread, **settings)
+        a.start(), b.start()
+        try:
+            await asyncio.gather(a.submit(["x"], {}, 5), a.submit(["y"], {}, 5))
+            again = asyncio.ensure_future(a.submit(["x2"], {}, 5))   # only one comes back
+            await asyncio.sleep(0.01)
+            asked = time.monotonic()
+            await b.submit(["p"], {}, 5)
+            await again
+            return other.called[0] - asked, [c[0] for c in slow.calls]
+        finally:
+            await a.stop(), await b.stop()
+            thread.close()
+    waited, calls = asyncio.run(main())
+    assert calls == [["x", "y"], ["x2"]]
+    assert waited < 0.05, waited
+
+
 def test_full_queue_and_deadline_and_abandoned_requests_cost_nothing():
     async def go(b, model):
         model.hold.clear()                   # the model is busy

@@ -176,8 +176,8 @@ class Gatherer:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(),
                                            first.arrived + self.max_wait_s - loop.time())
+            await self._await_returning(first.key)
             async with self.thread.turn:
-                await self._await_returning(first.key)
                 # Taken now that the thread is free: all that gathered meanwhile goes along.
                 if self._live() and not self._stopping:
                     await self.dispatch(self._take(self._pending[0].key))
@@ -187,10 +187,11 @@ class Gatherer:
 
         Clients that wait for each answer before they ask again would otherwise settle into
         two alternating half-size batches: while one decodes, the other's answers travel and
-        its next requests queue behind it. Waiting, once the thread frees, until as many
-        requests have arrived as the last batch answered (at most `Answered.window` seconds)
-        lets them decode together. A lone client never waits: its next request is itself
-        the one return expected.
+        its next requests queue behind it. Waiting until as many requests have arrived
+        since the last batch was answered as it answered (at most `Answered.window` seconds)
+        lets them decode together. The wait holds no turn of the thread: another run's batch
+        may use it meanwhile. A lone client never waits: its next request is itself the one
+        return expected.
         """
         loop = asyncio.get_running_loop()
         deadline = self._answered.at + self._answered.window
