@@ -26,8 +26,6 @@ Example:
     config = read_config("runs/fr", app="translate")
     vocab = read_vocab("runs/fr", "vocab_src.json")
     model = read_model_config("runs/ducks", CaptionerConfig.from_dict, ("hidden", "emb_dim"))
-    loaded = load_run(Loaded, "runs/imdb", "sentiment", model_config=..., pipeline=...,
-                      build=SentimentClassifier, describe=str, model_file="model.json")
     ```
 """
 

@@ -35,10 +35,10 @@ from attnkit.apps.results import Loaded, Log, Prepared, stderr_log
 from attnkit.apps.run_files import load_run, read_vocab
 from attnkit.data.caption_data import CaptionData, load_splits
 from attnkit.data.vocab import Vocab
-from attnkit.errors import CheckpointError, DataError
+from attnkit.errors import DataError
 from attnkit.models.captioner import Captioner, CaptionerConfig
 from attnkit.settings import check_resume
-from attnkit.training import TrainConfig
+from attnkit.training.config import budgets_given, stored_train_config
 
 APP = "caption"
 CaptionLoaded = Loaded[Captioner, Vocab]   # the pipeline of a caption run is its vocabulary
@@ -106,15 +106,10 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None) -
         return CaptionPlan(settings, train_config(settings, parts["train"]), parts["model"])
     settings = CaptionSettings.from_config(stored)
     model_cfg = read_model_config(out)
-    try:
-        stored_train = TrainConfig.from_dict(stored["train"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"{out}: config.json has no valid train settings ({exc})") from None
+    stored_train = stored_train_config(stored, f"{out}: config.json has no valid train settings")
     current = {**dataclasses.asdict(settings), **model_cfg.to_dict(), **stored_train.to_dict()}
-    changes = check_resume(current, {"data": data, **given}, applied=RESUME_APPLIED)
-    for name in ("max_minutes", "early_stopping_patience"):  # None is a value here
-        if name in parts["train"]:
-            changes[name] = parts["train"][name]
+    changes = {**check_resume(current, {"data": data, **given}, applied=RESUME_APPLIED),
+               **budgets_given(parts["train"])}
     return CaptionPlan(settings, train_config(settings, {**stored_train.to_dict(), **changes}),
                        stored=stored)
 

@@ -36,11 +36,7 @@ MEASURED = best_shown(METHODS, DOCS_FIGURES)
 
 def faithfulness_measured(table: dict) -> Measured | None:
     """``sentiment explain``'s table as a `Measured` (chance left out); None when it holds no
-    method's score.
-
-    Raises:
-        KeyError, TypeError, ValueError, AttributeError: a table out of shape (hand-edited).
-    """
+    method's score (KeyError, TypeError, ValueError or AttributeError when out of shape)."""
     scores = {m: float(row["comprehensiveness"]) for m, row in table["methods"].items()
               if m in METHODS and m != RANDOM}
     if not scores:

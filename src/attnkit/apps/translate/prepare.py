@@ -53,6 +53,7 @@ from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, DataError, UsageError
 from attnkit.models import build_model
 from attnkit.training import TrainConfig
+from attnkit.training.config import stored_train_config, trainer_options
 from attnkit.training.distributed import checked_device
 
 SMALL_VALID = 100   # validation sentences below which the selection BLEU is noisy (a note)
@@ -94,9 +95,11 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
     if stored is not None:
         s = resume_settings(stored, data, given)
         checked_device(s.device)
-        train = dataclasses.replace(
-            TrainConfig.from_dict(stored["train"]), epochs=s.epochs, max_minutes=s.max_minutes,
-            device=s.device, progress=s.progress, early_stopping_patience=s.patience or None)
+        stored_train = stored_train_config(stored, f"{out}: config.json has no valid train "
+                                           "settings")
+        train = dataclasses.replace(stored_train, epochs=s.epochs, max_minutes=s.max_minutes,
+                                    device=s.device, progress=s.progress,
+                                    **trainer_options({"patience": s.patience}))
         return TranslateConfig(s, stored["data"], train, stored)
     s = settings_from(given)
     checked_device(s.device)
