@@ -5,10 +5,13 @@ naming the file)."""
 import json
 
 import pytest
+import torch
 
-from attnkit.apps.run_files import read_config, run_file
+from attnkit.apps.results import Loaded
+from attnkit.apps.run_files import load_run, read_config, run_file
 from attnkit.errors import CheckpointError
 from attnkit.fileio import checked_file
+from attnkit.training import save_weights
 
 
 def _run_folder(path, app="translate", **extra):
@@ -39,3 +42,38 @@ def test_read_config_checks_the_app_and_the_format(tmp_path):
         read_config(tmp_path, "caption")
     with pytest.raises(CheckpointError, match="no such run folder"):
         read_config(tmp_path / "nope", "caption")
+
+
+def test_load_run_reads_config_model_config_pipeline_then_weights(tmp_path):
+    run = _run_folder(tmp_path / "run", app="toy", size=3)
+    torch.manual_seed(0)
+    trained = torch.nn.Linear(3, 2)
+    save_weights(trained, run / "best.safetensors")
+    calls = []
+
+    def model_config(path, config):
+        calls.append(("model_config", path, config["size"]))
+        return config["size"]
+
+    def pipeline(path, config, size):
+        calls.append(("pipeline", size))
+        return f"pipeline of {size}"
+
+    loaded = load_run(Loaded, run, "toy", model_config=model_config, pipeline=pipeline,
+                      build=lambda size: torch.nn.Linear(size, 2),
+                      describe=lambda size: f"linear {size} -> 2", model_file="model.json",
+                      device="cpu")
+    assert calls == [("model_config", run, 3), ("pipeline", 3)]
+    assert isinstance(loaded, Loaded) and loaded.path == run and loaded.app == "toy"
+    assert loaded.pipeline == "pipeline of 3" and loaded.config["size"] == 3
+    assert loaded.description == "linear 3 -> 2" and loaded.device == "cpu"
+    assert not loaded.model.training
+    assert torch.equal(loaded.model.weight, trained.weight)
+    with pytest.raises(CheckpointError, match="is a toy run, not a other run"):
+        load_run(Loaded, run, "other", model_config=model_config, pipeline=pipeline,
+                 build=lambda size: torch.nn.Linear(size, 2), describe=str,
+                 model_file="model.json")
+    with pytest.raises(CheckpointError):   # no such weights: the model is never built
+        load_run(Loaded, run, "toy", model_config=model_config, pipeline=pipeline,
+                 build=lambda size: torch.nn.Linear(size, 2), describe=str,
+                 model_file="model.json", weights="last")

@@ -36,12 +36,16 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from torch import nn
+
+from attnkit.apps.results import Loaded
 from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, DataError
 from attnkit.fileio import MAX_JSON_BYTES, MAX_VOCAB_BYTES, checked_file, read_json_object
-from attnkit.training.run_folder import checked_sizes
+from attnkit.training.run_folder import checked_sizes, load_model
 
 T = TypeVar("T")
+LoadedT = TypeVar("LoadedT", bound=Loaded)
 
 FORMAT = 2                 # the format this code writes
 KNOWN_FORMATS = (1, 2)     # 1: runs written before config.json had "format"
@@ -126,3 +130,43 @@ def read_model_config(run: str | os.PathLike, build: Callable[[dict[str, Any]], 
         return build(data)
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise CheckpointError(f"{path}: not {what} ({exc})") from None
+
+
+def load_run(loaded: Callable[..., LoadedT], run: str | os.PathLike, app: str, *,
+             model_config: Callable[[Path, dict[str, Any]], T],
+             pipeline: Callable[[Path, dict[str, Any], T], Any], build: Callable[[T], nn.Module],
+             describe: Callable[[T], str], model_file: str, weights: str = "best",
+             device: str | None = None) -> LoadedT:
+    """A trained run of ``app``, read in the order every app reads one: ``config.json``
+    (`read_config`), the model config, the pipeline, then the model with its weights
+    (`attnkit.training.run_folder.load_model`), as the app's typed ``loaded``.
+
+    Args:
+        loaded: the app's `attnkit.apps.results.Loaded` type, called with the run folder,
+            ``app``, the model, the pipeline, the config, the device and ``description``.
+        run: the run folder.
+        app: the app's name (a run of another app is refused).
+        model_config: (run, config) -> the model's config, its sizes checked.
+        pipeline: (run, config, model config) -> the app's pipeline.
+        build: the model config -> the network, before its weights are loaded.
+        describe: the model config -> the model in a few words (``description``).
+        model_file: the run's file named when the model cannot be built (``"model.json"``).
+        weights: ``"best"`` or ``"last"``.
+        device: where the model runs (None: the best this machine has).
+
+    Returns:
+        ``loaded(...)``: the model in eval mode on the device, with the run's pipeline and
+        ``config.json``.
+
+    Raises:
+        CheckpointError: not a run of ``app``, a broken file, no such weights.
+        UsageError: a bad device.
+    """
+    run = Path(run)
+    config = read_config(run, app)
+    model_cfg = model_config(run, config)
+    run_pipeline = pipeline(run, config, model_cfg)
+    model, device = load_model(lambda: build(model_cfg), run, weights, device,
+                               f"{run / model_file}")
+    return loaded(run, app, model, run_pipeline, config, device,
+                  description=describe(model_cfg))

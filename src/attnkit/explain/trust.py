@@ -17,8 +17,14 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from attnkit.errors import CheckpointError
+from attnkit.fileio import read_json_object
 
 # How the sentences name each method (the apps' METHODS keys).
 NAMES = {"attention": "attention", "rollout": "attention rollout",
@@ -62,6 +68,32 @@ class Measured:
             return (1, 0.0)
         score = float(self.scores[method])
         return (0, score if self.lower else -score)
+
+
+def measured_in_run(run: str | os.PathLike, name: str, what: str,
+                    measure: Callable[[dict[str, Any]], Measured | None],
+                    docs: Measured) -> Measured:
+    """The measurement an app's command wrote into the run (the JSON table ``RUN/name``, read
+    by ``measure``), else ``docs`` (the docs/results.md figure). A table that is missing,
+    cannot be read, was hand-edited out of shape (``measure`` raises KeyError, TypeError,
+    ValueError or AttributeError) or has no scores (``measure`` returns None) counts as none:
+    it only orders the views.
+
+    Args:
+        run: the run folder.
+        name: the table's file name in it (``"faithfulness.json"``).
+        what: what the table is, for `read_json_object`'s checks.
+        measure: the table (a JSON object) -> its `Measured`, or None when it holds no score.
+        docs: the measurement to fall back on.
+    """
+    path = Path(run) / name
+    if not path.is_file():
+        return docs
+    try:
+        measured = measure(read_json_object(path, what, root=run))
+    except (CheckpointError, KeyError, TypeError, ValueError, AttributeError):
+        return docs
+    return docs if measured is None else measured
 
 
 def best_shown(carried: Sequence[str], measured: Measured, *, add: str = "") -> Trust:

@@ -41,6 +41,7 @@ from attnkit.training.checkpoint import (
     save_weights,
 )
 from attnkit.training.config import TrainConfig
+from attnkit.training.metrics_log import METRICS_LOG
 from attnkit.training.position import LossWindow, TrainPosition
 from attnkit.training.progress import (
     Heartbeat,
@@ -269,7 +270,7 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if info.is_main:
             remove_stale_temporaries(self.run_dir)
-            truncate_file(self.run_dir / "metrics.jsonl", 0)
+            truncate_file(self.run_dir / METRICS_LOG, 0)
             truncate_file(self.run_dir / "train.log", 0)
             # A stale checkpoint of an earlier run here must never be resumed by mistake.
             for old in (self.run_dir / "last", self.run_dir / "last.prev"):
@@ -301,7 +302,7 @@ class Trainer:
             self._say(info, f"checkpoint has RNG states of {len(state['rng'])} ranks, this "
                       f"run has {info.world_size}: reseeding (dropout draws will differ)")
             seed_everything(self.cfg.seed + pos.global_step * 1009 + info.rank)
-        metrics_path = self.run_dir / "metrics.jsonl"
+        metrics_path = self.run_dir / METRICS_LOG
         if info.is_main and os.path.lexists(metrics_path):
             # Lines written after the checkpoint are about to be redone.
             truncate_file(metrics_path, state["metrics_bytes"])
@@ -458,7 +459,7 @@ class Trainer:
                                    "warmup_steps": self.cfg.warmup_steps,
                                    "total_steps": fit.total_steps},
                      "scaler": None,  # bf16 autocast needs no gradient scaler
-                     "metrics_bytes": (self.run_dir / "metrics.jsonl").stat().st_size,
+                     "metrics_bytes": (self.run_dir / METRICS_LOG).stat().st_size,
                      "config": self.cfg.to_dict()}
             save_checkpoint(self.run_dir / "last", self.model, fit.optimizer, state)
         D.run_on_main(info, save)
@@ -567,7 +568,7 @@ class Trainer:
     # ---------------------------------------------------------------- messages
     def _log(self, info: D.DistInfo, record: dict[str, Any]) -> None:
         if info.is_main:
-            append_line(self.run_dir / "metrics.jsonl",
+            append_line(self.run_dir / METRICS_LOG,
                         json.dumps(_finite_or_none(record), allow_nan=False))
 
     def _say(self, info: D.DistInfo, message: str) -> None:

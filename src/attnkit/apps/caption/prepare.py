@@ -32,14 +32,13 @@ from attnkit.apps.caption.settings import (
     train_config,
 )
 from attnkit.apps.results import Loaded, Log, Prepared, stderr_log
-from attnkit.apps.run_files import read_config, read_vocab
+from attnkit.apps.run_files import load_run, read_vocab
 from attnkit.data.caption_data import CaptionData, load_splits
 from attnkit.data.vocab import Vocab
-from attnkit.errors import CheckpointError, DataError
+from attnkit.errors import DataError
 from attnkit.models.captioner import Captioner, CaptionerConfig
 from attnkit.settings import check_resume
-from attnkit.training import TrainConfig
-from attnkit.training.run_folder import load_model
+from attnkit.training.config import budgets_given, stored_train_config
 
 APP = "caption"
 CaptionLoaded = Loaded[Captioner, Vocab]   # the pipeline of a caption run is its vocabulary
@@ -107,15 +106,10 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None) -
         return CaptionPlan(settings, train_config(settings, parts["train"]), parts["model"])
     settings = CaptionSettings.from_config(stored)
     model_cfg = read_model_config(out)
-    try:
-        stored_train = TrainConfig.from_dict(stored["train"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"{out}: config.json has no valid train settings ({exc})") from None
+    stored_train = stored_train_config(stored, f"{out}: config.json has no valid train settings")
     current = {**dataclasses.asdict(settings), **model_cfg.to_dict(), **stored_train.to_dict()}
-    changes = check_resume(current, {"data": data, **given}, applied=RESUME_APPLIED)
-    for name in ("max_minutes", "early_stopping_patience"):  # None is a value here
-        if name in parts["train"]:
-            changes[name] = parts["train"][name]
+    changes = {**check_resume(current, {"data": data, **given}, applied=RESUME_APPLIED),
+               **budgets_given(parts["train"])}
     return CaptionPlan(settings, train_config(settings, {**stored_train.to_dict(), **changes}),
                        stored=stored)
 
@@ -128,14 +122,20 @@ def load(run, *, weights: str = "best", device: str | None = None,
     Raises:
         CheckpointError: not a caption run, broken or missing files, no such weights.
     """
-    path = Path(run)
-    config = read_config(path, APP)
-    config.setdefault("data", CaptionSettings.from_config(config).data)  # format 1 lacks it
-    model_cfg = read_model_config(path)
-    vocab = read_vocab(path)
-    model, device = load_model(lambda: Captioner(model_cfg), path, weights, device,
-                               f"{path / 'model.json'}")
+    return load_run(CaptionLoaded, run, APP, model_config=_run_model_config,
+                    pipeline=lambda path, _config, _model: read_vocab(path), build=Captioner,
+                    describe=description, model_file="model.json", weights=weights,
+                    device=device)
+
+
+def _run_model_config(run: Path, config: dict[str, Any]) -> CaptionerConfig:
+    """``RUN/model.json``, once ``config`` has its ``"data"`` (format 1 lacks it)."""
+    config.setdefault("data", CaptionSettings.from_config(config).data)
+    return read_model_config(run)
+
+
+def description(model_cfg: CaptionerConfig) -> str:
+    """A captioner in a few words (for pages and listings)."""
     side = model_cfg.feature_size
-    return CaptionLoaded(path, APP, model, vocab, config, device,
-                  description=f"{model_cfg.attention} attention over a {side}x{side} feature "
-                              f"map, LSTM {model_cfg.hidden}, {model_cfg.image_size} px")
+    return (f"{model_cfg.attention} attention over a {side}x{side} feature map, LSTM "
+            f"{model_cfg.hidden}, {model_cfg.image_size} px")

@@ -21,7 +21,7 @@ from attnkit.errors import CheckpointError, UsageError
 from attnkit.models.captioner import CaptionerConfig
 from attnkit.settings import check_settings, setting, split_options
 from attnkit.training import TrainConfig
-from attnkit.training.config import checked_train_config
+from attnkit.training.config import checked_train_config, given_options, trainer_options
 
 # The first word stalls at "a" for 8-20 epochs before the glimpse learns to count; 40 epochs at
 # 2e-3 reached 0.998-1.0 exact match in 6 of 6 seeds (30 epochs: 2 of 3; 12 epochs: 0.86).
@@ -132,12 +132,7 @@ def split_overrides(overrides: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """``overrides`` by owner (settings, model, train); None values dropped, but
     ``max_minutes=None`` (no budget) kept; ``patience`` is the trainer's
     ``early_stopping_patience`` (0: never)."""
-    overrides = dict(overrides)
-    if "patience" in overrides:
-        overrides["early_stopping_patience"] = overrides.pop("patience") or None
-    kept = {k: v for k, v in overrides.items()
-            if v is not None or k in ("max_minutes", "early_stopping_patience")}
-    return split_options(kept, {
+    return split_options(given_options(trainer_options(overrides)), {
         "settings": {f.name for f in dataclasses.fields(CaptionSettings)} - {"data"},
         "model": MODEL_OPTIONS, "train": TRAIN_OPTIONS}, "caption option")
 

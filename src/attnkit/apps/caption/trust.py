@@ -13,13 +13,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from attnkit.apps.results import TEST_METRICS
-from attnkit.errors import CheckpointError
 from attnkit.explain.pointing import RANDOM
-from attnkit.explain.trust import Measured, Trust, best_shown
-from attnkit.fileio import read_json_object
+from attnkit.explain.trust import Measured, Trust, best_shown, measured_in_run
 
 # docs/results.md, "Pointing game: attention against gradients": 1,403 colour and count words
 # of 500 synthetic test scenes.
@@ -46,11 +43,7 @@ def caption_trust(run: str | os.PathLike, carried: Sequence[str]) -> Trust:
     """The method of ``carried`` to show first, by the run's pointing game (its
     ``test_metrics.json``, written by ``caption eval --pointing``) else `MEASURED`. A file
     that cannot be read counts as none: it only orders the views."""
-    path = Path(run) / TEST_METRICS
-    table = None
-    if path.is_file():
-        try:
-            table = read_json_object(path, "the run's test metrics", root=run).get("pointing")
-        except CheckpointError:
-            table = None
-    return best_shown(carried, pointing_measured(table), add="--explain")
+    measured = measured_in_run(run, TEST_METRICS, "the run's test metrics",
+                               lambda metrics: pointing_measured(metrics.get("pointing")),
+                               MEASURED)
+    return best_shown(carried, measured, add="--explain")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from attnkit.apps import run_files
 from attnkit.apps.results import Loaded, Log, Prepared, stderr_log
-from attnkit.apps.run_files import read_config, read_vocab
+from attnkit.apps.run_files import load_run, read_vocab
 from attnkit.apps.sentiment.settings import PRESETS, SentimentPlan, Settings, model_config
 from attnkit.data.classification_text import build_vocab, make_tokenizer
 from attnkit.data.imdb import ReadStats, Review, load_split, split_validation
@@ -32,7 +32,6 @@ from attnkit.errors import CheckpointError, DataError, UsageError
 from attnkit.fileio import read_json
 from attnkit.models.sentiment import SentimentClassifier, SentimentConfig
 from attnkit.training.distributed import is_main_process
-from attnkit.training.run_folder import load_model
 
 APP = "sentiment"
 SentimentLoaded = Loaded[SentimentClassifier, TextPipeline]
@@ -160,16 +159,16 @@ def load(run, *, weights: str = "best", device: str | None = None,
         CheckpointError: not a sentiment run (another app's, or no run), a broken file, or
             no such weights yet.
     """
-    run = Path(run)
-    config = read_config(run, APP)
-    model_cfg = read_model_config(run)
-    pipeline = load_pipeline(run)
-    model, device = load_model(lambda: SentimentClassifier(model_cfg), run, weights, device,
-                               f"{run / 'model.json'}")
+    return load_run(SentimentLoaded, run, APP,
+                    model_config=lambda path, _config: read_model_config(path),
+                    pipeline=lambda path, _config, _model: load_pipeline(path),
+                    build=SentimentClassifier, describe=description, model_file="model.json",
+                    weights=weights, device=device)
+
+
+def description(model_cfg: SentimentConfig) -> str:
+    """A sentiment model in a few words (for pages and listings)."""
     block = ("one transformer block" if model_cfg.block == "transformer"
              else f"{model_cfg.num_layers} self-attention layer(s)")
-    return SentimentLoaded(
-        run, APP, model, pipeline, config, device,
-        description=f"{block}, {model_cfg.num_heads} heads x {model_cfg.head_dim}, embeddings "
-                    f"{model_cfg.embed_dim}, {model_cfg.pooling} pooling, {model_cfg.maxlen} "
-                    "tokens")
+    return (f"{block}, {model_cfg.num_heads} heads x {model_cfg.head_dim}, embeddings "
+            f"{model_cfg.embed_dim}, {model_cfg.pooling} pooling, {model_cfg.maxlen} tokens")

@@ -37,7 +37,13 @@ from attnkit.settings import (
     setting,
     split_options,
 )
-from attnkit.training.config import TrainConfig, checked_train_config
+from attnkit.training.config import (
+    TrainConfig,
+    checked_train_config,
+    given_options,
+    stored_train_config,
+    trainer_options,
+)
 from attnkit.training.distributed import is_main_process
 
 PRESETS: dict[str, dict] = {
@@ -193,9 +199,7 @@ def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str
     Raises:
         UsageError: an override that is neither (the message lists the known ones).
     """
-    overrides = dict(overrides)
-    if "patience" in overrides:
-        overrides["early_stopping_patience"] = overrides.pop("patience") or None
+    overrides = trainer_options(overrides)
     settings_fields = {f.name for f in dataclasses.fields(Settings)} - {"data"}
     parts = split_options(overrides, {"settings": settings_fields, "train": TRAIN_FIELDS},
                           "sentiment training option")
@@ -225,8 +229,7 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
     settings.check()
     spec = PRESETS[settings.preset]["train"]
     cfg = checked_train_config({**spec, "select_metric": "accuracy", "select_mode": "max",
-                        **{k: v for k, v in train_kw.items()
-                           if v is not None or k == "early_stopping_patience"}})
+                                **given_options(train_kw)})
     return SentimentPlan(settings, cfg)
 
 
@@ -258,10 +261,7 @@ def _resume_plan(data, out: Path, config: dict[str, Any], settings_kw: dict[str,
         settings.check()
     except UsageError as exc:
         raise CheckpointError(f"{where}: bad stored settings ({exc})") from None
-    try:
-        stored_cfg = TrainConfig.from_dict(config.get("train"))
-    except (ValueError, TypeError) as exc:
-        raise CheckpointError(f"{where}: bad \"train\" settings ({exc})") from None
+    stored_cfg = stored_train_config(config, f"{where}: bad \"train\" settings")
     stored = {**dataclasses.asdict(settings), **stored_cfg.to_dict()}
     given = {**{k: v for k, v in settings_kw.items() if k != "model_overrides"},
              **{k: v for k, v in train_kw.items() if k not in RESUME_APPLIED},
@@ -271,8 +271,7 @@ def _resume_plan(data, out: Path, config: dict[str, Any], settings_kw: dict[str,
     check_resume(stored, given, applied=())
     check_resume(config.get("model") or {}, settings_kw.get("model_overrides") or {},
                  applied=())
-    applied = {k: v for k, v in train_kw.items() if k in RESUME_APPLIED
-               and (v is not None or k in ("max_minutes", "early_stopping_patience"))}
+    applied = {k: v for k, v in given_options(train_kw).items() if k in RESUME_APPLIED}
     cfg = checked_train_config({**stored_cfg.to_dict(), **applied})
     if is_main_process():
         budget = "none" if cfg.max_minutes is None else f"{cfg.max_minutes:g} minutes"

@@ -12,7 +12,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,9 +22,9 @@ from attnkit.apps.run_files import FORMAT, read_config
 from attnkit.apps.sentiment.prepare import APP, SentimentPrepared
 from attnkit.data.review_pipeline import EncodedReviews, collate
 from attnkit.decoding.hypothesis import inference
-from attnkit.fileio import MAX_VOCAB_BYTES, read_text
 from attnkit.models.sentiment import SentimentClassifier, count_parameters
 from attnkit.training import LossOutput, Trainer, TrainResult
+from attnkit.training.metrics_log import read_evaluations
 
 # Test accuracy after epochs 1-5 of the 2018 Keras script on this machine (it validated on test).
 KERAS2018_TEST_CURVE = (0.850, 0.857, 0.838, 0.815, 0.814)
@@ -80,14 +79,7 @@ def epoch_curve(run) -> list[dict]:
     """Per-epoch evaluations of a run from ``metrics.jsonl``: ``[{"epoch": 1, "valid_accuracy",
     "test_accuracy" (when tracked)}, ...]`` (epochs counted from 1)."""
     rows = []
-    text = read_text(Path(run) / "metrics.jsonl", "the run's metrics", root=run,
-                     limit=MAX_VOCAB_BYTES)
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        obj = json.loads(line)
-        if obj.get("kind") != "eval":
-            continue
+    for obj in read_evaluations(run):
         # The trainer prefixes evaluate_fn's keys with "val_".
         row = {"epoch": int(obj["epoch"]) + 1, "valid_accuracy": obj.get("val_accuracy")}
         if "val_test_accuracy" in obj:

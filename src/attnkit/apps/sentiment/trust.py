@@ -16,11 +16,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from attnkit.errors import CheckpointError
 from attnkit.explain.faithfulness import RANDOM
 from attnkit.explain.sentiment import METHODS
-from attnkit.explain.trust import NAMES, Measured, Trust, best_shown
-from attnkit.fileio import read_json_object, write_json
+from attnkit.explain.trust import NAMES, Measured, Trust, best_shown, measured_in_run
+from attnkit.fileio import write_json
 
 FAITHFULNESS = "faithfulness.json"   # RUN/faithfulness.json: `sentiment explain`'s table
 __all__ = ["FAITHFULNESS", "MEASURED", "NAMES", "Trust", "trusted", "write_table"]
@@ -28,29 +27,29 @@ __all__ = ["FAITHFULNESS", "MEASURED", "NAMES", "Trust", "trusted", "write_table
 COMPREHENSIVENESS = "comprehensiveness ↑"
 
 # docs/results.md, "Faithfulness of the explanations": 500 IMDB test reviews, keras2018.
-MEASURED = best_shown(METHODS, Measured(
+DOCS_FIGURES = Measured(
     {"attention": 0.249, "rollout": 0.247, "grad-input": 0.561, "integrated-gradients": 0.557},
     COMPREHENSIVENESS, "docs/results.md, 500 IMDB reviews; `attnkit sentiment explain` "
-    "measures a run"))
+    "measures a run")
+MEASURED = best_shown(METHODS, DOCS_FIGURES)
+
+
+def faithfulness_measured(table: dict) -> Measured | None:
+    """``sentiment explain``'s table as a `Measured` (chance left out); None when it holds no
+    method's score (KeyError, TypeError, ValueError or AttributeError when out of shape)."""
+    scores = {m: float(row["comprehensiveness"]) for m, row in table["methods"].items()
+              if m in METHODS and m != RANDOM}
+    if not scores:
+        return None
+    return Measured(scores, COMPREHENSIVENESS, f"measured on this run by attnkit sentiment "
+                    f"explain, {table.get('reviews', '?')} reviews")
 
 
 def trusted(run: str | os.PathLike) -> Trust:
     """The run's most faithful method (its ``faithfulness.json``), else `MEASURED`. A table
     that cannot be read counts as none: it only orders the views."""
-    path = Path(run) / FAITHFULNESS
-    if not path.is_file():
-        return MEASURED
-    try:
-        table = read_json_object(path, "the run's faithfulness table", root=run)
-        scores = {m: float(row["comprehensiveness"]) for m, row in table["methods"].items()
-                  if m in METHODS and m != RANDOM}
-    except (CheckpointError, KeyError, TypeError, ValueError, AttributeError):   # hand-edited
-        return MEASURED
-    if not scores:
-        return MEASURED
-    return best_shown(METHODS, Measured(scores, COMPREHENSIVENESS, f"measured on this run by "
-                                        f"attnkit sentiment explain, "
-                                        f"{table.get('reviews', '?')} reviews"))
+    return best_shown(METHODS, measured_in_run(run, FAITHFULNESS, "the run's faithfulness table",
+                                               faithfulness_measured, DOCS_FIGURES))
 
 
 def write_table(run: str | os.PathLike, table: dict) -> Path:

@@ -46,7 +46,13 @@ import torch
 from attnkit.apps.outputs import EXPORT, writing
 from attnkit.apps.presentation import Command
 from attnkit.apps.run_files import FORMAT, read_vocab
-from attnkit.apps.translate.engines import TranslateLoaded, check_decoding, summary_of
+from attnkit.apps.translate.engines import (
+    TranslateLoaded,
+    check_decoding,
+    special_ids,
+    summary_of,
+    unknown_share,
+)
 from attnkit.apps.translate.pipeline import (
     APP,
     SUBWORD_FILE,
@@ -103,14 +109,13 @@ class CTranslate2Engine:
                                 batch_size=batch_size)
         v = p.tgt_vocab
         # attnkit drops special tokens a model emits inside a sentence; so does this engine.
-        specials = {v.itos[i] for i in (v.pad_id, v.bos_id, v.eos_id)}
+        specials = {v.itos[i] for i in special_ids(v)}
         preds = []
         for source, (tokens, ids, cut), out in zip(sentences, encoded, outs, strict=True):
             words = [w for w in out.tokens if w not in specials]
-            unknown = sum(i == p.src_vocab.unk_id for i in ids) / len(ids)
             preds.append(TranslationPrediction(source, tokens, words,
                                                p.codec.decode(words, TGT_LANG), None,
-                                               out.score, unknown, cut))
+                                               out.score, unknown_share(p, ids), cut))
         return preds
 
 

@@ -30,7 +30,7 @@ from attnkit.apps.results import Loaded
 from attnkit.apps.translate.pipeline import TranslatePipeline, encode_source
 from attnkit.apps.translate.prediction import TranslationPrediction
 from attnkit.data.text_codec import TGT_LANG
-from attnkit.data.vocab import UNK
+from attnkit.data.vocab import UNK, Vocab
 from attnkit.decoding import Hypothesis, decode_many, replace_unk
 from attnkit.decoding.forced import forced_decode
 from attnkit.errors import UsageError
@@ -68,6 +68,17 @@ class TranslateLoaded(Loaded[nn.Module | None, TranslatePipeline]):
     ``model`` is None for an exported folder, which only its engine (CTranslate2) runs."""
 
     engine: Engine | None = None
+
+
+def special_ids(vocab: Vocab) -> set[int]:
+    """The ids an output drops wherever a model emits them: padding, begin and end of
+    sentence (both engines drop them inside a sentence too)."""
+    return {vocab.pad_id, vocab.bos_id, vocab.eos_id}
+
+
+def unknown_share(pipeline: TranslatePipeline, ids: Sequence[int]) -> float:
+    """The share of the source ``ids`` (as the model reads them) that are ``<unk>``."""
+    return sum(i == pipeline.src_vocab.unk_id for i in ids) / len(ids)
 
 
 def check_decoding(beam: int, batch_size: int | None) -> None:
@@ -140,7 +151,7 @@ class AttnkitEngine:
         their rows, ``<unk>`` replaced when asked, the attention kept when ``keep``."""
         tokens, ids, cut = encoded
         p, v = self.pipeline, self.pipeline.tgt_vocab
-        skip = {v.pad_id, v.bos_id, v.eos_id}
+        skip = special_ids(v)
         # Drop stray specials together with their attention rows, so rows stay aligned.
         kept = [k for k, i in enumerate(hyp.tokens) if i not in skip]
         words = [v.itos[hyp.tokens[k]] for k in kept]
@@ -153,7 +164,7 @@ class AttnkitEngine:
             attn = rows
         if unk_replace:
             words = replace_unk(words, attn, tokens, unk=UNK)
-        unknown = sum(i == p.src_vocab.unk_id for i in ids) / len(ids)
+        unknown = unknown_share(p, ids)
         weights = None if attn is None or not keep else attn.numpy()
         return TranslationPrediction(source, tokens, words, p.codec.decode(words, TGT_LANG),
                                      weights, float(hyp.score), unknown, cut,

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from attnkit.apps.results import Log, Prepared
-from attnkit.apps.run_files import FORMAT, read_config
+from attnkit.apps.run_files import CONFIG_FILE, FORMAT, load_run, read_config
 from attnkit.apps.translate import ct2
 from attnkit.apps.translate.engines import AttnkitEngine, TranslateLoaded, summary_of
 from attnkit.apps.translate.pipeline import (
@@ -53,8 +53,8 @@ from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, DataError, UsageError
 from attnkit.models import build_model
 from attnkit.training import TrainConfig
+from attnkit.training.config import stored_train_config, trainer_options
 from attnkit.training.distributed import checked_device
-from attnkit.training.run_folder import load_model
 
 SMALL_VALID = 100   # validation sentences below which the selection BLEU is noisy (a note)
 
@@ -95,9 +95,11 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
     if stored is not None:
         s = resume_settings(stored, data, given)
         checked_device(s.device)
-        train = dataclasses.replace(
-            TrainConfig.from_dict(stored["train"]), epochs=s.epochs, max_minutes=s.max_minutes,
-            device=s.device, progress=s.progress, early_stopping_patience=s.patience or None)
+        stored_train = stored_train_config(stored, f"{out}: config.json has no valid train "
+                                           "settings")
+        train = dataclasses.replace(stored_train, epochs=s.epochs, max_minutes=s.max_minutes,
+                                    device=s.device, progress=s.progress,
+                                    **trainer_options({"patience": s.patience}))
         return TranslateConfig(s, stored["data"], train, stored)
     s = settings_from(given)
     checked_device(s.device)
@@ -200,11 +202,8 @@ def load(run: str | os.PathLike, *, weights: str = "best", device: str | None = 
     if (run / "model.bin").is_file():
         raise CheckpointError(f"{run}: an exported CTranslate2 model, not a training run; "
                               "use it with --engine ctranslate2")
-    config = read_config(run, APP)
-    model_config = run_model_config(run, config)
-    pipeline = run_pipeline(run, config, model_config)
-    model, device = load_model(lambda: build_model(model_config), run, weights, device,
-                               f"{run / 'config.json'}")
-    return TranslateLoaded(run, APP, model, pipeline, config, device,
-                           engine=AttnkitEngine(model, pipeline),
-                           description=summary_of(model_config))
+    loaded = load_run(TranslateLoaded, run, APP, model_config=run_model_config,
+                      pipeline=run_pipeline, build=build_model, describe=summary_of,
+                      model_file=CONFIG_FILE, weights=weights, device=device)
+    loaded.engine = AttnkitEngine(loaded.model, loaded.pipeline)
+    return loaded

@@ -44,7 +44,7 @@ from attnkit.settings import (
     split_options,
 )
 from attnkit.training import TrainConfig
-from attnkit.training.config import SCHEDULES
+from attnkit.training.config import SCHEDULES, budgets_given, trainer_options
 
 ModelConfig = RNNSeq2SeqConfig | TransformerConfig
 
@@ -180,7 +180,7 @@ class TranslateSettings:
         return TrainConfig(
             epochs=self.epochs, batch_size=self.batch_size, lr=self.value("lr"), seed=self.seed,
             device=self.device, max_minutes=self.max_minutes, grad_clip=1.0,
-            early_stopping_patience=self.patience or None, select_metric="bleu",
+            **trainer_options({"patience": self.patience}), select_metric="bleu",
             select_mode="max", progress=self.progress, schedule=self.value("schedule"),
             warmup_steps=self.value("warmup"), eval_every_steps=self.eval_every, **extra)
 
@@ -271,6 +271,4 @@ def resume_settings(config: dict[str, Any], data: str | None,
     if data is not None:
         given["data"] = spec_name(data_spec(data, stored.seed, stored.train_size))
     changes = check_resume(compare, given, applied=RESUME_APPLIES)
-    if "max_minutes" in overrides:   # None (no budget) is a value here, not "not given"
-        changes["max_minutes"] = overrides["max_minutes"]
-    return settings_from(changes, stored)
+    return settings_from({**changes, **budgets_given(overrides)}, stored)
