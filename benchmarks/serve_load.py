@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -100,13 +101,20 @@ def cycled(texts: Sequence[str], n: int) -> list[str]:
 
 
 def rss_mb(pid: int) -> float | None:
-    """The resident memory of process ``pid`` in MB (None where /proc has no answer)."""
+    """The resident memory of process ``pid`` and its descendants (a server's workers) in MB
+    (None where /proc has no answer for ``pid``)."""
     try:
         status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
     except OSError:
         return None
     match = re.search(r"^VmRSS:\s+(\d+) kB", status, flags=re.M)
-    return round(int(match.group(1)) / 1024, 1) if match else None
+    if match is None:
+        return None
+    total = int(match.group(1)) / 1024
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError, ValueError):
+            total += sum(rss_mb(int(child)) or 0.0 for child in task.read_text().split())
+    return round(total, 1)
 
 
 def server_command(run: str, threads: int, batching: bool, workers: int = 1) -> list[str]:

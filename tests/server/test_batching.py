@@ -186,6 +186,23 @@ def test_a_run_gathers_while_another_run_holds_the_model_thread():
     assert [c[0] for c in asyncio.run(main())] == [["p", "q", "r"]]
 
 
+def test_a_request_past_its_deadline_is_not_waited_for():
+    """y's deadline passes while its batch runs (it gets its 503 then): the next batch waits
+    only for x, the one client that batch answered."""
+    async def go(b, model):
+        model.delay = 0.4   # the next batch could wait up to 100 ms
+        x = asyncio.ensure_future(b.submit(["x"], {}, 5))
+        y = asyncio.ensure_future(b.submit(["y"], {}, 0.2))
+        await x
+        asked = time.monotonic()
+        await b.submit(["x2"], {}, 5)
+        with pytest.raises(ApiError):
+            await y
+        return model.called[1] - asked
+    waited = run(go, max_wait_s=0)
+    assert waited < 0.05, waited
+
+
 def test_a_run_waiting_for_its_clients_leaves_the_thread_to_another_run():
     """Run a's next batch waits for the second of the two clients it answered; meanwhile run
     b's request takes the free thread at once."""

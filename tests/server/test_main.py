@@ -182,16 +182,28 @@ def test_the_listening_socket_says_it_is_tcp(tiny_runs):
         sock.close()
 
 
-def test_serve_lets_idle_openmp_workers_sleep(monkeypatch, tmp_path, capsys):
-    """Set before torch loads OpenMP (a value the user set is kept)."""
+def test_serve_lets_openmp_workers_spin_briefly_then_sleep(monkeypatch, tmp_path, capsys):
+    """Set before torch loads OpenMP; a policy or a spin count the user set is kept, and
+    nothing is added to it."""
     from attnkit.cli.main import main
 
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    assert main(["serve", "--run", str(tmp_path / "missing")]) == 2
-    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
-    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
-    assert main(["serve", "--run", str(tmp_path / "missing")]) == 2
-    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+    missing = str(tmp_path / "missing")
+    for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["serve", "--run", missing]) == 2
+    assert (os.environ["OMP_WAIT_POLICY"], os.environ["GOMP_SPINCOUNT"]) == ("ACTIVE", "10000")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    monkeypatch.delenv("GOMP_SPINCOUNT")
+    assert main(["serve", "--run", missing]) == 2
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE" and "GOMP_SPINCOUNT" not in os.environ
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    monkeypatch.setenv("GOMP_SPINCOUNT", "0")
+    assert main(["serve", "--run", missing]) == 2
+    assert os.environ["GOMP_SPINCOUNT"] == "0" and "OMP_WAIT_POLICY" not in os.environ
+    # Other commands leave OpenMP alone.
+    monkeypatch.delenv("GOMP_SPINCOUNT")
+    assert main(["translate", "predict", "--run", missing]) == 2
+    assert not {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(os.environ)
 
 
 def test_the_open_file_limit_fits_the_connection_cap(monkeypatch):

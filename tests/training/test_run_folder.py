@@ -10,7 +10,6 @@ import torch
 
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.training import run_folder as runs
-from attnkit.training.distributed import checked_device
 
 
 def _run_folder(path):
@@ -76,16 +75,6 @@ def test_the_weights_file_of_a_run(tmp_path):
         runs.weights_file(tmp_path, "first")
     (tmp_path / "best.safetensors").write_bytes(b"x")
     assert runs.weights_file(tmp_path) == tmp_path / "best.safetensors"
-
-
-def test_devices():
-    assert checked_device(None) == "cpu" and checked_device("cpu") == "cpu"
-    assert checked_device("auto") in ("cpu", "cuda:0")
-    with pytest.raises(UsageError, match="unknown device"):
-        checked_device("bogus")
-    if not torch.cuda.is_available():
-        with pytest.raises(UsageError, match="--device cuda:7"):
-            checked_device("cuda:7")
 
 
 def test_sizes_are_checked_before_anything_is_built():

@@ -152,7 +152,7 @@ def load_run(loaded: Callable[..., LoadedT], run: str | os.PathLike, app: str, *
         describe: the model config -> the model in a few words (``description``).
         model_file: the run's file named when the model cannot be built (``"model.json"``).
         weights: ``"best"`` or ``"last"``.
-        device: where the model runs (None: the best this machine has).
+        device: where the model runs (None: the CPU; ``"auto"``: CUDA when present).
 
     Returns:
         ``loaded(...)``: the model in eval mode on the device, with the run's pipeline and

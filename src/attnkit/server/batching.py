@@ -3,14 +3,15 @@
 One thread per process runs every model call (`ModelThread`): the event loop stays free, and
 torch's ``--threads`` are all the cores the process spends on models. When the thread is free,
 a `Gatherer` takes the oldest request and, in arrival order, every later one with the same
-options that fits ``max_batch`` inputs (never splitting one): a lone request runs at once, and
-those that come while the thread is busy go together the moment it frees, joined by the
-clients the last call answered if they return within a quarter of that call's time
-(`Gatherer._await_returning`). ``max_wait_ms`` (0 by default) may hold a request for company.
-A request whose client left or whose deadline passed is dropped before it costs a call.
-`Batcher` answers a batch with one ``predict`` call; if an input fails it, each request runs
-alone and only the bad one gets the error. `StreamBatcher` decodes a batch of streams one step
-per turn of the thread, so batches and other streams take turns with it step by step.
+options that fits ``max_batch`` inputs (never splitting one): a lone client's request runs at
+once, and those that come while the thread is busy go together the moment it frees, joined by
+the clients the last call answered if they return within a quarter of that call's time
+(`Gatherer._await_returning`; streams never wait so). ``max_wait_ms`` (0 by default) may
+hold a request for company. A request whose client left or whose deadline passed is dropped
+before it costs a call. `Batcher` answers a batch with one ``predict`` call; if an input fails
+it, each request runs alone and only the bad one gets the error. `StreamBatcher` decodes a
+batch of streams one step per turn of the thread, so batches and other streams take turns with
+it step by step.
 """
 
 from __future__ import annotations
@@ -251,14 +252,16 @@ class Batcher(Gatherer):
         seconds = time.perf_counter() - start
         self.metrics.batch_size.labels(self.name).observe(sum(len(j.inputs) for j in batch))
         self.metrics.batch_seconds.labels(self.name).observe(seconds)
-        self._answered = Answered(asyncio.get_running_loop().time(), len(batch), self.arrivals,
-                                  seconds / 4)
+        answered = 0   # a job past its deadline already had its 503: it may not come back
         for job, outcome in zip(batch, outcomes, strict=True):
             if not job.future.done():
+                answered += 1
                 if isinstance(outcome, BaseException):
                     job.future.set_exception(outcome)
                 else:
                     job.future.set_result(outcome)
+        self._answered = Answered(asyncio.get_running_loop().time(), answered, self.arrivals,
+                                  seconds / 4)
 
     def _outcomes(self, batch: list[Job]) -> list[list[Any] | AttnkitError]:
         """On the model thread: each job's results, or the error of its own inputs."""

@@ -1,4 +1,10 @@
-"""TrainConfig: every knob of a training run, as a plain dataclass with a JSON round trip."""
+"""TrainConfig: every knob of a training run, as a plain dataclass with a JSON round trip.
+
+Beside it, what every app does with one: `checked_train_config` (options given on a command
+line, each error one line naming its flag), `trainer_options`, `given_options` and
+`budgets_given` (an app's options as the trainer's, None kept where it is a value), and
+`stored_train_config` (the one a run stored).
+"""
 
 from __future__ import annotations
 

@@ -15,6 +15,9 @@ inside). The rules:
 * A resume reads and replaces only the run's own files: ``last/`` a link, or a checkpoint file
   that leads out of the run, is one error before anything is read or moved
   (`check_checkpoint_files`); the run resumes once the link is replaced by the real folder.
+* A model a run's config describes is bounded before it is built (`checked_sizes`,
+  `build_bounded`: counted on the meta device) and loaded from the run's weights
+  (`load_model`); a resume keeps the run's stored threads (`stored_threads`).
 
 Example:
     ```python
