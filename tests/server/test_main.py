@@ -220,3 +220,18 @@ def test_the_open_file_limit_fits_the_connection_cap(monkeypatch):
     assert limits["now"] == (1128, 4096)
     with pytest.raises(UsageError, match="--max-connections 5000"):
         fit_open_files(5000)
+
+
+def test_a_missing_serve_extra_names_every_missing_package(monkeypatch):
+    """One install fixes the lot, so the message names all that is missing."""
+    import importlib.util
+
+    from attnkit.errors import UsageError
+    from attnkit.server.main import require_web_stack
+
+    real = importlib.util.find_spec
+    gone = {"uvicorn", "python_multipart"}
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in gone else real(name, *a))
+    with pytest.raises(UsageError, match=r"needs uvicorn, python-multipart: pip install"):
+        require_web_stack()

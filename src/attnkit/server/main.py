@@ -66,14 +66,17 @@ def serve(options: ServeOptions) -> int:
 
 def require_web_stack() -> None:
     """Raises:
-        UsageError: a package of the ``serve`` extra is missing.
+        UsageError: packages of the ``serve`` extra are missing (all of them named: one
+            install fixes the lot).
     """
     from importlib.util import find_spec
 
-    for name in ("fastapi", "fastapi_offline", "uvicorn", "prometheus_client", "python_multipart"):
-        if find_spec(name) is None:
-            raise UsageError(f"attnkit serve needs {name.replace('_', '-')}: pip install "
-                             "'attnkit[serve]'")
+    missing = [m.replace("_", "-") for m in ("fastapi", "fastapi_offline", "uvicorn",
+                                             "prometheus_client", "python_multipart")
+               if find_spec(m) is None]
+    if missing:
+        raise UsageError(f"attnkit serve needs {', '.join(missing)}: pip install "
+                         "'attnkit[serve]'")
 
 
 def fit_open_files(connections: int) -> None:
