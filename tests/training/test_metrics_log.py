@@ -27,5 +27,9 @@ def test_read_evaluations_refuses_a_missing_log_and_a_line_that_is_not_json(tmp_
         read_evaluations(tmp_path)
     (tmp_path / METRICS_LOG).write_text('{"kind": "eval", "epoch": 0}\n{oops\n',
                                         encoding="utf-8")
-    with pytest.raises(json.JSONDecodeError):
+    with pytest.raises(CheckpointError, match=r"metrics.jsonl line 2: not JSON"):
+        read_evaluations(tmp_path)
+    (tmp_path / METRICS_LOG).write_text('{"kind": "eval", "epoch": 0}\n[1, 2]\n',
+                                        encoding="utf-8")
+    with pytest.raises(CheckpointError, match=r"metrics.jsonl line 2: not a JSON object"):
         read_evaluations(tmp_path)

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from attnkit.errors import CheckpointError
 from attnkit.fileio import MAX_VOCAB_BYTES, read_text
 
 METRICS_LOG = "metrics.jsonl"
@@ -25,10 +26,21 @@ def read_evaluations(run: str | os.PathLike) -> list[dict[str, Any]]:
     (counted from 0), ``"step"`` and ``evaluate_fn``'s metrics prefixed ``"val_"``.
 
     Raises:
-        CheckpointError: no such file, not a regular file, or over `MAX_VOCAB_BYTES`.
-        json.JSONDecodeError: a line that is not JSON.
+        CheckpointError: no such file, not a regular file, over `MAX_VOCAB_BYTES`, or a line
+            that is not a JSON object (named with its number).
     """
-    text = read_text(Path(run) / METRICS_LOG, "the run's metrics", root=run,
-                     limit=MAX_VOCAB_BYTES)
-    records = (json.loads(line) for line in text.splitlines() if line.strip())
-    return [r for r in records if r.get("kind") == "eval"]
+    path = Path(run) / METRICS_LOG
+    text = read_text(path, "the run's metrics", root=run, limit=MAX_VOCAB_BYTES)
+    evaluations = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CheckpointError(f"{path} line {number}: not JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise CheckpointError(f"{path} line {number}: not a JSON object")
+        if record.get("kind") == "eval":
+            evaluations.append(record)
+    return evaluations
