@@ -131,8 +131,8 @@ def _main(argv: list[str] | None) -> int:
         # parallel regions, then sleep. A team spinning the default 5 minutes starved the
         # server's event loop (8 clients on a busy 2-core machine: 12 requests/s against 390
         # for one that sleeps at once), and one that sleeps at once is woken at every
-        # operation of a decoder step (a one-sentence request 5-6 ms slower than in-process,
-        # against 2-2.5 ms spinning briefly). A value the user set is kept.
+        # operation of a decoder step (served, a one-sentence request took 5-7 ms longer than
+        # in-process; spinning briefly, 2-3 ms: docs/results.md). A value the user set is kept.
         os.environ.update(OMP_WAIT_POLICY="ACTIVE", GOMP_SPINCOUNT="10000")
     try:
         parser = build_parser(argv)
