@@ -71,8 +71,8 @@ class Job:
 class Answered:
     """The last batch's answers: when they went out (event-loop time), to how many requests,
     the arrival count then, and how long the next batch may wait for those clients to return
-    (a quarter of that batch's own time, so that waiting never costs more than a quarter of
-    the model's time)."""
+    (a quarter of that batch's own time: the model never idles waiting for longer than a
+    quarter of the time it just decoded)."""
 
     at: float = 0.0
     requests: int = 0
