@@ -36,6 +36,7 @@ import torch
 from torch import Tensor
 
 from attnkit.attention.kv_cache import GrowingBuffer
+from attnkit.decoding.choice import best_tokens
 from attnkit.decoding.hypothesis import Hypothesis, inference, max_lengths, weights_wanted
 from attnkit.models.step import StepModel
 
@@ -141,7 +142,7 @@ class _Search:
         # hypotheses' scores are added to those only, and the sentence-level choice is over
         # k * 2k candidates, not k * V.
         width = min(2 * k, vocab)
-        row_best, row_tokens = torch.log_softmax(logits.float(), dim=-1).topk(width, dim=-1)
+        row_best, row_tokens = best_tokens(logits, width)
         cand = (self.scores.view(-1, 1) + row_best).view(m, k * width)
         top_scores, top_idx = cand.topk(min(2 * k, k * width), dim=-1)
         block = torch.arange(m, device=cand.device).unsqueeze(1) * k

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from attnkit.decoding.choice import best_tokens
 from attnkit.decoding.hypothesis import Hypothesis, inference, max_lengths, weights_wanted
 from attnkit.models.step import StepModel
 
@@ -87,7 +88,7 @@ def greedy_steps(model: StepModel, src: Tensor, src_lengths: Tensor, *,
     for t in range(max(limits)):
         with torch.inference_mode():
             out = model.step(prev, state, weights=weights, logits=True)
-            best, nxt = torch.log_softmax(out.logits[:, -1].float(), dim=-1).max(dim=-1)
+            best, nxt = (x[:, 0] for x in best_tokens(out.logits[:, -1], 1))
         state = out.state
         rows, chosen = alive.tolist(), nxt.tolist()
         done = [tok == cfg.eos_id or t + 1 >= limits[b] for b, tok in zip(rows, chosen,
