@@ -1,7 +1,8 @@
-"""What the tuning of attnkit's decoder buys: torch.compile, bf16, int8, against float32 eager.
+"""What the tuning of attnkit's decoder buys: torch.compile, bf16, int8, against float32 eager
+(and what the float32 decoder gained by choosing tokens without a full log-softmax).
 
 Run: ``.venv/bin/python benchmarks/decode_tuning.py RUN [--threads N] [--limit N]
-[--rounds N] [--variants float32,compile,bf16,int8] [--batches 32,all]``
+[--rounds N] [--variants float32,full-softmax,compile,bf16,int8] [--batches 32,all]``
 
 ``RUN`` is a translate run folder with a Transformer. Each variant decodes the first
 ``--limit`` sentences of the run's test split with `attnkit.decoding.decode_many` (no attention
@@ -15,7 +16,10 @@ greedy and beam 5, in this process (with the ``attnkit`` command's memory settin
 * ``bf16``: bf16 autocast around decoding (where the CPU has native bf16: AMX or
   AVX512-BF16; skipped elsewhere, where it is ~40x slower);
 * ``int8``: ``torch.ao.quantization.quantize_dynamic`` of every linear layer (int8 weights,
-  activations quantized on the fly).
+  activations quantized on the fly);
+* ``full-softmax``: float32, with each step's choice made as before `attnkit.decoding.choice`:
+  ``log_softmax`` over the whole vocabulary, then ``max`` (greedy) or ``topk`` (beam). The
+  baseline that choice is measured against, timed in the same run.
 
 The variants of one (beam, batch) pair are timed interleaved, ``--rounds`` times, after a
 warm-up each; the median sentences/s is reported with ``vs_float32`` and BLEU (sacrebleu, one
@@ -37,6 +41,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import sacrebleu
 import torch
@@ -47,17 +52,18 @@ from attnkit.allocator import reuse_freed_memory  # noqa: E402
 from attnkit.apps.translate import load_run  # noqa: E402
 from attnkit.data.text_codec import SRC_LANG, TGT_LANG  # noqa: E402
 from attnkit.data.translation_splits import eval_pairs  # noqa: E402
-from attnkit.decoding import decode_many  # noqa: E402
+from attnkit.decoding import beam as beam_module  # noqa: E402
+from attnkit.decoding import decode_many, greedy  # noqa: E402
 from attnkit.machine import cpu_has_native_bf16, machine_info, machine_line  # noqa: E402
 from attnkit.models.config import TransformerConfig  # noqa: E402
 
-VARIANTS = ("float32", "compile", "bf16", "int8")
+VARIANTS = ("float32", "full-softmax", "compile", "bf16", "int8")
 BEAMS = (1, 5)
 
 
 def variant_model(model: torch.nn.Module, name: str) -> torch.nn.Module | str:
     """The model of a variant (a copy when it changes the model), or why it is skipped."""
-    if name == "float32" or name == "bf16":
+    if name in ("float32", "full-softmax", "bf16"):
         if name == "bf16" and not cpu_has_native_bf16():
             return "no native bf16 on this CPU"
         return model
@@ -74,10 +80,28 @@ def variant_model(model: torch.nn.Module, name: str) -> torch.nn.Module | str:
     return compiled
 
 
+def full_softmax_choice(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`attnkit.decoding.choice.best_tokens` as it was computed before: every log-probability
+    written, then searched."""
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    if k == 1:
+        best, token = log_probs.max(dim=-1, keepdim=True)
+        return best, token
+    best, tokens = log_probs.topk(k, dim=-1)
+    return best, tokens
+
+
 @contextlib.contextmanager
-def precision(name: str) -> Iterator[None]:
+def setting(name: str) -> Iterator[None]:
+    """What a variant changes around decoding: bf16 autocast, or the decoders' choice."""
     if name == "bf16":
         with torch.autocast("cpu", dtype=torch.bfloat16):
+            yield
+    elif name == "full-softmax":
+        with contextlib.ExitStack() as stack:
+            for decoder_module in (greedy, beam_module):
+                stack.enter_context(mock.patch.object(decoder_module, "best_tokens",
+                                                      full_softmax_choice))
             yield
     else:
         yield
@@ -92,7 +116,7 @@ def decoder(run: Any, model: torch.nn.Module, name: str, beam: int,
     def decode(ids: Sequence[list[int]]) -> list[str]:
         size = len(ids) if batch == "all" else int(batch)
         out = []
-        with precision(name):
+        with setting(name):
             for at in range(0, len(ids), size):
                 out += decode_many(model, ids[at:at + size], beam=beam, need_weights=False)
         return [p.codec.decode([p.tgt_vocab.itos[i] for i in h.tokens if i not in skip],

@@ -39,3 +39,19 @@ def test_rows_compare_each_variant_with_float32():
     assert f32["vs_float32"] == 1.0 and f32["same_as_float32"] == 1.0
     assert int8["sent_per_s"] > 0 and 0.0 <= int8["same_as_float32"] <= 1.0
     assert f32["batch"] == int8["batch"] == 2 and f32["beam"] == 1
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_the_full_softmax_baseline_makes_the_same_choice_while_it_is_set():
+    bench = _bench()
+    from attnkit.decoding import beam, choice, greedy
+
+    torch.manual_seed(1)
+    logits = torch.randn(6, 300)
+    for k in (1, 4):
+        base, ours = bench.full_softmax_choice(logits, k), choice.best_tokens(logits, k)
+        assert torch.equal(base[1], ours[1])
+        torch.testing.assert_close(base[0], ours[0], rtol=0, atol=1e-5)  # one run, rounding
+    with bench.setting("full-softmax"):
+        assert greedy.best_tokens is beam.best_tokens is bench.full_softmax_choice
+    assert greedy.best_tokens is beam.best_tokens is choice.best_tokens
