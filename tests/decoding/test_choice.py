@@ -4,7 +4,7 @@ log-probabilities of the tokens it keeps."""
 import pytest
 import torch
 
-from attnkit.decoding.choice import CHUNK, best_tokens, top_k
+from attnkit.decoding.choice import CHUNK, FEW_ROWS, best_tokens, top_k
 
 # Widths: no whole chunk beyond k (torch.topk itself), whole chunks only, chunks and a tail,
 # and the Tatoeba recipe's vocabulary.
@@ -34,24 +34,33 @@ def test_ties_give_the_same_values_and_k1_the_first_maximum(width):
 
 def test_the_best_in_the_tail_or_in_one_chunk_is_found():
     width = CHUNK * 40 + 7
-    scores = torch.zeros(3, width)
+    scores = torch.zeros(FEW_ROWS, width)              # enough rows for the chunked search
     scores[0, width - 1] = 5.0                         # the maximum after the last whole chunk
     scores[1, 10], scores[1, width - 1] = 5.0, 5.0     # equal: the first one, as argmax
     scores[2, CHUNK * 7: CHUNK * 7 + 10] = torch.arange(1.0, 11.0)   # all ten in one chunk
-    values, positions = top_k(scores, 1)
-    assert positions[:, 0].tolist() == [width - 1, 10, CHUNK * 7 + 9]
-    values, positions = top_k(scores[2:], 10)
-    assert values[0].tolist() == list(range(10, 0, -1))
-    assert positions[0].tolist() == [CHUNK * 7 + i for i in range(9, -1, -1)]
+    _, positions = top_k(scores, 1)
+    assert positions[:3, 0].tolist() == [width - 1, 10, CHUNK * 7 + 9]
+    values, positions = top_k(scores, 10)
+    assert values[2].tolist() == list(range(10, 0, -1))
+    assert positions[2].tolist() == [CHUNK * 7 + i for i in range(9, -1, -1)]
 
 
 def test_masked_scores_are_never_preferred():
-    scores = torch.full((2, CHUNK * 20), float("-inf"))
-    scores[0, [5, 700, 1000]] = torch.tensor([1.0, 3.0, 2.0])
+    scores = torch.full((FEW_ROWS, CHUNK * 20), float("-inf"))
+    scores[:, [5, 700, 1000]] = torch.tensor([1.0, 3.0, 2.0])
+    scores[1] = float("-inf")
     scores[1, 1279] = 0.0
     values, positions = top_k(scores, 3)
     assert positions[0].tolist() == [700, 1000, 5]
     assert positions[1, 0].item() == 1279 and values[1, 1:].tolist() == [float("-inf")] * 2
+
+
+@pytest.mark.parametrize("rows", [1, FEW_ROWS - 1, FEW_ROWS])
+def test_few_rows_and_many_find_the_same(rows):
+    scores = torch.randn(rows, 8002, generator=torch.Generator().manual_seed(rows))
+    values, positions = top_k(scores, 10)
+    assert torch.equal(values, scores.topk(10, dim=-1).values)
+    assert torch.equal(scores.gather(1, positions), values)
 
 
 @pytest.mark.parametrize("k", [0, CHUNK * 3 + 1])
