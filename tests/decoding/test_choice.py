@@ -69,9 +69,10 @@ def test_k_outside_the_row_is_refused(k):
         top_k(torch.zeros(2, CHUNK * 3), k)
 
 
+@pytest.mark.parametrize("rows", [FEW_ROWS - 1, 64])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_best_tokens_are_log_softmax_topk(dtype):
-    logits = (torch.randn(64, 8002, generator=torch.Generator().manual_seed(1)) * 5).to(dtype)
+def test_best_tokens_are_log_softmax_topk(dtype, rows):
+    logits = (torch.randn(rows, 8002, generator=torch.Generator().manual_seed(1)) * 5).to(dtype)
     log_probs, tokens = best_tokens(logits, 10)
     expected = torch.log_softmax(logits.float(), dim=-1).topk(10, dim=-1)
     assert log_probs.dtype == torch.float32

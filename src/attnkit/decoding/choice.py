@@ -96,6 +96,8 @@ def best_tokens(logits: Tensor, k: int) -> tuple[Tensor, Tensor]:
         ``torch.log_softmax(logits, -1).topk(k)`` up to float rounding.
     """
     logits = logits.float()
+    if logits.shape[0] < FEW_ROWS:  # two operations instead of seven: cheaper for few rows
+        return _largest(torch.log_softmax(logits, dim=-1), k)
     values, tokens = top_k(logits, k)
     # logsumexp, shifted by the row maximum top_k already found (its first value), so that
     # no exp overflows: one pass fewer than torch.logsumexp, which looks for the maximum again.
