@@ -26,7 +26,7 @@ recipe's vocabulary), ``Intel(R) Xeon(R) Processor (AVX512, bf16 native: yes), t
 2.13.0+cpu`` (AMX), medians of 50 calls: `best_tokens` with ``k = 10`` took 12.8 ms against
 24.9 for ``log_softmax`` then ``topk`` on one thread (6.8 against 12.3 on two), and with
 ``k = 1`` 7.6 against 15.3 for ``log_softmax`` then ``max`` (3.9 against 6.9). Whole decoding
-of the Tatoeba test split: beam 5 4-7% faster, greedy unchanged (docs/results.md).
+of the Tatoeba test split, two threads: greedy 2-5% faster, beam 5 3-15% (docs/results.md).
 
 Example:
     ```python
