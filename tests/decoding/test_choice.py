@@ -6,8 +6,8 @@ import torch
 
 from attnkit.decoding.choice import CHUNK, FEW_ROWS, best_tokens, top_k
 
-# Widths: no whole chunk beyond k (torch.topk itself), whole chunks only, chunks and a tail,
-# and the Tatoeba recipe's vocabulary.
+# Widths: three chunks (the shortcut for k = 1 and 2, torch.topk itself for k = 10), whole
+# chunks only, chunks and a tail, and the Tatoeba recipe's vocabulary.
 WIDTHS = [CHUNK * 3, CHUNK * 40, CHUNK * 40 + 7, 8002]
 
 
@@ -69,15 +69,19 @@ def test_k_outside_the_row_is_refused(k):
         top_k(torch.zeros(2, CHUNK * 3), k)
 
 
+@pytest.mark.parametrize("offset", [0.0, 1e4])
 @pytest.mark.parametrize("rows", [FEW_ROWS - 1, 64])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_best_tokens_are_log_softmax_topk(dtype, rows):
-    logits = (torch.randn(rows, 8002, generator=torch.Generator().manual_seed(1)) * 5).to(dtype)
+def test_best_tokens_are_log_softmax_topk(dtype, rows, offset):
+    # offset: large logits (log_softmax is shift-invariant) must lose no digits.
+    logits = (torch.randn(rows, 8002, generator=torch.Generator().manual_seed(1)) * 5
+              + offset).to(dtype)
     log_probs, tokens = best_tokens(logits, 10)
     expected = torch.log_softmax(logits.float(), dim=-1).topk(10, dim=-1)
     assert log_probs.dtype == torch.float32
     # bf16 logits tie often: the tokens are then the same values, not always the same ids.
     assert torch.equal(logits.gather(1, tokens), logits.gather(1, expected.indices))
     # The same value by two formulas in one run: they differ by rounding only, a few float32
-    # ulps of the normaliser (about 10 here), whatever the CPU's vector width.
+    # ulps of the normaliser (about 10 here, the logits shifted off), whatever the CPU's
+    # vector width.
     torch.testing.assert_close(log_probs, expected.values, rtol=0, atol=1e-5)

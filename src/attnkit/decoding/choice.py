@@ -18,15 +18,18 @@ searches only the ``k`` chunks of largest maxima. That finds exactly ``torch.top
 Let ``M`` be the ``k``-th largest chunk maximum. A token greater than ``M`` lies in a chunk
 whose maximum is greater than ``M``. Fewer than ``k`` chunks are like that, so each of them is
 among the chunks searched. The ``k`` chunks searched also hold ``k`` values ``>= M``, which fill
-the rest. Only which of several *equal* values is returned may differ; ``k = 1`` returns the
-first, as ``torch.argmax`` does.
+the rest. The scores after the last whole chunk (fewer than `CHUNK`) are always searched too.
+Only which of several *equal* values is returned may differ; ``k = 1`` returns the first, as
+``torch.argmax`` does. Rows of too few chunks, and batches of fewer than `FEW_ROWS` rows, go to
+``topk`` (``max``) directly.
 
 Measured on ``[1000, 8002]`` float32 logits (a beam-5 step of 200 sentences over the Tatoeba
 recipe's vocabulary), ``Intel(R) Xeon(R) Processor (AVX512, bf16 native: yes), torch
 2.13.0+cpu`` (AMX), medians of 50 calls: `best_tokens` with ``k = 10`` took 12.8 ms against
 24.9 for ``log_softmax`` then ``topk`` on one thread (6.8 against 12.3 on two), and with
 ``k = 1`` 7.6 against 15.3 for ``log_softmax`` then ``max`` (3.9 against 6.9). Whole decoding
-of the Tatoeba test split, two threads: greedy 2-5% faster, beam 5 3-15% (docs/results.md).
+of the Tatoeba test split, two threads: a few percent faster, more for beam search than for
+greedy, within the host's spread (docs/results.md).
 
 Example:
     ```python
@@ -41,8 +44,9 @@ from torch import Tensor
 
 CHUNK = 64  # tokens per chunk: 32..96 were within 20% of each other on [1000, 8002] at k=10
 # Below this many rows the shortcut's dozen small operations cost more than they save: on
-# [rows, 8002] (machine of the module docs, 2 threads), best_tokens with k=1 took 58 us
-# against 18 for log_softmax then max on one row, 84 against 62 on 8, 139 against 219 on 32.
+# [rows, 8002] (machine of the module docs, 2 threads, medians of 100 calls) top_k took,
+# against max (k=1) or topk (k=10) over the whole rows: k=1 35 us against 10 on one row,
+# 50 against 37 on 8, 55 against 103 on 16; k=10 41 against 22, 68 against 75, 99 against 143.
 FEW_ROWS = 16
 
 
@@ -51,8 +55,8 @@ def top_k(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
 
     The values equal ``scores.topk(k, dim=-1).values`` exactly (module docs); among equal
     values the positions may differ, except for ``k = 1``, which returns the first maximum
-    like ``torch.argmax``. Fewer than `FEW_ROWS` rows are searched by ``topk`` (``max``)
-    directly.
+    like ``torch.argmax``. Fewer than `FEW_ROWS` rows, or rows of at most ``k`` chunks, are
+    searched by ``topk`` (``max``) directly.
 
     Args:
         scores: ``[rows, V]``.
@@ -93,18 +97,17 @@ def best_tokens(logits: Tensor, k: int) -> tuple[Tensor, Tensor]:
         k: tokens per row, ``1 <= k <= V``.
 
     Returns:
-        ``(log_probs [rows, k], tokens [rows, k])``, most probable first: the values of
-        ``torch.log_softmax(logits, -1).topk(k)`` up to float rounding.
+        ``(log_probs [rows, k] float32, tokens [rows, k] int64)``, most probable first: the
+        values of ``torch.log_softmax(logits, -1).topk(k)`` up to float rounding.
     """
     logits = logits.float()
-    if logits.shape[0] < FEW_ROWS:  # two operations instead of seven: cheaper for few rows
-        return _largest(torch.log_softmax(logits, dim=-1), k)
     values, tokens = top_k(logits, k)
-    # logsumexp, shifted by the row maximum top_k already found (its first value), so that
-    # no exp overflows: one pass fewer than torch.logsumexp, which looks for the maximum again.
+    # log p = (logit - peak) - log(sum(exp(logits - peak))), with the row maximum top_k already
+    # found (its first value): no exp overflows, one pass fewer than torch.logsumexp (which
+    # looks for the maximum again), and both terms are small, so large logits lose no digits.
+    # One formula for any number of rows: a sentence's score does not depend on its batch.
     peak = values[:, :1]
-    normaliser = peak + (logits - peak).exp_().sum(dim=-1, keepdim=True).log_()
-    return values - normaliser, tokens
+    return (values - peak) - (logits - peak).exp_().sum(dim=-1, keepdim=True).log_(), tokens
 
 
 def _largest(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
