@@ -48,10 +48,16 @@ def test_the_full_softmax_baseline_makes_the_same_choice_while_it_is_set():
 
     torch.manual_seed(1)
     logits = torch.randn(64, 8002)  # enough rows and chunks for the shortcut to run
+    # The five best of each row planted 1.0 apart, at random places: the tokens then compare
+    # exactly on any CPU, far beyond rounding. The log-probabilities are one value by two
+    # formulas, in float32, in one run: a few float32 ulps of the normaliser (about 10) apart,
+    # whichever vector kernels the CPU takes (AVX2, AVX512; AMX does no elementwise work).
+    places = torch.rand(64, 8002).argsort(dim=-1)[:, :5]
+    logits.scatter_(1, places, torch.tensor([10.0, 9.0, 8.0, 7.0, 6.0]).expand(64, 5))
     for k in (1, 4):
         base, ours = bench.full_softmax_choice(logits, k), choice.best_tokens(logits, k)
         assert torch.equal(base[1], ours[1])
-        torch.testing.assert_close(base[0], ours[0], rtol=0, atol=1e-5)  # one run, rounding
+        torch.testing.assert_close(base[0], ours[0], rtol=0, atol=1e-5)
     with bench.setting("full-softmax"):
         assert greedy.best_tokens is beam.best_tokens is bench.full_softmax_choice
     assert greedy.best_tokens is beam.best_tokens is choice.best_tokens

@@ -82,6 +82,6 @@ def test_best_tokens_are_log_softmax_topk(dtype, rows, offset):
     # bf16 logits tie often: the tokens are then the same values, not always the same ids.
     assert torch.equal(logits.gather(1, tokens), logits.gather(1, expected.indices))
     # The same value by two formulas in one run: they differ by rounding only, a few float32
-    # ulps of the normaliser (about 10 here, the logits shifted off), whatever the CPU's
-    # vector width.
+    # ulps of the normaliser (about 10 here, the logits shifted off), whichever vector kernels
+    # the CPU takes for exp and the sums (AVX2, AVX512; AMX does no elementwise work).
     torch.testing.assert_close(log_probs, expected.values, rtol=0, atol=1e-5)
