@@ -34,6 +34,6 @@ attnkit translate align-train --run "$RUN" --max-minutes 1.5 --threads "$THREADS
 attnkit translate eval --run "$RUN" --beam 5 --threads "$THREADS" --json
 if [ -f "$GOLD_DIR/trial.wa" ]; then
   attnkit translate align --run "$RUN" --source "$GOLD_DIR/trial.e" \
-      --target "$GOLD_DIR/trial.f" --gold "$GOLD_DIR/trial.wa" --out "$RUN/trial.wa" \
+      --target "$GOLD_DIR/trial.f" --gold "$GOLD_DIR/trial.wa" --out "$RUN-trial.wa" \
       --threads "$THREADS"
 fi

@@ -29,5 +29,5 @@ attnkit translate train --data "$DATA" --out "$RUN" --arch transformer \
     --max-minutes 30 --threads "$THREADS" --no-progress
 
 attnkit translate eval --run "$RUN" --beam 5 --threads "$THREADS" --json \
-    --report "$RUN/test_beam5.html"
+    --report "$RUN-test_beam5.html"
 attnkit translate eval --run "$RUN" --beam 1 --threads "$THREADS" --json

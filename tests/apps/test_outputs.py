@@ -1,6 +1,6 @@
-"""Output files a user names (`attnkit.apps.outputs`): the extension says the kind, a run's own
-files and other kinds of existing files are never replaced, folders that cannot be written are
-one line."""
+"""Output files a user names (`attnkit.apps.outputs`): the extension says the kind, nothing lands
+in a run folder, other kinds of existing files are never replaced, folders that cannot be
+written are one line."""
 
 import errno
 
@@ -12,6 +12,7 @@ from attnkit.apps.outputs import (
     PAGE,
     numbered_paths,
     output_file,
+    run_holding,
     write_output,
     writing,
 )
@@ -45,16 +46,38 @@ def test_an_existing_file_is_replaced_only_when_it_is_that_kind(tmp_path):
         output_file(tmp_path / "dir.html", PAGE)
 
 
-def test_a_run_folders_own_file_is_named_as_such(tmp_path):
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "config.json").write_text("{}")
-    (run / "best.safetensors").write_bytes(b"x")
-    (run / "report.html").write_text("<!doctype html>")
-    assert output_file(run / "report.html", PAGE)          # the run's own page: replaceable
-    (run / "notes.html").write_text("not a page")
-    with pytest.raises(UsageError, match="a file of the run folder"):
-        output_file(run / "notes.html", PAGE)
+def _run(folder):
+    folder.mkdir()
+    (folder / "config.json").write_text('{"app": "translate", "format": 2}')
+    (folder / "best.safetensors").write_bytes(b"x")
+    (folder / "last").mkdir()
+    (folder / "last" / "state.json").write_text("{}")
+    (folder / "report.html").write_text("<!doctype html>")
+    (folder / "heatmap.png").write_bytes(b"\x89PNG")
+    return folder
+
+
+def test_nothing_a_user_names_lands_in_a_run_folder(tmp_path):
+    """#47: ``predict --html RUN/report.html``, ``--plot RUN/heatmap.png`` and files under
+    ``RUN/last/`` replaced the run's own files, with exit 0."""
+    run = _run(tmp_path / "run")
+    for path, kind in ((run / "report.html", PAGE), (run / "heatmap.png", FIGURE),
+                       (run / "last" / "p.html", PAGE), (run / "new.html", PAGE),
+                       (run / "deeper" / "x.png", FIGURE)):
+        with pytest.raises(UsageError, match="inside the run folder"):
+            output_file(path, kind)
+    (tmp_path / "link").symlink_to(run / "last")
+    with pytest.raises(UsageError, match="inside the run folder"):
+        output_file(tmp_path / "link" / "p.html", PAGE)
+    assert output_file(tmp_path / "run.html", PAGE)                  # beside it: fine
+    # The run's own command writes its own page there.
+    assert write_output(run / "report.html", PAGE, "<!doctype html>new", run=run)
+
+
+def test_a_folder_with_any_config_json_is_not_a_run(tmp_path):
+    (tmp_path / "config.json").write_text('{"editor": "vim"}')
+    assert run_holding(tmp_path / "a.html") is None
+    assert output_file(tmp_path / "a.html", PAGE)
 
 
 def test_write_errors_are_one_line(tmp_path):

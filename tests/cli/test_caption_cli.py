@@ -120,6 +120,16 @@ def test_train_eval_predict(run, tmp_path, capsys):
         assert im.format == "PNG"
 
 
+def test_an_eval_of_other_sizes_writes_beside_the_runs_figures(run, capsys):
+    """#47: ``caption eval --num-test 1 --pointing`` replaced the run's test_metrics.json
+    with one scene's figures."""
+    own = (run / "test_metrics.json").read_text()
+    assert main(["caption", "eval", "--run", str(run), "--num-test", "1", "--json"]) == 0
+    assert (run / "test_metrics.json").read_text() == own
+    assert json.loads((run / "test_metrics.examples-1.json").read_text())["examples"] == 1
+    capsys.readouterr()
+
+
 def test_scenes_are_drawn_at_the_models_size(run, tmp_path, capsys):
     """`caption scene --run` draws at the side the run reads (32 here), so predict does not
     resize it; without a run, at the default model's 64 pixels."""

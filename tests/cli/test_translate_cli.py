@@ -98,6 +98,31 @@ def test_predict_argument_plot_html_and_stdin(run_dir, tmp_path, capsys, monkeyp
     assert all(len(r["weights"]) == len(r["tokens"]) for r in rows)
 
 
+def test_outputs_never_land_on_the_runs_files(run_dir, capsys):
+    """#47: ``predict --html RUN/report.html`` / ``--plot RUN/heatmap.png`` replaced the run's
+    own report and heatmap (exit 0), and predictions could go into ``RUN/last/``."""
+    before = snapshot(run_dir)
+    for flag, name in (("--html", "report.html"), ("--plot", "heatmap.png"),
+                       ("--html", "last/p.html"), ("--plot", "mine.png")):
+        assert cli("predict", "--run", str(run_dir), "one two .", flag,
+                   str(run_dir / name)) == 2
+        assert_one_error_line(capsys, "inside the run folder")
+    assert cli("eval", "--run", str(run_dir), "--report", str(run_dir / "report.html")) == 2
+    assert_one_error_line(capsys, "inside the run folder")
+    assert snapshot(run_dir) == before
+
+
+def test_an_eval_run_otherwise_writes_beside_the_runs_figures(run_dir, capsys):
+    own = json.loads((run_dir / "test_metrics.json").read_text())
+    assert cli("eval", "--run", str(run_dir), "--beam", "3", "--json") == 0
+    assert json.loads((run_dir / "test_metrics.json").read_text()) == own
+    beside = json.loads((run_dir / "test_metrics.beam-3.alpha-0.6.json").read_text())
+    assert beside["beam"] == 3 and beside["stop_reason"] == own["stop_reason"]
+    assert cli("eval", "--run", str(run_dir), "--json") == 0     # as the training's: in place
+    assert json.loads((run_dir / "test_metrics.json").read_text())["bleu"] == own["bleu"]
+    capsys.readouterr()
+
+
 def test_a_paragraph_comes_back_whole(run_dir, capsys):
     """Three sentences in, three translated sentences out (each as it is translated alone),
     with the paragraph break kept; --no-split reads the text as one sentence."""

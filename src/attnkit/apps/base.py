@@ -83,6 +83,9 @@ class App(Presentation, ABC):
 
     name: ClassVar[str]
     inputs: ClassVar[str] = "input"
+    # The metrics that say how an evaluation ran (beam, sizes, engine): an ``eval`` of the
+    # run's test split that differs in one of them writes beside test_metrics.json.
+    evaluation_keys: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **steps: Callable[..., Any]) -> None:
         """Bind the steps the class statement names (``class MyApp(App, fit=my_fit)``) as the
@@ -242,7 +245,8 @@ class App(Presentation, ABC):
                  device: str | None = None, engine: str | None = None,
                  **options: Any) -> dict[str, Any]:
         """The metrics of a run on ``data`` (None: its own test split, whose metrics are also
-        written to the run's ``test_metrics.json``).
+        written to the run's ``test_metrics.json``, or beside it when the evaluation ran
+        otherwise than the training's: `attnkit.apps.results.write_test_metrics`).
 
         Args:
             run: a `Loaded` run or a run folder (loaded with ``device`` and ``engine``).
@@ -257,7 +261,7 @@ class App(Presentation, ABC):
         shown = 0 if report is None else (-1 if examples is None else max(examples, 0))
         result = self.evaluation(loaded, data, report=shown, **options)
         if data is None and loaded.trained_here:
-            write_test_metrics(loaded.path, result.metrics)
+            write_test_metrics(loaded.path, result.metrics, self.evaluation_keys)
         if report is not None and result.page is not None:
             write_output(report, REPORT, result.page)
         return result.metrics

@@ -6,8 +6,8 @@ The rules:
 * the file's extension says what it is (a page ``.html``, a figure ``.png``/``.svg``/``.pdf``,
   Pharaoh alignments ``.txt``/``.wa``...), so ``--report RUN/config.json`` is refused before
   anything is computed;
-* a file that belongs to a run folder (its config, weights, logs, vocabularies, checkpoint) is
-  never an output, whatever its name: only the run's own pages and figures may be replaced;
+* nothing a user names lands inside a run folder (the run itself, ``last/`` or any folder
+  below): a run holds only what its own commands write (``run=`` marks those writes);
 * an existing file is replaced only when it already is that kind of output (an HTML page, a
   PNG...), never silently over something else;
 * a folder that cannot be written (missing permission, read-only, full) is one error line.
@@ -28,9 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnkit.errors import UsageError
-from attnkit.fileio import atomic_write_bytes
-from attnkit.training.run_folder import is_run
+from attnkit.errors import CheckpointError, UsageError
+from attnkit.fileio import atomic_write_bytes, read_json
 
 
 def _starts_with(*prefixes: bytes) -> Callable[[bytes, str], bool]:
@@ -76,12 +75,40 @@ def _head(path: Path) -> bytes:
         return b""
 
 
-def output_file(path: str | os.PathLike, kind: OutputKind) -> Path:
-    """Check a file the user named for an output of ``kind``; nothing is written.
+def run_holding(path: str | os.PathLike) -> Path | None:
+    """The run folder (or exported model) that ``path`` would land in: the folder it names
+    or any folder above it, links followed; None when there is none."""
+    folder = Path(os.path.realpath(Path(path).parent))
+    return next((f for f in (folder, *folder.parents) if _holds_run(f)), None)
+
+
+def _holds_run(folder: Path) -> bool:
+    # A folder with any config.json is not a run: its config must name an app.
+    if (folder / "best.safetensors").is_file() or (folder / "last" / "state.json").is_file():
+        return True
+    for name in ("config.json", "attnkit.json"):
+        if (folder / name).is_file():
+            try:
+                config = read_json(folder / name, "a run's config", limit=1 << 20)
+            except CheckpointError:
+                continue
+            if isinstance(config, dict) and "app" in config:
+                return True
+    return False
+
+
+def output_file(path: str | os.PathLike, kind: OutputKind, *,
+                run: str | os.PathLike | None = None) -> Path:
+    """Check a file named for an output of ``kind``; nothing is written.
+
+    Args:
+        run: the run folder when the run's own command writes its own file there (the
+            training's report and heatmap); None for every file a user names, which may
+            not land inside any run folder.
 
     Raises:
-        UsageError: a wrong extension, a folder in its place, an existing file that is not
-            such an output (a run's own file among them).
+        UsageError: a wrong extension, a folder in its place, a place inside a run folder,
+            an existing file that is not such an output.
     """
     path = Path(path)
     suffix = path.suffix.lower()
@@ -90,25 +117,33 @@ def output_file(path: str | os.PathLike, kind: OutputKind) -> Path:
                          f"file, not {suffix or 'a file without an extension'}")
     if path.is_dir():
         raise UsageError(f"{path}: is a folder; name a file for the {kind.name}")
+    if run is None:
+        check_outside_runs(path, kind.name)
     if (path.exists() or path.is_symlink()) and not (
             path.is_file() and kind.sniff(_head(path), suffix)):
-        folder = path.parent
-        if is_run(folder):
-            raise UsageError(f"{path}: a file of the run folder {folder}, not {kind.a}; "
-                             f"write the {kind.name} somewhere else")
         raise UsageError(f"{path}: already exists and is not {kind.a}; remove it or name "
                          "a new file")
     return path
 
 
-def write_output(path: str | os.PathLike, kind: OutputKind, content: str | bytes) -> Path:
-    """Check ``path`` (`output_file`) and write ``content`` to it atomically.
+def check_outside_runs(path: str | os.PathLike, what: str) -> None:
+    """UsageError when ``path`` would land inside a run folder (module docstring)."""
+    run = run_holding(path)
+    if run is not None:
+        raise UsageError(f"{path}: inside the run folder {run}, which holds only what its own "
+                         f"commands write; write the {what} outside it")
+
+
+def write_output(path: str | os.PathLike, kind: OutputKind, content: str | bytes, *,
+                 run: str | os.PathLike | None = None) -> Path:
+    """Check ``path`` (`output_file`, ``run`` as there) and write ``content`` to it
+    atomically.
 
     Raises:
         UsageError: as `output_file`, or a folder that cannot be written.
     """
     data = content.encode("utf-8") if isinstance(content, str) else content
-    return writing(output_file(path, kind), kind, lambda p: atomic_write_bytes(p, data))
+    return writing(output_file(path, kind, run=run), kind, lambda p: atomic_write_bytes(p, data))
 
 
 def writing(path: Path, kind: OutputKind, write: Callable[[Path], object]) -> Path:

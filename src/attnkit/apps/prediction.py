@@ -77,26 +77,29 @@ class Prediction:
         """One self-contained HTML page showing ``predictions`` (the app's explorer)."""
         raise NotImplementedError
 
-    def render(self, path: str | os.PathLike, summary: dict[str, Any] | None = None) -> Path:
+    def render(self, path: str | os.PathLike, summary: dict[str, Any] | None = None, *,
+               run: str | os.PathLike | None = None) -> Path:
         """Write this prediction's attention to ``path``: a figure (``.png/.svg/.pdf``) or a
-        page (``.html``), atomically.
+        page (``.html``), atomically (``run``: the run folder, when a run's own command
+        writes its own figure there; `attnkit.apps.outputs.output_file`).
 
         Raises:
             UsageError: an extension that is none of these, or a file that is not such an
                 output (`attnkit.apps.outputs.output_file`).
         """
-        path = output_file(path, FIGURE_OR_PAGE)
+        path = output_file(path, FIGURE_OR_PAGE, run=run)
         if path.suffix.lower() in PAGE.suffixes:
-            return write_page([self], path, summary or {})
+            return write_page([self], path, summary or {}, run=run)
         from attnkit.viz._save import save_figure
 
         return writing(path, FIGURE, lambda p: save_figure(self.figure(), [p]))
 
 
 def write_page(predictions: Sequence[Prediction], path: str | os.PathLike,
-               summary: dict[str, Any]) -> Path:
-    """Write one HTML page for ``predictions`` (all of one app) to ``path``, atomically."""
+               summary: dict[str, Any], *, run: str | os.PathLike | None = None) -> Path:
+    """Write one HTML page for ``predictions`` (all of one app) to ``path``, atomically
+    (``run`` as in `Prediction.render`)."""
     if not predictions:
         raise UsageError("nothing to show: no predictions")
-    output_file(path, PAGE)
-    return write_output(path, PAGE, type(predictions[0]).page(predictions, summary))
+    output_file(path, PAGE, run=run)
+    return write_output(path, PAGE, type(predictions[0]).page(predictions, summary), run=run)

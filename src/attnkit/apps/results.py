@@ -163,22 +163,39 @@ class Prepared:
     files: dict[str, Any] = field(default_factory=dict)
 
 
-def write_test_metrics(run: Path, metrics: dict[str, Any]) -> None:
-    """``RUN/test_metrics.json`` with ``metrics``; the fields that describe the training (why
-    it stopped, how long it took, its best validation score) are kept from the file's
-    previous version, so an ``eval`` never erases them. A run folder that cannot be written
-    (a read-only copy) is still evaluated: a note says the file was not updated."""
+def write_test_metrics(run: Path, metrics: dict[str, Any], keys: tuple[str, ...] = ()) -> Path:
+    """Write an ``eval`` of the run's own test split: into ``RUN/test_metrics.json`` when it
+    ran as the training's final evaluation did (the same value in each of ``keys``, the
+    metrics that say how it ran: beam, sizes, engine...), else beside it, into
+    ``test_metrics.KEY-VALUE....json``, never over the run's own figures. The fields that
+    describe the training (why it stopped, how long it took, its best validation score) are
+    kept from the file's previous version. A run folder that cannot be written (a read-only
+    copy) is still evaluated: a note says the file was not updated.
+
+    Returns:
+        The file written (or that would have been).
+    """
     path = run / TEST_METRICS
-    kept: dict[str, Any] = {}
+    old: Any = {}
     if path.is_file():
         try:
             old = read_json(path, "the run's test metrics", root=run)
         except CheckpointError:
             old = {}
-        if isinstance(old, dict):
-            kept = {k: v for k, v in old.items()
-                    if k in TRAINING_FIELDS or k.startswith("best_valid_")}
+    old = old if isinstance(old, dict) else {}
+    other = [k for k in keys if k in old and old[k] != metrics.get(k)]
+    if other:
+        name = ".".join(f"{k}-{_slug(metrics.get(k))}" for k in other)
+        path = run / f"{Path(TEST_METRICS).stem}.{name}.json"
+    kept = {k: v for k, v in old.items() if k in TRAINING_FIELDS or k.startswith("best_valid_")}
     try:
         write_json(path, {**metrics, **kept})
     except OSError as exc:
         stderr_log(f"attnkit: note: {path} not updated ({exc.strerror or exc})")
+    return path
+
+
+def _slug(value: Any) -> str:
+    """A metric's value as part of a file name (``5``, ``0.6``, ``ctranslate2``, ``none``)."""
+    text = "none" if value is None else str(value).lower()
+    return "".join(c if c.isalnum() or c in ".-_" else "_" for c in text)[:40]

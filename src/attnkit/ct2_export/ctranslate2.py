@@ -36,7 +36,7 @@ out of the softmax while decoding.
 Example:
     ```python
     out = export_ctranslate2(config_dict, "runs/demo/best.safetensors",
-                             src_vocab.itos, tgt_vocab.itos, "runs/demo/ct2-int8")
+                             src_vocab.itos, tgt_vocab.itos, "runs/demo-ct2-int8")
     translator = load_translator(out, threads=2)
     translate_tokens(translator, [["I", "am", "cold", "."]], beam=5)[0].tokens
     ```

@@ -77,6 +77,7 @@ class CaptionApp(App, configure=preparation.configure, prepare=preparation.prepa
     description = ("Train, evaluate and visualise an attention captioner (CNN + LSTM). "
                    "Images of any size or mode are converted to RGB and resized.")
     inputs = "image"
+    evaluation_keys = ("examples", "beam_size")
     options = OPTIONS
     commands = (SCENE_COMMAND,)
     headline = ("accuracy", "bleu4")

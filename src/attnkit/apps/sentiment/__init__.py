@@ -67,6 +67,7 @@ class SentimentApp(App, configure=settings.configure, prepare=preparation.prepar
     help = "movie-review sentiment with self-attention (IMDB)"
     description = "Train, evaluate and explain self-attention sentiment classifiers."
     inputs = "review"
+    evaluation_keys = ("examples", "split")
     options = OPTIONS
     commands = (EXPLAIN_COMMAND,)
     headline = ("accuracy",)

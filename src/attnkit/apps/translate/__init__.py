@@ -125,6 +125,8 @@ class TranslateApp(App, configure=preparation.configure, prepare=preparation.pre
     help = "English -> French translation with attention (RNN or Transformer)"
     description = "Train, evaluate and run attention translation models; plot alignments."
     inputs = "sentence"
+    evaluation_keys = ("sentences", "beam", "alpha", "unk_replace", "engine",
+                       "max_source_tokens", "quantization")
     options, examples, train_help = OPTIONS, EXAMPLES, TRAIN_HELP
     commands = (*ALIGN_COMMANDS, ct2.EXPORT_COMMAND)
     headline = ("bleu", "chrf")

@@ -43,7 +43,7 @@ from typing import Any
 
 import torch
 
-from attnkit.apps.outputs import EXPORT, writing
+from attnkit.apps.outputs import EXPORT, check_outside_runs, writing
 from attnkit.apps.presentation import Command
 from attnkit.apps.run_files import FORMAT, read_vocab
 from attnkit.apps.translate.engines import (
@@ -150,6 +150,7 @@ def export_run(loaded: TranslateLoaded, out: str | os.PathLike, *,
                 "subword": SUBWORD_FILE, "max_source": p.max_source,
                 "source_run": str(loaded.path), "data": loaded.config["data"],
                 "model": loaded.config["model"], "options": loaded.config.get("options", {})}
+    check_outside_runs(out, "export")
     files = {SUBWORD_FILE: Path(p.codec.subword.path).read_bytes(),
              VOCAB_FILES["src"]: p.src_vocab, VOCAB_FILES["tgt"]: p.tgt_vocab,
              EXPORT_FILE: settings}

@@ -54,7 +54,8 @@ def evaluation(loaded: TranslateLoaded, data: str | None, *, report: int = 0, be
     Returns:
         `Evaluation` with ``{"bleu", "chrf", "counts", "signature", "by_length",
         "single_ref", "sentences", "references", "beam", "alpha", "decode_seconds",
-        "sentences_per_s", "engine", "max_source_tokens", "truncated", "unknown"}`` (and the
+        "sentences_per_s", "unk_replace", "engine", "max_source_tokens", "truncated",
+        "unknown"}`` (and the
         export's ``"quantization"`` for CTranslate2).
 
     Raises:
@@ -77,6 +78,7 @@ def evaluation(loaded: TranslateLoaded, data: str | None, *, report: int = 0, be
                                  [word_count(s, SRC_LANG) for s in sources])
     metrics.update({"sentences": len(groups), "references": sum(len(r) for r in refs),
                     "beam": beam, "alpha": alpha if beam > 1 else None,
+                    "unk_replace": unk_replace,
                     "decode_seconds": round(seconds, 2),
                     "sentences_per_s": round(len(groups) / max(seconds, 1e-9), 1),
                     "engine": engine.name, "max_source_tokens": engine.pipeline.max_source,
@@ -140,12 +142,12 @@ def after_training(loaded: TranslateLoaded, metrics: dict[str, Any], log: Log) -
     plottable = [p for p in preds if p.weights is not None and p.tokens]
     if plottable:
         shown = most_reordered(plottable)
-        shown.render(loaded.path / "heatmap.png")
+        shown.render(loaded.path / "heatmap.png", run=loaded.path)
         log(f"heatmap: {loaded.path / 'heatmap.png'} ({shown.source!r} -> {shown.text!r})")
     if not any(p.tokens for p in preds[:n]):
         log(f"no report.html: no example to show (--examples {n}, or empty translations)")
         return
     shown_all = engine.translate(sources[:n], attention="all")
     write_output(loaded.path / "report.html", PAGE,
-                 report_page(metrics, shown_all, refs[:n], loaded.summary()))
+                 report_page(metrics, shown_all, refs[:n], loaded.summary()), run=loaded.path)
     log(f"report: {loaded.path / 'report.html'}")
