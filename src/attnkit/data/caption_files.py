@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from attnkit.data.compressed import read_data
 from attnkit.data.drops import DropReport, where
 from attnkit.data.jsonio import parse_json
 from attnkit.data.paths import outside_reason
@@ -185,10 +186,7 @@ def read_flickr_tokens(
     """
     path = Path(token_file)
     col = _Collector(path, Path(image_dir), strict, missing_images, check_images)
-    try:
-        raw_lines = path.read_bytes().splitlines()
-    except OSError as err:
-        raise DataError(f"cannot read caption file: {err.strerror or err}", path=str(path)) from err
+    raw_lines = read_data(path).splitlines()
     for lineno, raw in enumerate(raw_lines, start=1):
         try:
             # A byte-order mark may open the file; anywhere else it is part of the text.
@@ -223,10 +221,7 @@ def read_coco_captions(json_file: str | os.PathLike, image_dir: str | os.PathLik
     path = Path(json_file)
     col = _Collector(path, Path(image_dir), strict, missing_images, check_images)
     try:
-        with open(path, encoding="utf-8-sig") as f:  # a byte-order mark may open the file
-            text = f.read()
-    except OSError as err:
-        raise DataError(f"cannot read caption file: {err.strerror or err}", path=str(path)) from err
+        text = read_data(path).decode("utf-8-sig")   # a byte-order mark may open the file
     except UnicodeDecodeError as err:
         raise DataError("not valid UTF-8", path=str(path)) from err
     data = parse_json(text, path=str(path))
@@ -272,8 +267,8 @@ def read_image_list(path: str | os.PathLike) -> list[str]:
     """Image names from a split file (one per line, e.g. ``Flickr_8k.trainImages.txt``)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark may open the file
-    except (OSError, UnicodeDecodeError) as err:
+        text = read_data(path).decode("utf-8-sig")  # a byte-order mark may open the file
+    except UnicodeDecodeError as err:
         raise DataError(f"cannot read image list: {err}", path=str(path)) from err
     return [ln.strip() for ln in text.splitlines() if ln.strip()]
 

@@ -1,9 +1,13 @@
-"""Opening a data file that may be gzip-compressed, told by its first bytes rather than its name.
+"""Opening a data file (``--data``, ``--test-data``, a caption file) that may be gzip-compressed,
+told by its first bytes rather than its name, and reading it within the memory bounds every
+data reader keeps: `MAX_DATA_BYTES` of text per file once decompressed, `MAX_LINE_BYTES` per
+line or record (a gzip bomb or ``/dev/zero`` is one DataError, never the out-of-memory killer).
 
 Example:
     ```python
     with open_maybe_gzip("train.tsv.gz") as f:   # gzip or plain, the same binary stream
-        first = f.readline()
+        for number, raw in capped_lines(f, "train.tsv.gz"):
+            ...
     ```
 """
 
@@ -11,26 +15,110 @@ from __future__ import annotations
 
 import gzip
 import os
+import stat
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
 from typing import BinaryIO
 
 from attnkit.errors import DataError
 
 GZIP_MAGIC = b"\x1f\x8b"
+# Far beyond any corpus this toolkit trains on (Tatoeba's pairs are 40 MB, IMDB's reviews
+# 130 MB), far below what would bring a 24 GB machine down once held as Python strings.
+MAX_DATA_BYTES = 512 << 20
+# One line or record: IMDB's longest review is 14 KB.
+MAX_LINE_BYTES = 1 << 20
+
+
+def data_file(path: str | os.PathLike) -> Path:
+    """``path`` when it is a regular file to read data from.
+
+    Raises:
+        DataError: missing, a folder, or a device, pipe or socket (``/dev/zero``: it never
+            ends, and a run reads its data again when it resumes).
+    """
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise DataError("no such file or folder", path=str(path)) from None
+    except OSError as exc:
+        raise DataError(f"cannot read: {exc.strerror or exc}", path=str(path)) from None
+    if stat.S_ISDIR(mode):
+        raise DataError("is a folder, not a data file", path=str(path))
+    if not stat.S_ISREG(mode):
+        raise DataError("is a device, pipe or socket, not a data file", path=str(path))
+    return path
 
 
 def open_maybe_gzip(path: str | os.PathLike) -> BinaryIO:
-    """A binary stream of ``path``'s content, decompressed if it starts like gzip.
+    """A binary stream of ``path``'s content (`data_file`), decompressed if it starts like
+    gzip.
 
     Raises:
-        DataError: the file is missing or cannot be opened (a folder, no permission); the
-            message names it. A corrupt gzip stream surfaces later, while reading
-            (``gzip.BadGzipFile``, ``EOFError``, ``zlib.error``).
+        DataError: as `data_file`, or the file cannot be opened (no permission). A corrupt
+            gzip stream surfaces later, while reading (``gzip.BadGzipFile``, ``EOFError``,
+            ``zlib.error``).
     """
+    path = data_file(path)
     try:
         with open(path, "rb") as f:
             magic = f.read(2)
         return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")
-    except FileNotFoundError as exc:
-        raise DataError("file not found", path=str(path)) from exc
     except OSError as exc:
         raise DataError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
+
+
+def capped_lines(stream: BinaryIO, path: str | os.PathLike) -> Iterator[tuple[int, bytes]]:
+    """``(number, raw line)`` of a data stream, 1-based, each at most `MAX_LINE_BYTES`, all
+    together at most `MAX_DATA_BYTES`.
+
+    Raises:
+        DataError: a longer line (named) or a longer file.
+    """
+    total = 0
+    for number in range(1, 1 << 62):
+        raw = stream.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        if len(raw) > MAX_LINE_BYTES:
+            raise DataError(f"a line longer than {MAX_LINE_BYTES:,} bytes, more than any "
+                            "record attnkit reads: not a data file?", path=str(path),
+                            line=number)
+        total += len(raw)
+        if total > MAX_DATA_BYTES:
+            raise DataError(too_much_data(), path=str(path), line=number)
+        yield number, raw
+
+
+def read_capped_data(stream: BinaryIO, path: str | os.PathLike) -> bytes:
+    """The whole content of a data stream, at most `MAX_DATA_BYTES`.
+
+    Raises:
+        DataError: a longer stream (named).
+    """
+    data = stream.read(MAX_DATA_BYTES + 1)
+    if len(data) > MAX_DATA_BYTES:
+        raise DataError(too_much_data(), path=str(path))
+    return data
+
+
+def read_data(path: str | os.PathLike) -> bytes:
+    """The content of a data file (gzip or plain), at most `MAX_DATA_BYTES`.
+
+    Raises:
+        DataError: as `open_maybe_gzip`, a corrupt gzip stream, or a longer file.
+    """
+    with open_maybe_gzip(path) as f:
+        try:
+            return read_capped_data(f, path)
+        except (EOFError, zlib.error, OSError) as exc:
+            raise DataError(f"corrupt or truncated compressed file ({exc})",
+                            path=str(path)) from None
+
+
+def too_much_data() -> str:
+    """The message for data past its cap."""
+    return (f"more than {MAX_DATA_BYTES:,} bytes of text (decompressed), the most attnkit reads from "
+            "one data file; use a smaller sample")

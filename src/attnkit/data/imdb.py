@@ -28,15 +28,25 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import os
 import random
 import re
+import stat
 import tarfile
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from attnkit.data.compressed import open_maybe_gzip
+from attnkit.data.compressed import (
+    MAX_DATA_BYTES,
+    MAX_LINE_BYTES,
+    capped_lines,
+    data_file,
+    open_maybe_gzip,
+    read_capped_data,
+    too_much_data,
+)
 from attnkit.data.drops import BadRecord, DropReport
 from attnkit.data.jsonio import parse_json
 from attnkit.data.paths import outside_reason
@@ -148,7 +158,7 @@ def _jsonl_records(path: Path) -> Iterator:
 
 def _jsonl_lines(path: Path, name: str) -> Iterator:
     with open_maybe_gzip(path) as f:
-        for lineno, raw in enumerate(f, start=1):
+        for lineno, raw in capped_lines(f, name):
             if not raw.strip():
                 continue
             try:
@@ -175,7 +185,7 @@ def _csv_records(path: Path, text_column: str, label_column: str) -> Iterator:
     name = str(path)
     with open_maybe_gzip(path) as fb:
         try:
-            data = fb.read()
+            data = read_capped_data(fb, name)
         except CORRUPT_STREAM as exc:
             yield DataError(f"corrupt or truncated compressed file ({exc})", path=name)
             return
@@ -241,7 +251,7 @@ def _check_utf8(values, *, path: str, line: int) -> None:
 
 
 def _folder_records(root: Path, split: str) -> Iterator:
-    base = root.resolve()
+    base, total = root.resolve(), 0
     for label_name in ("neg", "pos"):
         folder = root / split / label_name
         if not folder.is_dir():
@@ -253,10 +263,15 @@ def _folder_records(root: Path, split: str) -> Iterator:
             continue
         for file in sorted(folder.glob("*.txt")):
             try:
-                yield Review(_folder_text(base, file, f"{split}/{label_name}/{file.name}"),
-                             _LABELS[label_name])
+                review = Review(_folder_text(base, file, f"{split}/{label_name}/{file.name}"),
+                                _LABELS[label_name])
             except DataError as exc:
                 yield exc
+                continue
+            total += len(review.text)
+            if total > MAX_DATA_BYTES:
+                raise DataError(too_much_data(), path=str(root))
+            yield review
 
 
 def _folder_text(base: Path, file: Path, relative: str) -> str:
@@ -265,12 +280,25 @@ def _folder_text(base: Path, file: Path, relative: str) -> str:
     if why is not None:
         raise BadRecord("outside the data folder", f"file {why}", path=str(file))
     try:
-        data = file.read_bytes()
+        with open(file, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):   # /dev/zero named x.txt
+                raise BadRecord("unreadable", "not a regular file (a device, pipe or "
+                                "socket)", path=str(file))
+            data = _record_bytes(f, str(file))
     except OSError as exc:  # a folder named *.txt, a dangling link, no permission
         raise BadRecord("unreadable", f"cannot read: {exc.strerror or exc}",
                         path=str(file)) from None
     text = _decode(data, path=str(file), line=None, file_start=True)
     return _check_text(text, path=str(file), line=None)
+
+
+def _record_bytes(f, where: str) -> bytes:
+    """One review file's bytes, at most `MAX_LINE_BYTES`."""
+    data = f.read(MAX_LINE_BYTES + 1)
+    if len(data) > MAX_LINE_BYTES:
+        raise BadRecord("longer than a review can be", f"more than {MAX_LINE_BYTES:,} bytes: "
+                        "not a review", path=where)
+    return data
 
 
 def check_member_name(name: str, archive: str) -> PurePosixPath:
@@ -294,7 +322,8 @@ def _tar_records(archive: Path, split: str) -> Iterator:
 
 
 def _tar_members(archive: Path, name: str, split: str) -> Iterator:
-    with tarfile.open(archive, "r:*") as tar:
+    total = 0
+    with tarfile.open(data_file(archive), "r:*") as tar:
         for member in tar:
             try:
                 pure = check_member_name(member.name, name)
@@ -311,10 +340,15 @@ def _tar_members(archive: Path, name: str, split: str) -> Iterator:
             if f is None:
                 continue
             try:
-                text = _decode(f.read(), path=where, line=None, file_start=True)
-                yield Review(_check_text(text, path=where, line=None), _LABELS[parts[2]])
+                text = _decode(_record_bytes(f, where), path=where, line=None, file_start=True)
+                review = Review(_check_text(text, path=where, line=None), _LABELS[parts[2]])
             except DataError as exc:
                 yield exc
+                continue
+            total += len(review.text)
+            if total > MAX_DATA_BYTES:
+                raise DataError(too_much_data(), path=name)
+            yield review
 
 
 def read_jsonl(path, *, skip_bad: bool = False, stats: ReadStats | None = None) -> list[Review]:
@@ -386,8 +420,7 @@ def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | N
                 return read_folder(root, split, skip_bad=skip_bad, stats=stats)
         raise DataError(f"no {split}.jsonl.gz, {split}.jsonl, {split}.csv or aclImdb/{split}/ "
                         "in this folder", path=str(path))
-    if not path.is_file():
-        raise DataError("no such file or folder", path=str(path))
+    data_file(path)
     if _is_tar(path):
         return read_tar(path, split, skip_bad=skip_bad, stats=stats)
     suffixes = [s.lower() for s in path.suffixes]

@@ -22,7 +22,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnkit.data.compressed import open_maybe_gzip
+from attnkit.data.compressed import capped_lines, open_maybe_gzip
 from attnkit.data.download import fetch, safe_extract
 from attnkit.data.drops import DropReport, where
 from attnkit.errors import DataError
@@ -84,7 +84,7 @@ def read_pairs(
     result = PairsResult(path, drops=DropReport("line", max_examples=max_examples_shown))
     with open_maybe_gzip(path) as stream:
         try:
-            for number, raw in enumerate(stream, start=1):
+            for number, raw in capped_lines(stream, path):
                 line = _decode(raw, path, number).rstrip("\r\n")
                 if not line.strip():
                     continue

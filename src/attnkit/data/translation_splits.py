@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from attnkit.data.compressed import data_file
 from attnkit.data.pairs import read_pairs, tatoeba_fra_eng
 from attnkit.data.synthetic_fr import synthetic_splits
 from attnkit.errors import DataError
@@ -133,9 +134,10 @@ def data_spec(data: str, seed: int = 0, train_size: int | None = None) -> dict[s
             raise DataError("folder needs train, valid and test .tsv[.gz] or .txt[.gz] files",
                             path=str(path))
         return {"kind": "folder", "path": str(path.resolve())}
-    if not path.is_file():
+    if not path.exists():
         raise DataError("no such file or folder (expected synthetic, tatoeba, a pairs file or a "
                         "folder with train/valid/test files)", path=str(path))
+    data_file(path)
     return {"kind": "file", "path": str(path.resolve()), "split_seed": seed,
             "split_rule": SPLIT_RULE}
 
@@ -194,6 +196,4 @@ def eval_pairs(data: str | None, run_spec: dict[str, Any], *, strict: bool = Fal
         if files is None:
             raise DataError("folder has no train/valid/test files", path=str(path))
         return read_pair_file(files["test"], strict=strict, log=log)
-    if not path.is_file():
-        raise DataError("no such file or folder", path=str(path))
-    return read_pair_file(path, strict=strict, log=log)
+    return read_pair_file(data_file(path), strict=strict, log=log)

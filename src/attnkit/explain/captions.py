@@ -22,6 +22,9 @@ from attnkit.explain.captum import grad_x_input, integrated_gradients
 from attnkit.models.captioner import Captioner
 
 METHODS = ("attention", "grad-input", "integrated-gradients")
+# Caption words explained in one forward and backward pass (each holds its image's feature
+# map): the memory bound of a gradient method, however many images a call explains.
+ROWS_A_PASS = 256
 IG_STEPS = 32
 
 
@@ -64,10 +67,11 @@ def word_maps(model: Captioner, images: Tensor, tgt_in: Tensor, tgt_out: Tensor,
     args = (tgt_in[rows], tgt_out[rows])
     forward = _logprob_forward(model)
     if method == "grad-input":
-        attr = grad_x_input(forward, feats[rows], target=target, args=args)
+        attr = grad_x_input(forward, feats[rows], target=target, args=args,
+                            max_rows=ROWS_A_PASS)
     else:
         attr, _ = integrated_gradients(forward, feats[rows], target=target, args=args,
-                                       steps=steps, internal_batch_size=max(len(rows), 256))
+                                       steps=steps, internal_batch_size=ROWS_A_PASS)
     cells = attr.sum(1).abs().float()                                    # [B*T, H, W]
     cells = cells / cells.flatten(1).sum(-1).clamp_min(1e-12)[:, None, None]
     return cells.view(batch, length, *cells.shape[1:])

@@ -87,14 +87,23 @@ def explain_methods(value: str | Iterable[str] | None, known: Iterable[str]) -> 
 
 def grad_x_input(forward: Callable[..., Tensor], inputs: Tensor, *,
                  target: int | Sequence[int] | None = None,
-                 args: tuple[Any, ...] = ()) -> Tensor:
+                 args: tuple[Any, ...] = (), max_rows: int | None = None) -> Tensor:
     """Gradient x input of ``forward(inputs, *args)[row, target[row]]``, shaped like
-    ``inputs`` (Captum's ``InputXGradient``)."""
+    ``inputs`` (Captum's ``InputXGradient``), ``max_rows`` rows a pass (None: all at once):
+    the rows are independent, so passes bound the memory, not the result."""
     method = _captum().InputXGradient(forward)
-    inputs = inputs.detach().requires_grad_(True)
-    with torch.enable_grad():
-        return method.attribute(inputs, target=_target(target),
-                                additional_forward_args=args or None).detach()
+    rows = inputs.shape[0]
+    step = rows if max_rows is None else max(1, max_rows)
+    parts = []
+    for start in range(0, max(rows, 1), max(step, 1)):
+        part = slice(start, start + step)
+        chunk = inputs[part].detach().requires_grad_(True)
+        extra = tuple(a[part] if isinstance(a, Tensor) and a.ndim and a.shape[0] == rows
+                      else a for a in args)
+        with torch.enable_grad():
+            parts.append(method.attribute(chunk, target=_target(target, part),
+                                          additional_forward_args=extra or None).detach())
+    return torch.cat(parts) if len(parts) > 1 else parts[0]
 
 
 def integrated_gradients(forward: Callable[..., Tensor], inputs: Tensor, *,
@@ -119,5 +128,6 @@ def integrated_gradients(forward: Callable[..., Tensor], inputs: Tensor, *,
     return attr.detach(), delta.detach()
 
 
-def _target(target: int | Sequence[int] | None) -> int | list[int] | None:
-    return list(target) if isinstance(target, Sequence) else target
+def _target(target: int | Sequence[int] | None, part: slice = slice(None)
+            ) -> int | list[int] | None:
+    return list(target)[part] if isinstance(target, Sequence) else target

@@ -26,7 +26,7 @@ SIGNED = ("grad-input", "integrated-gradients")
 # Integrated gradients' path points (Gauss-Legendre): the completeness error stays within a
 # few hundredths of a logit (tests/apps/sentiment/test_explain.py).
 IG_STEPS = 32
-# Tokens one forward pass of integrated gradients holds (rows x time): the `best` preset reads
+# Tokens one forward pass of a gradient method holds (rows x time): the `best` preset reads
 # 800 tokens, and its self-attention's memory grows with time squared.
 IG_TOKENS = 32768
 
@@ -52,10 +52,10 @@ def token_scores(model: SentimentClassifier, ids: Tensor, lengths: Tensor, metho
     def forward(v: Tensor, i: Tensor, n: Tensor) -> Tensor:
         return model.logits_from_vectors(v, i, n)[:, None]
 
-    if method == "grad-input":
-        attr = grad_x_input(forward, vectors, target=0, args=(ids, lengths))
-        return attr.sum(-1) * mask
     rows = max(1, IG_TOKENS // max(ids.shape[1], 1))       # path points x reviews per pass
+    if method == "grad-input":
+        attr = grad_x_input(forward, vectors, target=0, args=(ids, lengths), max_rows=rows)
+        return attr.sum(-1) * mask
     step = min(ids.shape[0], rows)
     parts = []
     for start in range(0, ids.shape[0], step):

@@ -28,6 +28,10 @@ from attnkit.explain.captum import grad_x_input, integrated_gradients
 # costs a forward and backward pass per target piece, so a 40-piece sentence is 16 x 40 rows;
 # tests/apps/translate/test_align.py checks completeness on a small model.
 IG_STEPS = 16
+# Tokens one forward and backward pass holds (rows x (source + target pieces)): each row is
+# the whole pair, so a pass over every row at once grew with the square of its length (a
+# 200-token pair took 7.5 GB). The memory bound of a gradient method (docs/guide/translate.md).
+ATTRIBUTION_TOKENS = 8192
 
 
 def _logprob_forward(model: nn.Module):
@@ -69,11 +73,12 @@ def attribution_rows(model: nn.Module, src_ids: Sequence[int], tgt_ids: Sequence
     embedded = model.source_embedding(src).detach()                   # [n, S, e]
     forward = _logprob_forward(model)
     args, target = (src, lengths, tgt_in, gold), list(range(n))
+    rows = max(1, ATTRIBUTION_TOKENS // (len(src_ids) + n))
     if method == "grad-input":
-        attr = grad_x_input(forward, embedded, target=target, args=args)
+        attr = grad_x_input(forward, embedded, target=target, args=args, max_rows=rows)
     else:
         attr, _ = integrated_gradients(forward, embedded, target=target, args=args,
-                                       steps=steps, internal_batch_size=max(n, 512))
+                                       steps=steps, internal_batch_size=rows)
     summed = attr.sum(-1).float().cpu()                                # [n, S]
     if signed:
         return summed
