@@ -120,5 +120,5 @@ def read_data(path: str | os.PathLike) -> bytes:
 
 def too_much_data() -> str:
     """The message for data past its cap."""
-    return (f"more than {MAX_DATA_BYTES:,} bytes of text (decompressed), the most attnkit reads from "
-            "one data file; use a smaller sample")
+    return (f"more than {MAX_DATA_BYTES:,} bytes of text (decompressed), the most attnkit "
+            "reads from one data file; use a smaller sample")
