@@ -8,12 +8,14 @@ A package adds an app the way Python plugins do, with an entry point in the grou
 reverse = "attnkit_reverse:APP"
 ```
 
-Apps are imported when first used (``attnkit --help`` imports none of their models); a name
+Apps are imported when first used (``attnkit --help`` imports no plugin, and none of the
+built-in apps' models); a plugin's module is imported within `PLUGIN_IMPORT_SECONDS`. A name
 that fails to import (whatever its module raises: ``RuntimeError``, ``SyntaxError``,
-``sys.exit``) is one clear error naming its distribution when it is asked for, and never hides
-the others. A plugin whose name is taken (a built-in app, a command of the ``attnkit`` command
-line: `RESERVED`) or is no command name is left out with a `PluginWarning`; so is the second of
-two plugins with one name (the first on ``sys.path`` is used).
+``sys.exit``; or an import that never ends) is one clear error naming its distribution when it
+is asked for, and never hides the others. A plugin whose name is taken (a built-in app, a
+command of the ``attnkit`` command line: `RESERVED`) or is no command name is left out with a
+`PluginWarning`; so is the second of two plugins with one name (the first on ``sys.path`` is
+used).
 
 Example:
     ```python
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import threading
 import warnings
 from collections.abc import Iterator, Mapping
 from importlib.metadata import EntryPoint, entry_points
@@ -45,6 +48,8 @@ BUILTIN = {"translate": "attnkit.apps.translate:APP",
 # The commands of the ``attnkit`` command line besides the apps: an app by one of these names
 # could never be asked for, and two subcommands of one name break every command.
 RESERVED = ("serve",)
+# How long a plugin's module may take to import (a hung import is an error, not a hang).
+PLUGIN_IMPORT_SECONDS = 30.0
 # What an app's name must look like to be a command (``attnkit NAME ...``).
 NAME = re.compile(r"[a-z][a-z0-9_-]*")
 
@@ -130,7 +135,8 @@ class AppRegistry(Mapping[str, "App"]):
             target = self._targets().get(name)
             if target is None:
                 raise KeyError(name)
-            self._loaded[name] = _load(name, *target)
+            self._loaded[name] = _load(name, *target, timeout=None if name in BUILTIN
+                                       else PLUGIN_IMPORT_SECONDS)
         return self._loaded[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -149,13 +155,13 @@ def distribution(ep: EntryPoint) -> str:
     return f"the package '{dist.name} {dist.version}'"
 
 
-def _load(name: str, target: str, origin: str) -> App:
+def _load(name: str, target: str, origin: str, *, timeout: float | None = None) -> App:
     from attnkit.apps.base import App
 
     module_name, _, attribute = target.partition(":")
     where = f"the app {name!r} ({target}, from {origin})"
     try:
-        obj = getattr(importlib.import_module(module_name), attribute or "APP")
+        obj = getattr(_import(module_name, timeout), attribute or "APP")
         app = obj() if isinstance(obj, type) else obj
     except (Exception, SystemExit) as exc:
         # A plugin's module may raise anything at import (a RuntimeError, a SyntaxError, a
@@ -166,6 +172,30 @@ def _load(name: str, target: str, origin: str) -> App:
     if not isinstance(app, App) or app.name != name:
         raise UsageError(f"{where} is not an attnkit App named {name!r}")
     return app
+
+
+def _import(module: str, timeout: float | None):
+    """``importlib.import_module(module)``, given up after ``timeout`` seconds (None: no
+    limit): the import runs in a daemon thread, so one that never ends does not keep the
+    process alive either."""
+    if timeout is None:
+        return importlib.import_module(module)
+    done: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            done["module"] = importlib.import_module(module)
+        except BaseException as exc:   # handed to the caller, which names the plugin
+            done["error"] = exc
+
+    thread = threading.Thread(target=run, name=f"import {module}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(f"its import did not end within {timeout:g} s")
+    if "error" in done:
+        raise done["error"]   # type: ignore[misc]
+    return done["module"]
 
 
 def _first_line(exc: BaseException) -> str:

@@ -3,8 +3,9 @@ and ``attnkit serve`` (`attnkit.cli.serve`).
 
 The subcommands come from `attnkit.apps.APPS` (the built-in apps and those other packages
 register); each is built by `attnkit.cli.apps.add_app_parser` from the app's declared options.
-A plugin app that fails to load (or to build its options) is one error line when it is asked
-for, and otherwise one warning line naming its package: it never hides the other commands.
+A plugin app is imported only when it is the command asked for (``--help``, ``--version``, no
+arguments and a mistyped command name it from its package's metadata), within a time limit;
+one that fails to load (or to build its options) is then one error line.
 
 Every mistake a user can make on the command line ends as one line ``attnkit: error: ...`` and
 exit status 2: argparse's own errors (see `OneLineParser`) and every
@@ -40,9 +41,10 @@ def _version() -> str:
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """The whole parser. When ``argv`` names an app, only that app is imported; a plugin app
-    that cannot be loaded (or whose options cannot be built) is left out with a warning, and
-    fails (one UsageError) only when it is the one asked for."""
+    """The whole parser. When ``argv`` names an app, only that app is imported; otherwise the
+    built-in apps are, and plugin apps are named without importing them (a plugin that hangs
+    or exits at import never holds ``--help``). A plugin asked for that cannot be loaded (or
+    whose options cannot be built) is one UsageError."""
     from attnkit.apps.registry import APPS, PluginWarning
     from attnkit.cli.apps import add_app_parser
     from attnkit.cli.serve import add_serve_parser
@@ -67,6 +69,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     wanted = next((a for a in (argv or []) if not a.startswith("-")), None)
     add_serve_parser(sub)
     for name in names:
+        if name != wanted and not APPS.is_builtin(name):
+            sub.add_parser(name, help=f"the {name} app (from {APPS.origin(name)})")
+            continue
         if (wanted in names or wanted == "serve") and name != wanted:
             sub.add_parser(name, help=f"the {name} app")   # not imported: not asked for
             continue
