@@ -185,6 +185,14 @@ def test_overwrite_and_resume(tmp_path, capsys):
     config = json.loads((out / "config.json").read_text())
     assert config["train"]["seed"] == 2 and config["train"]["epochs"] == 2
     assert config["train"]["max_minutes"] == 3 and config["data_settings"]["num_train"] == 8
+    assert "will not be bit-identical" not in capsys.readouterr().err   # its own threads
+
+    # #47: another thread count changes the weights: said plainly, in one warning line.
+    assert main(["caption", "train", "--resume", str(out), "--epochs", "3", "--threads", "2",
+                 "--no-progress"]) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if "bit-identical" in line]
+    assert len(warned) == 1 and warned[0].startswith("attnkit: warning: ")
+    assert "trained with 1 CPU thread(s) and resumes with 2" in warned[0]
 
     assert train(out, "--overwrite", "--seed", "5") == 0
     assert json.loads((out / "config.json").read_text())["train"]["seed"] == 5

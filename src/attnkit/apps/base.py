@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import os
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
@@ -201,9 +202,14 @@ class App(Presentation, ABC):
         stored = read_config(check_resumable(out), self.name) if resume else None
         given = dict(settings) if isinstance(settings, Mapping) else {"data": settings}
         config = self.configure({**given, **overrides}, out, stored)
+        trained_with = stored_threads(stored) if stored is not None else None
         if threads is None:
-            threads = (stored_threads(stored) if stored is not None else None) \
-                or self.default_threads.get("train")
+            threads = trained_with or self.default_threads.get("train")
+        elif trained_with is not None and threads != trained_with and main:
+            warnings.warn(f"{out} trained with {trained_with} CPU thread(s) and resumes with "
+                          f"{threads}: its weights will not be bit-identical to an "
+                          f"uninterrupted run's (leave out --threads to keep {trained_with})",
+                          stacklevel=2)
         with torch_threads(threads):
             try:
                 return self._train(config, out, resume=resume, overwrite=overwrite, log=log)
