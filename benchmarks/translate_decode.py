@@ -11,7 +11,9 @@ process (with the memory settings the ``attnkit`` command starts with,
 raw output). The engines:
 
 * ``attnkit``: `attnkit.decoding.decode_many` with incremental decoding, no attention asked
-  (what ``eval`` and the server run);
+  (what ``eval`` and the server run eagerly);
+* ``attnkit-compiled``: the same through the run's compiled graphs
+  (`attnkit.models.compiled`, built into the user's cache first if they are not there);
 * ``attnkit-uncached``: the same on the model's reference path (a Transformer recomputes the
   whole target prefix every step; an RNN re-projects its attention keys every step);
 * ``ctranslate2-float32`` / ``ctranslate2-int8``: the run exported with
@@ -27,14 +29,18 @@ Each row decodes a few sentences first as warm-up; the rows of one (beam, batch)
 timed interleaved, ``--rounds`` times, and the median is reported with ``spread`` (slowest
 round / fastest). ``vs_ct2`` is against ``ctranslate2-float32`` at the same beam and batch.
 The last line is JSON: ``{"rows": [{"engine", "beam", "batch", "sent_per_s", "spread",
-"bleu", "vs_ct2", ...}], "machine": {...}}``.
+"bleu", "vs_ct2", ...}], "compile": {"cold_s", "warm_s"}, "machine": {...}}``; ``compile`` is
+the seconds from loading the run in a fresh process to its first compiled translation, with an
+empty cache (``cold_s``) and then a warm one (``warm_s``); null without ``attnkit-compiled``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -57,7 +63,8 @@ from attnkit.errors import AttnkitError  # noqa: E402
 from attnkit.machine import machine_info, machine_line  # noqa: E402
 from attnkit.models.config import TransformerConfig  # noqa: E402
 
-ENGINES = ("attnkit", "attnkit-uncached", "ctranslate2-float32", "ctranslate2-int8")
+ENGINES = ("attnkit", "attnkit-compiled", "attnkit-uncached", "ctranslate2-float32",
+           "ctranslate2-int8")
 ALPHA = 0.6
 WARMUP = 8
 
@@ -79,14 +86,20 @@ def machine_text(info: dict[str, Any]) -> str:
     return f"machine: {machine_line(info)}, ctranslate2 {info['ctranslate2']}"
 
 
-def attnkit_engine(run: Run, beam: int, use_cache: bool) -> Decode:
+def attnkit_engine(run: Run, beam: int, use_cache: bool, compiled: bool = False
+                   ) -> Decode | str:
     """A run's model and pipeline (`attnkit.apps.translate.load_run`) as an engine: source
-    ids -> output texts."""
+    ids -> output texts; ``compiled``: its compiled graphs (or why there are none)."""
     p = run.pipeline
     skip = {p.tgt_vocab.pad_id, p.tgt_vocab.bos_id, p.tgt_vocab.eos_id}
+    model = run.model
+    if compiled:
+        if not isinstance(run.model.config, TransformerConfig) or not run.engine.compile():
+            return "compiled decoding is for Transformer runs, where it can be built"
+        model = run.engine.fast
 
     def decode(ids: Sequence[list[int]]) -> list[str]:
-        hyps = decode_many(run.model, ids, beam=beam, alpha=ALPHA, need_weights=False,
+        hyps = decode_many(model, ids, beam=beam, alpha=ALPHA, need_weights=False,
                            use_cache=use_cache)
         return [p.codec.decode([p.tgt_vocab.itos[i] for i in h.tokens if i not in skip],
                                TGT_LANG) for h in hyps]
@@ -198,6 +211,33 @@ def print_table(rows: list[dict[str, Any]]) -> None:
               f"{r['spread']:>8.2f}{ratio:>8}{r['bleu']:>8.2f}")
 
 
+def first_compiled(run: str, threads: int) -> float:
+    """Seconds from loading ``run`` to its first compiled translation, in this (fresh)
+    process."""
+    torch.set_num_threads(threads)
+    start = time.perf_counter()
+    loaded = load_run(run, compile="on")
+    loaded.engine.translate(["I am cold."])
+    if loaded.engine.fast is None:
+        raise SystemExit("decoding could not be compiled")
+    return time.perf_counter() - start
+
+
+def compile_seconds(run: str, threads: int) -> dict[str, float]:
+    """`first_compiled` in a fresh process with an empty cache, then in another with it
+    warm."""
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="attnkit-cache-") as cache:
+        env = {**os.environ, "ATTNKIT_CACHE": cache}
+        env.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        for name in ("cold_s", "warm_s"):
+            done = subprocess.run([sys.executable, __file__, run, "--threads", str(threads),
+                                   "--first-compiled"], env=env, capture_output=True,
+                                  text=True, check=True)
+            out[name] = round(float(done.stdout.strip().splitlines()[-1]), 1)
+    return out
+
+
 def parse_batch(text: str) -> int | str:
     if text == "all":
         return text
@@ -217,7 +257,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--beams", default="1,5", help="beam sizes (default 1,5)")
     p.add_argument("--engines", default=",".join(ENGINES),
                    help=f"comma-separated, of {', '.join(ENGINES)} (default: all)")
+    p.add_argument("--first-compiled", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.first_compiled:   # a child of compile_seconds
+        print(first_compiled(args.run, args.threads))
+        return
     batches = [parse_batch(b) for b in args.batches.split(",")]
     beams = [int(b) for b in args.beams.split(",")]
     names = args.engines.split(",")
@@ -234,6 +278,8 @@ def main(argv: list[str] | None = None) -> None:
     info = machine()
     print(machine_text(info))
     print(f"command: {' '.join(sys.argv)}  ({len(ids)} sentences)")
+    # Before any row: the timings of a fresh process are not those of one that is warm.
+    compiling = compile_seconds(args.run, args.threads) if "attnkit-compiled" in names else None
     rows = []
     with tempfile.TemporaryDirectory(prefix="attnkit-ct2-") as tmp:
         translators = (ct2_translators(run, Path(tmp), args.threads)
@@ -242,6 +288,8 @@ def main(argv: list[str] | None = None) -> None:
             made: dict[str, Decode | str] = {
                 "attnkit": attnkit_engine(run, beam, True),
                 "attnkit-uncached": attnkit_engine(run, beam, False)}
+            if "attnkit-compiled" in names:
+                made["attnkit-compiled"] = attnkit_engine(run, beam, True, compiled=True)
             for q in ("float32", "int8"):
                 if f"ctranslate2-{q}" in names:
                     made[f"ctranslate2-{q}"] = (translators if isinstance(translators, str)
@@ -251,7 +299,10 @@ def main(argv: list[str] | None = None) -> None:
                                 args.rounds)
     compare(rows)
     print_table(rows)
-    print(json.dumps({"rows": rows, "machine": info}))
+    if compiling:
+        print(f"compiled decoding: {compiling['cold_s']} s to the first compiled translation "
+              f"with an empty cache, {compiling['warm_s']} s with it warm")
+    print(json.dumps({"rows": rows, "compile": compiling, "machine": info}))
 
 
 if __name__ == "__main__":

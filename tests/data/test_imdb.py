@@ -268,7 +268,7 @@ def test_folder_unreadable_entry_is_a_data_error(tmp_path):
                                     lambda p, **kw: read_tar(p, "train", **kw)])
 def test_missing_file_or_a_folder_is_a_data_error(tmp_path, reader):
     for skip_bad in (False, True):
-        with pytest.raises(DataError, match=r"nope\.x: file not found"):
+        with pytest.raises(DataError, match=r"nope\.x: no such file or folder"):
             reader(tmp_path / "nope.x", skip_bad=skip_bad)
     with pytest.raises(DataError, match=str(tmp_path)):
         reader(tmp_path)

@@ -80,7 +80,7 @@ def test_undecodable_bytes_name_file_and_line(tmp_path):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(DataError, match="not found"):
+    with pytest.raises(DataError, match="no such file or folder"):
         read_pairs(tmp_path / "none.tsv")
 
 
@@ -118,5 +118,5 @@ def test_tatoeba_download_path(tmp_path, monkeypatch):
 
 
 def test_a_folder_is_a_data_error(tmp_path):
-    with pytest.raises(DataError, match="cannot read"):
+    with pytest.raises(DataError, match="is a folder, not a data file"):
         read_pairs(tmp_path)

@@ -280,7 +280,8 @@ def _folder_text(base: Path, file: Path, relative: str) -> str:
     if why is not None:
         raise BadRecord("outside the data folder", f"file {why}", path=str(file))
     try:
-        with open(file, "rb") as f:
+        # Opened without blocking: a named pipe called x.txt would wait for a writer.
+        with open(os.open(file, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):   # /dev/zero named x.txt
                 raise BadRecord("unreadable", "not a regular file (a device, pipe or "
                                 "socket)", path=str(file))

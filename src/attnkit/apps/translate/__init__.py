@@ -43,7 +43,7 @@ from attnkit.apps.base import App, Evaluation, TinyRun, stderr_log
 from attnkit.apps.translate import ct2, evaluation, streaming, training
 from attnkit.apps.translate import prepare as preparation
 from attnkit.apps.translate.align_command import ALIGN_COMMANDS
-from attnkit.apps.translate.engines import TranslateLoaded
+from attnkit.apps.translate.engines import COMPILE_COMMAND, COMPILE_MODES, TranslateLoaded
 from attnkit.apps.translate.evaluation import format_table
 from attnkit.apps.translate.explain import EXPLAIN, add_alignments, add_explanations
 from attnkit.apps.translate.paragraphs import translate_texts
@@ -99,6 +99,10 @@ _DECODING = (
     Option("--engine", str, "attnkit (default) or ctranslate2: then --run is a folder written "
            "by `attnkit translate export` (no attention: no --html/--plot/--report, <unk> "
            "kept)", ("eval", "predict"), choices=("attnkit", "ctranslate2"), stage="load"),
+    Option("--compile", str, "decode compiled (a Transformer, without attention): auto (the "
+           "default: when `translate compile` built it for this machine and the call is "
+           "large), on (build it now if needed, ~1 minute once), off", ("eval", "predict"),
+           choices=COMPILE_MODES, stage="load", default="auto"),
     Option("--explain", str, "explanations beside attention: rollout, grad-input, "
            "integrated-gradients (comma-separated, or all; the first is what --plot draws; the "
            "page offers them all; gradients need pip install 'attnkit[explain]')",
@@ -128,7 +132,7 @@ class TranslateApp(App, configure=preparation.configure, prepare=preparation.pre
     evaluation_keys = ("sentences", "beam", "alpha", "unk_replace", "engine",
                        "max_source_tokens", "quantization")
     options, examples, train_help = OPTIONS, EXAMPLES, TRAIN_HELP
-    commands = (*ALIGN_COMMANDS, ct2.EXPORT_COMMAND)
+    commands = (*ALIGN_COMMANDS, ct2.EXPORT_COMMAND, COMPILE_COMMAND)
     headline = ("bleu", "chrf")
     text_attention = False   # a translation line is text: the fused path, no weights
 

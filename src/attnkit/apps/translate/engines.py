@@ -9,6 +9,8 @@ the fused kernels run and no weight history is kept. ``<unk>`` replacement needs
 of the outputs that hold an ``<unk>`` only: they come from one forced pass over those finished
 outputs (`attnkit.decoding.forced_decode`), the same weights decoding would have computed.
 `attnkit.apps.translate.ct2.CTranslate2Engine` runs an exported model and computes none.
+A Transformer decodes without weights through its compiled graphs
+(`attnkit.models.compiled`) when the engine's ``compile`` mode says so (`COMPILE_MODES`).
 
 Example:
     ```python
@@ -20,21 +22,34 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from torch import nn
 
-from attnkit.apps.results import Loaded
+from attnkit.apps.presentation import Command
+from attnkit.apps.results import Loaded, Log, stderr_log
 from attnkit.apps.translate.pipeline import TranslatePipeline, encode_source
 from attnkit.apps.translate.prediction import TranslationPrediction
+from attnkit.compiler import Packages, weights_digest
 from attnkit.data.text_codec import TGT_LANG
 from attnkit.data.vocab import UNK, Vocab
 from attnkit.decoding import Hypothesis, decode_many, replace_unk
 from attnkit.decoding.forced import forced_decode
 from attnkit.errors import UsageError
+from attnkit.models.compiled import GRAPHS, CompiledTransformer, graph_specs
 from attnkit.models.config import TransformerConfig
+from attnkit.settings import Option
+
+# ``--compile``: ``on`` compiles before the first decoding (from the user's cache when it
+# holds this model's artifacts, else built: about a minute); ``auto`` decodes compiled when the
+# cache holds them and a call has at least AUTO_MIN_SENTENCES sentences (fewer end sooner
+# eagerly than a warm compile takes), else eagerly; ``off`` never compiles.
+COMPILE_MODES = ("auto", "on", "off")
+AUTO_MIN_SENTENCES = 64
 
 
 class Engine(Protocol):
@@ -95,12 +110,63 @@ class AttnkitEngine:
     name = "attnkit"
     streams = True
 
-    def __init__(self, model: nn.Module, pipeline: TranslatePipeline):
-        self.model, self.pipeline = model, pipeline
+    def __init__(self, model: nn.Module, pipeline: TranslatePipeline, *,
+                 compile: str = "off", log: Log = stderr_log):
+        if compile not in COMPILE_MODES:
+            raise UsageError(f"--compile must be one of {', '.join(COMPILE_MODES)}, got "
+                             f"{compile!r}")
+        self.model, self.pipeline, self.log = model, pipeline, log
         self.has_attention = getattr(model.config, "attention", None) != "none"
         self.no_attention = "" if self.has_attention else (
             "this model has no attention (trained with --attention none): --html, --plot, "
             "--report and --alignments show attention")
+        # Compiled decoding is the Transformer's, on the CPU (a GPU decodes fast eagerly).
+        on_cpu = next(model.parameters()).device.type == "cpu"
+        self.compile_mode = (compile if isinstance(model.config, TransformerConfig) and on_cpu
+                             else "off")
+        self.fast: CompiledTransformer | None = None
+        self._building = threading.Lock()
+
+    @property
+    def path(self) -> str:
+        """Which decoding runs without weights: ``"compiled"`` or ``"eager"``."""
+        return "compiled" if self.fast is not None else "eager"
+
+    def packages(self) -> Packages:
+        """Where this model's compiled decoding lives in the user's cache."""
+        return Packages("translate", weights_digest(self.model.state_dict()))
+
+    def compile(self) -> bool:
+        """Load the compiled decoder from the user's cache, or build it there (about a
+        minute, once per machine); True when decoding is now compiled. One that cannot be
+        built is one warning, and decoding stays eager."""
+        with self._building:
+            if self.fast is not None or self.compile_mode == "off":
+                return self.fast is not None
+            packages, start = self.packages(), time.monotonic()
+            graphs = packages.load(GRAPHS, self.log)
+            built = graphs is None
+            if built:
+                self.log(f"attnkit: note: compiling the decoder for this machine (once; kept "
+                         f"in {packages.folder.parent})")
+                graphs = packages.build(graph_specs(self.model), self.log)
+            if graphs is None:
+                self.compile_mode = "off"
+                return False
+            self.fast = CompiledTransformer(self.model, graphs)
+            if built:
+                self.log(f"attnkit: note: decoding compiled in {time.monotonic() - start:.0f} s")
+            return True
+
+    def decoder(self, sentences: int, attention: bool | str) -> nn.Module:
+        """The model that decodes ``sentences`` sentences: compiled without weights when the
+        compile mode says so (`COMPILE_MODES`), else the model itself."""
+        if attention or self.compile_mode == "off":
+            return self.model
+        if self.fast is None and (self.compile_mode == "on" or (
+                sentences >= AUTO_MIN_SENTENCES and self.packages().exists())):
+            self.compile()
+        return self.fast if self.fast is not None else self.model
 
     def translate(self, sentences: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
                   unk_replace: bool = True, batch_size: int | None = None,
@@ -113,8 +179,9 @@ class AttnkitEngine:
         """
         check_decoding(beam, batch_size)
         encoded, attention = self.read(sentences, attention)
-        hyps = decode_many(self.model, [ids for _, ids, _ in encoded], beam=beam, alpha=alpha,
-                           batch_size=batch_size, need_weights=attention)
+        hyps = decode_many(self.decoder(len(encoded), attention), [ids for _, ids, _ in encoded],
+                           beam=beam, alpha=alpha, batch_size=batch_size,
+                           need_weights=attention)
         if unk_replace and not attention and self.has_attention:
             hyps = self.unk_attention(encoded, hyps)
         return [self.prediction(s, enc, hyp, unk_replace, keep=bool(attention))
@@ -178,3 +245,25 @@ def summary_of(config: Any) -> str:
                 f"{config.heads} heads")
     return (f"{config.cell.upper()} encoder-decoder, hidden {config.hidden}, "
             f"{config.attention} attention ({config.style} style)")
+
+
+def _compile(values: dict[str, Any]) -> int:
+    from attnkit.apps.translate import load_run
+
+    loaded = load_run(values["run"], device=values.get("device") or "cpu", compile="on")
+    engine = loaded.engine
+    if not isinstance(loaded.model.config, TransformerConfig):
+        raise UsageError(f"{values['run']}: an RNN run; compiled decoding is for Transformer "
+                         "runs (train with --arch transformer)")
+    if not engine.compile():
+        return 1
+    print(f"compiled: {values['run']} decodes compiled on this machine "
+          f"({engine.packages().folder})")
+    return 0
+
+
+COMPILE_COMMAND = Command(
+    "compile", "build a Transformer run's compiled decoding for this machine ahead of time "
+    "(kept in the user's cache; eval, predict and serve then start compiled)",
+    (Option("run", str, "the translate run folder", metavar="RUN"),),
+    _compile, ("attnkit translate compile runs/fr",), runtime=True)

@@ -185,8 +185,9 @@ def reload(config: TranslateConfig, out: Path, log: Log) -> TranslatePrepared:
 
 
 def load(run: str | os.PathLike, *, weights: str = "best", device: str | None = None,
-         engine: str | None = None) -> TranslateLoaded:
-    """A trained run with attnkit's engine, or with ``engine="ctranslate2"`` a folder
+         engine: str | None = None, compile: str = "auto") -> TranslateLoaded:
+    """A trained run with attnkit's engine (``compile``: when it decodes compiled,
+    `attnkit.apps.translate.engines.COMPILE_MODES`), or with ``engine="ctranslate2"`` a folder
     `attnkit.apps.translate.export_run` wrote (`attnkit.apps.translate.ct2.load_exported`).
 
     Raises:
@@ -205,5 +206,5 @@ def load(run: str | os.PathLike, *, weights: str = "best", device: str | None = 
     loaded = load_run(TranslateLoaded, run, APP, model_config=run_model_config,
                       pipeline=run_pipeline, build=build_model, describe=summary_of,
                       model_file=CONFIG_FILE, weights=weights, device=device)
-    loaded.engine = AttnkitEngine(loaded.model, loaded.pipeline)
+    loaded.engine = AttnkitEngine(loaded.model, loaded.pipeline, compile=compile)
     return loaded

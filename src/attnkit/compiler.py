@@ -1,0 +1,167 @@
+"""Compiled once per machine: a model's graphs exported (``torch.export``) and compiled ahead of
+time by AOTInductor into packages kept in the user's private cache, keyed by a digest of the
+weights (a package holds them) and checked against the torch build and CPU they were made for.
+
+`Packages` builds them (a minute or two) and loads them (a fraction of a second) as callables.
+A package is a shared library: it is read only from the user's own cache, created ``0700``,
+never from a run folder. One built by another torch or for another CPU, or a corrupt one, is
+built again with one log line; one that cannot be built (no C++ compiler, an unsupported CPU, a
+full disk) leaves the model eager, with one warning. Why packages and what they cost:
+docs/concepts.md ("Compiled decoding").
+
+Example:
+    ```python
+    packages = Packages("translate", weights_digest(model.state_dict()))
+    graphs = packages.load(["encoder", "step"], log=print) or packages.build(specs, log=print)
+    ```
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from attnkit.fileio import atomic_write_text
+
+Log = Callable[[str], None]
+# What a graph to build is: the module, example arguments, and their dynamic dimensions
+# (``torch.export.export``'s ``dynamic_shapes``).
+GraphSpec = tuple[nn.Module, tuple[Any, ...], Any]
+MACHINE_FILE = "machine.json"
+# A folder the user chose for Inductor is kept; torch's default (a folder in /tmp that another
+# user could have made first) is replaced. Read at import: torch sets the variable itself the
+# first time it asks.
+_INDUCTOR_DIR_GIVEN = "TORCHINDUCTOR_CACHE_DIR" in os.environ
+_prepared = threading.Lock()
+
+
+def cache_root() -> Path:
+    """Where compiled packages live: ``$ATTNKIT_CACHE/compiled`` (default
+    ``~/.cache/attnkit/compiled``)."""
+    env = os.environ.get("ATTNKIT_CACHE")
+    base = Path(env).expanduser() if env else Path.home() / ".cache" / "attnkit"
+    return base / "compiled"
+
+
+def prepare_cache() -> Path:
+    """Create the cache folder private to the user, and put Inductor's own working files
+    there (module docstring).
+
+    Raises:
+        OSError: the folder cannot be created.
+    """
+    root = cache_root()
+    with _prepared:
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(root, 0o700)
+        if not _INDUCTOR_DIR_GIVEN:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(root / "inductor")
+    return root
+
+
+def machine_key() -> dict[str, str]:
+    """What compiled code depends on besides the graph: the torch build and the CPU."""
+    from attnkit.machine import cpu_model
+
+    return {"torch": torch.__version__, "isa": torch.backends.cpu.get_cpu_capability(),
+            "cpu": cpu_model()}
+
+
+def weights_digest(state: Mapping[str, torch.Tensor]) -> str:
+    """SHA-256 of a model's weights (names, shapes, dtypes and values), 16 hex digits."""
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        t = state[name].detach().cpu().contiguous()
+        digest.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode())
+        if t.numel():
+            digest.update(t.view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+class Packages:
+    """The AOTInductor packages of one model: ``<cache>/<name>-<digest>/<graph>.pt2`` and
+    ``machine.json`` (`machine_key`).
+
+    Args:
+        name: what was compiled (``"translate"``).
+        digest: `weights_digest` of the model (a package holds its weights).
+    """
+
+    def __init__(self, name: str, digest: str):
+        self.folder = cache_root() / f"{name}-{digest}"
+
+    def exists(self) -> bool:
+        """Whether packages were built for this model (not yet checked)."""
+        return (self.folder / MACHINE_FILE).is_file()
+
+    def load(self, names: Sequence[str], log: Log) -> dict[str, Callable[..., Any]] | None:
+        """The graphs ``names`` as callables; None when they are not built, or were built
+        for another machine or are damaged (one log line; the folder goes)."""
+        if not self.exists():
+            return None
+        try:
+            made_for = json.loads((self.folder / MACHINE_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            made_for = None
+        if made_for != machine_key():
+            why = ("built for " + ", ".join(f"{k} {v}" for k, v in made_for.items())
+                   if isinstance(made_for, dict) else "without a readable machine.json")
+            return self._drop(f"compiled decoding in {self.folder} {why}: building it again",
+                              log)
+        try:
+            from torch._inductor import aoti_load_package
+
+            return {name: aoti_load_package(str(self.folder / f"{name}.pt2")) for name in names}
+        # Whatever a damaged package raises as it loads, the answer is to build it again.
+        except Exception as exc:
+            return self._drop(f"compiled decoding in {self.folder} is damaged "
+                              f"({type(exc).__name__}): building it again", log)
+
+    def build(self, graphs: Mapping[str, GraphSpec], log: Log
+              ) -> dict[str, Callable[..., Any]] | None:
+        """Export and compile every graph into a new folder, moved into place once whole,
+        then load them; None (and one warning) when they cannot be built."""
+        staging = None
+        try:
+            from torch._inductor import aoti_compile_and_package
+
+            root = prepare_cache()
+            staging = Path(tempfile.mkdtemp(prefix=f".{self.folder.name}-", dir=root))
+            for name, (module, args, dynamic) in graphs.items():
+                with torch.no_grad():
+                    program = torch.export.export(module, args, dynamic_shapes=dynamic)
+                aoti_compile_and_package(program, package_path=str(staging / f"{name}.pt2"))
+            atomic_write_text(staging / MACHINE_FILE, json.dumps(machine_key(), sort_keys=True))
+            shutil.rmtree(self.folder, ignore_errors=True)
+            os.replace(staging, self.folder)
+            staging = None
+        # A build fails in many ways (no C++ compiler, an ISA the compiler does not know, an
+        # operation it cannot lower, a full disk); each one leaves the model eager.
+        except Exception as exc:
+            log(f"attnkit: warning: decoding could not be compiled ({type(exc).__name__}: "
+                f"{_first_line(exc)}); it stays eager")
+            return None
+        finally:
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
+        return self.load(list(graphs), log)
+
+    def _drop(self, message: str, log: Log) -> None:
+        log(message)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else "no message"

@@ -1,0 +1,265 @@
+"""A Transformer's decoding as two graphs compiled ahead of time (`attnkit.compiler`): the
+encoder, with every decoder layer's cross-attention keys and values, and the incremental step;
+behind the step API (`attnkit.models.step`), so greedy and beam search run it as they run the
+model itself.
+
+The graphs' sizes never depend on the step: rows are ``[sentences, beams]`` (greedy: one beam),
+the self-attention cache is ``[layers, sentences, beams, heads, capacity, head_dim]`` and a step
+attends over all of it with the positions not yet written masked out, so one compiled step
+serves every position, batch, beam and source length. A step returns the new keys and values;
+writing them, reordering rows and growing the cache stay eager, a few copies a step. No
+attention weights are computed: the weights path is the eager model's.
+
+Example:
+    ```python
+    graphs = Packages("translate", digest).build(graph_specs(model), log=print)
+    hyps = greedy_decode(CompiledTransformer(model, graphs), src, src_lengths,
+                         need_weights=False)
+    ```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.export import Dim
+
+from attnkit.models.rnn_encoder import check_tokens
+from attnkit.models.step import StepOutput, Weights
+from attnkit.models.transformer import TransformerSeq2Seq
+
+GRAPHS = ("encoder", "step")
+
+
+@dataclass
+class GraphState:
+    """The decoding state of `CompiledTransformer`.
+
+    Attributes:
+        source: ``[sentences, S, d]`` the encoder output.
+        src_lengths: ``[sentences]``.
+        src_keys, src_values: ``[layers, sentences, heads, S, head_dim]`` cross-attention.
+        src_bias: ``[sentences, 1, 1, S]``: 0 at real positions, the dtype's lowest value at
+            padding (added to the scores).
+        self_keys, self_values: ``[layers, sentences, beams, heads, capacity, head_dim]``,
+            the first ``length`` positions written.
+        positions: ``[P, d]`` the position table.
+        length: target positions fed so far.
+        encoder_weights: always None (the weights path is the eager model's).
+    """
+
+    source: Tensor
+    src_lengths: Tensor
+    src_keys: Tensor
+    src_values: Tensor
+    src_bias: Tensor
+    self_keys: Tensor
+    self_values: Tensor
+    positions: Tensor
+    length: int = 0
+    encoder_weights: Tensor | None = None
+
+
+class EncoderGraph(nn.Module):
+    """``src [N, S], src_lengths [N]`` -> (encoder output ``[N, S, d]``, cross keys and values
+    ``[L, N, H, S, hd]``, score bias ``[N, 1, 1, S]``): `TransformerSeq2Seq.encode`'s
+    arithmetic, without its checks (made before) or branches on values (every length is
+    >= 1, so every row has a key)."""
+
+    def __init__(self, model: TransformerSeq2Seq):
+        super().__init__()
+        self.model = model
+
+    def forward(self, src: Tensor, src_lengths: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        m = self.model
+        n, length = src.shape
+        real = (torch.arange(length, device=src.device) < src_lengths[:, None])[:, None, None]
+        x = m.positions(m.src_embedding(src) * math.sqrt(m.config.d_model), 0)
+        for layer in m.encoder_layers:
+            attn = layer.attn
+            q, k, v = _heads(F.linear(layer.norm1(x), attn.in_proj_weight, attn.in_proj_bias),
+                             3, attn.num_heads)
+            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=real)
+            x = x + attn.out_proj(ctx.transpose(1, 2).reshape(n, length, attn.inner_dim))
+            x = x + layer.ff(layer.norm2(x))
+        source = m.encoder_norm(x)
+        keys, values = [], []
+        for layer in m.decoder_layers:
+            cross = layer.cross_attn
+            k, v = _heads(F.linear(source, cross.in_proj_weight[cross.inner_dim:],
+                                   cross.in_proj_bias[cross.inner_dim:]), 2, cross.num_heads)
+            keys.append(k)
+            values.append(v)
+        bias = torch.zeros(real.shape, dtype=source.dtype, device=src.device).masked_fill(
+            ~real, torch.finfo(source.dtype).min)
+        return source, torch.stack(keys), torch.stack(values), bias
+
+
+class StepGraph(nn.Module):
+    """One decoder step of every row: ``tokens [N, g]`` at ``position [1]`` over the cache
+    ``[L, N, g, H, C, hd]`` (positions ``< position`` written) and the source -> (logits
+    ``[N, g, V]``, the new keys and values ``[L, N, g, H, hd]``). Pre-norm, as
+    `attnkit.models.transformer.DecoderLayer.step`; self-attention is ``softmax(q·K / √hd) V``
+    over the cached positions and the new one, the ``g`` rows of a sentence its queries over
+    its one copy of the source."""
+
+    def __init__(self, model: TransformerSeq2Seq):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens: Tensor, position: Tensor, self_keys: Tensor, self_values: Tensor,
+                src_keys: Tensor, src_values: Tensor, src_bias: Tensor, positions: Tensor
+                ) -> tuple[Tensor, Tensor, Tensor]:
+        m = self.model
+        n, g = tokens.shape
+        capacity = self_keys.shape[4]
+        y = (m.tgt_embedding(tokens) * math.sqrt(m.config.d_model)
+             + positions.index_select(0, position))                           # [N, g, d]
+        written = torch.zeros(capacity, dtype=y.dtype, device=y.device).masked_fill(
+            torch.arange(capacity, device=y.device) >= position, torch.finfo(y.dtype).min)
+        new_keys, new_values = [], []
+        for i, layer in enumerate(m.decoder_layers):
+            sa, ca = layer.self_attn, layer.cross_attn
+            h, hd = sa.num_heads, sa.head_dim
+            scale = 1.0 / math.sqrt(hd)
+            q, k, v = F.linear(layer.norm1(y), sa.in_proj_weight, sa.in_proj_bias).view(
+                n, g, 3, h, hd).unbind(2)                                      # [N, g, H, hd]
+            new_keys.append(k)
+            new_values.append(v)
+            past = torch.einsum("nghd,nghcd->nghc", q, self_keys[i]) * scale + written
+            p = torch.softmax(torch.cat([past, (q * k).sum(-1, keepdim=True) * scale], -1), -1)
+            ctx = (torch.einsum("nghc,nghcd->nghd", p[..., :capacity], self_values[i])
+                   + p[..., capacity:] * v)
+            y = y + sa.out_proj(ctx.reshape(n, g, h * hd))
+            q = F.linear(layer.norm2(y), ca.in_proj_weight[:ca.inner_dim],
+                         ca.in_proj_bias[:ca.inner_dim]).view(n, g, h, hd)
+            scores = torch.einsum("nghd,nhsd->nghs", q, src_keys[i]) * scale + src_bias
+            ctx = torch.einsum("nghs,nhsd->nghd", torch.softmax(scores, -1), src_values[i])
+            y = y + ca.out_proj(ctx.reshape(n, g, h * hd))
+            y = y + layer.ff(layer.norm3(y))
+        return m.out(m.decoder_norm(y)), torch.stack(new_keys), torch.stack(new_values)
+
+
+def _heads(x: Tensor, n: int, heads: int) -> tuple[Tensor, ...]:
+    """``[batch, T, n * inner]`` -> n tensors ``[batch, heads, T, head_dim]``."""
+    b, t = x.shape[:2]
+    return x.view(b, t, n, heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+
+
+def graph_specs(model: TransformerSeq2Seq) -> dict[str, tuple[nn.Module, tuple, Any]]:
+    """The two graphs to compile (`attnkit.compiler.Packages.build`): each module, example
+    arguments and the sizes left free (sentences, beams, source length, capacity, table)."""
+    sentences, beams = Dim("sentences", min=1, max=1 << 16), Dim("beams", min=1, max=1024)
+    length, capacity = Dim("length", min=1, max=1 << 16), Dim("capacity", min=2, max=1 << 17)
+    table = Dim("table", min=2, max=1 << 17)
+    attn = model.decoder_layers[0].self_attn
+    layers, h, hd = len(model.decoder_layers), attn.num_heads, attn.head_dim
+    # Example sizes that no model size equals (export would take them for one size).
+    n, g, s, c, t = 5, 7, 11, 29, 31
+    p = next(model.parameters())
+    src = torch.full((n, s), 4, dtype=torch.long, device=p.device)
+    cache = p.new_zeros(layers, n, g, h, c, hd)
+    source = p.new_zeros(layers, n, h, s, hd)
+    # Distinct tensors: one passed twice would be one input to the exported graph.
+    step_args = (src[:, :g].contiguous(), torch.tensor([1], device=p.device), cache,
+                 cache.clone(), source, source.clone(), p.new_zeros(n, 1, 1, s),
+                 p.new_zeros(t, model.config.d_model))
+    cache_dims = {1: sentences, 2: beams, 4: capacity}
+    source_dims = {1: sentences, 3: length}
+    return {"encoder": (EncoderGraph(model), (src, torch.full((n,), s, device=p.device)),
+                        ({0: sentences, 1: length}, {0: sentences})),
+            "step": (StepGraph(model), step_args,
+                     ({0: sentences, 1: beams}, None, cache_dims, cache_dims, source_dims,
+                      source_dims, {0: sentences, 3: length}, {0: table}))}
+
+
+class CompiledTransformer(nn.Module):
+    """The step API of a `TransformerSeq2Seq` through its compiled graphs.
+
+    Args:
+        model: the Transformer (eval mode).
+        graphs: ``{"encoder", "step"}`` callables (`attnkit.compiler.Packages`; or the graph
+            modules themselves, which compute the same eagerly).
+    """
+
+    def __init__(self, model: TransformerSeq2Seq, graphs: Mapping[str, Callable[..., Any]]):
+        super().__init__()
+        self.model, self.config = model, model.config
+        self._encode, self._step = graphs["encoder"], graphs["step"]
+
+    def encode(self, src: Tensor, src_lengths: Tensor, *, beams: int = 1,
+               use_cache: bool = True, weights: Weights = "none") -> GraphState:
+        """The step API's ``encode`` (``weights="none"`` only: this model keeps no weights).
+
+        Raises:
+            ValueError: weights asked for, or bad ``src`` / ``src_lengths``.
+        """
+        if weights != "none":
+            raise ValueError("the compiled decoder computes no attention weights; decode "
+                             "with the model itself for them")
+        src_lengths = src_lengths.to(src.device)
+        check_tokens(src, src_lengths)
+        source, keys, values, bias = self._encode(src.contiguous(), src_lengths.contiguous())
+        attn = self.model.decoder_layers[0].self_attn
+        capacity = 2 * src.shape[1] + 8       # as the eager model's; doubled when full
+        cache = source.new_zeros(len(self.model.decoder_layers), src.shape[0], beams,
+                                 attn.num_heads, capacity, attn.head_dim)
+        positions = self.model._position_table(capacity, source)
+        return GraphState(source, src_lengths, keys, values, bias, cache, cache.clone(),
+                          positions)
+
+    def step(self, tokens: Tensor, state: GraphState, *, weights: Weights = "none",
+             logits: bool = True) -> StepOutput:
+        """The step API's ``step`` for one new position a row (``tokens [rows, 1]``)."""
+        if weights != "none" or tokens.dim() != 2 or tokens.shape[1] != 1:
+            raise ValueError("the compiled decoder feeds one token a row and computes no "
+                             f"weights, got tokens {tuple(tokens.shape)}, weights {weights!r}")
+        t, (n, g) = state.length, state.self_keys.shape[1:3]
+        if t >= state.self_keys.shape[4]:
+            _grow(state, 2 * state.self_keys.shape[4])
+        if t >= state.positions.shape[0]:
+            state.positions = self.model._position_table(2 * t + 2, state.source)
+            if t >= state.positions.shape[0]:             # learned positions: past max_len
+                self.model.positions.encoding(1, t)        # raises, naming max_len
+        out, keys, values = self._step(tokens.reshape(n, g), tokens.new_tensor([t]),
+                                       state.self_keys, state.self_values, state.src_keys,
+                                       state.src_values, state.src_bias, state.positions)
+        state.self_keys[:, :, :, :, t] = keys
+        state.self_values[:, :, :, :, t] = values
+        state.length = t + 1
+        return StepOutput(out.reshape(n * g, 1, -1) if logits else None, state, None, None)
+
+    def reorder(self, state: GraphState, rows: Tensor,
+                sentences: Tensor | None = None) -> GraphState:
+        """The step API's ``reorder``: keep rows ``rows`` (and the sentences ``sentences``)."""
+        layers, _, g, *rest = state.self_keys.shape
+
+        def keep(cache: Tensor) -> Tensor:
+            flat = cache.reshape(layers, -1, *rest).index_select(1, rows)
+            return flat.reshape(layers, rows.shape[0] // g, g, *rest)
+
+        out = dataclasses.replace(state, self_keys=keep(state.self_keys),
+                                  self_values=keep(state.self_values))
+        if sentences is not None:
+            out.source = state.source.index_select(0, sentences)
+            out.src_lengths = state.src_lengths.index_select(0, sentences)
+            out.src_keys = state.src_keys.index_select(1, sentences)
+            out.src_values = state.src_values.index_select(1, sentences)
+            out.src_bias = state.src_bias.index_select(0, sentences)
+        return out
+
+
+def _grow(state: GraphState, capacity: int) -> None:
+    """Give the self-attention cache room for ``capacity`` positions (the written ones kept)."""
+    for name in ("self_keys", "self_values"):
+        old = getattr(state, name)
+        new = old.new_zeros(*old.shape[:4], capacity, old.shape[5])
+        new[:, :, :, :, :old.shape[4]] = old
+        setattr(state, name, new)

@@ -1,0 +1,70 @@
+"""The compiled Transformer decoder (`attnkit.models.compiled`): its graphs give the eager
+model's tokens, greedy and beam, for batches of any size, one sentence and one-token sources
+included; built by AOTInductor they give the same (#44)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnkit.compiler import Packages, weights_digest
+from attnkit.decoding import beam_search, greedy_decode
+from attnkit.models import TransformerConfig, TransformerSeq2Seq
+from attnkit.models.compiled import GRAPHS, CompiledTransformer, graph_specs
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    config = TransformerConfig(src_vocab=40, tgt_vocab=45, d_model=32, heads=4, layers=2,
+                               ff_dim=48, dropout=0.0)
+    return TransformerSeq2Seq(config).eval()
+
+
+def batches():
+    gen = torch.Generator().manual_seed(1)
+    for n, s in ((3, 7), (1, 5), (4, 9), (2, 1)):
+        src = torch.randint(4, 40, (n, s), generator=gen)
+        lengths = torch.randint(1, s + 1, (n,), generator=gen)
+        lengths[0] = s
+        yield src, lengths
+
+
+def same_tokens(model, fast):
+    for src, lengths in batches():
+        for decode, extra in ((greedy_decode, {}), (beam_search, {"beam_size": 3})):
+            want = decode(model, src, lengths, need_weights=False, max_len=20, **extra)
+            got = decode(fast, src, lengths, need_weights=False, max_len=20, **extra)
+            assert [h.tokens for h in got] == [h.tokens for h in want]
+            assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-4)
+
+
+def test_the_graphs_decode_as_the_model(model):
+    same_tokens(model, CompiledTransformer(model, {k: v[0] for k, v in
+                                                   graph_specs(model).items()}))
+
+
+def test_a_step_past_the_capacity_grows_the_cache(model):
+    fast = CompiledTransformer(model, {k: v[0] for k, v in graph_specs(model).items()})
+    src, lengths = torch.tensor([[5, 6]]), torch.tensor([2])
+    want = greedy_decode(model, src, lengths, need_weights=False, max_len=40,
+                         max_len_ratio=20.0)
+    got = greedy_decode(fast, src, lengths, need_weights=False, max_len=40, max_len_ratio=20.0)
+    assert got[0].tokens == want[0].tokens and len(got[0].tokens) > 2 * 2 + 8
+
+
+def test_weights_are_refused(model):
+    fast = CompiledTransformer(model, {k: v[0] for k, v in graph_specs(model).items()})
+    with pytest.raises(ValueError, match="computes no attention weights"):
+        fast.encode(torch.tensor([[5]]), torch.tensor([1]), weights="last")
+
+
+def test_the_built_graphs_decode_as_the_model(model, tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNKIT_CACHE", str(tmp_path))
+    lines = []
+    graphs = Packages("test", weights_digest(model.state_dict())).build(graph_specs(model),
+                                                                          lines.append)
+    assert graphs is not None, lines
+    same_tokens(model, CompiledTransformer(model, graphs))
+    again = Packages("test", weights_digest(model.state_dict())).load(GRAPHS, lines.append)
+    assert again is not None and lines == []
