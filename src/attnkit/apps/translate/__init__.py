@@ -46,6 +46,7 @@ from attnkit.apps.translate.align_command import ALIGN_COMMANDS
 from attnkit.apps.translate.engines import TranslateLoaded
 from attnkit.apps.translate.evaluation import format_table
 from attnkit.apps.translate.explain import EXPLAIN, add_alignments, add_explanations
+from attnkit.apps.translate.page import note_trust
 from attnkit.apps.translate.paragraphs import translate_texts
 from attnkit.apps.translate.pipeline import (
     RNN_MAX_SOURCE,
@@ -176,6 +177,8 @@ class TranslateApp(App, configure=preparation.configure, prepare=preparation.pre
             add_explanations(loaded, sentences, methods)
             for p in (*sentences, *preds):
                 p.shown = methods[0]
+        elif attention:
+            note_trust(preds, loaded.model.config)
         if alignments:
             add_alignments(loaded, sentences)
         return preds
