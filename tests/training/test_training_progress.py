@@ -141,3 +141,11 @@ def test_a_budget_caps_the_time_left_but_the_first_line_is_no_guess():
     now[0] += 10
     line = beat.tick(step=111, epoch=0, epochs=40, samples_per_s=1.0, elapsed=1190.0)
     assert line.endswith("left ~10s")                 # the budget ends first
+    # Validations every epoch: when the budget ends the run first, only the one that closes
+    # it is still to come, not every epoch's (the demo stopped within its first epoch).
+    beat = Heartbeat(True, total_steps=2504, every=10.0, budget_seconds=120.0,
+                     clock=lambda: now[0], evaluations=lambda step, epoch: 8 - epoch)
+    beat.tick(step=1, epoch=0, epochs=8, samples_per_s=1.0, elapsed=1.0)
+    now[0] += 60
+    line = beat.tick(step=181, epoch=0, epochs=8, samples_per_s=1.0, elapsed=61.0)
+    assert line.endswith("left ~59s + 1 validation (not timed yet)")

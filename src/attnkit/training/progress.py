@@ -104,8 +104,8 @@ class Heartbeat:
     The time left counts every phase the run still waits for: the steps to go (timed from
     the end of the first step, which also pays for warming up, and without the validations
     run meanwhile), each validation still to come (timed by the last one; "not timed yet"
-    before the first) and, named, what runs after the last step. A budget caps it, plus the
-    validation that closes a stopped run.
+    before the first) and, named, what runs after the last step. A budget that ends the run
+    first caps it, plus the one validation that closes a stopped run.
 
     Args:
         enabled: False prints nothing (a terminal has the bar; ``progress=False`` is quiet).
@@ -173,12 +173,13 @@ class Heartbeat:
         if done <= 0:
             return "~? (timed from the next steps)"
         per_step = max(now - first_time - self.validating, 0.0) / done
-        left = per_step * max(self.total_steps - step, 0)
         took = self.validation_seconds
-        if took is not None:
-            left += evals * took
-        if self.budget_seconds is not None:
-            left = min(left, max(self.budget_seconds - elapsed, 0.0) + (took or 0))
+        left = per_step * max(self.total_steps - step, 0) + evals * (took or 0.0)
+        budget = None if self.budget_seconds is None else max(self.budget_seconds - elapsed, 0.0)
+        if budget is not None and left > budget:
+            # The budget ends the run first: what is left is the budget (validations run
+            # inside it) and the validation that closes the stopped run.
+            left, evals = budget + (took or 0.0), 1 if evals else 0
         text = f"~{_duration(left)}"
         if evals and took is None:
             text += f" + {evals} validation{'s' if evals > 1 else ''} (not timed yet)"

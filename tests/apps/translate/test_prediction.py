@@ -63,7 +63,7 @@ def test_one_warning_line_says_what_is_wrong():
     line = unknown.warning()
     assert line.startswith("4 of the 5 words it read are unknown to the run (zorblat, "
                            "quenthiva, plimbury): ")
-    assert line.endswith("the translation is likely wrong (use a run trained on text like it)")
+    assert line.endswith("it can only guess them (use a run trained on text like it)")
     loop = _pred(tokens=["l'", *["i"] * 10])
     assert "its output repeats 'i' 10 times" in loop.warning()
     unsure = _pred(score=math.log(LOW_CONFIDENCE / 2) * 3)
@@ -72,6 +72,8 @@ def test_one_warning_line_says_what_is_wrong():
     both = _pred(tokens=["l'", *["i"] * 10], unknown=0.5, unknown_words=["xqzt"],
                  word_count=2)
     assert "\n" not in both.warning() and both.warning().count(": the translation") == 1
+    assert both.warning().endswith("the translation is likely wrong (use a run trained on "
+                                   "text like it)")
     # One unknown word in twenty: a note, not a warning.
     few = _pred(unknown=0.05, unknown_words=["zorblat"], word_count=20)
     assert few.warning() is None

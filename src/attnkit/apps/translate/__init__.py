@@ -7,7 +7,7 @@ The app (`TranslateApp`, registered as ``"translate"``) keeps the contract of
   are `TranslateSettings` fields; a resume applies ``epochs``, ``max_minutes``, ``device``,
   ``progress``, ``examples``, ``strict``, ``patience`` and refuses any other that differs. The
   run folder gets ``config.json``, ``vocab_src.json`` / ``vocab_tgt.json`` (and
-  ``subword.model`` with ``subword``), ``metrics.jsonl``, ``train.log``,
+  ``subword.model`` and ``words_src.json`` with ``subword``), ``metrics.jsonl``, ``train.log``,
   ``best.safetensors``, ``last/``, then ``test_metrics.json``, ``heatmap.png`` and
   ``report.html``.
 * ``evaluate(run, data=None, *, beam=1, ...)`` -> BLEU/chrF of free-running decoding

@@ -302,14 +302,14 @@ class TranslationPrediction(Prediction):
 
     def warning(self) -> str | None:
         """One line when the run cannot read the input (more than `UNKNOWN_WARNING` of its
-        words unknown) or its output gives it away (`doubts`): the translation is then
-        likely wrong."""
+        words unknown: it can only guess them) or its output gives it away (`doubts`: the
+        translation is then likely wrong)."""
         parts = [self.unknown_line()] if self.unknown > UNKNOWN_WARNING else []
-        parts += self.doubts()
-        if not parts:
+        doubts = self.doubts()
+        if not parts and not doubts:
             return None
-        return "; ".join(parts) + ": the translation is likely wrong (use a run trained on " \
-            "text like it)"
+        verdict = "the translation is likely wrong" if doubts else "it can only guess them"
+        return "; ".join(parts + doubts) + f": {verdict} (use a run trained on text like it)"
 
 
 def most_reordered(predictions: Sequence[TranslationPrediction]) -> TranslationPrediction:
