@@ -25,7 +25,7 @@ file split 96/2/2 (`attnkit.data.translation_splits`).
 
 Example:
     ```python
-    train("synthetic", "runs/demo")                 # ~2 minutes on a quiet 2-core CPU
+    train("synthetic", "runs/demo")                 # its 2-minute budget, then the test
     evaluate("runs/demo", beam=5)["bleu"]
     p = predict("runs/demo", ["The cat does not see her."])[0]
     p.text, p.weights.shape                         # "Le chat ne la voit pas .", (7, 7)
@@ -72,8 +72,7 @@ JSON_KEYS = ("bleu", "chrf", "counts", "sentences", "references", "beam", "by_le
              "truncated", "max_source_tokens", "unknown")
 
 EXAMPLES = (
-    "attnkit translate train --data synthetic --out runs/demo        # ~2 min, quiet 2-core "
-    "CPU",
+    "attnkit translate train --data synthetic --out runs/demo        # its 2-min budget",
     "attnkit translate train --data synthetic --out runs/luong --attention general --style luong",
     "attnkit translate train --data synthetic --out runs/base --attention none   # no attention",
     "attnkit translate train --data ../shared/data/eng-fra --out runs/fr --arch transformer "
