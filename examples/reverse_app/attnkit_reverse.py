@@ -235,9 +235,16 @@ class ReverseApp(App):
         if isinstance(inputs, str) or not inputs:
             raise UsageError("predict takes a list of digit sequences")
         vocab, sources = loaded.pipeline, [text.split() for text in inputs]
+        # A model trained on sequences of at most `length` digits stops early on longer ones:
+        # refused, rather than a shorter answer given as if it were the reversal.
+        longest = loaded.config["settings"]["length"]
         for i, src in enumerate(sources, 1):
             if not src or any(d not in DIGITS for d in src):
                 raise UsageError(f"sequence {i} must be digits separated by spaces")
+            if len(src) > longest:
+                raise UsageError(f"sequence {i} has {len(src)} digits; this run learnt "
+                                 f"sequences of at most {longest} (train with --length "
+                                 f"{len(src)} or more)")
         hyps = decode_many(loaded.model, [vocab.encode(s) for s in sources], need_weights=True)
         out = []
         for src, hyp in zip(sources, hyps, strict=True):

@@ -183,3 +183,14 @@ def test_the_example_app_gets_the_command_line_from_its_entry_point(example_app_
     done = attnkit("reverse", "predict", "--run", str(run), "1 2 3", "--html", str(page))
     assert done.returncode == 0 and len(done.stdout.split()) >= 1 and page.is_file()
     assert "reverse" in attnkit("--help").stdout
+
+
+def test_the_example_app_refuses_sequences_longer_than_it_learnt(trained):
+    """A 12-digit input to a run trained on at most 5 digits: one clear error, not a shorter
+    answer given as its reversal (the model stops after about as many digits as it saw)."""
+    app, tiny, out, _ = trained["reverse"]
+    loaded = app.load(out)
+    assert len(app.predict(loaded, ["1 2 3 4 5"])) == 1   # as long as it learnt: answered
+    with pytest.raises(UsageError, match=r"sequence 2 has 12 digits; this run learnt "
+                                         r"sequences of at most 5 \(train with --length 12"):
+        app.predict(loaded, ["1 2 3", " ".join("123456789012")])

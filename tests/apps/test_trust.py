@@ -1,65 +1,111 @@
-"""Which explanation the caption and translation pages open on, and the sentence saying why:
-`attnkit.explain.trust.best_shown` and the apps' measurements (no model)."""
+"""Which explanation the pages open on, and the sentence saying why: the rule every app shares
+(`attnkit.explain.trust.Measured.verdict`, `best_shown`) and the apps' measurements (no model).
+"Trust X" needs enough examples and a lead of the stated margin over random and every other
+method; otherwise the sentence says that no method can be trusted yet, and why."""
 
 import json
 
 import numpy as np
+import pytest
 
 from attnkit.apps.caption.trust import MEASURED as POINTING
 from attnkit.apps.caption.trust import caption_trust
 from attnkit.apps.translate.page import MEASURED as AER
-from attnkit.apps.translate.page import explorer_page
+from attnkit.apps.translate.page import explorer_page, translate_trust
 from attnkit.apps.translate.prediction import TranslationPrediction
-from attnkit.explain.trust import Measured, best_shown
+from attnkit.explain.trust import Measured, best_shown, shown_order
+from attnkit.models.config import RNNSeq2SeqConfig, TransformerConfig
 
 DATA = '<script type="application/json" id="attnkit-data">'
+RULE = {"random": 0.1, "count": 500, "margin": 0.02, "min_count": 100, "unit": "words"}
 
 
-def test_order_follows_the_measure_and_names_a_better_method_left_off():
+def test_a_method_that_leads_everything_by_the_margin_is_trusted_and_named_when_left_off():
     m = Measured({"attention": 0.5, "grad-input": 0.7, "integrated-gradients": 0.9}, "acc ↑",
-                 "here")
+                 "here", **RULE)
+    assert m.verdict()[0] == "integrated-gradients"
     trust = best_shown(["attention", "grad-input"], m, add="--explain")
-    assert trust.method == "grad-input" and trust.order == ("grad-input", "attention")
-    assert trust.why.startswith("Shown first: gradient × input, the best measured of the "
-                                "methods on this page (here: acc ↑ 0.7")
-    assert trust.why.endswith("integrated gradients measured better: add it with --explain "
-                              "integrated-gradients.")
-    # Lower is better (AER), and an unmeasured method goes last.
-    low = Measured({"attention": 60.0, "rollout": 75.0}, "AER ↓", "there", lower=True)
-    assert best_shown(["other", "rollout", "attention"], low).order == \
-        ("attention", "rollout", "other")
+    assert trust.trusted == "integrated-gradients" and trust.order == ("grad-input",
+                                                                        "attention")
+    assert trust.why.startswith("Shown first: gradient × input; integrated gradients is the "
+                                "method to trust here (here: acc ↑ 0.9 for integrated gradients, "
+                                "0.7 for gradient × input, 0.5 for attention, 0.1 for random)")
+    assert trust.why.endswith(": add it with --explain integrated-gradients.")
+    carried = best_shown(["attention", "integrated-gradients"], m)
+    assert carried.order == ("integrated-gradients", "attention")
+    assert carried.why.startswith("Shown first: integrated gradients, the method to trust "
+                                  "here: it leads random and every other method by 0.02 or "
+                                  "more, on 500 words")
 
 
-def test_caption_opens_on_the_best_pointer_measured_in_results_md():
-    assert caption_trust("/no/such/run", ["attention"]).method == "attention"
-    trust = caption_trust("/no/such/run", ["attention", "grad-input", "integrated-gradients"])
-    assert trust.order == ("integrated-gradients", "attention", "grad-input")
-    assert "method measured best for this app" in trust.why and "0.734" in trust.why
-    assert max(POINTING.scores, key=POINTING.scores.get) == "integrated-gradients"
+@pytest.mark.parametrize(("scores", "rule", "reason"), [
+    # Every method ties (sentiment explain on 1 review).
+    ({"attention": 0.3, "grad-input": 0.3}, {"count": 1},
+     "the measurement covers 1 words, fewer than the 100 a verdict needs"),
+    ({"attention": 0.3, "grad-input": 0.3}, {},
+     "attention (0.3) and gradient × input (0.3) are less than 0.02 apart"),
+    # --methods attention only, and attention equals random.
+    ({"attention": 0.1}, {}, "the best, attention (0.1), does not beat random (0.1) by 0.02"),
+    ({"attention": 0.5, "grad-input": 0.51}, {},
+     "gradient × input (0.51) and attention (0.5) are less than 0.02 apart"),
+    ({"attention": float("nan")}, {}, "some of its figures are not finite numbers"),
+])
+def test_no_method_is_trusted_without_enough_examples_or_a_clear_lead(scores, rule, reason):
+    m = Measured(scores, "acc ↑", "here", **{**RULE, **rule})
+    assert m.verdict() == (None, reason)
+    trust = best_shown(["grad-input", "attention"], m, add="--explain")
+    assert trust.trusted is None and trust.order == ("attention", "grad-input")
+    assert trust.why.startswith("Shown first: attention, the model's own weights; no method "
+                                f"can be trusted yet: {reason} (here")
+    assert "trust here" not in trust.why and "--explain" not in trust.why
+
+
+def test_pages_open_on_the_method_asked_first():
+    assert shown_order([]) == ("attention",)
+    assert shown_order(["integrated-gradients", "rollout"]) == (
+        "integrated-gradients", "rollout", "attention")
+    assert shown_order(["attention", "rollout"]) == ("attention", "rollout")
+
+
+def test_caption_names_the_pointer_to_trust_from_results_md():
+    assert POINTING.verdict()[0] == "integrated-gradients"   # 0.734, 0.031 ahead of attention
+    trust = caption_trust("/no/such/run", ["attention"])
+    assert trust.method == "attention" and trust.trusted == "integrated-gradients"
+    assert "0.734 for integrated gradients" in trust.why and "0.128 for random" in trust.why
+    assert trust.why.endswith("add it with --explain integrated-gradients.")
 
 
 def test_caption_uses_the_runs_own_pointing_game(tmp_path):
-    (tmp_path / "test_metrics.json").write_text(json.dumps({"accuracy": 1.0, "pointing": {
-        "attention": {"hits": 9, "words": 10, "accuracy": 0.9},
-        "integrated-gradients": {"hits": 5, "words": 10, "accuracy": 0.5},
-        "random": {"hits": 1, "words": 10, "accuracy": 0.1}}}))
+    def table(words):
+        return {"accuracy": 1.0, "pointing": {
+            "attention": {"hits": 0.9 * words, "words": words, "accuracy": 0.9},
+            "integrated-gradients": {"hits": 0.5 * words, "words": words, "accuracy": 0.5},
+            "random": {"hits": 0.1 * words, "words": words, "accuracy": 0.1}}}
+
+    path = tmp_path / "test_metrics.json"
+    path.write_text(json.dumps(table(400)))
     trust = caption_trust(tmp_path, ["integrated-gradients", "attention"])
-    assert trust.order == ("attention", "integrated-gradients")
-    assert "this run's caption eval --pointing, 10 words" in trust.why
-    assert "random" not in trust.why
-    (tmp_path / "test_metrics.json").write_text("{broken")   # read as no measurement
-    assert caption_trust(tmp_path, ["integrated-gradients", "attention"]).order[0] == \
-        "integrated-gradients"
+    assert trust.trusted == "attention" and trust.order == ("attention", "integrated-gradients")
+    assert "this run's caption eval --pointing, 400 words" in trust.why
+    path.write_text(json.dumps(table(10)))                   # too few words for a verdict
+    assert "covers 10 words, fewer than the 100" in caption_trust(tmp_path, ["attention"]).why
 
 
-def test_translation_page_opens_on_the_lowest_aer_and_says_why():
+def test_translation_pages_quote_aer_only_for_a_transformer_and_say_what_it_is():
+    # docs/results.md: attention's AER (62.4) is worse than a guess along the diagonal (59).
+    assert AER.verdict()[0] is None
+    tf = translate_trust(TransformerConfig(src_vocab=10, tgt_vocab=10))
+    assert "alignment error rate" in tf.why and "62.4 for attention" in tf.why
+    assert "does not beat a guess along the diagonal (59)" in tf.why
+    rnn = translate_trust(RNNSeq2SeqConfig(src_vocab=10, tgt_vocab=10))
+    assert "62.4" not in rnn.why and "on a Transformer only, not on an RNN" in rnn.why
     src, tokens = ["one", "two"], ["un", "deux"]
     w = np.full((2, 2), 0.5)
-    pred = TranslationPrediction("one two", src, tokens, "un deux", w, -1.0,
-                                 explanations={"rollout": w, "integrated-gradients": w})
+    pred = TranslationPrediction("one two", src, tokens, "un deux", w, -1.0, why=rnn.why)
     page = explorer_page([pred], {"run": "runs/fr"})
-    data = json.loads(page.split(DATA, 1)[1].split("</script>", 1)[0])
-    assert data["order"] == ["attention", "integrated-gradients", "rollout"]
-    assert min(AER.scores, key=AER.scores.get) == "attention"   # results.md's figures
-    assert "Shown first: attention, the method measured best for this app" in page
-    assert "AER ↓ 62.4" in page
+    assert "on a Transformer only, not on an RNN" in page and "62.4" not in page
+    asked = TranslationPrediction("one two", src, tokens, "un deux", w, -1.0,
+                                  explanations={"rollout": w, "integrated-gradients": w},
+                                  shown="integrated-gradients")
+    data = json.loads(explorer_page([asked], {}).split(DATA, 1)[1].split("</script>", 1)[0])
+    assert data["order"] == ["integrated-gradients", "rollout", "attention"]

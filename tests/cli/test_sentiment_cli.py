@@ -72,7 +72,13 @@ def test_train_prints_the_curve(run, capsys):
     capsys.readouterr()
     assert main(["sentiment", "train", "--resume", str(copy), "--epochs", "7"]) == 0
     text = capsys.readouterr().out
-    assert "Keras 2018 test acc" in text and "  test: accuracy " in text
+    assert "Keras 2018 test acc" in text and "  test (its weights): accuracy " in text
+    # One test accuracy per weights: the row of the kept weights is marked, and it is the
+    # figure the last line gives (the last epoch's may differ).
+    kept = [line for line in text.splitlines() if line.endswith("<- kept (best validation)")]
+    assert len(kept) == 1
+    final = text.split("test (its weights): accuracy ")[1].split()[0]
+    assert abs(float(kept[0].split()[2]) - float(final)) < 1e-3
     epochs = [json.loads(x).get("epoch") for x in (copy / "metrics.jsonl").read_text().split("\n")
               if x.strip()]
     assert max(e for e in epochs if e is not None) == 6

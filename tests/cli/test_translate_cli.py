@@ -90,7 +90,8 @@ def test_predict_argument_plot_html_and_stdin(run_dir, tmp_path, capsys, monkeyp
     assert first.stat().st_size > 1000 and second.exists() and not plot.exists()
     assert 'id="attnkit-data"' in page.read_text()
     # "six" is not a word of the run: over 10% unknown is a warning, not a note.
-    assert "attnkit: warning: sentence 2: 50% of its tokens are unknown to the run" in captured.err
+    assert "attnkit: warning: sentence 2: 1 of the 1 words it read is unknown to the run " \
+        "(six)" in captured.err
     monkeypatch.setattr("sys.stdin", io.StringIO("three four .\n\none .\n"))
     assert main(["translate", "predict", "--run", str(run_dir), "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
@@ -144,14 +145,17 @@ def test_a_paragraph_comes_back_whole(run_dir, capsys):
 
 
 def test_unknown_words_warn_above_a_tenth(run_dir, capsys):
-    # 1 unknown token of 11 (9%): a note; 2 of 5 (40%): a warning, with the share.
+    # Whole words, punctuation aside: 1 unknown of 10 (10%): a note; 2 of 4: a warning,
+    # each naming the words.
     assert main(["translate", "predict", "--run", str(run_dir),
                  "one two three four five one two three four zebra .",
                  "one two zebra apple ."]) == 0
     err = capsys.readouterr().err.splitlines()
-    assert "attnkit: note: sentence 1: 9% of its tokens are unknown to the model" in err
-    assert [line.split(" (")[0] for line in err if "warning" in line] == [
-        "attnkit: warning: sentence 2: 40% of its tokens are unknown to the run"]
+    assert "attnkit: note: sentence 1: 1 of the 10 words it read is unknown to the run " \
+        "(zebra)" in err
+    assert [line.split(":")[:3] for line in err if "warning" in line] == [
+        ["attnkit", " warning", " sentence 2"]]
+    assert "2 of the 4 words it read are unknown to the run (zebra, apple)" in err[-1]
 
 
 def test_a_huge_input_is_capped(run_dir, capsys, monkeypatch):

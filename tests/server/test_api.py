@@ -607,3 +607,34 @@ def test_a_run_without_attention_says_so(loaded_runs, one_thread):
         assert ok.status_code == 200 and ok.json()["translations"][0]["weights"] is None
         assert engine.asked[-1]["unk_replace"] is False
         error(client.post("/v1/translate/stream", json={"text": "x"}), 422, "cannot_stream")
+
+
+def test_a_subword_run_answers_in_whole_words_and_warns_on_what_it_cannot_read(
+        number_pairs, tmp_path, one_thread):
+    """The API's tokens and its stream show words, never sentencepiece's ``▁`` pieces; text
+    of words the run never read gets its warning in the answer."""
+    pytest.importorskip("sentencepiece")
+    from fastapi.testclient import TestClient
+
+    from attnkit.server.app import create_app
+    from attnkit.server.options import ServeOptions, parse_run
+
+    APPS["translate"].train(str(number_pairs(tmp_path / "pairs.tsv", seed=5)), tmp_path / "sub",
+                            hidden=16, emb_dim=8, epochs=2, batch_size=16, subword=40,
+                            max_minutes=None, progress=False, examples=1, log=lambda _: None)
+    with TestClient(create_app(ServeOptions(runs=[parse_run(f"sub={tmp_path / 'sub'}")]))) as c:
+        r = c.post("/v1/translate", json={"texts": ["one two three .", "Xqzt plorvk wenthu ."],
+                                          "attention": True, "page": True})
+        assert r.status_code == 200, r.text
+        assert "\u2581" not in r.text
+        known, gibberish = r.json()["translations"]
+        assert known["source_tokens"] == ["one", "two", "three", "."]
+        assert len(known["weights"]) == len(known["tokens"]) == len(known["text"].split())
+        assert known["unknown"] == 0 and known["unknown_words"] == []
+        assert gibberish["unknown_words"] == ["xqzt", "plorvk", "wenthu"]
+        assert gibberish["warning"].startswith("3 of the 3 words it read are unknown to the run")
+        events = _events(c, {"text": "one two three ."})
+        assert "\u2581" not in json.dumps(events, ensure_ascii=False)
+        words = [data["token"] for name, data in events if name == "token"]
+        final = next(data for name, data in events if name == "final")["translation"]
+        assert words == final["tokens"] and final["warning"] == known["warning"]

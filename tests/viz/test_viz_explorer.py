@@ -119,6 +119,21 @@ def test_sentiment_page_shows_the_text_as_written():
     assert [v["signed"] for v in rev["views"]] == [True, False] and rev["missing"] == []
 
 
+def test_pages_say_their_pickers_are_below_and_weights_read_as_no_direction():
+    """The legend comes first, so the pickers are below it; a weight view is shaded in greys,
+    never in the red that the legend makes mean "towards negative"."""
+    r = Review("a b", ["a", "b"], 0.8, [TokenView("share", [0.2, 0.8])])
+    pages = [sentiment_page([r], {}),
+             translation_page([TranslationExample(["a"], ["b"], np.ones((2, 2, 1, 1)))], {})]
+    for page in pages:
+        assert page.index('class="legend"') < page.index('class="controls"')
+        assert " below" in page and "above;" not in page and "head above" not in page
+    data = _data(pages[0])
+    lut = bytes.fromhex(data["palettes"][data["weights"]])
+    rgb = np.frombuffer(lut, np.uint8).reshape(-1, 3).astype(int)
+    assert (rgb.max(axis=1) - rgb.min(axis=1)).max() <= 2          # greys only
+
+
 def test_sentiment_errors():
     with pytest.raises(ValueError, match=r"\[T\] = \[2\]"):
         sentiment_page([Review("a b", ["a", "b"], 0.5, [TokenView("v", [1.0])])], {})

@@ -107,14 +107,15 @@ class Run:
 
     def line(self, headline: tuple[str, ...] = ()) -> str:
         """One line: where the run is, why it stopped, its best validation score and the
-        ``headline`` test metrics (numbers to 4 significant digits: no float noise)."""
+        ``headline`` test metrics of those weights, the ones the run keeps (numbers to 4
+        significant digits: no float noise)."""
         best = ("none (stopped before its first evaluation)" if self.best_metric is None
                 else f"{self.best_metric:.4g}")
         line = (f"run: {self.path}  stop: {self.stop_reason}  best validation "
                 f"{self.select_metric or 'score'}: {best}")
         scores = [f"{k} {self.test_metrics[k]:.4g}" for k in headline
                   if isinstance((self.test_metrics or {}).get(k), (int, float))]
-        return line + (f"  test: {', '.join(scores)}" if scores else "")
+        return line + (f"  test (its weights): {', '.join(scores)}" if scores else "")
 
     stop_reason = property(lambda self: self.result.stop_reason)
     signal = property(lambda self: self.result.signal)

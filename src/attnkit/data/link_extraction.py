@@ -44,7 +44,8 @@ def _gather(owner: Sequence[Sequence[int]], n: int, how: str) -> np.ndarray:
 def word_scores(pieces: np.ndarray, tgt_owner: Sequence[Sequence[int]],
                 src_owner: Sequence[Sequence[int]], n_tgt: int, n_src: int, *,
                 target: str = "mean", source: str = "sum") -> np.ndarray:
-    """A piece matrix ``[target pieces, source pieces]`` as a word matrix ``[n_tgt, n_src]``.
+    """A piece matrix ``[..., target pieces, source pieces]`` as a word matrix
+    ``[..., n_tgt, n_src]`` (leading dimensions, such as layers and heads, kept).
 
     Args:
         pieces: the piece scores.
@@ -54,9 +55,9 @@ def word_scores(pieces: np.ndarray, tgt_owner: Sequence[Sequence[int]],
         target, source: how a word collects its pieces on each side (``"mean"`` or ``"sum"``).
 
     Returns:
-        ``[n_tgt, n_src]``; a word without pieces (cut off) has a zero row or column.
+        ``[..., n_tgt, n_src]``; a word without pieces (cut off) has a zero row or column.
     """
-    if pieces.shape != (len(tgt_owner), len(src_owner)):
+    if pieces.shape[-2:] != (len(tgt_owner), len(src_owner)):
         raise ValueError(f"piece matrix {pieces.shape} does not match {len(tgt_owner)} target "
                          f"and {len(src_owner)} source pieces")
     return _gather(tgt_owner, n_tgt, target) @ pieces @ _gather(src_owner, n_src, source).T

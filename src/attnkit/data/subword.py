@@ -23,6 +23,34 @@ from pathlib import Path
 from attnkit.errors import DataError
 from attnkit.fileio import atomic_write_bytes
 
+MARK = "\u2581"   # sentencepiece's word start
+
+
+def join_pieces(pieces: Sequence[str]) -> tuple[list[str], list[list[int]]]:
+    """Pieces as the words they spell: a piece that starts with ``▁`` starts a word, any other
+    continues the word before it (a lone ``▁`` at the end joins the last word).
+
+    Returns:
+        ``(words, owner)``: the words without their marks, and for each piece its word's index
+        as ``[k]`` (the form `attnkit.data.link_extraction.word_scores` gathers by).
+
+    Example:
+        ```python
+        join_pieces(["▁L", "'", "homme", "▁arrive", "."])
+        # (["L'homme", "arrive."], [[0], [0], [0], [1], [1]])
+        ```
+    """
+    words: list[str] = []
+    owner: list[list[int]] = []
+    for k, piece in enumerate(pieces):
+        text = piece.replace(MARK, "")
+        if not words or (piece.startswith(MARK) and (text or k < len(pieces) - 1)):
+            words.append(text)
+        else:
+            words[-1] += text
+        owner.append([len(words) - 1])
+    return words, owner
+
 
 def _spm():
     try:

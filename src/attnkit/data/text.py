@@ -114,6 +114,12 @@ def _is_word(token: str) -> bool:
     return any(ch.isalnum() for ch in token)
 
 
+def words_of(text: str, lang: str) -> list[str]:
+    """The words of ``text`` as a run's list of training words holds them: the `tokenize`
+    tokens that hold a letter, casefolded (numbers and punctuation are not words to know)."""
+    return [t.casefold() for t in tokenize(text, lang) if any(ch.isalpha() for ch in t)]
+
+
 def detokenize(tokens: Sequence[str], lang: str, *, french_space: str = " ") -> str:
     """Join tokens back into text, inverting `tokenize` on normalised text.
 

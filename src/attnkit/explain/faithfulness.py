@@ -31,10 +31,16 @@ import torch
 from attnkit.data.review_pipeline import TextPipeline, pad_sequences
 from attnkit.errors import UsageError
 from attnkit.explain.sentiment import SIGNED, token_scores
+from attnkit.explain.trust import Measured
 from attnkit.models.sentiment import SentimentClassifier
 
 BINS = (1, 5, 10, 20, 50)
 RANDOM = "random"
+COMPREHENSIVENESS = "comprehensiveness ↑"
+# Trust needs a method whose comprehensiveness leads random and every other method by MARGIN,
+# measured on MIN_REVIEWS reviews or more (docs/guide/trust.md).
+MARGIN = 0.02
+MIN_REVIEWS = 100
 # Padded tokens one forward pass holds: the `best` preset reads 800 tokens per review.
 BATCH_TOKENS = 65536
 
@@ -84,7 +90,8 @@ def faithfulness(model: SentimentClassifier, pipeline: TextPipeline, texts: Sequ
     Returns:
         ``{"methods": {name: {"comprehensiveness", "sufficiency", "curve": {"comprehensiveness":
         [per k], "sufficiency": [per k]}}}, "reviews", "bins", "most_faithful"}``;
-        ``"random"`` among the methods; ``"most_faithful"`` is `most_faithful`'s.
+        ``"random"`` among the methods; ``"most_faithful"`` is `most_faithful`'s (None when
+        no method can be trusted yet).
 
     Raises:
         UsageError: no review the model can read.
@@ -129,22 +136,34 @@ def faithfulness(model: SentimentClassifier, pipeline: TextPipeline, texts: Sequ
                   "sufficiency": float(curve[1].mean()),
                   "curve": {"comprehensiveness": [round(float(x), 4) for x in curve[0]],
                             "sufficiency": [round(float(x), 4) for x in curve[1]]}}
-    return {"methods": out, "reviews": n, "bins": list(BINS),
-            "most_faithful": most_faithful(out)}
+    table = {"methods": out, "reviews": n, "bins": list(BINS)}
+    return {**table, "most_faithful": most_faithful(table)}
 
 
-def most_faithful(methods: dict[str, dict]) -> str:
-    """The method whose top tokens, deleted, cost the verdict most confidence: the highest
-    comprehensiveness (the random floor excluded; a tie goes to the method listed first).
+def measured(result: dict, source: str) -> Measured:
+    """A `faithfulness` table as a `attnkit.explain.trust.Measured` of comprehensiveness, the
+    random floor and the reviews counted (`MARGIN`, `MIN_REVIEWS`); KeyError, TypeError or
+    ValueError when the table is out of shape."""
+    methods = result["methods"]
+    scores = {m: float(row["comprehensiveness"]) for m, row in methods.items() if m != RANDOM}
+    floor = methods[RANDOM]["comprehensiveness"] if RANDOM in methods else None
+    reviews = result.get("reviews")
+    return Measured(scores, COMPREHENSIVENESS, source,
+                    random=None if floor is None else float(floor),
+                    count=reviews if isinstance(reviews, int) else None, margin=MARGIN,
+                    min_count=MIN_REVIEWS, unit="reviews")
+
+
+def most_faithful(result: dict) -> str | None:
+    """The method to trust (`attnkit.explain.trust.Measured.verdict`): the highest
+    comprehensiveness, if it leads random and every other method by `MARGIN` on at least
+    `MIN_REVIEWS` reviews; else None.
 
     Comprehensiveness, not sufficiency, decides: it asks whether the tokens a method names are
     the ones the verdict rests on, which is what a reader of the shading wants to know;
     sufficiency saturates on models that one strong word convinces (docs/results.md).
     """
-    named = [m for m in methods if m != RANDOM]
-    if not named:
-        raise ValueError("most_faithful needs at least one method besides the random floor")
-    return max(named, key=lambda m: methods[m]["comprehensiveness"])
+    return measured(result, "").verdict()[0]
 
 
 def _orders(model: SentimentClassifier, pipeline: TextPipeline, reads, methods: Sequence[str],
@@ -183,10 +202,12 @@ def format_table(result: dict) -> str:
 
 
 def trust_line(result: dict) -> str:
-    """Which method to trust, and why, in one sentence."""
-    methods, best = result["methods"], result["most_faithful"]
-    others = ", ".join(f"{methods[m]['comprehensiveness']:.3f} for {m}" for m in methods
-                       if m != best)
+    """Which method to trust, and why, in one sentence; or why none can be trusted yet."""
+    m = measured(result, "")
+    best, reason = m.verdict()
+    if best is None:
+        return f"no method can be trusted yet: {reason} ({m.figures()}; higher ↑ is more " \
+            "faithful)"
     return (f"trust {best}: removing the tokens it ranks first costs the verdict the most "
-            f"confidence (comprehensiveness {methods[best]['comprehensiveness']:.3f}, against "
-            f"{others}; higher ↑ is more faithful, as is lower sufficiency ↓)")
+            f"confidence, and {reason} ({m.figures(best)}; higher ↑ is more faithful, as is "
+            "lower sufficiency ↓)")

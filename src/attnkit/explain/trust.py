@@ -2,14 +2,18 @@
 
 Each app measures its explanation methods against something outside the model (sentiment:
 comprehensiveness, `attnkit.apps.sentiment.trust`; caption: the pointing game; translation:
-AER against gold word alignments). `best_shown` orders the methods a page actually carries
-by such a measurement and writes why the first is first; when the best measured method is
-not on the page, the sentence says which it is and how to add it.
+AER against gold word alignments). `Measured.verdict` names the method to trust only when the
+measurement covers enough examples and the method leads random and every other method by the
+measurement's margin (docs/guide/trust.md states both); otherwise it says why no method can be
+trusted yet. `best_shown` orders the methods a page carries by that verdict (attention, the
+model's own, first when there is none) and writes the sentence; a trusted method the page does
+not carry is named with the option that adds it.
 
 Example:
     ```python
     measured = Measured({"attention": 0.703, "integrated-gradients": 0.734},
-                        "pointing accuracy", "docs/results.md, 500 scenes")
+                        "pointing accuracy ↑", "docs/results.md, 500 scenes", random=0.128,
+                        count=1403, margin=0.02, min_count=100, unit="words")
     trust = best_shown(["attention"], measured, add="--explain")
     trust.method, trust.order, trust.why    # "attention", ("attention",), "Shown first: ..."
     ```
@@ -17,7 +21,9 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,12 +44,14 @@ class Trust:
     Attributes:
         method: the method's key (``"attention"``, ``"grad-input"``, ...).
         why: one sentence for the page (and the API).
-        order: the methods the page carries, best measured first (``method`` first).
+        order: the methods the page carries, ``method`` first.
+        trusted: the method the measurement lets one trust (carried or not), or None.
     """
 
     method: str
     why: str
     order: tuple[str, ...] = ()
+    trusted: str | None = None
 
 
 @dataclass(frozen=True)
@@ -51,16 +59,29 @@ class Measured:
     """One measurement of an app's explanation methods.
 
     Attributes:
-        scores: the figure of each measured method.
+        scores: the figure of each measured method (finite).
         measure: what the figure is, with its direction (``"pointing accuracy ↑"``).
         source: where it was measured (``"docs/results.md, 500 synthetic scenes"``).
         lower: True when a lower figure is better (AER).
+        random: the figure of the floor on the same examples (random words, a random cell, a
+            guess along the diagonal); None when there is none.
+        count: how many examples were measured (None: not known).
+        margin: the lead over random and over every other method that trust needs.
+        min_count: the fewest examples a verdict needs.
+        unit: what ``count`` counts (``"reviews"``).
+        floor: what ``random`` is, for the sentences.
     """
 
     scores: Mapping[str, float]
     measure: str
     source: str
     lower: bool = False
+    random: float | None = None
+    count: int | None = None
+    margin: float = 0.0
+    min_count: int = 0
+    unit: str = "examples"
+    floor: str = "random"
 
     def rank(self, method: str) -> tuple[int, float]:
         """A sort key: measured methods by their figure, best first, then unmeasured ones."""
@@ -69,15 +90,52 @@ class Measured:
         score = float(self.scores[method])
         return (0, score if self.lower else -score)
 
+    def lead(self, a: float, b: float) -> float:
+        """How far figure ``a`` is better than ``b`` (negative: worse)."""
+        return b - a if self.lower else a - b
+
+    def verdict(self) -> tuple[str | None, str]:
+        """The method to trust and why, or None and why none can be trusted yet."""
+        if not self.scores:
+            return None, f"nothing was measured ({self.source})"
+        figures = [*self.scores.values(), *([] if self.random is None else [self.random])]
+        if not all(math.isfinite(float(v)) for v in figures):
+            return None, "some of its figures are not finite numbers"
+        if self.count is not None and self.count < self.min_count:
+            return None, (f"the measurement covers {self.count} {self.unit}, fewer than the "
+                          f"{self.min_count} a verdict needs")
+        best = min(self.scores, key=self.rank)
+        top = float(self.scores[best])
+        if self.random is not None and self.lead(top, self.random) < self.margin:
+            return None, (f"the best, {NAMES.get(best, best)} ({top:.3g}), does not beat "
+                          f"{self.floor} ({self.random:.3g}) by {self.margin:g}")
+        close = [m for m in self.scores
+                 if m != best and self.lead(top, float(self.scores[m])) < self.margin]
+        if close:
+            return None, (f"{NAMES.get(best, best)} ({top:.3g}) and "
+                          f"{NAMES.get(close[0], close[0])} ({self.scores[close[0]]:.3g}) are "
+                          f"less than {self.margin:g} apart")
+        return best, (f"it leads {self.floor} and every other method by {self.margin:g} or more, "
+                      f"on {self.count if self.count is not None else 'all the'} {self.unit}")
+
+    def figures(self, first: str | None = None) -> str:
+        """The figures, ``first``'s first, then random: ``"AER ↓ 62.4 for attention, ..."``."""
+        names = sorted(self.scores, key=lambda m: (m != first, self.rank(m)))
+        parts = [f"{self.scores[m]:.3g} for {NAMES.get(m, m)}" for m in names]
+        if self.random is not None:
+            parts.append(f"{self.random:.3g} for {self.floor}")
+        return f"{self.measure} " + ", ".join(parts)
+
 
 def measured_in_run(run: str | os.PathLike, name: str, what: str,
                     measure: Callable[[dict[str, Any]], Measured | None],
                     docs: Measured) -> Measured:
     """The measurement an app's command wrote into the run (the JSON table ``RUN/name``, read
-    by ``measure``), else ``docs`` (the docs/results.md figure). A table that is missing,
-    cannot be read, was hand-edited out of shape (``measure`` raises KeyError, TypeError,
-    ValueError or AttributeError) or has no scores (``measure`` returns None) counts as none:
-    it only orders the views.
+    by ``measure``), else ``docs`` (the docs/results.md figure). A table that is missing or
+    has no scores (``measure`` returns None) counts as none; one that cannot be read, was
+    hand-edited out of shape (``measure`` raises KeyError, TypeError, ValueError or
+    AttributeError) or holds a figure that is not a finite number counts as none too, and one
+    warning line names the file and what is wrong with it.
 
     Args:
         run: the run folder.
@@ -87,13 +145,30 @@ def measured_in_run(run: str | os.PathLike, name: str, what: str,
         docs: the measurement to fall back on.
     """
     path = Path(run) / name
-    if not path.is_file():
+    if not os.path.lexists(path):
         return docs
     try:
         measured = measure(read_json_object(path, what, root=run))
-    except (CheckpointError, KeyError, TypeError, ValueError, AttributeError):
+    except (CheckpointError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        _unused(path, f"it cannot be read ({str(exc).splitlines()[0] or type(exc).__name__})",
+                docs)
         return docs
-    return docs if measured is None else measured
+    if measured is None:
+        return docs
+    bad = {m: v for m, v in {**measured.scores, "random": measured.random}.items()
+           if v is not None and not math.isfinite(float(v))}
+    if bad:
+        _unused(path, "figures that are not finite numbers ("
+                + ", ".join(f"{m} {v}" for m, v in bad.items()) + ")", docs)
+        return docs
+    return measured
+
+
+def _unused(path: Path, problem: str, docs: Measured) -> None:
+    # Python shows a given warning once per process: a server reading the table at every
+    # request logs it once; `attnkit` prints it as one line.
+    warnings.warn(f"{path}: {problem}; its figures are not used ({docs.source} instead)",
+                  stacklevel=3)
 
 
 def best_shown(carried: Sequence[str], measured: Measured, *, add: str = "") -> Trust:
@@ -103,27 +178,33 @@ def best_shown(carried: Sequence[str], measured: Measured, *, add: str = "") -> 
     Args:
         carried: the page's methods, in any order.
         measured: the app's measurement (the run's own, else docs/results.md's).
-        add: the option that adds a method (``"--explain"``), named when the best measured
-            method is not on the page; empty: not named.
+        add: the option that adds a method (``"--explain"``), named when the trusted method
+            is not on the page; empty: not named.
     """
-    order = tuple(sorted(dict.fromkeys(carried), key=measured.rank))
-    first = order[0]
-    best = min(measured.scores, key=measured.rank) if measured.scores else first
-    if first not in measured.scores:
-        return Trust(first, f"Shown first: {NAMES.get(first, first)}; no method on this page "
-                     f"was measured ({measured.source}).", order)
-    def figure(m: str) -> str:
-        return f"{measured.scores[m]:.3g} for {NAMES.get(m, m)}"
+    trusted, reason = measured.verdict()
+    carried = tuple(dict.fromkeys(carried))
+    if trusted is None:
+        order = tuple(sorted(carried, key=lambda m: (m != "attention", measured.rank(m))))
+        first = order[0]
+        figures = f": {measured.figures()}" if measured.scores else ""
+        return Trust(first, f"Shown first: {NAMES.get(first, first)}"
+                     + (", the model's own weights" if first == "attention" else "")
+                     + f"; no method can be trusted yet: {reason} ({measured.source}"
+                     + f"{figures}).", order)
+    order = tuple(sorted(carried, key=lambda m: (m != trusted, measured.rank(m))))
+    first, name = order[0], NAMES.get(trusted, trusted)
+    if first == trusted:
+        why = (f"Shown first: {name}, the method to trust here: {reason} "
+               f"({measured.source}: {measured.figures(trusted)}).")
+    else:
+        why = (f"Shown first: {NAMES.get(first, first)}; {name} is the method to trust here "
+               f"({measured.source}: {measured.figures(trusted)})"
+               + (f": add it with {add} {trusted}." if add else "."))
+    return Trust(first, why, order, trusted)
 
-    others = ", ".join(figure(m) for m in sorted(measured.scores, key=measured.rank)
-                       if m != first)
-    what = ("the method measured best for this app" if best == first else
-            "the only method on this page" if len(order) == 1 else
-            "the best measured of the methods on this page")
-    why = (f"Shown first: {NAMES.get(first, first)}, {what} ({measured.source}: "
-           f"{measured.measure} {measured.scores[first]:.3g}"
-           + (f", against {others}" if others else "") + ")")
-    if best != first:
-        why += f"; {NAMES.get(best, best)} measured better" + (f": add it with {add} {best}"
-                                                              if add else "")
-    return Trust(first, why + ".", order)
+
+def shown_order(asked: Sequence[str]) -> tuple[str, ...]:
+    """The methods a prediction carries, in the order its page offers them (the first is what
+    it opens on): those asked for (``--explain``) as asked, then attention; attention alone
+    when none was asked (every app computes no other method unless asked)."""
+    return tuple(dict.fromkeys([*asked, "attention"]))

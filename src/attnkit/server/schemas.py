@@ -89,13 +89,20 @@ class Translation(BaseModel):
 
     source: str
     text: str
-    tokens: list[str] = Field(description="the output tokens")
-    source_tokens: list[str] = Field(description="the tokens the model read")
+    tokens: list[str] = Field(description="the output words (subword pieces joined)")
+    source_tokens: list[str] = Field(description="the words the model read (subword pieces "
+                                     "joined)")
     score: float = Field(description="log-probability of the output")
-    unknown: float = Field(description="share of source tokens unknown to the model")
+    unknown: float = Field(description="share of the source's words unknown to the run")
+    unknown_words: list[str] = Field(description="those words")
+    warning: str | None = Field(description="why the translation is likely wrong (words the "
+                                "run cannot read, an output stuck in a loop or that the model "
+                                "is unsure of), or None")
     truncated: int = Field(description="source tokens cut off (the model reads no more)")
-    weights: list[list[float]] | None = Field(description="[target][source] attention, if asked "
-                                              "(a text of several sentences: in sentences)")
+    weights: list[list[float]] | None = Field(description="[target][source] attention over words "
+                                              "(a source word sums its pieces, an output word "
+                                              "averages them), if asked (a text of several "
+                                              "sentences: in sentences)")
     sentences: list[Translation] | None = Field(None, description="a text of several "
                                                 "sentences: each one's translation, in order")
 
@@ -156,7 +163,7 @@ class PredictResponse(Answer):
 
 
 class StreamStart(BaseModel):
-    """A ``start`` event, one per sentence: the tokens its attention rows are over."""
+    """A ``start`` event, one per sentence: the words its attention rows are over."""
 
     run: str
     sentence: int = Field(description="which sentence of the text, 0 = the first")
@@ -165,7 +172,8 @@ class StreamStart(BaseModel):
 
 
 class StreamToken(BaseModel):
-    """A ``token`` event, one per generated token, with its attention over the source."""
+    """A ``token`` event, one per output word (a subword run's word once its last piece is
+    chosen), with its attention over the source words."""
 
     sentence: int = Field(description="which sentence of the text, 0 = the first")
     index: int

@@ -4,7 +4,8 @@ once a minute elsewhere, and one line per evaluation.
 The evaluation line goes to stderr and to ``RUN/train.log`` (plain text, so a run started
 without a terminal, e.g. under nohup or a scheduler, can be followed with ``tail -f``). When
 stderr is not a terminal, `Heartbeat` prints where the run is (steps, samples/s, elapsed, time
-left) after its first step and then every minute, so a long run never looks hung.
+left: every phase still to come, validations included) after its first step and then every
+minute, so a long run never looks hung.
 
 Example:
     >>> progress_line(step=120, epoch=1, epochs=3, train_loss=0.41234, samples_per_s=851.2,
@@ -18,6 +19,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from attnkit.fileio import append_text
@@ -48,10 +50,13 @@ def progress_line(*, step: int, epoch: int, epochs: int, train_loss: float,
         train_loss: mean training loss since the previous evaluation.
         samples_per_s: training examples per second since the previous evaluation.
         elapsed: seconds of training so far (resumed runs included).
-        metrics: the evaluation's values, printed as ``val <name> <value>``.
+        metrics: the evaluation's values, printed as ``val <name> <value>`` (``test <name>``
+            for a name ``test_<name>``: a split the app tracks beside validation).
     """
     parts = [f"step {step}", f"epoch {epoch + 1}/{epochs}", f"train loss {_number(train_loss)}"]
-    parts += [f"val {name} {_number(value)}" for name, value in metrics.items()]
+    # A metric of another split names it (``test_loss``: "test loss"), the rest are validation's.
+    parts += [(f"test {name[5:]}" if name.startswith("test_") else f"val {name}")
+              + f" {_number(value)}" for name, value in metrics.items()]
     parts += [f"{samples_per_s:.0f} samples/s", _duration(elapsed)]
     return "  ".join(parts)
 
@@ -96,14 +101,24 @@ class Heartbeat:
     """One line on stderr after the first step, then at least every ``every`` seconds: for a
     run whose output is not a terminal (no bar), so that it never looks hung.
 
+    The time left counts every phase the run still waits for: the steps to go (timed from
+    the end of the first step, which also pays for warming up, and without the validations
+    run meanwhile), each validation still to come (timed by the last one; "not timed yet"
+    before the first) and, named, what runs after the last step. A budget that ends the run
+    first caps it, plus the one validation that closes a stopped run.
+
     Args:
         enabled: False prints nothing (a terminal has the bar; ``progress=False`` is quiet).
         total_steps: the steps the run will take at most (for the time left).
         every: seconds between lines.
+        budget_seconds: the run's time budget (``max_minutes``), None for none.
+        clock: seconds, monotonic.
         then: what runs after the last step, named in the time left (``"the test
-            evaluation"``), with how long one validation took once one has
-            (``validation_seconds``, set by the trainer): the time left otherwise ends where
-            the training does, and a long final evaluation looks like a hang.
+            evaluation"``), with how long one validation took once one has: the time left
+            otherwise ends where the training does, and a long final evaluation looks like a
+            hang.
+        evaluations: ``(step, epoch) -> validations still to run`` from the step just done
+            (its own included); None: the run validates nothing.
 
     Example:
         >>> beat = Heartbeat(False, total_steps=100)
@@ -113,13 +128,21 @@ class Heartbeat:
 
     def __init__(self, enabled: bool, total_steps: int, every: float = 60.0,
                  budget_seconds: float | None = None, clock=time.monotonic,
-                 then: str | None = None):
+                 then: str | None = None,
+                 evaluations: Callable[[int, int], int] | None = None):
         self.enabled, self.total_steps, self.every = enabled, total_steps, every
         self.budget_seconds, self.clock, self.then = budget_seconds, clock, then
+        self.evaluations = evaluations
         self.validation_seconds: float | None = None
+        self.validating = 0.0          # seconds spent validating since the first line
         self.last: float | None = None
-        self.first_step: int | None = None
-        self.started = clock()
+        self.first: tuple[int, float] | None = None   # (step, time) of the first line
+
+    def validated(self, seconds: float) -> None:
+        """Record a validation that took ``seconds`` (the trainer calls it after each)."""
+        self.validation_seconds = seconds
+        if self.first is not None:
+            self.validating += seconds
 
     def tick(self, *, step: int, epoch: int, epochs: int, samples_per_s: float,
              elapsed: float) -> str | None:
@@ -127,21 +150,37 @@ class Heartbeat:
         if not self.enabled:
             return None
         now = self.clock()
-        if self.first_step is None:
-            self.first_step = step - 1
         if self.last is not None and now - self.last < self.every:
             return None
         self.last = now
-        done = step - self.first_step
-        left = (now - self.started) / max(done, 1) * max(self.total_steps - step, 0)
-        if self.budget_seconds is not None:
-            left = min(left, max(self.budget_seconds - (now - self.started), 0.0))
+        if self.first is None:
+            self.first = (step, now)
         line = (f"step {step}/{self.total_steps}  epoch {epoch + 1}/{epochs}  "
                 f"{samples_per_s:.0f} samples/s  elapsed {_duration(elapsed)}  "
-                f"left ~{_duration(left)}")
+                f"left {self._left(step, epoch, now, elapsed)}")
         if self.then:
             took = self.validation_seconds
             line += f" + {self.then}" + ("" if took is None else
                                          f" (a validation took {_duration(took)})")
         say(f"[attnkit.training] {line}")
         return line
+
+    def _left(self, step: int, epoch: int, now: float, elapsed: float) -> str:
+        """The time left (see the class docstring), or what is not timed yet."""
+        first_step, first_time = self.first
+        done = step - first_step
+        evals = self.evaluations(step, epoch) if self.evaluations else 0
+        if done <= 0:
+            return "~? (timed from the next steps)"
+        per_step = max(now - first_time - self.validating, 0.0) / done
+        took = self.validation_seconds
+        left = per_step * max(self.total_steps - step, 0) + evals * (took or 0.0)
+        budget = None if self.budget_seconds is None else max(self.budget_seconds - elapsed, 0.0)
+        if budget is not None and left > budget:
+            # The budget ends the run first: what is left is the budget (validations run
+            # inside it) and the validation that closes the stopped run.
+            left, evals = budget + (took or 0.0), 1 if evals else 0
+        text = f"~{_duration(left)}"
+        if evals and took is None:
+            text += f" + {evals} validation{'s' if evals > 1 else ''} (not timed yet)"
+        return text

@@ -222,7 +222,8 @@ class Trainer:
         total_steps = self.cfg.epochs * len(self._plan(0, info.world_size))
         heartbeat = Heartbeat(self.cfg.progress and info.is_main and not sys.stderr.isatty(),
                               total_steps, budget_seconds=None if self.cfg.max_minutes is None
-                              else 60 * self.cfg.max_minutes, then=self.then)
+                              else 60 * self.cfg.max_minutes, then=self.then,
+                              evaluations=self._evaluations(total_steps))
         fit = _Fit(info, optimizer, self._step_module(info), amp, total_steps,
                    _Clock(pos.elapsed, time.monotonic()), heartbeat)
         if resume and self._finished(pos):
@@ -446,6 +447,18 @@ class Trainer:
             self._checkpoint(fit, pos)
         return stop_reason
 
+    def _evaluations(self, total_steps: int) -> Callable[[int, int], int] | None:
+        """``(step, epoch) -> validations still to run`` from a step about to be closed (its
+        own included), as `_after_step` runs them: each ``eval_every_steps`` and at the last
+        step, or at each epoch's end; None when there is no ``evaluate_fn``."""
+        if self.evaluate_fn is None:
+            return None
+        every, epochs = self.cfg.eval_every_steps, self.cfg.epochs
+        if every:
+            return lambda step, _: (total_steps // every - (step - 1) // every
+                                    + (1 if total_steps % every else 0))
+        return lambda _, epoch: epochs - epoch
+
     # ---------------------------------------------------------------- checkpoint
     def _checkpoint(self, fit: _Fit, pos: TrainPosition) -> None:
         """Write ``RUN/last`` (rank 0); every rank raises if it failed (e.g. a full disk)."""
@@ -470,7 +483,7 @@ class Trainer:
         cfg, info = self.cfg, fit.info
         start = time.monotonic()
         metrics = self._run_evaluate_fn(fit)
-        fit.heartbeat.validation_seconds = time.monotonic() - start
+        fit.heartbeat.validated(time.monotonic() - start)
         step = pos.global_step
         pos.last_metrics, pos.last_eval_step = metrics, step
         self._log(info, {"kind": "eval", "step": step, "epoch": pos.epoch,

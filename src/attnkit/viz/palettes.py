@@ -9,6 +9,9 @@ Two kinds of numbers are drawn, each with one palette:
 * signed contributions (a word pushed towards positive or negative): a diverging palette with a
   neutral near-white centre (``SIGNED``: red = negative, blue = positive; ColorBrewer RdBu,
   readable with the common colour-vision deficiencies).
+* weights on a page whose legend gives red and blue a direction (the sentiment page's weight
+  views): greys, light -> dark (``WEIGHTS_BESIDE_SIGNED``), so that no weight reads as
+  "towards negative" (magma's middle is red).
 
 ``lut(name)`` samples a palette into ``LEVELS`` sRGB colours; the HTML pages ship the same table
 to their JavaScript, so a static PNG and an interactive page colour a value identically.
@@ -26,6 +29,7 @@ import numpy as np
 WEIGHTS = "magma_r"
 WEIGHTS_ON_IMAGE = "magma"
 SIGNED = "RdBu"
+WEIGHTS_BESIDE_SIGNED = "Greys"
 
 # 128 levels: finer steps are invisible, and this sampling keeps magma_r's sRGB luminance
 # strictly non-increasing (256 samples wobble by < 0.4 / 255 near the dark end).

@@ -5,7 +5,8 @@ method picker (attention, gradient x input, integrated gradients...: shown when 
 from more than one method), a "view" picker among that method's views (each view is one
 per-token score: a signed contribution drawn with the diverging palette, red = towards
 negative, blue = towards positive; or a non-negative weight such as an attention head or a
-pooling share, drawn light -> dark), the probability with its label, and a colour bar saying
+pooling share, drawn in greys, light -> dark, so that no weight reads as a direction), the
+probability with its label, and a colour bar saying
 which colour means what. The text keeps its original case and punctuation:
 token positions come from the caller or from `attnkit.viz.spans.token_spans`.
 
@@ -26,7 +27,7 @@ import numpy as np
 
 from attnkit.viz._save import to_numpy
 from attnkit.viz.explorer import coerce, explorer_page, palette_data, script_source
-from attnkit.viz.palettes import SIGNED, WEIGHTS
+from attnkit.viz.palettes import SIGNED, WEIGHTS_BESIDE_SIGNED
 from attnkit.viz.spans import token_spans
 
 # IMDB reviews carry HTML line breaks as text; the page shows them as line breaks.
@@ -153,11 +154,12 @@ def sentiment_page(reviews: Sequence[Review | Mapping], summary: Mapping[str, ob
     if not reviews:
         raise ValueError("sentiment_page needs at least one review")
     data = {"reviews": [_review_data(r, k) for k, r in enumerate(reviews)],
-            "palettes": palette_data(SIGNED, WEIGHTS), "signed": SIGNED, "weights": WEIGHTS}
+            "palettes": palette_data(SIGNED, WEIGHTS_BESIDE_SIGNED), "signed": SIGNED,
+            "weights": WEIGHTS_BESIDE_SIGNED}
     legend = ("The review is shown as written; each word the model read is shaded: red pushed "
               "the verdict towards negative, blue towards positive (or, for a weight view, "
-              "darker = more weight).",
-              "Pick a review, a method and a view above; hover over or Tab to a word for its "
+              "darker grey = more weight).",
+              "Pick a review, a method and a view below; hover over or Tab to a word for its "
               "exact score.", *([note] if note else []))
     return explorer_page(title, legend, summary, body=_BODY, data=data, script=_JS, css=_CSS,
                          path=path)

@@ -131,7 +131,7 @@ def translation_page(
               "the cell, the more the model looked at that source word while writing that "
               "output word.",
               "Hover over or Tab to a word (in the sentences or on the grid edges) to shade its "
-              "partners" + ("; pick a layer and a head above (the default blends all heads)"
+              "partners" + ("; pick a layer and a head below (the default blends all heads)"
                             if heads else "")
               + ("; the method picker shows other explanations of the same words (gradient "
                  "attributions: how much each source word's vector changed the output word)."

@@ -107,9 +107,9 @@ def test_predict_renders_figure_and_page(run, tmp_path):
     # The explorer page: the image inline, every word of the caption in its data block.
     assert "data:image/png;base64," in page and "http" not in page.split("<body", 1)[1]
     assert all(f'"{w}"' in page for w in pred.words)
-    # Only attention is on the page: it says so, and which method pointed better.
+    # Only attention is on the page: it names the method to trust, and how to add it.
     assert pred.order == ("attention",) and pred.shown == "attention"
-    assert "Shown first: attention, the only method on this page" in page
+    assert "Shown first: attention; integrated gradients is the method to trust here" in page
     assert "add it with --explain integrated-gradients" in page
 
 

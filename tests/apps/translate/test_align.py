@@ -145,6 +145,16 @@ def test_trained_aligner_is_the_default_and_adapts(tf_run, tmp_path, files, caps
     assert "head, argmax, intersection" in captured.out
     assert _align(run, files, "--no-adapt", "--gold", str(files / "a.wa")) == 0
     assert "adapting" not in capsys.readouterr().err
+    # The adaptation reads the pairs the aligner learnt from in the run, not the data path
+    # config.json names: the run moved away from its data still adapts.
+    assert (run / "alignment" / "background.tsv.gz").is_file()
+    config = json.loads((run / "config.json").read_text())
+    config["data"] = {"kind": "file", "path": str(tmp_path / "moved.tsv"), "split_seed": 0,
+                      "split_rule": config["data"].get("split_rule")}
+    (run / "config.json").write_text(json.dumps(config))
+    assert _align(run, files, "--gold", str(files / "a.wa")) == 0
+    err = capsys.readouterr().err
+    assert "adapting the aligner to the 4 pairs" in err and "moved.tsv" not in err
 
 
 def test_predict_explanations_and_alignments(tf_run, tmp_path, capsys):

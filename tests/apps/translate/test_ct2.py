@@ -55,11 +55,67 @@ def test_every_layer_and_head_on_the_page(tf_run, tmp_path):
         np.testing.assert_allclose(b.layer_weights[-1].mean(axis=0), b.weights, atol=1e-6)
         np.testing.assert_allclose(b.weights, a.weights, atol=1e-5)   # = the default path
         assert not np.allclose(b.layer_weights[0], b.layer_weights[1])
-    assert np.array(full[0].to_dict()["layer_weights"]).shape == full[0].layer_weights.shape
+    words = full[0].words()
+    assert np.array(full[0].to_dict()["layer_weights"]).shape == \
+        (2, 2, len(words.target), len(words.source))
     page = full[0].render(tmp_path / "p.html").read_text()
     assert 'id="layer"' in page and 'id="head"' in page and '"L":2,"H":2' in page
     report = (tf_run / "report.html").read_text()              # written by train
     assert '"L":2,"H":2' in report and "whole test set" in report
+
+
+def test_pieces_are_shown_as_whole_words_with_their_attention_gathered(tf_run, tmp_path):
+    run = app.load_run(tf_run)
+    p = app.predict(run, ["one two three ."], attention="all")[0]
+    assert any(t.startswith("\u2581") for t in p.source_tokens)   # the model reads pieces
+    row = p.to_dict()
+    assert "\u2581" not in json.dumps(row, ensure_ascii=False)
+    assert row["source_tokens"] == ["one", "two", "three", "."]
+    assert row["tokens"] == p.text.split()
+    w = np.array(row["weights"])
+    assert w.shape == (len(row["tokens"]), 4)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-3)   # rows stay distributions
+    # A source word sums its pieces' columns; an output word averages its pieces' rows.
+    words = p.words()
+    i, j = words.tgt_owner[-1][0], 0
+    rows = [k for k, [o] in enumerate(words.tgt_owner) if o == i]
+    cols = [k for k, [o] in enumerate(words.src_owner) if o == j]
+    assert w[i, j] == pytest.approx(p.weights[rows][:, cols].sum(axis=1).mean(), abs=1e-4)
+    page = p.render(tmp_path / "p.html").read_text()
+    assert "\u2581" not in page and '"src":["one","two","three","."]' in page
+    figure = p.figure()
+    labels = [t.get_text() for ax in figure.axes for t in ax.get_xticklabels()]
+    assert labels == ["one", "two", "three", "."]
+    # Streamed: each word once its last piece is chosen, with the same row.
+    streamed = [t for step in app.APP.stream(run, ["one two three ."], attention=True)
+                for t in step.tokens]
+    assert [t.token for t in streamed] == row["tokens"]
+    plain = app.predict(run, ["one two three ."])[0].words()
+    np.testing.assert_allclose(np.stack([t.weights for t in streamed]),
+                               plain.matrix(app.predict(run, ["one two three ."])[0].weights),
+                               atol=1e-4)
+
+
+def test_predict_warns_on_foreign_text_invented_names_and_gibberish(tf_run, tmp_path, capsys):
+    """Whole words against the run's training words (a subword model reads every word, so its
+    pieces hid them): one warning line for each input the run cannot read."""
+    from attnkit.cli.main import main
+
+    assert (tf_run / "words_src.json").is_file()
+    inputs = ["Ich habe heute keine Zeit.", "Zorblat and Quenthiva met Vrunk.",
+              "Xqzt plorvk wenthu gragg.", "one two three ."]
+    assert main(["translate", "predict", "--run", str(tf_run), *inputs]) == 0
+    err = capsys.readouterr().err.splitlines()
+    warned = {line.split(":")[2].strip() for line in err if "attnkit: warning:" in line}
+    assert warned == {"sentence 1", "sentence 2", "sentence 3"}, err
+    names = next(line for line in err if "warning: sentence 2" in line)
+    assert "unknown to the run (zorblat, and, quenthiva, met, vrunk)" in names   # numbers only
+    # A run written before the list was kept: its pieces, as before (no error).
+    old = tmp_path / "old"
+    shutil.copytree(tf_run, old)
+    (old / "words_src.json").unlink()
+    p = app.predict(old, ["Xqzt plorvk ."])[0]
+    assert p.word_count == len(p.source_tokens)
 
 
 def test_decoding_paths_give_the_same_outputs(tf_run):

@@ -72,11 +72,14 @@ def test_only_the_outputs_with_an_unk_are_fed_again(monkeypatch):
     assert fed == []
 
 
-def test_special_ids_and_unknown_share_are_what_both_engines_drop_and_report():
+def test_special_ids_and_unknown_words_are_what_both_engines_drop_and_report():
     vocab = Vocab(["<pad>", "<bos>", "<eos>", "<unk>", *WORDS])
     assert engines.special_ids(vocab) == {vocab.pad_id, vocab.bos_id, vocab.eos_id}
     assert vocab.unk_id not in engines.special_ids(vocab)
     pipeline = TranslatePipeline(TextCodec(), vocab, vocab, 50)
     a, unk = vocab.stoi["a"], vocab.unk_id
-    assert engines.unknown_share(pipeline, [a, unk, a, unk]) == 0.5
-    assert engines.unknown_share(pipeline, [a, a]) == 0.0
+    # A word run: the words its vocabulary maps to <unk>; punctuation is no word.
+    got = engines.reading(pipeline, ["a", "zorb", "a", "quux", "."], [a, unk, a, unk, unk])
+    assert got == {"unknown": 0.5, "unknown_words": ["zorb", "quux"], "word_count": 4,
+                   "subword": False}
+    assert engines.reading(pipeline, ["a", "a"], [a, a])["unknown"] == 0.0

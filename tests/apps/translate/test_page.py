@@ -19,11 +19,13 @@ def _pred(tokens=("un", "deux"), weights=True, layers=None, **kw):
 def test_layer_weights_win_over_the_average_and_unshowable_ones_are_left_out():
     layers = np.random.default_rng(0).dirichlet(np.ones(3), size=(2, 4, 2))   # [L, H, T, S]
     page = explorer_page([_pred(layers=layers), _pred(weights=False), _pred(tokens=()),
-                          _pred(unknown=0.5, truncated=3)], {"run": "runs/fr"})
+                          _pred(unknown=0.5, unknown_words=["one"], word_count=2,
+                                truncated=3)], {"run": "runs/fr"})
     assert page.count('"src":["one","two","."]') == 2        # two of four are shown
     assert '"L":2,"H":4' in page and '"L":1,"H":1' in page
     assert "attnkit translate: fr" in page
-    assert "unknown source tokens" in page and "source tokens cut off" in page
+    assert "1 of the 2 words it read is unknown to the run (one)" in page
+    assert "source tokens cut off" in page
     with pytest.raises(UsageError, match="nothing to show"):
         explorer_page([_pred(weights=False)], {})
 

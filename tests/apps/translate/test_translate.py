@@ -120,7 +120,7 @@ def test_long_sources_are_capped(tiny_run, tmp_path):
     metrics = app.evaluate(run, str(data))
     assert metrics["truncated"] == 1 and metrics["sentences"] == 2
     other = app.evaluate(run, "synthetic")      # the synthetic corpus: words it never saw
-    assert 0.5 < other["unknown"] <= 1 and "unknown to the model" in format_table(other)
+    assert 0.5 < other["unknown"] <= 1 and "unknown to the run" in format_table(other)
     assert "were cut" in format_table(metrics)
 
 

@@ -84,7 +84,7 @@ def evaluation(loaded: CaptionLoaded, data: str | None, *, report: int = 0, beam
 
 def _report(run: CaptionLoaded, test: CaptionData, metrics: dict[str, Any], examples: int) -> str:
     """The caption explorer for the first ``examples`` test images, under the metrics."""
-    from attnkit.apps.caption.trust import pointing_measured
+    from attnkit.apps.caption.trust import MEASURED, pointing_measured
     from attnkit.explain.trust import best_shown
     from attnkit.viz import CaptionExample, caption_page
 
@@ -97,7 +97,7 @@ def _report(run: CaptionLoaded, test: CaptionData, metrics: dict[str, Any], exam
     if "grounding_mass" in metrics:
         summary["grounding"] = grounding_table(metrics)
     # The page carries attention only; the sentence says how it fared in this pointing game.
-    trust = best_shown(["attention"], pointing_measured(metrics.get("pointing")),
+    trust = best_shown(["attention"], pointing_measured(metrics.get("pointing")) or MEASURED,
                        add="caption predict --explain")
     return caption_page([CaptionExample(p.image, p.words, p.weights,
                                         references=[" ".join(r) for r in refs])

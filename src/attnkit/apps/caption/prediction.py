@@ -26,6 +26,7 @@ from attnkit.data.caption_files import MAX_PIXELS, read_image
 from attnkit.errors import UsageError
 from attnkit.explain.captions import METHODS
 from attnkit.explain.captum import explain_methods
+from attnkit.explain.trust import shown_order
 
 
 @dataclass
@@ -46,11 +47,13 @@ class CaptionPrediction(Prediction):
         explanations: other maps of each word by method (``"grad-input"``,
             ``"integrated-gradients"``; `attnkit.explain.captions`), each shaped like
             ``weights``, when asked (``explain``).
-        shown: the method a figure draws: the one given first to ``explain``, else the
-            page's first.
-        order: the methods the page offers, the one measured best in the pointing game first
-            (`attnkit.apps.caption.trust`); the page opens on it.
-        why: one sentence saying why the page opens on ``order[0]``.
+        shown: the method a figure draws and the page opens on: the one given first to
+            ``explain``, else attention.
+        order: the methods the page offers, ``shown`` first
+            (`attnkit.explain.trust.shown_order`).
+        why: one sentence saying how far the pointing game lets one trust attention, or which
+            method to add instead (`attnkit.apps.caption.trust`); None when ``explain`` chose
+            the methods.
     """
 
     source: str
@@ -147,12 +150,13 @@ def predictions(loaded: CaptionLoaded, images, *, beam_size: int = 1, display_si
         pred.truncated = int(original != (size, size))
     if methods:
         _explain(loaded, preds, to_chw([r[0] for r in read]), methods)
-    from attnkit.apps.caption.trust import caption_trust
+    order, why = shown_order(methods), None
+    if not methods:
+        from attnkit.apps.caption.trust import caption_trust
 
-    trust = caption_trust(loaded.path, ["attention", *methods])
+        why = caption_trust(loaded.path, ["attention"]).why
     for pred in preds:
-        pred.order, pred.why = trust.order, trust.why
-        pred.shown = methods[0] if methods else trust.method
+        pred.order, pred.why, pred.shown = order, why, order[0]
     return preds
 
 

@@ -1,11 +1,12 @@
-"""Which map of a caption word the caption page opens on, and why: the method that pointed at
-the named ducks most often (the pointing game, `attnkit.explain.pointing`) in this run's
-``caption eval --pointing`` (its ``test_metrics.json``), else in docs/results.md.
+"""How far the caption page may trust a word's map, and why: the pointing game
+(`attnkit.explain.pointing`) of this run's ``caption eval --pointing`` (its
+``test_metrics.json``), else of docs/results.md, read by the rule every app shares
+(`attnkit.explain.trust.Measured.verdict`).
 
 Example:
     ```python
-    trust = caption_trust("runs/ducks", ["attention", "integrated-gradients"])
-    trust.order, trust.why      # ("integrated-gradients", "attention"), "Shown first: ..."
+    trust = caption_trust("runs/ducks", ["attention"])
+    trust.trusted, trust.why      # "integrated-gradients", "Shown first: attention; ..."
     ```
 """
 
@@ -18,31 +19,36 @@ from attnkit.apps.results import TEST_METRICS
 from attnkit.explain.pointing import RANDOM
 from attnkit.explain.trust import Measured, Trust, best_shown, measured_in_run
 
+POINTING = "pointing accuracy ↑"
+# Trust needs a lead of MARGIN in pointing accuracy over random and every other method, on
+# MIN_WORDS words or more (docs/guide/trust.md).
+MARGIN, MIN_WORDS = 0.02, 100
 # docs/results.md, "Pointing game: attention against gradients": 1,403 colour and count words
 # of 500 synthetic test scenes.
 MEASURED = Measured({"attention": 0.703, "grad-input": 0.676, "integrated-gradients": 0.734},
-                    "pointing accuracy ↑", "docs/results.md, the pointing game on 500 synthetic "
-                    "scenes")
+                    POINTING, "docs/results.md, the pointing game on 500 synthetic scenes",
+                    random=0.128, count=1403, margin=MARGIN, min_count=MIN_WORDS,
+                    unit="words")
 
 
-def pointing_measured(table: Mapping | None) -> Measured:
-    """A `attnkit.explain.pointing.pointing_game` table as a `Measured` (chance left out);
-    `MEASURED` when there is none."""
-    try:
-        scores = {m: float(row["accuracy"]) for m, row in (table or {}).items() if m != RANDOM}
-        words = next(iter(table.values()))["words"] if scores else 0
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return MEASURED
+def pointing_measured(table: Mapping | None) -> Measured | None:
+    """A `attnkit.explain.pointing.pointing_game` table as a `Measured` (random as the
+    floor); None when it holds no method (KeyError, TypeError, ValueError or AttributeError
+    when out of shape)."""
+    scores = {m: float(row["accuracy"]) for m, row in (table or {}).items() if m != RANDOM}
     if not scores:
-        return MEASURED
-    return Measured(scores, "pointing accuracy ↑", f"this run's caption eval --pointing, "
-                    f"{words} words")
+        return None
+    words = int(next(iter(table.values()))["words"])
+    floor = table.get(RANDOM)
+    return Measured(scores, POINTING, f"this run's caption eval --pointing, {words} words",
+                    random=None if floor is None else float(floor["accuracy"]), count=words,
+                    margin=MARGIN, min_count=MIN_WORDS, unit="words")
 
 
 def caption_trust(run: str | os.PathLike, carried: Sequence[str]) -> Trust:
     """The method of ``carried`` to show first, by the run's pointing game (its
     ``test_metrics.json``, written by ``caption eval --pointing``) else `MEASURED`. A file
-    that cannot be read counts as none: it only orders the views."""
+    that cannot be read counts as none (one warning line names it)."""
     measured = measured_in_run(run, TEST_METRICS, "the run's test metrics",
                                lambda metrics: pointing_measured(metrics.get("pointing")),
                                MEASURED)

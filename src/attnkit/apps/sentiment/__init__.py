@@ -92,7 +92,7 @@ class SentimentApp(App, configure=settings.configure, prepare=preparation.prepar
         return evaluation.own_test_data(loaded.config) is not None
 
     def training_report(self, run: Run) -> str | None:
-        return training.format_curve(run.path)
+        return training.format_curve(run.path, best_step=run.best_step)
 
     def tiny(self, folder: Path) -> TinyRun:
         """Reviews of a few words with one sentiment word each (train/test files in

@@ -1,7 +1,8 @@
 """``attnkit sentiment explain``: how faithful each explanation method is on labelled or
 unlabelled reviews (`attnkit.explain.faithfulness`), as a table and a JSON line, both naming
-the most faithful method; the table is written into the run (``RUN/faithfulness.json``), so its
-pages and the API show that method first (`attnkit.apps.sentiment.trust`).
+the method to trust when the measurement allows one (else why none can be trusted yet); the
+table is written into the run (``RUN/faithfulness.json``), so its pages and the API say so
+(`attnkit.apps.sentiment.trust`).
 
 Example:
     ```python
@@ -61,15 +62,18 @@ def _explain(values: dict[str, Any]) -> int:
         print(f"attnkit: warning: could not store the table in {loaded.path} "
               f"({exc.strerror or exc}): its pages keep their order", file=sys.stderr)
         return 0
-    print(f"{said}; wrote {written}: pages and the API of this run now show "
-          f"{result['most_faithful']} first", file=sys.stderr)
+    best = result["most_faithful"]
+    print(f"{said}; wrote {written}: pages and the API of this run now say "
+          + (f"that {best} is the method to trust (--explain {best} shows it)" if best else
+             "that no method can be trusted yet"), file=sys.stderr)
     return 0
 
 
 EXPLAIN_COMMAND = Command(
     "explain", "how faithful each explanation is: ERASER comprehensiveness and sufficiency "
-    "per method, random token orders as the floor; the most faithful (highest "
-    "comprehensiveness) is named and written into the run, whose pages then show it first",
+    "per method, random token orders as the floor; the method to trust (the highest "
+    "comprehensiveness, ahead of random and every other method by 0.02 on 100 reviews or "
+    "more) is named and written into the run, whose pages then say so",
     (Option("--run", str, "the sentiment run folder", metavar="RUN", required=True),
      Option("--data", str, "reviews (any form --data takes in train/eval; their labels are "
             "not used)", metavar="FILE", required=True),

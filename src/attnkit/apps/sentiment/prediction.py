@@ -54,9 +54,10 @@ class SentimentPrediction(Prediction):
             ``[len(tokens)]``, when asked (``explain``;
             `attnkit.explain.sentiment`).
         shown: the method the terminal shading, a figure and the page open on: the one
-            given first to ``explain``, else the method trusted for this run
-            (`attnkit.apps.sentiment.trust`) when it could be computed.
-        why: one sentence saying why ``shown`` is shown first (None: it was asked for).
+            given first to ``explain``, else attention.
+        why: one sentence saying how far this run's measurement lets one trust attention, or
+            which method to add instead (`attnkit.apps.sentiment.trust`); None when
+            ``explain`` chose the methods.
     """
 
     text: str
@@ -179,8 +180,12 @@ def predictions(loaded: SentimentLoaded, texts: Sequence[str], *, batch_size: in
     if batch_size < 1:
         raise UsageError(f"batch size must be at least 1, got {batch_size}")
     methods, why = explain_methods(explain, METHODS), None
-    if explain is None and attention is not False:
-        methods, why = _trusted(loaded)
+    if not methods and attention is not False:
+        # Read at each call, not at load: `sentiment explain` may store a new table while the
+        # run is served, and the next answer should say what it measured (a capped JSON read).
+        from attnkit.apps.sentiment.trust import trusted
+
+        why = trusted(loaded.path, ["attention"]).why
     reads: list[ReadReview | None] = []   # None: blank, or no token the model reads
     for i, text in enumerate(texts, 1):
         if not isinstance(text, str):
@@ -202,23 +207,6 @@ def predictions(loaded: SentimentLoaded, texts: Sequence[str], *, batch_size: in
         if out[i] is None:
             out[i] = SentimentPrediction(text, None, "empty", [], None, None, None, 0.0, 0)
     return out  # type: ignore[return-value]
-
-
-def _trusted(loaded: SentimentLoaded) -> tuple[list[str], str]:
-    """The method to show first, computed beside attention (none when it is attention, or a
-    gradient method without Captum: then the sentence says so), and why."""
-    from attnkit.apps.sentiment.trust import NAMES, trusted
-    from attnkit.explain.captum import INSTALL, have_captum
-
-    # Read at each call, not at load: `sentiment explain` may store a new table while the run
-    # is served, and the next answer should open on what it measured (a capped JSON read).
-    trust = trusted(loaded.path)
-    if trust.method == "attention":
-        return [], trust.why
-    if trust.method in SIGNED and not have_captum():
-        return [], (f"Shown first: attention; {NAMES[trust.method]} was measured more "
-                    f"faithful and needs Captum ({INSTALL}).")
-    return [trust.method], trust.why
 
 
 def _batch(loaded: SentimentLoaded, texts: Sequence[str], reads: Sequence[ReadReview],

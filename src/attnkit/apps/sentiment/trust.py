@@ -1,55 +1,59 @@
 """Which explanation of a verdict to show first, and why: the method measured the most
 faithful on this run (``attnkit sentiment explain`` writes ``RUN/faithfulness.json``), else
-the one measured best for this app in docs/results.md.
+in docs/results.md, when the measurement lets one trust it
+(`attnkit.explain.trust.Measured.verdict`).
 
-A page, the API and the terminal open on that method; the others stay a pick away.
+A page, the API and the terminal open on the method to trust among those computed; a method
+to trust that was not computed is named, with the option that adds it (as in every app).
 
 Example:
     ```python
-    trust = trusted(Path("runs/imdb"))
-    trust.method, trust.why     # "grad-input", "Shown first: gradient x input, ..."
+    trust = trusted(Path("runs/imdb"), ["attention"])
+    trust.method, trust.why     # "attention", "Shown first: attention; gradient × input ..."
     ```
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
-from attnkit.explain.faithfulness import RANDOM
-from attnkit.explain.sentiment import METHODS
+from attnkit.explain.faithfulness import (
+    COMPREHENSIVENESS,
+    MARGIN,
+    MIN_REVIEWS,
+    measured,
+)
 from attnkit.explain.trust import NAMES, Measured, Trust, best_shown, measured_in_run
 from attnkit.fileio import write_json
 
 FAITHFULNESS = "faithfulness.json"   # RUN/faithfulness.json: `sentiment explain`'s table
-__all__ = ["FAITHFULNESS", "MEASURED", "NAMES", "Trust", "trusted", "write_table"]
-# The confidence the verdict loses without a method's top words: higher is more faithful.
-COMPREHENSIVENESS = "comprehensiveness ↑"
+__all__ = ["DOCS_FIGURES", "FAITHFULNESS", "NAMES", "Trust", "trusted", "write_table"]
 
 # docs/results.md, "Faithfulness of the explanations": 500 IMDB test reviews, keras2018.
 DOCS_FIGURES = Measured(
     {"attention": 0.249, "rollout": 0.247, "grad-input": 0.561, "integrated-gradients": 0.557},
     COMPREHENSIVENESS, "docs/results.md, 500 IMDB reviews; `attnkit sentiment explain` "
-    "measures a run")
-MEASURED = best_shown(METHODS, DOCS_FIGURES)
+    "measures a run", random=0.040, count=500, margin=MARGIN, min_count=MIN_REVIEWS,
+    unit="reviews")
 
 
 def faithfulness_measured(table: dict) -> Measured | None:
-    """``sentiment explain``'s table as a `Measured` (chance left out); None when it holds no
-    method's score (KeyError, TypeError, ValueError or AttributeError when out of shape)."""
-    scores = {m: float(row["comprehensiveness"]) for m, row in table["methods"].items()
-              if m in METHODS and m != RANDOM}
-    if not scores:
-        return None
-    return Measured(scores, COMPREHENSIVENESS, f"measured on this run by attnkit sentiment "
-                    f"explain, {table.get('reviews', '?')} reviews")
+    """``sentiment explain``'s table as a `Measured`; None when it holds no method's score
+    (KeyError, TypeError, ValueError or AttributeError when out of shape)."""
+    found = measured(table, f"measured on this run by attnkit sentiment explain, "
+                     f"{table.get('reviews', '?')} reviews")
+    return found if found.scores else None
 
 
-def trusted(run: str | os.PathLike) -> Trust:
-    """The run's most faithful method (its ``faithfulness.json``), else `MEASURED`. A table
-    that cannot be read counts as none: it only orders the views."""
-    return best_shown(METHODS, measured_in_run(run, FAITHFULNESS, "the run's faithfulness table",
-                                               faithfulness_measured, DOCS_FIGURES))
+def trusted(run: str | os.PathLike, carried: Sequence[str]) -> Trust:
+    """The method of ``carried`` to show first, by the run's ``faithfulness.json`` else
+    `DOCS_FIGURES` (`attnkit.explain.trust.best_shown`). A table that cannot be read, or holds
+    figures that are not finite, counts as none (one warning line names it)."""
+    return best_shown(carried, measured_in_run(run, FAITHFULNESS, "the run's faithfulness "
+                                               "table", faithfulness_measured, DOCS_FIGURES),
+                      add="--explain")
 
 
 def write_table(run: str | os.PathLike, table: dict) -> Path:

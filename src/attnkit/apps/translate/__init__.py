@@ -7,7 +7,7 @@ The app (`TranslateApp`, registered as ``"translate"``) keeps the contract of
   are `TranslateSettings` fields; a resume applies ``epochs``, ``max_minutes``, ``device``,
   ``progress``, ``examples``, ``strict``, ``patience`` and refuses any other that differs. The
   run folder gets ``config.json``, ``vocab_src.json`` / ``vocab_tgt.json`` (and
-  ``subword.model`` with ``subword``), ``metrics.jsonl``, ``train.log``,
+  ``subword.model`` and ``words_src.json`` with ``subword``), ``metrics.jsonl``, ``train.log``,
   ``best.safetensors``, ``last/``, then ``test_metrics.json``, ``heatmap.png`` and
   ``report.html``.
 * ``evaluate(run, data=None, *, beam=1, ...)`` -> BLEU/chrF of free-running decoding
@@ -25,7 +25,7 @@ file split 96/2/2 (`attnkit.data.translation_splits`).
 
 Example:
     ```python
-    train("synthetic", "runs/demo")                 # ~2 minutes on a quiet 2-core CPU
+    train("synthetic", "runs/demo")                 # its 2-minute budget, then the test
     evaluate("runs/demo", beam=5)["bleu"]
     p = predict("runs/demo", ["The cat does not see her."])[0]
     p.text, p.weights.shape                         # "Le chat ne la voit pas .", (7, 7)
@@ -46,6 +46,7 @@ from attnkit.apps.translate.align_command import ALIGN_COMMANDS
 from attnkit.apps.translate.engines import COMPILE_COMMAND, COMPILE_MODES, TranslateLoaded
 from attnkit.apps.translate.evaluation import format_table
 from attnkit.apps.translate.explain import EXPLAIN, add_alignments, add_explanations
+from attnkit.apps.translate.page import note_trust
 from attnkit.apps.translate.paragraphs import translate_texts
 from attnkit.apps.translate.pipeline import (
     RNN_MAX_SOURCE,
@@ -71,8 +72,7 @@ JSON_KEYS = ("bleu", "chrf", "counts", "sentences", "references", "beam", "by_le
              "truncated", "max_source_tokens", "unknown")
 
 EXAMPLES = (
-    "attnkit translate train --data synthetic --out runs/demo        # ~2 min, quiet 2-core "
-    "CPU",
+    "attnkit translate train --data synthetic --out runs/demo        # its 2-min budget",
     "attnkit translate train --data synthetic --out runs/luong --attention general --style luong",
     "attnkit translate train --data synthetic --out runs/base --attention none   # no attention",
     "attnkit translate train --data ../shared/data/eng-fra --out runs/fr --arch transformer "
@@ -180,6 +180,8 @@ class TranslateApp(App, configure=preparation.configure, prepare=preparation.pre
             add_explanations(loaded, sentences, methods)
             for p in (*sentences, *preds):
                 p.shown = methods[0]
+        elif attention:
+            note_trust(preds, loaded.model.config)
         if alignments:
             add_alignments(loaded, sentences)
         return preds

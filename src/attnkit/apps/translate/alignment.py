@@ -7,8 +7,10 @@ averaged over layers and heads).
 (`attnkit.alignment.head_training.train_head`: eflomal's links of the run's training pairs as
 labels, the alignment head fitted on a sample of them, within a time budget; the translation
 model is not changed) and saves it in the run: ``RUN/alignment/head.safetensors`` (the
-weights) and ``RUN/alignment/head.json`` (its sizes, the settings ``translate align`` uses by
-default on this run, and how it was trained).
+weights), ``RUN/alignment/head.json`` (its sizes, the settings ``translate align`` uses by
+default on this run, and how it was trained) and ``RUN/alignment/background.tsv.gz`` (the raw
+pairs it learnt from, which the adaptation reads: the run, copied anywhere, adapts without
+its data).
 
 Example:
     ```python
@@ -23,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import gzip
 import os
 import time
 from collections.abc import Sequence
@@ -36,6 +39,7 @@ from attnkit.alignment.methods import Method
 from attnkit.apps.results import Log, stderr_log
 from attnkit.apps.translate.engines import TranslateLoaded
 from attnkit.errors import DataError, UsageError
+from attnkit.fileio import atomic_write_bytes
 from attnkit.models.alignment_head import AlignmentHead
 from attnkit.models.config import TransformerConfig
 
@@ -43,6 +47,11 @@ __all__ = ["AlignResult", "Method", "align_pairs", "check_pairs", "load_head",
            "train_aligner"]
 
 FOLDER = "alignment"   # RUN/alignment: the run's trained aligner
+# The raw pairs the aligner learnt from, kept in the run for its adaptation: at most
+# MAX_BACKGROUND pairs (Tatoeba's 160,916 whole), read back within MAX_BACKGROUND_BYTES.
+BACKGROUND = f"{FOLDER}/background.tsv.gz"
+MAX_BACKGROUND = 200_000
+MAX_BACKGROUND_BYTES = 64 << 20
 
 
 def load_head(run: str | os.PathLike) -> tuple[AlignmentHead | None, dict[str, Any] | None]:
@@ -53,9 +62,15 @@ def load_head(run: str | os.PathLike) -> tuple[AlignmentHead | None, dict[str, A
 
 def background_pairs(loaded: TranslateLoaded, data: str | None) -> list[tuple[str, str]]:
     """Raw pairs eflomal learns from besides the pairs to align: ``data`` (a pairs file or a
-    train/valid/test folder: its training split) or the run's own training data."""
-    from attnkit.data.translation_splits import data_spec, load_splits
+    train/valid/test folder: its training split), else those the run's aligner learnt from
+    (`BACKGROUND`, inside the run: a run copied elsewhere still adapts), else, for an aligner
+    trained before they were kept, the run's own training data where its config says."""
+    from attnkit.apps.run_files import run_file
+    from attnkit.data.translation_splits import data_spec, load_splits, read_pair_file
 
+    if data is None and os.path.lexists(loaded.path / BACKGROUND):
+        return read_pair_file(run_file(loaded.path, BACKGROUND, "the aligner's training pairs",
+                                       limit=MAX_BACKGROUND_BYTES))
     spec = loaded.config["data"] if data is None else data_spec(data, 0, None)
     try:
         return load_splits(spec, progress=False)["train"]
@@ -165,4 +180,7 @@ def train_aligner(run: str | os.PathLike, *, data: str | None = None, pairs: int
                                seconds=minutes * 60 - (time.monotonic() - start),
                                layer=-1 if layer is None else layer - 1, seed=seed, log=log)
     trained["total_seconds"] = round(time.monotonic() - start, 1)
-    return write_head(loaded.path / FOLDER, head, defaults=HEAD_DEFAULTS, trained=trained)
+    folder = write_head(loaded.path / FOLDER, head, defaults=HEAD_DEFAULTS, trained=trained)
+    kept = "".join(f"{en}\t{fr}\n" for en, fr in corpus[:MAX_BACKGROUND])
+    atomic_write_bytes(loaded.path / BACKGROUND, gzip.compress(kept.encode("utf-8"), 6))
+    return folder

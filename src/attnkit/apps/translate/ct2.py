@@ -49,14 +49,15 @@ from attnkit.apps.run_files import FORMAT, read_vocab
 from attnkit.apps.translate.engines import (
     TranslateLoaded,
     check_decoding,
+    reading,
     special_ids,
     summary_of,
-    unknown_share,
 )
 from attnkit.apps.translate.pipeline import (
     APP,
     SUBWORD_FILE,
     VOCAB_FILES,
+    WORDS_FILE,
     TranslatePipeline,
     encode_source,
     run_codec,
@@ -115,7 +116,8 @@ class CTranslate2Engine:
             words = [w for w in out.tokens if w not in specials]
             preds.append(TranslationPrediction(source, tokens, words,
                                                p.codec.decode(words, TGT_LANG), None,
-                                               out.score, unknown_share(p, ids), cut))
+                                               out.score, truncated=cut,
+                                               **reading(p, tokens, ids)))
         return preds
 
 
@@ -153,6 +155,7 @@ def export_run(loaded: TranslateLoaded, out: str | os.PathLike, *,
     check_outside_runs(out, "export")
     files = {SUBWORD_FILE: Path(p.codec.subword.path).read_bytes(),
              VOCAB_FILES["src"]: p.src_vocab, VOCAB_FILES["tgt"]: p.tgt_vocab,
+             **({WORDS_FILE: p.known_words} if p.known_words is not None else {}),
              EXPORT_FILE: settings}
     return writing(Path(out), EXPORT, lambda target: export_ctranslate2(
         loaded.model.config, loaded.model.state_dict(), p.src_vocab.itos, p.tgt_vocab.itos,
@@ -212,8 +215,9 @@ def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> TranslateL
     model_config = run_model_config(path, config)
     src, tgt = (read_vocab(path, VOCAB_FILES[side]) for side in ("src", "tgt"))
     check_ct2_vocabulary(path, src.itos, tgt.itos, model_config)
+    known = read_vocab(path, WORDS_FILE) if os.path.lexists(path / WORDS_FILE) else None
     pipeline = TranslatePipeline(run_codec(path, {"options": {"subword": True}}), src, tgt,
-                                 config["max_source"])
+                                 config["max_source"], known)
     try:
         translator = load_translator(path, threads=torch.get_num_threads(), device=device)
     except (RuntimeError, ValueError, IndexError, KeyError, OSError, EOFError) as exc:

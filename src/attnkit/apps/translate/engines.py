@@ -32,7 +32,7 @@ from torch import nn
 
 from attnkit.apps.presentation import Command
 from attnkit.apps.results import Loaded, Log, stderr_log
-from attnkit.apps.translate.pipeline import TranslatePipeline, encode_source
+from attnkit.apps.translate.pipeline import TranslatePipeline, encode_source, unknown_words
 from attnkit.apps.translate.prediction import TranslationPrediction
 from attnkit.compiler import Packages, weights_digest
 from attnkit.data.text_codec import TGT_LANG
@@ -91,9 +91,14 @@ def special_ids(vocab: Vocab) -> set[int]:
     return {vocab.pad_id, vocab.bos_id, vocab.eos_id}
 
 
-def unknown_share(pipeline: TranslatePipeline, ids: Sequence[int]) -> float:
-    """The share of the source ``ids`` (as the model reads them) that are ``<unk>``."""
-    return sum(i == pipeline.src_vocab.unk_id for i in ids) / len(ids)
+def reading(pipeline: TranslatePipeline, tokens: Sequence[str],
+            ids: Sequence[int]) -> dict[str, Any]:
+    """A `TranslationPrediction`'s fields on what the run read of its source (``tokens``,
+    their ``ids``): its words, those it cannot read (`unknown_words`), and whether the tokens
+    are subword pieces."""
+    count, unknown = unknown_words(pipeline, tokens, ids)
+    return {"unknown": len(unknown) / count if count else 0.0, "unknown_words": unknown,
+            "word_count": count, "subword": pipeline.codec.subword is not None}
 
 
 def check_decoding(beam: int, batch_size: int | None) -> None:
@@ -231,11 +236,11 @@ class AttnkitEngine:
             attn = rows
         if unk_replace:
             words = replace_unk(words, attn, tokens, unk=UNK)
-        unknown = unknown_share(p, ids)
         weights = None if attn is None or not keep else attn.numpy()
         return TranslationPrediction(source, tokens, words, p.codec.decode(words, TGT_LANG),
-                                     weights, float(hyp.score), unknown, cut,
-                                     layers if keep else None)
+                                     weights, float(hyp.score), truncated=cut,
+                                     layer_weights=layers if keep else None,
+                                     **reading(p, tokens, ids))
 
 
 def summary_of(config: Any) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 from attnkit.apps.results import Evaluation, Log, quiet
 from attnkit.apps.translate.engines import TranslateLoaded
-from attnkit.apps.translate.page import report_page
+from attnkit.apps.translate.page import note_trust, report_page
 from attnkit.apps.translate.paragraphs import translate_texts
 from attnkit.apps.translate.prediction import most_reordered
 from attnkit.apps.translate.settings import TranslateSettings
@@ -91,6 +91,7 @@ def evaluation(loaded: TranslateLoaded, data: str | None, *, report: int = 0, be
         n = DEFAULT_EXAMPLES if report < 0 else report
         shown = translate_texts(engine, [p.source for p in preds[:n]], split=split, beam=beam,
                                 alpha=alpha, unk_replace=unk_replace, attention="all")
+        note_trust(shown, loaded.model.config)
         page = report_page(metrics, shown, refs[:n], loaded.summary())
     return Evaluation(metrics, page)
 
@@ -111,7 +112,7 @@ def format_table(metrics: dict[str, Any]) -> str:
         lines.append(f"{metrics['truncated']} source sentence(s) longer than "
                      f"{metrics['max_source_tokens']} tokens were cut to that length")
     if metrics.get("unknown"):
-        lines.append(f"{metrics['unknown']:.1%} of the source tokens are unknown to the model "
+        lines.append(f"{metrics['unknown']:.1%} of the source words are unknown to the run "
                      "(mean per sentence)")
     lines += [f"{metrics['signature']}", "",
               "source length  sentences    BLEU  |  lines  BLEU 1-ref"]
@@ -148,6 +149,7 @@ def after_training(loaded: TranslateLoaded, metrics: dict[str, Any], log: Log) -
         log(f"no report.html: no example to show (--examples {n}, or empty translations)")
         return
     shown_all = engine.translate(sources[:n], attention="all")
+    note_trust(shown_all, loaded.model.config)
     write_output(loaded.path / "report.html", PAGE,
                  report_page(metrics, shown_all, refs[:n], loaded.summary()), run=loaded.path)
     log(f"report: {loaded.path / 'report.html'}")

@@ -21,15 +21,41 @@ from typing import Any
 
 from attnkit.bleu import bleu_chrf
 from attnkit.errors import UsageError
-from attnkit.explain.trust import Measured, best_shown
+from attnkit.explain.trust import Measured, Trust, best_shown, shown_order
 
+AER = ("AER (alignment error rate: the share of word links that disagree with people's; 0 is "
+       "perfect) ↓")
 # docs/results.md, "Word alignment (WPT03 trial set)": AER of each explanation's argmax links
-# against the 37 gold pairs, on the alignment recipe's Transformer. No run measures its page's
-# methods itself (`translate align --gold` scores its aligner, which the page does not show).
+# against the gold links of 37 pairs, on the alignment recipe's Transformer; a guess along the
+# diagonal is the floor. No run measures its page's methods itself (`translate align --gold`
+# scores its aligner, which the page does not show).
 MEASURED = Measured({"attention": 62.4, "rollout": 75.5, "grad-input": 67.1,
-                     "integrated-gradients": 65.1}, "AER ↓",
-                    "docs/results.md, argmax links against the gold alignments of 37 WPT03 "
-                    "trial pairs", lower=True)
+                     "integrated-gradients": 65.1}, AER,
+                    "docs/results.md, argmax links of a Transformer against the gold "
+                    "alignments of 37 WPT03 trial pairs", lower=True, random=59.0, count=37,
+                    margin=2.0, min_count=30, unit="sentence pairs",
+                    floor="a guess along the diagonal")
+# An RNN run: nothing was measured on one (the figures above are a Transformer's).
+UNMEASURED = Measured({}, AER, "docs/results.md measured AER on a Transformer only, not on an "
+                      "RNN like this run")
+
+
+def translate_trust(model_config: Any) -> Trust:
+    """How far the page may trust attention on a run of this model (a Transformer: `MEASURED`;
+    an RNN: nothing measured), and which method to add instead."""
+    from attnkit.models.config import TransformerConfig
+
+    return best_shown(["attention"], MEASURED if isinstance(model_config, TransformerConfig)
+                      else UNMEASURED, add="--explain")
+
+
+def note_trust(predictions: Sequence[TranslationPrediction], model_config: Any) -> None:
+    """Give each prediction (and each of its sentences) `translate_trust`'s sentence."""
+    why = translate_trust(model_config).why
+    for whole in predictions:
+        for p in (whole, *(whole.sentences or ())):
+            p.why = why
+
 
 # A TranslationPrediction (attnkit.apps.translate.prediction), which imports this module for
 # its page: the name alone keeps the two files free of an import cycle.
@@ -40,16 +66,22 @@ def _example(p: TranslationPrediction, references: Sequence[str],
              scores: dict[str, Any]) -> Any:
     from attnkit.viz import TranslationExample
 
+    words = p.words()   # whole words: subword pieces joined, their attention gathered
     weights = p.layer_weights if p.layer_weights is not None else p.weights
-    return TranslationExample(p.source_tokens, p.tokens, weights, references=list(references),
-                              scores=scores, methods=dict(p.explanations or {}),
-                              links=list(p.piece_links or ()))
+    return TranslationExample(words.source, words.target, words.matrix(weights),
+                              references=list(references), scores=scores,
+                              methods={k: words.matrix(v)
+                                       for k, v in (p.explanations or {}).items()},
+                              links=words.links(p.piece_links) or [])
 
 
 def _scores(p: TranslationPrediction) -> dict[str, Any]:
     scores: dict[str, Any] = {"log-probability": round(p.score, 3)}
-    if p.unknown:
-        scores["unknown source tokens"] = f"{p.unknown:.0%}"
+    warning = p.warning()
+    if warning:
+        scores["warning"] = warning
+    elif p.unknown_words:
+        scores["source words unknown to the run"] = p.unknown_line()
     if p.truncated:
         scores["source tokens cut off"] = p.truncated
     return scores
@@ -65,8 +97,9 @@ def explorer_page(predictions: Sequence[TranslationPrediction], summary: dict[st
     """The translation explorer of ``predictions`` (with their references when given).
 
     An input of several sentences shows each of them in order (with its own attention; the
-    input's references and chrF go with its last sentence). The page opens on the method it
-    carries with the lowest AER measured (`MEASURED`), and says why. A prediction without
+    input's references and chrF go with its last sentence). The page opens on the method
+    asked first (``--explain``), else on attention with the predictions' ``why``
+    (`translate_trust`). A prediction without
     attention weights (a model with ``attention='none'``, the CTranslate2 engine) or with an
     empty output has nothing to show and is left out.
 
@@ -92,10 +125,11 @@ def explorer_page(predictions: Sequence[TranslationPrediction], summary: dict[st
                          "(a model without attention, or empty outputs)")
     from attnkit.viz import translation_page
 
-    trust = best_shown(["attention", *(m for e in examples for m in e.methods)], MEASURED,
-                       add="--explain")
+    first = predictions[0]
+    carried = (first.sentences or [first])[0].explanations
+    asked = [first.shown, *carried] if carried else []
     return translation_page(examples, summary, title=_title(summary), metrics=metrics,
-                            order=trust.order, note=trust.why)
+                            order=shown_order(asked), note=first.why)
 
 
 def page_metrics(metrics: dict[str, Any]) -> dict[str, Any]:

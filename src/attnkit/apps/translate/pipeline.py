@@ -1,9 +1,10 @@
 """What turns text into a translation run's model ids and back, and how a run's files give it.
 
 A run holds ``vocab_src.json`` / ``vocab_tgt.json`` (one joint vocabulary written twice for a
-``--subword`` run) and, with subwords, ``subword.model``; ``config.json`` records each
-vocabulary's size and sha256, so a vocabulary swapped for another is refused instead of
-silently mistranslating.
+``--subword`` run) and, with subwords, ``subword.model`` and ``words_src.json``: the words of
+its English training text (a subword model reads any word; this list says which ones it never
+saw). ``config.json`` records each vocabulary's size and sha256, so a vocabulary swapped for another
+is refused instead of silently mistranslating.
 
 Source length cap: a source longer than the model reads is cut to its first
 `TranslatePipeline.max_source` tokens (``truncated`` counts the rest) and never encoded whole.
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,7 @@ from typing import Any
 from attnkit.apps.run_files import read_model_config, read_vocab, run_file
 from attnkit.apps.translate.settings import ModelConfig
 from attnkit.data.subword import SubwordModel
+from attnkit.data.text import words_of
 from attnkit.data.text_codec import SRC_LANG, TextCodec
 from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, DataError, UsageError
@@ -41,6 +45,8 @@ APP = "translate"
 
 VOCAB_FILES = {"src": "vocab_src.json", "tgt": "vocab_tgt.json"}
 SUBWORD_FILE = "subword.model"   # the joint sentencepiece model of a --subword run
+WORDS_FILE = "words_src.json"    # a --subword run's English training words (a Vocab)
+MAX_WORDS = 200_000              # the most frequent training words kept in WORDS_FILE
 RNN_MAX_SOURCE = 512
 # The sizes of a translation model (checked before anything is allocated from config.json).
 MODEL_SIZES = ("src_vocab", "tgt_vocab", "emb_dim", "hidden", "layers", "d_model", "heads",
@@ -55,12 +61,16 @@ class TranslatePipeline:
         codec: words or the run's joint subword model.
         src_vocab, tgt_vocab: the vocabularies (one joint vocabulary with subwords).
         max_source: the longest source (tokens) the model reads; longer ones are cut.
+        known_words: a subword run's English training words, casefolded
+            (`attnkit.data.text.words_of`); None for a word run (its vocabulary says what it
+            reads) and for a subword run written before the list was kept.
     """
 
     codec: TextCodec
     src_vocab: Vocab
     tgt_vocab: Vocab
     max_source: int
+    known_words: Vocab | None = None
 
 
 def source_limit(config: ModelConfig) -> int:
@@ -124,8 +134,33 @@ def run_pipeline(run: Path, config: dict[str, Any],
                  model_config: ModelConfig) -> TranslatePipeline:
     """The pipeline of a trained run, from its files."""
     src_vocab, tgt_vocab = load_vocabs(run, config)
-    return TranslatePipeline(run_codec(run, config), src_vocab, tgt_vocab,
-                             source_limit(model_config))
+    codec = run_codec(run, config)
+    known = None
+    if codec.subword is not None and os.path.lexists(run / WORDS_FILE):
+        known = read_vocab(run, WORDS_FILE)
+    return TranslatePipeline(codec, src_vocab, tgt_vocab, source_limit(model_config), known)
+
+
+def training_words(sources: Iterable[str]) -> Vocab:
+    """The words of English training sentences (`words_of`), the `MAX_WORDS` most frequent."""
+    return Vocab.build((words_of(text, SRC_LANG) for text in sources), max_size=MAX_WORDS)
+
+
+def unknown_words(pipeline: TranslatePipeline, tokens: Sequence[str],
+                  ids: Sequence[int]) -> tuple[int, list[str]]:
+    """How many words of a source read as ``tokens`` (ids ``ids``) there are, and those the
+    run cannot read: for a word run, those its vocabulary maps to ``<unk>`` (never in the
+    training text, or too rare to keep); for a subword run, those never in its training text
+    (`TranslatePipeline.known_words`). A subword run without that list counts its ``<unk>``
+    pieces, as runs did before it was kept (they hide most unknown words)."""
+    unk = pipeline.src_vocab.unk_id
+    if pipeline.codec.subword is None:
+        words = [(t, i) for t, i in zip(tokens, ids, strict=True) if any(c.isalpha() for c in t)]
+        return len(words), [t for t, i in words if i == unk]
+    if pipeline.known_words is None:
+        return len(ids), [t for t, i in zip(tokens, ids, strict=True) if i == unk]
+    words = words_of(pipeline.codec.decode(tokens, SRC_LANG), SRC_LANG)
+    return len(words), [w for w in words if w not in pipeline.known_words]
 
 
 def encode_source(pipeline: TranslatePipeline, text: str,

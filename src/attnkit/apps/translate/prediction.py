@@ -10,17 +10,80 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from attnkit.apps.prediction import Prediction, rounded
+from attnkit.data.link_extraction import word_scores
+from attnkit.data.subword import join_pieces
 from attnkit.errors import UsageError
 
-# Above this share of unknown source tokens, predict warns that the run cannot read the input.
+# Above this share of unknown source words, predict warns that the run cannot read the input.
 UNKNOWN_WARNING = 0.10
+# An output that repeats one token this many times in a row (or a sequence of two or three
+# tokens `LOOP_REPEATS` times), where its source does not, is a decoder stuck in a loop.
+TOKEN_REPEATS, LOOP_REPEATS = 4, 3
+# Below this mean probability per output token (the geometric mean, EOS included) the model
+# is guessing: ordinary sentences of its training domain score far above it.
+LOW_CONFIDENCE = 0.25
+
+
+@dataclass
+class Words:
+    """A sentence's pieces as whole words: what the API, pages and figures show.
+
+    Attributes:
+        source, target: the words (subword pieces joined, their ``▁`` marks removed; a word
+            run's tokens as they are).
+        src_owner, tgt_owner: for each piece, ``[its word's index]``.
+    """
+
+    source: list[str]
+    target: list[str]
+    src_owner: list[list[int]]
+    tgt_owner: list[list[int]]
+
+    def matrix(self, pieces: np.ndarray | None) -> np.ndarray | None:
+        """``[..., pieces out, pieces in]`` attention as ``[..., words out, words in]``.
+
+        A source word gets the sum of its pieces' weights: it is attended to when any of its
+        pieces is, and each row stays a distribution. The pieces of one output word share
+        it, so its row is the mean of theirs (a distribution too): the word's attention as a
+        whole, the convention of Clark et al. 2019 ("What does BERT look at?") for words
+        split into pieces. None stays None."""
+        if pieces is None:
+            return None
+        return word_scores(np.asarray(pieces, np.float64), self.tgt_owner, self.src_owner,
+                           len(self.target), len(self.source)).astype(np.float32)
+
+    def links(self, piece_links: list[tuple[int, int]] | None) -> list[tuple[int, int]] | None:
+        """Links between pieces as links between their words."""
+        if piece_links is None:
+            return None
+        return sorted({(self.src_owner[q][0], self.tgt_owner[r][0]) for q, r in piece_links})
+
+
+def repeated(tokens: Sequence[str], source: str) -> str | None:
+    """The longest token, or sequence of two or three tokens, that ``tokens`` repeat back to
+    back (`TOKEN_REPEATS`, `LOOP_REPEATS` times or more) where ``source`` does not: as
+    ``"'i' 12 times"``; None when there is none."""
+    found: tuple[int, str] | None = None
+    low = source.casefold()
+    for n, least in ((1, TOKEN_REPEATS), (2, LOOP_REPEATS), (3, LOOP_REPEATS)):
+        for start in range(len(tokens) - n * least + 1):
+            unit = list(tokens[start:start + n])
+            count = 1
+            while tokens[start + count * n:start + (count + 1) * n] == unit:
+                count += 1
+            text = "".join(unit).replace("\u2581", " ").strip()
+            if count >= least and (text * count).casefold() not in low and (
+                    found is None or count * n > found[0]):
+                found = (count * n, f"{text!r} {count} times")
+    return None if found is None else found[1]
 
 
 @dataclass
@@ -37,7 +100,11 @@ class TranslationPrediction(Prediction):
             layer, averaged over heads); None for attention='none', the CTranslate2 engine,
             or when not asked.
         score: log-probability of the output.
-        unknown: share of the source tokens the vocabulary maps to ``<unk>`` (0..1).
+        unknown: share of the source's words the run cannot read (0..1;
+            `attnkit.apps.translate.pipeline.unknown_words`).
+        unknown_words: those words.
+        word_count: the source's words counted.
+        subword: the tokens are subword pieces (shown as `words`).
         truncated: source tokens cut off after ``max_source`` (0: read whole).
         layer_weights: a Transformer's cross-attention of every decoder layer and head,
             ``[layers, heads, len(tokens), len(source_tokens)]``, when asked
@@ -45,7 +112,11 @@ class TranslationPrediction(Prediction):
         explanations: other explanations of each output token, by method (``"rollout"``,
             ``"grad-input"``, ``"integrated-gradients"``), each ``[len(tokens),
             len(source_tokens)]`` with rows summing to 1, when asked (``explain``).
-        shown: the method a figure draws (``"attention"`` or one of ``explanations``).
+        shown: the method a figure draws and the page opens on (``"attention"`` or the
+            first of ``explanations`` asked for).
+        why: one sentence saying how far attention can be trusted on this run, or which
+            method to add instead (`attnkit.apps.translate.page.translate_trust`); None
+            when ``explain`` chose the methods.
         alignment: word links ``(source word, output word)`` between ``source.split()`` and
             ``text.split()`` (0-based), when asked (``alignments=True``).
         alignment_method: how ``alignment`` was found.
@@ -64,9 +135,13 @@ class TranslationPrediction(Prediction):
     score: float
     unknown: float = 0.0
     truncated: int = 0
+    unknown_words: list[str] = field(default_factory=list)
+    word_count: int = 0
+    subword: bool = False
     layer_weights: np.ndarray | None = None
     explanations: dict[str, np.ndarray] | None = None
     shown: str = "attention"
+    why: str | None = None
     alignment: list[tuple[int, int]] | None = None
     alignment_method: str | None = None
     piece_links: list[tuple[int, int]] | None = None
@@ -85,25 +160,50 @@ class TranslationPrediction(Prediction):
 
         Returns:
             Tokens of every sentence end to end; the score of the whole output (the sum: the
-            sentences are decoded independently); ``unknown`` over all source tokens;
+            sentences are decoded independently); ``unknown`` over all source words;
             ``truncated`` summed; no weights of its own (see ``sentences``).
         """
-        read = sum(len(p.source_tokens) for p in parts)
+        words = sum(p.word_count for p in parts)
+        unknown = [w for p in parts for w in p.unknown_words]
         return cls(source, [t for p in parts for t in p.source_tokens],
                    [t for p in parts for t in p.tokens], text, None,
-                   sum(p.score for p in parts),
-                   sum(p.unknown * len(p.source_tokens) for p in parts) / max(read, 1),
-                   sum(p.truncated for p in parts), shown=parts[0].shown, sentences=list(parts))
+                   sum(p.score for p in parts), len(unknown) / words if words else 0.0,
+                   sum(p.truncated for p in parts), unknown, words, parts[0].subword,
+                   shown=parts[0].shown, why=parts[0].why, sentences=list(parts))
+
+    def words(self) -> Words:
+        """This prediction's tokens as whole words (`Words`; an input of several sentences:
+        its sentences' words end to end)."""
+        if self.sentences is not None:
+            parts = [p.words() for p in self.sentences]
+            out = Words([], [], [], [])
+            for w in parts:
+                out.src_owner += [[k + len(out.source)] for [k] in w.src_owner]
+                out.tgt_owner += [[k + len(out.target)] for [k] in w.tgt_owner]
+                out.source += w.source
+                out.target += w.target
+            return out
+        if not self.subword:
+            return Words(list(self.source_tokens), list(self.tokens),
+                         [[k] for k in range(len(self.source_tokens))],
+                         [[k] for k in range(len(self.tokens))])
+        source, src_owner = join_pieces(self.source_tokens)
+        target, tgt_owner = join_pieces(self.tokens)
+        return Words(source, target, src_owner, tgt_owner)
 
     def to_dict(self) -> dict[str, Any]:
-        row = {"source": self.source, "text": self.text, "tokens": self.tokens,
-               "source_tokens": self.source_tokens, "score": round(self.score, 6),
-               "unknown": round(self.unknown, 4), "truncated": self.truncated,
-               "weights": rounded(self.weights, 4)}
+        """The prediction in whole words (`words`): tokens, attention and explanations."""
+        w = self.words()
+        row = {"source": self.source, "text": self.text, "tokens": w.target,
+               "source_tokens": w.source, "score": round(self.score, 6),
+               "unknown": round(self.unknown, 4), "unknown_words": self.unknown_words,
+               "truncated": self.truncated, "warning": self.warning(),
+               "weights": rounded(w.matrix(self.weights), 4)}
         if self.layer_weights is not None:
-            row["layer_weights"] = rounded(self.layer_weights, 4)
+            row["layer_weights"] = rounded(w.matrix(self.layer_weights), 4)
         if self.explanations:
-            row["explanations"] = {k: rounded(v, 4) for k, v in self.explanations.items()}
+            row["explanations"] = {k: rounded(w.matrix(v), 4)
+                                   for k, v in self.explanations.items()}
         if self.alignment is not None:
             row["alignment"] = " ".join(f"{i}-{j}" for i, j in self.alignment)
             row["alignment_method"] = self.alignment_method
@@ -138,18 +238,18 @@ class TranslationPrediction(Prediction):
         return self.shown_weights() if self.shown == "attention" else None
 
     def figure(self):
-        """The alignment heatmap (target tokens down, source tokens across; an input of
-        several sentences: their blocks on the diagonal)."""
+        """The alignment heatmap in whole words (`words`: target words down, source words
+        across; an input of several sentences: their blocks on the diagonal)."""
         from attnkit.viz.heatmap import alignment_figure
 
-        weights = self.shown_weights()
+        weights, words = self.shown_weights(), self.words()
         if weights is None:
             raise UsageError(f"no attention weights for {self.source!r}: the model has none "
                              "(attention='none'), or they were not kept (CTranslate2 engine)")
         if not self.tokens:
             raise UsageError(f"the translation of {self.source!r} is empty: nothing to plot")
         title = self.source if self.shown == "attention" else f"{self.source} ({self.shown})"
-        return alignment_figure(weights, self.source_tokens, self.tokens, title=title)
+        return alignment_figure(words.matrix(weights), words.source, words.target, title=title)
 
     @classmethod
     def page(cls, predictions: Sequence[TranslationPrediction],
@@ -164,8 +264,8 @@ class TranslationPrediction(Prediction):
         """One line on what the model could not read, or None when it read everything (or
         when `warning` says it)."""
         parts = []
-        if self.unknown and not self.warning():
-            parts.append(f"{self.unknown:.0%} of its tokens are unknown to the model")
+        if self.unknown_words and not self.warning():
+            parts.append(self.unknown_line())
         if self.truncated:
             cut = [p for p in self.sentences or [self] if p.truncated]
             parts.append(f"{self.truncated} tokens cut off after the first "
@@ -174,14 +274,42 @@ class TranslationPrediction(Prediction):
                             if self.sentences else ""))
         return "; ".join(parts) or None
 
+    def unknown_line(self) -> str:
+        names = list(dict.fromkeys(self.unknown_words))
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        return (f"{len(self.unknown_words)} of the {self.word_count} words it read "
+                f"{'is' if len(self.unknown_words) == 1 else 'are'} unknown to the run "
+                f"({shown})")
+
+    def confidence(self) -> float:
+        """The model's mean probability per output token (the geometric mean, EOS counted)."""
+        return math.exp(self.score / (len(self.tokens) + 1))
+
+    def doubts(self) -> list[str]:
+        """What the output itself says against it, per sentence: a decoder stuck in a loop
+        (`repeated`), else a mean probability below `LOW_CONFIDENCE`."""
+        out = []
+        parts = self.sentences or [self]
+        for k, p in enumerate(parts, 1):
+            where = f" (sentence {k})" if len(parts) > 1 else ""
+            loop = repeated(p.tokens, p.source)
+            if loop:
+                out.append(f"its output repeats {loop}{where}")
+            elif p.tokens and p.confidence() < LOW_CONFIDENCE:
+                out.append(f"the model is unsure of its output{where} (a mean probability of "
+                           f"{p.confidence():.2f} per token)")
+        return out
+
     def warning(self) -> str | None:
-        """One line when more than `UNKNOWN_WARNING` of the input's tokens are unknown to the
-        run: its translation is then mostly a guess."""
-        if self.unknown <= UNKNOWN_WARNING:
+        """One line when the run cannot read the input (more than `UNKNOWN_WARNING` of its
+        words unknown: it can only guess them) or its output gives it away (`doubts`: the
+        translation is then likely wrong)."""
+        parts = [self.unknown_line()] if self.unknown > UNKNOWN_WARNING else []
+        doubts = self.doubts()
+        if not parts and not doubts:
             return None
-        return (f"{self.unknown:.0%} of its tokens are unknown to the run (more than "
-                f"{UNKNOWN_WARNING:.0%}): the translation is mostly a guess; use a run trained "
-                "on text like it")
+        verdict = "the translation is likely wrong" if doubts else "it can only guess them"
+        return "; ".join(parts + doubts) + f": {verdict} (use a run trained on text like it)"
 
 
 def most_reordered(predictions: Sequence[TranslationPrediction]) -> TranslationPrediction:

@@ -31,10 +31,12 @@ from attnkit.apps.translate.pipeline import (
     APP,
     SUBWORD_FILE,
     VOCAB_FILES,
+    WORDS_FILE,
     TranslatePipeline,
     run_model_config,
     run_pipeline,
     source_limit,
+    training_words,
     vocab_digest,
 )
 from attnkit.apps.translate.settings import (
@@ -148,7 +150,12 @@ def prepare(config: TranslateConfig, log: Log) -> TranslatePrepared:
         log(drops.format("the training split"))
     src_vocab, tgt_vocab = _build_vocabs(s, tokens)
     model_config = build_model_config(s, src_vocab, tgt_vocab)
-    pipeline = TranslatePipeline(codec, src_vocab, tgt_vocab, source_limit(model_config))
+    # A subword model reads any word: the training words say which ones it never saw.
+    known = training_words(en for en, _ in splits["train"]) if s.subword else None
+    if known is not None:
+        files[WORDS_FILE] = known
+    pipeline = TranslatePipeline(codec, src_vocab, tgt_vocab, source_limit(model_config),
+                                 known)
     log(f"data: {len(tokens)} training pairs, {len(splits['valid'])} valid, "
         f"{len(splits['test'])} test; vocabulary {len(src_vocab)} en / {len(tgt_vocab)} fr")
     valid = min(len(splits["valid"]), s.valid_sample or len(splits["valid"]))

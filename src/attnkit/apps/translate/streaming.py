@@ -2,8 +2,9 @@
 decoding chooses it, and each sentence's whole `TranslationPrediction` the step it ends.
 
 `stream` runs `attnkit.decoding.greedy_steps` (the greedy decoder itself, one step at a time)
-over a batch of sentences and turns every step into a `StreamStep`: the tokens chosen at that
-step (with the sentence they belong to and their row over its source tokens) and the sentences
+over a batch of sentences and turns every step into a `StreamStep`: the words completed at that
+step (a subword run's word once its last piece is chosen; with the sentence it belongs to and
+its row over the source words) and the sentences
 that ended there, as the same predictions `AttnkitEngine.translate` returns with ``beam=1``.
 A server sends each step as it comes (``POST /v1/translate/stream``); several requests share
 one batch. Beam search cannot stream: its best hypothesis is known only at the end.
@@ -38,6 +39,7 @@ from torch import Tensor
 from attnkit.apps.translate.engines import AttnkitEngine
 from attnkit.apps.translate.paragraphs import text_sentences
 from attnkit.apps.translate.prediction import TranslationPrediction
+from attnkit.data.subword import MARK, join_pieces
 from attnkit.data.vocab import UNK
 from attnkit.decoding import Hypothesis, greedy_steps, padded_sources
 
@@ -48,12 +50,12 @@ class StreamedToken:
 
     Attributes:
         sentence: the index of its sentence among those given to `stream`.
-        position: its index in that sentence's output tokens (specials not counted).
-        token: the target token (``<unk>`` already replaced by the most attended source token
-            when asked).
-        weights: ``[len(source_tokens)]``, its attention over the source tokens (a
-            Transformer's last decoder layer, averaged over heads); None when not asked or
-            the model has none.
+        position: its index in that sentence's output words.
+        token: the target word (a subword run's pieces joined; ``<unk>`` already replaced by
+            the most attended source token when asked).
+        weights: ``[len(source words)]``, its attention over the source words (a
+            Transformer's last decoder layer, averaged over heads; gathered as
+            `TranslationPrediction.words` does); None when not asked or the model has none.
         part: which sentence of its text (`stream_texts`; 0 for `stream`).
     """
 
@@ -77,7 +79,7 @@ class SentenceStart:
     Attributes:
         sentence: which sentence of its text (0 = the first).
         source: the sentence.
-        source_tokens: what its tokens' attention rows are over.
+        source_tokens: the source words its tokens' attention rows are over.
     """
 
     sentence: int
@@ -93,11 +95,11 @@ class StreamStep:
     """What one decoder step produced.
 
     Attributes:
-        tokens: the tokens chosen at this step (at most one per sentence; none for a sentence
-            that ended with EOS).
+        tokens: the words completed at this step (at most one per sentence; with subwords,
+            two when the sentence ends there).
         finished: the sentences that ended at this step, by index, with their whole
             prediction.
-        sources: in the first step only, the source tokens of every sentence (what the
+        sources: in the first step only, the source words of every sentence (what the
             attention rows are over), by index; `stream_texts`: a `SentenceStart` per text
             whose next sentence starts at this step.
     """
@@ -109,12 +111,13 @@ class StreamStep:
 
 @dataclass
 class _Growing:
-    """One sentence's output so far."""
+    """One sentence's output so far, and the pieces of its word not yet sent."""
 
     ids: list[int] = field(default_factory=list)
     rows: list[Tensor] = field(default_factory=list)
     score: float = 0.0
     shown: int = 0
+    pending: list[tuple[str, Tensor | None]] = field(default_factory=list)
 
 
 def stream(engine: AttnkitEngine, sentences: Sequence[str], *, attention: bool | str = True,
@@ -201,13 +204,17 @@ def _steps(engine: AttnkitEngine, sentences: list[str],
     device = next(model.parameters()).device
     src, src_len = padded_sources([ids for _, ids, _ in encoded], model.config.pad_id, device)
     growing, first = [_Growing() for _ in sentences], True
+    # Tokens are sent as whole words: a subword piece waits until the next piece starts a new
+    # word (or the sentence ends), then its word goes out with its row over the source words.
+    subword = engine.pipeline.codec.subword is not None
+    words = [_source_words(enc[0], subword) for enc in encoded]
     # greedy_steps runs each model call under no_grad by itself: no context is held across a
     # yield, so a server may advance several streams in turn on one thread.
     for step in greedy_steps(model, src, src_len, need_weights=need):
         rows = None if step.weights is None else step.weights.float().cpu()
         out = StreamStep()
         if first:
-            out.sources, first = {i: list(enc[0]) for i, enc in enumerate(encoded)}, False
+            out.sources, first = {i: w[0] for i, w in enumerate(words)}, False
         for k, (b, tok, lp, done) in enumerate(zip(step.rows.tolist(), step.tokens,
                                                    step.log_probs, step.done, strict=True)):
             g, source_tokens = growing[b], encoded[b][0]
@@ -218,8 +225,14 @@ def _steps(engine: AttnkitEngine, sentences: list[str],
                 if row is not None:
                     g.rows.append(row)
                 if tok not in skip:
-                    out.tokens.append(_token(b, g, vocab.itos[tok], row, source_tokens,
-                                             unk_replace, keep))
+                    piece, flat = _piece(vocab.itos[tok], row, source_tokens, unk_replace)
+                    if g.pending and piece.startswith(MARK):
+                        out.tokens.append(_word(b, g, words[b][1], keep))
+                    g.pending.append((piece, flat))
+                    if not subword:   # a word run's token is a word
+                        out.tokens.append(_word(b, g, words[b][1], keep))
+            if done and g.pending:
+                out.tokens.append(_word(b, g, words[b][1], keep))
             if done:
                 hyp = Hypothesis(g.ids, _stacked(g.rows, rows, len(source_tokens)),
                                  g.score, tok == eos)
@@ -228,16 +241,39 @@ def _steps(engine: AttnkitEngine, sentences: list[str],
         yield out
 
 
-def _token(sentence: int, g: _Growing, word: str, row: Tensor | None,
-           source_tokens: list[str], unk_replace: bool, keep: bool) -> StreamedToken:
+def _source_words(tokens: list[str], subword: bool) -> tuple[list[str], np.ndarray]:
+    """A sentence's source words and ``[pieces, words]``: which word each piece belongs to."""
+    if not subword:
+        return list(tokens), np.eye(len(tokens), dtype=np.float32)
+    words, owner = join_pieces(tokens)
+    gather = np.zeros((len(tokens), len(words)), np.float32)
+    gather[np.arange(len(tokens)), [k for [k] in owner]] = 1.0
+    return words, gather
+
+
+def _piece(piece: str, row: Tensor | None, source_tokens: list[str],
+           unk_replace: bool) -> tuple[str, Tensor | None]:
+    """An output piece (``<unk>`` replaced by the most attended source piece when asked) and
+    its row over the source pieces (a Transformer's last layer, averaged over heads)."""
     flat = None
     if row is not None:
         flat = row[-1].mean(dim=0) if row.dim() == 3 else row  # [layers, heads, S]: the last
-    if unk_replace and word == UNK and flat is not None and source_tokens:
-        word = source_tokens[int(flat.argmax())]
+    if unk_replace and piece == UNK and flat is not None and source_tokens:
+        piece = source_tokens[int(flat.argmax())]
+    return piece, flat
+
+
+def _word(sentence: int, g: _Growing, gather: np.ndarray, keep: bool) -> StreamedToken:
+    """The word of ``g``'s pending pieces: their text joined, the mean of their rows summed
+    over the pieces of each source word (as `TranslationPrediction.words` gathers them)."""
+    text = "".join(p for p, _ in g.pending).replace(MARK, "")
+    rows = [r for _, r in g.pending if r is not None]
+    weights = None
+    if rows and keep:
+        weights = torch.stack(rows).mean(dim=0).numpy() @ gather
+    g.pending = []
     g.shown += 1
-    return StreamedToken(sentence, g.shown - 1, word,
-                         None if flat is None or not keep else flat.numpy())
+    return StreamedToken(sentence, g.shown - 1, text, weights)
 
 
 def _stacked(rows: list[Tensor], step_rows: Tensor | None, width: int) -> Tensor | None:
