@@ -1,16 +1,15 @@
 """The compiled Transformer decoder (`attnkit.models.compiled`): its graphs give the eager
 model's tokens, greedy and beam, for batches of any size, one sentence and one-token sources
-included; built by AOTInductor they give the same (#44)."""
+included (built by AOTInductor: tests/apps/translate/test_compiled_decoding.py) (#44)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from attnkit.compiler import Packages, weights_digest
 from attnkit.decoding import beam_search, greedy_decode
 from attnkit.models import TransformerConfig, TransformerSeq2Seq
-from attnkit.models.compiled import GRAPHS, CompiledTransformer, graph_specs
+from attnkit.models.compiled import CompiledTransformer, graph_specs
 
 
 @pytest.fixture(scope="module")
@@ -57,14 +56,3 @@ def test_weights_are_refused(model):
     fast = CompiledTransformer(model, {k: v[0] for k, v in graph_specs(model).items()})
     with pytest.raises(ValueError, match="computes no attention weights"):
         fast.encode(torch.tensor([[5]]), torch.tensor([1]), weights="last")
-
-
-def test_the_built_graphs_decode_as_the_model(model, tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTNKIT_CACHE", str(tmp_path))
-    lines = []
-    graphs = Packages("test", weights_digest(model.state_dict())).build(graph_specs(model),
-                                                                          lines.append)
-    assert graphs is not None, lines
-    same_tokens(model, CompiledTransformer(model, graphs))
-    again = Packages("test", weights_digest(model.state_dict())).load(GRAPHS, lines.append)
-    assert again is not None and lines == []

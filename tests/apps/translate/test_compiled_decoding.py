@@ -1,0 +1,119 @@
+"""Compiled decoding as a user meets it (#44): ``translate compile`` builds it once into the
+user's cache; ``--compile auto`` then decodes large calls compiled, never one sentence, and
+never before it is built; ``on`` builds it; the outputs are the eager model's; a build that
+cannot run, or packages planted in a run folder, change nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from attnkit.apps.translate import load_run
+from attnkit.cli.main import main
+from attnkit.compiler import cache_root
+
+TINY = ["--arch", "transformer", "--d-model", "32", "--heads", "2", "--layers", "2",
+        "--ff-dim", "48", "--batch-size", "16", "--lr", "3e-3", "--no-progress",
+        "--examples", "0"]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(one_thread):
+    """Tiny models: one thread is the fastest (conftest's ``one_thread``)."""
+
+
+@pytest.fixture(scope="module")
+def run(number_pairs, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("compiled")
+    number_pairs(folder / "pairs.tsv", n=300, seed=0, words=8, max_words=5)
+    assert main(["translate", "train", "--data", str(folder / "pairs.tsv"), "--out",
+                 str(folder / "run"), "--epochs", "4", "--max-minutes", "0", *TINY]) == 0
+    return folder / "run"
+
+
+@pytest.fixture(scope="module")
+def built(run, tmp_path_factory):
+    """A user cache holding the run's compiled decoding, built once by `translate compile`."""
+    cache = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ATTNKIT_CACHE", str(cache))
+        assert main(["translate", "compile", str(run), "--threads", "1"]) == 0
+    return cache
+
+
+SENTENCES = ["one two three .", "four .", "five six seven eight one .", "two", "three one ."]
+
+
+def test_compiled_translations_are_the_eager_ones(run, built, monkeypatch, capsys):
+    monkeypatch.setenv("ATTNKIT_CACHE", str(built))
+    many = SENTENCES * 14                                     # 70 >= AUTO_MIN_SENTENCES
+    eager = load_run(run, compile="off").engine
+    fast = load_run(run, compile="auto").engine
+    for beam in (1, 3):
+        want = [p.text for p in eager.translate(many, beam=beam)]
+        assert [p.text for p in fast.translate(many, beam=beam)] == want
+        assert fast.path == "compiled"
+        assert [p.text for p in fast.translate(SENTENCES[3:4], beam=beam)] == want[3:4]
+    capsys.readouterr()
+
+
+def test_auto_never_waits_for_a_compile(run, tmp_path, monkeypatch, built):
+    monkeypatch.setenv("ATTNKIT_CACHE", str(built))
+    engine = load_run(run, compile="auto").engine
+    engine.translate(SENTENCES)                   # a few sentences: eager, nothing loaded
+    assert engine.path == "eager"
+    monkeypatch.setenv("ATTNKIT_CACHE", str(tmp_path / "empty"))
+    engine = load_run(run, compile="auto").engine
+    engine.translate(SENTENCES * 20)              # many, but nothing built: eager
+    assert engine.path == "eager" and not (tmp_path / "empty").exists()
+
+
+def test_eval_with_compile_on_scores_as_eager(run, built, monkeypatch, capsys):
+    monkeypatch.setenv("ATTNKIT_CACHE", str(built))
+    scores = {}
+    for mode in ("off", "on"):
+        assert main(["translate", "eval", "--run", str(run), "--compile", mode, "--beam", "2",
+                     "--json"]) == 0
+        scores[mode] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["bleu"]
+    assert scores["on"] == scores["off"]
+
+
+def test_a_build_that_cannot_run_stays_eager(run, tmp_path, monkeypatch, capsys):
+    import torch._inductor.config as inductor
+
+    monkeypatch.setenv("ATTNKIT_CACHE", str(tmp_path))
+    engine = load_run(run, compile="on").engine
+    want = [p.text for p in load_run(run, compile="off").engine.translate(SENTENCES)]
+    with inductor.patch({"cpp.cxx": ("/no/such/compiler",)}):
+        got = [p.text for p in engine.translate(SENTENCES)]
+    assert got == want and engine.path == "eager"
+    warned = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(warned) == 1 and "could not be compiled" in warned[0]
+
+
+def test_packages_in_a_run_folder_are_never_loaded(run, tmp_path, monkeypatch, built):
+    """Packages are code: a copy of the user's cache planted in the run is ignored."""
+    import shutil
+
+    planted = run / "compiled"
+    shutil.copytree(built / "compiled", planted)
+    try:
+        monkeypatch.setenv("ATTNKIT_CACHE", str(tmp_path / "empty"))
+        engine = load_run(run, compile="auto").engine
+        engine.translate(SENTENCES * 20)
+        assert engine.path == "eager"
+        assert engine.packages().folder.parent == cache_root() != planted
+    finally:
+        shutil.rmtree(planted)
+
+
+def test_an_rnn_run_is_not_compiled(number_pairs, tmp_path, capsys):
+    number_pairs(tmp_path / "pairs.tsv", n=60, seed=0, words=5, max_words=3)
+    assert main(["translate", "train", "--data", str(tmp_path / "pairs.tsv"), "--out",
+                 str(tmp_path / "rnn"), "--epochs", "1", "--hidden", "16", "--emb-dim", "8",
+                 "--no-progress", "--examples", "0"]) == 0
+    capsys.readouterr()
+    assert main(["translate", "compile", str(tmp_path / "rnn")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "an RNN run" in err[0]
