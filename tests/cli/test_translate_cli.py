@@ -13,6 +13,7 @@ import time
 import pytest
 import torch
 
+from attnkit.apps.translate import APP
 from attnkit.cli.main import main
 from attnkit.training.run_folder import RunLock
 
@@ -122,6 +123,28 @@ def test_an_eval_run_otherwise_writes_beside_the_runs_figures(run_dir, capsys):
     assert cli("eval", "--run", str(run_dir), "--json") == 0     # as the training's: in place
     assert json.loads((run_dir / "test_metrics.json").read_text())["bleu"] == own["bleu"]
     capsys.readouterr()
+
+
+def test_the_reports_examples_are_translated_as_predict_translates(run_dir, tmp_path,
+                                                                   monkeypatch):
+    """#45: a two-sentence test line was decoded whole for the report and its heatmap (the
+    output looped), while predict splits it and translates each sentence."""
+    from attnkit.apps.translate import evaluation, load_run
+    from attnkit.data import translation_splits
+
+    line = "one two three . four five ."
+    monkeypatch.setattr(translation_splits, "load_splits",
+                        lambda *a, **k: {"test": [(line, "un deux trois . quatre cinq .")]})
+    import shutil
+
+    run = shutil.copytree(run_dir, tmp_path / "run")
+    logged = []
+    loaded = load_run(run)
+    evaluation.after_training(loaded, json.loads((run / "test_metrics.json").read_text()),
+                              logged.append)
+    shown = next(entry for entry in logged if entry.startswith("  EN  "))
+    want = APP.predict(loaded, [line])[0].text
+    assert f"  OUT {want}\n" in shown
 
 
 def test_a_paragraph_comes_back_whole(run_dir, capsys):

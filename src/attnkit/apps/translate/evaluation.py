@@ -134,7 +134,8 @@ def after_training(loaded: TranslateLoaded, metrics: dict[str, Any], log: Log) -
     groups = group_references(load_splits(loaded.config["data"], progress=False)["test"])
     sources, refs = [en for en, _ in groups[:100]], [r for _, r in groups[:100]]
     engine = loaded.engine
-    preds = engine.translate(sources, attention=engine.has_attention)
+    # As `predict` translates them: a line of two sentences, one sentence at a time.
+    preds = translate_texts(engine, sources, attention=engine.has_attention)
     for p, r in list(zip(preds, refs, strict=True))[:n]:
         log(f"  EN  {p.source}\n  OUT {p.text}\n  REF {r[0]}")
     if not engine.has_attention:
@@ -148,7 +149,7 @@ def after_training(loaded: TranslateLoaded, metrics: dict[str, Any], log: Log) -
     if not any(p.tokens for p in preds[:n]):
         log(f"no report.html: no example to show (--examples {n}, or empty translations)")
         return
-    shown_all = engine.translate(sources[:n], attention="all")
+    shown_all = translate_texts(engine, sources[:n], attention="all")
     note_trust(shown_all, loaded.model.config)
     write_output(loaded.path / "report.html", PAGE,
                  report_page(metrics, shown_all, refs[:n], loaded.summary()), run=loaded.path)
