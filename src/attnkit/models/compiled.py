@@ -3,12 +3,13 @@ encoder, with every decoder layer's cross-attention keys and values, and the inc
 behind the step API (`attnkit.models.step`), so greedy and beam search run it as they run the
 model itself.
 
-The graphs' sizes never depend on the step: rows are ``[sentences, beams]`` (greedy: one beam),
-the self-attention cache is ``[layers, sentences, beams, heads, capacity, head_dim]`` and a step
-attends over all of it with the positions not yet written masked out, so one compiled step
-serves every position, batch, beam and source length. A step returns the new keys and values;
-writing them, reordering rows and growing the cache stay eager, a few copies a step. No
-attention weights are computed: the weights path is the eager model's.
+One compiled step serves every position, batch, beam and source length: rows are ``[sentences,
+beams]`` (greedy: one beam), and the self-attention cache is time-major, ``[capacity, layers,
+sentences, beams, heads, head_dim]``, so the positions written so far are a contiguous
+``cache[:t]`` that the step reads, as eager decoding does, however long the cache is. A step
+returns the new keys and values; writing them, reordering rows and growing the cache stay
+eager, a few copies a step. No attention weights are computed: the weights path is the eager
+model's.
 
 Example:
     ```python
@@ -48,7 +49,7 @@ class GraphState:
         src_keys, src_values: ``[layers, sentences, heads, S, head_dim]`` cross-attention.
         src_bias: ``[sentences, 1, 1, S]``: 0 at real positions, the dtype's lowest value at
             padding (added to the scores).
-        self_keys, self_values: ``[layers, sentences, beams, heads, capacity, head_dim]``,
+        self_keys, self_values: ``[capacity, layers, sentences, beams, heads, head_dim]``,
             the first ``length`` positions written.
         positions: ``[P, d]`` the position table.
         length: target positions fed so far.
@@ -104,8 +105,9 @@ class EncoderGraph(nn.Module):
 
 class StepGraph(nn.Module):
     """One decoder step of every row: ``tokens [N, g]`` at ``position [1]`` over the cache
-    ``[L, N, g, H, C, hd]`` (positions ``< position`` written) and the source -> (logits
-    ``[N, g, V]``, the new keys and values ``[L, N, g, H, hd]``). Pre-norm, as
+    ``[T, L, N, g, H, hd]`` (its positions ``< position`` are attended; the first step passes
+    one unwritten position, masked out) and the source -> (logits ``[N, g, V]``, the new keys
+    and values ``[L, N, g, H, hd]``). Pre-norm, as
     `attnkit.models.transformer.DecoderLayer.step`; self-attention is ``softmax(q·K / √hd) V``
     over the cached positions and the new one, the ``g`` rows of a sentence its queries over
     its one copy of the source."""
@@ -119,11 +121,11 @@ class StepGraph(nn.Module):
                 ) -> tuple[Tensor, Tensor, Tensor]:
         m = self.model
         n, g = tokens.shape
-        capacity = self_keys.shape[4]
+        past_len = self_keys.shape[0]
         y = (m.tgt_embedding(tokens) * math.sqrt(m.config.d_model)
              + positions.index_select(0, position))                           # [N, g, d]
-        written = torch.zeros(capacity, dtype=y.dtype, device=y.device).masked_fill(
-            torch.arange(capacity, device=y.device) >= position, torch.finfo(y.dtype).min)
+        written = torch.zeros(past_len, dtype=y.dtype, device=y.device).masked_fill(
+            torch.arange(past_len, device=y.device) >= position, torch.finfo(y.dtype).min)
         new_keys, new_values = [], []
         for i, layer in enumerate(m.decoder_layers):
             sa, ca = layer.self_attn, layer.cross_attn
@@ -133,10 +135,10 @@ class StepGraph(nn.Module):
                 n, g, 3, h, hd).unbind(2)                                      # [N, g, H, hd]
             new_keys.append(k)
             new_values.append(v)
-            past = torch.einsum("nghd,nghcd->nghc", q, self_keys[i]) * scale + written
+            past = torch.einsum("nghd,tnghd->nght", q, self_keys[:, i]) * scale + written
             p = torch.softmax(torch.cat([past, (q * k).sum(-1, keepdim=True) * scale], -1), -1)
-            ctx = (torch.einsum("nghc,nghcd->nghd", p[..., :capacity], self_values[i])
-                   + p[..., capacity:] * v)
+            ctx = (torch.einsum("nght,tnghd->nghd", p[..., :past_len], self_values[:, i])
+                   + p[..., past_len:] * v)
             y = y + sa.out_proj(ctx.reshape(n, g, h * hd))
             q = F.linear(layer.norm2(y), ca.in_proj_weight[:ca.inner_dim],
                          ca.in_proj_bias[:ca.inner_dim]).view(n, g, h, hd)
@@ -157,7 +159,7 @@ def graph_specs(model: TransformerSeq2Seq) -> dict[str, tuple[nn.Module, tuple, 
     """The two graphs to compile (`attnkit.compiler.Packages.build`): each module, example
     arguments and the sizes left free (sentences, beams, source length, capacity, table)."""
     sentences, beams = Dim("sentences", min=1, max=1 << 16), Dim("beams", min=1, max=1024)
-    length, capacity = Dim("length", min=1, max=1 << 16), Dim("capacity", min=2, max=1 << 17)
+    length, capacity = Dim("length", min=1, max=1 << 16), Dim("past", min=1, max=1 << 17)
     table = Dim("table", min=2, max=1 << 17)
     attn = model.decoder_layers[0].self_attn
     layers, h, hd = len(model.decoder_layers), attn.num_heads, attn.head_dim
@@ -165,13 +167,13 @@ def graph_specs(model: TransformerSeq2Seq) -> dict[str, tuple[nn.Module, tuple, 
     n, g, s, c, t = 5, 7, 11, 29, 31
     p = next(model.parameters())
     src = torch.full((n, s), 4, dtype=torch.long, device=p.device)
-    cache = p.new_zeros(layers, n, g, h, c, hd)
+    cache = p.new_zeros(c, layers, n, g, h, hd)
     source = p.new_zeros(layers, n, h, s, hd)
     # Distinct tensors: one passed twice would be one input to the exported graph.
     step_args = (src[:, :g].contiguous(), torch.tensor([1], device=p.device), cache,
                  cache.clone(), source, source.clone(), p.new_zeros(n, 1, 1, s),
                  p.new_zeros(t, model.config.d_model))
-    cache_dims = {1: sentences, 2: beams, 4: capacity}
+    cache_dims = {0: capacity, 2: sentences, 3: beams}
     source_dims = {1: sentences, 3: length}
     return {"encoder": (EncoderGraph(model), (src, torch.full((n,), s, device=p.device)),
                         ({0: sentences, 1: length}, {0: sentences})),
@@ -209,8 +211,9 @@ class CompiledTransformer(nn.Module):
         source, keys, values, bias = self._encode(src.contiguous(), src_lengths.contiguous())
         attn = self.model.decoder_layers[0].self_attn
         capacity = 2 * src.shape[1] + 8       # as the eager model's; doubled when full
-        cache = source.new_zeros(len(self.model.decoder_layers), src.shape[0], beams,
-                                 attn.num_heads, capacity, attn.head_dim)
+        cache = source.new_empty(capacity, len(self.model.decoder_layers), src.shape[0], beams,
+                                 attn.num_heads, attn.head_dim)
+        cache[0] = 0.0    # the first step reads it, masked out: finite, never NaN
         positions = self.model._position_table(capacity, source)
         return GraphState(source, src_lengths, keys, values, bias, cache, cache.clone(),
                           positions)
@@ -221,29 +224,34 @@ class CompiledTransformer(nn.Module):
         if weights != "none" or tokens.dim() != 2 or tokens.shape[1] != 1:
             raise ValueError("the compiled decoder feeds one token a row and computes no "
                              f"weights, got tokens {tuple(tokens.shape)}, weights {weights!r}")
-        t, (n, g) = state.length, state.self_keys.shape[1:3]
-        if t >= state.self_keys.shape[4]:
-            _grow(state, 2 * state.self_keys.shape[4])
+        t, (n, g) = state.length, state.self_keys.shape[2:4]
+        if t >= state.self_keys.shape[0]:
+            _grow(state, 2 * state.self_keys.shape[0])
         if t >= state.positions.shape[0]:
             state.positions = self.model._position_table(2 * t + 2, state.source)
             if t >= state.positions.shape[0]:             # learned positions: past max_len
                 self.model.positions.encoding(1, t)        # raises, naming max_len
+        past = max(t, 1)          # the first step: one position, masked out
         out, keys, values = self._step(tokens.reshape(n, g), tokens.new_tensor([t]),
-                                       state.self_keys, state.self_values, state.src_keys,
-                                       state.src_values, state.src_bias, state.positions)
-        state.self_keys[:, :, :, :, t] = keys
-        state.self_values[:, :, :, :, t] = values
+                                       state.self_keys[:past], state.self_values[:past],
+                                       state.src_keys, state.src_values, state.src_bias,
+                                       state.positions)
+        state.self_keys[t] = keys
+        state.self_values[t] = values
         state.length = t + 1
         return StepOutput(out.reshape(n * g, 1, -1) if logits else None, state, None, None)
 
     def reorder(self, state: GraphState, rows: Tensor,
                 sentences: Tensor | None = None) -> GraphState:
         """The step API's ``reorder``: keep rows ``rows`` (and the sentences ``sentences``)."""
-        layers, _, g, *rest = state.self_keys.shape
+        capacity, layers, _, g, *rest = state.self_keys.shape
+        written = max(state.length, 1)   # what a step reads (`step`); the rest is rewritten
 
         def keep(cache: Tensor) -> Tensor:
-            flat = cache.reshape(layers, -1, *rest).index_select(1, rows)
-            return flat.reshape(layers, rows.shape[0] // g, g, *rest)
+            kept = cache.new_empty(capacity, layers, rows.shape[0] // g, g, *rest)
+            flat = cache[:written].reshape(written, layers, -1, *rest)
+            kept[:written] = flat.index_select(2, rows).view(written, layers, -1, g, *rest)
+            return kept
 
         out = dataclasses.replace(state, self_keys=keep(state.self_keys),
                                   self_values=keep(state.self_values))
@@ -260,6 +268,6 @@ def _grow(state: GraphState, capacity: int) -> None:
     """Give the self-attention cache room for ``capacity`` positions (the written ones kept)."""
     for name in ("self_keys", "self_values"):
         old = getattr(state, name)
-        new = old.new_zeros(*old.shape[:4], capacity, old.shape[5])
-        new[:, :, :, :, :old.shape[4]] = old
+        new = old.new_zeros(capacity, *old.shape[1:])
+        new[:old.shape[0]] = old
         setattr(state, name, new)
