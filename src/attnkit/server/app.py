@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from importlib.resources import files
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, File, Form, UploadFile
+from fastapi import Depends, FastAPI, File, Form, UploadFile
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from fastapi_offline import FastAPIOffline
@@ -55,7 +55,7 @@ from attnkit.server import errors
 from attnkit.server import schemas as s
 from attnkit.server.batching import Job
 from attnkit.server.errors import ApiError
-from attnkit.server.limits import BodyLimit, check_texts, checked_image
+from attnkit.server.limits import RequestLimits, check_texts, checked_image
 from attnkit.server.loaded_runs import ServedRun, load_runs
 from attnkit.server.options import ServeOptions
 from attnkit.server.prometheus import MetricsMiddleware
@@ -71,9 +71,9 @@ that produced it. Errors are `{"error": {"code": ..., "message": ...}}`. The liv
 `/`."""
 log = logging.getLogger("attnkit.server")
 KEYED = [Depends(require_key)]
-service = APIRouter(tags=["server"], responses=s.errors(500))
-predict = APIRouter(prefix="/v1", dependencies=KEYED, tags=["predict"],
-                    responses=s.errors(400, 401, 404, 413, 422, 429, 500, 503))
+# Every route (path, endpoint, keyed, FastAPI's settings): `create_app` adds each to the app
+# itself, since FastAPI walks an included router's routes on every request.
+ROUTES: list[tuple[str, Callable[..., Any], bool, dict[str, Any]]] = []
 BODY, CSS, JS = (files(__package__).joinpath(f"live_page.{kind}").read_text(encoding="utf-8")
                  for kind in ("html", "css", "js"))
 CSP = {"script-src": [TRANSLATION_SCRIPT, SENTIMENT_SCRIPT, CAPTION_SCRIPT],
@@ -84,6 +84,28 @@ LEGEND = ("Pick a run, type a sentence or a review (or drop an image on a captio
           "column a source word, on the explorer's scale (the colour bar): the darker the "
           "cell, the more the model looked at it. The explorer below then shows the whole "
           "answer.")
+
+
+def service(path: str, *, methods: tuple[str, ...] = ("GET",), keyed: bool = False,
+            responses: dict | None = None, **settings: Any) -> Callable:
+    """A decorator: the server's own route ``path`` (``methods``; ``keyed``: asks for a key
+    when the server has keys)."""
+    return _route(path, keyed, methods=list(methods), tags=["server"],
+                  responses={**s.errors(500), **(responses or {})}, **settings)
+
+
+def predict(path: str, *, responses: dict | None = None, **settings: Any) -> Callable:
+    """A decorator: the prediction route ``POST /v1{path}``, keyed."""
+    return _route("/v1" + path, True, methods=["POST"], tags=["predict"], responses={
+        **s.errors(400, 401, 404, 408, 413, 421, 422, 429, 500, 503), **(responses or {})},
+        **settings)
+
+
+def _route(path: str, keyed: bool, **settings: Any) -> Callable:
+    def add(endpoint: Callable) -> Callable:
+        ROUTES.append((path, endpoint, keyed, settings))
+        return endpoint
+    return add
 
 
 def create_app(options: ServeOptions, runs: dict[str, ServedRun] | None = None) -> FastAPI:
@@ -104,21 +126,22 @@ def create_app(options: ServeOptions, runs: dict[str, ServedRun] | None = None) 
                          redoc_url=None, static_url="/docs/static",
                          swagger_ui_parameters={"validatorUrl": None})
     app.state.server = state
-    for router in (service, predict):
-        app.include_router(router)
-    app.add_middleware(BodyLimit, options=options)
+    for path, endpoint, keyed, settings in ROUTES:   # a key is checked only when asked
+        app.add_api_route(path, endpoint, dependencies=KEYED if keyed and options.api_keys
+                          else None, **settings)
+    app.add_middleware(RequestLimits, options=options)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics,   # added last: outermost
                        access_log=options.access_log)
     return app
 
 
-@service.get("/healthz")
+@service("/healthz")
 async def healthz() -> s.Status:
     """Alive: the process answers (a liveness probe)."""
     return s.Status(status="ok")
 
 
-@service.get("/readyz", responses=s.errors(503))
+@service("/readyz", responses=s.errors(503))
 async def readyz(state: State) -> s.Status:
     """Ready: every model loaded, its queues running, no stop begun (503 otherwise)."""
     if state.draining or not state.ready:
@@ -127,7 +150,7 @@ async def readyz(state: State) -> s.Status:
     return s.Status(status="ready")
 
 
-@service.get("/v1/models", dependencies=KEYED, responses=s.errors(401))
+@service("/v1/models", keyed=True, responses=s.errors(401))
 async def models(state: State) -> s.ModelsResponse:
     """Every loaded run (its app, name, model summary and test metrics) and the limits a
     request must keep."""
@@ -135,20 +158,19 @@ async def models(state: State) -> s.ModelsResponse:
                             limits=state.options.limits())
 
 
-@service.get("/metrics", dependencies=KEYED, response_class=PlainTextResponse,
-             responses=s.errors(401))
+@service("/metrics", keyed=True, response_class=PlainTextResponse, responses=s.errors(401))
 async def metrics(state: State) -> Response:
     """The Prometheus text format (`attnkit.server.prometheus`)."""
     body, content_type = state.metrics.render()
     return Response(body, media_type=content_type)
 
 
-@service.get("/favicon.ico", include_in_schema=False)
+@service("/favicon.ico", include_in_schema=False)
 async def favicon() -> Response:
     return Response(status_code=204)   # no icon, and no 404 in a browser's console
 
 
-@service.get("/", response_class=HTMLResponse, include_in_schema=False)
+@service("/", methods=("GET", "HEAD"), response_class=HTMLResponse, include_in_schema=False)
 async def live_page(state: State) -> HTMLResponse:
     """The live page of this server's runs (module docstring)."""
     # "attention": False for a run that computes none (a CTranslate2 export): no page to ask.
@@ -185,7 +207,7 @@ def translation(p: Any, attention: bool) -> dict[str, Any]:
     return row if attention else {**row, "weights": None}
 
 
-@predict.post("/translate")
+@predict("/translate")
 async def translate(body: s.TranslateRequest, state: State) -> s.TranslateResponse:
     """Translate ``texts``, sentence by sentence; with ``attention``, each target token's
     attention over the source tokens (``weights[target][source]``, each sentence's own)."""
@@ -211,7 +233,7 @@ async def started(body: s.TranslateStreamRequest, state: State
         yield run, job
 
 
-@predict.post("/translate/stream", response_class=EventSourceResponse, responses={200: {
+@predict("/translate/stream", response_class=EventSourceResponse, responses={200: {
     "model": s.StreamEvent, "description": "Server-Sent Events (start, token..., final), "
     "each one's data this schema"}})
 async def translate_stream(body: s.TranslateStreamRequest, state: State,
@@ -236,7 +258,7 @@ async def translate_stream(body: s.TranslateStreamRequest, state: State,
         yield ServerSentEvent(event=kind, data=data)
 
 
-@predict.post("/sentiment")
+@predict("/sentiment")
 async def sentiment(body: s.SentimentRequest, state: State) -> s.SentimentResponse:
     """The sentiment of each review: label, P(positive), and (``attention``) each token's
     share, signed contribution and the most faithful method's scores (``shown``, ``why``)."""
@@ -259,7 +281,7 @@ class CaptionForm(BaseModel):
     page: bool = Field(False, description="also return the explorer page of the image")
 
 
-@predict.post("/caption", responses=s.errors(415))
+@predict("/caption", responses=s.errors(415))
 async def caption(form: Annotated[CaptionForm, Form()], state: State) -> s.CaptionResponse:
     """Caption an uploaded image, with where each word looked (a map over the model's feature
     grid). Its header is checked first: bytes, pixels, an image at all."""
@@ -285,7 +307,7 @@ async def caption(form: Annotated[CaptionForm, Form()], state: State) -> s.Capti
                              captions=[{**p.to_dict(), "image": name} for p in preds])
 
 
-@predict.post("/predict")
+@predict("/predict")
 async def predict_any(body: s.PredictRequest, state: State) -> s.PredictResponse:
     """Predictions of any loaded run whose app reads text (each the app's
     ``Prediction.to_dict``): the route of an app a package adds."""

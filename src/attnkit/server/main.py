@@ -137,21 +137,23 @@ def listen(options: ServeOptions) -> socket.socket:
 def uvicorn_config(app: Any, options: ServeOptions, **more: Any) -> Any:
     """uvicorn's settings: the guarded protocol and its limits, the drain, and the log
     (uvicorn's lines and the server's on stderr, a repeated one once per 10 s; the access
-    log's every line)."""
+    log's every line; each record one line, escaped: `attnkit.server.limits.OneLine`)."""
     from uvicorn.config import LOGGING_CONFIG
 
     from attnkit.server.limits import GuardedConfig, GuardedHTTP
 
     log = copy.deepcopy(LOGGING_CONFIG)
-    log["filters"] = {"repeated": {"()": "attnkit.server.limits.Repeated"}}
-    log["handlers"]["lines"] = dict(log["handlers"]["default"])   # the access log: every line
-    log["handlers"]["default"]["filters"] = ["repeated"]
+    log["filters"] = {"repeated": {"()": "attnkit.server.limits.Repeated"},
+                      "one_line": {"()": "attnkit.server.limits.OneLine"}}
+    log["handlers"]["lines"] = {**log["handlers"]["default"], "filters": ["one_line"]}
+    log["handlers"]["default"]["filters"] = ["repeated", "one_line"]   # Repeated reads templates
     for name, handler in (("attnkit.server", "default"), ("asyncio", "default"),
                           ("attnkit.access", "lines")):
         log["loggers"][name] = {"handlers": [handler], "level": "INFO", "propagate": False}
     return GuardedConfig(app, lifespan="on", log_config=log, access_log=False,
                          http=GuardedHTTP, max_connections=options.max_connections,
-                         header_timeout=options.header_timeout_s, server_header=False,
+                         header_timeout=options.header_timeout_s,
+                         body_timeout=options.body_timeout_s, server_header=False,
                          timeout_graceful_shutdown=max(options.drain_seconds, 0.001), **more)
 
 

@@ -25,7 +25,7 @@ from attnkit.errors import UsageError
 from attnkit.server.batching import Batcher, ModelThread, StreamBatcher
 from attnkit.server.errors import ApiError
 from attnkit.server.loaded_runs import ServedRun
-from attnkit.server.options import ServeOptions
+from attnkit.server.options import IMAGE_CHARS, ServeOptions
 from attnkit.server.prometheus import Metrics
 
 BEARER = HTTPBearer(auto_error=False, description="a key of the server's --api-keys file")
@@ -50,8 +50,9 @@ class ServerState:
         """The app's lifespan: the model thread and every run's queues start; at the stop,
         the queues stop once the requests in flight are answered, then the thread."""
         o, self.thread = self.options, ModelThread()
-        queue = {"max_batch": o.max_batch, "max_wait_s": o.max_wait_ms / 1000,
-                 "max_queue": o.max_queue, "metrics": self.metrics}
+        queue = {"max_batch": o.max_batch, "max_work": o.max_batch_chars,
+                 "max_wait_s": o.max_wait_ms / 1000, "max_queue": o.max_queue,
+                 "metrics": self.metrics}
         for name, run in self.runs.items():
             self.batchers[name] = Batcher(name, run.predict, self.thread, **queue)
             if run.streams:
@@ -96,8 +97,13 @@ class ServerState:
 
     async def submit(self, run: ServedRun, inputs: Sequence[Any], options: dict[str, Any]
                      ) -> list[Any]:
-        """``run``'s results of ``inputs``, batched with others (errors: `Gatherer.queued`)."""
-        return await self.batchers[run.name].submit(inputs, options, self.options.timeout_s)
+        """``run``'s results of ``inputs``, batched with others (errors: `Gatherer.queued`);
+        each input's work is its characters (an image: `IMAGE_CHARS`) times its beam size."""
+        beam = options.get("beam") or options.get("beam_size") or 1
+        text = run.app.inputs != "image"
+        work = [(len(x) if text and isinstance(x, str) else IMAGE_CHARS) * beam for x in inputs]
+        return await self.batchers[run.name].submit(inputs, options, self.options.timeout_s,
+                                                    work)
 
     async def page(self, run: ServedRun, predictions: Sequence[Prediction], asked: bool
                    ) -> str | None:
