@@ -230,3 +230,34 @@ def test_a_log_record_is_one_escaped_line_traceback_included():
     assert "\n" not in line and "\r" not in line and "\x1b" not in line and "\u2028" not in line
     assert line.startswith("error answering /x\\r\\nforged\\u2028\\nTraceback (most recent")
     assert "ValueError: bad path /x\\nINFO:     forged\\x1b[2J" in line
+
+
+def test_the_access_log_writes_a_turn_of_the_event_loop_at_once():
+    import asyncio
+    import io
+
+    from attnkit.server.limits import Lines
+
+    class Stream(io.StringIO):
+        writes = 0
+
+        def write(self, text):
+            self.writes += 1
+            return super().write(text)
+    stream = Stream()
+    handler = Lines(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("attnkit.access", logging.INFO, __file__, 1, msg, (), None)
+
+    async def answers() -> None:
+        for i in range(5):
+            handler.handle(record(f"line {i}"))
+        assert stream.writes == 0            # held until this turn of the loop ends
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+    asyncio.run(answers())
+    handler.handle(record("no loop"))        # outside a loop: at once
+    assert stream.getvalue().splitlines() == [f"line {i}" for i in range(5)] + ["no loop"]
+    assert stream.writes == 2

@@ -124,6 +124,8 @@ class Gatherer:
         self.name, self.thread, self.metrics = name, thread, metrics
         self.max_batch, self.max_wait_s, self.max_queue = max_batch, max_wait_s, max_queue
         self.max_work = max_work
+        self.series = {k: getattr(metrics, k).labels(name)   # once: labels() costs a lock
+                       for k in ("queue_depth", "batch_size", "batch_seconds")}
         self.depth = 0   # requests admitted and not yet answered
         self.arrivals = 0   # requests admitted so far
         self._pending: list[Job] = []   # the line, by (turns, seq)
@@ -165,6 +167,17 @@ class Gatherer:
                 503 when the queue is not running or ``timeout`` seconds pass first.
             AttnkitError: an input the app refuses.
         """
+        job, timer = self._admit(inputs, options, timeout, stream, work)
+        try:
+            await job.future
+            timer.cancel()
+            yield job
+        finally:
+            self._leave(job, timer)
+
+    def _admit(self, inputs: Sequence[Any], options: dict[str, Any], timeout: float,
+               stream: bool, work: Sequence[float] | None) -> tuple[Job, asyncio.TimerHandle]:
+        """A job in line and the timer of its deadline (errors: `queued`)."""
         if self._wake is None or self._stopping:
             raise ApiError(503, "not_ready", "the server is starting or stopping")
         if self.depth >= self.max_queue:
@@ -173,8 +186,7 @@ class Gatherer:
         loop = asyncio.get_running_loop()
         job = Job(list(inputs), list(work) if work is not None else [1] * len(inputs),
                   dict(options), loop.time(), loop.create_future(),
-                  asyncio.Queue() if stream else None)
-        job.seq = self.arrivals
+                  asyncio.Queue() if stream else None, seq=self.arrivals)
         bisect.insort(self._pending, job, key=place)
         self.arrivals += 1
         self._count(+1)
@@ -186,19 +198,16 @@ class Gatherer:
                 job.future.set_exception(ApiError(503, "deadline", f"no answer within the "
                                                   f"server's {timeout:g} s; retry later",
                                                   RETRY_AFTER))
-        timer = loop.call_later(timeout, expire)   # a timer, not a task per request
-        try:
-            await job.future
-            timer.cancel()
-            yield job
-        finally:
-            timer.cancel()
-            job.abandoned = True   # answered, past its deadline, or its client left
-            self._count(-1)
+        return job, loop.call_later(timeout, expire)   # a timer, not a task per request
+
+    def _leave(self, job: Job, timer: asyncio.TimerHandle) -> None:
+        timer.cancel()
+        job.abandoned = True   # answered, past its deadline, or its client left
+        self._count(-1)
 
     def _count(self, change: int) -> None:
         self.depth += change
-        self.metrics.queue_depth.labels(self.name).set(self.depth)
+        self.series["queue_depth"].inc(change)   # a run's plain and stream queues add up
 
     async def dispatch(self, batch: list[Share]) -> None:
         """Run one batch while holding the thread's turn; resolve each finished job's
@@ -309,9 +318,14 @@ class Batcher(Gatherer):
 
     async def submit(self, inputs: Sequence[Any], options: dict[str, Any], timeout: float,
                      work: Sequence[float] | None = None) -> list[Any]:
-        """The results of ``inputs``, computed in batches with others (errors: `queued`)."""
-        async with self.queued(inputs, options, timeout, work=work) as job:
-            return job.future.result()
+        """The results of ``inputs``, computed in batches with others (errors: `queued`;
+        `queued` itself is not used here: a context manager costs a request two more
+        coroutines)."""
+        job, timer = self._admit(inputs, options, timeout, False, work)
+        try:
+            return await job.future
+        finally:
+            self._leave(job, timer)
 
     async def dispatch(self, batch: list[Share]) -> None:
         start = time.perf_counter()
@@ -320,8 +334,8 @@ class Batcher(Gatherer):
         except Exception as exc:  # a failure of the server itself: every request learns it
             outcomes = [exc] * len(batch)
         seconds = time.perf_counter() - start
-        self.metrics.batch_size.labels(self.name).observe(sum(s.end - s.start for s in batch))
-        self.metrics.batch_seconds.labels(self.name).observe(seconds)
+        self.series["batch_size"].observe(sum(s.end - s.start for s in batch))
+        self.series["batch_seconds"].observe(seconds)
         answered = 0   # a job past its deadline already had its 503: it may not come back
         for (job, _, end), outcome in zip(batch, outcomes, strict=True):
             if job.future.done():
@@ -357,6 +371,7 @@ class StreamBatcher(Gatherer):
                  thread: ModelThread, **kwargs: Any):
         super().__init__(name, thread, **kwargs)
         self.open_stream = open_stream
+        self.series["tokens"] = self.metrics.tokens.labels(name)
         self._running: set[asyncio.Task] = set()
 
     def stream(self, text: str, options: dict[str, Any], timeout: float
@@ -389,7 +404,7 @@ class StreamBatcher(Gatherer):
         open_jobs, steps = set(range(len(batch))), None
         try:
             steps = self.open_stream([job.inputs[0] for job in batch], batch[0].options)
-            self.metrics.batch_size.labels(self.name).observe(len(batch))
+            self.series["batch_size"].observe(len(batch))
             while open_jobs and not all(batch[i].abandoned for i in open_jobs):
                 async with self.thread.turn:
                     step = await self.thread.run(next, steps, None)
@@ -399,7 +414,7 @@ class StreamBatcher(Gatherer):
                     batch[i].events.put_nowait(("start", source_tokens))
                 for token in step.tokens:
                     batch[token.sentence].events.put_nowait(("token", token))
-                self.metrics.tokens.labels(self.name).inc(len(step.tokens))
+                self.series["tokens"].inc(len(step.tokens))
                 for i, prediction in step.finished.items():
                     batch[i].events.put_nowait(("final", prediction))
                     open_jobs.discard(i)

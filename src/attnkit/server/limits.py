@@ -10,12 +10,14 @@ seconds after its headers, refuses a connection beyond ``max_connections`` (503)
 reading anything, and answers its own 400 in the API's JSON. `RequestLimits` (ASGI) refuses
 headers over 16 KiB in all, a ``Host`` the server does not answer for (`Hosts`), and a body
 over ``--max-body-bytes`` (declared, or counted as it arrives). `Repeated` and `OneLine`, log
-filters: a repeated message once per interval; every line one line, escaped (`printable`).
+filters: a repeated message once per interval; every line one line, escaped (`printable`);
+`Lines`, the access log's handler, writes a turn of the event loop's lines at once.
 `checked_image` reads an image's header only (a 500 KB PNG may declare 13,000 x 13,000 pixels).
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import ipaddress
 import logging
@@ -58,8 +60,9 @@ class GuardedHTTP(AutoHTTPProtocol):
     its own 400 (a request it cannot parse) in the API's JSON."""
 
     refused = False
-    _deadline: Any = None
-    _timed: Any = None   # the request whose body the deadline is timing now
+    _deadline: Any = None   # one timer per connection, moved only when it fires (`_late`)
+    _due = 0.0              # when the time of what the connection is sending now ends
+    _timed: Any = None      # the request whose body that is
 
     def connection_made(self, transport: Any) -> None:
         if len(self.connections) >= self.config.max_connections:
@@ -94,13 +97,19 @@ class GuardedHTTP(AutoHTTPProtocol):
         self.transport.close()
 
     def _arm(self, seconds: float) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-        self._deadline = self.loop.call_later(seconds, self._late)
+        # A request costs no timer of its own: only a deadline sooner than the timer's moves it.
+        self._due = self.loop.time() + seconds
+        if self._deadline is None or self._deadline.when() > self._due:
+            if self._deadline is not None:
+                self._deadline.cancel()
+            self._deadline = self.loop.call_at(self._due, self._late)
 
     def _late(self) -> None:
-        cycle = self.cycle
+        self._deadline, cycle = None, self.cycle
         if self.transport.is_closing():
+            return
+        if self.loop.time() < self._due:   # moved on since: the rest of the new time
+            self._deadline = self.loop.call_at(self._due, self._late)
             return
         if cycle is None or cycle.response_complete:   # no request's headers (idle too)
             log.warning("closed a connection that sent no complete request headers in %g s "
@@ -159,6 +168,36 @@ class OneLine(logging.Filter):
         record.msg, record.args = printable(message), None
         record.exc_info = record.exc_text = record.stack_info = None
         return True
+
+
+class Lines(logging.StreamHandler):
+    """A stream handler that writes the records of one turn of the event loop together: the
+    answers of a batch cost one write, not one per request. Without a running loop (another
+    thread, the end of the process), a record is written at once."""
+
+    def __init__(self, stream: Any = None):
+        super().__init__(stream)
+        self._held: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return super().emit(record)
+        try:
+            line = self.format(record)
+        except Exception:   # logging's rule: a record that cannot be formatted is reported
+            return self.handleError(record)
+        if not self._held:
+            loop.call_soon(self.flush)
+        self._held.append(line)
+
+    def flush(self) -> None:
+        with self.lock:
+            if self._held:
+                lines, self._held = self._held, []
+                self.stream.write(self.terminator.join(lines) + self.terminator)
+            super().flush()
 
 
 ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}

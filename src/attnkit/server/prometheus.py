@@ -75,6 +75,7 @@ class MetricsMiddleware:
 
     def __init__(self, app: Any, metrics: Metrics, access_log: bool = False):
         self.app, self.metrics, self.access_log = app, metrics, access_log
+        self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}   # few: labels are
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -91,10 +92,14 @@ class MetricsMiddleware:
         finally:
             seconds = time.perf_counter() - start
             route = getattr(scope.get("route"), "path", None) or "other"
-            method = scope["method"]
-            self.metrics.requests.labels(route, method if method in METHODS else "other",
-                                         str(status)).inc()
-            self.metrics.latency.labels(route).observe(seconds)
+            method = scope["method"] if scope["method"] in METHODS else "other"
+            series = self._series.get((route, method, status))
+            if series is None:   # prometheus-client's labels() takes a lock and builds keys
+                series = self._series[route, method, status] = (
+                    self.metrics.requests.labels(route, method, str(status)),
+                    self.metrics.latency.labels(route))
+            series[0].inc()
+            series[1].observe(seconds)
             if self.access_log:   # uvicorn's own access line has no time
-                access.info("%s %s %s %.1f ms", printable(method, 20),
+                access.info("%s %s %s %.1f ms", printable(scope["method"], 20),
                             printable(scope["path"], 500), status, seconds * 1000)

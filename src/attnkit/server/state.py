@@ -44,6 +44,10 @@ class ServerState:
     streams: dict[str, StreamBatcher] = field(default_factory=dict)
     ready: bool = False
     draining: bool = False
+    keys: tuple[bytes, ...] = field(init=False)   # the API keys, encoded once
+
+    def __post_init__(self) -> None:
+        self.keys = tuple(k.encode() for k in self.options.api_keys)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _: Any) -> AsyncIterator[None]:
@@ -118,23 +122,22 @@ class ServerState:
 
 
 def state_of(request: Request) -> ServerState:
+    """The server's state, as a route reads it (a plain call: as a FastAPI dependency it cost
+    a walk of the dependency tree per request)."""
     return request.app.state.server
 
 
-State = Annotated[ServerState, Depends(state_of)]   # a route's parameter: the server's state
-
-
-def require_key(state: State, given: Annotated[HTTPAuthorizationCredentials | None,
-                                               Depends(BEARER)]) -> None:
+async def require_key(request: Request, given: Annotated[HTTPAuthorizationCredentials | None,
+                                                         Depends(BEARER)]) -> None:
     """A dependency: passes when no key is asked or ``Authorization: Bearer KEY`` holds one.
 
     Raises:
         ApiError: 401 with ``WWW-Authenticate: Bearer``.
     """
-    keys = state.options.api_keys
     key = given.credentials.encode() if given is not None else b""
+    keys = state_of(request).keys
     # Every key is compared (no early exit), each in constant time.
-    if keys and not sum(hmac.compare_digest(key, k.encode()) for k in keys):
+    if keys and not sum(hmac.compare_digest(key, k) for k in keys):
         raise ApiError(401, "unauthorized", "unknown API key" if given else "this server asks "
                        "for an API key: send 'Authorization: Bearer KEY'",
                        {"WWW-Authenticate": "Bearer"})
