@@ -96,7 +96,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     k.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                    dest="allowed_hosts", help="without --api-keys, a Host header to answer "
                    "besides the --host address, localhost and addresses of its kind (others get "
-                   "421: a DNS-rebinding page); repeat for more")
+                   "421: a DNS-rebinding page); repeat for more (default: none)")
     p.set_defaults(func=run_serve)
     return p
 

@@ -239,7 +239,6 @@ class Hosts:
             if len(self._seen) > 1000:
                 self._seen.clear()   # a client may send as many values as it likes
             verdict = self._seen[value] = self._allows(value.decode("latin-1").lower())
-
         return verdict
 
     def _allows(self, host: str) -> bool:
@@ -270,7 +269,8 @@ class RequestLimits:
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        size, host, declared = len(scope["raw_path"]) + len(scope["query_string"]), None, None
+        size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+        host = declared = None
         for name, value in scope["headers"]:
             size += len(name) + len(value) + 4
             if name == b"host":

@@ -75,7 +75,7 @@ class MetricsMiddleware:
 
     def __init__(self, app: Any, metrics: Metrics, access_log: bool = False):
         self.app, self.metrics, self.access_log = app, metrics, access_log
-        self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}   # few: labels are
+        self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}   # bounded, as labels
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
