@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     from attnkit.machine import machine_line
 
-    print(f"machine: {machine_line()}")
+    machine = machine_line()   # before the tiny model's training sets this process's threads
+    print(f"machine: {machine}")
     print(f"command: {' '.join(sys.argv)}")
     with tempfile.TemporaryDirectory(prefix="attnkit-overhead-") as folder:
         run = args.run or str(tiny_run(Path(folder)))
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     print(json.dumps({**result, "ratio": round(attnkit["loop_cpu_ms"] / bare["cpu_ms"], 3),
                       "process_ratio": round(attnkit["cpu_ms"] / bare["cpu_ms"], 3),
                       "concurrency": args.concurrency, "requests": args.requests,
-                      "threads": args.threads, "machine": machine_line()}))
+                      "threads": args.threads, "machine": machine}))
 
 
 if __name__ == "__main__":
