@@ -1,21 +1,16 @@
 """Continuous batching on the model thread: the requests for one model answered together.
 
-One thread per process runs every model call (`ModelThread`): the event loop stays free, and
-torch's ``--threads`` are all the cores the process spends on models. When the thread is free,
-a `Gatherer` takes the first request in line and, in order, every later one with the same
-options that fits whole in one call: at most ``max_batch`` inputs and ``max_work`` work (a
-text's characters times its beam size; the first input always goes). A request too large for
-one call is cut: the call takes what fits of it, and the rest goes back in line behind every
-request that has had fewer calls, those that came meanwhile included, so no client holds the
-model for more than one call while others wait. A lone client's request runs at once, and
-those that come while the thread is busy go together the moment it frees, joined by the
-clients the last call answered if they return within a quarter of that call's time
-(`Gatherer._await_returning`; streams never wait so). ``max_wait_ms`` (0 by default) may hold
-a request for company. A request whose client left or whose deadline passed is dropped with
-every part of it not yet run: the model finishes the call it is in, and nothing more of it.
-`Batcher` answers a batch with one ``predict`` call; if an input fails it, each request runs
-alone and only the bad one gets the error. `StreamBatcher` decodes a batch of streams one step
-per turn of the thread, so batches and other streams take turns with it step by step.
+One thread per process runs every model call (`ModelThread`), off the event loop. When it is
+free, a `Gatherer` takes the first request in line and, in order, every later one with the
+same options that fits whole in one call (``max_batch`` inputs, ``max_work`` work: a text's
+characters times its beam size; a call's first input always goes). A request too large for one
+call is cut: the rest goes back in line behind every request that has had fewer calls, so no
+client holds the model for more than one call while others wait. Requests that come while the
+thread is busy go together the moment it frees, joined by the clients the last call answered
+if they return within a quarter of that call's time (`Gatherer._await_returning`). A request
+whose client left or whose deadline passed is dropped with every part of it not yet run.
+`Batcher` answers a batch with one ``predict`` call (an input that fails it fails its own
+request only); `StreamBatcher` decodes streams one step per turn of the thread.
 """
 
 from __future__ import annotations
