@@ -10,7 +10,9 @@ one run:
 * **in-process**: ``predict`` of the same texts in this process, with ``--threads`` torch
   threads, in calls of 1 sentence, of 32 and of all of them (attnkit's own batching:
   length-sorted batches of 8,192 tokens): the ceilings a server is compared with (a server
-  holding ``c`` requests of one sentence decodes at most ``c`` sentences a call);
+  holding ``c`` requests of one sentence decodes at most ``c`` sentences a call). The run is
+  loaded as the server loads it, from the same ``attnkit serve`` options (``--serve-option``
+  passes more to both): the same engine and decoding path, whichever the server serves with;
 * **served**: ``attnkit serve --threads N`` started on loopback (with ``--workers W``:
   ``--workers W --threads N/W``, the cores shared among its processes; a separate process: its
   memory is its own), driven by an asynchronous HTTP client at concurrency 1, 8, 32 and 128 (one
@@ -117,14 +119,23 @@ def rss_mb(pid: int) -> float | None:
     return round(total, 1)
 
 
-def server_command(run: str, threads: int, batching: bool, workers: int = 1) -> list[str]:
-    """``attnkit serve`` of ``run`` on a free loopback port, batching on or off; with
-    ``workers`` processes, the ``threads`` shared among them."""
-    command = [sys.executable, "-m", "attnkit.cli.main", "serve", "--run", f"bench={run}",
-               "--threads", str(max(1, threads // workers)), "--port", "0"]
+def serve_arguments(run: str, threads: int, batching: bool = True, workers: int = 1,
+                    more: Sequence[str] = ()) -> list[str]:
+    """The arguments of ``attnkit serve`` of ``run`` (named ``bench``) on a free loopback
+    port, batching on or off; with ``workers`` processes, the ``threads`` shared among them;
+    ``more``: any other option (``--engine ctranslate2``...)."""
+    arguments = ["--run", f"bench={run}", "--threads", str(max(1, threads // workers)),
+                 "--port", "0", *more]
     if workers > 1:
-        command += ["--workers", str(workers)]
-    return command + ([] if batching else ["--max-batch", "1"])
+        arguments += ["--workers", str(workers)]
+    return arguments + ([] if batching else ["--max-batch", "1"])
+
+
+def server_command(run: str, threads: int, batching: bool, workers: int = 1,
+                   more: Sequence[str] = ()) -> list[str]:
+    """``attnkit serve`` with `serve_arguments`, as a command."""
+    return [sys.executable, "-m", "attnkit.cli.main", "serve",
+            *serve_arguments(run, threads, batching, workers, more)]
 
 
 def result_json(by_batch: dict[str, float], one_call_ms: float,
@@ -240,6 +251,7 @@ async def drive(url: str, texts: Sequence[str], concurrency: int,
     """POST ``texts`` to ``/v1/translate``, ``per_request`` a request, with ``concurrency``
     requests in flight (one keep-alive connection each)."""
     bodies = request_bodies(texts, per_request)
+    sent = [len(texts[i:i + per_request]) for i in range(0, len(texts), per_request)]
     latencies: list[float] = []
     errors, sentences = 0, 0
     order = iter(range(len(bodies)))
@@ -253,7 +265,7 @@ async def drive(url: str, texts: Sequence[str], concurrency: int,
                 try:
                     status, data = await conn.post("/v1/translate", bodies[i])
                     answered = len(json.loads(data)["translations"]) if status == 200 else 0
-                    ok = answered == len(json.loads(bodies[i])["texts"])
+                    ok = answered == sent[i]   # counted once: the client shares the CPU
                 except (OSError, ValueError, KeyError, asyncio.IncompleteReadError,
                         asyncio.LimitOverrunError):
                     ok = False
@@ -271,34 +283,47 @@ async def drive(url: str, texts: Sequence[str], concurrency: int,
     return summarize(latencies, wall, errors, sentences)
 
 
-def in_process(run: str, texts: Sequence[str], threads: int
+def served_in_process(arguments: Sequence[str]) -> tuple[Any, dict[str, Any]]:
+    """The run as ``attnkit serve ARGUMENTS`` loads it, here (its engine and every option
+    the same, whatever they are), and the options ``/v1/translate`` gives its ``predict`` for a
+    request of the API's defaults (greedy, ``<unk>`` replacement, no attention)."""
+    from attnkit.cli.main import build_parser
+    from attnkit.cli.serve import options_of
+    from attnkit.server import app
+    from attnkit.server.loaded_runs import load_runs
+    from attnkit.server.schemas import TranslateRequest
+
+    options = options_of(build_parser(["serve"]).parse_args(["serve", *arguments]))
+    run = load_runs(options)["bench"]
+    body = TranslateRequest(texts=["x"])
+    return run, {"beam": body.beam, "alpha": body.alpha, **app.attention_options(run, body)}
+
+
+def in_process(arguments: Sequence[str], texts: Sequence[str], threads: int
                ) -> tuple[dict[str, float], float, Any]:
-    """``predict`` of ``texts`` in this process (after a warm-up), in calls of 1, 32 and all
-    the sentences: (sentences/s by sentences per call, the median milliseconds of a
-    one-sentence call, and a function that times one more one-sentence call)."""
+    """The served run's ``predict`` (`served_in_process`) of ``texts`` in this process
+    (after a warm-up), in calls of 1, 32 and all the sentences: (sentences/s by sentences per
+    call, the median milliseconds of a one-sentence call, and a function that times one more
+    call)."""
     import torch
 
-    from attnkit.apps import APPS
-
     torch.set_num_threads(threads)
-    app = APPS["translate"]
-    loaded = app.load(run)
-    options = {"beam": 1, "unk_replace": True, "attention": False}   # the API's defaults
-    app.predict(loaded, list(texts[:WARMUP]), **options)
+    run, options = served_in_process(arguments)
+    run.predict(list(texts[:WARMUP]), options)
     by_batch, one_call = {}, []
     for batch in IN_PROCESS_BATCHES:
         size = len(texts) if batch == "all" else int(batch)
         start = time.perf_counter()
         for at in range(0, len(texts), size):
             call = time.perf_counter()
-            app.predict(loaded, list(texts[at:at + size]), **options)
+            run.predict(list(texts[at:at + size]), options)
             if batch == "1":
                 one_call.append(time.perf_counter() - call)
         by_batch[batch] = round(len(texts) / (time.perf_counter() - start), 1)
 
     def call_seconds(batch: list[str]) -> float:
         start = time.perf_counter()
-        app.predict(loaded, batch, **options)
+        run.predict(batch, options)
         return time.perf_counter() - start
     return by_batch, round(1000 * statistics.median(one_call), 2), call_seconds
 
@@ -381,6 +406,9 @@ def main(argv: list[str] | None = None) -> None:
                    help="server processes, the --threads shared among them (default 1)")
     p.add_argument("--rounds", type=int, default=6,
                    help="rounds of the interleaved one-sentence comparison (default 6)")
+    p.add_argument("--serve-option", action="append", default=[], metavar="OPTION",
+                   help="an option for attnkit serve, given to the in-process reference too "
+                   "(e.g. --serve-option=--engine=ctranslate2); repeat for more")
     args = p.parse_args(argv)
     from attnkit.machine import machine_line
 
@@ -389,13 +417,15 @@ def main(argv: list[str] | None = None) -> None:
     print(f"machine: {machine_line()}")
     print(f"command: {' '.join(sys.argv)}  ({args.requests} requests of "
           f"{args.texts_per_request} sentence(s) a row)")
-    by_batch, one_ms, call_seconds = in_process(args.run, texts, args.threads)
+    by_batch, one_ms, call_seconds = in_process(
+        serve_arguments(args.run, args.threads, more=args.serve_option), texts, args.threads)
     base = by_batch["all"]
     print(f"in-process: {by_batch} sentences/s by sentences per call; a one-sentence call "
           f"{one_ms} ms (median)")
     rows, rss, one, of_32 = [], {}, None, None
     for batching in (True, False):
-        server = Server(server_command(args.run, args.threads, batching, args.workers))
+        server = Server(server_command(args.run, args.threads, batching, args.workers,
+                                       args.serve_option))
         try:
             asyncio.run(drive(server.url, texts[:WARMUP], 8))
             if batching:

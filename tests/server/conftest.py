@@ -13,6 +13,7 @@ import torch
 from attnkit.apps import APPS
 
 SERVED = ("translate", "sentiment", "caption")
+TEST_HOSTS = ("testserver",)   # the Host of FastAPI's test client
 # The tiny translator trained a little longer (~3 s more), so that it writes sentences of
 # several tokens: a stream then has something to stream.
 LONGER = {"translate": {"epochs": 8, "hidden": 32, "emb_dim": 16, "patience": 0}}
@@ -61,7 +62,8 @@ def loaded_runs(tiny_runs):
 @pytest.fixture
 def server(loaded_runs, one_thread):
     """``server(names=..., **options)``: a started test client of a server holding those runs
-    (default all three) with those `ServeOptions`."""
+    (default all three) with those `ServeOptions` (by default answering the test client's
+    host, ``testserver``)."""
     from fastapi.testclient import TestClient
 
     from attnkit.server.app import create_app
@@ -71,6 +73,7 @@ def server(loaded_runs, one_thread):
         def make(names=SERVED, raise_server_exceptions=True, **options):
             runs = {n: loaded_runs[n] for n in names}
             specs = [RunSpec(n, r.loaded.path) for n, r in runs.items()]
+            options.setdefault("allowed_hosts", TEST_HOSTS)
             app = create_app(ServeOptions(runs=specs, **options), runs)
             return stack.enter_context(TestClient(
                 app, raise_server_exceptions=raise_server_exceptions))

@@ -7,6 +7,7 @@ import io
 import json
 import struct
 import threading
+import time
 import zlib
 from pathlib import Path
 
@@ -22,6 +23,15 @@ from attnkit.apps import APPS  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
 KEY = "k" * 24
+
+
+def wait_until(condition, timeout: float = 30) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
 
 
 def error(response, status: int, code: str) -> str:
@@ -436,7 +446,8 @@ def test_several_runs_of_one_app_need_a_name(server, loaded_runs):
 
     t = loaded_runs["translate"]
     runs = {n: ServedRun(n, t.app, t.loaded, None) for n in ("fr1", "fr2")}
-    app = create_app(ServeOptions(runs=[RunSpec(n, t.loaded.path) for n in runs]), runs)
+    app = create_app(ServeOptions(runs=[RunSpec(n, t.loaded.path) for n in runs],
+                                  allowed_hosts=("testserver",)), runs)
     with TestClient(app) as client:
         assert "fr1, fr2" in error(client.post("/v1/translate", json={"texts": ["x"]}), 422,
                                    "run_required")
@@ -540,6 +551,106 @@ def test_concurrent_requests_share_a_batch_and_a_bad_one_fails_alone(server):
         assert out[i].status_code == 200, out[i].text
 
 
+def test_a_large_request_past_its_deadline_holds_no_other_client(server):
+    """Issue #47 (3): 64 texts of 2,000 characters at beam 32 got their 503 at the deadline,
+    the model went on with them, and every other client's one-sentence request got 503 too.
+    The texts now take turns with other requests, and none of them runs after the deadline."""
+    client = server(names=("translate",), timeout_s=2.0)   # its 64 texts take 10 s or more
+    batcher = client.app.state.server.batchers["translate"]
+    real, calls = batcher.predict, []
+
+    def predict(inputs, options):
+        calls.append(len(inputs))
+        return real(inputs, options)
+    batcher.predict = predict
+    large = {"texts": [("The cat does not see her. " * 80)[:2000]] * 64, "beam": 32}
+    out = {}
+    thread = threading.Thread(target=lambda: out.update(r=client.post("/v1/translate",
+                                                                      json=large)))
+    thread.start()
+    assert wait_until(lambda: calls)                        # the model is on it
+    small = client.post("/v1/translate", json={"texts": ["I am cold."]})
+    assert small.status_code == 200, small.text
+    thread.join(60)
+    error(out["r"], 503, "deadline")
+    ran = len(calls)
+    time.sleep(1)
+    assert len(calls) == ran and sum(calls) - 1 < 64        # nothing more of it ran
+
+
+def test_host_header_is_checked_without_keys(server, tmp_path):
+    """Issue #47 (11), DNS rebinding: a page of another site whose name resolves to this
+    machine reached an unkeyed loopback server. Only the server's own names are answered."""
+    client = server(names=("sentiment",), allowed_hosts=("attnkit.internal",))
+    body = {"texts": ["a superb film"]}
+    for host in ("rebound.example", "rebound.example:8000", "localhost.example", "10.1.2.3"):
+        assert host.split(":")[0] in error(client.post("/v1/sentiment", json=body,
+                                                       headers={"host": host}),
+                                           421, "unknown_host")
+    error(client.get("/", headers={"host": "rebound.example"}), 421, "unknown_host")
+    for host in ("localhost", "localhost:8000", "127.0.0.1:8000", "127.0.0.2", "[::1]:80",
+                 "attnkit.internal", "ATTNKIT.internal:1234"):
+        r = client.post("/v1/sentiment", json=body, headers={"host": host})
+        assert r.status_code == 200, (host, r.text)
+    keys = tmp_path / "keys"
+    keys.write_text(KEY + "\n", encoding="utf-8")
+    keyed = server(names=("sentiment",), api_keys=frozenset([KEY]), allowed_hosts=())
+    r = keyed.post("/v1/sentiment", json=body, headers={"host": "rebound.example",
+                                                         "authorization": f"Bearer {KEY}"})
+    assert r.status_code == 200, r.text                     # keys guard it: any name
+
+
+def test_hosts_of_a_wildcard_address_and_of_a_name():
+    from attnkit.server.limits import Hosts
+    from attnkit.server.options import ServeOptions
+
+    wildcard = Hosts(ServeOptions(host="0.0.0.0", insecure=True))
+    assert wildcard.allows(b"10.1.2.3:8000") and wildcard.allows(b"[2001:db8::1]:80")
+    assert not wildcard.allows(b"rebound.example")
+    named = Hosts(ServeOptions(host="box.lan", insecure=True, allowed_hosts=("Box.example",)))
+    assert named.allows(b"box.lan:8000") and named.allows(b"box.example.")
+    assert not named.allows(b"10.1.2.3") and not named.allows(b"127.0.0.1x")
+
+
+def test_head_of_the_live_page_answers_like_get(server):
+    """Issue #48: HEAD / was 405."""
+    r = server(names=("sentiment",)).head("/")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert not r.content
+
+
+def test_metrics_label_unknown_methods_other(server):
+    """Issue #47 (6): 10,000 random methods made 10,019 series; 3,000 methods of 8 KB made
+    /metrics 50 MB. A method HTTP does not define is counted as "other"."""
+    client = server(names=("sentiment",))
+    for i in range(50):
+        client.request(f"M{i}X" + "Y" * (8000 if i % 10 == 0 else 0), "/healthz")
+    client.request("DELETE", "/nowhere")
+    text = client.get("/metrics").text
+    assert 'method="other",route="/healthz",status="405"} 50.0' in text
+    assert 'method="DELETE",route="other",status="404"} 1.0' in text
+    assert len([line for line in text.splitlines() if "requests_total{" in line]) == 2
+    assert len(text) < 30_000
+
+
+def test_an_access_line_is_one_escaped_line(server, caplog):
+    """Issue #47 (5): a path with %0a wrote a forged access line; ESC, BEL and CR reached
+    the log raw; 3,000 %0a added 2,986 lines."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="attnkit.access")
+    client = server(names=("sentiment",))
+    client.get("/a%0aINFO:%20%20%20%20%20GET%20/forged%20200%201.0%20ms%1b[31m%07%0d%c2%85")
+    client.get("/b" + "%0a" * 3000)
+    client.request("M" * 8000, "/healthz")
+    lines = [r.getMessage() for r in caplog.records if r.name == "attnkit.access"]
+    assert len(lines) == 3 and all("\n" not in line and "\r" not in line for line in lines)
+    assert lines[0].startswith("GET /a\\nINFO:     GET /forged 200 1.0 ms\\x1b[31m\\x07\\r"
+                               "\\x85 404 ")
+    assert lines[1].count("\\n") == 498 and "(2,502 more characters)" in lines[1]
+    assert len(lines[2]) < 100
+
+
 def test_a_stream_nobody_reads_does_not_stall_other_requests(server):
     client = server()
     with client.stream("POST", "/v1/translate/stream", json={"text": "I am cold."}) as r:
@@ -563,7 +674,9 @@ def test_a_plugin_app_is_served_by_the_generic_route(monkeypatch, tmp_path, one_
     monkeypatch.setitem(registry.APPS._extra, "reverse", attnkit_reverse.APP)
     tiny = attnkit_reverse.APP.tiny(tmp_path)
     attnkit_reverse.APP.train(tiny.settings, tmp_path / "rev", log=lambda _: None)
-    with TestClient(create_app(ServeOptions(runs=[parse_run(f"rev={tmp_path / 'rev'}")]))) as c:
+    options = ServeOptions(runs=[parse_run(f"rev={tmp_path / 'rev'}")],
+                           allowed_hosts=("testserver",))
+    with TestClient(create_app(options)) as c:
         assert c.get("/v1/models").json()["models"][0]["app"] == "reverse"
         r = c.post("/v1/predict", json={"run": "rev", "texts": tiny.inputs, "page": True})
         assert r.status_code == 200, r.text
@@ -598,7 +711,8 @@ def test_a_run_without_attention_says_so(loaded_runs, one_thread):
 
     engine = NoAttention()
     runs = {"ct2": ServedRun("ct2", t.app, replace(t.loaded, engine=engine), None)}
-    app = create_app(ServeOptions(runs=[RunSpec("ct2", t.loaded.path)]), runs)
+    app = create_app(ServeOptions(runs=[RunSpec("ct2", t.loaded.path)],
+                                  allowed_hosts=("testserver",)), runs)
     with TestClient(app) as client:
         for body in ({"texts": ["x"], "attention": True}, {"texts": ["x"], "page": True}):
             assert "'ct2'" in error(client.post("/v1/translate", json=body), 422,

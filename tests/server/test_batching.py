@@ -71,11 +71,52 @@ def test_max_batch_never_splits_a_request_and_keeps_arrival_order():
     assert [c[0] for c in calls] == [["0"] * 3 + ["1"] * 3, ["2"] * 3 + ["3"] * 3]
 
 
-def test_a_request_larger_than_a_batch_runs_alone():
+def test_a_request_larger_than_a_batch_is_cut_into_calls_and_answered_whole():
     async def go(b, model):
         return await b.submit(list("abcdefghij"), {}, 5), model.calls
     out, calls = run(go, max_batch=4)
-    assert out == list("ABCDEFGHIJ") and len(calls) == 1
+    assert out == list("ABCDEFGHIJ")
+    assert [c[0] for c in calls] == [list("abcd"), list("efgh"), list("ij")]
+
+
+def test_work_bounds_a_call_and_its_first_input_always_goes():
+    async def go(b, model):
+        return (await b.submit(list("abcde"), {}, 5, work=[4, 4, 30, 1, 1]),
+                [c[0] for c in model.calls])
+    out, calls = run(go, max_work=10)
+    assert out == list("ABCDE") and calls == [["a", "b"], ["c"], ["d", "e"]]
+
+
+def test_a_large_request_takes_turns_with_the_others():
+    """Issue #47 (3): one client's large request held the model for all its work while every
+    other client waited. A request that came meanwhile now runs before its next call."""
+    async def go(b, model):
+        model.hold.clear()
+        large = asyncio.ensure_future(b.submit([f"l{i}" for i in range(6)], {}, 5))
+        await asyncio.sleep(0.1)                      # its first call is running
+        small = [asyncio.ensure_future(b.submit([x], {}, 5)) for x in "stu"]
+        await asyncio.sleep(0.05)
+        model.hold.set()
+        await asyncio.gather(large, *small)
+        return [c[0] for c in model.calls]
+    calls = run(go, max_batch=2, max_wait_s=0)
+    assert calls == [["l0", "l1"], ["s", "t"], ["u"], ["l2", "l3"], ["l4", "l5"]]
+
+
+def test_a_request_past_its_deadline_is_dropped_from_the_model():
+    """Issue #47 (3): a request answered 503 at its deadline kept the model working on it.
+    What of it has not run when the deadline passes never runs."""
+    async def go(b, model):
+        model.delay = 0.05
+        with pytest.raises(ApiError) as late:
+            await b.submit([str(i) for i in range(40)], {}, 0.2)
+        at_deadline = len(model.called)
+        await asyncio.sleep(0.3)
+        return late.value, at_deadline, len(model.calls), b.depth
+    late, at_deadline, calls, depth = run(go, max_batch=1, max_wait_s=0)
+    assert late.status_code == 503 and late.code == "deadline"
+    assert at_deadline < 10 and calls == at_deadline    # the call running then, and no more
+    assert depth == 0
 
 
 def test_different_options_never_share_a_call():

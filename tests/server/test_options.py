@@ -30,7 +30,11 @@ def test_options_are_checked_in_one_place(tmp_path):
                       ({"timeout_s": 0}, "--timeout"), ({"max_texts": True}, "--max-texts"),
                       ({"engine": "onnx"}, "--engine"), ({"header_timeout_s": 0},
                                                          "--header-timeout"),
-                      ({"max_connections": 0}, "--max-connections")):
+                      ({"max_connections": 0}, "--max-connections"),
+                      ({"body_timeout_s": 0}, "--body-timeout"),
+                      ({"max_batch_chars": 0}, "--max-batch-chars"),
+                      ({"allowed_hosts": ("evil.example/x",)}, "--allowed-host"),
+                      ({"allowed_hosts": ("",)}, "--allowed-host")):
         with pytest.raises(UsageError, match=flag):
             ServeOptions(runs=[run], **bad).check()
     assert ServeOptions(runs=[run], threads=3).torch_threads() == 3
@@ -79,3 +83,20 @@ def test_the_access_log_is_on_unless_turned_off():
     assert options_of(parser.parse_args(["serve", "--run", "r"])).access_log is True
     assert options_of(parser.parse_args(["serve", "--run", "r", "--no-access-log"])
                       ).access_log is False
+
+
+def test_the_new_limits_come_from_the_command_line():
+    import argparse
+
+    from attnkit.cli.serve import add_serve_parser, options_of
+
+    parser = argparse.ArgumentParser()
+    add_serve_parser(parser.add_subparsers())
+    given = options_of(parser.parse_args([
+        "serve", "--run", "r", "--body-timeout", "5", "--max-batch-chars", "4096",
+        "--allowed-host", "box.example", "--allowed-host", "10.0.0.7"]))
+    assert (given.body_timeout_s, given.max_batch_chars, given.allowed_hosts) == (
+        5.0, 4096, ("box.example", "10.0.0.7"))
+    default = options_of(parser.parse_args(["serve", "--run", "r"]))
+    assert (default.body_timeout_s, default.max_batch_chars, default.allowed_hosts) == (
+        20.0, 16384, ())

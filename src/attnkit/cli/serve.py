@@ -6,7 +6,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from attnkit.server.options import ENGINES, ServeOptions, parse_run, read_api_keys
+from attnkit.server.options import (
+    ENGINES,
+    IMAGE_CHARS,
+    ServeOptions,
+    parse_run,
+    read_api_keys,
+)
 
 DEFAULTS = ServeOptions()
 EXAMPLES = """examples:
@@ -44,13 +50,18 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     g = p.add_argument_group("batching")
     g.add_argument("--max-batch", type=int, default=d.max_batch, metavar="N",
                    help=f"most inputs in one model call (default {d.max_batch}; 1: no batching)")
+    g.add_argument("--max-batch-chars", type=int, default=d.max_batch_chars, metavar="N",
+                   help=f"most work in one model call: characters times beam size, an image "
+                   f"{IMAGE_CHARS:,} (default {d.max_batch_chars:,}; one input always goes); a "
+                   f"request over it is cut, its parts taking turns with other requests")
     g.add_argument("--max-wait-ms", type=float, default=d.max_wait_ms, metavar="MS",
                    help=f"hold a request up to MS for others to batch with, even when the model "
                    f"is free (default {d.max_wait_ms:g}: requests gather only while it is busy)")
     g.add_argument("--max-queue", type=int, default=d.max_queue, metavar="N",
                    help=f"most requests a model holds; more get 429 (default {d.max_queue})")
     g.add_argument("--timeout", type=float, default=d.timeout_s, metavar="S", dest="timeout_s",
-                   help=f"a request not answered in S seconds gets 503 (default {d.timeout_s:g})")
+                   help=f"a request not answered in S seconds gets 503, and what of it has not "
+                   f"run is dropped (default {d.timeout_s:g})")
     g.add_argument("--drain-seconds", type=float, default=d.drain_seconds, metavar="S",
                    help=f"on SIGTERM/SIGINT, how long requests in flight may take to finish "
                    f"(default {d.drain_seconds:g})")
@@ -71,6 +82,10 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
                    dest="header_timeout_s", help=f"a connection without a complete request's "
                    f"headers S seconds after it opened or was answered is closed (default "
                    f"{d.header_timeout_s:g})")
+    c.add_argument("--body-timeout", type=float, default=d.body_timeout_s, metavar="S",
+                   dest="body_timeout_s", help=f"a request whose body is not all in S seconds "
+                   f"after its headers is answered 408 and its connection closed (default "
+                   f"{d.body_timeout_s:g})")
     p.add_argument("--no-access-log", dest="access_log", action="store_false",
                    help="log no line per request (by default: method, path, status, ms)")
     k = p.add_argument_group("keys")
@@ -78,6 +93,10 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
                    "Bearer KEY' for a KEY of FILE (one a line) only")
     k.add_argument("--insecure", action="store_true", help="serve a non-loopback --host "
                    "without keys")
+    k.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   dest="allowed_hosts", help="without --api-keys, a Host header to answer "
+                   "besides the --host address, localhost and addresses of its kind (others get "
+                   "421: a DNS-rebinding page); repeat for more (default: none)")
     p.set_defaults(func=run_serve)
     return p
 
@@ -87,12 +106,14 @@ def options_of(args: argparse.Namespace) -> ServeOptions:
     return ServeOptions(
         runs=[parse_run(r) for r in args.run], host=args.host, port=args.port,
         engine=args.engine, device=args.device, workers=args.workers, threads=args.threads,
-        max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
+        max_batch=args.max_batch, max_batch_chars=args.max_batch_chars,
+        max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
         timeout_s=args.timeout_s, max_body_bytes=args.max_body_bytes,
         max_texts=args.max_texts, max_chars=args.max_chars,
         max_image_bytes=args.max_image_bytes, max_pixels=args.max_pixels,
         api_keys=read_api_keys(args.api_keys) if args.api_keys else frozenset(),
         max_connections=args.max_connections, header_timeout_s=args.header_timeout_s,
+        body_timeout_s=args.body_timeout_s, allowed_hosts=tuple(args.allowed_hosts),
         insecure=args.insecure, drain_seconds=args.drain_seconds,
         access_log=args.access_log).check()
 

@@ -9,8 +9,8 @@ The routes: the server's own (``/healthz``, ``/readyz``, ``/v1/models``, ``/metr
 live page at ``/``) and the predictions (``POST /v1/translate``, ``/v1/translate/stream``,
 ``/v1/sentiment``, ``/v1/caption``, and ``/v1/predict`` for any run whose app reads text).
 Each prediction route checks its request against the limits, names the run, hands the inputs
-to the run's batcher and answers the app's predictions as its pydantic response model, which
-FastAPI validates; ``"page": true`` adds the app's explorer page. The stream is FastAPI's
+to the run's batcher and answers the app's predictions, which FastAPI validates once against
+the route's response model; ``"page": true`` adds the app's explorer page. The stream is FastAPI's
 Server-Sent Events: ``start`` of each sentence, a ``token`` per generated token with its
 attention row, ``final`` (the whole translation), or ``error`` if the server fails
 mid-stream; decoding is greedy (beam search knows its best only at the end). What can fail
@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from importlib.resources import files
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, File, Form, UploadFile
+from fastapi import Depends, FastAPI, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from fastapi_offline import FastAPIOffline
@@ -55,11 +55,11 @@ from attnkit.server import errors
 from attnkit.server import schemas as s
 from attnkit.server.batching import Job
 from attnkit.server.errors import ApiError
-from attnkit.server.limits import BodyLimit, check_texts, checked_image
+from attnkit.server.limits import RequestLimits, check_texts, checked_image
 from attnkit.server.loaded_runs import ServedRun, load_runs
 from attnkit.server.options import ServeOptions
 from attnkit.server.prometheus import MetricsMiddleware
-from attnkit.server.state import ServerState, State, require_key
+from attnkit.server.state import ServerState, require_key, state_of
 from attnkit.viz.caption_page import SCRIPT_SOURCE as CAPTION_SCRIPT
 from attnkit.viz.explorer import explorer_page, palette_data
 from attnkit.viz.palettes import WEIGHTS
@@ -71,9 +71,9 @@ that produced it. Errors are `{"error": {"code": ..., "message": ...}}`. The liv
 `/`."""
 log = logging.getLogger("attnkit.server")
 KEYED = [Depends(require_key)]
-service = APIRouter(tags=["server"], responses=s.errors(500))
-predict = APIRouter(prefix="/v1", dependencies=KEYED, tags=["predict"],
-                    responses=s.errors(400, 401, 404, 413, 422, 429, 500, 503))
+# Every route (path, endpoint, keyed, FastAPI's settings): `create_app` adds each to the app
+# itself, since FastAPI walks an included router's routes on every request.
+ROUTES: list[tuple[str, Callable[..., Any], bool, dict[str, Any]]] = []
 BODY, CSS, JS = (files(__package__).joinpath(f"live_page.{kind}").read_text(encoding="utf-8")
                  for kind in ("html", "css", "js"))
 CSP = {"script-src": [TRANSLATION_SCRIPT, SENTIMENT_SCRIPT, CAPTION_SCRIPT],
@@ -84,6 +84,28 @@ LEGEND = ("Pick a run, type a sentence or a review (or drop an image on a captio
           "column a source word, on the explorer's scale (the colour bar): the darker the "
           "cell, the more the model looked at it. The explorer below then shows the whole "
           "answer.")
+
+
+def service(path: str, *, methods: tuple[str, ...] = ("GET",), keyed: bool = False,
+            responses: dict | None = None, **settings: Any) -> Callable:
+    """A decorator: the server's own route ``path`` (``methods``; ``keyed``: asks for a key
+    when the server has keys)."""
+    return _route(path, keyed, methods=list(methods), tags=["server"],
+                  responses={**s.errors(500), **(responses or {})}, **settings)
+
+
+def predict(path: str, *, responses: dict | None = None, **settings: Any) -> Callable:
+    """A decorator: the prediction route ``POST /v1{path}``, keyed."""
+    return _route("/v1" + path, True, methods=["POST"], tags=["predict"], responses={
+        **s.errors(400, 401, 404, 408, 413, 421, 422, 429, 500, 503), **(responses or {})},
+        **settings)
+
+
+def _route(path: str, keyed: bool, **settings: Any) -> Callable:
+    def add(endpoint: Callable) -> Callable:
+        ROUTES.append((path, endpoint, keyed, settings))
+        return endpoint
+    return add
 
 
 def create_app(options: ServeOptions, runs: dict[str, ServedRun] | None = None) -> FastAPI:
@@ -104,53 +126,62 @@ def create_app(options: ServeOptions, runs: dict[str, ServedRun] | None = None) 
                          redoc_url=None, static_url="/docs/static",
                          swagger_ui_parameters={"validatorUrl": None})
     app.state.server = state
-    for router in (service, predict):
-        app.include_router(router)
-    app.add_middleware(BodyLimit, options=options)
+    for path, endpoint, keyed, settings in ROUTES:   # a key is checked only when asked
+        app.add_api_route(path, endpoint, dependencies=KEYED if keyed and options.api_keys
+                          else None, **settings)
+    # Matched in order on every request: the predictions first, then the server's own routes,
+    # then the docs' that FastAPI added.
+    routes = app.router.routes
+    routes[:] = sorted(routes[-len(ROUTES):], key=lambda r: not r.path.startswith("/v1/")) + \
+        routes[:-len(ROUTES)]
+    app.add_middleware(RequestLimits, options=options)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics,   # added last: outermost
                        access_log=options.access_log)
     return app
 
 
-@service.get("/healthz")
-async def healthz() -> s.Status:
+@service("/healthz", response_model=s.Status)
+async def healthz() -> dict[str, str]:
     """Alive: the process answers (a liveness probe)."""
-    return s.Status(status="ok")
+    return {"status": "ok"}
 
 
-@service.get("/readyz", responses=s.errors(503))
-async def readyz(state: State) -> s.Status:
+@service("/readyz", response_model=s.Status, responses=s.errors(503))
+async def readyz(request: Request) -> dict[str, str]:
     """Ready: every model loaded, its queues running, no stop begun (503 otherwise)."""
+    state = state_of(request)
     if state.draining or not state.ready:
         raise ApiError(503, *(("draining", "the server is stopping") if state.draining else
                               ("not_ready", "the server is starting")))
-    return s.Status(status="ready")
+    return {"status": "ready"}
 
 
-@service.get("/v1/models", dependencies=KEYED, responses=s.errors(401))
-async def models(state: State) -> s.ModelsResponse:
+@service("/v1/models", keyed=True, responses=s.errors(401))
+async def models(request: Request) -> s.ModelsResponse:
     """Every loaded run (its app, name, model summary and test metrics) and the limits a
     request must keep."""
+    state = state_of(request)
     return s.ModelsResponse(models=[run.info() for run in state.runs.values()],
                             limits=state.options.limits())
 
 
-@service.get("/metrics", dependencies=KEYED, response_class=PlainTextResponse,
-             responses=s.errors(401))
-async def metrics(state: State) -> Response:
+@service("/metrics", keyed=True, response_class=PlainTextResponse, responses=s.errors(401))
+async def metrics(request: Request) -> Response:
     """The Prometheus text format (`attnkit.server.prometheus`)."""
+    state = state_of(request)
     body, content_type = state.metrics.render()
     return Response(body, media_type=content_type)
 
 
-@service.get("/favicon.ico", include_in_schema=False)
+@service("/favicon.ico", include_in_schema=False)
 async def favicon() -> Response:
     return Response(status_code=204)   # no icon, and no 404 in a browser's console
 
 
-@service.get("/", response_class=HTMLResponse, include_in_schema=False)
-async def live_page(state: State) -> HTMLResponse:
+@service("/", methods=("GET", "HEAD"), response_class=HTMLResponse, include_in_schema=False)
+async def live_page(request: Request) -> HTMLResponse:
     """The live page of this server's runs (module docstring)."""
+    state = state_of(request)
     # "attention": False for a run that computes none (a CTranslate2 export): no page to ask.
     runs = [{"name": r.name, "app": r.app.name, "inputs": r.app.inputs, "streams": r.streams,
              "attention": getattr(r.loaded.engine, "has_attention", True),
@@ -185,22 +216,24 @@ def translation(p: Any, attention: bool) -> dict[str, Any]:
     return row if attention else {**row, "weights": None}
 
 
-@predict.post("/translate")
-async def translate(body: s.TranslateRequest, state: State) -> s.TranslateResponse:
+@predict("/translate", response_model=s.TranslateResponse)
+async def translate(body: s.TranslateRequest, request: Request) -> dict[str, Any]:
     """Translate ``texts``, sentence by sentence; with ``attention``, each target token's
     attention over the source tokens (``weights[target][source]``, each sentence's own)."""
+    state = state_of(request)
     run = state.run_for("translate", body.run)
     check_texts(body.texts, state.options)
     options = {"beam": body.beam, "alpha": body.alpha, **attention_options(run, body)}
     preds = await state.submit(run, body.texts, options)
-    return s.TranslateResponse(run=run.name, page=await state.page(run, preds, body.page),
-                               translations=[translation(p, body.attention) for p in preds])
+    return {"run": run.name, "page": await state.page(run, preds, body.page),
+            "translations": [translation(p, body.attention) for p in preds]}
 
 
-async def started(body: s.TranslateStreamRequest, state: State
+async def started(body: s.TranslateStreamRequest, request: Request
                   ) -> AsyncIterator[tuple[ServedRun, Job]]:
     """A dependency: the run and job of a stream whose decoding has started; when the stream
     ends or its client leaves, the job stops costing decoder steps."""
+    state = state_of(request)
     run = state.run_for("translate", body.run)
     if not run.streams:
         raise ApiError(422, "cannot_stream", f"run {run.name!r} does not stream tokens (the "
@@ -211,15 +244,16 @@ async def started(body: s.TranslateStreamRequest, state: State
         yield run, job
 
 
-@predict.post("/translate/stream", response_class=EventSourceResponse, responses={200: {
+@predict("/translate/stream", response_class=EventSourceResponse, responses={200: {
     "model": s.StreamEvent, "description": "Server-Sent Events (start, token..., final), "
     "each one's data this schema"}})
-async def translate_stream(body: s.TranslateStreamRequest, state: State,
+async def translate_stream(body: s.TranslateStreamRequest, request: Request,
                            stream: Annotated[tuple[ServedRun, Job], Depends(started)]
                            ) -> AsyncIterator[ServerSentEvent]:
     """Translate a text greedily, sentence after sentence (as ``/v1/translate`` cuts it),
     sending each sentence's start and each token with its attention row as it is chosen, then
     the whole translation."""
+    state = state_of(request)
     run, job = stream
     while (event := await job.events.get())[0] != "end":
         kind, value = event
@@ -236,17 +270,18 @@ async def translate_stream(body: s.TranslateStreamRequest, state: State,
         yield ServerSentEvent(event=kind, data=data)
 
 
-@predict.post("/sentiment")
-async def sentiment(body: s.SentimentRequest, state: State) -> s.SentimentResponse:
+@predict("/sentiment", response_model=s.SentimentResponse)
+async def sentiment(body: s.SentimentRequest, request: Request) -> dict[str, Any]:
     """The sentiment of each review: label, P(positive), and (``attention``) each token's
     share, signed contribution and the most faithful method's scores (``shown``, ``why``)."""
+    state = state_of(request)
     run = state.run_for("sentiment", body.run)
     check_texts(body.texts, state.options, "review")
     preds = await state.submit(run, body.texts, {"attention": body.attention or body.page})
     results = [p.to_dict() if body.attention else {**p.to_dict(), "weights": None,
                "contributions": None, "explanations": None} for p in preds]
-    return s.SentimentResponse(run=run.name, results=results,
-                               page=await state.page(run, preds, body.page))
+    return {"run": run.name, "results": results,
+            "page": await state.page(run, preds, body.page)}
 
 
 class CaptionForm(BaseModel):
@@ -259,10 +294,11 @@ class CaptionForm(BaseModel):
     page: bool = Field(False, description="also return the explorer page of the image")
 
 
-@predict.post("/caption", responses=s.errors(415))
-async def caption(form: Annotated[CaptionForm, Form()], state: State) -> s.CaptionResponse:
+@predict("/caption", response_model=s.CaptionResponse, responses=s.errors(415))
+async def caption(form: Annotated[CaptionForm, Form()], request: Request) -> dict[str, Any]:
     """Caption an uploaded image, with where each word looked (a map over the model's feature
     grid). Its header is checked first: bytes, pixels, an image at all."""
+    state = state_of(request)
     run = state.run_for("caption" if form.run is None else None, form.run, inputs="image")
     options = state.options
     data = await form.file.read(options.max_image_bytes + 1)
@@ -281,17 +317,18 @@ async def caption(form: Annotated[CaptionForm, Form()], state: State) -> s.Capti
             message = str(exc).splitlines()[0].replace(str(path), name).replace(folder, "upload")
             raise ApiError(422, "bad_input", message) from None
         page = await state.page(run, preds, form.page)
-    return s.CaptionResponse(run=run.name, page=page,
-                             captions=[{**p.to_dict(), "image": name} for p in preds])
+    return {"run": run.name, "page": page,
+            "captions": [{**p.to_dict(), "image": name} for p in preds]}
 
 
-@predict.post("/predict")
-async def predict_any(body: s.PredictRequest, state: State) -> s.PredictResponse:
+@predict("/predict", response_model=s.PredictResponse)
+async def predict_any(body: s.PredictRequest, request: Request) -> dict[str, Any]:
     """Predictions of any loaded run whose app reads text (each the app's
     ``Prediction.to_dict``): the route of an app a package adds."""
+    state = state_of(request)
     run = state.run_for(None, body.run, inputs="text")
     check_texts(body.texts, state.options, run.app.inputs)
     preds = await state.submit(run, body.texts, {"attention": "all" if body.page
                                                  else body.attention})
-    return s.PredictResponse(run=run.name, app=run.app.name, page=await state.page(
-        run, preds, body.page), predictions=[p.to_dict() for p in preds])
+    return {"run": run.name, "app": run.app.name, "page": await state.page(run, preds, body.page),
+            "predictions": [p.to_dict() for p in preds]}

@@ -1,31 +1,31 @@
 """Continuous batching on the model thread: the requests for one model answered together.
 
-One thread per process runs every model call (`ModelThread`): the event loop stays free, and
-torch's ``--threads`` are all the cores the process spends on models. When the thread is free,
-a `Gatherer` takes the oldest request and, in arrival order, every later one with the same
-options that fits ``max_batch`` inputs (never splitting one): a lone client's request runs at
-once, and those that come while the thread is busy go together the moment it frees, joined by
-the clients the last call answered if they return within a quarter of that call's time
-(`Gatherer._await_returning`; streams never wait so). ``max_wait_ms`` (0 by default) may
-hold a request for company. A request whose client left or whose deadline passed is dropped
-before it costs a call. `Batcher` answers a batch with one ``predict`` call; if an input fails
-it, each request runs alone and only the bad one gets the error. `StreamBatcher` decodes a
-batch of streams one step per turn of the thread, so batches and other streams take turns with
-it step by step.
+One thread per process runs every model call (`ModelThread`), off the event loop. When it is
+free, a `Gatherer` takes the first request in line and, in order, every later one with the
+same options that fits whole in one call (``max_batch`` inputs, ``max_work`` work: a text's
+characters times its beam size; a call's first input always goes). A request too large for one
+call is cut: the rest goes back in line behind every request that has had fewer calls, so no
+client holds the model for more than one call while others wait. Requests that come while the
+thread is busy go together the moment it frees, joined by the clients the last call answered
+if they return within a quarter of that call's time (`Gatherer._await_returning`). A request
+whose client left or whose deadline passed is dropped with every part of it not yet run.
+`Batcher` answers a batch with one ``predict`` call (an input that fails it fails its own
+request only); `StreamBatcher` decodes streams one step per turn of the thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import itertools
 import logging
+import math
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from attnkit.errors import AttnkitError
 from attnkit.server.errors import ApiError
@@ -52,19 +52,48 @@ class ModelThread:
 
 @dataclass(eq=False)
 class Job:
-    """One request: its inputs, its options (its batch shares them), when it came, the future
-    of its answer, a stream's events, whether it was abandoned (it then never runs)."""
+    """One request: its inputs and the work of each (`Gatherer`), its options (its batch
+    shares them), when it came, the future of its answer, a stream's events, whether it was
+    abandoned (what of it has not run then never runs), its place in line (``seq``: its
+    arrival; ``turns``: the calls it had a share of), how many of its inputs went to the model
+    so far and the results that came back."""
 
     inputs: list[Any]
+    work: list[float]
     options: dict[str, Any]
     arrived: float
     future: asyncio.Future
     events: asyncio.Queue | None = None
     abandoned: bool = False
+    seq: int = 0
+    turns: int = 0
+    taken: int = 0
+    results: list[Any] = field(default_factory=list)
     key: Hashable = field(init=False)
 
     def __post_init__(self) -> None:
         self.key = tuple(sorted(self.options.items()))
+
+    @property
+    def left(self) -> int:
+        return len(self.inputs) - self.taken
+
+
+def place(job: Job) -> tuple[int, int]:
+    """A job's place in line: fewer turns first, then the earlier arrival."""
+    return job.turns, job.seq
+
+
+class Share(NamedTuple):
+    """The inputs ``start:end`` of ``job`` in one model call."""
+
+    job: Job
+    start: int
+    end: int
+
+    @property
+    def inputs(self) -> list[Any]:
+        return self.job.inputs[self.start:self.end]
 
 
 @dataclass
@@ -81,15 +110,19 @@ class Answered:
 
 
 class Gatherer:
-    """One model's queue and gathering loop; a subclass runs a batch (`dispatch`)."""
+    """One model's queue and gathering loop; a subclass runs a batch (`dispatch`): a list
+    of `Share` s, one per request in it."""
 
     def __init__(self, name: str, thread: ModelThread, *, max_batch: int, max_wait_s: float,
-                 max_queue: int, metrics: Metrics):
+                 max_queue: int, metrics: Metrics, max_work: float = math.inf):
         self.name, self.thread, self.metrics = name, thread, metrics
         self.max_batch, self.max_wait_s, self.max_queue = max_batch, max_wait_s, max_queue
+        self.max_work = max_work
+        self.series = {k: getattr(metrics, k).labels(name)   # once: labels() costs a lock
+                       for k in ("queue_depth", "batch_size", "batch_seconds")}
         self.depth = 0   # requests admitted and not yet answered
         self.arrivals = 0   # requests admitted so far
-        self._pending: deque[Job] = deque()
+        self._pending: list[Job] = []   # the line, by (turns, seq)
         self._answered = Answered()
         self._wake = self._task = None
         self._stopping = False
@@ -117,24 +150,38 @@ class Gatherer:
 
     @contextlib.asynccontextmanager
     async def queued(self, inputs: Sequence[Any], options: dict[str, Any], timeout: float,
-                     stream: bool = False) -> AsyncIterator[Job]:
-        """A request, admitted and awaited: yields its job once its batch ran (a stream's:
-        started); leaving frees its place and abandons it.
+                     stream: bool = False, work: Sequence[float] | None = None
+                     ) -> AsyncIterator[Job]:
+        """A request, admitted and awaited: yields its job once all its inputs ran (a
+        stream's: started); leaving frees its place and abandons it. ``work``: each input's
+        (None: 1 each).
 
         Raises:
             ApiError: 429 when the model holds ``max_queue`` requests (with ``Retry-After``);
                 503 when the queue is not running or ``timeout`` seconds pass first.
             AttnkitError: an input the app refuses.
         """
+        job, timer = self._admit(inputs, options, timeout, stream, work)
+        try:
+            await job.future
+            timer.cancel()
+            yield job
+        finally:
+            self._leave(job, timer)
+
+    def _admit(self, inputs: Sequence[Any], options: dict[str, Any], timeout: float,
+               stream: bool, work: Sequence[float] | None) -> tuple[Job, asyncio.TimerHandle]:
+        """A job in line and the timer of its deadline (errors: `queued`)."""
         if self._wake is None or self._stopping:
             raise ApiError(503, "not_ready", "the server is starting or stopping")
         if self.depth >= self.max_queue:
             raise ApiError(429, "overloaded", f"run {self.name!r} holds {self.depth} requests "
                            f"(the limit is {self.max_queue}); retry later", RETRY_AFTER)
         loop = asyncio.get_running_loop()
-        job = Job(list(inputs), dict(options), loop.time(), loop.create_future(),
-                  asyncio.Queue() if stream else None)
-        self._pending.append(job)
+        job = Job(list(inputs), list(work) if work is not None else [1] * len(inputs),
+                  dict(options), loop.time(), loop.create_future(),
+                  asyncio.Queue() if stream else None, seq=self.arrivals)
+        bisect.insort(self._pending, job, key=place)
         self.arrivals += 1
         self._count(+1)
         self._wake.set()
@@ -145,22 +192,20 @@ class Gatherer:
                 job.future.set_exception(ApiError(503, "deadline", f"no answer within the "
                                                   f"server's {timeout:g} s; retry later",
                                                   RETRY_AFTER))
-        timer = loop.call_later(timeout, expire)   # a timer, not a task per request
-        try:
-            await job.future
-            timer.cancel()
-            yield job
-        finally:
-            timer.cancel()
-            job.abandoned = True   # answered, past its deadline, or its client left
-            self._count(-1)
+        return job, loop.call_later(timeout, expire)   # a timer, not a task per request
+
+    def _leave(self, job: Job, timer: asyncio.TimerHandle) -> None:
+        timer.cancel()
+        job.abandoned = True   # answered, past its deadline, or its client left
+        self._count(-1)
 
     def _count(self, change: int) -> None:
         self.depth += change
-        self.metrics.queue_depth.labels(self.name).set(self.depth)
+        self.series["queue_depth"].inc(change)   # a run's plain and stream queues add up
 
-    async def dispatch(self, batch: list[Job]) -> None:
-        """Run one batch while holding the thread's turn; resolve each job's future."""
+    async def dispatch(self, batch: list[Share]) -> None:
+        """Run one batch while holding the thread's turn; resolve each finished job's
+        future."""
         raise NotImplementedError
 
     async def _loop(self) -> None:
@@ -206,26 +251,54 @@ class Gatherer:
     def _live(self) -> bool:
         """Drop the abandoned jobs at the head; whether one is left."""
         while self._pending and self._pending[0].abandoned:
-            self._pending.popleft()
+            del self._pending[0]
         return bool(self._pending)
 
     def _inputs(self, key: Hashable) -> int:
-        return sum(len(j.inputs) for j in self._pending if j.key == key and not j.abandoned)
+        return sum(j.left for j in self._pending if j.key == key and not j.abandoned)
 
-    def _take(self, key: Hashable) -> list[Job]:
-        """The oldest jobs of ``key`` that fit one batch (the first always does)."""
-        batch, kept, size, full = [], deque(), 0, False
-        for job in (j for j in self._pending if not j.abandoned):
-            # First come, first served: once one does not fit, the later ones wait too.
-            full = full or (job.key == key and bool(batch)
-                            and size + len(job.inputs) > self.max_batch)
+    def _take(self, key: Hashable) -> list[Share]:
+        """The next call's shares of the jobs of ``key`` (module docstring): what fits of the
+        first in line, then each later one that fits whole, in order; once one does not fit,
+        the later ones wait too. A job with inputs left goes back in line behind every job
+        that has had fewer turns, a new one included."""
+        batch: list[Share] = []
+        kept: list[Job] = []
+        again: list[Job] = []
+        size, work, full = 0, 0.0, False
+        for job in self._pending:
+            if job.abandoned:
+                continue
+            n = 0
             if job.key == key and not full:
-                batch.append(job)
-                size += len(job.inputs)
-            else:
+                n = self._fits(job, size, work)
+                if batch and n < job.left:   # a later job goes whole or waits
+                    full, n = True, 0
+            if not n:
                 kept.append(job)
+                continue
+            batch.append(Share(job, job.taken, job.taken + n))
+            size += n
+            work += sum(job.work[job.taken:job.taken + n])
+            job.taken += n
+            job.turns += 1
+            if job.left:
+                again.append(job)
+        for job in again:
+            bisect.insort(kept, job, key=place)
         self._pending = kept
         return batch
+
+    def _fits(self, job: Job, size: int, work: float) -> int:
+        """How many of ``job``'s next inputs fit a call that holds ``size`` inputs and
+        ``work``; the first input of a call always does."""
+        n = 0
+        for w in job.work[job.taken:]:
+            if size + n >= self.max_batch or (size + n and work + w > self.max_work):
+                break
+            work += w
+            n += 1
+        return n
 
 
 class Batcher(Gatherer):
@@ -237,40 +310,51 @@ class Batcher(Gatherer):
         super().__init__(name, thread, **kwargs)
         self.predict = predict
 
-    async def submit(self, inputs: Sequence[Any], options: dict[str, Any],
-                     timeout: float) -> list[Any]:
-        """The results of ``inputs``, computed in a batch with others (errors: `queued`)."""
-        async with self.queued(inputs, options, timeout) as job:
-            return job.future.result()
+    async def submit(self, inputs: Sequence[Any], options: dict[str, Any], timeout: float,
+                     work: Sequence[float] | None = None) -> list[Any]:
+        """The results of ``inputs``, computed in batches with others (errors: `queued`;
+        `queued` itself is not used here: a context manager costs a request two more
+        coroutines)."""
+        job, timer = self._admit(inputs, options, timeout, False, work)
+        try:
+            return await job.future
+        finally:
+            self._leave(job, timer)
 
-    async def dispatch(self, batch: list[Job]) -> None:
+    async def dispatch(self, batch: list[Share]) -> None:
         start = time.perf_counter()
         try:
             outcomes = await self.thread.run(self._outcomes, batch)
         except Exception as exc:  # a failure of the server itself: every request learns it
             outcomes = [exc] * len(batch)
         seconds = time.perf_counter() - start
-        self.metrics.batch_size.labels(self.name).observe(sum(len(j.inputs) for j in batch))
-        self.metrics.batch_seconds.labels(self.name).observe(seconds)
+        self.series["batch_size"].observe(sum(s.end - s.start for s in batch))
+        self.series["batch_seconds"].observe(seconds)
         answered = 0   # a job past its deadline already had its 503: it may not come back
-        for job, outcome in zip(batch, outcomes, strict=True):
-            if not job.future.done():
-                answered += 1
-                if isinstance(outcome, BaseException):
-                    job.future.set_exception(outcome)
-                else:
-                    job.future.set_result(outcome)
+        for (job, _, end), outcome in zip(batch, outcomes, strict=True):
+            if job.future.done():
+                continue
+            if isinstance(outcome, BaseException):
+                job.abandoned = True   # its other inputs need not run
+                job.future.set_exception(outcome)
+            else:
+                job.results.extend(outcome)
+                if end < len(job.inputs):
+                    continue
+                job.future.set_result(job.results)
+            answered += 1
         self._answered = Answered(asyncio.get_running_loop().time(), answered, self.arrivals,
                                   seconds / 4)
 
-    def _outcomes(self, batch: list[Job]) -> list[list[Any] | AttnkitError]:
-        """On the model thread: each job's results, or the error of its own inputs."""
+    def _outcomes(self, batch: list[Share]) -> list[list[Any] | AttnkitError]:
+        """On the model thread: each share's results, or the error of its own inputs."""
         try:
-            results = self.predict([x for job in batch for x in job.inputs], batch[0].options)
+            results = self.predict([x for share in batch for x in share.inputs],
+                                   batch[0].job.options)
         except AttnkitError as exc:   # each alone: only the bad one gets the error
-            return [exc] if len(batch) == 1 else [self._outcomes([job])[0] for job in batch]
-        ends = itertools.accumulate(len(job.inputs) for job in batch)
-        return [results[end - len(job.inputs):end] for job, end in zip(batch, ends, strict=True)]
+            return [exc] if len(batch) == 1 else [self._outcomes([s])[0] for s in batch]
+        ends = itertools.accumulate(s.end - s.start for s in batch)
+        return [results[end - (s.end - s.start):end] for s, end in zip(batch, ends, strict=True)]
 
 
 class StreamBatcher(Gatherer):
@@ -281,6 +365,7 @@ class StreamBatcher(Gatherer):
                  thread: ModelThread, **kwargs: Any):
         super().__init__(name, thread, **kwargs)
         self.open_stream = open_stream
+        self.series["tokens"] = self.metrics.tokens.labels(name)
         self._running: set[asyncio.Task] = set()
 
     def stream(self, text: str, options: dict[str, Any], timeout: float
@@ -299,9 +384,10 @@ class StreamBatcher(Gatherer):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def dispatch(self, batch: list[Job]) -> None:
+    async def dispatch(self, batch: list[Share]) -> None:
         # The decoding takes a turn per step: the one held now is released at once.
-        task = asyncio.create_task(self._decode(batch), name=f"attnkit-stream-{self.name}")
+        task = asyncio.create_task(self._decode([share.job for share in batch]),
+                                   name=f"attnkit-stream-{self.name}")
         self._running.add(task)
         task.add_done_callback(self._running.discard)
 
@@ -312,7 +398,7 @@ class StreamBatcher(Gatherer):
         open_jobs, steps = set(range(len(batch))), None
         try:
             steps = self.open_stream([job.inputs[0] for job in batch], batch[0].options)
-            self.metrics.batch_size.labels(self.name).observe(len(batch))
+            self.series["batch_size"].observe(len(batch))
             while open_jobs and not all(batch[i].abandoned for i in open_jobs):
                 async with self.thread.turn:
                     step = await self.thread.run(next, steps, None)
@@ -322,7 +408,7 @@ class StreamBatcher(Gatherer):
                     batch[i].events.put_nowait(("start", source_tokens))
                 for token in step.tokens:
                     batch[token.sentence].events.put_nowait(("token", token))
-                self.metrics.tokens.labels(self.name).inc(len(step.tokens))
+                self.series["tokens"].inc(len(step.tokens))
                 for i, prediction in step.finished.items():
                     batch[i].events.put_nowait(("final", prediction))
                     open_jobs.discard(i)

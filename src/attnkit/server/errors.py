@@ -11,7 +11,9 @@ lets it through untouched while it reads a body (the body limit's 413).
 
 from __future__ import annotations
 
+import json
 import logging
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import Request
@@ -39,6 +41,17 @@ class ApiError(HTTPException):
 def error_response(status: int, code: str, message: str,
                    headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status, headers)
+
+
+def raw_error(status: int, code: str, message: str, headers: dict[str, str] | None = None
+              ) -> bytes:
+    """The same error as the bytes of a whole HTTP/1.1 response that closes its connection:
+    what the HTTP protocol writes itself, where no app answers."""
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", "content-type: application/json",
+             *(f"{k}: {v}" for k, v in (headers or {}).items()), "connection: close",
+             f"content-length: {len(body)}"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + body
 
 
 def _http_error(request: Request, exc: HTTPException) -> JSONResponse:

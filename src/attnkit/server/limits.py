@@ -1,29 +1,27 @@
-"""What a client may hold of a server: connections, the time to send a request's headers, the
-log lines it causes, and a request's body bytes, texts, characters and image.
+"""What a client may hold of a server: connections, the time to send a request's headers and
+body, the log lines it causes, and a request's headers, host, body bytes, texts and image.
 
-uvicorn closes a kept-alive connection idle for ``timeout_keep_alive`` (any byte restarts that
-clock), refuses headers over ``h11_max_incomplete_event_size`` (16 KiB) and, with
-``limit_concurrency``, answers 503 in plain text once a request's headers are all in. It bounds
-neither the time to send them nor the connections that never do: 21,000 such clients held
-every file the process may open, ``/healthz`` timed out and the log grew 4 MB a second.
-`GuardedHTTP`, uvicorn's own HTTP protocol (its ``http`` setting takes the class) with the two
-limits of `GuardedConfig`, closes a connection whose headers are not all in
-``header_timeout`` seconds after it opened or was last answered, however slowly it trickles,
-and answers a connection beyond ``max_connections`` 503 in the API's JSON before reading
-anything, so the accept loop goes on. `Repeated`, a logging filter, writes a message repeated
-within its interval once, then with a count.
-
-`BodyLimit` answers a ``Content-Length`` over the limit at once and counts a body sent without
-one as it arrives, so no request makes the server buffer more (``--max-body-bytes``; the image
-route's is ``--max-image-bytes`` and `FORM_OVERHEAD`). FastAPI's own ``max_body_size`` answers
-such a request in plain text, not in the API's JSON. A small file can declare a huge image (a
-500 KB PNG of 13,000 x 13,000 pixels decodes to 500 MB): `checked_image` reads the header only.
+uvicorn bounds neither the time to send headers or a body nor the connections that never do
+(21,000 such clients held every file the process may open), and its h11 parser caps headers
+only while they are incomplete. `GuardedHTTP`, uvicorn's protocol with `GuardedConfig`'s
+limits, closes a connection whose headers are not all in ``header_timeout`` seconds after it
+opened or was answered, answers 408 to a request whose body is not all in ``body_timeout``
+seconds after its headers, refuses a connection beyond ``max_connections`` (503) before
+reading anything, and answers its own 400 in the API's JSON. `RequestLimits` (ASGI) refuses
+headers over 16 KiB in all, a ``Host`` the server does not answer for (`Hosts`), and a body
+over ``--max-body-bytes`` (declared, or counted as it arrives). `Repeated` and `OneLine`, log
+filters: a repeated message once per interval; every line one line, escaped (`printable`);
+`Lines`, the access log's handler, writes a turn of the event loop's lines at once.
+`checked_image` reads an image's header only (a 500 KB PNG may declare 13,000 x 13,000 pixels).
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
+import ipaddress
 import logging
+import re
 import time
 import warnings
 from collections.abc import Sequence
@@ -32,32 +30,39 @@ from typing import Any
 from uvicorn import Config
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-from attnkit.server.errors import ApiError, error_response
-from attnkit.server.options import ServeOptions
+from attnkit.server.errors import ApiError, error_response, raw_error
+from attnkit.server.options import ServeOptions, is_loopback
 
 log = logging.getLogger("attnkit.server")
 FORM_OVERHEAD = 64 << 10   # the multipart form around an image: boundaries, other fields
-REFUSED = (b'{"error": {"code": "too_many_connections", "message": "the server holds as many '
-           b'connections as it may; retry later"}}')
-REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
-           b"retry-after: 1\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
-           % (len(REFUSED), REFUSED))
+MAX_HEADER_BYTES = 16 << 10   # a request's line and headers, in all
+BODY_LATE = "attnkit.body_late"   # set in a request's scope when its body deadline passed
+REFUSAL = raw_error(503, "too_many_connections", "the server holds as many connections as it "
+                    "may; retry later", {"retry-after": "1"})
+BAD_REQUEST = raw_error(400, "bad_request", "the request is not valid HTTP/1.1: a malformed "
+                        "request line or header (such as a Content-Length that is not a "
+                        "number), or headers over 16 KiB")
 
 
 class GuardedConfig(Config):
-    """uvicorn's settings and the two limits `GuardedHTTP` reads (a worker gets them with
-    the rest: uvicorn hands its settings to the processes it spawns)."""
+    """uvicorn's settings and the limits `GuardedHTTP` reads (a worker gets them with the
+    rest: uvicorn hands its settings to the processes it spawns)."""
 
-    def __init__(self, app: Any, *, max_connections: int, header_timeout: float, **kw: Any):
+    def __init__(self, app: Any, *, max_connections: int, header_timeout: float,
+                 body_timeout: float, **kw: Any):
         super().__init__(app, **kw)
         self.max_connections, self.header_timeout = max_connections, header_timeout
+        self.body_timeout = body_timeout
 
 
 class GuardedHTTP(AutoHTTPProtocol):
-    """uvicorn's HTTP protocol with a header deadline and a connection cap."""
+    """uvicorn's HTTP protocol with a header deadline, a body deadline, a connection cap, and
+    its own 400 (a request it cannot parse) in the API's JSON."""
 
     refused = False
-    _deadline: Any = None
+    _deadline: Any = None   # one timer per connection, moved only when it fires (`_late`)
+    _due = 0.0              # when the time of what the connection is sending now ends
+    _timed: Any = None      # the request whose body that is
 
     def connection_made(self, transport: Any) -> None:
         if len(self.connections) >= self.config.max_connections:
@@ -68,11 +73,17 @@ class GuardedHTTP(AutoHTTPProtocol):
                         len(self.connections))
             return
         super().connection_made(transport)
-        self._arm()
+        self._arm(self.config.header_timeout)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.cycle is not None and self.cycle is not self._timed:
+            self._timed = self.cycle   # its headers are in: its body has its own time
+            self._arm(self.config.body_timeout)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        self._arm()   # the next request's headers have the same time
+        self._arm(self.config.header_timeout)   # the next request's headers have the same
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.refused:
@@ -81,18 +92,42 @@ class GuardedHTTP(AutoHTTPProtocol):
             self._deadline.cancel()
         super().connection_lost(exc)
 
-    def _arm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-        self._deadline = self.loop.call_later(self.config.header_timeout, self._late)
+    def send_400_response(self, msg: str) -> None:
+        self.transport.write(BAD_REQUEST)
+        self.transport.close()
+
+    def _arm(self, seconds: float) -> None:
+        # A request costs no timer of its own: only a deadline sooner than the timer's moves it.
+        self._due = self.loop.time() + seconds
+        if self._deadline is None or self._deadline.when() > self._due:
+            if self._deadline is not None:
+                self._deadline.cancel()
+            self._deadline = self.loop.call_at(self._due, self._late)
 
     def _late(self) -> None:
-        # Closed unless a request whose headers all came is being answered (idle counts too).
-        if (self.cycle is None or self.cycle.response_complete) and \
-                not self.transport.is_closing():
+        self._deadline, cycle = None, self.cycle
+        if self.transport.is_closing():
+            return
+        if self.loop.time() < self._due:   # moved on since: the rest of the new time
+            self._deadline = self.loop.call_at(self._due, self._late)
+            return
+        if cycle is None or cycle.response_complete:   # no request's headers (idle too)
             log.warning("closed a connection that sent no complete request headers in %g s "
                         "(--header-timeout)", self.config.header_timeout)
             self.transport.close()
+        elif cycle is not self._timed:   # a pipelined request, begun without new bytes
+            self._timed = cycle
+            self._arm(self.config.body_timeout)
+        elif cycle.more_body and not cycle.response_started:
+            if cycle.scope.get(BODY_LATE):   # told, and still no answer
+                self.transport.close()
+                return
+            log.warning("answered 408 to a request whose body was not all in %g s "
+                        "(--body-timeout)", self.config.body_timeout)
+            # The app reading the body answers 408 (`RequestLimits`); woken here.
+            cycle.scope[BODY_LATE] = True
+            cycle.message_event.set()
+            self._arm(1.0)
 
 
 class Repeated(logging.Filter):
@@ -118,26 +153,135 @@ class Repeated(logging.Filter):
         return True
 
 
-class BodyLimit:
-    """The ASGI middleware that caps every body (module docstring)."""
+class OneLine(logging.Filter):
+    """Makes every record one line of printable text: its message and any traceback, their
+    control characters escaped (`printable`), so that no client text can forge or flood
+    lines. Put after `Repeated`, which reads the template."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if record.exc_info or record.exc_text:
+            message += "\n" + (record.exc_text or logging.Formatter().formatException(
+                record.exc_info))
+        if record.stack_info:
+            message += "\n" + record.stack_info
+        record.msg, record.args = printable(message), None
+        record.exc_info = record.exc_text = record.stack_info = None
+        return True
+
+
+class Lines(logging.StreamHandler):
+    """A stream handler that writes the records of one turn of the event loop together: the
+    answers of a batch cost one write, not one per request. Without a running loop (another
+    thread, the end of the process), a record is written at once."""
+
+    def __init__(self, stream: Any = None):
+        super().__init__(stream)
+        self._held: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return super().emit(record)
+        try:
+            line = self.format(record)
+        except Exception:   # logging's rule: a record that cannot be formatted is reported
+            return self.handleError(record)
+        if not self._held:
+            loop.call_soon(self.flush)
+        self._held.append(line)
+
+    def flush(self) -> None:
+        with self.lock:
+            if self._held:
+                lines, self._held = self._held, []
+                self.stream.write(self.terminator.join(lines) + self.terminator)
+            super().flush()
+
+
+ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str, limit: int | None = None) -> str:
+    """``text`` on one line: control characters (C0, DEL, C1, Unicode line and paragraph
+    separators) escaped as ``\\n``, ``\\x1b``, ``\\u2028``...; with ``limit``, cut to as many
+    characters, saying how many more there were."""
+    if limit is not None and len(text) > limit:
+        text = f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+    return CONTROL.sub(lambda m: ESCAPES.get(m[0]) or (
+        f"\\x{ord(m[0]):02x}" if ord(m[0]) < 256 else f"\\u{ord(m[0]):04x}"), text)
+
+
+class Hosts:
+    """The ``Host`` header values a server without keys answers: its bound name or address,
+    ``localhost``, the names of ``--allowed-host``, and an address of the kind it listens
+    on (loopback for a loopback address; any for a wildcard one such as 0.0.0.0). A page of
+    another site whose name a DNS server points at this machine (DNS rebinding) sends its own
+    name, which is refused. Verdicts are kept per header value (a few)."""
+
+    def __init__(self, options: ServeOptions):
+        bound = options.host.strip("[]").lower()
+        self.names = {"localhost", bound, *(h.strip("[]").lower().rstrip(".")
+                                           for h in options.allowed_hosts)}
+        self.loopback = is_loopback(options.host)
+        try:
+            address = ipaddress.ip_address(bound)
+        except ValueError:
+            address = None
+        self.wildcard = address is not None and address.is_unspecified
+        self._seen: dict[bytes, bool] = {}
+
+    def allows(self, value: bytes) -> bool:
+        verdict = self._seen.get(value)
+        if verdict is None:
+            if len(self._seen) > 1000:
+                self._seen.clear()   # a client may send as many values as it likes
+            verdict = self._seen[value] = self._allows(value.decode("latin-1").lower())
+        return verdict
+
+    def _allows(self, host: str) -> bool:
+        name = host.rpartition("]")[0].lstrip("[") if host.startswith("[") else (
+            host.rpartition(":")[0] if host.count(":") == 1 else host)
+        name = name.rstrip(".")
+        if name in self.names:
+            return True
+        try:
+            address = ipaddress.ip_address(name)
+        except ValueError:
+            return False   # a name nobody allowed
+        return self.wildcard or (self.loopback and address.is_loopback)
+
+
+class RequestLimits:
+    """The ASGI middleware that checks a request before the app reads it (module docstring):
+    its headers' size, its ``Host`` (`Hosts`, without keys), its declared body size, and, as
+    the body arrives, its size and its deadline."""
 
     def __init__(self, app: Any, options: ServeOptions):
-        self.app, self.options = app, options
+        self.app = app
+        self.limit, self.image_limit = options.max_body_bytes, (options.max_image_bytes
+                                                                + FORM_OVERHEAD)
+        self.hosts = None if options.api_keys else Hosts(options)
+        self.body_timeout = options.body_timeout_s
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        o = self.options
-        limit = o.max_body_bytes if scope["path"] != "/v1/caption" else (
-            o.max_image_bytes + FORM_OVERHEAD)
-        over = ApiError(413, "body_too_large", f"the request body is over the limit of "
-                                               f"{limit:,} bytes")
-        declared = dict(scope.get("headers") or ()).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > limit):
-            error = over if declared.isdigit() else ApiError(
-                400, "bad_request", "the Content-Length header is not a number")
-            return await error_response(error.status_code, error.code, error.detail)(
-                scope, receive, send)
+        size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+        host = declared = None
+        for name, value in scope["headers"]:
+            size += len(name) + len(value) + 4
+            if name == b"host":
+                host = value
+            elif name == b"content-length":
+                declared = value
+        limit = self.limit if scope["path"] != "/v1/caption" else self.image_limit
+        error = self._refused(size, host, declared, limit)
+        if error is not None:
+            return await error_response(error.status_code, error.code, error.detail,
+                                        error.headers)(scope, receive, send)
         seen = 0
 
         async def counted() -> dict:
@@ -145,9 +289,33 @@ class BodyLimit:
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > limit:
-                raise over   # inside FastAPI's body reading: its error handlers answer it
+                raise self._over(limit)   # inside FastAPI's body reading: its handlers answer
+            if message.get("more_body") and scope.get(BODY_LATE):   # `GuardedHTTP` says so
+                raise ApiError(408, "body_timeout", f"the request's body did not arrive within "
+                               f"the server's {self.body_timeout:g} s", {"connection": "close"})
             return message
         await self.app(scope, counted, send)
+
+    def _refused(self, size: int, host: bytes | None, declared: bytes | None, limit: int
+                 ) -> ApiError | None:
+        if size > MAX_HEADER_BYTES:
+            return ApiError(400, "headers_too_large", f"the request's line and headers hold "
+                            f"{size:,} bytes; the limit is {MAX_HEADER_BYTES:,}",
+                            {"connection": "close"})
+        if self.hosts is not None and host is not None and not self.hosts.allows(host):
+            return ApiError(421, "unknown_host", f"this server does not answer for the host "
+                            f"{printable(host.decode('latin-1'), 100)!r}: it serves without "
+                            "keys, so it answers only its own names (--allowed-host adds one)")
+        if declared is not None and not declared.isdigit():
+            return ApiError(400, "bad_request", "the Content-Length header is not a number")
+        if declared is not None and int(declared) > limit:
+            return self._over(limit)
+        return None
+
+    @staticmethod
+    def _over(limit: int) -> ApiError:
+        return ApiError(413, "body_too_large", f"the request body is over the limit of "
+                                               f"{limit:,} bytes")
 
 
 def check_texts(texts: Sequence[str], options: ServeOptions, what: str = "text") -> None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import gc
+import logging
 import os
 import shutil
 import signal
@@ -100,7 +102,10 @@ def fit_open_files(connections: int) -> None:
 
 def loaded_app(options: ServeOptions) -> Any:
     """`create_app`'s app (its errors too), on ``options.torch_threads()`` torch threads and one
-    inter-op thread: the model thread runs one call at a time, with nothing beside it."""
+    inter-op thread: the model thread runs one call at a time, with nothing beside it. What is
+    loaded by then is frozen out of the garbage collector's passes (`gc.freeze`): torch and
+    the models are millions of objects that a full pass would walk while requests wait; log
+    records no longer look up what no line shows (the caller, thread and process)."""
     import torch
 
     from attnkit.server.app import create_app
@@ -109,7 +114,13 @@ def loaded_app(options: ServeOptions) -> Any:
     # torch allows it once, before any parallel work: a process that did some keeps its own.
     with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(1)
-    return create_app(options)
+    app = create_app(options)
+    gc.collect()
+    gc.freeze()
+    # What a log record would look up on every line and no line shows (logging's own advice).
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
+    logging._srcfile = None
+    return app
 
 
 def listen(options: ServeOptions) -> socket.socket:
@@ -137,21 +148,27 @@ def listen(options: ServeOptions) -> socket.socket:
 def uvicorn_config(app: Any, options: ServeOptions, **more: Any) -> Any:
     """uvicorn's settings: the guarded protocol and its limits, the drain, and the log
     (uvicorn's lines and the server's on stderr, a repeated one once per 10 s; the access
-    log's every line)."""
+    log's every line; each record one line, escaped: `attnkit.server.limits.OneLine`)."""
     from uvicorn.config import LOGGING_CONFIG
 
     from attnkit.server.limits import GuardedConfig, GuardedHTTP
 
     log = copy.deepcopy(LOGGING_CONFIG)
-    log["filters"] = {"repeated": {"()": "attnkit.server.limits.Repeated"}}
-    log["handlers"]["lines"] = dict(log["handlers"]["default"])   # the access log: every line
-    log["handlers"]["default"]["filters"] = ["repeated"]
+    log["filters"] = {"repeated": {"()": "attnkit.server.limits.Repeated"},
+                      "one_line": {"()": "attnkit.server.limits.OneLine"}}
+    # The access log's every line, with uvicorn's "INFO:     " prefix but not its formatter,
+    # which copies each record to colour it.
+    log["formatters"]["line"] = {"format": "%(levelname)s:     %(message)s"}
+    log["handlers"]["lines"] = {**log["handlers"]["default"], "formatter": "line",
+                                "class": "attnkit.server.limits.Lines", "filters": ["one_line"]}
+    log["handlers"]["default"]["filters"] = ["repeated", "one_line"]   # Repeated reads templates
     for name, handler in (("attnkit.server", "default"), ("asyncio", "default"),
                           ("attnkit.access", "lines")):
         log["loggers"][name] = {"handlers": [handler], "level": "INFO", "propagate": False}
     return GuardedConfig(app, lifespan="on", log_config=log, access_log=False,
                          http=GuardedHTTP, max_connections=options.max_connections,
-                         header_timeout=options.header_timeout_s, server_header=False,
+                         header_timeout=options.header_timeout_s,
+                         body_timeout=options.body_timeout_s, server_header=False,
                          timeout_graceful_shutdown=max(options.drain_seconds, 0.001), **more)
 
 

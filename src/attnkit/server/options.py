@@ -22,6 +22,7 @@ ENGINES = ("attnkit", "ctranslate2")
 MIN_KEY_CHARS = 16   # a shorter bearer key is guessable
 # A key file is a few lines: a larger one, or a device such as /dev/zero, is refused unread.
 MAX_KEYS, MAX_KEYS_BYTES = 1000, 64 << 10
+IMAGE_CHARS = 1000   # what an image weighs in --max-batch-chars, as characters of text
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ class ServeOptions:
     workers: int = 1
     threads: int | None = None
     max_batch: int = 64
+    max_batch_chars: int = 16384
     max_wait_ms: float = 0.0
     max_queue: int = 512
     timeout_s: float = 30.0
@@ -107,6 +109,8 @@ class ServeOptions:
     max_pixels: int = 25_000_000
     max_connections: int = 1000
     header_timeout_s: float = 10.0
+    body_timeout_s: float = 20.0
+    allowed_hosts: tuple[str, ...] = ()
     api_keys: frozenset[str] = frozenset()
     insecure: bool = False
     drain_seconds: float = 30.0
@@ -127,8 +131,9 @@ class ServeOptions:
                 raise UsageError(f"two runs are named {name!r}: name them with --run NAME=PATH")
         if self.engine is not None and self.engine not in ENGINES:
             raise UsageError(f"--engine must be one of {', '.join(ENGINES)}; got {self.engine!r}")
-        for name in ("port", "workers", "max_batch", "max_queue", "max_body_bytes", "max_texts",
-                     "max_chars", "max_image_bytes", "max_pixels", "max_connections", "threads"):
+        for name in ("port", "workers", "max_batch", "max_batch_chars", "max_queue",
+                     "max_body_bytes", "max_texts", "max_chars", "max_image_bytes", "max_pixels",
+                     "max_connections", "threads"):
             value, low = getattr(self, name), 0 if name == "port" else 1
             if (isinstance(value, bool) or not isinstance(value, int) or value < low) and not (
                     name == "threads" and value is None):
@@ -138,11 +143,15 @@ class ServeOptions:
             raise UsageError(f"--port must be at most 65535, got {self.port}")
         # Waits may be 0; a deadline must leave some time.
         for name, zero in (("max_wait_ms", True), ("drain_seconds", True), ("timeout_s", False),
-                           ("header_timeout_s", False)):
+                           ("header_timeout_s", False), ("body_timeout_s", False)):
             value = getattr(self, name)
             if not (value >= 0 if zero else value > 0):
                 raise UsageError(f"{_flag(name)} must be {'at least' if zero else 'more than'} "
                                  f"0, got {value!r}")
+        for host in self.allowed_hosts:
+            if not host or len(host) > 253 or not all(c.isalnum() or c in "-._:[]" for c in host):
+                raise UsageError(f"--allowed-host {host!r}: give a host name or address as "
+                                 "a client's Host header names it (no port)")
         if not is_loopback(self.host) and not self.api_keys and not self.insecure:
             raise UsageError(f"--host {self.host} is reachable from other machines: give "
                              "--api-keys FILE (or --insecure to serve without keys)")
@@ -159,7 +168,7 @@ class ServeOptions:
         """The limits a client must keep (``GET /v1/models`` shows them)."""
         return {k: getattr(self, k) for k in ("max_body_bytes", "max_texts", "max_chars",
                                               "max_image_bytes", "max_pixels", "max_batch",
-                                              "max_queue", "timeout_s")}
+                                              "max_batch_chars", "max_queue", "timeout_s")}
 
 
 def _flag(name: str) -> str:

@@ -7,7 +7,8 @@ waiting or running) and ``attnkit_streamed_tokens_total{run}``. Each `Metrics` h
 registry, so two apps in one process (tests) never share counts; with ``--workers`` each
 process writes to the folder ``PROMETHEUS_MULTIPROC_DIR`` names and any of them answers for
 all (prometheus-client's multiprocess mode). Routes are labelled by their template (unknown
-paths: ``other``), so a scan of random URLs cannot grow the label set.
+paths: ``other``) and methods by their name if HTTP defines it (any other: ``other``), so a
+scan of random URLs or methods cannot grow the label set; statuses are the server's own.
 """
 
 from __future__ import annotations
@@ -26,9 +27,13 @@ from prometheus_client import (
     generate_latest,
 )
 
+from attnkit.server.limits import printable
+
 LATENCY_BUCKETS = (.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+METHODS = frozenset(("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE",
+                     "PATCH"))   # RFC 9110's and PATCH; a client may send any token
 access = logging.getLogger("attnkit.access")
 
 
@@ -65,10 +70,12 @@ class Metrics:
 
 class MetricsMiddleware:
     """Counts and times every request (pure ASGI: a stream is timed to its last byte) and,
-    with ``access_log``, logs one line of each: method, path, status, milliseconds."""
+    with ``access_log``, logs one line of each: method, path (escaped and cut: `printable`),
+    status, milliseconds."""
 
     def __init__(self, app: Any, metrics: Metrics, access_log: bool = False):
         self.app, self.metrics, self.access_log = app, metrics, access_log
+        self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}   # bounded, as labels
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -83,9 +90,16 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, counted)
         finally:
+            seconds = time.perf_counter() - start
             route = getattr(scope.get("route"), "path", None) or "other"
-            self.metrics.requests.labels(route, scope["method"], str(status)).inc()
-            self.metrics.latency.labels(route).observe(time.perf_counter() - start)
+            method = scope["method"] if scope["method"] in METHODS else "other"
+            series = self._series.get((route, method, status))
+            if series is None:   # prometheus-client's labels() takes a lock and builds keys
+                series = self._series[route, method, status] = (
+                    self.metrics.requests.labels(route, method, str(status)),
+                    self.metrics.latency.labels(route))
+            series[0].inc()
+            series[1].observe(seconds)
             if self.access_log:   # uvicorn's own access line has no time
-                access.info("%s %s %s %.1f ms", scope["method"], scope["path"], status,
-                         (time.perf_counter() - start) * 1000)
+                access.info("%s %s %s %.1f ms", printable(scope["method"], 20),
+                            printable(scope["path"], 500), status, seconds * 1000)

@@ -219,11 +219,14 @@ class StreamEvent(RootModel[StreamStart | StreamToken | StreamFinal | ErrorRespo
     """The ``data`` of a ``/v1/translate/stream`` event (an ``error`` if the server fails)."""
 
 
-WHEN = {400: "the body is not JSON (invalid_json), or not a readable form (bad_request)",
+WHEN = {400: "the body is not JSON (invalid_json), not a readable form or request "
+             "(bad_request), or headers over 16 KiB (headers_too_large)",
         401: "an API key is asked and missing or unknown",
         404: "unknown run",
+        408: "the body did not all arrive within the server's --body-timeout",
         413: "over a limit: body, texts, characters, image bytes or pixels",
         415: "the upload is no image this server reads",
+        421: "a Host header this server does not answer for (a server without keys)",
         422: "a field unknown, missing, of the wrong type or not Unicode; an input the model "
              "refuses",
         429: "the model's queue is full (see Retry-After)",

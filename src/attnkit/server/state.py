@@ -25,7 +25,7 @@ from attnkit.errors import UsageError
 from attnkit.server.batching import Batcher, ModelThread, StreamBatcher
 from attnkit.server.errors import ApiError
 from attnkit.server.loaded_runs import ServedRun
-from attnkit.server.options import ServeOptions
+from attnkit.server.options import IMAGE_CHARS, ServeOptions
 from attnkit.server.prometheus import Metrics
 
 BEARER = HTTPBearer(auto_error=False, description="a key of the server's --api-keys file")
@@ -44,14 +44,19 @@ class ServerState:
     streams: dict[str, StreamBatcher] = field(default_factory=dict)
     ready: bool = False
     draining: bool = False
+    keys: tuple[bytes, ...] = field(init=False)   # the API keys, encoded once
+
+    def __post_init__(self) -> None:
+        self.keys = tuple(k.encode() for k in self.options.api_keys)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _: Any) -> AsyncIterator[None]:
         """The app's lifespan: the model thread and every run's queues start; at the stop,
         the queues stop once the requests in flight are answered, then the thread."""
         o, self.thread = self.options, ModelThread()
-        queue = {"max_batch": o.max_batch, "max_wait_s": o.max_wait_ms / 1000,
-                 "max_queue": o.max_queue, "metrics": self.metrics}
+        queue = {"max_batch": o.max_batch, "max_work": o.max_batch_chars,
+                 "max_wait_s": o.max_wait_ms / 1000, "max_queue": o.max_queue,
+                 "metrics": self.metrics}
         for name, run in self.runs.items():
             self.batchers[name] = Batcher(name, run.predict, self.thread, **queue)
             if run.streams:
@@ -96,8 +101,13 @@ class ServerState:
 
     async def submit(self, run: ServedRun, inputs: Sequence[Any], options: dict[str, Any]
                      ) -> list[Any]:
-        """``run``'s results of ``inputs``, batched with others (errors: `Gatherer.queued`)."""
-        return await self.batchers[run.name].submit(inputs, options, self.options.timeout_s)
+        """``run``'s results of ``inputs``, batched with others (errors: `Gatherer.queued`);
+        each input's work is its characters (an image: `IMAGE_CHARS`) times its beam size."""
+        beam = options.get("beam") or options.get("beam_size") or 1
+        text = run.app.inputs != "image"
+        work = [(len(x) if text and isinstance(x, str) else IMAGE_CHARS) * beam for x in inputs]
+        return await self.batchers[run.name].submit(inputs, options, self.options.timeout_s,
+                                                    work)
 
     async def page(self, run: ServedRun, predictions: Sequence[Prediction], asked: bool
                    ) -> str | None:
@@ -112,23 +122,22 @@ class ServerState:
 
 
 def state_of(request: Request) -> ServerState:
+    """The server's state, as a route reads it (a plain call: as a FastAPI dependency it cost
+    a walk of the dependency tree per request)."""
     return request.app.state.server
 
 
-State = Annotated[ServerState, Depends(state_of)]   # a route's parameter: the server's state
-
-
-def require_key(state: State, given: Annotated[HTTPAuthorizationCredentials | None,
-                                               Depends(BEARER)]) -> None:
+async def require_key(request: Request, given: Annotated[HTTPAuthorizationCredentials | None,
+                                                         Depends(BEARER)]) -> None:
     """A dependency: passes when no key is asked or ``Authorization: Bearer KEY`` holds one.
 
     Raises:
         ApiError: 401 with ``WWW-Authenticate: Bearer``.
     """
-    keys = state.options.api_keys
     key = given.credentials.encode() if given is not None else b""
+    keys = state_of(request).keys
     # Every key is compared (no early exit), each in constant time.
-    if keys and not sum(hmac.compare_digest(key, k.encode()) for k in keys):
+    if keys and not sum(hmac.compare_digest(key, k) for k in keys):
         raise ApiError(401, "unauthorized", "unknown API key" if given else "this server asks "
                        "for an API key: send 'Authorization: Bearer KEY'",
                        {"WWW-Authenticate": "Bearer"})
