@@ -136,3 +136,24 @@ def browser():
         b = pw.chromium.launch(executable_path=exe, headless=True, args=["--no-sandbox"])
         yield b
         b.close()
+
+
+@pytest.fixture(scope="session")
+def compiled_translate_run(tmp_path_factory):
+    """A tiny Transformer translate run and a user cache holding its compiled decoding, built
+    once for the session by ``attnkit translate compile``: ``(run, cache)``."""
+    from attnkit.cli.main import main
+
+    folder = tmp_path_factory.mktemp("compiled")
+    write_number_pairs(folder / "pairs.tsv", n=300, seed=0, words=8, max_words=5)
+    before = torch.get_num_threads()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ATTNKIT_CACHE", str(folder / "cache"))
+        assert main(["translate", "train", "--data", str(folder / "pairs.tsv"), "--out",
+                     str(folder / "run"), "--epochs", "4", "--max-minutes", "0", "--arch",
+                     "transformer", "--d-model", "32", "--heads", "2", "--layers", "2",
+                     "--ff-dim", "48", "--batch-size", "16", "--lr", "3e-3", "--no-progress",
+                     "--examples", "0", "--threads", "1"]) == 0
+        assert main(["translate", "compile", str(folder / "run"), "--threads", "1"]) == 0
+    torch.set_num_threads(before)
+    return folder / "run", folder / "cache"

@@ -18,13 +18,15 @@ Example:
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +132,21 @@ class Packages:
     def build(self, graphs: Mapping[str, GraphSpec], log: Log
               ) -> dict[str, Callable[..., Any]] | None:
         """Export and compile every graph into a new folder, moved into place once whole,
-        then load them; None (and one warning) when they cannot be built."""
+        then load them; None (and one warning) when they cannot be built. Processes that
+        build the same packages at once (a server's workers) take turns: the first builds,
+        the others load what it built."""
+        try:
+            with _locked(prepare_cache() / f".{self.folder.name}.lock"):
+                if self.exists():
+                    return self.load(list(graphs), log)
+                return self._build(graphs, log)
+        except OSError as exc:
+            log(f"attnkit: warning: decoding could not be compiled ({exc.strerror or exc}); "
+                "it stays eager")
+            return None
+
+    def _build(self, graphs: Mapping[str, GraphSpec], log: Log
+               ) -> dict[str, Callable[..., Any]] | None:
         staging = None
         try:
             from torch._inductor import aoti_compile_and_package
@@ -160,6 +176,17 @@ class Packages:
         log(message)
         shutil.rmtree(self.folder, ignore_errors=True)
         return None
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (created), held while the block runs."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _first_line(exc: BaseException) -> str:

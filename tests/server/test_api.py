@@ -736,7 +736,9 @@ def test_a_subword_run_answers_in_whole_words_and_warns_on_what_it_cannot_read(
     APPS["translate"].train(str(number_pairs(tmp_path / "pairs.tsv", seed=5)), tmp_path / "sub",
                             hidden=16, emb_dim=8, epochs=2, batch_size=16, subword=40,
                             max_minutes=None, progress=False, examples=1, log=lambda _: None)
-    with TestClient(create_app(ServeOptions(runs=[parse_run(f"sub={tmp_path / 'sub'}")]))) as c:
+    options = ServeOptions(runs=[parse_run(f"sub={tmp_path / 'sub'}")],
+                           allowed_hosts=("testserver",))
+    with TestClient(create_app(options)) as c:
         r = c.post("/v1/translate", json={"texts": ["one two three .", "Xqzt plorvk wenthu ."],
                                           "attention": True, "page": True})
         assert r.status_code == 200, r.text
@@ -752,3 +754,33 @@ def test_a_subword_run_answers_in_whole_words_and_warns_on_what_it_cannot_read(
         words = [data["token"] for name, data in events if name == "token"]
         final = next(data for name, data in events if name == "final")["translation"]
         assert words == final["tokens"] and final["warning"] == known["warning"]
+
+
+@pytest.mark.parametrize("mode", ["auto", "on", "off"])
+def test_a_transformer_run_switches_to_compiled_decoding(compiled_translate_run, monkeypatch,
+                                                         mode):
+    """#44: the server answers at once eagerly, loads (or builds) the compiled decoder in the
+    background and switches, saying so in /v1/models; ``on`` has it before the first answer,
+    ``off`` never."""
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from attnkit.server.app import create_app
+    from attnkit.server.options import RunSpec, ServeOptions
+
+    run, cache = compiled_translate_run
+    monkeypatch.setenv("ATTNKIT_CACHE", str(cache))
+    app = create_app(ServeOptions(runs=[RunSpec("tf", run)], compile=mode,
+                                  allowed_hosts=("testserver",)))
+    body = {"texts": ["one two three .", "four five ."]}
+    with TestClient(app) as c:
+        first = c.post("/v1/translate", json=body)
+        assert first.status_code == 200, first.text
+        want = "eager" if mode == "off" else "compiled"
+        deadline = time.monotonic() + 120
+        while c.get("/v1/models").json()["models"][0]["decoding"] != want:
+            assert mode == "auto" and time.monotonic() < deadline
+            time.sleep(0.1)
+        again = c.post("/v1/translate", json=body).json()["translations"]
+        assert [t["text"] for t in again] == [t["text"] for t in first.json()["translations"]]

@@ -42,6 +42,10 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=d.port, help=f"default {d.port}; 0: any free")
     p.add_argument("--engine", choices=ENGINES, help="translation engine (default attnkit; "
                    "ctranslate2 for an exported folder)")
+    p.add_argument("--compile", choices=("auto", "on", "off"), default=d.compile,
+                   help="decode a Transformer run compiled (translate compile): auto "
+                   "(default) answers at once and switches once it is ready, on waits for it, "
+                   "off never")
     p.add_argument("--device", help="cpu (default) | cuda | cuda:N")
     p.add_argument("--workers", type=int, default=d.workers, metavar="N",
                    help="server processes, each with every model (default 1)")
@@ -105,7 +109,8 @@ def options_of(args: argparse.Namespace) -> ServeOptions:
     """The `ServeOptions` of parsed arguments (checked)."""
     return ServeOptions(
         runs=[parse_run(r) for r in args.run], host=args.host, port=args.port,
-        engine=args.engine, device=args.device, workers=args.workers, threads=args.threads,
+        engine=args.engine, device=args.device, compile=args.compile, workers=args.workers,
+        threads=args.threads,
         max_batch=args.max_batch, max_batch_chars=args.max_batch_chars,
         max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
         timeout_s=args.timeout_s, max_body_bytes=args.max_body_bytes,

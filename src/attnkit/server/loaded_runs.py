@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,9 +65,28 @@ class ServedRun:
 
     def info(self) -> dict[str, Any]:
         """What ``GET /v1/models`` shows of it."""
+        engine = self.loaded.engine
         return {"name": self.name, "app": self.app.name, "inputs": self.app.inputs,
-                "engine": getattr(self.loaded.engine, "name", None), "streams": self.streams,
+                "engine": getattr(engine, "name", None),
+                "decoding": getattr(engine, "path", None), "streams": self.streams,
                 "summary": self.summary(), "test_metrics": self.test_metrics}
+
+    def compile(self, mode: str) -> None:
+        """Compiled decoding for a run whose engine has it (`attnkit.server.options.COMPILE`):
+        ``"on"`` now, ``"auto"`` in a thread of its own while the eager engine answers (the
+        engine switches when it is ready, with a log line), ``"off"`` never."""
+        build = getattr(self.loaded.engine, "compile", None)
+        if build is None or mode == "off":
+            return
+        if mode == "on":
+            build(log=log.info)
+            return
+
+        def background() -> None:
+            if build(log=log.info):
+                log.info("%s: decoding switched to the compiled engine", self.name)
+
+        threading.Thread(target=background, name=f"compile {self.name}", daemon=True).start()
 
 
 def app_of(folder: Path) -> tuple[str, str | None]:
@@ -113,6 +133,8 @@ def load_runs(options: ServeOptions) -> dict[str, ServedRun]:
         loaded = app.load(spec.path, device=options.device, engine=engine)
         runs[spec.name] = ServedRun(spec.name, app, loaded, _test_metrics(spec.path))
         log.info("loaded %s (%s): %s", spec.name, app.name, loaded.description)
+        if options.compile == "on":
+            runs[spec.name].compile("on")
     return runs
 
 

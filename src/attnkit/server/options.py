@@ -84,6 +84,11 @@ def read_api_keys(path: str | os.PathLike) -> frozenset[str]:
     return frozenset(keys)
 
 
+# --compile: auto serves at once eagerly and switches to compiled decoding once it is loaded or
+# built in the background; on has it before answering; off never compiles.
+COMPILE = ("auto", "on", "off")
+
+
 @dataclass
 class ServeOptions:
     """Every setting of a server with its default (``attnkit serve --help`` says what each
@@ -95,6 +100,7 @@ class ServeOptions:
     port: int = 8000
     engine: str | None = None
     device: str | None = None
+    compile: str = "auto"
     workers: int = 1
     threads: int | None = None
     max_batch: int = 64
@@ -131,6 +137,9 @@ class ServeOptions:
                 raise UsageError(f"two runs are named {name!r}: name them with --run NAME=PATH")
         if self.engine is not None and self.engine not in ENGINES:
             raise UsageError(f"--engine must be one of {', '.join(ENGINES)}; got {self.engine!r}")
+        if self.compile not in COMPILE:
+            raise UsageError(f"--compile must be one of {', '.join(COMPILE)}; got "
+                             f"{self.compile!r}")
         for name in ("port", "workers", "max_batch", "max_batch_chars", "max_queue",
                      "max_body_bytes", "max_texts", "max_chars", "max_image_bytes", "max_pixels",
                      "max_connections", "threads"):

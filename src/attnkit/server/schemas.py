@@ -192,6 +192,8 @@ class ModelInfo(BaseModel):
     app: str
     inputs: str = Field(description="what the app reads: sentence, review, image...")
     engine: str | None
+    decoding: str | None = Field(None, description="compiled or eager: how a Transformer run "
+                                 "decodes now (it switches to compiled once that is ready)")
     streams: bool = Field(description="served by /v1/translate/stream")
     summary: dict[str, Any]
     test_metrics: dict[str, Any] | None

@@ -64,6 +64,9 @@ class ServerState:
         gatherers = (*self.batchers.values(), *self.streams.values())
         for gatherer in gatherers:
             gatherer.start()
+        if o.compile == "auto":
+            for run in self.runs.values():
+                run.compile("auto")
         self.ready = True
         try:
             yield

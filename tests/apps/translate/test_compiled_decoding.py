@@ -13,33 +13,15 @@ from attnkit.apps.translate import load_run
 from attnkit.cli.main import main
 from attnkit.compiler import cache_root
 
-TINY = ["--arch", "transformer", "--d-model", "32", "--heads", "2", "--layers", "2",
-        "--ff-dim", "48", "--batch-size", "16", "--lr", "3e-3", "--no-progress",
-        "--examples", "0"]
 
-
-@pytest.fixture(autouse=True)
-def _one_thread(one_thread):
-    """Tiny models: one thread is the fastest (conftest's ``one_thread``)."""
+@pytest.fixture(scope="module")
+def run(compiled_translate_run):
+    return compiled_translate_run[0]
 
 
 @pytest.fixture(scope="module")
-def run(number_pairs, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("compiled")
-    number_pairs(folder / "pairs.tsv", n=300, seed=0, words=8, max_words=5)
-    assert main(["translate", "train", "--data", str(folder / "pairs.tsv"), "--out",
-                 str(folder / "run"), "--epochs", "4", "--max-minutes", "0", *TINY]) == 0
-    return folder / "run"
-
-
-@pytest.fixture(scope="module")
-def built(run, tmp_path_factory):
-    """A user cache holding the run's compiled decoding, built once by `translate compile`."""
-    cache = tmp_path_factory.mktemp("cache")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ATTNKIT_CACHE", str(cache))
-        assert main(["translate", "compile", str(run), "--threads", "1"]) == 0
-    return cache
+def built(compiled_translate_run):
+    return compiled_translate_run[1]
 
 
 SENTENCES = ["one two three .", "four .", "five six seven eight one .", "two", "three one ."]

@@ -141,26 +141,27 @@ class AttnkitEngine:
         """Where this model's compiled decoding lives in the user's cache."""
         return Packages("translate", weights_digest(self.model.state_dict()))
 
-    def compile(self) -> bool:
+    def compile(self, log: Log | None = None) -> bool:
         """Load the compiled decoder from the user's cache, or build it there (about a
         minute, once per machine); True when decoding is now compiled. One that cannot be
-        built is one warning, and decoding stays eager."""
+        built is one warning (on ``log``, default the engine's), and decoding stays eager."""
+        log = log or self.log
         with self._building:
             if self.fast is not None or self.compile_mode == "off":
                 return self.fast is not None
             packages, start = self.packages(), time.monotonic()
-            graphs = packages.load(GRAPHS, self.log)
+            graphs = packages.load(GRAPHS, log)
             built = graphs is None
             if built:
-                self.log(f"attnkit: note: compiling the decoder for this machine (once; kept "
-                         f"in {packages.folder.parent})")
-                graphs = packages.build(graph_specs(self.model), self.log)
+                log(f"attnkit: note: compiling the decoder for this machine (once; kept in "
+                    f"{packages.folder.parent})")
+                graphs = packages.build(graph_specs(self.model), log)
             if graphs is None:
                 self.compile_mode = "off"
                 return False
             self.fast = CompiledTransformer(self.model, graphs)
             if built:
-                self.log(f"attnkit: note: decoding compiled in {time.monotonic() - start:.0f} s")
+                log(f"attnkit: note: decoding compiled in {time.monotonic() - start:.0f} s")
             return True
 
     def decoder(self, sentences: int, attention: bool | str) -> nn.Module:
