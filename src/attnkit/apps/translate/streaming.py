@@ -196,9 +196,10 @@ def _rounds(engine: AttnkitEngine, texts: list[str], cuts: list, pieces: list[li
 def _steps(engine: AttnkitEngine, sentences: list[str],
            encoded: list[tuple[list[str], list[int], int]], attention: bool | str,
            unk_replace: bool) -> Iterator[StreamStep]:
-    model, vocab = engine.model, engine.pipeline.tgt_vocab
+    vocab = engine.pipeline.tgt_vocab
     need = attention if attention == "all" else bool(attention or unk_replace)
     need = need if engine.has_attention else False
+    model = engine.decoder(len(sentences), need)
     keep = bool(attention)
     eos, skip = vocab.eos_id, {vocab.pad_id, vocab.bos_id}
     device = next(model.parameters()).device
