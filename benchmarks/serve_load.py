@@ -181,6 +181,20 @@ class Server:
             self.stop()
             raise SystemExit("the server did not start:\n" + "\n".join(self.log))
 
+    def wait_for_decoding(self, path: str | None, seconds: float = 300.0) -> None:
+        """Wait until ``/v1/models`` says the run decodes by ``path`` (``"compiled"``: its
+        background build is done), as the in-process reference does."""
+        import urllib.request
+
+        deadline = time.monotonic() + seconds
+        while path is not None:
+            with urllib.request.urlopen(f"{self.url}/v1/models", timeout=10) as r:  # noqa: S310
+                if json.load(r)["models"][0].get("decoding") == path:
+                    return
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the server did not switch to {path} decoding in {seconds} s")
+            time.sleep(0.5)
+
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -295,6 +309,9 @@ def served_in_process(arguments: Sequence[str]) -> tuple[Any, dict[str, Any]]:
 
     options = options_of(build_parser(["serve"]).parse_args(["serve", *arguments]))
     run = load_runs(options)["bench"]
+    # The engine the server ends up serving with: compiled once its background build is
+    # done (`Server.wait_for_decoding` waits for the same there).
+    run.compile("off" if options.compile == "off" else "on")
     body = TranslateRequest(texts=["x"])
     return run, {"beam": body.beam, "alpha": body.alpha, **app.attention_options(run, body)}
 
@@ -325,6 +342,7 @@ def in_process(arguments: Sequence[str], texts: Sequence[str], threads: int
         start = time.perf_counter()
         run.predict(batch, options)
         return time.perf_counter() - start
+    call_seconds.decoding = run.info()["decoding"]   # type: ignore[attr-defined]
     return by_batch, round(1000 * statistics.median(one_call), 2), call_seconds
 
 
@@ -427,6 +445,7 @@ def main(argv: list[str] | None = None) -> None:
         server = Server(server_command(args.run, args.threads, batching, args.workers,
                                        args.serve_option))
         try:
+            server.wait_for_decoding(call_seconds.decoding)
             asyncio.run(drive(server.url, texts[:WARMUP], 8))
             if batching:
                 rss["before"] = rss_mb(server.proc.pid)
