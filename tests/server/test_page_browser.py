@@ -64,6 +64,22 @@ class Visit:
         assert self.requests and all(u.startswith((origin + "/", "about:", "data:", "blob:"))
                                      for u in self.requests), self.requests
 
+    def wait_in_frame(self, selector: str) -> None:
+        """Wait for ``selector`` in the explorer frame; if it never comes, fail saying what the
+        frame holds (its source's size, its document's text) and what the page logged."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        try:
+            self.page.frame_locator("#explorer").locator(selector).first.wait_for(
+                state="attached", timeout=30_000)
+        except PlaywrightTimeout:
+            shown = self.page.eval_on_selector("#explorer",
+                                               "f => [f.hidden, (f.srcdoc || '').length]")
+            docs = [f.evaluate("() => document.body ? document.body.innerText.slice(0, 500) "
+                               ": null") for f in self.page.frames[1:]]
+            pytest.fail(f"no {selector} in the explorer frame: (hidden, srcdoc length) "
+                        f"{shown}, its text {docs}, errors {self.errors}")
+
     def run(self, run: str) -> None:
         self.page.select_option("#run", label=run)
         self.page.click("#go")
@@ -128,15 +144,13 @@ def test_a_review_and_an_image(browser, live_server, tiny_runs):
     v.page.fill("#text", "a superb film")
     v.run("sentiment (sentiment)")
     assert "P(positive)" in v.page.inner_text("#answer")
-    v.page.frame_locator("#explorer").locator(".tok").first.wait_for(state="attached",
-                                                                     timeout=30_000)
+    v.wait_in_frame(".tok")
     v.page.select_option("#run", label="caption (caption)")
     assert v.page.is_visible("#drop") and not v.page.is_visible("#text")
     v.page.set_input_files("#file", tiny_runs["caption"][1][0])
     v.run("caption (caption)")
     assert v.page.inner_text("#answer").strip()
-    v.page.frame_locator("#explorer").locator("img, canvas").first.wait_for(
-        state="attached", timeout=30_000)
+    v.wait_in_frame("img, canvas")
     v.check_clean(live_server.url)
     v.page.close()
 
