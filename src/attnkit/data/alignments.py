@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnkit.errors import DataError
-from attnkit.fileio import read_capped_text
+from attnkit.fileio import read_user_text
 
 Link = tuple[int, int]
 Links = set[Link]
@@ -73,11 +73,11 @@ def read_pharaoh(path: str | os.PathLike) -> list[Links]:
     """Every line of a Pharaoh file (one sentence pair a line).
 
     Raises:
-        DataError: a missing, unreadable or oversized file (`read_capped`), or a malformed
-            link.
+        DataError: a missing, unreadable or oversized file (`attnkit.fileio.read_user_input`),
+            or a malformed link.
     """
     path = Path(path)
-    text = read_capped_text(path, "the alignment file")
+    text = read_user_text(path, "the alignment file")
     return [parse_pharaoh(line, where=str(path), line_no=n)
             for n, line in enumerate(text.splitlines(), 1)]
 
@@ -94,7 +94,7 @@ def read_gold(path: str | os.PathLike, src_lengths: Sequence[int],
         One `Gold` per pair, 0-based (pairs without a gold line get empty sets).
 
     Raises:
-        DataError: a missing, unreadable or oversized file (`attnkit.fileio.read_capped`:
+        DataError: a missing, unreadable or oversized file (`attnkit.fileio.read_user_input`:
             ``/dev/zero`` is one error, not an endless read), a malformed line, a sentence
             number beyond the pairs, or a token beyond its sentence (the message names the
             line, the sentence and its length).
@@ -102,7 +102,7 @@ def read_gold(path: str | os.PathLike, src_lengths: Sequence[int],
     path = Path(path)
     if len(src_lengths) != len(tgt_lengths):
         raise ValueError("src_lengths and tgt_lengths differ in length")
-    text = read_capped_text(path, "the gold links")
+    text = read_user_text(path, "the gold links")
     gold = [Gold() for _ in src_lengths]
     for n, line in enumerate(text.splitlines(), 1):
         fields = line.split()

@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 
 from attnkit.data.paths import outside_reason
 from attnkit.errors import DataError, DownloadError
+from attnkit.fileio import file_sha256
 
 _CHUNK = 1 << 20
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -45,15 +46,6 @@ def cache_dir() -> Path:
     if env:
         return Path(env).expanduser()
     return Path.home() / ".cache" / "attnkit"
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    """Hex SHA-256 of a file, read in chunks (datasets can be larger than memory)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(_CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def fetch(
@@ -99,7 +91,7 @@ def fetch(
     target = folder / filename
 
     if target.exists():
-        if sha256_file(target) == expected:
+        if file_sha256(target) == expected:
             return target
         # A stale or corrupted cached copy: replace it rather than fail forever.
         target.unlink()
