@@ -105,7 +105,7 @@ def head_matrices(head: AlignmentHead, pairs: Sequence[PairPieces], forced: Sequ
     out = []
     for pair, f in zip(pairs, forced, strict=True):
         n, s = len(pair.tgt_ids), len(pair.src_ids)
-        query, memory, feats = head_inputs(head, f, n, s)
+        query, memory, feats = head_inputs(head.config.layer, f, n, s)
         src_mask, tgt_mask = torch.ones(1, s, dtype=torch.bool), torch.ones(1, n, dtype=torch.bool)
         scores = head(query[None], memory[None], feats[None], src_mask, tgt_mask)
         fwd, rev = directions(scores, src_mask, tgt_mask)
@@ -113,13 +113,12 @@ def head_matrices(head: AlignmentHead, pairs: Sequence[PairPieces], forced: Sequ
     return out
 
 
-def head_inputs(head: AlignmentHead, forced: Forced, n: int, s: int
-                ) -> tuple[Tensor, Tensor, Tensor]:
-    """The head's inputs for one pair: the states that read each target piece ``[n, d]``,
-    the encoder memory ``[S, d]`` and the cell features ``[n, S, F]``."""
+def head_inputs(layer: int, forced: Forced, n: int, s: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The inputs of a head reading decoder ``layer`` for one pair: the states that read each
+    target piece ``[n, d]``, the encoder memory ``[S, d]`` and the cell features ``[n, S, F]``."""
     if forced.states is None or forced.memory is None:
         raise UsageError("the trained aligner needs a Transformer run")
-    query = forced.states[head.config.layer][1:n + 1]
+    query = forced.states[layer][1:n + 1]
     return query, forced.memory, cell_features(forced.attention, n, s)
 
 

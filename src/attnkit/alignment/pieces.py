@@ -1,11 +1,11 @@
 """Sentence pairs as a translation model reads them, with every piece traced to its word.
 
 `pair_pieces` takes the whitespace tokens of a pair to align, writes them as the text the
-model was trained on (`attnkit.data.align_text.surface`: contractions joined, punctuation
+model was trained on (`attnkit.alignment.text.surface`: contractions joined, punctuation
 attached), encodes that text with the run's codec and records which token(s) each piece comes
 from, so that links found between pieces go back to the given tokens' indices. `raw_pieces`
 does the same for raw training text, whose words are the aligner's tokens
-(`attnkit.data.align_text.aligner_tokens`): the labels of the trained aligner. `unknown_words`
+(`attnkit.alignment.text.aligner_tokens`): the labels of the trained aligner. `unknown_words`
 says how much of the pairs' words the vocabularies cannot read.
 
 Example:
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from attnkit.data.align_text import Span, aligner_tokens, pieces_to_tokens, surface
+from attnkit.alignment.text import Span, aligner_tokens, pieces_to_tokens, surface
 from attnkit.data.text_codec import SRC_LANG, TGT_LANG, TextCodec
 from attnkit.data.vocab import Vocab
 

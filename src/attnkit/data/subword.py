@@ -32,7 +32,7 @@ def join_pieces(pieces: Sequence[str]) -> tuple[list[str], list[list[int]]]:
 
     Returns:
         ``(words, owner)``: the words without their marks, and for each piece its word's index
-        as ``[k]`` (the form `attnkit.data.link_extraction.word_scores` gathers by).
+        as ``[k]`` (the form `attnkit.alignment.links.word_scores` gathers by).
 
     Example:
         ```python
