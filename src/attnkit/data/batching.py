@@ -1,11 +1,7 @@
-"""Length bucketing: batches of similar-length examples, so little compute goes to padding;
+"""Batches by length, so little compute goes to padding: `bucket_batch_plan` (a batch plan
+for the trainer: shuffled pools, each sorted by length and cut into batches, in shuffled
+order), `plan_length_groups` (a sorted batch cut into groups each encoded at its own length),
 and `pad_ids`, the one function that pads id sequences into a batch tensor.
-
-``bucket_batch_plan`` returns a *batch plan*, the function ``(epoch, seed) -> list[list[int]]``
-the trainer accepts (docs/DEVELOPING.md): shuffle all indices, cut them into large pools, sort
-each pool by length, chunk it into batches, shuffle the batch order. Pools keep randomness
-between epochs (a fully sorted order would give the same batches every epoch); sorting inside a
-pool removes most padding.
 
 Example:
     ```python
@@ -124,3 +120,52 @@ def pad_ids(rows: Sequence[Sequence[int]], pad: int, *, width: int | None = None
         else:
             out[i, :len(ids)] = ids
     return out
+
+
+# The cost of a length group in the model's work per token (its projections): ``rows * keep *
+# (1 + keep * GROUP_PAIR_COST) + GROUP_COST`` for ``rows`` reviews cut to ``keep`` slots: the
+# attention's per-pair work beside a token's, and a group's fixed cost (its many small operator
+# calls, forward and backward) in tokens, measured in docs/results.md.
+GROUP_PAIR_COST = 0.01
+GROUP_COST = 500.0
+
+
+def plan_length_groups(sorted_lengths: list[int], *, max_groups: int = 6,
+                       min_rows: int = 8) -> list[int]:
+    """Sizes of the length groups (in order, summing to ``len(sorted_lengths)``, each cut to
+    its longest length) that encode a batch of ``sorted_lengths`` (ascending) cheapest by
+    `GROUP_COST`: at most ``max_groups``, starting at multiples of ``min_rows`` (which keeps
+    the search tiny) and of at least ``min_rows`` rows but in a batch smaller than that."""
+    n = len(sorted_lengths)
+    if n == 0:
+        return []
+    if sorted_lengths[0] == sorted_lengths[-1]:
+        return [n]  # equal lengths: splitting only adds groups' fixed costs (most IMDB batches)
+    cuts = list(range(0, n - min_rows + 1, min_rows)) if n >= 2 * min_rows else [0]
+    cuts = cuts + [n] if cuts[-1] != n else cuts
+    if n - cuts[-2] < min_rows and len(cuts) > 2:
+        del cuts[-2]  # the last group takes the remainder
+
+    def cost(i: int, j: int) -> float:
+        keep = max(sorted_lengths[cuts[j] - 1], 1)
+        return (cuts[j] - cuts[i]) * keep * (1.0 + keep * GROUP_PAIR_COST) + GROUP_COST
+
+    m = len(cuts) - 1
+    # best[g][j]: cheapest cover of the first cuts[j] rows by g groups; back pointers in prev.
+    inf = float("inf")
+    best = [[inf] * (m + 1) for _ in range(max_groups + 1)]
+    prev = [[0] * (m + 1) for _ in range(max_groups + 1)]
+    best[0][0] = 0.0
+    for g in range(1, max_groups + 1):
+        for j in range(1, m + 1):
+            for i in range(j):
+                c = best[g - 1][i] + cost(i, j)
+                if c < best[g][j]:
+                    best[g][j], prev[g][j] = c, i
+    groups = min(range(1, max_groups + 1), key=lambda g: best[g][m])
+    sizes, j = [], m
+    for g in range(groups, 0, -1):
+        i = prev[g][j]
+        sizes.append(cuts[j] - cuts[i])
+        j = i
+    return sizes[::-1]
