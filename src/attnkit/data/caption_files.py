@@ -23,10 +23,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from attnkit.data.compressed import read_data
-from attnkit.data.drops import DropReport, where
-from attnkit.data.jsonio import parse_json
-from attnkit.data.paths import outside_reason
+from attnkit.data.compressed import outside_reason, read_data
+from attnkit.data.drops import DropReport, parse_json, where
 from attnkit.errors import DataError, UsageError
 
 _MISSING = ("error", "skip")

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import stat
 import zlib
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
+from attnkit.data.drops import BadRecord
 from attnkit.errors import DataError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -29,6 +31,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 MAX_DATA_BYTES = 512 << 20
 # One line or record: IMDB's longest review is 14 KB.
 MAX_LINE_BYTES = 1 << 20
+_DRIVE = re.compile(r"^[A-Za-z]:")
 
 
 def data_file(path: str | os.PathLike) -> Path:
@@ -116,6 +119,44 @@ def read_data(path: str | os.PathLike) -> bytes:
         except (EOFError, zlib.error, OSError) as exc:
             raise DataError(f"corrupt or truncated compressed file ({exc})",
                             path=str(path)) from None
+
+
+def decode_line(raw: bytes, path: str | os.PathLike, line: int | None, file_start: bool) -> str:
+    """UTF-8 text of one record; a byte-order mark (left by some editors) is dropped where a
+    file starts, anywhere else it is text.
+
+    Raises:
+        BadRecord: "not valid UTF-8", naming the first bad byte.
+    """
+    try:
+        return raw.decode("utf-8-sig" if file_start else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadRecord("not valid UTF-8",
+                        f"not valid UTF-8 ({exc.object[exc.start:exc.start + 1]!r})",
+                        path=str(path), line=line) from None
+
+
+def unsafe_name(name: str) -> str | None:
+    """Why a name read from the data (``/`` or ``\\`` separated) may not be joined to a
+    folder: ``"is an absolute path"``, ``"contains '..'"``; None when it may."""
+    posix = name.replace("\\", "/")
+    if posix.startswith("/") or _DRIVE.match(posix):
+        return "is an absolute path"
+    if ".." in PurePosixPath(posix).parts:
+        return "contains '..'"
+    return None
+
+
+def outside_reason(root: Path, name: str) -> str | None:
+    """Why ``root / name`` may not be opened (`unsafe_name`, or ``"resolves outside <root>"``
+    through a symbolic link), or None. ``root`` is already resolved."""
+    why = unsafe_name(name)
+    if why is not None:
+        return why
+    resolved = (root / name.replace("\\", "/")).resolve()
+    if resolved != root and root not in resolved.parents:
+        return f"resolves outside {root}"
+    return None
 
 
 def too_much_data() -> str:

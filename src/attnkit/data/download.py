@@ -29,7 +29,7 @@ from pathlib import Path, PurePosixPath
 
 from tqdm.auto import tqdm
 
-from attnkit.data.paths import outside_reason
+from attnkit.data.compressed import outside_reason
 from attnkit.errors import DataError, DownloadError
 from attnkit.fileio import file_sha256
 

@@ -20,7 +20,9 @@ Example:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from attnkit.errors import DataError
 
@@ -42,6 +44,20 @@ class BadRecord(DataError):
                  line: int | None = None):
         super().__init__(message or reason, path=path, line=line)
         self.reason = reason
+
+
+def parse_json(text: str, *, path: str, line: int | None = None) -> Any:
+    """``json.loads(text)``; malformed or too deeply nested input (RecursionError) is a
+    `BadRecord` "not valid JSON" naming ``path`` and line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = exc.lineno if line is None else line
+        raise BadRecord("not valid JSON", f"invalid JSON: {exc.msg} (column {exc.colno})",
+                        path=path, line=where) from exc
+    except RecursionError as exc:
+        raise BadRecord("not valid JSON", "invalid JSON: nested too deeply", path=path,
+                        line=line) from exc
 
 
 @dataclass

@@ -22,7 +22,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnkit.data.compressed import capped_lines, open_maybe_gzip
+from attnkit.data.compressed import capped_lines, decode_line, open_maybe_gzip
 from attnkit.data.download import fetch, safe_extract
 from attnkit.data.drops import DropReport, where
 from attnkit.errors import DataError
@@ -85,7 +85,7 @@ def read_pairs(
     with open_maybe_gzip(path) as stream:
         try:
             for number, raw in capped_lines(stream, path):
-                line = _decode(raw, path, number).rstrip("\r\n")
+                line = decode_line(raw, path, number, number == 1).rstrip("\r\n")
                 if not line.strip():
                     continue
                 reason = _check_line(line)
@@ -100,18 +100,6 @@ def read_pairs(
         except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
             raise DataError(f"corrupt gzip file: {exc}", path=str(path)) from exc
     return result
-
-
-def _decode(raw: bytes, path: Path, number: int) -> str:
-    try:
-        # A byte-order mark left by some editors opens the file; anywhere else it is text.
-        return raw.decode("utf-8-sig" if number == 1 else "utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(
-            f"not valid UTF-8 ({exc.object[exc.start:exc.start + 1]!r})",
-            path=str(path),
-            line=number,
-        ) from exc
 
 
 def _check_line(line: str) -> str | None:

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from attnkit.data.jsonio import parse_json
+from attnkit.data.drops import parse_json
 from attnkit.errors import DataError
 from attnkit.fileio import atomic_write_text
 
