@@ -1,15 +1,10 @@
 """Files a user may have copied, edited or damaged: atomic writes and checked reads.
 
-Writes go to a temporary file in the same folder, then ``os.replace``: a reader never sees a
-half-written file, and a link in the file's place is replaced, never written through. The two
-writes that cannot be atomic (appending to a log, cutting it back) refuse a link instead.
-
-Reads come in two contracts. A run's own files (`read_regular_file`, `checked_file`,
-`read_json`) must be regular files, inside their folder (``root``) and within a size cap, or
-one `CheckpointError` names the file. A text the user hands a command (`read_user_input`: a
-file, a pipe, stdin) may be any stream, read up to `MAX_TEXT_BYTES` in `MAX_TEXT_LINES`
-lines, or one `DataError`.
-"""
+Writes go to a temporary file beside the target, then ``os.replace`` (a link in its place is
+replaced, never written through). A run's own files (`read_regular_file`, `checked_file`,
+`read_json`) must be regular, inside their run folder and under a size cap, or one
+`CheckpointError` names the file; a user's input (`read_user_input`: file, pipe or stdin) is
+read up to `MAX_TEXT_BYTES` in `MAX_TEXT_LINES` lines, or one `DataError`."""
 
 from __future__ import annotations
 
@@ -36,14 +31,8 @@ MAX_TEXT_LINES = 1_000_000
 
 @contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success it replaces ``path``, on error it goes.
-
-    For writers that want a file name (``safetensors.save_file``, sentencepiece, savefig):
-        ```python
-        with atomic_path("w.safetensors") as tmp:
-            save_file(tensors, tmp)
-        ```
-    """
+    """Yield a temporary path beside ``path``; on success it replaces ``path``, on error it goes
+    (for writers that want a file name: safetensors, sentencepiece, savefig)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
@@ -126,11 +115,10 @@ def _unreadable(exc: OSError, what: str) -> str:
 
 
 def read_regular_file(path: str | os.PathLike, what: str, *, limit: int | None) -> bytes:
-    """The bytes of ``path``, a regular file of at most ``limit`` bytes (None: any size): a
-    device or pipe in its place (``/dev/zero``) would hang or fill memory.
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes (None: any size).
 
     Raises:
-        CheckpointError: missing, not a regular file, larger than ``limit``, unreadable.
+        CheckpointError: missing, not a regular file (``/dev/zero``), too big, unreadable.
     """
     path = Path(path)
     try:
@@ -148,12 +136,8 @@ def read_regular_file(path: str | os.PathLike, what: str, *, limit: int | None) 
 
 
 def read_user_input(source: str | os.PathLike | BinaryIO, what: str) -> bytes:
-    """The bytes of a file, pipe or stream a user gives a command to read whole (``--source
-    <(zcat en.gz)``, stdin), never past `MAX_TEXT_BYTES` in `MAX_TEXT_LINES` lines.
-
-    Raises:
-        DataError: missing, a folder, unreadable, or past a cap (the message names the cap).
-    """
+    """The bytes of a file, pipe or stream a user gives a command (``--source <(zcat en.gz)``,
+    stdin), never past `MAX_TEXT_BYTES` in `MAX_TEXT_LINES` lines; else one DataError."""
     limit = MAX_TEXT_BYTES
     shown = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
     try:
@@ -205,12 +189,8 @@ def _too_big(what: str, limit: int) -> str:
 
 
 def check_inside(path: str | os.PathLike, what: str, root: str | os.PathLike) -> Path:
-    """``path``, when it lies inside ``root`` once every link on the way is followed: the
-    file itself a link, or a folder above it (``RUN/last`` linked to another run's folder
-    makes ``RUN/last/model.safetensors`` another run's file).
-
-    Raises:
-        CheckpointError: ``path`` leads out of ``root`` (the message says where to).
+    """``path``, when it lies inside ``root`` once every link on the way is followed (``RUN/last``
+    linked elsewhere makes ``RUN/last/model.safetensors`` another run's file); else CheckpointError.
     """
     path = Path(path)
     if not path.resolve().is_relative_to(Path(root).resolve()):
@@ -221,15 +201,8 @@ def check_inside(path: str | os.PathLike, what: str, root: str | os.PathLike) ->
 
 def checked_file(path: str | os.PathLike, what: str, *, root: str | os.PathLike | None = None,
                  limit: int | None = MAX_JSON_BYTES) -> Path:
-    """``path`` checked for reading: present, a regular file, inside ``root`` (when given: the
-    folder links must stay in), at most ``limit`` bytes (None: any).
-
-    Returns:
-        The path, to hand to the file's own reader.
-
-    Raises:
-        CheckpointError: missing, a folder, a device or FIFO, a link out of ``root``, too big.
-    """
+    """``path`` when present, a regular file, inside ``root`` (if given) and at most ``limit``
+    bytes; else CheckpointError."""
     path = Path(path)
     if root is not None:
         check_inside(path, what, root)
@@ -265,18 +238,8 @@ def read_text(path: str | os.PathLike, what: str = "file", *,
 
 def read_json(path: str | os.PathLike, what: str = "file", *,
               root: str | os.PathLike | None = None, limit: int | None = MAX_JSON_BYTES) -> Any:
-    """The JSON value in ``path``; every way it can be unreadable is one CheckpointError.
-
-    Args:
-        path: the file.
-        what: what the file is, for the message (e.g. ``"the run's config"``).
-        root: the run folder the file belongs to (a link out of it is refused).
-        limit: the largest size accepted in bytes.
-
-    Raises:
-        CheckpointError: missing, not a regular file, too big, not UTF-8, or not valid JSON
-            (the message names the path).
-    """
+    """The JSON value in ``path`` (``what`` names it in messages; ``root``, ``limit`` as
+    `checked_file`); every way it can be unreadable is one CheckpointError naming the path."""
     text = read_text(path, what, root=root, limit=limit)
     try:
         return json.loads(text)

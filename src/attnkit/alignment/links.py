@@ -1,19 +1,9 @@
 """Word links: Pharaoh lines and WPT03 gold files, their scores (precision, recall, AER),
 the two directions combined (symmetrisation), and links drawn from score matrices.
 
-A link ``(i, j)`` joins source token ``i`` and target token ``j`` (0-based whitespace tokens); a
-Pharaoh line writes them ``0-0 1-2 2-1``. Gold files follow WPT03 (``k e f S|P``, 1-based) and
-scores Och & Ney (2003), summed over the corpus. Formulas and conventions:
-docs/concepts.md, "Word alignment".
-
-Example:
-    ```python
-    gold = read_gold("trial.wa", src_lengths, tgt_lengths)
-    links = extract(word_scores(pieces, tgt_owner, src_owner, n_tgt, n_src), rev, "argmax",
-                    symmetrize="grow-diag-final-and")
-    alignment_scores([links], gold)          # {"precision", "recall", "aer", "links"}
-    ```
-"""
+A link ``(i, j)`` joins source token ``i`` and target token ``j`` (0-based whitespace tokens),
+written ``0-0 1-2 2-1`` in Pharaoh. Formulas and conventions: docs/concepts.md, "Word
+alignment"."""
 
 from __future__ import annotations
 
@@ -104,15 +94,7 @@ def read_gold(path: str | os.PathLike, src_lengths: Sequence[int],
 def alignment_scores(predicted: Sequence[Iterable[Link]], gold: Sequence[Gold]
                      ) -> dict[str, float]:
     """``{"precision", "recall", "aer", "links"}`` of each pair's predicted links against its
-    `Gold`, over the corpus, in percent (``links``: how many were predicted).
-
-    Example:
-        ```python
-        g = Gold(sure={(0, 0)}, possible={(0, 0), (1, 1)})
-        alignment_scores([{(0, 0), (1, 1), (1, 0)}], [g])
-        # precision 66.7, recall 100.0, AER 1 - (1 + 2) / (3 + 1) = 25.0
-        ```
-    """
+    `Gold`, over the corpus, in percent (``links``: how many were predicted)."""
     if len(predicted) != len(gold):
         raise ValueError(f"{len(predicted)} predicted alignments for {len(gold)} gold ones")
     a = s = a_s = a_p = 0
@@ -238,13 +220,7 @@ def extract(forward: np.ndarray, reverse: np.ndarray | None = None,
     """Word links ``(source, target)`` from word matrices ``[n_tgt, n_src]``: ``forward``
     (each target word's scores over the source) and, to symmetrise, ``reverse`` (column ``j``:
     source word ``j``'s scores over the target). ``extraction``: each word's ``"argmax"``, or
-    every score ``>= threshold``; ``symmetrize``: one of `SYMMETRIZATIONS`.
-
-    Example:
-        ```python
-        extract(np.array([[0.9, 0.1], [0.3, 0.7]]))      # {(0, 0), (1, 1)}
-        ```
-    """
+    every score ``>= threshold``; ``symmetrize``: one of `SYMMETRIZATIONS`."""
     if extraction not in EXTRACTIONS:
         raise ValueError(f"extraction must be one of {', '.join(EXTRACTIONS)}, "
                          f"got {extraction!r}")

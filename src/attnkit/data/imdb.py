@@ -1,27 +1,9 @@
-"""IMDB movie reviews (Maas et al., 2011) from every form they come in.
-
-Sources (`load_split` picks by path):
-
-* an ``aclImdb/`` folder: ``train|test/pos|neg/<id>_<rating>.txt`` (``unsup/`` is ignored);
-* the official ``aclImdb_v1.tar.gz``, read member by member (nothing is written to disk; a
-  member with ``..`` or an absolute path is a DataError). `download_imdb` fetches it
-  into the attnkit cache and checks its SHA-256;
-* JSON Lines (optionally gzip) of ``{"text": ..., "label": ...}``, e.g. ``train.jsonl.gz``;
-* CSV with a text and a label column.
-
-Labels may be ``0``/``1`` or ``"neg"``/``"pos"``. Every bad record (missing field, unknown label,
-undecodable bytes, empty review, a file of the folder that resolves outside it) raises
-`DataError` naming the file and line (or tar member), unless
-``skip_bad=True``: then it is skipped and counted by reason in `ReadStats`. Bad records
-are found one by one, so one bad byte or one bad line costs that record only. A byte-order mark
-may open any file.
-
-Example:
-    ```python
-    reviews = load_split("../shared/data/imdb", "train")      # list[Review]
-    train, valid = split_validation(reviews, fraction=0.1, seed=0)
-    ```
-"""
+"""IMDB movie reviews (Maas et al., 2011) from every form they come in: an ``aclImdb/`` folder,
+the official ``aclImdb_v1.tar.gz`` read member by member (`download_imdb` fetches it), JSON
+Lines (maybe gzip) of ``{"text", "label"}``, or CSV with a text and a label column;
+`load_split` picks by path. Labels are ``0``/``1`` or ``"neg"``/``"pos"``. A bad record raises
+a `DataError` naming its file and line (or member), or with ``skip_bad`` is counted by reason
+in `ReadStats`; one bad byte costs that record only. Sources: docs/concepts.md, "Data"."""
 
 from __future__ import annotations
 
@@ -84,13 +66,7 @@ class ReadStats:
         return self.drops.total
 
     def report(self, source: str | None = None) -> str:
-        """One line per reason records were skipped (``""`` if none), e.g.:
-            ```python
-            dropped 3 records of train.csv:
-              2 not valid UTF-8 (e.g. train.csv:5, train.csv:9)
-              1 with an empty review (train.csv:7)
-            ```
-        """
+        """One line per reason records were skipped (``""`` if none)."""
         return self.drops.format(source)
 
 
@@ -212,12 +188,8 @@ def _csv_records(path: Path, text_column: str, label_column: str) -> Iterator:
 
 
 def _parse_csv(content: str) -> tuple[list[str], list[tuple[int, dict | csv.Error]]]:
-    """The header and every ``(line, row or csv.Error)``; ``line`` is where the record ends.
-
-    csv refuses fields over 128 KiB unless its module-wide limit is raised; a review may be as
-    long as the file, so the limit is raised for this parse only (and parsed in full here, so
-    that it is restored before the caller sees a record).
-    """
+    """The header and every ``(line, row or csv.Error)``; ``line`` is where the record ends. csv's
+    module-wide 128 KiB field limit is raised for this parse only (a review may be the file)."""
     previous = csv.field_size_limit()
     csv.field_size_limit(max(previous, min(len(content) + 1, _C_LONG_MAX)))
     try:
@@ -351,14 +323,9 @@ def _is_tar(path: Path) -> bool:
 
 def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | None = None,
                text_column: str = "text", label_column: str = "label") -> list[Review]:
-    """Reviews of ``split`` from whatever ``path`` is.
-
-    * a folder with ``<split>.jsonl.gz`` / ``<split>.jsonl`` / ``<split>.csv``: that file;
-    * an ``aclImdb`` folder (or one containing ``aclImdb/``): `read_folder`;
-    * ``*.tar.gz``: `read_tar`;
-    * a single ``.jsonl[.gz]`` or ``.csv`` file: that file, whatever ``split`` is;
-    * ``"download"``: the official archive, fetched into the cache.
-    """
+    """Reviews of ``split`` from whatever ``path`` is: a folder with ``<split>.jsonl[.gz]`` or
+    ``<split>.csv``; an ``aclImdb`` folder (or its parent); ``*.tar.gz``; one ``.jsonl[.gz]`` or
+    ``.csv`` file (whatever ``split`` is); or ``"download"`` (the official archive, cached)."""
     _check_split(split)
     stats = stats or ReadStats()
     if str(path) == "download":
@@ -396,11 +363,8 @@ def has_split(path, split: str) -> bool:
 
 
 def split_validation(items: Sequence, fraction: float, seed: int) -> tuple[list, list]:
-    """Carve a validation set from ``items``: the same ``(fraction, seed)`` gives the same split.
-
-    Returns ``(train, valid)`` with ``round(len * fraction)`` items in ``valid``, both in their
-    original order.
-    """
+    """``(train, valid)`` carved from ``items``, ``round(len * fraction)`` in ``valid``, both in
+    their original order; the same ``(fraction, seed)`` gives the same split."""
     if not 0.0 <= fraction < 1.0:
         raise ValueError(f"validation fraction must be in [0, 1), got {fraction}")
     n_valid = int(round(len(items) * fraction))

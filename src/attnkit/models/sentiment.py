@@ -1,19 +1,10 @@
 """Self-attention review classifier: the 2018 Keras model (preset ``keras2018``) and a stronger one.
 
-``keras2018`` is ``Embedding(30000, 128)`` + sinusoidal positions (cos_sin layout) ->
-``MultiHeadAttention`` (8 heads x 16, no bias, no output projection) as self-attention ->
-global max pooling over time -> ``Dropout(0.5)`` -> ``Linear(128, 1)`` -> sigmoid: 3,889,281
-parameters, as Keras reports. With ``mask_padding`` (the default) padding gets no attention,
-never wins the pooling and does not shift positions; ``False`` reproduces the original. How
-padding, the CPU speed path and the explanations work: docs/concepts.md, "Sentiment".
-Explanations: `attnkit.explain.sentiment`.
-
-Example:
-    ```python
-    model = SentimentClassifier(SentimentConfig.keras2018())
-    logits = model(ids, lengths)            # ids [batch, time] int64, lengths [batch] -> [batch]
-    ```
-"""
+``keras2018``: ``Embedding(30000, 128)`` + sinusoidal positions -> 8-head self-attention (no
+bias, no output projection) -> global max pooling -> ``Dropout(0.5)`` -> ``Linear(128, 1)``:
+3,889,281 parameters, as Keras reports. ``model(ids [batch, time], lengths [batch])`` ->
+logits ``[batch]``. Padding, the CPU speed path: docs/concepts.md, "Sentiment"; explanations:
+`attnkit.explain.sentiment`."""
 
 from __future__ import annotations
 
@@ -40,24 +31,17 @@ class SentimentConfig:
     """Everything that defines a `SentimentClassifier` (saved as JSON in the run).
 
     Args:
-        vocab_size: rows of the token embedding (ids must be ``< vocab_size``).
-        embed_dim: token embedding size = model width.
-        maxlen: the longest input (learned positions need it).
-        num_heads, head_dim: multi-head self-attention; ``num_heads * head_dim`` must equal
-            ``embed_dim`` for the residual ``transformer`` blocks.
-        num_layers: self-attention layers.
+        num_heads, head_dim: ``num_heads * head_dim == embed_dim`` for ``transformer`` blocks.
         block: ``"plain"`` (the 2018 layer: attention output replaces the input) or
             ``"transformer"`` (pre-layer-norm residual attention + feed-forward).
-        ffn_dim: feed-forward hidden size of transformer blocks.
         positional: ``"sinusoidal"`` (cos_sin layout, summed), ``"learned"`` or ``"none"``.
         pooling: ``"max"`` (global max over time) or ``"attention"`` (learned softmax pooling).
-        dropout: before the classifier (0.5 in 2018).
-        block_dropout: inside transformer blocks and on the embeddings.
-        attn_bias, attn_out_proj: the attention projections' bias and output projection.
-        bigram_buckets: if > 0, hashed embeddings of (previous, current) token pairs are added to
-            the token embeddings (fastText-style local order); 0 = off.
-        mask_padding: exclude padding from attention, pooling and positions (see module doc).
-        padding: ``"pre"`` or ``"post"``: where the inputs' padding is.
+        dropout / block_dropout: before the classifier (0.5 in 2018) / inside blocks and on the
+            embeddings.
+        bigram_buckets: if > 0, hashed (previous, current) token-pair embeddings are added
+            (fastText-style local order).
+        mask_padding: exclude padding from attention, pooling and positions; ``padding``: where it
+            is (``"pre"`` or ``"post"``).
     """
 
     vocab_size: int = 30000
@@ -169,12 +153,8 @@ class _TransformerBlock(nn.Module):
 
 
 class SentimentClassifier(nn.Module):
-    """Binary review classifier built from self-attention (see the module doc).
-
-    Call:
-        ``forward(ids [batch, time] int64, lengths [batch] int64) -> logits [batch]`` (``time
-        <= config.maxlen`` for learned positions); P(positive) is ``sigmoid(logits)``.
-    """
+    """Binary review classifier: ``forward(ids [batch, time], lengths [batch]) -> logits [batch]``
+    (P(positive) is ``sigmoid(logits)``)."""
 
     # Length groups of a CPU batch in masked mode (`_pool_by_length`): at most this many, of at
     # least this many rows. On a GPU a batch is one group (small kernels are launch-bound there).
