@@ -1,16 +1,7 @@
-"""Word alignment of given sentence pairs with a translation model (the Python side of
-``attnkit translate align``): the pairs as the model's pieces (`attnkit.alignment.pieces`),
-the target fed (forced decoding), a method's piece matrices (`attnkit.alignment.methods`)
-gathered into word matrices, and links extracted (`attnkit.alignment.links`). A trained
-aligner may first be adapted to the pairs (`attnkit.alignment.head_training.adapt_head`).
-
-Example:
-    ```python
-    result = align(model, pipeline, [["the", "house"]], [["la", "maison"]], ATTENTION_DEFAULT)
-    result.links[0]                     # {(0, 0), (1, 1)}
-    result.words[0].shape               # (2, 2): [target words, source words]
-    ```
-"""
+"""Word alignment of given sentence pairs with a translation model (behind ``attnkit translate
+align``): the pairs as the model's pieces (`attnkit.alignment.pieces`), the target fed, a
+method's piece matrices (`attnkit.alignment.methods`) gathered into word matrices, and links
+extracted (`attnkit.alignment.links`); a trained aligner may first be adapted to the pairs."""
 
 from __future__ import annotations
 
@@ -76,24 +67,19 @@ def align(model: nn.Module, pipeline: TranslatePipeline, sources: Sequence[Seque
           head: AlignmentHead | None = None,
           adapt: Callable[[AlignmentHead, list, list[PairPieces], list], str] | None = None,
           normalize: bool = True) -> AlignResult:
-    """Align the whitespace tokens of sentence pairs (module doc).
+    """Align the whitespace tokens of sentence pairs (`check_pairs`) with ``model``.
 
     Args:
-        model, pipeline: a translation model with attention and its text pipeline.
-        sources, targets: each pair's tokens (`check_pairs`).
-        settings: ``{"method"`` (a `Method`), ``"extraction"`` (``"argmax"`` or
-            ``"threshold"``), ``"threshold"`` (the least weight linked with ``"threshold"``),
-            ``"symmetrize"`` (``"none"``, ``"intersection"``, ``"union"``,
-            ``"grow-diag-final-and"``)``}`` (`ATTENTION_DEFAULT`).
-        head: the trained aligner, for the ``"head"`` method.
-        adapt: with the ``"head"`` method, fits a copy of ``head`` to the pairs first
-            (``adapt(head, token_pairs, pairs, forced) -> note``,
-            `attnkit.alignment.head_training.adapt_head`).
+        settings: ``{"method"`` (a `Method`), ``"extraction"`` (``"argmax"`` or ``"threshold"``),
+            ``"threshold"``, ``"symmetrize"`` (one of `SYMMETRIZATIONS`)``}``
+            (`ATTENTION_DEFAULT`).
+        head: the trained aligner, for the ``"head"`` method; ``adapt(head, token_pairs, pairs,
+            forced) -> note`` fits a copy of it to the pairs first (`adapt_head`).
         normalize: write the tokens as the model's training text (contractions, casing).
 
     Raises:
-        UsageError: an unknown extraction or symmetrisation; a threshold that is not a finite
-            number; the head method without a head; a layer or head the model does not have.
+        UsageError: a bad extraction, symmetrisation or threshold; the head method without a
+            head; a layer or head the model does not have.
     """
     if settings["extraction"] not in EXTRACTIONS:
         raise UsageError(f"--extraction must be one of {', '.join(EXTRACTIONS)}")

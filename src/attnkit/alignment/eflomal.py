@@ -1,18 +1,10 @@
-"""eflomal (Östling & Tiedemann 2016), the classical word aligner, and its links as the
-labels of the trained aligner, in the pieces a model reads.
+"""eflomal (Östling & Tiedemann 2016), the classical word aligner, and its links as the labels
+of the trained aligner, in the pieces a model reads.
 
 eflomal (``pip install 'attnkit[align]'``, imported when used) is a Bayesian IBM/HMM model
-fitted by Gibbs sampling, in both directions, on much parallel text at once: the pairs to
-align with a run's training pairs as background (`eflomal_labels`); it has no seed. Its
-links become the 0/1 piece matrix that `attnkit.models.alignment_head.alignment_loss` expects
-(`piece_labels`).
-
-Example:
-    ```python
-    links = eflomal_labels([(["the", "house"], ["la", "maison"])], background=tatoeba_pairs)
-    y = piece_labels(pair, links[0])       # [target pieces, source pieces]
-    ```
-"""
+fitted by Gibbs sampling in both directions on the pairs with a run's training pairs as
+background (`eflomal_labels`; it has no seed); `piece_labels` turns its links into the 0/1
+piece matrix `attnkit.models.alignment_head.alignment_loss` expects."""
 
 from __future__ import annotations
 

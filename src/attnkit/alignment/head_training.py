@@ -1,17 +1,8 @@
-"""Training an alignment head on labelled pairs: the frozen translation model's forced
-decoding gives the head's inputs once, then the head alone is fitted. `train_head` does it all
-from raw training pairs (eflomal's links as labels, within a time budget); `adapt_head`
-fine-tunes a head on eflomal's links of the pairs it is asked to align, as classical aligners
-do (no gold link used). A head on disk is a folder: ``head.safetensors`` and ``head.json``
-(its sizes, its default settings, how it was trained).
-
-Example:
-    ```python
-    head, trained = train_head(model, pipeline, tatoeba_pairs, seconds=120)
-    write_head(Path("runs/fr/alignment"), head, defaults={...}, trained=trained)
-    head, info = read_head(Path("runs/fr/alignment"))    # (None, None) when there is none
-    ```
-"""
+"""Training an alignment head on labelled pairs: the frozen translation model's forced decoding
+gives the head's inputs once, then the head alone is fitted. `train_head` does it from raw
+training pairs (eflomal's links as labels, within a time budget); `adapt_head` fine-tunes a
+head on eflomal's links of the pairs it is asked to align (no gold link used). A head on
+disk is a folder: ``head.safetensors`` and ``head.json`` (`write_head`, `read_head`)."""
 
 from __future__ import annotations
 
@@ -134,20 +125,13 @@ def train_head(model: nn.Module, pipeline: TranslatePipeline,
                corpus: Sequence[tuple[str, str]], *, pairs: int = 20000, seconds: float = 120.0,
                layer: int = -1, seed: int = 0, log: Callable[[str], None] | None = None
                ) -> tuple[AlignmentHead, dict]:
-    """A head for a Transformer ``model``, trained on eflomal's links of raw ``corpus`` pairs.
-
-    Args:
-        model, pipeline: the translation model and its text pipeline.
-        corpus: raw training pairs; eflomal learns from all of them.
-        pairs: how many of them (a sample by ``seed``) label the head.
-        seconds: the whole budget (eflomal, forced decoding, fitting).
-        layer: the decoder layer the head reads (0-based; -1: the last).
-        seed: which pairs, and the batch order.
-        log: progress lines.
+    """A head for a Transformer ``model``, trained on eflomal's links of raw ``corpus`` pairs
+    (eflomal learns from all; ``pairs`` of them, sampled by ``seed``, label the head) within
+    ``seconds`` in all; ``layer``: the decoder layer it reads (-1: the last).
 
     Returns:
-        The head (eval mode) and how it was trained (``{"steps", "epochs", "seconds",
-        "loss", "pairs", "eflomal_pairs", "labels", "total_seconds"}``).
+        The head (eval mode) and how it was trained (``{"steps", "epochs", "seconds", "loss",
+        "pairs", "eflomal_pairs", "labels", "total_seconds"}``).
     """
     start, say = time.monotonic(), log or (lambda _: None)
     c = model.config
@@ -181,12 +165,8 @@ def write_head(folder: Path, head: AlignmentHead, *, defaults: dict[str, Any],
 
 def read_head(folder: Path, root: str | os.PathLike | None = None
               ) -> tuple[AlignmentHead | None, dict[str, Any] | None]:
-    """The head in ``folder`` (eval mode) and its ``head.json``; ``(None, None)`` when there is
-    none. ``root``: the folder its files' links must stay in (`attnkit.fileio.checked_file`).
-
-    Raises:
-        CheckpointError: a head whose files are broken or do not match.
-    """
+    """The head in ``folder`` (eval mode) and its ``head.json``, ``(None, None)`` when there is
+    none; ``root`` as `attnkit.fileio.checked_file`. CheckpointError: broken or mismatched files."""
     if not (folder / INFO).exists():
         return None, None
     info = read_json_object(folder / INFO, "the alignment head description", root=root)

@@ -1,15 +1,7 @@
-"""What links come from: a translation run's attention (a layer, a head, their average, read at
-the step that predicts a word or at the one that reads it), its trained alignment head, or a
-gradient attribution; each gives, per pair, a forward matrix over the pieces (each target
-piece's weights over the source) and, where it has one, a reverse matrix (each source piece's
-over the target).
-
-Example:
-    ```python
-    method = Method("attention", layer=1, head="avg", shift=True)
-    fwd, rev = piece_matrices(model, pairs, forced, method)[0]     # [n, S] each
-    ```
-"""
+"""What links come from: a translation run's attention (a layer, a head or their average, read
+at the step that predicts a word or the one that reads it), its trained alignment head, or a
+gradient attribution. Each gives, per pair, a forward piece matrix (each target piece's
+weights over the source) and, where it has one, a reverse one."""
 
 from __future__ import annotations
 
@@ -34,12 +26,11 @@ class Method:
     """Where the links come from.
 
     Args:
-        kind: one of `KINDS` (``rollout``: the cross-attention of every layer times the
-            encoder's self-attention rolled out, `attnkit.attention.rollout.rollout_cross`).
-        layer: the attention layer (0-based; ``"avg"`` all of them).
-        head: the attention head (0-based; ``"avg"`` all of them).
-        shift: read the attention at the step that reads the target piece (it has seen it;
-            shift-attention, Chen et al. 2020) rather than the step that predicts it.
+        kind: one of `KINDS` (``rollout``: every layer's cross-attention times the encoder's
+            rolled-out self-attention).
+        layer, head: 0-based, or ``"avg"`` over all.
+        shift: read the attention at the step that reads the target piece (shift-attention,
+            Chen et al. 2020) rather than the one that predicts it.
     """
 
     kind: str = "attention"
@@ -124,12 +115,9 @@ def head_inputs(layer: int, forced: Forced, n: int, s: int) -> tuple[Tensor, Ten
 
 def piece_matrices(pairs: Sequence[PairPieces], forced: Sequence[Forced], method: Method, *,
                    head: AlignmentHead | None = None) -> list[tuple[Tensor, Tensor]]:
-    """Each pair's forward and reverse piece matrices ``[n, S]`` for an attention or head
-    method (attributions: `attribution_matrices`).
-
-    Raises:
-        UsageError: a layer or head the model does not have; the head method without a head.
-    """
+    """Each pair's forward and reverse piece matrices ``[n, S]`` for an attention or head method
+    (attributions: `attribution_matrices`); UsageError for a layer or head the model lacks, or
+    the head method without a head."""
     if method.kind == "head":
         if head is None:
             raise UsageError("this run has no trained aligner (RUN/alignment/head.safetensors)"

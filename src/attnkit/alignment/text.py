@@ -2,16 +2,9 @@
 maps between them that keep token indices (English and French rules only).
 
 `surface` writes whitespace tokens (``je ai vu le homme de le village .``) as the text a model
-reads (``J'ai vu l'homme du village.``), each token with its span (joined tokens share one);
-`aligner_tokens` splits raw text as the gold standard writes it, each token with its span in
-the raw text: what eflomal learns from. Conventions: docs/concepts.md, "Word alignment".
-
-Example:
-    ```python
-    text, spans = surface("je ai vu le homme de le village .".split(), "fr")
-    aligner_tokens("Je l'ai vu au marché.", "fr")   # [("je", (0, 2)), ("le", (3, 5)), ...]
-    ```
-"""
+reads (``J'ai vu l'homme du village.``), each token with its span; `aligner_tokens` splits
+raw text as the gold standard writes it, with spans: what eflomal learns from. Conventions:
+docs/concepts.md, "Word alignment"."""
 
 from __future__ import annotations
 

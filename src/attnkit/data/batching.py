@@ -1,16 +1,7 @@
-"""Batches by length, so little compute goes to padding: `bucket_batch_plan` (a batch plan
-for the trainer: shuffled pools, each sorted by length and cut into batches, in shuffled
-order), `plan_length_groups` (a sorted batch cut into groups each encoded at its own length),
-and `pad_ids`, the one function that pads id sequences into a batch tensor.
-
-Example:
-    ```python
-    plan = bucket_batch_plan([len(x) for x in src_ids], batch_size=64)
-    batches = plan(epoch=0, seed=0)         # every index exactly once
-    padding_fraction(batches, lengths)      # e.g. 0.05 vs 0.45 for random batches
-    pad_ids([[5, 6, 7], [8]], pad=0)        # tensor([[5, 6, 7], [8, 0, 0]])
-    ```
-"""
+"""Batches by length, so little compute goes to padding: `bucket_batch_plan` (the trainer's
+plan: shuffled pools, each sorted by length and cut into batches, in shuffled order),
+`plan_length_groups` (a sorted batch cut into groups each encoded at its own length), and
+`pad_ids`, the one function that pads id sequences into a batch tensor."""
 
 from __future__ import annotations
 
@@ -31,20 +22,14 @@ def bucket_batch_plan(
     shuffle: bool = True,
     pool_batches: int = 50,
 ) -> BatchPlan:
-    """Make a bucketing batch plan.
+    """A bucketing batch plan: ``plan(epoch, seed) -> list[list[int]]``, a pure function covering
+    every index once.
 
     Args:
-        lengths: length of each example (e.g. ``max(len(src), len(tgt))``), ``[num_examples]``.
-        batch_size: most examples per batch.
-        max_tokens: optional cap on ``batch_len * longest_in_batch`` (padded tokens); an example
-            longer than the cap gets a batch of its own.
-        shuffle: False gives one global length-sorted order, the same for every epoch and
-            seed (for evaluation).
+        lengths: each example's length (e.g. ``max(len(src), len(tgt))``).
+        max_tokens: optional cap on padded tokens per batch (a longer example is alone).
+        shuffle: False gives one length-sorted order for every epoch and seed (evaluation).
         pool_batches: pool size in batches; larger pools mean less padding, less randomness.
-
-    Returns:
-        ``plan(epoch, seed) -> list[list[int]]``, a pure function of its arguments covering
-        every index exactly once.
     """
     lens = np.asarray(lengths, dtype=np.int64)
     if lens.ndim != 1:
@@ -102,14 +87,8 @@ def padding_fraction(batches: Sequence[Sequence[int]], lengths: Sequence[int]) -
 
 def pad_ids(rows: Sequence[Sequence[int]], pad: int, *, width: int | None = None,
             side: str = "post") -> Tensor:
-    """Id sequences as one batch tensor ``[batch, width]`` (int64), ``pad`` filling each row
-    after its ids (``side="post"``) or before them (``"pre"``).
-
-    Args:
-        rows: the id sequences (any may be empty); none longer than ``width``.
-        pad: the padding id.
-        width: the batch's width (None: the longest row's).
-        side: where the padding goes.
+    """Id sequences (any may be empty, none longer than ``width``; None: the longest) as one
+    ``[batch, width]`` int64 tensor, ``pad`` after the ids (``side="post"``) or before (``"pre"``).
     """
     width = max((len(r) for r in rows), default=0) if width is None else width
     out = torch.full((len(rows), width), pad, dtype=torch.long)

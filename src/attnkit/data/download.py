@@ -1,16 +1,8 @@
-"""Checksummed downloads into a cache folder, and archive extraction that cannot escape its folder.
+"""Checksummed downloads into a cache folder, and archive extraction that cannot escape it.
 
-Every dataset attnkit downloads goes through `fetch`, so every file on disk has been checked
-against a SHA-256 written in the code; a changed upstream file fails loudly instead of silently
-changing results. `safe_extract` refuses archives whose members would land outside the
-destination ("zip slip": ``../x``, ``/etc/x``, or a link pointing outside) before writing anything.
-
-Example:
-    ```python
-    path = fetch("https://example.org/data.zip", sha256="9f86d0...")
-    safe_extract(path, cache_dir() / "data")
-    ```
-"""
+Every dataset goes through `fetch`, checked against a SHA-256 written in the code: a changed
+upstream file fails loudly instead of changing results. `safe_extract` refuses archives whose
+members would land outside the destination (``../x``, ``/etc/x``, a link out) before writing."""
 
 from __future__ import annotations
 
@@ -48,21 +40,12 @@ def cache_dir() -> Path:
 
 def fetch(url: str, *, sha256: str, filename: str | None = None,
           cache: str | os.PathLike | None = None, progress: bool = True) -> Path:
-    """Download ``url`` into the cache (once) and return the verified local path.
-
-    A cached file whose checksum matches is reused without any network access; a download
-    goes to a temporary file renamed into place only once its checksum matched.
-
-    Args:
-        url: ``http(s)://`` or ``file://`` URL.
-        sha256: expected hex SHA-256 of the file (64 hex digits).
-        filename: name inside the cache (default: the last part of the URL path).
-        cache: cache folder (default `cache_dir`), created if missing.
-        progress: show a tqdm progress bar.
+    """Download ``url`` (``http(s)://`` or ``file://``) into ``cache`` (default `cache_dir`) once
+    and return the path; a cached file whose checksum matches is reused offline, a download
+    renamed into place only once its ``sha256`` matched.
 
     Raises:
-        DownloadError: the download failed or its checksum did not match (the bad file is
-            deleted).
+        DownloadError: the download failed or its checksum did not match (the file is deleted).
         ValueError: ``sha256`` is not 64 hex digits, or no file name comes from ``url``.
     """
     expected = sha256.strip().lower()
@@ -118,15 +101,9 @@ def _check_inside(dest: Path, name: str, archive: Path) -> None:
 
 
 def safe_extract(archive: str | os.PathLike, dest: str | os.PathLike) -> list[Path]:
-    """Extract a ``.zip`` or ``.tar[.gz]`` archive (told by its content) into ``dest``.
-
-    Every member is checked before anything is written: a name with ``..`` or an absolute
-    one, a link (symbolic or hard) out of ``dest``, or a device or FIFO raises `DataError`
-    naming the member, and nothing is extracted.
-
-    Returns:
-        The extracted files (folders excluded), in archive order.
-    """
+    """Extract a ``.zip`` or ``.tar[.gz]`` archive (told by its content) into ``dest``; the files,
+    in archive order. A name with ``..`` or absolute, a link out of ``dest``, or a device or FIFO
+    is a DataError naming the member, before anything is written."""
     archive, dest_path = Path(archive), Path(dest)
     dest_path.mkdir(parents=True, exist_ok=True)
     dest_path = dest_path.resolve()

@@ -1,16 +1,7 @@
 """``Vocab``: the token <-> index table (the classic ``LanguageIndex``), saved as JSON.
 
-Special tokens come first, in the order given, so ``<pad>`` is index 0 with the default specials
-(padding rows are then all zeros). The sentiment app uses ``specials=("<pad>", "<unk>")``.
-
-Example:
-    ```python
-    vocab = Vocab.build([["le", "chat"], ["le", "chien"]], min_freq=1)
-    ids = vocab.encode(["le", "loup"], add_bos=True, add_eos=True)   # [1, 4, 3, 2]
-    vocab.decode(ids)                                                # ["le", "<unk>"]
-    vocab.to_json(run_dir / "vocab_src.json"); Vocab.from_json(run_dir / "vocab_src.json")
-    ```
-"""
+Special tokens come first, in the order given, so ``<pad>`` is index 0 with the default
+specials (padding rows are then all zeros). The sentiment app uses ``("<pad>", "<unk>")``."""
 
 from __future__ import annotations
 
@@ -31,14 +22,9 @@ _VERSION = 1
 
 
 class Vocab:
-    """Bidirectional token/index table with special tokens first.
-
-    Args:
-        tokens: every token in index order; must start with ``specials`` and hold no duplicates.
-        specials: the special tokens (default ``<pad> <bos> <eos> <unk>``).
-
-    Unknown tokens encode to ``<unk>`` when the vocabulary has one, else `encode` raises.
-    """
+    """Bidirectional token/index table: ``tokens`` in index order, starting with ``specials``
+    (default ``<pad> <bos> <eos> <unk>``), no duplicates. Unknown tokens encode to ``<unk>``
+    when there is one, else `encode` raises."""
 
     def __init__(self, tokens: Sequence[str], specials: Sequence[str] = DEFAULT_SPECIALS):
         tokens = list(tokens)
@@ -70,17 +56,9 @@ class Vocab:
         max_size: int | None = None,
         specials: Sequence[str] = DEFAULT_SPECIALS,
     ) -> Vocab:
-        """Build from tokenized sentences.
-
-        Args:
-            sentences: iterable of token sequences (e.g. ``[["le", "chat"], ...]``).
-            min_freq: keep tokens seen at least this many times.
-            max_size: total size *including* the specials; the most frequent tokens are kept.
-            specials: special tokens, placed first.
-
-        Ties in frequency are broken by the token string (Unicode order), so the result does not
-        depend on the order of the data.
-        """
+        """Build from tokenized sentences: tokens seen ``min_freq`` times, the most frequent up to
+        ``max_size`` *including* the specials; ties broken by the token string, so the result does
+        not depend on the data's order."""
         if min_freq < 1:
             raise ValueError(f"min_freq must be >= 1, got {min_freq}")
         specials = tuple(specials)
@@ -144,11 +122,8 @@ class Vocab:
         return ids
 
     def decode(self, ids: Iterable[int], strip_specials: bool = True) -> list[str]:
-        """Ids (ints or a 1-D tensor) -> tokens.
-
-        With ``strip_specials`` decoding stops at the first ``<eos>`` (model outputs continue
-        with junk after it) and drops ``<pad>`` / ``<bos>``; ``<unk>`` is kept, it is content.
-        """
+        """Ids (ints or a 1-D tensor) -> tokens; ``strip_specials`` stops at the first ``<eos>`` and
+        drops ``<pad>`` / ``<bos>`` (``<unk>`` is content: kept)."""
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
         eos = self.stoi.get(EOS) if EOS in self.specials else None

@@ -1,18 +1,8 @@
 """Per-token explanations of a sentiment model's verdict, by method: its attention
-(`attribute`: each pooled feature's share of the logit passed back through the last layer),
-attention rollout through every layer (`rollout`), and gradient x input and integrated
-gradients of the logit with respect to the token vectors (Captum, `attnkit.explain.captum`).
-
-Attention and rollout are shares (>= 0, summing to 1 over the real tokens); the gradient
-methods are signed (> 0 pushes towards "positive"). How each is derived: docs/concepts.md,
-"Sentiment".
-
-Example:
-    ```python
-    prob, scores, signed = attribute(model, ids, lengths)   # [batch], [batch, time] x 2
-    scores = token_scores(model, ids, lengths, "integrated-gradients")   # [batch, time]
-    ```
-"""
+(`attribute`), attention rollout through every layer (`rollout`), and gradient x input and
+integrated gradients of the logit by the token vectors (`attnkit.explain.captum`). Attention
+and rollout are shares (sum 1 over the real tokens); gradients are signed (> 0 pushes towards
+"positive"). How each is derived: docs/concepts.md, "Sentiment"."""
 
 from __future__ import annotations
 
@@ -42,15 +32,10 @@ def _shares(scores: Tensor, mask: Tensor) -> Tensor:
 @torch.no_grad()
 def attribute(model: SentimentClassifier, ids: Tensor, lengths: Tensor
               ) -> tuple[Tensor, Tensor, Tensor]:
-    """P(positive) ``[batch]``, attention scores ``[batch, time]`` (a distribution over the
-    real tokens) and signed contributions ``[batch, time]`` (each real token's part of the
-    logit; with masking they sum to ``logit - classifier bias``).
-
-    Attention pooling splits the logit exactly, ``a_t * (w . h_t)``; max pooling passes each
-    feature's term ``w_d * max_t h[t, d]`` back through the attention row that made it (the
-    scores with its absolute value). In the unmasked 2018 mode the winners are taken among the
-    real tokens only: the question is which *words* mattered.
-    """
+    """P(positive) ``[batch]``, attention scores ``[batch, time]`` (a distribution over the real
+    tokens) and signed contributions ``[batch, time]`` (with masking they sum to ``logit -
+    classifier bias``). In the unmasked 2018 mode the pooling winners are taken among the real
+    tokens only: the question is which *words* mattered."""
     x, mask, attn = model.encode(ids, lengths, need_weights=True)
     pooled, aux = model.pool(x, mask)
     prob = torch.sigmoid(model.classifier(pooled).squeeze(-1))
@@ -69,13 +54,10 @@ def attribute(model: SentimentClassifier, ids: Tensor, lengths: Tensor
 
 
 def _trace_back(model: SentimentClassifier, weights: Tensor, winners: Tensor) -> Tensor:
-    """For feature ``d`` won at query ``q_d``: the attention row over the tokens that made it.
-
-    ``weights [batch, heads, T, T]``, ``winners [batch, width]`` -> ``[batch, width, T]``.
-    Without an output projection feature ``d`` belongs to head ``d // head_dim``; otherwise
-    (or in residual blocks) the heads are averaged. Residual blocks also keep the token's own
-    vector, so half of the credit stays with the winning position itself.
-    """
+    """``weights [batch, heads, T, T]``, ``winners [batch, width]`` -> ``[batch, width, T]``: for
+    feature ``d`` won at query ``q_d``, the attention row that made it (head ``d // head_dim``
+    without an output projection, else the heads' mean; residual blocks keep half the credit on
+    the winner itself)."""
     batch, width = winners.shape
     b_idx = torch.arange(batch, device=winners.device)[:, None]
     cfg = model.config
@@ -92,11 +74,8 @@ def _trace_back(model: SentimentClassifier, weights: Tensor, winners: Tensor) ->
 
 @torch.no_grad()
 def rollout(model: SentimentClassifier, ids: Tensor, lengths: Tensor) -> Tensor:
-    """Attention rollout (`attnkit.attention.rollout`) of the stacked layers, read by the
-    pooling: ``[batch, time]`` shares over the real tokens. Each position's share of the
-    decision (its pooling weight, or the part of ``sum_d |w_d max_t h[t, d]|`` its features
-    won) passes back through every layer's head-averaged attention, mixed half with the
-    identity in residual blocks."""
+    """Attention rollout (`attnkit.attention.rollout`) of the stacked layers, read by the pooling:
+    ``[batch, time]`` shares over the real tokens."""
     x, mask, attn = model.encode(ids, lengths, need_weights=True)
     pooled, aux = model.pool(x, mask)
     if model.pool_score is not None:
