@@ -24,6 +24,8 @@ MAX_DATA_BYTES = 512 << 20
 # One line or record: IMDB's longest review is 14 KB.
 MAX_LINE_BYTES = 1 << 20
 _DRIVE = re.compile(r"^[A-Za-z]:")
+# What a damaged gzip stream raises while it is read.
+CORRUPT_STREAM = (EOFError, zlib.error, gzip.BadGzipFile)
 
 
 def data_file(path: str | os.PathLike) -> Path:
@@ -88,7 +90,7 @@ def read_data(path: str | os.PathLike) -> bytes:
     with open_maybe_gzip(path) as f:
         try:
             return read_capped_data(f, path)
-        except (EOFError, zlib.error, OSError) as exc:
+        except (*CORRUPT_STREAM, OSError) as exc:
             raise DataError(f"corrupt or truncated compressed file ({exc})",
                             path=str(path)) from None
 

@@ -8,19 +8,18 @@ in `ReadStats`; one bad byte costs that record only. Sources: docs/concepts.md, 
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import os
 import random
 import re
 import stat
 import tarfile
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from attnkit.data.compressed import (
+    CORRUPT_STREAM,
     MAX_DATA_BYTES,
     MAX_LINE_BYTES,
     capped_lines,
@@ -99,32 +98,23 @@ def _review_file(f, where: str, label: int) -> Review:
                   label)
 
 
-def _collect(records: Iterator, stats: ReadStats, skip_bad: bool) -> list[Review]:
-    """Drain a generator of Reviews / DataErrors, raising or skipping the errors."""
+def _collect(records: Iterator, name, stats: ReadStats | None, skip_bad: bool) -> list[Review]:
+    """Drain a generator of Reviews / DataErrors, raising or skipping the errors; refused once
+    the texts pass `MAX_DATA_BYTES` together (a folder or an archive of many files)."""
     out: list[Review] = []
+    stats, total = stats or ReadStats(), 0
     for item in records:
         if isinstance(item, DataError):
             if not skip_bad:
                 raise item
             stats.drops.add_error(item)
-        else:
-            out.append(item)
-            stats.read += 1
-    return out
-
-
-def _capped(records: Iterator, name: str) -> Iterator:
-    """``records``, refused once their texts pass `MAX_DATA_BYTES` together."""
-    total = 0
-    for item in records:
-        total += len(item.text) if isinstance(item, Review) else 0
+            continue
+        total += len(item.text)
         if total > MAX_DATA_BYTES:
-            raise DataError(too_much_data(), path=name)
-        yield item
-
-
-# What a damaged gzip stream raises while it is read.
-CORRUPT_STREAM = (EOFError, zlib.error, gzip.BadGzipFile)
+            raise DataError(too_much_data(), path=str(name))
+        out.append(item)
+        stats.read += 1
+    return out
 
 
 def _jsonl_records(path: Path) -> Iterator:
@@ -277,30 +267,27 @@ def _tar_records(archive: Path, split: str) -> Iterator:
 
 def read_jsonl(path, *, skip_bad: bool = False, stats: ReadStats | None = None) -> list[Review]:
     """Reviews from JSON Lines (plain or gzip) of ``{"text": str, "label": 0|1|"neg"|"pos"}``."""
-    return _collect(_jsonl_records(Path(path)), stats or ReadStats(), skip_bad)
+    return _collect(_jsonl_records(Path(path)), path, stats, skip_bad)
 
 
 def read_csv(path, *, text_column: str = "text", label_column: str = "label",
              skip_bad: bool = False, stats: ReadStats | None = None) -> list[Review]:
     """Reviews from a CSV file with a header naming ``text_column`` and ``label_column``."""
-    return _collect(_csv_records(Path(path), text_column, label_column), stats or ReadStats(),
-                    skip_bad)
+    return _collect(_csv_records(Path(path), text_column, label_column), path, stats, skip_bad)
 
 
 def read_folder(root, split: str, *, skip_bad: bool = False,
                 stats: ReadStats | None = None) -> list[Review]:
     """Reviews of ``split`` from an ``aclImdb/`` folder (neg first, files in name order)."""
     _check_split(split)
-    return _collect(_capped(_folder_records(Path(root), split), str(root)), stats or ReadStats(),
-                    skip_bad)
+    return _collect(_folder_records(Path(root), split), root, stats, skip_bad)
 
 
 def read_tar(archive, split: str, *, skip_bad: bool = False,
              stats: ReadStats | None = None) -> list[Review]:
     """Reviews of ``split`` read straight from ``aclImdb_v1.tar.gz`` (nothing extracted)."""
     _check_split(split)
-    return _collect(_capped(_tar_records(Path(archive), split), str(archive)),
-                    stats or ReadStats(), skip_bad)
+    return _collect(_tar_records(Path(archive), split), archive, stats, skip_bad)
 
 
 def _check_split(split: str) -> None:

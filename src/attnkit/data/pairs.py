@@ -6,13 +6,11 @@ file and line: they mean the wrong file, and a skip would drop every accented li
 
 from __future__ import annotations
 
-import gzip
 import os
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnkit.data.compressed import capped_lines, decode_line, open_maybe_gzip
+from attnkit.data.compressed import CORRUPT_STREAM, capped_lines, decode_line, open_maybe_gzip
 from attnkit.data.download import fetch, safe_extract
 from attnkit.data.drops import DropReport, where
 from attnkit.errors import DataError
@@ -68,7 +66,7 @@ def read_pairs(
                                     path=str(path), line=number)
                 else:
                     result.drops.add(reason, where(path, number))
-        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        except CORRUPT_STREAM as exc:
             raise DataError(f"corrupt gzip file: {exc}", path=str(path)) from exc
     return result
 
