@@ -129,20 +129,14 @@ class _Collector:
         return None
 
     def finish(self) -> CaptionSet:
-        self.result.items = [
-            CaptionedImage(self.image_dir / n, tuple(c)) for n, c in self.captions.items()
-        ]
+        self.result.items = [CaptionedImage(self.image_dir / n, tuple(c))
+                             for n, c in self.captions.items()]
         return self.result
 
 
-def read_flickr_tokens(
-    token_file: str | os.PathLike,
-    image_dir: str | os.PathLike,
-    *,
-    strict: bool = True,
-    missing_images: str = "error",
-    check_images: bool = True,
-) -> CaptionSet:
+def read_flickr_tokens(token_file: str | os.PathLike, image_dir: str | os.PathLike, *,
+                       strict: bool = True, missing_images: str = "error",
+                       check_images: bool = True) -> CaptionSet:
     """Read a Flickr8k/Flickr30k token file (``name.jpg#k<TAB>caption`` per line).
 
     Args:
@@ -197,17 +191,15 @@ def read_coco_captions(json_file: str | os.PathLike, image_dir: str | os.PathLik
     except UnicodeDecodeError as err:
         raise DataError("not valid UTF-8", path=str(path)) from err
     data = parse_json(text, path=str(path))
-    if not isinstance(data, dict) or not all(
-        isinstance(data.get(k), list) for k in ("images", "annotations")
-    ):
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), list)
+                                             for k in ("images", "annotations")):
         raise DataError("expected an object with 'images' and 'annotations' lists", path=str(path))
 
     names: dict[object, str] = {}
     for i, img in enumerate(data["images"]):
         # A missing id, or a list/object id (unhashable), cannot key the images.
-        if not isinstance(img, dict) or isinstance(img.get("id", []), (list, dict)) or not (
-            isinstance(img.get("file_name"), str) and img["file_name"]
-        ):
+        if not isinstance(img, dict) or isinstance(img.get("id", []), (list, dict)) \
+                or not (isinstance(img.get("file_name"), str) and img["file_name"]):
             col.bad("images without an 'id' or a 'file_name'",
                     "needs 'id' and a non-empty 'file_name'", path, member=f"images[{i}]")
         elif img["id"] in names:

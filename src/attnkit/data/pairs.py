@@ -38,9 +38,8 @@ class PairsResult:
         return self.drops.format(str(self.path))
 
 
-def read_pairs(
-    path: str | os.PathLike, *, strict: bool = False, max_examples_shown: int = 3
-) -> PairsResult:
+def read_pairs(path: str | os.PathLike, *, strict: bool = False,
+               max_examples_shown: int = 3) -> PairsResult:
     """Read ``english<TAB>french[<TAB>attribution...]`` lines (blanks, extra columns ignored).
 
     ``strict``: raise on the first bad line instead of skipping it; ``max_examples_shown``: the
@@ -99,9 +98,8 @@ def tatoeba_fra_eng(cache: str | os.PathLike | None = None, *, progress: bool = 
     """Download and extract the Anki/Tatoeba English-French pairs into ``cache``; the path of
     ``fra.txt``. The checksum pins the 2019 ``fra-eng.zip``: a newer upstream file fails with a
     DownloadError (download it yourself and pass the local ``fra.txt``)."""
-    archive = fetch(
-        TATOEBA_FRA_ENG_URL, sha256=TATOEBA_FRA_ENG_SHA256, cache=cache, progress=progress
-    )
+    archive = fetch(TATOEBA_FRA_ENG_URL, sha256=TATOEBA_FRA_ENG_SHA256, cache=cache,
+                    progress=progress)
     dest = archive.parent / "fra-eng"
     target = dest / "fra.txt"
     if not target.exists():

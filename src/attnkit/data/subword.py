@@ -58,16 +58,9 @@ class SubwordModel:
             raise DataError(f"not a sentencepiece model: {exc}", path=str(self.path)) from exc
 
     @classmethod
-    def train(
-        cls,
-        texts: Iterable[str],
-        path: str | os.PathLike,
-        *,
-        vocab_size: int = 8000,
-        model_type: str = "unigram",
-        character_coverage: float = 1.0,
-        seed_sentencepiece_size: int = 100000,
-    ) -> SubwordModel:
+    def train(cls, texts: Iterable[str], path: str | os.PathLike, *, vocab_size: int = 8000,
+              model_type: str = "unigram", character_coverage: float = 1.0,
+              seed_sentencepiece_size: int = 100000) -> SubwordModel:
         """Train on ``texts`` (both languages for a joint model) and write the model to ``path``
         atomically; ``vocab_size`` is an upper bound (small corpora give fewer pieces)."""
         if model_type not in ("unigram", "bpe"):
@@ -77,17 +70,12 @@ class SubwordModel:
         buffer = io.BytesIO()
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(t for t in texts if t.strip()),
-                model_writer=buffer,
-                vocab_size=vocab_size,
-                model_type=model_type,
-                character_coverage=character_coverage,
-                hard_vocab_limit=False,  # small corpora: fewer pieces instead of an error
+                sentence_iterator=iter(t for t in texts if t.strip()), model_writer=buffer,
+                vocab_size=vocab_size, model_type=model_type, character_coverage=character_coverage,
                 seed_sentencepiece_size=seed_sentencepiece_size,
+                hard_vocab_limit=False,  # small corpora: fewer pieces instead of an error
                 # attnkit's Vocab owns <pad>/<bos>/<eos>; sentencepiece keeps only <unk>.
-                unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1,
-                minloglevel=2,
-            )
+                unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1, minloglevel=2)
         except RuntimeError as exc:
             raise ValueError(f"sentencepiece training failed: {exc}") from exc
         atomic_write_bytes(path, buffer.getvalue())

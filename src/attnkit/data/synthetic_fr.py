@@ -289,13 +289,9 @@ def generate_pairs(n: int, seed: int) -> list[tuple[str, str]]:
     return pairs
 
 
-def synthetic_splits(
-    seed: int, train: int = 20000, valid: int = 1000, test: int = 1000
-) -> dict[str, list[tuple[str, str]]]:
+def synthetic_splits(seed: int, train: int = 20000, valid: int = 1000, test: int = 1000
+                     ) -> dict[str, list[tuple[str, str]]]:
     """``{"train", "valid", "test"}`` lists of ``(english, french)``, no English sentence shared."""
     pairs = generate_pairs(train + valid + test, seed)
-    return {
-        "train": pairs[:train],
-        "valid": pairs[train:train + valid],
-        "test": pairs[train + valid:],
-    }
+    return {"train": pairs[:train], "valid": pairs[train:train + valid],
+            "test": pairs[train + valid:]}

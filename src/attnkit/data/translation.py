@@ -18,9 +18,8 @@ from attnkit.data.vocab import Vocab
 TokenPair = tuple[Sequence[str], Sequence[str]]
 
 
-def filter_by_length(
-    pairs_tokens: Sequence[TokenPair], max_len: int
-) -> tuple[list[TokenPair], DropReport]:
+def filter_by_length(pairs_tokens: Sequence[TokenPair], max_len: int
+                     ) -> tuple[list[TokenPair], DropReport]:
     """Keep pairs whose two sides are non-empty and at most ``max_len`` tokens -> ``(kept, drops)``,
     ``kept`` in input order, ``drops`` by reason."""
     if max_len < 1:
@@ -43,22 +42,17 @@ class TranslationDataset:
 
     def __init__(self, src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]]):
         if len(src_ids) != len(tgt_ids):
-            raise ValueError(
-                f"src_ids and tgt_ids must have the same length, got {len(src_ids)} and "
-                f"{len(tgt_ids)}"
-            )
+            raise ValueError(f"src_ids and tgt_ids must have the same length, got "
+                             f"{len(src_ids)} and {len(tgt_ids)}")
         self.src_ids = [list(map(int, s)) for s in src_ids]
         self.tgt_ids = [list(map(int, t)) for t in tgt_ids]
 
     @classmethod
-    def from_token_pairs(
-        cls, pairs_tokens: Sequence[TokenPair], src_vocab: Vocab, tgt_vocab: Vocab
-    ) -> TranslationDataset:
+    def from_token_pairs(cls, pairs_tokens: Sequence[TokenPair], src_vocab: Vocab,
+                         tgt_vocab: Vocab) -> TranslationDataset:
         """Encode tokenized pairs with the two vocabularies (unknown words -> ``<unk>``)."""
-        return cls(
-            [src_vocab.encode(s) for s, _ in pairs_tokens],
-            [tgt_vocab.encode(t) for _, t in pairs_tokens],
-        )
+        return cls([src_vocab.encode(s) for s, _ in pairs_tokens],
+                   [tgt_vocab.encode(t) for _, t in pairs_tokens])
 
     def __len__(self) -> int:
         return len(self.src_ids)
@@ -71,13 +65,8 @@ class TranslationDataset:
         return [max(len(s), len(t) + 1) for s, t in zip(self.src_ids, self.tgt_ids, strict=True)]
 
 
-def collate_translation(
-    batch: Sequence[tuple[Sequence[int], Sequence[int]]],
-    pad_id: int,
-    *,
-    bos_id: int = 1,
-    eos_id: int = 2,
-) -> dict[str, Tensor]:
+def collate_translation(batch: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int, *,
+                        bos_id: int = 1, eos_id: int = 2) -> dict[str, Tensor]:
     """Pad ``B`` examples ``(src_ids, tgt_ids)`` (sources non-empty) to the batch's longest with
     ``pad_id`` -> ``{"src": [B, S], "src_lengths": [B], "tgt_in": [B, T] (<bos> + y), "tgt_out":
     [B, T] (y + <eos>), "tgt_lengths": [B] (len(y) + 1)}``, all int64."""

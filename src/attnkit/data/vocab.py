@@ -32,10 +32,8 @@ class Vocab:
         if len(set(specials)) != len(specials):
             raise ValueError(f"specials contain duplicates: {list(specials)}")
         if tuple(tokens[: len(specials)]) != specials:
-            raise ValueError(
-                f"the first tokens must be the specials {list(specials)}, "
-                f"got {tokens[: len(specials)]}"
-            )
+            raise ValueError(f"the first tokens must be the specials {list(specials)}, "
+                             f"got {tokens[: len(specials)]}")
         self.itos: list[str] = tokens
         self.specials: tuple[str, ...] = specials
         self.stoi: dict[str, int] = {}
@@ -48,14 +46,8 @@ class Vocab:
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def build(
-        cls,
-        sentences: Iterable[Iterable[str]],
-        *,
-        min_freq: int = 1,
-        max_size: int | None = None,
-        specials: Sequence[str] = DEFAULT_SPECIALS,
-    ) -> Vocab:
+    def build(cls, sentences: Iterable[Iterable[str]], *, min_freq: int = 1,
+              max_size: int | None = None, specials: Sequence[str] = DEFAULT_SPECIALS) -> Vocab:
         """Build from tokenized sentences: tokens seen ``min_freq`` times, the most frequent up to
         ``max_size`` *including* the specials; ties broken by the token string, so the result does
         not depend on the data's order."""
@@ -70,10 +62,8 @@ class Vocab:
                 raise ValueError("sentences must be token sequences, got a plain string")
             counts.update(sentence)
         special_set = set(specials)
-        ranked = sorted(
-            (tok for tok, c in counts.items() if c >= min_freq and tok not in special_set),
-            key=lambda tok: (-counts[tok], tok),
-        )
+        ranked = sorted((tok for tok, c in counts.items() if c >= min_freq
+                         and tok not in special_set), key=lambda tok: (-counts[tok], tok))
         if max_size is not None:
             ranked = ranked[: max_size - len(specials)]
         return cls(list(specials) + ranked, specials)
@@ -106,9 +96,8 @@ class Vocab:
     unk_id = property(lambda self: self.special_id(UNK))
 
     # ------------------------------------------------------------------ encode / decode
-    def encode(
-        self, tokens: Iterable[str], add_bos: bool = False, add_eos: bool = False
-    ) -> list[int]:
+    def encode(self, tokens: Iterable[str], add_bos: bool = False,
+               add_eos: bool = False) -> list[int]:
         """Tokens -> ids; unknown tokens -> ``<unk>``; optional ``<bos>`` / ``<eos>`` around."""
         unk = self.stoi.get(UNK) if UNK in self.specials else None
         ids = [self.bos_id] if add_bos else []
@@ -145,12 +134,8 @@ class Vocab:
     def to_json(self, path: str | os.PathLike) -> None:
         """Write ``{"format", "version", "specials", "tokens"}`` atomically (temp file + rename)."""
         path = Path(path)
-        payload = {
-            "format": _FORMAT,
-            "version": _VERSION,
-            "specials": list(self.specials),
-            "tokens": self.itos,
-        }
+        payload = {"format": _FORMAT, "version": _VERSION, "specials": list(self.specials),
+                   "tokens": self.itos}
         atomic_write_text(path, json.dumps(payload, ensure_ascii=False, indent=0) + "\n")
 
     @classmethod
@@ -167,10 +152,8 @@ class Vocab:
         if not isinstance(payload, dict) or payload.get("format") != _FORMAT:
             raise DataError(f"not an attnkit vocabulary (format != {_FORMAT!r})", path=str(path))
         if payload.get("version") != _VERSION:
-            raise DataError(
-                f"unsupported vocabulary version {payload.get('version')!r} (expected {_VERSION})",
-                path=str(path),
-            )
+            raise DataError(f"unsupported vocabulary version {payload.get('version')!r} "
+                            f"(expected {_VERSION})", path=str(path))
         tokens, specials = payload.get("tokens"), payload.get("specials")
         for name, value in (("tokens", tokens), ("specials", specials)):
             if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
