@@ -352,17 +352,11 @@ class SentimentClassifier(nn.Module):
     def _pool_by_length(self, ids: Tensor, lengths: Tensor,
                         sorted_lengths: list[int] | None = None,
                         tables: tuple[Tensor, Tensor | None] | None = None) -> Tensor:
-        """Masked mode: ``ids [batch, time]`` -> pooled ``[batch, width]`` in input order.
-
-        Rows sorted by length are encoded in a few groups (`plan_length_groups`), each cut to
-        its longest row; a group whose rows all fill it runs without a mask. Exact: with
-        masking a review's output does not depend on its padding. Dropout comes later on the
-        whole batch, so the random stream does not depend on grouping.
-
-        ``sorted_lengths``: the rows' lengths, already validated and in ascending order
-        (`logits_by_length`): the batch is then neither sorted nor masked here. ``tables``:
-        `projection_tables` (inference), each group pooled from them.
-        """
+        """Masked mode: ``ids [batch, time]`` -> pooled ``[batch, width]`` in input order,
+        rows encoded in length groups (`plan_length_groups`) each cut to its longest row
+        (docs/concepts.md, "Sentiment"). ``sorted_lengths``: validated, ascending lengths
+        (`logits_by_length`: the batch is then neither sorted nor masked here); ``tables``:
+        `projection_tables` (inference)."""
         if sorted_lengths is None:
             self._check_shapes(ids, lengths)
         batch, time = ids.shape
@@ -426,11 +420,10 @@ class SentimentClassifier(nn.Module):
     @torch.no_grad()
     def logits_by_length(self, ids: Tensor, lengths: Tensor, *, batch_size: int = 256
                          ) -> Tensor:
-        """Logits ``[n]`` of many reviews ``ids [n, time]``, in input order, without attention
-        weights: ``batch_size`` at a time in length order, each batch cut to its longest
-        review with masking (equal to ``forward`` to float32 rounding), projections gathered
-        from `projection_tables` from `TABLE_TOKENS_PER_WORD` tokens per vocabulary word.
-        Runs in the model's current mode (``eval()`` for inference)."""
+        """Logits ``[n]`` of many reviews ``ids [n, time]`` in input order, without weights:
+        ``batch_size`` at a time in length order, each batch cut to its longest review (equal to
+        ``forward`` to float32 rounding), from `projection_tables` past `TABLE_TOKENS_PER_WORD`
+        tokens per vocabulary word. Runs in the model's current mode."""
         self._check_shapes(ids, lengths)
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -469,15 +462,11 @@ class SentimentClassifier(nn.Module):
 
     def projection_tables(self, time: int, device: torch.device | None = None
                           ) -> tuple[Tensor, Tensor | None] | None:
-        """The 2018 model's Q/K/V projection of every word and of every position: ``(words
-        [vocab_size, 3 * inner], positions [>= time, 3 * inner] or None without positions)``.
-
-        A token's projection is linear in its vector, ``(e + p) W^T + b = (e W^T + b) + p
-        W^T``, so for one plain layer feeding the max pooling two gathered rows replace its
-        matmul. Built afresh on every call (on ``device``, the parameters' by default). None
-        where the shortcut does not apply: several or residual layers, attention pooling, an
-        output projection, bigrams, embedding dropout in training, or under autocast.
-        """
+        """The 2018 model's Q/K/V projection of every word and position, ``(words
+        [vocab_size, 3 * inner], positions [>= time, 3 * inner] or None)``: the projection is
+        linear, ``(e + p) W^T + b = (e W^T + b) + p W^T``, so two gathered rows replace the
+        matmul. None where that does not hold (several or residual layers, attention pooling,
+        an output projection, bigrams, embedding dropout in training, autocast)."""
         cfg = self.config
         weight = self.embedding.weight
         device = weight.device if device is None else torch.device(device)
