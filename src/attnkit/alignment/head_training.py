@@ -6,7 +6,6 @@ disk is a folder: ``head.safetensors`` and ``head.json`` (`write_head`, `read_he
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
@@ -18,22 +17,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnkit.alignment.eflomal import (
-    LABEL_SYMMETRIZATION,
-    eflomal_labels,
-    piece_labels,
-    raw_labels,
-)
+from attnkit.alignment.eflomal import LABEL_SYMMETRIZATION, eflomal_labels, piece_labels, raw_labels
 from attnkit.alignment.methods import head_inputs
 from attnkit.alignment.pieces import PairPieces, TranslatePipeline, raw_pieces
 from attnkit.decoding.forced import Forced, forced_decode
 from attnkit.errors import CheckpointError
-from attnkit.fileio import atomic_write_text, read_json_object
-from attnkit.models.alignment_head import (
-    AlignmentHead,
-    AlignmentHeadConfig,
-    alignment_loss,
-)
+from attnkit.fileio import read_json_object, write_json
+from attnkit.models.alignment_head import AlignmentHead, AlignmentHeadConfig, alignment_loss
 from attnkit.training import load_weights, save_weights
 
 WEIGHTS, INFO = "head.safetensors", "head.json"
@@ -158,8 +148,8 @@ def write_head(folder: Path, head: AlignmentHead, *, defaults: dict[str, Any],
     """Write the head's weights and description into ``folder`` (atomically)."""
     folder.mkdir(exist_ok=True)
     save_weights(head, folder / WEIGHTS)
-    info = {"head": head.config.to_dict(), "defaults": defaults, "trained": trained}
-    atomic_write_text(folder / INFO, json.dumps(info, indent=2, ensure_ascii=False) + "\n")
+    write_json(folder / INFO, {"head": head.config.to_dict(), "defaults": defaults,
+                               "trained": trained})
     return folder
 
 
