@@ -19,7 +19,7 @@ MARK = "\u2581"   # sentencepiece's word start
 
 def join_pieces(pieces: Sequence[str]) -> tuple[list[str], list[list[int]]]:
     """Pieces as the words they spell (a ``▁`` piece starts a word, any other continues one) ->
-    ``(words, owner)``, each piece's word index as ``[k]`` (as `word_scores` gathers), e.g.
+    ``(words, owner)``, each piece's word index as ``[k]``, e.g.
     ``["▁L", "'", "homme", "▁arrive"]`` -> ``(["L'homme", "arrive"], [[0], [0], [0], [1]])``."""
     words: list[str] = []
     owner: list[list[int]] = []
