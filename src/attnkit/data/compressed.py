@@ -76,7 +76,7 @@ def capped_lines(stream: BinaryIO, path: str | os.PathLike) -> Iterator[tuple[in
         yield number, raw
 
 
-def read_capped_data(stream: BinaryIO, path: str | os.PathLike) -> bytes:
+def read_data_stream(stream: BinaryIO, path: str | os.PathLike) -> bytes:
     """The whole content of a data stream, at most `MAX_DATA_BYTES` (else DataError)."""
     data = stream.read(MAX_DATA_BYTES + 1)
     if len(data) > MAX_DATA_BYTES:
@@ -89,7 +89,7 @@ def read_data(path: str | os.PathLike) -> bytes:
     `open_maybe_gzip`, or for a corrupt gzip stream or a longer file."""
     with open_maybe_gzip(path) as f:
         try:
-            return read_capped_data(f, path)
+            return read_data_stream(f, path)
         except (*CORRUPT_STREAM, OSError) as exc:
             raise DataError(f"corrupt or truncated compressed file ({exc})",
                             path=str(path)) from None

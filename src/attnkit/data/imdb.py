@@ -27,7 +27,7 @@ from attnkit.data.compressed import (
     decode_line,
     open_maybe_gzip,
     outside_reason,
-    read_capped_data,
+    read_data_stream,
     too_much_data,
     unsafe_name,
 )
@@ -148,7 +148,7 @@ def _csv_records(path: Path, text_column: str, label_column: str) -> Iterator:
     name = str(path)
     with open_maybe_gzip(path) as fb:
         try:
-            data = read_capped_data(fb, name)
+            data = read_data_stream(fb, name)
         except CORRUPT_STREAM as exc:
             yield DataError(f"corrupt or truncated compressed file ({exc})", path=name)
             return
