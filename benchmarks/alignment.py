@@ -10,7 +10,7 @@ Run: ``.venv/bin/python benchmarks/alignment.py RUN [--gold-dir DIR] [--threads 
   (the floor any aligner should beat);
 * ``eflomal forward / reverse / intersection / grow-diag-final-and``: eflomal fitted on the
   run's training pairs (written as the gold standard writes text,
-  `attnkit.data.align_text.aligner_tokens`) together with the pairs to align, as classical
+  `attnkit.alignment.text.aligner_tokens`) together with the pairs to align, as classical
   aligners are used; its links lifted back to the whitespace tokens;
 * ``attention L<k> heads avg`` (each decoder layer), ``layers avg``, each read at the step that
   predicts a word and at the one that reads it (``shift``), ``attention rollout``, then
@@ -18,12 +18,12 @@ Run: ``.venv/bin/python benchmarks/alignment.py RUN [--gold-dir DIR] [--threads 
 * the best of those attention rows symmetrised with its column-normalised reverse
   (``intersection``, ``grow-diag-final-and``);
 * with a trained aligner in the run (``attnkit translate align-train``): the head as trained
-  and adapted to the pairs (`attnkit.apps.translate.alignment.adapt`), argmax, intersection
+  and adapted to the pairs (`attnkit.alignment.head_training.adapt_head`), argmax, intersection
   and grow-diag-final-and;
 * ``translate align defaults``: exactly what ``attnkit translate align --run RUN`` does.
 
 Every attnkit row reads the same forced decoding; the pairs are written as the model's training
-text (`attnkit.data.align_text.surface`) and the links mapped back to the given tokens. The
+text (`attnkit.alignment.text.surface`) and the links mapped back to the given tokens. The
 last line is JSON: ``{"rows": [{"method", "precision", "recall", "aer", "links"}], "pairs",
 "machine", "command"}``.
 """
@@ -43,6 +43,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from attnkit.alignment.aligner import check_pairs, word_matrices  # noqa: E402
+from attnkit.alignment.links import alignment_scores, extract, read_gold  # noqa: E402
 from attnkit.alignment.methods import Method, piece_matrices  # noqa: E402
 from attnkit.alignment.pieces import pair_pieces  # noqa: E402
 from attnkit.apps.results import quiet  # noqa: E402
@@ -52,8 +53,6 @@ from attnkit.apps.translate.alignment import (  # noqa: E402
     background_pairs,
     load_head,
 )
-from attnkit.data.alignments import alignment_scores, read_gold  # noqa: E402
-from attnkit.data.link_extraction import extract  # noqa: E402
 from attnkit.decoding.forced import forced_decode  # noqa: E402
 from attnkit.machine import machine_info, machine_line  # noqa: E402
 
@@ -71,7 +70,7 @@ def diagonal(sources, targets) -> list[set]:
 
 def eflomal_rows(sources, targets, background) -> list[tuple[str, list[set]]]:
     """eflomal's two directions and their symmetrisations, on whitespace tokens."""
-    from attnkit.alignment.labels import eflomal_word_links
+    from attnkit.alignment.eflomal import eflomal_word_links
 
     methods = ("forward", "reverse", "intersection", "grow-diag-final-and")
     found = eflomal_word_links(list(zip(sources, targets, strict=True)), background=background,
@@ -151,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
             row(kind, method_links(pairs, matrices, "none"), time.monotonic() - start)
     head, _ = load_head(loaded.path)
     if head is not None:
-        from attnkit.alignment.adapt import adapt_head
+        from attnkit.alignment.head_training import adapt_head
 
         adapted = copy.deepcopy(head)
         start = time.monotonic()

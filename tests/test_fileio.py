@@ -9,7 +9,7 @@ from attnkit.fileio import (
     append_text,
     atomic_write_text,
     read_json,
-    read_limited,
+    read_regular_file,
     truncate_file,
     write_files,
 )
@@ -38,15 +38,15 @@ def test_appending_and_truncating_refuse_links(tmp_path):
     assert (tmp_path / "ok.log").read_text() == "a\n"
 
 
-def test_read_limited(tmp_path):
+def test_read_regular_file(tmp_path):
     (tmp_path / "f").write_bytes(b"12345")
-    assert read_limited(tmp_path / "f", "a file", limit=5) == b"12345"
+    assert read_regular_file(tmp_path / "f", "a file", limit=5) == b"12345"
     with pytest.raises(CheckpointError, match="larger than 4 bytes"):
-        read_limited(tmp_path / "f", "a file", limit=4)
+        read_regular_file(tmp_path / "f", "a file", limit=4)
     with pytest.raises(CheckpointError, match="not a regular file"):
-        read_limited("/dev/zero", "a file", limit=None)
+        read_regular_file("/dev/zero", "a file", limit=None)
     with pytest.raises(CheckpointError, match="is missing"):
-        read_limited(tmp_path / "none", "a file", limit=None)
+        read_regular_file(tmp_path / "none", "a file", limit=None)
 
 
 def test_a_file_inside_the_run_reads(tmp_path):

@@ -1,24 +1,10 @@
 """Corpus BLEU and chrF: the one sacrebleu wrapper, for translation and captioning alike; and
 the translation scores beyond them, by source length and one reference per line.
 
-BLEU and chrF are sacrebleu's (cased, 13a tokenizer, exponential smoothing: its defaults, so the
-signature printed with every score is the standard one). Each hypothesis may have any number of
-references; a sentence with fewer references than the most has ``None`` in the missing reference
-streams, which sacrebleu skips (repeating a reference instead would count its n-grams twice).
-
-Tatoeba lists alternative translations of one English sentence on adjacent lines. Each
-distinct source is decoded once and scored against all its references (multi-reference BLEU);
-``single_ref`` scores every *line* against its own reference, the usual one-reference-per-line
-test-set BLEU (`translation_scores`).
-
-Example:
-    ```python
-    scores = bleu_chrf(["le chat dort ."], [["le chat dort .", "le chat est endormi ."]])
-    scores["bleu"], scores["chrf"], scores["signature"]
-    metrics = translation_scores(["le chat dort ."], [["le chat dort ."]], [4])
-    metrics["single_ref"]["bleu"], metrics["by_length"]
-    ```
-"""
+Scores use sacrebleu's defaults (cased, 13a, exponential smoothing), so the printed
+signature is the standard one. Sentences with fewer references than the most have ``None``
+in the missing streams (a repeated reference would count twice). Each distinct source is
+scored against all its references; ``single_ref`` scores every line against its own."""
 
 from __future__ import annotations
 
@@ -32,14 +18,8 @@ LENGTH_BINS = ((1, 5), (6, 10), (11, 15), (16, 20), (21, 30), (31, None))
 
 
 def reference_streams(references: Sequence[Sequence[str]]) -> list[list[str | None]]:
-    """sacrebleu's layout: stream ``k`` holds the ``k``-th reference of every sentence.
-
-    Args:
-        references: ``references[i]`` lists sentence ``i``'s references (at least one each).
-
-    Raises:
-        ValueError: a sentence without any reference, or no sentences.
-    """
+    """sacrebleu's layout: stream ``k`` holds the ``k``-th reference of every sentence; ValueError
+    for a sentence without any reference, or no sentences."""
     if not references:
         raise ValueError("no references given")
     for i, refs in enumerate(references):
@@ -50,16 +30,9 @@ def reference_streams(references: Sequence[Sequence[str]]) -> list[list[str | No
 
 
 def bleu_chrf(hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> dict[str, Any]:
-    """Corpus BLEU and chrF (0-100) of ``hypotheses`` against their references.
-
-    Args:
-        hypotheses: one detokenized string per sentence.
-        references: ``references[i]`` lists sentence ``i``'s references (any number >= 1).
-
-    Returns:
-        ``{"bleu", "chrf", "counts": {matches, totals, precisions, bp, sys_len, ref_len},
-        "signature"}``.
-    """
+    """Corpus BLEU and chrF (0-100) of detokenized ``hypotheses`` against their references (any
+    number each) -> ``{"bleu", "chrf", "counts": {matches, totals, precisions, bp, sys_len,
+    ref_len}, "signature"}``."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} reference lists")
     streams = reference_streams(references)

@@ -39,16 +39,9 @@ class UsageError(AttnkitError, ValueError):
 
 
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived where work cannot stop cleanly at a step boundary (loading,
-    the final evaluation; `attnkit.training.signals.interruptible`). A BaseException, like
-    KeyboardInterrupt, so that no ``except Exception`` swallows it; the command line exits
-    ``128 + signum``.
-
-    Attributes:
-        signum: the signal.
-        hint: what the user can do next, set by whoever knows (a training: resume the run, or
-            start it again); None: nothing to add.
-    """
+    """SIGINT or SIGTERM where work cannot stop at a step boundary (loading, the final evaluation).
+    A BaseException, so no ``except Exception`` swallows it; the command line exits
+    ``128 + signum``. ``hint``: what the user can do next (resume the run...), or None."""
 
     def __init__(self, signum: int, hint: str | None = None) -> None:
         super().__init__(signal.Signals(signum).name)

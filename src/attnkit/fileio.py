@@ -1,35 +1,15 @@
 """Files a user may have copied, edited or damaged: atomic writes and checked reads.
 
-Writes: a temporary file in the same folder, then ``os.replace``. A reader never sees a
-half-written file, and a run killed mid-write leaves the previous file intact; replacing a file
-never writes through a link in its place (the link itself is replaced). The two writes that
-cannot be atomic, appending to a log and cutting it back on a resume, refuse a link instead.
-Every module that writes a user-visible file goes through here.
-
-Reads (`checked_file`, `read_json`): nothing in a run or export folder is trusted before it is
-read:
-
-* a file must be a regular file: a FIFO or a device (``config.json`` linked to ``/dev/zero``)
-  would hang or fill memory;
-* a symbolic link may point only inside its folder (``root``): a run whose ``train.log`` points
-  at another file must not make attnkit read (or, on resume, write) that file;
-* a JSON file is read only up to a size cap (`MAX_JSON_BYTES`; a vocabulary may be larger,
-  `MAX_VOCAB_BYTES`), so a huge or endless file is one error, not a ``MemoryError``.
-
-Every failure is one `CheckpointError` naming the file. A text the user hands a command to
-read whole (a file, a pipe, stdin: `read_capped`) is read up to `MAX_TEXT_BYTES` in
-`MAX_TEXT_LINES` lines; past either, one `DataError`.
-
-Example:
-    ```python
-    write_json("runs/fr/config.json", {"app": "translate"})
-    config = read_json("runs/fr/config.json", "the run's config", root="runs/fr")
-    ```
-"""
+Writes go to a temporary file beside the target, then ``os.replace`` (a link in its place is
+replaced, never written through). A run's own files (`read_regular_file`, `checked_file`,
+`read_json`) must be regular, inside their run folder and under a size cap, or one
+`CheckpointError` names the file; a user's input (`read_user_input`: file, pipe or stdin) is
+read up to `MAX_TEXT_BYTES` in `MAX_TEXT_LINES` lines, or one `DataError`."""
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import stat
@@ -51,14 +31,8 @@ MAX_TEXT_LINES = 1_000_000
 
 @contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success it replaces ``path``, on error it goes.
-
-    For writers that want a file name (``safetensors.save_file``, sentencepiece, savefig):
-        ```python
-        with atomic_path("w.safetensors") as tmp:
-            save_file(tensors, tmp)
-        ```
-    """
+    """Yield a temporary path beside ``path``; on success it replaces ``path``, on error it goes
+    (for writers that want a file name: safetensors, sentencepiece, savefig)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
@@ -131,126 +105,95 @@ def truncate_file(path: str | os.PathLike, size: int) -> None:
         os.close(fd)
 
 
-def read_limited(path: str | os.PathLike, what: str, *, limit: int | None) -> bytes:
+def _unreadable(exc: OSError, what: str) -> str:
+    """The message for ``what`` that could not be opened."""
+    if isinstance(exc, FileNotFoundError):
+        return f"{what} is missing"
+    if isinstance(exc, IsADirectoryError):
+        return f"{what} is a folder, not a file"
+    return f"cannot read {what} ({exc.strerror or exc})"
+
+
+def read_regular_file(path: str | os.PathLike, what: str, *, limit: int | None) -> bytes:
     """The bytes of ``path``, a regular file of at most ``limit`` bytes (None: any size).
 
-    A device or a pipe in a file's place (``/dev/zero``, ``/dev/urandom``) would hang or fill
-    memory, and a huge file the same: each is one error naming the file.
-
     Raises:
-        CheckpointError: missing, not a regular file, larger than ``limit``, unreadable.
+        CheckpointError: missing, not a regular file (``/dev/zero``), too big, unreadable.
     """
     path = Path(path)
     try:
         with open(path, "rb") as f:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode):
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                 raise CheckpointError(f"{path}: {what} is not a regular file (a device, pipe "
                                       "or socket)")
             data = f.read(-1 if limit is None else limit + 1)
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: {what} is missing") from None
-    except IsADirectoryError:
-        raise CheckpointError(f"{path}: {what} is a folder, not a file") from None
     except OSError as exc:
-        raise CheckpointError(f"{path}: cannot read {what} ({exc.strerror})") from None
+        raise CheckpointError(f"{path}: {_unreadable(exc, what)}") from None
     if limit is not None and len(data) > limit:
         raise CheckpointError(f"{path}: {what} is larger than {limit:,} bytes; it is not one "
                               "attnkit wrote")
     return data
 
 
-def read_capped(source: str | os.PathLike | BinaryIO, what: str, *, limit: int | None = None,
-                max_lines: int | None = None) -> bytes:
-    """The bytes of a file or stream a user gives a command to read whole (``--source FILE``,
-    stdin), at most ``limit`` bytes (None: `MAX_TEXT_BYTES`) in at most ``max_lines`` lines
-    (None: `MAX_TEXT_LINES`).
-
-    Unlike `read_limited` (a run's own files), a pipe or a device is read too
-    (``--source <(zcat en.gz)``), but never past the cap: ``/dev/zero`` is one error after
-    ``limit`` bytes, not an endless read that ends with the out-of-memory killer.
-
-    Args:
-        source: a path, or a binary stream (``sys.stdin.buffer``).
-        what: what it is, for messages (``"the source file"``, ``"stdin"``).
-
-    Raises:
-        DataError: missing, a folder, unreadable, or past a cap (the message names the cap).
-    """
-    limit = MAX_TEXT_BYTES if limit is None else limit
-    max_lines = MAX_TEXT_LINES if max_lines is None else max_lines
-    shown = None if not isinstance(source, (str, os.PathLike)) else os.fspath(source)
+def read_user_input(source: str | os.PathLike | BinaryIO, what: str) -> bytes:
+    """The bytes of a file, pipe or stream a user gives a command (``--source <(zcat en.gz)``,
+    stdin), never past `MAX_TEXT_BYTES` in `MAX_TEXT_LINES` lines; else one DataError."""
+    limit = MAX_TEXT_BYTES
+    shown = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
     try:
         if shown is None:
             data = source.read(limit + 1)   # type: ignore[union-attr]
         else:
             with open(shown, "rb") as f:
-                info = os.fstat(f.fileno())
-                # A regular file says its size: a huge one is refused without reading it.
+                info = os.fstat(f.fileno())   # a regular file says its size: refused unread
                 if stat.S_ISREG(info.st_mode) and info.st_size > limit:
                     raise DataError(_too_big(what, limit), path=shown)
                 data = f.read(limit + 1)
-    except FileNotFoundError:
-        raise DataError(f"{what} is missing", path=shown) from None
-    except IsADirectoryError:
-        raise DataError(f"{what} is a folder, not a file", path=shown) from None
     except OSError as exc:
-        raise DataError(f"cannot read {what} ({exc.strerror or exc})", path=shown) from None
+        raise DataError(_unreadable(exc, what), path=shown) from None
     if len(data) > limit:
         raise DataError(_too_big(what, limit), path=shown)
-    lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-    if lines > max_lines:
-        raise DataError(f"more than {max_lines:,} lines in {what}, the most attnkit reads at "
-                        "once; split it", path=shown)
+    if data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0) > MAX_TEXT_LINES:
+        raise DataError(f"more than {MAX_TEXT_LINES:,} lines in {what}, the most attnkit reads "
+                        "at once; split it", path=shown)
     return data
 
 
-def read_capped_text(path: str | os.PathLike, what: str) -> str:
-    """The UTF-8 text of a file the user gives (`read_capped`; a byte-order mark may open it).
-
-    Raises:
-        DataError: missing, unreadable, past a cap, or not UTF-8 (one line naming the file).
-    """
-    data = read_capped(path, what)
+def read_user_text(path: str | os.PathLike, what: str) -> str:
+    """The UTF-8 text of a file the user gives (`read_user_input`; a byte-order mark may open
+    it); DataError if it is not UTF-8."""
     try:
-        return data.decode("utf-8-sig")
+        return read_user_input(path, what).decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DataError(f"{what} is not UTF-8 text (byte {exc.start})", path=str(path)) from None
 
 
 def read_lines(path: str | os.PathLike, what: str) -> list[str]:
-    """The lines of a UTF-8 text file, a pipe included (a final newline ends the last line,
-    it does not start an empty one); at most `MAX_TEXT_BYTES` in `MAX_TEXT_LINES` lines.
-
-    Raises:
-        DataError: missing, unreadable, past a cap or not UTF-8 (one line naming the file).
-    """
-    text = read_capped_text(path, f"the {what}")
+    """The lines of a UTF-8 text the user gives (`read_user_text`; a final newline ends the
+    last line, it does not start an empty one)."""
+    text = read_user_text(path, f"the {what}")
     return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a file, read in chunks (a data set may be larger than memory)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _too_big(what: str, limit: int) -> str:
     return f"more than {limit:,} bytes in {what}, the most attnkit reads at once; split it"
 
 
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root.resolve())
-    except ValueError:
-        return False
-    return True
-
-
 def check_inside(path: str | os.PathLike, what: str, root: str | os.PathLike) -> Path:
-    """``path``, when it lies inside ``root`` once every link on the way is followed: the
-    file itself a link, or a folder above it (``RUN/last`` linked to another run's folder
-    makes ``RUN/last/model.safetensors`` another run's file).
-
-    Raises:
-        CheckpointError: ``path`` leads out of ``root`` (the message says where to).
+    """``path``, when it lies inside ``root`` once every link on the way is followed (``RUN/last``
+    linked elsewhere makes ``RUN/last/model.safetensors`` another run's file); else CheckpointError.
     """
     path = Path(path)
-    if not _inside(path, Path(root)):
+    if not path.resolve().is_relative_to(Path(root).resolve()):
         raise CheckpointError(f"{path}: {what} is a link to {os.path.realpath(path)}, outside "
                               f"the run folder {root}; attnkit reads only the run's own files")
     return path
@@ -258,26 +201,17 @@ def check_inside(path: str | os.PathLike, what: str, root: str | os.PathLike) ->
 
 def checked_file(path: str | os.PathLike, what: str, *, root: str | os.PathLike | None = None,
                  limit: int | None = MAX_JSON_BYTES) -> Path:
-    """``path`` checked for reading: present, a regular file, inside ``root`` (when given: the
-    folder links must stay in), at most ``limit`` bytes (None: any).
-
-    Returns:
-        The path, to hand to the file's own reader.
-
-    Raises:
-        CheckpointError: missing, a folder, a device or FIFO, a link out of ``root``, too big.
-    """
+    """``path`` when present, a regular file, inside ``root`` (if given) and at most ``limit``
+    bytes; else CheckpointError."""
     path = Path(path)
     if root is not None:
         check_inside(path, what, root)
     try:
         info = path.stat()
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: {what} is missing") from None
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError
     except OSError as exc:
-        raise CheckpointError(f"{path}: cannot read {what} ({exc.strerror})") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise CheckpointError(f"{path}: {what} is a folder, not a file")
+        raise CheckpointError(f"{path}: {_unreadable(exc, what)}") from None
     if not stat.S_ISREG(info.st_mode):
         raise CheckpointError(f"{path}: {what} is not a regular file (a device, pipe or "
                               "socket)")
@@ -294,7 +228,7 @@ def read_text(path: str | os.PathLike, what: str = "file", *,
     Raises:
         CheckpointError: as `checked_file`, or not UTF-8.
     """
-    data = read_limited(checked_file(path, what, root=root, limit=limit), what, limit=limit)
+    data = read_regular_file(checked_file(path, what, root=root, limit=limit), what, limit=limit)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -304,18 +238,8 @@ def read_text(path: str | os.PathLike, what: str = "file", *,
 
 def read_json(path: str | os.PathLike, what: str = "file", *,
               root: str | os.PathLike | None = None, limit: int | None = MAX_JSON_BYTES) -> Any:
-    """The JSON value in ``path``; every way it can be unreadable is one CheckpointError.
-
-    Args:
-        path: the file.
-        what: what the file is, for the message (e.g. ``"the run's config"``).
-        root: the run folder the file belongs to (a link out of it is refused).
-        limit: the largest size accepted in bytes.
-
-    Raises:
-        CheckpointError: missing, not a regular file, too big, not UTF-8, or not valid JSON
-            (the message names the path).
-    """
+    """The JSON value in ``path`` (``what`` names it in messages; ``root``, ``limit`` as
+    `checked_file`); every way it can be unreadable is one CheckpointError naming the path."""
     text = read_text(path, what, root=root, limit=limit)
     try:
         return json.loads(text)

@@ -1,12 +1,15 @@
-"""Batch plans: pure function of (epoch, seed), full coverage, token cap, less padding."""
+"""Batch plans: pure function of (epoch, seed), full coverage, token cap, less padding; length
+groups: the cheapest split by their cost model."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
+import torch
 
-from attnkit.data.batching import bucket_batch_plan, padding_fraction
+from attnkit.data import batching
+from attnkit.data.batching import bucket_batch_plan, padding_fraction, plan_length_groups
 
 
 def _lengths(n=2000, seed=0):
@@ -61,3 +64,45 @@ def test_bad_arguments():
         bucket_batch_plan([1, 2], 0)
     with pytest.raises(ValueError, match="num_examples"):
         bucket_batch_plan([[1, 2]], 2)
+
+
+def _split_cost(lengths, sizes):
+    bounds = [0, *torch.tensor(sizes).cumsum(0).tolist()]
+    total = 0.0
+    for i, j in zip(bounds, bounds[1:], strict=False):
+        keep = max(lengths[j - 1], 1)
+        total += (j - i) * keep * (1 + keep * batching.GROUP_PAIR_COST) + batching.GROUP_COST
+    return total
+
+
+def _cheapest_split(lengths, max_groups, min_rows):
+    """By trying every set of cuts at multiples of min_rows."""
+    import itertools
+
+    n = len(lengths)
+    points = range(min_rows, n - min_rows + 1, min_rows)
+    splits = ([b - a for a, b in zip((0, *cuts), (*cuts, n), strict=True)]
+              for k in range(max_groups) for cuts in itertools.combinations(points, k))
+    return min(_split_cost(lengths, sizes) for sizes in splits)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_length_groups_are_the_cheapest_split(seed):
+    g = torch.Generator().manual_seed(seed)
+    n = int(torch.randint(1, 70, (1,), generator=g))
+    high = [24, 100, 800][seed % 3]
+    lengths = sorted(torch.randint(0, high + 1, (n,), generator=g).tolist())
+    sizes = plan_length_groups(lengths, max_groups=4, min_rows=8)
+    assert sum(sizes) == n and 1 <= len(sizes) <= 4
+    if n < 16:
+        assert sizes == [n]
+    else:
+        assert min(sizes) >= 8
+        assert _split_cost(lengths, sizes) == pytest.approx(_cheapest_split(lengths, 4, 8))
+
+
+def test_length_groups_of_imdb_like_batches():
+    # 88% of IMDB reviews fill maxlen 100: the full ones stay one group.
+    assert plan_length_groups([100] * 64) == [64]
+    assert plan_length_groups([30] * 24 + [100] * 40) == [24, 40]
+    assert plan_length_groups([]) == [] and plan_length_groups([5, 7]) == [2]

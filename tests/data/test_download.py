@@ -154,3 +154,15 @@ def test_extract_not_an_archive(tmp_path):
     p.write_bytes(b"plain text")
     with pytest.raises(DataError, match="not a zip or tar"):
         safe_extract(p, tmp_path / "d")
+
+
+def test_extract_refuses_a_fifo_member_before_writing_anything(tmp_path):
+    archive = tmp_path / "f.tar"
+    with tarfile.open(archive, "w") as tf:
+        tf.addfile(tarfile.TarInfo("first.txt"), io.BytesIO(b""))
+        fifo = tarfile.TarInfo("pipe")
+        fifo.type = tarfile.FIFOTYPE
+        tf.addfile(fifo)
+    with pytest.raises(DataError, match="'pipe'"):
+        safe_extract(archive, tmp_path / "dest")
+    assert list((tmp_path / "dest").iterdir()) == []

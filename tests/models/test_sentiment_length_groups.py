@@ -17,8 +17,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attnkit.data import batching
 from attnkit.models import sentiment
-from attnkit.models.sentiment import SentimentClassifier, SentimentConfig, plan_length_groups
+from attnkit.models.sentiment import SentimentClassifier, SentimentConfig
 
 CONFIGS = [
     dict(),
@@ -46,14 +47,14 @@ def _batch(padding: str, batch: int = 37, time: int = 24, seed: int = 0):
 
 def _full_batch_logits(model: SentimentClassifier, ids, lengths):
     """The plain path: the whole padded batch at once (what forward did before grouping)."""
-    x, mask, _ = model._encode(ids, lengths)
-    return model.classifier(model._pool(x, mask)[0]).squeeze(-1)
+    x, mask, _ = model.encode(ids, lengths)
+    return model.classifier(model.pool(x, mask)[0]).squeeze(-1)
 
 
 def _force_groups(monkeypatch, groups: int) -> list[list[int]]:
     """Make every batch split into ``groups`` length groups (no fixed cost per group, so the
     planner cuts as often as allowed); returns the list the planned sizes are appended to."""
-    monkeypatch.setattr(sentiment, "GROUP_COST", 0.0)
+    monkeypatch.setattr(batching, "GROUP_COST", 0.0)
     monkeypatch.setattr(SentimentClassifier, "length_groups", groups)
     planned: list[list[int]] = []
     plan = sentiment.plan_length_groups
@@ -117,48 +118,6 @@ def test_sinusoid_table_is_cached_not_saved_and_grows():
     torch.testing.assert_close(model.pos_table, model.sinusoid.encoding(40), rtol=0, atol=0)
 
 
-def _split_cost(lengths, sizes):
-    bounds = [0, *torch.tensor(sizes).cumsum(0).tolist()]
-    total = 0.0
-    for i, j in zip(bounds, bounds[1:], strict=False):
-        keep = max(lengths[j - 1], 1)
-        total += (j - i) * keep * (1 + keep * sentiment.GROUP_PAIR_COST) + sentiment.GROUP_COST
-    return total
-
-
-def _cheapest_split(lengths, max_groups, min_rows):
-    """By trying every set of cuts at multiples of min_rows."""
-    import itertools
-
-    n = len(lengths)
-    points = range(min_rows, n - min_rows + 1, min_rows)
-    splits = ([b - a for a, b in zip((0, *cuts), (*cuts, n), strict=True)]
-              for k in range(max_groups) for cuts in itertools.combinations(points, k))
-    return min(_split_cost(lengths, sizes) for sizes in splits)
-
-
-@pytest.mark.parametrize("seed", range(8))
-def test_length_groups_are_the_cheapest_split(seed):
-    g = torch.Generator().manual_seed(seed)
-    n = int(torch.randint(1, 70, (1,), generator=g))
-    high = [24, 100, 800][seed % 3]
-    lengths = sorted(torch.randint(0, high + 1, (n,), generator=g).tolist())
-    sizes = plan_length_groups(lengths, max_groups=4, min_rows=8)
-    assert sum(sizes) == n and 1 <= len(sizes) <= 4
-    if n < 16:
-        assert sizes == [n]
-    else:
-        assert min(sizes) >= 8
-        assert _split_cost(lengths, sizes) == pytest.approx(_cheapest_split(lengths, 4, 8))
-
-
-def test_length_groups_of_imdb_like_batches():
-    # 88% of IMDB reviews fill maxlen 100: the full ones stay one group.
-    assert plan_length_groups([100] * 64) == [64]
-    assert plan_length_groups([30] * 24 + [100] * 40) == [24, 40]
-    assert plan_length_groups([]) == [] and plan_length_groups([5, 7]) == [2]
-
-
 @pytest.mark.parametrize("cfg", [dict(), dict(padding="post"), dict(mask_padding=False)])
 def test_logits_by_length_equal_forward(cfg):
     torch.manual_seed(2)
@@ -178,7 +137,7 @@ def test_logits_by_length_equal_forward(cfg):
 
 def test_keras2018_gradients_equal_the_dense_path_in_float64():
     """The full-size 2018 model: the fused attention + max pooling against autograd through the
-    dense attention and `_pool`. In float64, because in float32 a near tie between two query rows
+    dense attention and `pool`. In float64, because in float32 a near tie between two query rows
     can go either way in either path and move a feature's whole gradient to the other row."""
     torch.manual_seed(0)
     model = SentimentClassifier(SentimentConfig.keras2018(dropout=0.0)).double()
@@ -228,7 +187,7 @@ def _with_full_rows(padding: str, seed: int, time: int = 24):
 def test_groups_without_padding_skip_the_mask_and_match_the_full_batch(padding, cfg,
                                                                      monkeypatch):
     _force_groups(monkeypatch, 3)
-    encodes = _spy(monkeypatch, SentimentClassifier, "_encode")
+    encodes = _spy(monkeypatch, SentimentClassifier, "encode")
     torch.manual_seed(3)
     model = SentimentClassifier(_small(padding=padding, **cfg))
     ids, lengths = _with_full_rows(padding, seed=4)

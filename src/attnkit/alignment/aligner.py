@@ -1,20 +1,7 @@
-"""Word alignment of given sentence pairs with a translation model (the Python side of
-``attnkit translate align``, whose run supplies the model, its trained aligner and its data).
-
-The pairs' whitespace tokens are written as the model's training text and cut into its
-pieces (`attnkit.alignment.pieces`); the target is fed to the model (forced
-decoding, `attnkit.decoding.forced`); a method (`attnkit.alignment.methods`)
-gives piece matrices in one or both directions; these are gathered into word matrices and
-links are extracted (`attnkit.data.link_extraction`). A trained aligner (the ``"head"``
-method) may first be adapted to the pairs (`attnkit.alignment.adapt`), saying so.
-
-Example:
-    ```python
-    result = align(model, pipeline, [["the", "house"]], [["la", "maison"]], ATTENTION_DEFAULT)
-    result.links[0]                     # {(0, 0), (1, 1)}
-    result.words[0].shape               # (2, 2): [target words, source words]
-    ```
-"""
+"""Word alignment of given sentence pairs with a translation model (behind ``attnkit translate
+align``): the pairs as the model's pieces (`attnkit.alignment.pieces`), the target fed, a
+method's piece matrices (`attnkit.alignment.methods`) gathered into word matrices, and links
+extracted (`attnkit.alignment.links`); a trained aligner may first be adapted to the pairs."""
 
 from __future__ import annotations
 
@@ -27,11 +14,9 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from attnkit.alignment.links import EXTRACTIONS, SYMMETRIZATIONS, Links, extract, word_scores
 from attnkit.alignment.methods import Method, attribution_matrices, piece_matrices
 from attnkit.alignment.pieces import PairPieces, TranslatePipeline, pair_pieces
-from attnkit.data.alignments import Links
-from attnkit.data.link_extraction import EXTRACTIONS, extract, word_scores
-from attnkit.data.symmetrize import METHODS as SYMMETRIZATIONS
 from attnkit.decoding.forced import forced_decode
 from attnkit.errors import UsageError
 from attnkit.models.alignment_head import AlignmentHead
@@ -45,16 +30,9 @@ ATTENTION_DEFAULT = {"method": Method("attention", layer="avg", head="avg", shif
 
 @dataclass
 class AlignResult:
-    """What `align` found.
-
-    Attributes:
-        links: per pair, ``(source token, target token)`` links (0-based).
-        words: per pair, the forward word matrix ``[target tokens, source tokens]`` the links
-            were drawn from (each target token's weights over the source).
-        method: the method and extraction used, in words.
-        notes: what the user should know (adaptation, tokens cut off).
-        pairs: the pairs as the model read them (pieces and which token each belongs to).
-    """
+    """What `align` found, per pair: the ``(source token, target token)`` links, the forward
+    word matrix ``[target tokens, source tokens]`` they came from, and the pair as the model
+    read it; the method in words, and notes for the user (adaptation, tokens cut off)."""
 
     links: list[Links]
     words: list[np.ndarray]
@@ -66,11 +44,8 @@ class AlignResult:
 def check_pairs(sources: Sequence[str], targets: Sequence[str], *,
                 names: tuple[str, str] = ("the source", "the target")
                 ) -> tuple[list[list[str]], list[list[str]]]:
-    """The whitespace tokens of each line of two parallel texts.
-
-    Raises:
-        UsageError: different numbers of lines, or an empty line (named).
-    """
+    """The whitespace tokens of each line of two parallel texts; UsageError names a missing
+    or empty line."""
     if len(sources) != len(targets):
         raise UsageError(f"{names[0]} has {len(sources)} lines but {names[1]} has "
                          f"{len(targets)}: they must be sentence pairs, line by line")
@@ -92,23 +67,19 @@ def align(model: nn.Module, pipeline: TranslatePipeline, sources: Sequence[Seque
           head: AlignmentHead | None = None,
           adapt: Callable[[AlignmentHead, list, list[PairPieces], list], str] | None = None,
           normalize: bool = True) -> AlignResult:
-    """Align the whitespace tokens of sentence pairs (module doc).
+    """Align the whitespace tokens of sentence pairs (`check_pairs`) with ``model``.
 
     Args:
-        model, pipeline: a translation model with attention and its text pipeline.
-        sources, targets: each pair's tokens (`check_pairs`).
-        settings: ``{"method"`` (a `Method`), ``"extraction"`` (``"argmax"`` or
-            ``"threshold"``), ``"threshold"`` (the least weight linked with ``"threshold"``),
-            ``"symmetrize"`` (``"none"``, ``"intersection"``, ``"union"``,
-            ``"grow-diag-final-and"``)``}`` (`ATTENTION_DEFAULT`).
-        head: the trained aligner, for the ``"head"`` method.
-        adapt: with the ``"head"`` method, fits a copy of ``head`` to the pairs first
-            (``adapt(head, token_pairs, pairs, forced) -> note``, `attnkit.alignment.adapt`).
+        settings: ``{"method"`` (a `Method`), ``"extraction"`` (``"argmax"`` or ``"threshold"``),
+            ``"threshold"``, ``"symmetrize"`` (one of `SYMMETRIZATIONS`)``}``
+            (`ATTENTION_DEFAULT`).
+        head: the trained aligner, for the ``"head"`` method; ``adapt(head, token_pairs, pairs,
+            forced) -> note`` fits a copy of it to the pairs first (`adapt_head`).
         normalize: write the tokens as the model's training text (contractions, casing).
 
     Raises:
-        UsageError: an unknown extraction or symmetrisation; a threshold that is not a finite
-            number; the head method without a head; a layer or head the model does not have.
+        UsageError: a bad extraction, symmetrisation or threshold; the head method without a
+            head; a layer or head the model does not have.
     """
     if settings["extraction"] not in EXTRACTIONS:
         raise UsageError(f"--extraction must be one of {', '.join(EXTRACTIONS)}")

@@ -1,25 +1,11 @@
-"""Training an alignment head on labelled pairs: the frozen translation model's forced
-decoding gives the head's inputs once, then the head alone is fitted (seconds per thousand
-pairs on a CPU). `train_head` does it all from raw training pairs: eflomal's links of them as
-labels, the head fitted on a sample, within a time budget; the model is not changed.
-
-Example:
-    ```python
-    examples = head_examples(model, head.config, pairs, labels)
-    report = fit_head(head, examples, seconds=60)     # {"steps", "epochs", "loss", ...}
-    head, trained = train_head(model, pipeline, tatoeba_pairs, seconds=120)
-    write_head(Path("runs/fr/alignment"), head, defaults={"symmetrize": "intersection"},
-               trained=trained)
-    head, info = read_head(Path("runs/fr/alignment"))    # (None, None) when there is none
-    ```
-
-A head on disk is a folder: ``head.safetensors`` (the weights) and ``head.json`` (its sizes,
-the settings an aligner uses by default with it, and how it was trained).
-"""
+"""Training an alignment head on labelled pairs: the frozen translation model's forced decoding
+gives the head's inputs once, then the head alone is fitted. `train_head` does it from raw
+training pairs (eflomal's links as labels, within a time budget); `adapt_head` fine-tunes a
+head on eflomal's links of the pairs it is asked to align (no gold link used). A head on
+disk is a folder: ``head.safetensors`` and ``head.json`` (`write_head`, `read_head`)."""
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
@@ -31,17 +17,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnkit.alignment.labels import LABEL_SYMMETRIZATION, piece_labels, raw_labels
+from attnkit.alignment.eflomal import LABEL_SYMMETRIZATION, eflomal_labels, piece_labels, raw_labels
+from attnkit.alignment.methods import head_inputs
 from attnkit.alignment.pieces import PairPieces, TranslatePipeline, raw_pieces
-from attnkit.decoding.forced import forced_decode
+from attnkit.decoding.forced import Forced, forced_decode
 from attnkit.errors import CheckpointError
-from attnkit.fileio import atomic_write_text, read_json_object
-from attnkit.models.alignment_head import (
-    AlignmentHead,
-    AlignmentHeadConfig,
-    alignment_loss,
-    cell_features,
-)
+from attnkit.fileio import read_json_object, write_json
+from attnkit.models.alignment_head import AlignmentHead, AlignmentHeadConfig, alignment_loss
 from attnkit.training import load_weights, save_weights
 
 WEIGHTS, INFO = "head.safetensors", "head.json"
@@ -66,10 +48,8 @@ def head_examples(model: nn.Module, config: AlignmentHeadConfig, pairs: Sequence
         chunk = pairs[start:start + 512]
         forced = forced_decode(model, [p.src_ids for p in chunk], [p.tgt_ids for p in chunk],
                                batch_size=batch_size, keep_states=True, logprobs=False)
-        for pair, f, y in zip(chunk, forced, labels[start:start + 512], strict=True):
-            n, s = len(pair.tgt_ids), len(pair.src_ids)
-            out.append(HeadExample(f.states[config.layer][1:n + 1], f.memory,
-                                   cell_features(f.attention, n, s), y))
+        out += [HeadExample(*head_inputs(config.layer, f, len(p.tgt_ids), len(p.src_ids)), y)
+                for p, f, y in zip(chunk, forced, labels[start:start + 512], strict=True)]
     return out
 
 
@@ -93,21 +73,10 @@ def fit_head(head: AlignmentHead, examples: Sequence[HeadExample], *,
              seconds: float | None = None, epochs: int = 20, lr: float = 2e-3,
              batch_size: int = 32, seed: int = 0, log: Callable[[str], None] | None = None
              ) -> dict[str, float]:
-    """Fit the head to its examples' labels (AdamW, batches of similar length).
-
-    Args:
-        head: the head (trained in place).
-        examples: `head_examples`.
-        seconds: stop after this much time (None: no limit).
-        epochs: at most this many passes.
-        lr: the learning rate.
-        batch_size: pairs per step.
-        seed: the batch order.
-        log: a line per epoch.
-
-    Returns:
-        ``{"steps", "epochs", "seconds", "loss"}`` (the last epoch's mean loss).
-    """
+    """Fit ``head`` (in place) to its examples' labels (AdamW, batches of similar length, in
+    an order drawn from ``seed``), for at most ``epochs`` passes and ``seconds`` (None: no
+    limit); ``log`` gets a line per epoch. Returns ``{"steps", "epochs", "seconds", "loss"}``
+    (the last epoch's mean loss)."""
     labelled = [e for e in examples if e.labels.any()]
     if not labelled:
         return {"steps": 0, "epochs": 0, "seconds": 0.0, "loss": float("nan")}
@@ -146,20 +115,13 @@ def train_head(model: nn.Module, pipeline: TranslatePipeline,
                corpus: Sequence[tuple[str, str]], *, pairs: int = 20000, seconds: float = 120.0,
                layer: int = -1, seed: int = 0, log: Callable[[str], None] | None = None
                ) -> tuple[AlignmentHead, dict]:
-    """A head for a Transformer ``model``, trained on eflomal's links of raw ``corpus`` pairs.
-
-    Args:
-        model, pipeline: the translation model and its text pipeline.
-        corpus: raw training pairs; eflomal learns from all of them.
-        pairs: how many of them (a sample by ``seed``) label the head.
-        seconds: the whole budget (eflomal, forced decoding, fitting).
-        layer: the decoder layer the head reads (0-based; -1: the last).
-        seed: which pairs, and the batch order.
-        log: progress lines.
+    """A head for a Transformer ``model``, trained on eflomal's links of raw ``corpus`` pairs
+    (eflomal learns from all; ``pairs`` of them, sampled by ``seed``, label the head) within
+    ``seconds`` in all; ``layer``: the decoder layer it reads (-1: the last).
 
     Returns:
-        The head (eval mode) and how it was trained (``{"steps", "epochs", "seconds",
-        "loss", "pairs", "eflomal_pairs", "labels", "total_seconds"}``).
+        The head (eval mode) and how it was trained (``{"steps", "epochs", "seconds", "loss",
+        "pairs", "eflomal_pairs", "labels", "total_seconds"}``).
     """
     start, say = time.monotonic(), log or (lambda _: None)
     c = model.config
@@ -186,19 +148,15 @@ def write_head(folder: Path, head: AlignmentHead, *, defaults: dict[str, Any],
     """Write the head's weights and description into ``folder`` (atomically)."""
     folder.mkdir(exist_ok=True)
     save_weights(head, folder / WEIGHTS)
-    info = {"head": head.config.to_dict(), "defaults": defaults, "trained": trained}
-    atomic_write_text(folder / INFO, json.dumps(info, indent=2, ensure_ascii=False) + "\n")
+    write_json(folder / INFO, {"head": head.config.to_dict(), "defaults": defaults,
+                               "trained": trained})
     return folder
 
 
 def read_head(folder: Path, root: str | os.PathLike | None = None
               ) -> tuple[AlignmentHead | None, dict[str, Any] | None]:
-    """The head in ``folder`` (eval mode) and its ``head.json``; ``(None, None)`` when there is
-    none. ``root``: the folder its files' links must stay in (`attnkit.fileio.checked_file`).
-
-    Raises:
-        CheckpointError: a head whose files are broken or do not match.
-    """
+    """The head in ``folder`` (eval mode) and its ``head.json``, ``(None, None)`` when there is
+    none; ``root`` as `attnkit.fileio.checked_file`. CheckpointError: broken or mismatched files."""
     if not (folder / INFO).exists():
         return None, None
     info = read_json_object(folder / INFO, "the alignment head description", root=root)
@@ -209,3 +167,33 @@ def read_head(folder: Path, root: str | os.PathLike | None = None
                               f"({exc})") from None
     load_weights(head, folder / WEIGHTS)
     return head.eval(), info
+
+
+# Fine-tuning passes over the pairs: enough for the head to follow the pairs' labels, few
+# enough not to copy them link for link (measured on the WPT03 trial set; docs/results.md).
+ADAPT_EPOCHS = 30
+
+
+def adapt_head(head: AlignmentHead, token_pairs: Sequence[tuple[Sequence[str], Sequence[str]]],
+               pairs: Sequence[PairPieces], forced: Sequence[Forced], *,
+               background: Callable[[], Sequence[tuple[str, str]]], minutes: float = 10.0,
+               log: Callable[[str], None]) -> str:
+    """Fine-tune ``head`` (in place: give a copy) on eflomal's links of ``token_pairs`` (the
+    whitespace tokens of ``pairs``, whose forced decodings keep their states), eflomal also
+    learning from the raw ``background()`` pairs; all within ``minutes``. Returns one line
+    saying what was done; ``log`` announces it."""
+    start = time.monotonic()
+    background = list(background())
+    log(f"attnkit: adapting the aligner to the {len(pairs)} pairs (no gold links; budget "
+        f"{minutes:g} min): eflomal on them and {len(background):,} training pairs, then the "
+        "alignment head fine-tuned on eflomal's links")
+    links = eflomal_labels(token_pairs, background=background)
+    labelled = time.monotonic() - start
+    examples = [HeadExample(*head_inputs(head.config.layer, f, len(p.tgt_ids), len(p.src_ids)),
+                            piece_labels(p, link))
+                for p, f, link in zip(pairs, forced, links, strict=True)]
+    left = max(minutes * 60 - (time.monotonic() - start), 1.0)
+    report = fit_head(head, examples, seconds=left, epochs=ADAPT_EPOCHS)
+    return (f"adapted to the {len(pairs)} pairs: eflomal on them and {len(background):,} "
+            f"training pairs ({labelled:.0f} s), the head fine-tuned for {report['epochs']} "
+            f"passes ({report['seconds']:.0f} s)")

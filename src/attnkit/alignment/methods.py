@@ -1,15 +1,7 @@
-"""What links come from: a translation run's attention (a layer, a head, their average, read at
-the step that predicts a word or at the one that reads it), its trained alignment head, or a
-gradient attribution; each gives, per pair, a forward matrix over the pieces (each target
-piece's weights over the source) and, where it has one, a reverse matrix (each source piece's
-over the target).
-
-Example:
-    ```python
-    method = Method("attention", layer=1, head="avg", shift=True)
-    fwd, rev = piece_matrices(model, pairs, forced, method)[0]     # [n, S] each
-    ```
-"""
+"""What links come from: a translation run's attention (a layer, a head or their average, read
+at the step that predicts a word or the one that reads it), its trained alignment head, or a
+gradient attribution. Each gives, per pair, a forward piece matrix (each target piece's
+weights over the source) and, where it has one, a reverse one."""
 
 from __future__ import annotations
 
@@ -34,12 +26,11 @@ class Method:
     """Where the links come from.
 
     Args:
-        kind: one of `KINDS` (``rollout``: the cross-attention of every layer times the
-            encoder's self-attention rolled out, `attnkit.attention.rollout.rollout_cross`).
-        layer: the attention layer (0-based; ``"avg"`` all of them).
-        head: the attention head (0-based; ``"avg"`` all of them).
-        shift: read the attention at the step that reads the target piece (it has seen it;
-            shift-attention, Chen et al. 2020) rather than the step that predicts it.
+        kind: one of `KINDS` (``rollout``: every layer's cross-attention times the encoder's
+            rolled-out self-attention).
+        layer, head: 0-based, or ``"avg"`` over all.
+        shift: read the attention at the step that reads the target piece (shift-attention,
+            Chen et al. 2020) rather than the one that predicts it.
     """
 
     kind: str = "attention"
@@ -105,7 +96,7 @@ def head_matrices(head: AlignmentHead, pairs: Sequence[PairPieces], forced: Sequ
     out = []
     for pair, f in zip(pairs, forced, strict=True):
         n, s = len(pair.tgt_ids), len(pair.src_ids)
-        query, memory, feats = head_inputs(head, f, n, s)
+        query, memory, feats = head_inputs(head.config.layer, f, n, s)
         src_mask, tgt_mask = torch.ones(1, s, dtype=torch.bool), torch.ones(1, n, dtype=torch.bool)
         scores = head(query[None], memory[None], feats[None], src_mask, tgt_mask)
         fwd, rev = directions(scores, src_mask, tgt_mask)
@@ -113,24 +104,20 @@ def head_matrices(head: AlignmentHead, pairs: Sequence[PairPieces], forced: Sequ
     return out
 
 
-def head_inputs(head: AlignmentHead, forced: Forced, n: int, s: int
-                ) -> tuple[Tensor, Tensor, Tensor]:
-    """The head's inputs for one pair: the states that read each target piece ``[n, d]``,
-    the encoder memory ``[S, d]`` and the cell features ``[n, S, F]``."""
+def head_inputs(layer: int, forced: Forced, n: int, s: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The inputs of a head reading decoder ``layer`` for one pair: the states that read each
+    target piece ``[n, d]``, the encoder memory ``[S, d]`` and the cell features ``[n, S, F]``."""
     if forced.states is None or forced.memory is None:
         raise UsageError("the trained aligner needs a Transformer run")
-    query = forced.states[head.config.layer][1:n + 1]
+    query = forced.states[layer][1:n + 1]
     return query, forced.memory, cell_features(forced.attention, n, s)
 
 
 def piece_matrices(pairs: Sequence[PairPieces], forced: Sequence[Forced], method: Method, *,
                    head: AlignmentHead | None = None) -> list[tuple[Tensor, Tensor]]:
-    """Each pair's forward and reverse piece matrices ``[n, S]`` for an attention or head
-    method (attributions: `attribution_matrices`).
-
-    Raises:
-        UsageError: a layer or head the model does not have; the head method without a head.
-    """
+    """Each pair's forward and reverse piece matrices ``[n, S]`` for an attention or head method
+    (attributions: `attribution_matrices`); UsageError for a layer or head the model lacks, or
+    the head method without a head."""
     if method.kind == "head":
         if head is None:
             raise UsageError("this run has no trained aligner (RUN/alignment/head.safetensors)"

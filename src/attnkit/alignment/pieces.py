@@ -1,19 +1,9 @@
 """Sentence pairs as a translation model reads them, with every piece traced to its word.
 
-`pair_pieces` takes the whitespace tokens of a pair to align, writes them as the text the
-model was trained on (`attnkit.data.align_text.surface`: contractions joined, punctuation
-attached), encodes that text with the run's codec and records which token(s) each piece comes
-from, so that links found between pieces go back to the given tokens' indices. `raw_pieces`
-does the same for raw training text, whose words are the aligner's tokens
-(`attnkit.data.align_text.aligner_tokens`): the labels of the trained aligner. `unknown_words`
-says how much of the pairs' words the vocabularies cannot read.
-
-Example:
-    ```python
-    pair = pair_pieces(pipeline, "the house".split(), "la maison".split())
-    pair.src_ids, pair.tgt_owner      # model ids; [[0], [1]]: piece -> target token
-    ```
-"""
+`pair_pieces` writes a pair's whitespace tokens as the model's training text
+(`attnkit.alignment.text.surface`), encodes it and records which token(s) each piece comes
+from, so links between pieces go back to the tokens; `raw_pieces` does it for raw training
+text (the aligner's labels); `unknown_words` says how much the vocabularies cannot read."""
 
 from __future__ import annotations
 
@@ -21,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from attnkit.data.align_text import Span, aligner_tokens, pieces_to_tokens, surface
+from attnkit.alignment.text import Span, aligner_tokens, pieces_to_tokens, surface
 from attnkit.data.text_codec import SRC_LANG, TGT_LANG, TextCodec
 from attnkit.data.vocab import Vocab
 
@@ -39,14 +29,9 @@ class TranslatePipeline(Protocol):
 
 @dataclass
 class PairPieces:
-    """One sentence pair for forced decoding, its pieces traced to its tokens.
-
-    Attributes:
-        src_tokens, tgt_tokens: the tokens links refer to.
-        src_ids, tgt_ids: the model's ids (at most ``max_source`` each).
-        src_owner, tgt_owner: for each piece, the indices of the tokens it belongs to.
-        cut: tokens left without a piece (beyond the model's ``max_source``).
-    """
+    """One pair for forced decoding: the tokens links refer to, the model's ids (at most
+    ``max_source`` each), each piece's token indices (``*_owner``), and the tokens left without
+    a piece (``cut``)."""
 
     src_tokens: list[str]
     tgt_tokens: list[str]
@@ -82,15 +67,8 @@ def pieces_of(pipeline: TranslatePipeline, texts: tuple[str, str],
 def pair_pieces(pipeline: TranslatePipeline, src_tokens: Sequence[str],
                 tgt_tokens: Sequence[str], *, normalize: bool = True,
                 langs: tuple[str, str] = (SRC_LANG, TGT_LANG)) -> PairPieces:
-    """Whitespace tokens to align, as the model reads them.
-
-    Args:
-        pipeline: the run's text pipeline.
-        src_tokens, tgt_tokens: the tokens (at least one each).
-        normalize: write them as the model's training text (`surface`); False joins them with
-            single spaces as they are.
-        langs: the source and target languages (``("fr", "en")`` for a reverse run).
-    """
+    """Whitespace tokens to align, as the model reads them: written as its training text
+    (``normalize``; False joins them as they are); ``langs``: ``("fr", "en")`` for a reverse run."""
     texts, spans = [], []
     for tokens, lang in ((src_tokens, langs[0]), (tgt_tokens, langs[1])):
         if normalize:

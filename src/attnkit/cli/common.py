@@ -172,7 +172,7 @@ def read_inputs(inputs: Sequence[str], what: str) -> list[str]:
     if stream is None:   # a text stream in stdin's place (an embedding program, a test)
         text = sys.stdin.read(fileio.MAX_TEXT_BYTES + 1)   # chars: at least as many bytes
         stream = io.BytesIO(text.encode("utf-8", "surrogateescape"))
-    raw = fileio.read_capped(stream, "stdin")
+    raw = fileio.read_user_input(stream, "stdin")
     lines = [_valid_text(line, f"line {i} of stdin")
              for i, line in enumerate(_lines(raw), 1)]
     lines = [line for line in lines if line.strip()]

@@ -22,8 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from attnkit.errors import CheckpointError
-from attnkit.fileio import MAX_VOCAB_BYTES, checked_file, read_json_object, write_json
-from attnkit.training.checkpoint import file_sha256
+from attnkit.fileio import (
+    MAX_VOCAB_BYTES,
+    checked_file,
+    file_sha256,
+    read_json_object,
+    write_json,
+)
 
 MANIFEST = "manifest.json"
 # CTranslate2's vocabulary files: one shared file, or one per side.

@@ -1,20 +1,7 @@
-"""Length bucketing: batches of similar-length examples, so little compute goes to padding;
-and `pad_ids`, the one function that pads id sequences into a batch tensor.
-
-``bucket_batch_plan`` returns a *batch plan*, the function ``(epoch, seed) -> list[list[int]]``
-the trainer accepts (docs/DEVELOPING.md): shuffle all indices, cut them into large pools, sort
-each pool by length, chunk it into batches, shuffle the batch order. Pools keep randomness
-between epochs (a fully sorted order would give the same batches every epoch); sorting inside a
-pool removes most padding.
-
-Example:
-    ```python
-    plan = bucket_batch_plan([len(x) for x in src_ids], batch_size=64)
-    batches = plan(epoch=0, seed=0)         # every index exactly once
-    padding_fraction(batches, lengths)      # e.g. 0.05 vs 0.45 for random batches
-    pad_ids([[5, 6, 7], [8]], pad=0)        # tensor([[5, 6, 7], [8, 0, 0]])
-    ```
-"""
+"""Batches by length, so little compute goes to padding: `bucket_batch_plan` (the trainer's
+plan: shuffled pools, each sorted by length and cut into batches, in shuffled order),
+`plan_length_groups` (a sorted batch cut into groups each encoded at its own length), and
+`pad_ids`, the one function that pads id sequences into a batch tensor."""
 
 from __future__ import annotations
 
@@ -35,20 +22,14 @@ def bucket_batch_plan(
     shuffle: bool = True,
     pool_batches: int = 50,
 ) -> BatchPlan:
-    """Make a bucketing batch plan.
+    """A bucketing batch plan: ``plan(epoch, seed) -> list[list[int]]``, a pure function covering
+    every index once.
 
     Args:
-        lengths: length of each example (e.g. ``max(len(src), len(tgt))``), ``[num_examples]``.
-        batch_size: most examples per batch.
-        max_tokens: optional cap on ``batch_len * longest_in_batch`` (padded tokens); an example
-            longer than the cap gets a batch of its own.
-        shuffle: False gives one global length-sorted order, the same for every epoch and
-            seed (for evaluation).
+        lengths: each example's length (e.g. ``max(len(src), len(tgt))``).
+        max_tokens: optional cap on padded tokens per batch (a longer example is alone).
+        shuffle: False gives one length-sorted order for every epoch and seed (evaluation).
         pool_batches: pool size in batches; larger pools mean less padding, less randomness.
-
-    Returns:
-        ``plan(epoch, seed) -> list[list[int]]``, a pure function of its arguments covering
-        every index exactly once.
     """
     lens = np.asarray(lengths, dtype=np.int64)
     if lens.ndim != 1:
@@ -106,14 +87,8 @@ def padding_fraction(batches: Sequence[Sequence[int]], lengths: Sequence[int]) -
 
 def pad_ids(rows: Sequence[Sequence[int]], pad: int, *, width: int | None = None,
             side: str = "post") -> Tensor:
-    """Id sequences as one batch tensor ``[batch, width]`` (int64), ``pad`` filling each row
-    after its ids (``side="post"``) or before them (``"pre"``).
-
-    Args:
-        rows: the id sequences (any may be empty); none longer than ``width``.
-        pad: the padding id.
-        width: the batch's width (None: the longest row's).
-        side: where the padding goes.
+    """Id sequences (any may be empty, none longer than ``width``; None: the longest) as one
+    ``[batch, width]`` int64 tensor, ``pad`` after the ids (``side="post"``) or before (``"pre"``).
     """
     width = max((len(r) for r in rows), default=0) if width is None else width
     out = torch.full((len(rows), width), pad, dtype=torch.long)
@@ -124,3 +99,52 @@ def pad_ids(rows: Sequence[Sequence[int]], pad: int, *, width: int | None = None
         else:
             out[i, :len(ids)] = ids
     return out
+
+
+# The cost of a length group in the model's work per token (its projections): ``rows * keep *
+# (1 + keep * GROUP_PAIR_COST) + GROUP_COST`` for ``rows`` reviews cut to ``keep`` slots: the
+# attention's per-pair work beside a token's, and a group's fixed cost (its many small operator
+# calls, forward and backward) in tokens, measured in docs/results.md.
+GROUP_PAIR_COST = 0.01
+GROUP_COST = 500.0
+
+
+def plan_length_groups(sorted_lengths: list[int], *, max_groups: int = 6,
+                       min_rows: int = 8) -> list[int]:
+    """Sizes of the length groups (in order, summing to ``len(sorted_lengths)``, each cut to
+    its longest length) that encode a batch of ``sorted_lengths`` (ascending) cheapest by
+    `GROUP_COST`: at most ``max_groups``, starting at multiples of ``min_rows`` (which keeps
+    the search tiny) and of at least ``min_rows`` rows but in a batch smaller than that."""
+    n = len(sorted_lengths)
+    if n == 0:
+        return []
+    if sorted_lengths[0] == sorted_lengths[-1]:
+        return [n]  # equal lengths: splitting only adds groups' fixed costs (most IMDB batches)
+    cuts = list(range(0, n - min_rows + 1, min_rows)) if n >= 2 * min_rows else [0]
+    cuts = cuts + [n] if cuts[-1] != n else cuts
+    if n - cuts[-2] < min_rows and len(cuts) > 2:
+        del cuts[-2]  # the last group takes the remainder
+
+    def cost(i: int, j: int) -> float:
+        keep = max(sorted_lengths[cuts[j] - 1], 1)
+        return (cuts[j] - cuts[i]) * keep * (1.0 + keep * GROUP_PAIR_COST) + GROUP_COST
+
+    m = len(cuts) - 1
+    # best[g][j]: cheapest cover of the first cuts[j] rows by g groups; back pointers in prev.
+    inf = float("inf")
+    best = [[inf] * (m + 1) for _ in range(max_groups + 1)]
+    prev = [[0] * (m + 1) for _ in range(max_groups + 1)]
+    best[0][0] = 0.0
+    for g in range(1, max_groups + 1):
+        for j in range(1, m + 1):
+            for i in range(j):
+                c = best[g - 1][i] + cost(i, j)
+                if c < best[g][j]:
+                    best[g][j], prev[g][j] = c, i
+    groups = min(range(1, max_groups + 1), key=lambda g: best[g][m])
+    sizes, j = [], m
+    for g in range(groups, 0, -1):
+        i = prev[g][j]
+        sizes.append(cuts[j] - cuts[i])
+        j = i
+    return sizes[::-1]

@@ -1,21 +1,9 @@
-"""Captioning data: images + tokenized reference captions, their train/valid/test splits, and
-the dataset and collate function the trainer batches them with.
+"""Captioning data: images + tokenized reference captions, their splits, and the dataset and
+collate function the trainer batches them with.
 
-``data="synthetic"`` draws rubber-duck scenes (`attnkit.data.scenes`) with one correct
-caption each: train, valid and test sets come from seeds ``3 * seed``, ``3 * seed + 1`` and
-``3 * seed + 2``. Real data: ``"flickr:TOKEN_FILE:IMAGE_DIR"`` or ``"coco:JSON:IMAGE_DIR"``
-(read by `attnkit.data.caption_files`); its images are split valid / test / train by
-``valid_fraction`` in an order shuffled by the seed.
-
-Example:
-    ```python
-    splits = load_splits("synthetic", 0, num_train=64, num_valid=8, num_test=8, image_size=32)
-    splits["train"].images.shape                       # [64, 3, 32, 32] uint8
-    vocab = Vocab.build(r[0] for r in splits["train"].refs)
-    batch = collate([CaptionDataset(splits["train"], vocab, 20)[i] for i in range(4)])
-    batch["tgt_in"].shape                              # [4, T]: BOS + words (padded)
-    ```
-"""
+``"synthetic"`` draws rubber-duck scenes (`attnkit.data.scenes`), seeds ``3 * seed + k``
+for train/valid/test; ``"flickr:TOKEN_FILE:IMAGE_DIR"`` or ``"coco:JSON:IMAGE_DIR"`` read
+real data (`attnkit.data.caption_files`), split by ``valid_fraction`` in a seeded order."""
 
 from __future__ import annotations
 
@@ -41,24 +29,15 @@ _READERS = {"flickr": read_flickr_tokens, "coco": read_coco_captions}
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-cased words of a real caption (punctuation dropped).
-
-    Example:
-        >>> tokenize("A Dog's ball, red.")
-        ['a', "dog's", 'ball', 'red']
-    """
+    """Lower-cased words of a real caption, punctuation dropped (``"A Dog's ball."`` ->
+    ``["a", "dog's", "ball"]``)."""
     return _WORD.findall(text.lower())
 
 
 @dataclass
 class CaptionData:
-    """Images + tokenized reference captions (+ ground-truth scenes for synthetic data).
-
-    Attributes:
-        images: uint8 ``[N, 3, S, S]``.
-        refs: per image, one or more reference captions as word lists (the first is trained on).
-        scenes: the synthetic scenes (word boxes), or None for real data.
-    """
+    """Images uint8 ``[N, 3, S, S]``, per image its reference captions as word lists (the first is
+    trained on), and the synthetic scenes (None for real data)."""
 
     images: Tensor
     refs: list[list[list[str]]]
@@ -81,11 +60,7 @@ def synthetic_split(n: int, seed: int, size: int) -> CaptionData:
 
 def parse_spec(spec: str) -> tuple[str, Path, Path]:
     """``"flickr:TOKEN_FILE:IMAGE_DIR"`` / ``"coco:JSON:IMAGE_DIR"`` -> ``(kind, captions,
-    image_dir)``.
-
-    Raises:
-        DataError: any other form.
-    """
+    image_dir)``; DataError for any other form."""
     kind, _, rest = spec.partition(":")
     captions, _, image_dir = rest.rpartition(":")
     if kind not in _READERS or not captions or not image_dir:
@@ -97,13 +72,9 @@ def parse_spec(spec: str) -> tuple[str, Path, Path]:
 def real_splits(spec: str, size: int, valid_fraction: float, seed: int,
                 names: Sequence[str] = SPLITS,
                 log: Callable[[str], None] | None = None) -> dict[str, CaptionData]:
-    """The ``names`` splits of a real data set; images of other splits are not read.
-
-    The images are shuffled by ``seed``; the first ``round(valid_fraction * N)`` (at least
-    one) are ``valid``, as many again ``test``, the rest ``train``; ``"all"`` is every image.
-
-    Captions whose image is missing (or malformed records) are skipped; ``log`` receives the
-    report of what was skipped and why.
+    """The ``names`` splits of a real data set (others' images are not read): shuffled by ``seed``,
+    ``round(valid_fraction * N)`` (at least one) valid, as many test, the rest train; ``"all"``
+    is every image. Skipped captions are reported to ``log``.
 
     Raises:
         DataError: a bad spec, unreadable files, or fewer than 3 captioned images.
@@ -146,15 +117,8 @@ def load_splits(data: str, seed: int, *, num_train: int, num_valid: int, num_tes
 
 
 def box_coverage(boxes: Sequence[Box], image_size: int, side: int) -> np.ndarray:
-    """Share of each feature cell's pixels inside the union of ``boxes``: ``[side, side]``.
-
-    A cell's attention weight is spread evenly over the ``image_size / side`` pixel block it
-    covers, so ``sum(alpha * coverage)`` is the attention mass inside the boxes.
-
-    Example:
-        >>> box_coverage([(0, 0, 16, 8)], 32, 2).tolist()
-        [[0.5, 0.0], [0.0, 0.0]]
-    """
+    """Share of each feature cell's pixels inside the union of ``boxes``: ``[side, side]``, so
+    ``sum(alpha * coverage)`` is the attention mass inside the boxes."""
     mask = np.zeros((image_size, image_size), np.float64)
     for x0, y0, x1, y1 in boxes:
         mask[y0:y1, x0:x1] = 1.0
@@ -165,13 +129,9 @@ def box_coverage(boxes: Sequence[Box], image_size: int, side: int) -> np.ndarray
 class CaptionDataset(torch.utils.data.Dataset):
     """Item ``i`` = ``(image uint8 [3, S, S], ids [BOS, w1 .. wn, EOS])`` of the first reference.
 
-    With ``map_side`` (synthetic scenes only) items get a third part, ``maps float32 [n + 1,
-    side, side]``: row ``t`` is the `box_coverage` of the ducks word ``t`` names (zeros
-    for words naming nothing and for EOS), the target of supervised attention.
-
-    Raises:
-        UsageError: ``map_side`` for data without scenes (real images have no word boxes).
-    """
+    With ``map_side`` (synthetic scenes only; else UsageError) a third part ``maps float32
+    [n + 1, side, side]``: row ``t`` is the `box_coverage` of the ducks word ``t`` names, the
+    target of supervised attention."""
 
     def __init__(self, data: CaptionData, vocab: Vocab, max_len: int,
                  map_side: int | None = None):

@@ -1,17 +1,8 @@
-"""Readers for real image-captioning layouts: Flickr8k/Flickr30k token files and COCO JSON.
-
-* Flickr token file, one caption per line: ``1000268201_693b08cb0e.jpg#0<TAB>A child in a pink
-  dress ...`` (``Flickr8k.token.txt``, Flickr30k ``results_20130124.token``), images in a folder.
-* COCO captions JSON: ``{"images": [{"id", "file_name"}], "annotations": [{"image_id",
-  "caption"}]}`` (``captions_train2014.json``), images in a folder.
-
-Readers return a `CaptionSet` of ``CaptionedImage(image path, captions)`` in file order.
-Malformed records raise `DataError` naming the file and line (or JSON
-member); with ``strict=False`` they are skipped and counted by reason instead
-(`CaptionSet.report`). An image name that leaves the image folder (absolute, ``..``, a
-symbolic link out of it) is never opened. ``load_image`` turns any readable image (grayscale,
-RGBA, palette, CMYK...) into uint8 ``[size, size, 3]``.
-"""
+"""Readers for Flickr8k/Flickr30k token files (``name.jpg#k<TAB>caption``) and COCO captions
+JSON, each with its image folder, into a `CaptionSet`; `load_image` reads any image as uint8
+``[size, size, 3]``. Malformed records raise a `DataError` naming file and line (or JSON
+member), or with ``strict=False`` are counted by reason (`CaptionSet.report`). An image name
+that leaves the image folder is never opened. Layouts: docs/concepts.md, "Data"."""
 
 from __future__ import annotations
 
@@ -23,10 +14,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from attnkit.data.compressed import read_data
-from attnkit.data.drops import DropReport, where
-from attnkit.data.jsonio import parse_json
-from attnkit.data.paths import outside_reason
+from attnkit.data.compressed import outside_reason, read_data
+from attnkit.data.drops import DropReport, parse_json, where
 from attnkit.errors import DataError, UsageError
 
 _MISSING = ("error", "skip")
@@ -46,13 +35,9 @@ class CaptionSet:
 
     Attributes:
         items: images with at least one caption, in order of first appearance.
-        skipped: records left out (malformed with ``strict=False``, or whose image is missing
-            or outside the image folder with ``missing_images="skip"``).
-        problems: one message per skipped record, naming file and line/member.
-        drops: the skipped records by reason, with the first few places of each (image names
-            for "whose image is missing").
+        skipped: records left out (malformed, or whose image is missing or outside the folder).
+        problems: one message per skipped record; ``drops``: the same by reason.
         missing_images: the distinct image names not found in the folder, in order.
-        source: the caption file read.
     """
 
     items: list[CaptionedImage]
@@ -66,13 +51,7 @@ class CaptionSet:
         return len(self.items)
 
     def report(self) -> str:
-        """One line per reason records were skipped (``""`` if none), e.g.:
-            ```python
-            dropped 3 records of Flickr8k.token.txt:
-              2 whose image is missing (e.g. 2258277193_586949ec62.jpg.1)
-              1 without a tab (Flickr8k.token.txt:17)
-            ```
-        """
+        """One line per reason records were skipped (``""`` if none)."""
         return self.drops.format(self.source)
 
     def select(self, names) -> CaptionSet:
@@ -150,35 +129,22 @@ class _Collector:
         return None
 
     def finish(self) -> CaptionSet:
-        self.result.items = [
-            CaptionedImage(self.image_dir / n, tuple(c)) for n, c in self.captions.items()
-        ]
+        self.result.items = [CaptionedImage(self.image_dir / n, tuple(c))
+                             for n, c in self.captions.items()]
         return self.result
 
 
-def read_flickr_tokens(
-    token_file: str | os.PathLike,
-    image_dir: str | os.PathLike,
-    *,
-    strict: bool = True,
-    missing_images: str = "error",
-    check_images: bool = True,
-) -> CaptionSet:
+def read_flickr_tokens(token_file: str | os.PathLike, image_dir: str | os.PathLike, *,
+                       strict: bool = True, missing_images: str = "error",
+                       check_images: bool = True) -> CaptionSet:
     """Read a Flickr8k/Flickr30k token file (``name.jpg#k<TAB>caption`` per line).
 
     Args:
-        token_file: e.g. ``Flickr8k.token.txt``.
-        image_dir: folder holding the images (e.g. ``Flicker8k_Dataset``).
-        strict: raise on a malformed line (no tab, no image name, empty caption, bad UTF-8);
-            False skips and counts it.
+        strict: raise on a malformed line (no tab, no image name, empty caption, bad UTF-8).
         missing_images: "error" or "skip" for captions whose image file is absent (the real
-            Flickr8k file names one such image, ``2258277193_586949ec62.jpg.1``); skipped ones
-            are counted, their names in `CaptionSet.missing_images`.
-        check_images: look for each image file at all.
-
-    An image name that is absolute, holds ``..`` or resolves outside ``image_dir`` is refused
-    whatever ``check_images`` says: a DataError, or a skipped record when ``strict=False`` or
-    ``missing_images="skip"``. A byte-order mark may open the file.
+            Flickr8k file names one, ``2258277193_586949ec62.jpg.1``).
+        check_images: look for each image file at all (a name outside ``image_dir`` is always
+            refused).
 
     Raises:
         DataError: ``path:line: message`` for the first bad line (strict), a missing image
@@ -225,17 +191,15 @@ def read_coco_captions(json_file: str | os.PathLike, image_dir: str | os.PathLik
     except UnicodeDecodeError as err:
         raise DataError("not valid UTF-8", path=str(path)) from err
     data = parse_json(text, path=str(path))
-    if not isinstance(data, dict) or not all(
-        isinstance(data.get(k), list) for k in ("images", "annotations")
-    ):
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), list)
+                                             for k in ("images", "annotations")):
         raise DataError("expected an object with 'images' and 'annotations' lists", path=str(path))
 
     names: dict[object, str] = {}
     for i, img in enumerate(data["images"]):
         # A missing id, or a list/object id (unhashable), cannot key the images.
-        if not isinstance(img, dict) or isinstance(img.get("id", []), (list, dict)) or not (
-            isinstance(img.get("file_name"), str) and img["file_name"]
-        ):
+        if not isinstance(img, dict) or isinstance(img.get("id", []), (list, dict)) \
+                or not (isinstance(img.get("file_name"), str) and img["file_name"]):
             col.bad("images without an 'id' or a 'file_name'",
                     "needs 'id' and a non-empty 'file_name'", path, member=f"images[{i}]")
         elif img["id"] in names:
@@ -275,22 +239,13 @@ def read_image_list(path: str | os.PathLike) -> list[str]:
 
 def load_image(path: str | os.PathLike, size: int, *, crop: bool = False,
                max_pixels: int | None = MAX_PIXELS) -> np.ndarray:
-    """Read an image as uint8 ``[size, size, 3]`` RGB.
+    """Read an image as uint8 ``[size, size, 3]`` RGB (any mode; EXIF rotation applied).
 
-    Grayscale, palette, RGBA/LA (composited on white), CMYK and 16-bit images become RGB; EXIF
-    rotation is applied; large JPEGs are decoded at reduced scale first (fast), then resized.
-    The pixels to decode are counted from the header first: a small file can declare a huge
-    image (a 500 KB PNG of 13000 x 13000 pixels decodes to 500 MB, and more on the way).
-
-    Args:
-        path: image file.
-        size: output side in pixels.
-        crop: centre-crop to a square first (keeps the aspect ratio); False stretches.
-        max_pixels: the most pixels decoded (after JPEG's reduced-scale decoding); None: any.
+    ``crop``: centre-crop to a square first (else stretch). ``max_pixels``: the most pixels
+    decoded, counted from the header before decoding (a 500 KB PNG can declare 13000 x 13000).
 
     Raises:
-        DataError: the file is missing, unreadable, truncated, not an image, or over
-            ``max_pixels`` (names the file).
+        DataError: missing, unreadable, truncated, not an image, or over ``max_pixels`` (named).
     """
     if size < 1:
         raise ValueError(f"size must be >= 1, got {size}")
@@ -326,15 +281,11 @@ def load_image(path: str | os.PathLike, size: int, *, crop: bool = False,
 def read_image(image: str | os.PathLike | np.ndarray, size: int, display_size: int,
                max_pixels: int | None = MAX_PIXELS
                ) -> tuple[np.ndarray, np.ndarray, str, tuple[int, int]]:
-    """An image to caption: a file (`load_image`) or a uint8 ``[H, W, 3]`` array.
-
-    Returns:
-        ``(pixels uint8 [size, size, 3], shown uint8 [display_size, display_size, 3], its
-        name ("<array>" for an array), its (width, height))``.
+    """An image to caption (a file or a uint8 ``[H, W, 3]`` array) -> ``(pixels [size, size, 3],
+    shown [display_size, display_size, 3], name ("<array>" for an array), (width, height))``.
 
     Raises:
-        DataError: a file that cannot be read as an image (named).
-        UsageError: an array that is not uint8 ``[H, W, 3]``.
+        DataError: a file that cannot be read as an image. UsageError: a malformed array.
     """
     if isinstance(image, np.ndarray):
         if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:

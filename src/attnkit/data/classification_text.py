@@ -1,27 +1,10 @@
 """Text -> integer sequences for classification: tokenizers, a frequency vocabulary, padding.
 
-Three tokenizers share one interface (``tokenize(text) -> list[str]``, ``to_json()``):
-
-* `WordTokenizer` - the classic Keras pipeline: lowercase, ``<br />`` removed, words are
-  runs of characters that are neither whitespace nor Keras' default filter punctuation
-  (so ``don't`` stays one word, as in ``keras.preprocessing.text.Tokenizer``).
-* `CharTokenizer` - one token per non-space character; needs no word boundaries, so it
-  works for Chinese or Japanese reviews.
-* `SubwordTokenizer` - a sentencepiece unigram model trained on the training texts.
-
-`build_vocab` keeps the ``num_words`` most frequent training tokens in a
-`Vocab` (id 0 = ``<pad>``, id 1 = ``<unk>``, then tokens by
-decreasing frequency), and `pad_sequences` pads/truncates like
-``keras.utils.pad_sequences``.
-
-Example:
-    ```python
-    tok = WordTokenizer()
-    vocab = build_vocab((tok.tokenize(t) for t in texts), num_words=30000)
-    ids, lengths = pad_sequences([vocab.encode(tok.tokenize(t)) for t in texts], maxlen=100)
-    # ids [batch, 100] int64 (padding at the start, Keras' default), lengths [batch]
-    ```
-"""
+Three tokenizers share ``tokenize(text) -> list[str]`` and ``to_json()``: `WordTokenizer` (the
+Keras pipeline: lowercase, ``<br />`` removed, Keras' filter punctuation splits words, so
+``don't`` stays one), `CharTokenizer` (one token per non-space character: Chinese, Japanese)
+and `SubwordTokenizer` (sentencepiece). `build_vocab` keeps the ``num_words`` most frequent
+tokens (``<pad>`` = 0, ``<unk>`` = 1); `pad_sequences` is ``keras.utils.pad_sequences``."""
 
 from __future__ import annotations
 
@@ -75,12 +58,7 @@ class CharTokenizer:
 
 
 class SubwordTokenizer:
-    """Sentencepiece pieces of the cleaned text (the ``subword`` extra), via
-    `attnkit.data.subword.SubwordModel`.
-
-    Args:
-        model_path: a trained sentencepiece ``.model`` file (protobuf, not a pickle).
-    """
+    """Sentencepiece pieces of the cleaned text (the ``subword`` extra), from a ``.model``."""
 
     kind = "subword"
 
@@ -133,11 +111,8 @@ def make_tokenizer(kind: str, train_texts: Sequence[str] = (), folder: str | os.
 
 
 def build_vocab(tokenized: Iterable[Sequence[str]], num_words: int) -> Vocab:
-    """The ``num_words`` most frequent tokens, specials included: ``<pad>`` = 0, ``<unk>`` = 1.
-
-    Ties in frequency are broken by the token string (see `Vocab.build`), so every id is
-    ``< num_words`` and an ``Embedding(num_words, dim)`` covers them, as with Keras' ``num_words``.
-    """
+    """The ``num_words`` most frequent tokens, specials included (``<pad>`` = 0, ``<unk>`` = 1),
+    ties broken by the token string: every id is ``< num_words``, as with Keras' ``num_words``."""
     if num_words < 2:
         raise ValueError(f"num_words must be >= 2 (padding and unknown), got {num_words}")
     return Vocab.build(tokenized, max_size=num_words, specials=SPECIALS)
@@ -145,20 +120,11 @@ def build_vocab(tokenized: Iterable[Sequence[str]], num_words: int) -> Vocab:
 
 def pad_sequences(sequences: Sequence[Sequence[int]], maxlen: int, *, padding: str = "pre",
                   truncating: str = "pre", value: int = PAD_ID) -> tuple[Tensor, Tensor]:
-    """Pad or truncate id lists to ``maxlen``, like ``keras.utils.pad_sequences``.
+    """Pad or truncate id lists to ``maxlen``, like ``keras.utils.pad_sequences`` -> ``(ids
+    [batch, maxlen] int64, lengths [batch] int64)``.
 
-    Args:
-        sequences: ``batch`` lists of ints.
-        maxlen: the output time length.
-        padding: ``"pre"`` (Keras default: padding before the tokens) or ``"post"``.
-        truncating: ``"pre"`` (Keras default: keep the LAST ``maxlen`` tokens) or ``"post"``.
-        value: the padding id.
-
-    Returns:
-        ``ids [batch, maxlen]`` int64 and ``lengths [batch]`` int64 (real tokens per row). With
-        ``padding="pre"`` the real tokens of row ``b`` sit at ``maxlen - lengths[b] ..``; with
-        ``"post"`` at ``0 .. lengths[b]-1``.
-    """
+    ``padding``: ``"pre"`` (Keras' default: the real tokens of row ``b`` end the row) or
+    ``"post"``; ``truncating``: ``"pre"`` (keep the LAST ``maxlen`` tokens) or ``"post"``."""
     if padding not in ("pre", "post") or truncating not in ("pre", "post"):
         raise ValueError(f"padding and truncating must be 'pre' or 'post', got {padding!r}, "
                          f"{truncating!r}")

@@ -1,26 +1,15 @@
 """Counting the records a reader leaves out, by reason, with the first few places of each.
 
-A reader that skips a bad record (instead of raising) adds it to a `DropReport`, so the
-app can print one report instead of losing data silently. Readers whose checks live in helper
-functions raise `BadRecord`, a DataError that carries the short reason it is counted under.
-
-Example:
-    ```python
-    drops = DropReport("line")
-    drops.add("without a tab", where("fra.txt", 4))
-    drops.add("without a tab", where("fra.txt", 9))
-    drops.add("with an empty French side", where("fra.txt", 7))
-    drops.total                    # 3
-    print(drops.format("fra.txt"))
-    # dropped 3 lines of fra.txt:
-    #   2 without a tab (e.g. fra.txt:4, fra.txt:9)
-    #   1 with an empty French side (fra.txt:7)
-    ```
-"""
+A reader that skips a bad record adds it to a `DropReport`, and the app prints one report
+(``drops.format("fra.txt")`` -> ``dropped 3 lines of fra.txt:`` then ``2 without a tab (e.g.
+fra.txt:4, fra.txt:9)``...). Checks deep in a reader raise `BadRecord`, a DataError carrying
+the reason it is counted under; `parse_json` raises one for malformed JSON."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from attnkit.errors import DataError
 
@@ -31,17 +20,27 @@ def where(path, line: int | None = None) -> str:
 
 
 class BadRecord(DataError):
-    """A DataError about one record, carrying the ``reason`` a `DropReport` counts.
-
-    Args:
-        reason: short phrase that reads after a count ("with an empty review").
-        message: the full message (default: ``reason``); ``path`` / ``line`` as in DataError.
-    """
+    """A DataError about one record, carrying the ``reason`` a `DropReport` counts (a phrase that
+    reads after a count: "with an empty review"); ``message`` defaults to it."""
 
     def __init__(self, reason: str, message: str | None = None, *, path: str | None = None,
                  line: int | None = None):
         super().__init__(message or reason, path=path, line=line)
         self.reason = reason
+
+
+def parse_json(text: str, *, path: str, line: int | None = None) -> Any:
+    """``json.loads(text)``; malformed or too deeply nested input (RecursionError) is a
+    `BadRecord` "not valid JSON" naming ``path`` and line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = exc.lineno if line is None else line
+        raise BadRecord("not valid JSON", f"invalid JSON: {exc.msg} (column {exc.colno})",
+                        path=path, line=where) from exc
+    except RecursionError as exc:
+        raise BadRecord("not valid JSON", "invalid JSON: nested too deeply", path=path,
+                        line=line) from exc
 
 
 @dataclass
@@ -55,12 +54,8 @@ class DropReason:
 
 @dataclass
 class DropReport:
-    """Records left out, grouped by reason in order of first appearance.
-
-    Args:
-        unit: what a record is, singular ("line", "pair", "caption", "record").
-        max_examples: how many places each reason keeps.
-    """
+    """Records left out, grouped by reason in order of first appearance; ``unit`` names a record
+    ("line", "caption"); each reason keeps ``max_examples`` places."""
 
     unit: str = "record"
     max_examples: int = 3

@@ -1,55 +1,37 @@
-"""IMDB movie reviews (Maas et al., 2011) from every form they come in.
-
-Sources (`load_split` picks by path):
-
-* an ``aclImdb/`` folder: ``train|test/pos|neg/<id>_<rating>.txt`` (``unsup/`` is ignored);
-* the official ``aclImdb_v1.tar.gz``, read member by member (nothing is written to disk; a
-  member with ``..`` or an absolute path is a DataError). `download_imdb` fetches it
-  into the attnkit cache and checks its SHA-256;
-* JSON Lines (optionally gzip) of ``{"text": ..., "label": ...}``, e.g. ``train.jsonl.gz``;
-* CSV with a text and a label column.
-
-Labels may be ``0``/``1`` or ``"neg"``/``"pos"``. Every bad record (missing field, unknown label,
-undecodable bytes, empty review, a file of the folder that resolves outside it) raises
-`DataError` naming the file and line (or tar member), unless
-``skip_bad=True``: then it is skipped and counted by reason in `ReadStats`. Bad records
-are found one by one, so one bad byte or one bad line costs that record only. A byte-order mark
-may open any file.
-
-Example:
-    ```python
-    reviews = load_split("../shared/data/imdb", "train")      # list[Review]
-    train, valid = split_validation(reviews, fraction=0.1, seed=0)
-    ```
-"""
+"""IMDB movie reviews (Maas et al., 2011) from every form they come in: an ``aclImdb/`` folder,
+the official ``aclImdb_v1.tar.gz`` read member by member (`download_imdb` fetches it), JSON
+Lines (maybe gzip) of ``{"text", "label"}``, or CSV with a text and a label column;
+`load_split` picks by path. Labels are ``0``/``1`` or ``"neg"``/``"pos"``. A bad record raises
+a `DataError` naming its file and line (or member), or with ``skip_bad`` is counted by reason
+in `ReadStats`; one bad byte costs that record only. Sources: docs/concepts.md, "Data"."""
 
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import os
 import random
 import re
 import stat
 import tarfile
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from attnkit.data.compressed import (
+    CORRUPT_STREAM,
     MAX_DATA_BYTES,
     MAX_LINE_BYTES,
     capped_lines,
     data_file,
+    decode_line,
     open_maybe_gzip,
-    read_capped_data,
+    outside_reason,
+    read_data_stream,
     too_much_data,
+    unsafe_name,
 )
-from attnkit.data.drops import BadRecord, DropReport
-from attnkit.data.jsonio import parse_json
-from attnkit.data.paths import outside_reason
+from attnkit.data.drops import BadRecord, DropReport, parse_json
 from attnkit.errors import DataError
 
 IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
@@ -73,33 +55,17 @@ class Review:
 
 @dataclass
 class ReadStats:
-    """What a reader did: records read and skipped.
-
-    Attributes:
-        read / skipped: record counts.
-        reasons: the first ten skip messages, in full.
-        drops: the skipped records by reason with the first places of each (`report`).
-    """
+    """What a reader did: records ``read``, and the skipped ones by reason (``drops``)."""
 
     read: int = 0
-    skipped: int = 0
-    reasons: list[str] = field(default_factory=list)
     drops: DropReport = field(default_factory=DropReport)
 
-    def skip(self, error: DataError) -> None:
-        self.skipped += 1
-        self.drops.add_error(error)
-        if len(self.reasons) < 10:
-            self.reasons.append(str(error))
+    @property
+    def skipped(self) -> int:
+        return self.drops.total
 
     def report(self, source: str | None = None) -> str:
-        """One line per reason records were skipped (``""`` if none), e.g.:
-            ```python
-            dropped 3 records of train.csv:
-              2 not valid UTF-8 (e.g. train.csv:5, train.csv:9)
-              1 with an empty review (train.csv:7)
-            ```
-        """
+        """One line per reason records were skipped (``""`` if none)."""
         return self.drops.format(source)
 
 
@@ -121,71 +87,68 @@ def _check_text(text, *, path: str, line: int | None) -> str:
     return text
 
 
-def _decode(data: bytes, *, path: str, line: int | None, file_start: bool) -> str:
-    """UTF-8 text of ``data``; a byte-order mark is dropped where a file starts."""
-    try:
-        return data.decode("utf-8-sig" if file_start else "utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadRecord("not valid UTF-8", f"not valid UTF-8 ({exc.reason} at byte {exc.start})",
-                        path=path, line=line) from None
+def _review_file(f, where: str, label: int) -> Review:
+    """The review in an open file (folder or tar member): at most `MAX_LINE_BYTES`, UTF-8
+    (a byte-order mark may open it), not blank."""
+    data = f.read(MAX_LINE_BYTES + 1)
+    if len(data) > MAX_LINE_BYTES:
+        raise BadRecord("longer than a review can be", f"more than {MAX_LINE_BYTES:,} bytes: "
+                        "not a review", path=where)
+    return Review(_check_text(decode_line(data, where, None, True), path=where, line=None),
+                  label)
 
 
-def _collect(records: Iterator, stats: ReadStats, skip_bad: bool) -> list[Review]:
-    """Drain a generator of Reviews / DataErrors, raising or skipping the errors."""
+def _collect(records: Iterator, name, stats: ReadStats | None, skip_bad: bool) -> list[Review]:
+    """Drain a generator of Reviews / DataErrors, raising or skipping the errors; refused once
+    the texts pass `MAX_DATA_BYTES` together (a folder or an archive of many files)."""
     out: list[Review] = []
+    stats, total = stats or ReadStats(), 0
     for item in records:
         if isinstance(item, DataError):
             if not skip_bad:
                 raise item
-            stats.skip(item)
-        else:
-            out.append(item)
-            stats.read += 1
+            stats.drops.add_error(item)
+            continue
+        total += len(item.text)
+        if total > MAX_DATA_BYTES:
+            raise DataError(too_much_data(), path=str(name))
+        out.append(item)
+        stats.read += 1
     return out
-
-
-# What a damaged gzip stream raises while it is read.
-CORRUPT_STREAM = (EOFError, zlib.error, gzip.BadGzipFile)
 
 
 def _jsonl_records(path: Path) -> Iterator:
     name = str(path)
     try:
-        yield from _jsonl_lines(path, name)
+        with open_maybe_gzip(path) as f:
+            for lineno, raw in capped_lines(f, name):
+                try:
+                    text = decode_line(raw, name, lineno, lineno == 1)
+                    if not text.strip():  # a blank line, or a byte-order mark alone
+                        continue
+                    obj = parse_json(text, path=name, line=lineno)
+                    if not isinstance(obj, dict):
+                        raise BadRecord("not a JSON object",
+                                        "expected a JSON object {\"text\", \"label\"}",
+                                        path=name, line=lineno)
+                    for key in ("text", "label"):
+                        if key not in obj:
+                            raise BadRecord("without a 'text' or a 'label' field",
+                                            f"missing field {key!r} (need \"text\" and "
+                                            "\"label\")", path=name, line=lineno)
+                    yield Review(_check_text(obj["text"], path=name, line=lineno),
+                                 parse_label(obj["label"], path=name, line=lineno))
+                except DataError as exc:
+                    yield exc
     except CORRUPT_STREAM as exc:
         yield DataError(f"corrupt or truncated compressed file ({exc})", path=name)
-
-
-def _jsonl_lines(path: Path, name: str) -> Iterator:
-    with open_maybe_gzip(path) as f:
-        for lineno, raw in capped_lines(f, name):
-            if not raw.strip():
-                continue
-            try:
-                text = _decode(raw, path=name, line=lineno, file_start=lineno == 1)
-                if not text.strip():  # a byte-order mark alone
-                    continue
-                obj = parse_json(text, path=name, line=lineno)
-                if not isinstance(obj, dict):
-                    raise BadRecord("not a JSON object",
-                                    "expected a JSON object {\"text\", \"label\"}",
-                                    path=name, line=lineno)
-                for key in ("text", "label"):
-                    if key not in obj:
-                        raise BadRecord("without a 'text' or a 'label' field",
-                                        f"missing field {key!r} (need \"text\" and \"label\")",
-                                        path=name, line=lineno)
-                yield Review(_check_text(obj["text"], path=name, line=lineno),
-                             parse_label(obj["label"], path=name, line=lineno))
-            except DataError as exc:
-                yield exc
 
 
 def _csv_records(path: Path, text_column: str, label_column: str) -> Iterator:
     name = str(path)
     with open_maybe_gzip(path) as fb:
         try:
-            data = read_capped_data(fb, name)
+            data = read_data_stream(fb, name)
         except CORRUPT_STREAM as exc:
             yield DataError(f"corrupt or truncated compressed file ({exc})", path=name)
             return
@@ -215,12 +178,8 @@ def _csv_records(path: Path, text_column: str, label_column: str) -> Iterator:
 
 
 def _parse_csv(content: str) -> tuple[list[str], list[tuple[int, dict | csv.Error]]]:
-    """The header and every ``(line, row or csv.Error)``; ``line`` is where the record ends.
-
-    csv refuses fields over 128 KiB unless its module-wide limit is raised; a review may be as
-    long as the file, so the limit is raised for this parse only (and parsed in full here, so
-    that it is restored before the caller sees a record).
-    """
+    """The header and every ``(line, row or csv.Error)``; ``line`` is where the record ends. csv's
+    module-wide 128 KiB field limit is raised for this parse only (a review may be the file)."""
     previous = csv.field_size_limit()
     csv.field_size_limit(max(previous, min(len(content) + 1, _C_LONG_MAX)))
     try:
@@ -251,7 +210,7 @@ def _check_utf8(values, *, path: str, line: int) -> None:
 
 
 def _folder_records(root: Path, split: str) -> Iterator:
-    base, total = root.resolve(), 0
+    base = root.resolve()
     for label_name in ("neg", "pos"):
         folder = root / split / label_name
         if not folder.is_dir():
@@ -262,120 +221,73 @@ def _folder_records(root: Path, split: str) -> Iterator:
             yield BadRecord("outside the data folder", f"folder {why}", path=str(folder))
             continue
         for file in sorted(folder.glob("*.txt")):
+            why = outside_reason(base, f"{split}/{label_name}/{file.name}")
             try:
-                review = Review(_folder_text(base, file, f"{split}/{label_name}/{file.name}"),
-                                _LABELS[label_name])
+                if why is not None:
+                    raise BadRecord("outside the data folder", f"file {why}", path=str(file))
+                try:
+                    # Opened without blocking: a named pipe called x.txt would wait for a writer.
+                    with open(os.open(file, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+                        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # /dev/zero as x.txt
+                            raise BadRecord("unreadable", "not a regular file (a device, pipe "
+                                            "or socket)", path=str(file))
+                        yield _review_file(f, str(file), _LABELS[label_name])
+                except OSError as exc:  # a folder named *.txt, a dangling link, no permission
+                    raise BadRecord("unreadable", f"cannot read: {exc.strerror or exc}",
+                                    path=str(file)) from None
             except DataError as exc:
                 yield exc
-                continue
-            total += len(review.text)
-            if total > MAX_DATA_BYTES:
-                raise DataError(too_much_data(), path=str(root))
-            yield review
-
-
-def _folder_text(base: Path, file: Path, relative: str) -> str:
-    """The review in ``file``, refused if it resolves outside ``base`` (a symbolic link)."""
-    why = outside_reason(base, relative)
-    if why is not None:
-        raise BadRecord("outside the data folder", f"file {why}", path=str(file))
-    try:
-        # Opened without blocking: a named pipe called x.txt would wait for a writer.
-        with open(os.open(file, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):   # /dev/zero named x.txt
-                raise BadRecord("unreadable", "not a regular file (a device, pipe or "
-                                "socket)", path=str(file))
-            data = _record_bytes(f, str(file))
-    except OSError as exc:  # a folder named *.txt, a dangling link, no permission
-        raise BadRecord("unreadable", f"cannot read: {exc.strerror or exc}",
-                        path=str(file)) from None
-    text = _decode(data, path=str(file), line=None, file_start=True)
-    return _check_text(text, path=str(file), line=None)
-
-
-def _record_bytes(f, where: str) -> bytes:
-    """One review file's bytes, at most `MAX_LINE_BYTES`."""
-    data = f.read(MAX_LINE_BYTES + 1)
-    if len(data) > MAX_LINE_BYTES:
-        raise BadRecord("longer than a review can be", f"more than {MAX_LINE_BYTES:,} bytes: "
-                        "not a review", path=where)
-    return data
-
-
-def check_member_name(name: str, archive: str) -> PurePosixPath:
-    """Reject tar member names that would leave the target folder: absolute or with ``..``."""
-    pure = PurePosixPath(name)
-    if name.startswith(("/", "\\")) or pure.is_absolute() or ".." in pure.parts or (
-            len(name) > 1 and name[1] == ":"):
-        raise BadRecord("with an unsafe member name",
-                        f"unsafe member name {name!r} (absolute or contains '..')", path=archive)
-    return pure
 
 
 def _tar_records(archive: Path, split: str) -> Iterator:
     name = str(archive)
     try:
-        yield from _tar_members(archive, name, split)
+        with tarfile.open(data_file(archive), "r:*") as tar:
+            for member in tar:
+                why = unsafe_name(member.name)
+                if why is not None:
+                    yield BadRecord("with an unsafe member name",
+                                    f"unsafe member name {member.name!r} ({why})", path=name)
+                    continue
+                parts = PurePosixPath(member.name).parts
+                # aclImdb/<split>/<pos|neg>/<id>_<rating>.txt
+                f = tar.extractfile(member) if (
+                    len(parts) == 4 and parts[1] == split and parts[2] in ("pos", "neg")
+                    and parts[3].endswith(".txt") and member.isfile()) else None
+                if f is not None:
+                    try:
+                        yield _review_file(f, f"{name}[{member.name}]", _LABELS[parts[2]])
+                    except DataError as exc:
+                        yield exc
     except FileNotFoundError as exc:
         raise DataError("file not found", path=name) from exc
     except (tarfile.TarError, *CORRUPT_STREAM, OSError) as exc:
         yield DataError(f"corrupt, truncated or not a tar archive ({exc})", path=name)
 
 
-def _tar_members(archive: Path, name: str, split: str) -> Iterator:
-    total = 0
-    with tarfile.open(data_file(archive), "r:*") as tar:
-        for member in tar:
-            try:
-                pure = check_member_name(member.name, name)
-            except DataError as exc:
-                yield exc
-                continue
-            parts = pure.parts
-            # aclImdb/<split>/<pos|neg>/<id>_<rating>.txt
-            if (len(parts) != 4 or parts[1] != split or parts[2] not in ("pos", "neg")
-                    or not parts[3].endswith(".txt") or not member.isfile()):
-                continue
-            where = f"{name}[{member.name}]"
-            f = tar.extractfile(member)
-            if f is None:
-                continue
-            try:
-                text = _decode(_record_bytes(f, where), path=where, line=None, file_start=True)
-                review = Review(_check_text(text, path=where, line=None), _LABELS[parts[2]])
-            except DataError as exc:
-                yield exc
-                continue
-            total += len(review.text)
-            if total > MAX_DATA_BYTES:
-                raise DataError(too_much_data(), path=name)
-            yield review
-
-
 def read_jsonl(path, *, skip_bad: bool = False, stats: ReadStats | None = None) -> list[Review]:
     """Reviews from JSON Lines (plain or gzip) of ``{"text": str, "label": 0|1|"neg"|"pos"}``."""
-    return _collect(_jsonl_records(Path(path)), stats or ReadStats(), skip_bad)
+    return _collect(_jsonl_records(Path(path)), path, stats, skip_bad)
 
 
 def read_csv(path, *, text_column: str = "text", label_column: str = "label",
              skip_bad: bool = False, stats: ReadStats | None = None) -> list[Review]:
     """Reviews from a CSV file with a header naming ``text_column`` and ``label_column``."""
-    return _collect(_csv_records(Path(path), text_column, label_column), stats or ReadStats(),
-                    skip_bad)
+    return _collect(_csv_records(Path(path), text_column, label_column), path, stats, skip_bad)
 
 
 def read_folder(root, split: str, *, skip_bad: bool = False,
                 stats: ReadStats | None = None) -> list[Review]:
     """Reviews of ``split`` from an ``aclImdb/`` folder (neg first, files in name order)."""
     _check_split(split)
-    return _collect(_folder_records(Path(root), split), stats or ReadStats(), skip_bad)
+    return _collect(_folder_records(Path(root), split), root, stats, skip_bad)
 
 
 def read_tar(archive, split: str, *, skip_bad: bool = False,
              stats: ReadStats | None = None) -> list[Review]:
     """Reviews of ``split`` read straight from ``aclImdb_v1.tar.gz`` (nothing extracted)."""
     _check_split(split)
-    return _collect(_tar_records(Path(archive), split), stats or ReadStats(), skip_bad)
+    return _collect(_tar_records(Path(archive), split), archive, stats, skip_bad)
 
 
 def _check_split(split: str) -> None:
@@ -398,14 +310,9 @@ def _is_tar(path: Path) -> bool:
 
 def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | None = None,
                text_column: str = "text", label_column: str = "label") -> list[Review]:
-    """Reviews of ``split`` from whatever ``path`` is.
-
-    * a folder with ``<split>.jsonl.gz`` / ``<split>.jsonl`` / ``<split>.csv``: that file;
-    * an ``aclImdb`` folder (or one containing ``aclImdb/``): `read_folder`;
-    * ``*.tar.gz``: `read_tar`;
-    * a single ``.jsonl[.gz]`` or ``.csv`` file: that file, whatever ``split`` is;
-    * ``"download"``: the official archive, fetched into the cache.
-    """
+    """Reviews of ``split`` from whatever ``path`` is: a folder with ``<split>.jsonl[.gz]`` or
+    ``<split>.csv``; an ``aclImdb`` folder (or its parent); ``*.tar.gz``; one ``.jsonl[.gz]`` or
+    ``.csv`` file (whatever ``split`` is); or ``"download"`` (the official archive, cached)."""
     _check_split(split)
     stats = stats or ReadStats()
     if str(path) == "download":
@@ -443,11 +350,8 @@ def has_split(path, split: str) -> bool:
 
 
 def split_validation(items: Sequence, fraction: float, seed: int) -> tuple[list, list]:
-    """Carve a validation set from ``items``: the same ``(fraction, seed)`` gives the same split.
-
-    Returns ``(train, valid)`` with ``round(len * fraction)`` items in ``valid``, both in their
-    original order.
-    """
+    """``(train, valid)`` carved from ``items``, ``round(len * fraction)`` in ``valid``, both in
+    their original order; the same ``(fraction, seed)`` gives the same split."""
     if not 0.0 <= fraction < 1.0:
         raise ValueError(f"validation fraction must be in [0, 1), got {fraction}")
     n_valid = int(round(len(items) * fraction))

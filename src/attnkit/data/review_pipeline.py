@@ -1,22 +1,10 @@
 """Review text -> the padded id tensors a sentiment classifier reads, and back to the text.
 
-`TextPipeline` is a tokenizer, a vocabulary, ``maxlen`` and the padding and truncation
-sides. `TextPipeline.read` says what the model sees of one review: the tokens kept
-(at most ``maxlen``, cut on the ``truncating`` side), their ids, how many tokens were cut and
-how many kept ones are unknown to the vocabulary. A text of any length is read in pieces of
-`CHUNK_CHARS` characters, so memory stays bounded (a 10-million-word line costs the
-``maxlen`` kept tokens, not 10 million strings). `TextPipeline.spans` finds the kept
-tokens in the review as written, for pages that show the original text.
-
-Example:
-    ```python
-    pipe = TextPipeline(WordTokenizer(), vocab, maxlen=100)
-    seen = pipe.read("A wonderful, moving film.")   # .tokens, .ids, .dropped, .unknown
-    ids, lengths = pipe.encode(["A wonderful, moving film.", "Dull."])
-    # ids [batch, maxlen] int64 (padding at the start by default), lengths [batch]
-    data = pipe.dataset(reviews)                     # EncodedReviews for the trainer
-    ```
-"""
+`TextPipeline` (a tokenizer, a vocabulary, ``maxlen``, padding and truncation sides):
+`TextPipeline.read` says what the model sees of one review (kept tokens, ids, how many were
+cut or unknown), reading any text in `CHUNK_CHARS` pieces so memory stays bounded;
+``encode(texts)`` -> ``(ids [batch, maxlen] int64, lengths [batch])``; `TextPipeline.spans`
+finds the kept tokens in the text as written."""
 
 from __future__ import annotations
 
@@ -41,14 +29,9 @@ PADDING_SIDES = ("pre", "post")
 
 @dataclass(frozen=True)
 class ReadReview:
-    """What the model sees of one review.
-
-    Attributes:
-        tokens: the kept tokens (at most ``maxlen``), in text order.
-        ids: their vocabulary ids.
-        dropped: tokens cut off by ``maxlen`` (0 if none).
-        unknown: kept tokens that are not in the vocabulary (read as ``<unk>``).
-    """
+    """What the model sees of one review: the kept ``tokens`` (at most ``maxlen``, text order),
+    their ``ids``, the tokens cut off by ``maxlen`` (``dropped``) and kept ones read as
+    ``<unk>`` (``unknown``)."""
 
     tokens: list[str]
     ids: list[int]
@@ -102,13 +85,11 @@ def text_chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
 
 @dataclass
 class TextPipeline:
-    """Text -> padded ids: a tokenizer, a vocabulary, ``maxlen`` and the padding sides.
+    """Text -> padded ids.
 
     Args:
-        tokenizer: anything with ``tokenize(text) -> list[str]`` and ``to_json()``
-            (see `attnkit.data.classification_text`).
+        tokenizer: anything with ``tokenize(text) -> list[str]`` and ``to_json()``.
         vocab: the token ids (``<pad>`` = 0, ``<unk>`` = 1).
-        maxlen: tokens kept per review.
         padding: ``"pre"`` (padding before the tokens) or ``"post"``.
         truncating: ``"pre"`` (keep the LAST ``maxlen`` tokens) or ``"post"`` (the first).
     """
@@ -165,11 +146,8 @@ class TextPipeline:
 
     @classmethod
     def from_dict(cls, obj: dict[str, Any], vocab: Vocab, folder: str | Path) -> TextPipeline:
-        """Rebuild from `to_dict`; ``folder`` holds a subword model file.
-
-        Raises:
-            ValueError: a missing or malformed field (the caller names the file).
-        """
+        """Rebuild from `to_dict` (``folder`` holds a subword model file); ValueError on a
+        missing or malformed field (the caller names the file)."""
         if not isinstance(obj, dict):
             raise ValueError("must be a JSON object")
         missing = [k for k in ("tokenizer", "maxlen") if k not in obj]

@@ -1,24 +1,11 @@
 """Synthetic rubber-duck scenes with exactly one correct caption each (no download needed).
 
-Each scene is a small RGB image (default 64 px) of 2-5 duck figures (body ellipse, head circle,
-beak triangle, eye) placed in distinct cells of a 3x3 grid, so figures never overlap. Ducks vary
-in colour (yellow, blue, red, green), size, position and facing (left/right); one or more of them
-differ from the rest. The caption is a pure function of the ducks' (colour, facing) multiset, from
-four templates, so exact-match accuracy is meaningful:
-
-====================  =====================================================
-kind                  caption
-====================  =====================================================
-``odd_colour``        ``a blue duck among yellow ducks``      (facing ignored)
-``two_groups``        ``three red ducks and two green ducks`` (facing ignored)
-``same_facing``       ``four yellow ducks facing left``       (one colour)
-``odd_facing``        ``a red duck facing right among ducks facing left``
-====================  =====================================================
-
-``word_boxes`` maps each caption position that names objects (count words incl. "a", colour
-words, "duck(s)", "left"/"right") to the boxes ``(x0, y0, x1, y1)`` of those objects: pixel
-columns ``x0 <= x < x1``, rows ``y0 <= y < y1``. It is ground truth for attention maps.
-"""
+A scene (64 px by default) holds 2-5 ducks in distinct cells of a 3x3 grid, varying in colour,
+size, position and facing; the caption is a pure function of the ducks' (colour, facing)
+multiset, from four templates (`KINDS`: ``"a blue duck among yellow ducks"``, ``"three red
+ducks and two green ducks"``, ``"four yellow ducks facing left"``, ``"a red duck facing right
+among ducks facing left"``), so exact match is meaningful. ``word_boxes`` maps each caption
+position naming objects to their boxes ``(x0, y0, x1, y1)``: ground truth for attention maps."""
 
 from __future__ import annotations
 
@@ -64,15 +51,8 @@ class Duck:
 
 @dataclass
 class Scene:
-    """A generated scene.
-
-    Attributes:
-        image: uint8 ``[H, W, 3]``.
-        caption: the one correct caption, as words.
-        word_boxes: caption position -> boxes of the objects that word names.
-        ducks: every figure in the image.
-        kind: which template the caption follows (one of ``KINDS``).
-    """
+    """A generated scene: ``image`` uint8 ``[H, W, 3]``, its one correct ``caption`` (words),
+    ``word_boxes`` (caption position -> boxes), every figure (``ducks``), its template ``kind``."""
 
     image: np.ndarray
     caption: list[str]
@@ -90,11 +70,8 @@ def _noun(n: int) -> str:
 
 
 def caption_for(ducks: list[Duck]) -> tuple[str, list[str], dict[int, list[Box]]]:
-    """The (kind, caption words, word_boxes) describing ``ducks``; a pure function of them.
-
-    Raises:
-        ValueError: the ducks' colours/facings fit none of the four templates.
-    """
+    """The (kind, caption words, word_boxes) describing ``ducks``; ValueError when they fit none of
+    the four templates."""
     order = {c: i for i, c in enumerate(COLOURS)}
     by_colour: dict[str, list[Duck]] = {}
     for d in ducks:
@@ -177,19 +154,8 @@ def _draw_duck(draw: ImageDraw.ImageDraw, x: float, y: float, w: float, facing: 
 
 
 def generate_scene(rng: np.random.Generator | int, size: int = 64) -> Scene:
-    """One random scene.
-
-    Args:
-        rng: a ``numpy.random.Generator`` (advanced in place) or an int seed.
-        size: image side in pixels (64 by default; 64-128 recommended; 32-256 allowed).
-
-    Returns:
-        ``Scene(image uint8 [size, size, 3], caption, word_boxes, ducks, kind)``.
-
-    Example:
-        >>> s = generate_scene(0)
-        >>> s.caption_text  # e.g. 'a blue duck among yellow ducks'
-    """
+    """One random scene ``size`` pixels square (32-256) from ``rng`` (a Generator advanced in place,
+    or an int seed)."""
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
         rng = np.random.default_rng(int(rng))
     if not isinstance(rng, np.random.Generator):

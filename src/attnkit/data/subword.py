@@ -1,17 +1,8 @@
 """Optional subword tokenization with sentencepiece (``pip install attnkit[subword]``).
 
-Train a unigram or BPE model on training text (one model for both languages, or one per
-language) into the run folder; pieces then go through `attnkit.data.vocab.Vocab` like
-words, so the rest of the pipeline does not change. The model file is the only state.
-
-Example:
-    ```python
-    sp = SubwordModel.train(english + french, run_dir / "joint.model", vocab_size=8000)
-    pieces = sp.encode("L'homme arrive.")   # ["▁L", "'", "homme", "▁arrive", "."]
-    sp.decode(pieces)                        # "L'homme arrive."
-    SubwordModel(run_dir / "joint.model")    # load it again for prediction
-    ```
-"""
+`SubwordModel.train` writes a unigram or BPE model (joint, or one per language) into the run
+folder; its pieces then go through `attnkit.data.vocab.Vocab` like words. The model file is
+the only state: ``SubwordModel(path)`` loads it again."""
 
 from __future__ import annotations
 
@@ -27,19 +18,9 @@ MARK = "\u2581"   # sentencepiece's word start
 
 
 def join_pieces(pieces: Sequence[str]) -> tuple[list[str], list[list[int]]]:
-    """Pieces as the words they spell: a piece that starts with ``▁`` starts a word, any other
-    continues the word before it (a lone ``▁`` at the end joins the last word).
-
-    Returns:
-        ``(words, owner)``: the words without their marks, and for each piece its word's index
-        as ``[k]`` (the form `attnkit.data.link_extraction.word_scores` gathers by).
-
-    Example:
-        ```python
-        join_pieces(["▁L", "'", "homme", "▁arrive", "."])
-        # (["L'homme", "arrive."], [[0], [0], [0], [1], [1]])
-        ```
-    """
+    """Pieces as the words they spell (a ``▁`` piece starts a word, any other continues one) ->
+    ``(words, owner)``, each piece's word index as ``[k]``, e.g.
+    ``["▁L", "'", "homme", "▁arrive"]`` -> ``(["L'homme", "arrive"], [[0], [0], [0], [1]])``."""
     words: list[str] = []
     owner: list[list[int]] = []
     for k, piece in enumerate(pieces):
@@ -63,11 +44,7 @@ def _spm():
 
 
 class SubwordModel:
-    """A trained sentencepiece model.
-
-    Args:
-        path: the ``.model`` file written by `train`.
-    """
+    """A trained sentencepiece model (the ``.model`` file written by `train`)."""
 
     def __init__(self, path: str | os.PathLike):
         spm = _spm()
@@ -81,25 +58,11 @@ class SubwordModel:
             raise DataError(f"not a sentencepiece model: {exc}", path=str(self.path)) from exc
 
     @classmethod
-    def train(
-        cls,
-        texts: Iterable[str],
-        path: str | os.PathLike,
-        *,
-        vocab_size: int = 8000,
-        model_type: str = "unigram",
-        character_coverage: float = 1.0,
-        seed_sentencepiece_size: int = 100000,
-    ) -> SubwordModel:
-        """Train on sentences and write the model to ``path`` atomically.
-
-        Args:
-            texts: training sentences (pass both languages for a joint model).
-            path: output ``.model`` file (its folder must exist).
-            vocab_size: number of pieces; an upper bound (smaller corpora give fewer).
-            model_type: ``"unigram"`` or ``"bpe"``.
-            character_coverage: 1.0 keeps every character (fine for English/French).
-        """
+    def train(cls, texts: Iterable[str], path: str | os.PathLike, *, vocab_size: int = 8000,
+              model_type: str = "unigram", character_coverage: float = 1.0,
+              seed_sentencepiece_size: int = 100000) -> SubwordModel:
+        """Train on ``texts`` (both languages for a joint model) and write the model to ``path``
+        atomically; ``vocab_size`` is an upper bound (small corpora give fewer pieces)."""
         if model_type not in ("unigram", "bpe"):
             raise ValueError(f"model_type must be 'unigram' or 'bpe', got {model_type!r}")
         spm = _spm()
@@ -107,17 +70,12 @@ class SubwordModel:
         buffer = io.BytesIO()
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(t for t in texts if t.strip()),
-                model_writer=buffer,
-                vocab_size=vocab_size,
-                model_type=model_type,
-                character_coverage=character_coverage,
-                hard_vocab_limit=False,  # small corpora: fewer pieces instead of an error
+                sentence_iterator=iter(t for t in texts if t.strip()), model_writer=buffer,
+                vocab_size=vocab_size, model_type=model_type, character_coverage=character_coverage,
                 seed_sentencepiece_size=seed_sentencepiece_size,
+                hard_vocab_limit=False,  # small corpora: fewer pieces instead of an error
                 # attnkit's Vocab owns <pad>/<bos>/<eos>; sentencepiece keeps only <unk>.
-                unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1,
-                minloglevel=2,
-            )
+                unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1, minloglevel=2)
         except RuntimeError as exc:
             raise ValueError(f"sentencepiece training failed: {exc}") from exc
         atomic_write_bytes(path, buffer.getvalue())

@@ -1,34 +1,8 @@
 """Word tokenization for English and French, and its inverse.
 
-``tokenize`` splits punctuation into tokens (it is never deleted: "?" is a word the decoder must
-produce), keeps accents, and splits clitics so that ``l'homme`` and ``l'école`` share ``l'``:
-
-* Normalisation first: Unicode NFC; curly quotes/apostrophes (‘ ’ “ ”) become straight ones;
-  no-break spaces (U+00A0, U+202F narrow, U+2009 thin) and other spaces become plain spaces;
-  invisible format characters (soft hyphen, zero-width space) are removed.
-* French: elided words keep their apostrophe and split after it: ``l'homme`` -> ``l'`` ``homme``,
-  ``c'est`` -> ``c'`` ``est``, ``jusqu'à`` -> ``jusqu'`` ``à``; ``aujourd'hui`` (and
-  ``prud'homme``, ``presqu'île``) stay one word. Hyphenated compounds stay one word
-  (``peut-être``, ``a-t-il``, ``est-ce``).
-* English (Penn Treebank rule): contractions split *before* the apostrophe, negation before
-  ``n't``: ``I'm`` -> ``I`` ``'m``, ``Tom's`` -> ``Tom`` ``'s``, ``don't`` -> ``do`` ``n't``,
-  ``can't`` -> ``ca`` ``n't``, ``won't`` -> ``wo`` ``n't``. Other inner apostrophes stay
-  (``o'clock``).
-* Numbers keep their separators (``3,5``, ``1,000``, ``10:30``), abbreviations their dots
-  (``a.m.``, ``C.V.``); ``...`` is one token.
-
-``detokenize`` inverts this: French gets a space before ``? ! : ; %`` and inside ``« »``
-(a plain space by default, the most common style in the Tatoeba references; pass
-``french_space="\\u202f"`` for typographic narrow no-break spaces). sacrebleu's tokenizers split
-on any Unicode space, so BLEU does not depend on that choice.
-
-Example:
-    ```python
-    tokenize("C’est l’homme\u202f?", "fr")   # ["C'", "est", "l'", "homme", "?"]
-    detokenize(["C'", "est", "l'", "homme", "?"], "fr")   # "C'est l'homme ?"
-    tokenize("I don't know.", "en")          # ["I", "do", "n't", "know", "."]
-    ```
-"""
+`tokenize` normalises (NFC, straight quotes, plain spaces), splits punctuation into tokens
+and splits clitics (French ``l'homme`` -> ``l'`` ``homme``; English ``don't`` -> ``do``
+``n't``, Penn Treebank style); `detokenize` inverts it. The rules: docs/concepts.md, "Data"."""
 
 from __future__ import annotations
 
@@ -88,16 +62,8 @@ def _split_english(chunk: str) -> list[str]:
 
 
 def tokenize(text: str, lang: str, lowercase: bool = False) -> list[str]:
-    """Split a sentence into word and punctuation tokens (rules in the module docstring).
-
-    Args:
-        text: one sentence or a few (any Unicode string).
-        lang: ``"en"`` or ``"fr"``.
-        lowercase: lowercase after normalisation.
-
-    Returns:
-        The tokens, e.g. ``tokenize("L'été arrive !", "fr") == ["L'", "été", "arrive", "!"]``.
-    """
+    """Split a sentence into word and punctuation tokens, e.g. ``tokenize("L'été arrive !", "fr")
+    == ["L'", "été", "arrive", "!"]`` (``lang``: ``"en"`` or ``"fr"``)."""
     _check_lang(lang)
     text = normalize(text)
     if lowercase:
@@ -121,18 +87,8 @@ def words_of(text: str, lang: str) -> list[str]:
 
 
 def detokenize(tokens: Sequence[str], lang: str, *, french_space: str = " ") -> str:
-    """Join tokens back into text, inverting `tokenize` on normalised text.
-
-    Args:
-        tokens: tokens as produced by `tokenize` (or by a model).
-        lang: ``"en"`` or ``"fr"``.
-        french_space: the space French puts before ``? ! : ; %`` and inside ``« »``
-            (``" "``, ``"\\u00a0"`` or ``"\\u202f"``).
-
-    Returns:
-        A single string; ``detokenize(tokenize(s, lang), lang) == s`` for text written in
-        this style (straight apostrophes, one plain space between words).
-    """
+    """Join tokens back into text: ``detokenize(tokenize(s, lang), lang) == s`` for text in this
+    style. ``french_space``: the space French puts before ``? ! : ; %`` and inside ``« »``."""
     _check_lang(lang)
     parts: list[str] = []
     forced: str | None = None  # separator the previous token imposes ("" after "(", "l'", ...)

@@ -1,19 +1,7 @@
-"""Text <-> tokens for a translation run: words, or the pieces of a joint subword model.
-
-A run trained on words tokenizes with `attnkit.data.text` (per language); a run trained
-with ``--subword`` uses one joint sentencepiece model for both languages, whose decoding
-restores the text. `TextCodec.encode_capped` reads at most ``limit`` tokens of a text and
-counts the rest without holding them, so a pathological input (one line of ten million words)
-costs one chunk of tokens at a time, not all of them at once.
-
-Example:
-    ```python
-    TextCodec().encode("I'm cold.", "en")                    # ["I", "'m", "cold", "."]
-    TextCodec().encode_capped("one two three four", "en", 2)  # (["one", "two"], 2)
-    codec = TextCodec(SubwordModel("runs/fr/subword.model"))
-    codec.decode(codec.encode("J'ai froid.", "fr"), "fr")    # "J'ai froid."
-    ```
-"""
+"""Text <-> tokens for a translation run: words (`attnkit.data.text`, per language), or the
+pieces of the run's joint sentencepiece model (``--subword``), whose decoding restores the
+text. `TextCodec.encode_capped` reads at most ``limit`` tokens and counts the rest without
+holding them, so one line of ten million words costs one chunk at a time."""
 
 from __future__ import annotations
 
@@ -43,11 +31,7 @@ def text_chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
 
 
 class TextCodec:
-    """Tokenize and detokenize both languages of a translation run.
-
-    Args:
-        subword: the run's joint sentencepiece model, or None for words.
-    """
+    """Tokenize and detokenize both languages of a translation run (``subword``: None for words)."""
 
     def __init__(self, subword: SubwordModel | None = None):
         self.subword = subword
@@ -65,18 +49,9 @@ class TextCodec:
         return self.subword.decode(tokens)
 
     def encode_with_spans(self, text: str, lang: str) -> tuple[list[str], list[tuple[int, int]]]:
-        """The tokens of ``text`` and the ``(start, end)`` characters of each in ``text``.
-
-        Each whitespace-separated word is encoded alone (neither words nor sentencepiece pieces
-        cross a space, so the tokens are those of `encode`) and its characters are shared out
-        among its tokens by their lengths (a ``▁`` word mark counts for nothing).
-
-        Example:
-            ```python
-            codec.encode_with_spans("L'homme arrive.", "fr")
-            # (["▁L", "'", "homme", "▁arrive", "."], [(0, 1), (1, 2), (2, 7), (8, 14), (14, 15)])
-            ```
-        """
+        """The tokens of ``text`` (those of `encode`) and the ``(start, end)`` characters of each:
+        each word is encoded alone and its characters shared out among its tokens by length (a
+        ``▁`` word mark counts for nothing)."""
         tokens: list[str] = []
         spans: list[tuple[int, int]] = []
         pos = 0
@@ -95,13 +70,7 @@ class TextCodec:
         return tokens, spans
 
     def encode_capped(self, text: str, lang: str, limit: int) -> tuple[list[str], int]:
-        """The first ``limit`` tokens of ``text`` and the number of tokens after them.
-
-        Example:
-            ```python
-            TextCodec().encode_capped("a b c .", "en", 3)   # (["a", "b", "c"], 1)
-            ```
-        """
+        """The first ``limit`` tokens of ``text`` and the number of tokens after them."""
         if len(text) <= CHUNK_CHARS:
             tokens = self.encode(text, lang)
             return tokens[:limit], max(0, len(tokens) - limit)

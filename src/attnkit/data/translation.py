@@ -2,17 +2,7 @@
 
 Teacher forcing needs the target twice, shifted by one: the decoder reads ``<bos> y1 .. yn``
 (``tgt_in``) and is trained to output ``y1 .. yn <eos>`` (``tgt_out``); both have ``n + 1``
-positions, so ``tgt_lengths`` is ``len(y) + 1``.
-
-Example:
-    ```python
-    kept, drops = filter_by_length(token_pairs, max_len=30)
-    print(drops.format("the training pairs"))   # "" or "dropped 12 pairs of ...:\n  12 longer ..."
-    ds = TranslationDataset.from_token_pairs(kept, src_vocab, tgt_vocab)
-    collate = functools.partial(collate_translation, pad_id=tgt_vocab.pad_id)
-    batch = collate([ds[0], ds[1]])   # {"src": [2, S], "tgt_in": [2, T], ...}
-    ```
-"""
+positions, so ``tgt_lengths`` is ``len(y) + 1``."""
 
 from __future__ import annotations
 
@@ -28,15 +18,10 @@ from attnkit.data.vocab import Vocab
 TokenPair = tuple[Sequence[str], Sequence[str]]
 
 
-def filter_by_length(
-    pairs_tokens: Sequence[TokenPair], max_len: int
-) -> tuple[list[TokenPair], DropReport]:
-    """Keep pairs whose two sides are non-empty and at most ``max_len`` tokens.
-
-    Returns:
-        ``(kept, drops)``: ``kept`` keeps the input order; ``drops`` counts the others by reason,
-        "with an empty side" or "longer than <max_len> tokens" (print ``drops.format(...)``).
-    """
+def filter_by_length(pairs_tokens: Sequence[TokenPair], max_len: int
+                     ) -> tuple[list[TokenPair], DropReport]:
+    """Keep pairs whose two sides are non-empty and at most ``max_len`` tokens -> ``(kept, drops)``,
+    ``kept`` in input order, ``drops`` by reason."""
     if max_len < 1:
         raise ValueError(f"max_len must be >= 1, got {max_len}")
     kept: list[TokenPair] = []
@@ -52,32 +37,22 @@ def filter_by_length(
 
 
 class TranslationDataset:
-    """Indexable ``(src_ids, tgt_ids)`` examples (plain lists of ints, no specials added).
-
-    Args:
-        src_ids: one id list per example, ``[num_examples][src_len]``.
-        tgt_ids: the targets, ``[num_examples][tgt_len]``, without ``<bos>`` / ``<eos>``
-            (the collate adds them).
-    """
+    """Indexable ``(src_ids, tgt_ids)`` examples, plain int lists (targets without ``<bos>`` /
+    ``<eos>``: the collate adds them)."""
 
     def __init__(self, src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]]):
         if len(src_ids) != len(tgt_ids):
-            raise ValueError(
-                f"src_ids and tgt_ids must have the same length, got {len(src_ids)} and "
-                f"{len(tgt_ids)}"
-            )
+            raise ValueError(f"src_ids and tgt_ids must have the same length, got "
+                             f"{len(src_ids)} and {len(tgt_ids)}")
         self.src_ids = [list(map(int, s)) for s in src_ids]
         self.tgt_ids = [list(map(int, t)) for t in tgt_ids]
 
     @classmethod
-    def from_token_pairs(
-        cls, pairs_tokens: Sequence[TokenPair], src_vocab: Vocab, tgt_vocab: Vocab
-    ) -> TranslationDataset:
+    def from_token_pairs(cls, pairs_tokens: Sequence[TokenPair], src_vocab: Vocab,
+                         tgt_vocab: Vocab) -> TranslationDataset:
         """Encode tokenized pairs with the two vocabularies (unknown words -> ``<unk>``)."""
-        return cls(
-            [src_vocab.encode(s) for s, _ in pairs_tokens],
-            [tgt_vocab.encode(t) for _, t in pairs_tokens],
-        )
+        return cls([src_vocab.encode(s) for s, _ in pairs_tokens],
+                   [tgt_vocab.encode(t) for _, t in pairs_tokens])
 
     def __len__(self) -> int:
         return len(self.src_ids)
@@ -90,25 +65,11 @@ class TranslationDataset:
         return [max(len(s), len(t) + 1) for s, t in zip(self.src_ids, self.tgt_ids, strict=True)]
 
 
-def collate_translation(
-    batch: Sequence[tuple[Sequence[int], Sequence[int]]],
-    pad_id: int,
-    *,
-    bos_id: int = 1,
-    eos_id: int = 2,
-) -> dict[str, Tensor]:
-    """Pad a list of ``(src_ids, tgt_ids)`` into tensors.
-
-    Args:
-        batch: ``B`` examples; sources must be non-empty.
-        pad_id: padding id (``vocab.pad_id``, 0 with the default specials).
-        bos_id / eos_id: target start / end ids (defaults match `Vocab`'s specials).
-
-    Returns:
-        ``{"src": [B, S] long, "src_lengths": [B] long, "tgt_in": [B, T] long (<bos> + y),
-        "tgt_out": [B, T] long (y + <eos>), "tgt_lengths": [B] long (= len(y) + 1)}``,
-        padded with ``pad_id`` to the longest example of the batch.
-    """
+def collate_translation(batch: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int, *,
+                        bos_id: int = 1, eos_id: int = 2) -> dict[str, Tensor]:
+    """Pad ``B`` examples ``(src_ids, tgt_ids)`` (sources non-empty) to the batch's longest with
+    ``pad_id`` -> ``{"src": [B, S], "src_lengths": [B], "tgt_in": [B, T] (<bos> + y), "tgt_out":
+    [B, T] (y + <eos>), "tgt_lengths": [B] (len(y) + 1)}``, all int64."""
     if len(batch) == 0:
         raise ValueError("cannot collate an empty batch")
     srcs = [list(s) for s, _ in batch]

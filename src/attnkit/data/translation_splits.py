@@ -1,24 +1,9 @@
 """Where a translation run's sentence pairs come from, and its train/valid/test splits.
 
-``data`` names one of four sources; `data_spec` turns it into a small JSON description
-(stored in the run's ``config.json``) that `load_splits` turns back into the same pairs:
-
-* ``"synthetic"``: the built-in grammar corpus (`attnkit.data.synthetic_fr`), generated
-  from the seed (20000 / 1000 / 1000 pairs by default);
-* ``"tatoeba"``: the Anki/Tatoeba English-French file (downloaded once), split 96/2/2;
-* a folder with ``train``, ``valid`` and ``test`` ``.tsv[.gz]`` / ``.txt[.gz]`` files;
-* one ``english<TAB>french`` pairs file, split 96/2/2.
-
-The 96/2/2 split groups the pairs by English sentence first (Tatoeba lists alternative
-translations of one sentence on adjacent lines), so no source sentence is in two splits, and
-shuffles the groups with the seed: the same seed gives the same split.
-
-Example:
-    ```python
-    spec = data_spec("pairs.tsv", seed=0)     # {"kind": "file", "path": ..., "split_seed": 0}
-    splits = load_splits(spec)                # {"train": [(en, fr), ...], "valid": ..., ...}
-    ```
-"""
+`data_spec` turns ``data`` (``"synthetic"``, ``"tatoeba"``, a folder of ``train``/``valid``/
+``test`` files, or one pairs file) into a small JSON description kept in the run's
+``config.json``; `load_splits` turns it back into the same pairs. A 96/2/2 split groups the
+pairs by English sentence, so none is in two splits (docs/concepts.md, "Data")."""
 
 from __future__ import annotations
 
@@ -47,12 +32,8 @@ def _quiet(_: str) -> None:
 
 
 def eval_sources(sources: int, rule: int = SPLIT_RULE) -> int:
-    """How many distinct English sentences go to validation (and as many to test).
-
-    Rule 2: 2% of them, but at least `MIN_EVAL_SOURCES` or a tenth of a small corpus, so that
-    the validation BLEU of a corpus of a few hundred pairs means something (2% of 300 is 6).
-    Rule 1 (runs made before it): 2%.
-    """
+    """How many distinct English sentences go to validation (and as many to test): rule 2, 2% but
+    at least `MIN_EVAL_SOURCES` or a tenth of a small corpus; rule 1 (older runs), 2%."""
     if rule == 1:
         return max(1, sources // 50)
     return max(1, sources // 50, min(MIN_EVAL_SOURCES, sources // 10))
@@ -60,12 +41,8 @@ def eval_sources(sources: int, rule: int = SPLIT_RULE) -> int:
 
 def split_by_source(pairs: Sequence[Pair], seed: int, rule: int = SPLIT_RULE
                     ) -> dict[str, list[Pair]]:
-    """The train/valid/test split by English sentence, reproducible from ``seed``: 96/2/2 on
-    a large corpus, more held out on a small one (`eval_sources`).
-
-    Raises:
-        DataError: fewer than 3 distinct English sentences.
-    """
+    """The train/valid/test split by English sentence, reproducible from ``seed`` (`eval_sources`);
+    DataError under 3 distinct English sentences."""
     groups: dict[str, list[Pair]] = {}
     for en, fr in pairs:
         groups.setdefault(en, []).append((en, fr))
@@ -80,16 +57,8 @@ def split_by_source(pairs: Sequence[Pair], seed: int, rule: int = SPLIT_RULE
 
 
 def read_pair_file(path: Path, *, strict: bool = False, log: Log = _quiet) -> list[Pair]:
-    """The pairs of one file; skipped lines are logged by reason, with the first few places.
-
-    Args:
-        path: an ``english<TAB>french`` file, optionally gzip-compressed.
-        strict: a malformed line is a DataError instead of being skipped.
-        log: where the note about skipped lines goes.
-
-    Raises:
-        DataError: unreadable, or no pair at all.
-    """
+    """The pairs of an ``english<TAB>french`` file (maybe gzip); skipped lines are logged by reason
+    (``strict``: a DataError instead). DataError: unreadable, or no pair at all."""
     result = read_pairs(path, strict=strict)
     if result.dropped:
         log(result.report())
@@ -111,12 +80,8 @@ def split_files(folder: Path) -> dict[str, Path] | None:
 
 
 def data_spec(data: str, seed: int = 0, train_size: int | None = None) -> dict[str, Any]:
-    """The JSON description of ``data`` that `load_splits` turns back into pairs.
-
-    Args:
-        data: ``"synthetic"``, ``"tatoeba"``, a folder or a pairs file.
-        seed: generates the synthetic corpus / shuffles the 96/2/2 split.
-        train_size: synthetic training pairs (default 20000); ignored otherwise.
+    """The JSON description of ``data`` that `load_splits` turns back into pairs (``seed`` makes
+    the synthetic corpus and the split; ``train_size``: synthetic training pairs, default 20000).
 
     Raises:
         DataError: no such file or folder, or a folder without the three split files.
@@ -149,16 +114,8 @@ def spec_name(spec: dict[str, Any]) -> str:
 
 def load_splits(spec: dict[str, Any], *, progress: bool = True, strict: bool = False,
                 log: Log = _quiet) -> dict[str, list[Pair]]:
-    """``{"train", "valid", "test"}`` lists of ``(english, french)`` for a `data_spec`.
-
-    Args:
-        spec: from `data_spec` (or a run's ``config.json``).
-        progress: a download progress bar (tatoeba).
-        strict, log: as `read_pair_file`.
-
-    Raises:
-        DataError: unreadable files, or a spec of an unknown kind.
-    """
+    """``{"train", "valid", "test"}`` lists of ``(english, french)`` for a `data_spec` (``strict``,
+    ``log`` as `read_pair_file`); DataError: unreadable files or an unknown kind."""
     kind = spec.get("kind")
     if kind == "synthetic":
         return synthetic_splits(spec["seed"], spec["train"], spec["valid"], spec["test"])
@@ -177,15 +134,9 @@ def load_splits(spec: dict[str, Any], *, progress: bool = True, strict: bool = F
 
 def eval_pairs(data: str | None, run_spec: dict[str, Any], *, strict: bool = False,
                log: Log = _quiet) -> list[Pair]:
-    """The pairs an evaluation scores.
-
-    Args:
-        data: None or the run's own data name (``"synthetic"``/``"tatoeba"``): the run's test
-            split; the other name: that corpus' default test split; a folder: its test file;
-            a file: every pair in it.
-        run_spec: the run's data spec.
-        strict, log: as `read_pair_file`.
-    """
+    """The pairs an evaluation scores: for ``data`` None or the run's own corpus name, the run's
+    test split; the other name, that corpus' default test split; a folder, its test file; a
+    file, every pair in it."""
     if data is None or data == run_spec.get("kind"):
         return load_splits(run_spec, strict=strict, log=log)["test"]
     if data in NAMED:

@@ -1,16 +1,7 @@
 """``Vocab``: the token <-> index table (the classic ``LanguageIndex``), saved as JSON.
 
-Special tokens come first, in the order given, so ``<pad>`` is index 0 with the default specials
-(padding rows are then all zeros). The sentiment app uses ``specials=("<pad>", "<unk>")``.
-
-Example:
-    ```python
-    vocab = Vocab.build([["le", "chat"], ["le", "chien"]], min_freq=1)
-    ids = vocab.encode(["le", "loup"], add_bos=True, add_eos=True)   # [1, 4, 3, 2]
-    vocab.decode(ids)                                                # ["le", "<unk>"]
-    vocab.to_json(run_dir / "vocab_src.json"); Vocab.from_json(run_dir / "vocab_src.json")
-    ```
-"""
+Special tokens come first, in the order given, so ``<pad>`` is index 0 with the default
+specials (padding rows are then all zeros). The sentiment app uses ``("<pad>", "<unk>")``."""
 
 from __future__ import annotations
 
@@ -20,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from attnkit.data.jsonio import parse_json
+from attnkit.data.drops import parse_json
 from attnkit.errors import DataError
 from attnkit.fileio import atomic_write_text
 
@@ -31,14 +22,9 @@ _VERSION = 1
 
 
 class Vocab:
-    """Bidirectional token/index table with special tokens first.
-
-    Args:
-        tokens: every token in index order; must start with ``specials`` and hold no duplicates.
-        specials: the special tokens (default ``<pad> <bos> <eos> <unk>``).
-
-    Unknown tokens encode to ``<unk>`` when the vocabulary has one, else `encode` raises.
-    """
+    """Bidirectional token/index table: ``tokens`` in index order, starting with ``specials``
+    (default ``<pad> <bos> <eos> <unk>``), no duplicates. Unknown tokens encode to ``<unk>``
+    when there is one, else `encode` raises."""
 
     def __init__(self, tokens: Sequence[str], specials: Sequence[str] = DEFAULT_SPECIALS):
         tokens = list(tokens)
@@ -46,10 +32,8 @@ class Vocab:
         if len(set(specials)) != len(specials):
             raise ValueError(f"specials contain duplicates: {list(specials)}")
         if tuple(tokens[: len(specials)]) != specials:
-            raise ValueError(
-                f"the first tokens must be the specials {list(specials)}, "
-                f"got {tokens[: len(specials)]}"
-            )
+            raise ValueError(f"the first tokens must be the specials {list(specials)}, "
+                             f"got {tokens[: len(specials)]}")
         self.itos: list[str] = tokens
         self.specials: tuple[str, ...] = specials
         self.stoi: dict[str, int] = {}
@@ -62,25 +46,11 @@ class Vocab:
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def build(
-        cls,
-        sentences: Iterable[Iterable[str]],
-        *,
-        min_freq: int = 1,
-        max_size: int | None = None,
-        specials: Sequence[str] = DEFAULT_SPECIALS,
-    ) -> Vocab:
-        """Build from tokenized sentences.
-
-        Args:
-            sentences: iterable of token sequences (e.g. ``[["le", "chat"], ...]``).
-            min_freq: keep tokens seen at least this many times.
-            max_size: total size *including* the specials; the most frequent tokens are kept.
-            specials: special tokens, placed first.
-
-        Ties in frequency are broken by the token string (Unicode order), so the result does not
-        depend on the order of the data.
-        """
+    def build(cls, sentences: Iterable[Iterable[str]], *, min_freq: int = 1,
+              max_size: int | None = None, specials: Sequence[str] = DEFAULT_SPECIALS) -> Vocab:
+        """Build from tokenized sentences: tokens seen ``min_freq`` times, the most frequent up to
+        ``max_size`` *including* the specials; ties broken by the token string, so the result does
+        not depend on the data's order."""
         if min_freq < 1:
             raise ValueError(f"min_freq must be >= 1, got {min_freq}")
         specials = tuple(specials)
@@ -92,10 +62,8 @@ class Vocab:
                 raise ValueError("sentences must be token sequences, got a plain string")
             counts.update(sentence)
         special_set = set(specials)
-        ranked = sorted(
-            (tok for tok, c in counts.items() if c >= min_freq and tok not in special_set),
-            key=lambda tok: (-counts[tok], tok),
-        )
+        ranked = sorted((tok for tok, c in counts.items() if c >= min_freq
+                         and tok not in special_set), key=lambda tok: (-counts[tok], tok))
         if max_size is not None:
             ranked = ranked[: max_size - len(specials)]
         return cls(list(specials) + ranked, specials)
@@ -128,9 +96,8 @@ class Vocab:
     unk_id = property(lambda self: self.special_id(UNK))
 
     # ------------------------------------------------------------------ encode / decode
-    def encode(
-        self, tokens: Iterable[str], add_bos: bool = False, add_eos: bool = False
-    ) -> list[int]:
+    def encode(self, tokens: Iterable[str], add_bos: bool = False,
+               add_eos: bool = False) -> list[int]:
         """Tokens -> ids; unknown tokens -> ``<unk>``; optional ``<bos>`` / ``<eos>`` around."""
         unk = self.stoi.get(UNK) if UNK in self.specials else None
         ids = [self.bos_id] if add_bos else []
@@ -144,11 +111,8 @@ class Vocab:
         return ids
 
     def decode(self, ids: Iterable[int], strip_specials: bool = True) -> list[str]:
-        """Ids (ints or a 1-D tensor) -> tokens.
-
-        With ``strip_specials`` decoding stops at the first ``<eos>`` (model outputs continue
-        with junk after it) and drops ``<pad>`` / ``<bos>``; ``<unk>`` is kept, it is content.
-        """
+        """Ids (ints or a 1-D tensor) -> tokens; ``strip_specials`` stops at the first ``<eos>`` and
+        drops ``<pad>`` / ``<bos>`` (``<unk>`` is content: kept)."""
         if hasattr(ids, "tolist"):
             ids = ids.tolist()
         eos = self.stoi.get(EOS) if EOS in self.specials else None
@@ -170,12 +134,8 @@ class Vocab:
     def to_json(self, path: str | os.PathLike) -> None:
         """Write ``{"format", "version", "specials", "tokens"}`` atomically (temp file + rename)."""
         path = Path(path)
-        payload = {
-            "format": _FORMAT,
-            "version": _VERSION,
-            "specials": list(self.specials),
-            "tokens": self.itos,
-        }
+        payload = {"format": _FORMAT, "version": _VERSION, "specials": list(self.specials),
+                   "tokens": self.itos}
         atomic_write_text(path, json.dumps(payload, ensure_ascii=False, indent=0) + "\n")
 
     @classmethod
@@ -192,10 +152,8 @@ class Vocab:
         if not isinstance(payload, dict) or payload.get("format") != _FORMAT:
             raise DataError(f"not an attnkit vocabulary (format != {_FORMAT!r})", path=str(path))
         if payload.get("version") != _VERSION:
-            raise DataError(
-                f"unsupported vocabulary version {payload.get('version')!r} (expected {_VERSION})",
-                path=str(path),
-            )
+            raise DataError(f"unsupported vocabulary version {payload.get('version')!r} "
+                            f"(expected {_VERSION})", path=str(path))
         tokens, specials = payload.get("tokens"), payload.get("specials")
         for name, value in (("tokens", tokens), ("specials", specials)):
             if not isinstance(value, list) or not all(isinstance(t, str) for t in value):

@@ -1,17 +1,8 @@
 """Where each caption word came from in the image, by method: the attention map the model used
-to predict it, or gradient x input and integrated gradients (Captum,
-`attnkit.explain.captum`) of the word's log-probability with respect to the encoder's
-feature map, each cell's attribution summed over its channels.
-
-The words are fed (teacher forcing); a gradient map is the absolute value of the per-cell sum,
-normalised to sum 1 like an attention map. One batch row per (image, word) pair, so a batch of
-captions is explained in one backward pass (gradient x input) or ``steps`` of them.
-
-Example:
-    ```python
-    maps = word_maps(model, images, tgt_in, tgt_out, "integrated-gradients")  # [B, T, H, W]
-    ```
-"""
+to predict it, or gradient x input and integrated gradients (`attnkit.explain.captum`) of the
+word's log-probability by the encoder's feature map (the words fed). A gradient map is the
+absolute per-cell sum over channels, normalised to sum 1 like attention; one batch row per
+(image, word), so one backward pass (or ``steps``) explains a batch."""
 
 from __future__ import annotations
 
@@ -40,18 +31,11 @@ def _logprob_forward(model: Captioner):
 
 def word_maps(model: Captioner, images: Tensor, tgt_in: Tensor, tgt_out: Tensor, method: str,
               *, steps: int = IG_STEPS) -> Tensor:
-    """``[batch, T, H, W]`` maps of each fed word by ``method`` (each sums to 1).
-
-    Args:
-        model: a captioner (eval mode).
-        images: ``[batch, 3, S, S]``.
-        tgt_in: ``[batch, T]`` words fed (``<bos>`` first); tgt_out: the words explained.
-        method: one of `METHODS`.
-        steps: integrated gradients' path points.
+    """``[batch, T, H, W]`` maps (each summing to 1) of the words ``tgt_out`` fed as ``tgt_in``
+    (``<bos>`` first) for ``images [batch, 3, S, S]``, by ``method`` (one of `METHODS`).
 
     Raises:
-        ValueError: an unknown method.
-        UsageError: Captum missing for a gradient method.
+        ValueError: an unknown method. UsageError: Captum missing for a gradient method.
     """
     if method == "attention":
         with torch.no_grad():

@@ -1,23 +1,10 @@
-"""Gradient attributions next to attention: gradient x input and integrated gradients, through
-Captum (PyTorch's attribution library), an optional dependency imported only when used
-(``pip install 'attnkit[explain]'``).
+"""Gradient attributions next to attention: gradient x input (Shrikumar et al. 2016) and
+integrated gradients (Sundararajan et al. 2017) through Captum, an optional dependency
+imported only when used (``pip install 'attnkit[explain]'``).
 
-Both explain one output number of a model by its inputs' vectors (token embeddings, a feature
-map): ``forward(inputs, *args)`` returns ``[batch, outputs]`` and ``target`` picks the output
-each row explains. Gradient x input is ``x * d f / d x`` (Shrikumar et al. 2016); integrated
-gradients (Sundararajan et al. 2017) average the gradient along the straight path from a
-baseline (zeros: no information) to ``x`` and multiply by ``x - baseline``, so the
-attributions add up to ``f(x) - f(baseline)`` (completeness), up to the quadrature error that
-`integrated_gradients` returns.
-
-Example:
-    ```python
-    attr = grad_x_input(forward, embedded, target=[0, 1, 2])          # like embedded
-    attr, delta = integrated_gradients(forward, embedded, target=[0, 1, 2], steps=32)
-    per_token = attr.sum(-1)                                          # [batch, tokens]
-    explain_methods("rollout,grad-input", ("attention", "rollout", "grad-input"))
-    ```
-"""
+Both explain one output of ``forward(inputs, *args) -> [batch, outputs]`` (``target`` picks
+it per row) by the inputs' vectors; integrated gradients add up to ``f(x) - f(baseline)``
+up to the quadrature error they return."""
 
 from __future__ import annotations
 
@@ -51,11 +38,8 @@ def _captum():
 
 
 def check_method(method: str) -> str:
-    """``method`` when it is one of `METHODS`; a gradient method also needs Captum.
-
-    Raises:
-        UsageError: an unknown method, or Captum missing for a gradient one.
-    """
+    """``method`` when it is one of `METHODS`; UsageError if unknown, or Captum missing for a
+    gradient method."""
     if method not in METHODS:
         raise UsageError(f"--explain must be one of {', '.join(METHODS)}, got {method!r}")
     if method != "attention":
@@ -64,13 +48,8 @@ def check_method(method: str) -> str:
 
 
 def explain_methods(value: str | Iterable[str] | None, known: Iterable[str]) -> list[str]:
-    """``--explain`` (or ``--methods``) as a list of methods among ``known``: comma-separated
-    names or ``"all"`` (every one); None gives none.
-
-    Raises:
-        UsageError: an unknown method, or Captum missing for a gradient one
-            (`check_method`).
-    """
+    """``--explain`` (or ``--methods``) as a list of methods among ``known``: comma-separated names
+    or ``"all"``; None gives none. UsageError as `check_method`."""
     known = tuple(known)
     if value is None:
         return []
@@ -111,13 +90,8 @@ def integrated_gradients(forward: Callable[..., Tensor], inputs: Tensor, *,
                          target: int | Sequence[int] | None = None,
                          args: tuple[Any, ...] = (), steps: int = 32,
                          internal_batch_size: int | None = None) -> tuple[Tensor, Tensor]:
-    """Integrated gradients (Captum's ``IntegratedGradients``, Gauss-Legendre points) from
-    ``baselines`` (zeros by default) to ``inputs``.
-
-    Returns:
-        ``(attributions like inputs, convergence delta [batch])``: the delta is how far the
-        attributions' sum is from ``f(inputs) - f(baselines)``.
-    """
+    """Integrated gradients (Gauss-Legendre points) from ``baselines`` (zeros) to ``inputs`` ->
+    ``(attributions like inputs, delta [batch])``: how far their sum is from ``f(x) - f(b)``."""
     method = _captum().IntegratedGradients(forward)
     inputs = inputs.detach().requires_grad_(True)
     with torch.enable_grad():

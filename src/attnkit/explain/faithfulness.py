@@ -1,23 +1,9 @@
 """How faithful each explanation of a sentiment verdict is: ERASER's comprehensiveness and
 sufficiency (DeYoung et al. 2020), with random token orders as the floor.
 
-For each review the model's verdict (the probability ``p`` of the class it predicts) is taken
-from the whole review, from the review without its top ``k`` % tokens by a method
-(comprehensiveness: ``p - p(without)``, high when the removed tokens mattered) and from those
-top tokens alone, in their order (sufficiency: ``p - p(only them)``, low when they suffice), for
-``k`` in 1, 5, 10, 20 and 50 % (at least one token). Each figure is the area over the
-perturbation curve: the mean over the five ``k``, then over the reviews. Removing a token
-deletes it (the sequence gets shorter; positions are counted again), as ERASER does.
-
-A signed method (gradient x input, integrated gradients) ranks tokens by how much they push
-towards the predicted class; attention and rollout by their share.
-
-Example:
-    ```python
-    table = faithfulness(model, pipeline, texts, methods=("attention", "integrated-gradients"))
-    table["methods"]["random"]["comprehensiveness"]
-    ```
-"""
+Comprehensiveness is ``p - p(without the top k % tokens)``, sufficiency ``p - p(those tokens
+alone)``, for ``k`` in 1, 5, 10, 20, 50 %, averaged over ``k`` then reviews; a removed token
+is deleted, as ERASER does. The method: docs/concepts.md, "Sentiment"."""
 
 from __future__ import annotations
 
@@ -78,23 +64,13 @@ def faithfulness(model: SentimentClassifier, pipeline: TextPipeline, texts: Sequ
                  methods: Sequence[str] = ("attention", "rollout", "grad-input",
                                            "integrated-gradients"),
                  seed: int = 0, batch_size: int = 32) -> dict:
-    """Comprehensiveness and sufficiency of each method and of random orders (module doc).
+    """Comprehensiveness and sufficiency of each of ``methods`` and of random orders (``seed``).
 
-    Args:
-        model, pipeline: a sentiment run's classifier and its text pipeline.
-        texts: the reviews (empty ones, or ones without a word the model reads, are skipped).
-        methods: the explanation methods (`attnkit.explain.sentiment.METHODS`).
-        seed: the random orders.
-        batch_size: reviews explained at once.
+    Reviews without a word the model reads are skipped (UsageError if none is left).
 
     Returns:
-        ``{"methods": {name: {"comprehensiveness", "sufficiency", "curve": {"comprehensiveness":
-        [per k], "sufficiency": [per k]}}}, "reviews", "bins", "most_faithful"}``;
-        ``"random"`` among the methods; ``"most_faithful"`` is `most_faithful`'s (None when
-        no method can be trusted yet).
-
-    Raises:
-        UsageError: no review the model can read.
+        ``{"methods": {name: {"comprehensiveness", "sufficiency", "curve": {...: [per k]}}},
+        "reviews", "bins", "most_faithful"}``, ``"random"`` among the methods.
     """
     reads = [r for r in (pipeline.read(t) for t in texts if t.strip()) if r.tokens]
     if not reads:
@@ -156,13 +132,9 @@ def measured(result: dict, source: str) -> Measured:
 
 def most_faithful(result: dict) -> str | None:
     """The method to trust (`attnkit.explain.trust.Measured.verdict`): the highest
-    comprehensiveness, if it leads random and every other method by `MARGIN` on at least
-    `MIN_REVIEWS` reviews; else None.
-
-    Comprehensiveness, not sufficiency, decides: it asks whether the tokens a method names are
-    the ones the verdict rests on, which is what a reader of the shading wants to know;
-    sufficiency saturates on models that one strong word convinces (docs/results.md).
-    """
+    comprehensiveness, leading random and every other method by `MARGIN` on at least
+    `MIN_REVIEWS` reviews; else None. Comprehensiveness decides: sufficiency saturates when one
+    strong word convinces the model."""
     return measured(result, "").verdict()[0]
 
 

@@ -1,17 +1,9 @@
 """Caption grounding: does a word's attention land on the ducks it names?
 
-For the synthetic duck scenes (`attnkit.data.scenes`) every colour and count word comes
-with the boxes of the ducks it names. `grounding` feeds the gold caption (teacher
-forcing) and scores the map used to predict each such word against those boxes, beside uniform
-attention as the baseline; `grounding_table` prints the figures.
-
-Example:
-    ```python
-    g = grounding(model, synthetic_split(500, 2, 64), vocab)
-    g["grounding_count_mass"], g["uniform_count_mass"]   # e.g. 0.59 vs 0.13
-    print(grounding_table(g))
-    ```
-"""
+For the synthetic duck scenes (`attnkit.data.scenes`) every colour and count word comes with
+the boxes of the ducks it names. `grounding` feeds the gold caption and scores the map used
+to predict each such word against those boxes, beside uniform attention as the baseline;
+`grounding_table` prints the figures."""
 
 from __future__ import annotations
 
@@ -45,26 +37,16 @@ def grounding(model: Captioner, data: CaptionData, vocab: Vocab,
               batch_size: int = 256) -> dict:
     """Where colour and count words look, with the gold caption fed (teacher forcing).
 
-    For each such word of each held-out scene: ``mass`` = attention inside the union of the
-    boxes of the ducks the word names (a count word names every duck it counts), ``max_inside``
-    = the most attended cell is mostly (>= half) inside them. The same two figures for uniform
-    attention (the union's share of the image; the share of such cells) are the baseline. The
-    map of word ``t`` is the one used to predict it (attended from the state after word
-    ``t - 1``; BOS for the first word).
-
-    Args:
-        model: a captioner (its ``config`` gives the image and feature map sizes).
-        data: synthetic scenes (real data has no boxes: the result is ``{}``).
-        vocab: the run's vocabulary.
+    For each such word: ``mass``, the attention inside the boxes of the ducks it names (a count
+    word names every duck it counts), and ``max_inside``, whether the most attended cell is at
+    least half inside them; uniform attention gives the baseline. Word ``t``'s map is the one
+    that predicts it.
 
     Returns:
-        Averages over words: ``grounding_mass``, ``grounding_max_inside``, ``uniform_mass``,
-        ``uniform_max_inside``, ``grounded_words`` (all graded words), the same per group as
-        ``grounding_colour_mass``, ``uniform_count_max_inside``, ``colour_words``, ... ; and
-        ``grounding_by_word``, one row per caption template and word position (``{"kind",
-        "position"`` (1-based)``, "group", "words", "mass", "max_inside", "uniform_mass",
-        "uniform_max_inside"}``), which shows which words find their ducks and which do not;
-        ``{}`` without ground-truth scenes.
+        Averages over words (``grounding_mass``, ``grounding_max_inside``, ``uniform_mass``,
+        ``uniform_max_inside``, ``grounded_words``), the same per group (``grounding_colour_mass``
+        ...), and ``grounding_by_word``, one row per template and word position; ``{}`` for
+        data without scenes.
     """
     if data.scenes is None:
         return {}

@@ -1,21 +1,9 @@
 """The pointing game (Zhang et al. 2016) for caption explanations: does the strongest cell of a
 word's map fall on the ducks the word names?
 
-For the synthetic duck scenes, every colour and count word of the gold caption (fed, teacher
-forcing) names the ducks in boxes (`attnkit.explain.grounding`). A method's map of that
-word *hits* when its largest cell is at least half inside those boxes. The floor is chance: a
-cell drawn at random hits with probability the share of cells at least half inside (the
-grounding table's "uniform max-in"). For attention the hit rate is the grounding table's
-"max-in"; gradient x input and integrated gradients are scored the same way
-(`attnkit.explain.captions`).
-
-Example:
-    ```python
-    table = pointing_game(model, synthetic_split(200, 2, 64), vocab)
-    table["integrated-gradients"]["accuracy"], table["random"]["accuracy"]
-    print(pointing_table(table))
-    ```
-"""
+On the synthetic scenes, a method's map of a colour or count word (gold caption fed) *hits*
+when its largest cell is at least half inside the named ducks' boxes
+(`attnkit.explain.grounding`). The floor is chance: the share of cells at least half inside."""
 
 from __future__ import annotations
 
@@ -35,12 +23,8 @@ RANDOM = "random"
 def pointing_game(model: Captioner, data: CaptionData, vocab: Vocab, *,
                   methods: Sequence[str] = ("attention", "grad-input", "integrated-gradients"),
                   batch_size: int = 32) -> dict:
-    """Hit rates of each method's maps on the named ducks (module doc).
-
-    Returns:
-        ``{method: {"hits", "words", "accuracy"}}`` with ``"random"`` (expected hits) among
-        them; ``{}`` without ground-truth scenes.
-    """
+    """Hit rates of each method's maps on the named ducks: ``{method: {"hits", "words",
+    "accuracy"}}`` with ``"random"`` (expected hits); ``{}`` without ground-truth scenes."""
     if data.scenes is None:
         return {}
     was = model.training

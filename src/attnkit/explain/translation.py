@@ -1,18 +1,10 @@
 """Gradient attributions of a translation: how much each source piece's embedding decided each
 target piece, by gradient x input or integrated gradients (`attnkit.explain.captum`).
 
-Target piece ``r`` is explained by the log-probability the model gives it with the target
-before it fed (teacher forcing), as a function of the source embeddings; one batch row per
-target piece, so one backward pass (gradient x input) or ``steps`` of them (integrated
-gradients, from all-zero embeddings) explain the whole sentence. A piece's attribution is the
-sum over its embedding's dimensions; the matrix shown and aligned with is its absolute value,
-normalised per target piece (a distribution over the source, like attention).
-
-Example:
-    ```python
-    rows = attribution_rows(model, src_ids, tgt_ids, "integrated-gradients")   # [n, S]
-    ```
-"""
+Target piece ``r`` is explained by its log-probability with the target before it fed, one
+batch row per piece, so one backward pass (or ``steps``) explains the sentence. A piece's
+attribution sums its embedding's dimensions; the matrix shown is its absolute value,
+normalised per target piece like attention."""
 
 from __future__ import annotations
 
@@ -46,19 +38,9 @@ def _logprob_forward(model: nn.Module):
 
 def attribution_rows(model: nn.Module, src_ids: Sequence[int], tgt_ids: Sequence[int],
                      method: str, *, steps: int = IG_STEPS, signed: bool = False) -> Tensor:
-    """``[n, S]``: each target piece's attribution over the source pieces (module doc).
-
-    Args:
-        model: a translation model (eval mode).
-        src_ids, tgt_ids: one pair's ids (the target without ``<bos>`` / ``<eos>``).
-        method: ``"grad-input"`` or ``"integrated-gradients"``.
-        steps: integrated gradients' path points.
-        signed: the signed sums (rows not normalised) instead of the normalised magnitudes.
-
-    Raises:
-        UsageError: Captum is missing.
-        ValueError: an unknown method.
-    """
+    """``[n, S]``: each target piece's attribution over the source pieces, by ``method``
+    (``"grad-input"`` or ``"integrated-gradients"``); ``tgt_ids`` without ``<bos>``/``<eos>``;
+    ``signed``: the raw sums instead of the normalised magnitudes. UsageError: no Captum."""
     if method not in ("grad-input", "integrated-gradients"):
         raise ValueError(f"unknown attribution {method!r}")
     c = model.config

@@ -1,23 +1,10 @@
 """Which explanation a page opens on, and the one sentence saying why: shared by the apps.
 
-Each app measures its explanation methods against something outside the model (sentiment:
-comprehensiveness, `attnkit.apps.sentiment.trust`; caption: the pointing game; translation:
-AER against gold word alignments). `Measured.verdict` names the method to trust only when the
-measurement covers enough examples and the method leads random and every other method by the
-measurement's margin (docs/guide/trust.md states both); otherwise it says why no method can be
-trusted yet. `best_shown` orders the methods a page carries by that verdict (attention, the
-model's own, first when there is none) and writes the sentence; a trusted method the page does
-not carry is named with the option that adds it.
-
-Example:
-    ```python
-    measured = Measured({"attention": 0.703, "integrated-gradients": 0.734},
-                        "pointing accuracy ↑", "docs/results.md, 500 scenes", random=0.128,
-                        count=1403, margin=0.02, min_count=100, unit="words")
-    trust = best_shown(["attention"], measured, add="--explain")
-    trust.method, trust.order, trust.why    # "attention", ("attention",), "Shown first: ..."
-    ```
-"""
+Each app measures its methods against something outside the model (sentiment:
+comprehensiveness; caption: the pointing game; translation: AER). `Measured.verdict` names
+the method to trust only when enough examples lead random and every other method by the
+margin (docs/guide/trust.md); `best_shown` orders the methods a page carries by it and
+writes the sentence."""
 
 from __future__ import annotations
 
@@ -39,14 +26,8 @@ NAMES = {"attention": "attention", "rollout": "attention rollout",
 
 @dataclass(frozen=True)
 class Trust:
-    """The method to show first and one sentence saying why.
-
-    Attributes:
-        method: the method's key (``"attention"``, ``"grad-input"``, ...).
-        why: one sentence for the page (and the API).
-        order: the methods the page carries, ``method`` first.
-        trusted: the method the measurement lets one trust (carried or not), or None.
-    """
+    """The method to show first (``method``), the sentence why (``why``), the page's methods
+    ``method`` first (``order``), and the method one may trust, carried or not (``trusted``)."""
 
     method: str
     why: str
@@ -63,13 +44,10 @@ class Measured:
         measure: what the figure is, with its direction (``"pointing accuracy ↑"``).
         source: where it was measured (``"docs/results.md, 500 synthetic scenes"``).
         lower: True when a lower figure is better (AER).
-        random: the figure of the floor on the same examples (random words, a random cell, a
-            guess along the diagonal); None when there is none.
-        count: how many examples were measured (None: not known).
-        margin: the lead over random and over every other method that trust needs.
-        min_count: the fewest examples a verdict needs.
-        unit: what ``count`` counts (``"reviews"``).
-        floor: what ``random`` is, for the sentences.
+        random: the floor's figure on the same examples (None: none); ``floor`` names it.
+        count / unit: how many examples were measured (None: not known) and what they are.
+        margin / min_count: the lead over random and every other method, and the fewest
+            examples, a verdict needs.
     """
 
     scores: Mapping[str, float]
@@ -130,20 +108,9 @@ class Measured:
 def measured_in_run(run: str | os.PathLike, name: str, what: str,
                     measure: Callable[[dict[str, Any]], Measured | None],
                     docs: Measured) -> Measured:
-    """The measurement an app's command wrote into the run (the JSON table ``RUN/name``, read
-    by ``measure``), else ``docs`` (the docs/results.md figure). A table that is missing or
-    has no scores (``measure`` returns None) counts as none; one that cannot be read, was
-    hand-edited out of shape (``measure`` raises KeyError, TypeError, ValueError or
-    AttributeError) or holds a figure that is not a finite number counts as none too, and one
-    warning line names the file and what is wrong with it.
-
-    Args:
-        run: the run folder.
-        name: the table's file name in it (``"faithfulness.json"``).
-        what: what the table is, for `read_json_object`'s checks.
-        measure: the table (a JSON object) -> its `Measured`, or None when it holds no score.
-        docs: the measurement to fall back on.
-    """
+    """The `Measured` of the JSON table ``RUN/name`` an app's command wrote (``measure`` reads
+    it; None: no score), else ``docs``. A table unreadable, out of shape or not finite counts
+    as none, with one warning line naming the file."""
     path = Path(run) / name
     if not os.path.lexists(path):
         return docs
@@ -172,15 +139,8 @@ def _unused(path: Path, problem: str, docs: Measured) -> None:
 
 
 def best_shown(carried: Sequence[str], measured: Measured, *, add: str = "") -> Trust:
-    """Order ``carried`` (the methods a page has, ``"attention"`` among them) by ``measured``
-    and say in one sentence why the first is shown first.
-
-    Args:
-        carried: the page's methods, in any order.
-        measured: the app's measurement (the run's own, else docs/results.md's).
-        add: the option that adds a method (``"--explain"``), named when the trusted method
-            is not on the page; empty: not named.
-    """
+    """Order ``carried`` (the page's methods, ``"attention"`` among them) by ``measured`` and say
+    why the first is shown first; ``add`` is the option naming a trusted method not carried."""
     trusted, reason = measured.verdict()
     carried = tuple(dict.fromkeys(carried))
     if trusted is None:

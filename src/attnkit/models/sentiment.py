@@ -1,58 +1,10 @@
 """Self-attention review classifier: the 2018 Keras model (preset ``keras2018``) and a stronger one.
 
-``keras2018`` is exactly:
-    ```python
-    Embedding(30000, 128) -> + sinusoidal positions (cos_sin layout) ->
-    MultiHeadAttention(8 heads x 16, no bias, no output projection) as self-attention ->
-    global max pooling over time -> Dropout(0.5) -> Linear(128, 1) -> sigmoid
-    ```
-
-3,889,281 parameters (= 30000*128 + 3*128*128 + 129), as Keras reports.
-
-Padding. The original passed no lengths, so padding was attended and pooled, and its positions
-were counted from the first *padding* slot. Here, by default (``mask_padding=True``), padded keys
-get zero attention, padded outputs are zero and never win the max pooling, and positions count
-from the first real token, so the output of a review does not depend on how much padding
-surrounds it. ``mask_padding=False`` reproduces the original. Padding may sit at the start
-(``padding="pre"``, Keras' default: real tokens are the LAST ``length`` slots) or the end
-(``"post"``); the mask follows that side. Because pre-padding cannot be described by
-``key_lengths`` (which mean "the first ``length`` slots are real"), the model passes the
-equivalent ``key_mask`` to the attention and zeroes the padded query rows itself.
-
-Speed. With masking, `SentimentClassifier.forward` sorts the batch by length and encodes
-it in a few groups (`plan_length_groups`, CPU only), each cut to its longest review, so
-padding costs (almost) no compute; the embedding lookup stays one call (one dense gradient). A
-group whose reviews all fill it (most of an IMDB batch at maxlen 100) runs without any mask,
-its positions the sinusoid table's first rows. With max pooling after plain attention layers
-(the 2018 model) the last layer and the pooling run as one kernel
-(`MultiHeadAttention.max_pool`), whose backward visits only the query row that won each pooled
-feature instead of every row of every head. Both equal the full padded batch through autograd
-to float32 rounding (tests/models/test_sentiment_length_groups.py) and the Keras formula
-(tests/models/test_sentiment_keras_formula.py). The sinusoid table is a cached, non-persistent
-buffer. Many reviews at once: `SentimentClassifier.predict_proba` (`logits_by_length`: sorted
-and planned once per call, batches in length order, no weights; for the 2018 model each
-token's Q/K/V projection gathered from `SentimentClassifier.projection_tables`);
-`SentimentClassifier.attribute` when the weights are wanted.
-
-Per-token explanation (`SentimentClassifier.explain`), a distribution over the real tokens
-(sums to 1, zero on padding):
-
-* max pooling: pooled feature ``d`` is ``max_t h[t, d]``, won at one position ``q_d``, and
-  weighs ``s_d = |w_d * max_t h[t, d]|`` in the logit (``w`` = classifier weights). Since
-  ``h[q_d, d]`` is an attention average of the values, ``h[q, d] = sum_t A[q, t] v[t, d]``, the
-  share ``s_d`` is passed back to the tokens by the last attention layer's row ``A[q_d, :]``
-  (head ``d // head_dim`` of the 2018 layer): ``score[t] = sum_d s_d A[q_d, t]``, normalised
-  over the real tokens. (The winning position alone would mislead: after self-attention every
-  position carries the whole review.)
-* attention pooling: the pooling weights themselves.
-
-Example:
-    ```python
-    model = SentimentClassifier(SentimentConfig.keras2018())
-    logits = model(ids, lengths)            # ids [batch, time] int64, lengths [batch] -> [batch]
-    prob, scores = model.explain(ids, lengths)   # [batch], [batch, time]
-    ```
-"""
+``keras2018``: ``Embedding(30000, 128)`` + sinusoidal positions -> 8-head self-attention (no
+bias, no output projection) -> global max pooling -> ``Dropout(0.5)`` -> ``Linear(128, 1)``:
+3,889,281 parameters, as Keras reports. ``model(ids [batch, time], lengths [batch])`` ->
+logits ``[batch]``. Padding, the CPU speed path: docs/concepts.md, "Sentiment"; explanations:
+`attnkit.explain.sentiment`."""
 
 from __future__ import annotations
 
@@ -65,7 +17,13 @@ from torch import Tensor, nn
 from attnkit.attention.masking import lengths_to_mask, masked_softmax
 from attnkit.attention.multi_head import MultiHeadAttention
 from attnkit.attention.pooling import max_pool_projected
+from attnkit.data.batching import plan_length_groups
 from attnkit.positional import SinusoidalPositionalEncoding
+
+# `logits_by_length` gathers the 2018 model's projections from `projection_tables` from this
+# many tokens per vocabulary word in a call: below it, projecting the whole vocabulary costs
+# more than it saves (docs/results.md).
+TABLE_TOKENS_PER_WORD = 4
 
 
 @dataclass
@@ -73,24 +31,17 @@ class SentimentConfig:
     """Everything that defines a `SentimentClassifier` (saved as JSON in the run).
 
     Args:
-        vocab_size: rows of the token embedding (ids must be ``< vocab_size``).
-        embed_dim: token embedding size = model width.
-        maxlen: the longest input (learned positions need it).
-        num_heads, head_dim: multi-head self-attention; ``num_heads * head_dim`` must equal
-            ``embed_dim`` for the residual ``transformer`` blocks.
-        num_layers: self-attention layers.
+        num_heads, head_dim: ``num_heads * head_dim == embed_dim`` for ``transformer`` blocks.
         block: ``"plain"`` (the 2018 layer: attention output replaces the input) or
             ``"transformer"`` (pre-layer-norm residual attention + feed-forward).
-        ffn_dim: feed-forward hidden size of transformer blocks.
         positional: ``"sinusoidal"`` (cos_sin layout, summed), ``"learned"`` or ``"none"``.
         pooling: ``"max"`` (global max over time) or ``"attention"`` (learned softmax pooling).
-        dropout: before the classifier (0.5 in 2018).
-        block_dropout: inside transformer blocks and on the embeddings.
-        attn_bias, attn_out_proj: the attention projections' bias and output projection.
-        bigram_buckets: if > 0, hashed embeddings of (previous, current) token pairs are added to
-            the token embeddings (fastText-style local order); 0 = off.
-        mask_padding: exclude padding from attention, pooling and positions (see module doc).
-        padding: ``"pre"`` or ``"post"``: where the inputs' padding is.
+        dropout / block_dropout: before the classifier (0.5 in 2018) / inside blocks and on the
+            embeddings.
+        bigram_buckets: if > 0, hashed (previous, current) token-pair embeddings are added
+            (fastText-style local order).
+        mask_padding: exclude padding from attention, pooling and positions; ``padding``: where it
+            is (``"pre"`` or ``"post"``).
     """
 
     vocab_size: int = 30000
@@ -118,8 +69,7 @@ class SentimentConfig:
 
     @classmethod
     def from_dict(cls, obj: dict) -> SentimentConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = set(obj) - known
+        unknown = set(obj) - {f.name for f in fields(cls)}
         if unknown:
             raise ValueError(f"unknown SentimentConfig fields {sorted(unknown)}")
         return cls(**obj)
@@ -142,19 +92,10 @@ class SentimentConfig:
                              "num_heads * head_dim == embed_dim")
 
 
-# `SentimentClassifier.logits_by_length` gathers the 2018 model's projections from tables
-# (`SentimentClassifier.projection_tables`) from this many tokens per word of the vocabulary.
-# The tables cost a projection of the whole vocabulary (23 ms for 30000 words); a token's
-# gathered rows cost about a third of its own projection (1.3 against 3.4 ms for 64 x 100
-# tokens, the lookup and the positions included; 2 threads, Intel Xeon, AVX512), so they pay
-# from ~2.3 tokens per word.
-TABLE_TOKENS_PER_WORD = 4
-
-
 class _EmbeddingLookup(torch.autograd.Function):
     """``weight[ids]`` whose backward builds the dense ``[vocab, dim]`` gradient as zeros plus
-    one ``index_add_``: 0.8 ms against 1.25 ms for ``embedding_dense_backward`` (30000 x 128,
-    6,400 ids, 2 threads, AVX2), which scans every id once per thread."""
+    one ``index_add_``, faster than ``embedding_dense_backward``, which scans every id once per
+    thread (docs/results.md)."""
 
     @staticmethod
     def forward(ctx, ids: Tensor, weight: Tensor) -> Tensor:
@@ -212,19 +153,13 @@ class _TransformerBlock(nn.Module):
 
 
 class SentimentClassifier(nn.Module):
-    """Binary review classifier built from self-attention (see the module doc).
+    """Binary review classifier: ``forward(ids [batch, time], lengths [batch]) -> logits [batch]``
+    (P(positive) is ``sigmoid(logits)``)."""
 
-    Args:
-        config: a `SentimentConfig`.
-
-    Call:
-        ``forward(ids, lengths) -> logits``; the probability of "positive" is
-        ``sigmoid(logits)``.
-
-    Shapes:
-        ``ids [batch, time]`` int64 (``time <= config.maxlen`` for learned positions),
-        ``lengths [batch]`` int64 real tokens per row -> ``logits [batch]``.
-    """
+    # Length groups of a CPU batch in masked mode (`_pool_by_length`): at most this many, of at
+    # least this many rows. On a GPU a batch is one group (small kernels are launch-bound there).
+    length_groups = 6
+    min_group_rows = 8
 
     def __init__(self, config: SentimentConfig):
         super().__init__()
@@ -235,8 +170,8 @@ class SentimentClassifier(nn.Module):
         self.bigram = nn.Embedding(cfg.bigram_buckets, d) if cfg.bigram_buckets > 0 else None
         self.sinusoid = SinusoidalPositionalEncoding(d, mode="sum", layout="cos_sin") \
             if cfg.positional == "sinusoidal" else None
-        # The sinusoid table, computed once (cos/sin of every position each step cost ~1 ms);
-        # grown on demand for longer inputs. Not persistent: checkpoints stay as they were.
+        # The sinusoid table, computed once and grown on demand for longer inputs; not
+        # persistent, so checkpoints do not hold it.
         table = self.sinusoid.encoding(cfg.maxlen) if self.sinusoid is not None else None
         self.register_buffer("pos_table", table, persistent=False)
         self.learned_pos = nn.Embedding(cfg.maxlen, d) if cfg.positional == "learned" else None
@@ -261,19 +196,30 @@ class SentimentClassifier(nn.Module):
         self.pool_score = nn.Linear(width, 1) if cfg.pooling == "attention" else None
         self.dropout = nn.Dropout(cfg.dropout)
         self.classifier = nn.Linear(width, 1)
-        self._keras_init()
-
-    def _keras_init(self) -> None:
-        """Keras' defaults, which the 2018 numbers were trained from: embeddings
-        uniform(-0.05, 0.05) (torch's N(0, 1) would swamp the unit-size sinusoids), dense
-        layers Glorot-uniform with zero bias (the attention layer does this itself)."""
+        # Keras' defaults, which the 2018 numbers were trained from: embeddings
+        # uniform(-0.05, 0.05) (torch's N(0, 1) would swamp the unit-size sinusoids), the
+        # classifier Glorot-uniform with zero bias (the attention layer does this itself).
         for emb in (self.embedding, self.bigram):
             if emb is not None:
                 nn.init.uniform_(emb.weight, -0.05, 0.05)
         nn.init.xavier_uniform_(self.classifier.weight)
         nn.init.zeros_(self.classifier.bias)
 
-    # ------------------------------------------------------------------ pieces
+    def forward(self, ids: Tensor, lengths: Tensor) -> Tensor:
+        if self.config.mask_padding and ids.numel():
+            pooled = self._pool_by_length(ids, lengths)
+        elif self._fused_pool() and ids.numel():
+            pooled = self.encode(ids, lengths, pooled=True)[0]
+        else:
+            x, mask, _ = self.encode(ids, lengths)
+            pooled, _ = self.pool(x, mask)
+        return self._head(pooled)
+
+    def _head(self, pooled: Tensor) -> Tensor:
+        """Pooled ``[batch, width]`` -> logits ``[batch]`` (dropout, then the classifier)."""
+        return self.classifier(self.dropout(pooled)).squeeze(-1)
+
+    # ------------------------------------------------------------------ the network
     def real_mask(self, lengths: Tensor, time: int) -> Tensor:
         """``[batch, time]`` bool, True at real tokens (the last ``length`` slots for "pre")."""
         mask = lengths_to_mask(lengths, time, name="lengths")
@@ -337,12 +283,15 @@ class SentimentClassifier(nn.Module):
             raise ValueError(f"ids must be [batch, time] and lengths [batch], got "
                              f"{tuple(ids.shape)} and {tuple(lengths.shape)}")
 
-    def _encode(self, ids: Tensor, lengths: Tensor, need_weights: bool = False,
-                tokens: Tensor | None = None, pooled: bool = False, full: bool = False):
-        """-> ``(x [batch, time, width], mask, weights)``; with ``pooled`` (only where
-        `_fused_pool` holds) ``x`` is already the max-pooled ``[batch, width]``, and the mask
-        None when ``full``: the caller knows that every row is ``time`` long (a length group
-        without padding), so no mask is built, applied or checked."""
+    def encode(self, ids: Tensor, lengths: Tensor, need_weights: bool = False,
+               tokens: Tensor | None = None, pooled: bool = False, full: bool = False):
+        """-> ``(x [batch, time, width], mask [batch, time], weights)`` (a list, one per layer).
+
+        ``tokens``: the looked-up vectors, when the caller has them. ``pooled`` (only where
+        `_fused_pool` holds): ``x`` is already the max-pooled ``[batch, width]``. ``full``: the
+        caller knows every row is ``time`` long, so no mask is built, applied or checked (the
+        mask returned is then None with ``pooled``).
+        """
         self._check_shapes(ids, lengths)
         mask = None if full else self.real_mask(lengths, ids.shape[1])
         key_mask = mask if self.config.mask_padding else None
@@ -373,8 +322,10 @@ class SentimentClassifier(nn.Module):
         `MultiHeadAttention.max_pool` (plain layers, max pooling; weights not asked)."""
         return self.config.block == "plain" and self.pool_score is None
 
-    def _pool(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        """-> pooled ``[batch, width]`` and per-position scores ``[batch, time]`` (see doc)."""
+    def pool(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """``x [batch, time, width]`` -> pooled ``[batch, width]`` and, by pooling, the
+        attention-pooling weights ``[batch, time]`` or the winning position of each feature
+        ``[batch, width]``."""
         pool_mask = mask if self.config.mask_padding else torch.ones_like(mask)
         if self.pool_score is not None:
             w = masked_softmax(self.pool_score(x).squeeze(-1), pool_mask)
@@ -385,41 +336,27 @@ class SentimentClassifier(nn.Module):
         pooled = pooled * pool_mask.any(-1, keepdim=True)
         return pooled, winners
 
-    def forward(self, ids: Tensor, lengths: Tensor) -> Tensor:
-        if self.config.mask_padding and ids.numel():
-            pooled = self._pool_by_length(ids, lengths)
-        elif self._fused_pool() and ids.numel():
-            pooled = self._encode(ids, lengths, pooled=True)[0]
-        else:
-            x, mask, _ = self._encode(ids, lengths)
-            pooled, _ = self._pool(x, mask)
-        return self._head(pooled)
+    def token_vectors(self, ids: Tensor, lengths: Tensor) -> Tensor:
+        """The looked-up vectors of the tokens (with their hashed bigrams), ``[batch, time,
+        dim]``: what gradient attributions explain the logit by."""
+        self._check_shapes(ids, lengths)
+        return self._lookup(ids, self._bigram_ids(ids, self.real_mask(lengths, ids.shape[1])))
 
-    def _head(self, pooled: Tensor) -> Tensor:
-        """Pooled ``[batch, width]`` -> logits ``[batch]`` (dropout, then the classifier)."""
-        return self.classifier(self.dropout(pooled)).squeeze(-1)
+    def logits_from_vectors(self, vectors: Tensor, ids: Tensor, lengths: Tensor) -> Tensor:
+        """``forward`` with the token vectors given (`token_vectors`, or a baseline such as
+        zeros): ``[batch]`` logits, differentiable with respect to ``vectors``."""
+        x, mask, _ = self.encode(ids, lengths, tokens=vectors)
+        return self._head(self.pool(x, mask)[0])
 
-    # Length groups of a CPU batch in masked mode (see _pool_by_length and plan_length_groups):
-    # at most this many, of at least this many rows. On a GPU a batch is one group (the many
-    # small kernels of several groups are launch-bound there).
-    length_groups = 6
-    min_group_rows = 8
-
+    # ------------------------------------------------------------------ the CPU speed path
     def _pool_by_length(self, ids: Tensor, lengths: Tensor,
                         sorted_lengths: list[int] | None = None,
                         tables: tuple[Tensor, Tensor | None] | None = None) -> Tensor:
-        """Masked mode: ``ids [batch, time]`` -> pooled ``[batch, width]`` in input order.
-
-        Rows sorted by length are encoded in a few groups (`plan_length_groups`), each
-        cut to its longest row, so padding costs (almost) no compute (attention work grows with
-        length squared); a group whose rows all fill its slots runs without a mask. Exact: with
-        masking a review's output does not depend on its padding (module doc). Dropout is
-        applied later on the whole batch, so the random stream does not depend on grouping.
-
-        ``sorted_lengths``: the rows' lengths, already validated and in ascending order
-        (`logits_by_length`), as Python ints: the batch is then neither sorted nor masked here.
-        ``tables``: `projection_tables` (inference): each group is pooled from them.
-        """
+        """Masked mode: ``ids [batch, time]`` -> pooled ``[batch, width]`` in input order,
+        rows encoded in length groups (`plan_length_groups`) each cut to its longest row
+        (docs/concepts.md, "Sentiment"). ``sorted_lengths``: validated, ascending lengths
+        (`logits_by_length`: the batch is then neither sorted nor masked here); ``tables``:
+        `projection_tables` (inference)."""
         if sorted_lengths is None:
             self._check_shapes(ids, lengths)
         batch, time = ids.shape
@@ -464,7 +401,7 @@ class SentimentClassifier(nn.Module):
         """Pooled ``[rows, width]`` of each length group of `_pool_by_length` (``cut``: ids,
         bigram ids, lengths, no padding), with autograd."""
         # One lookup for all groups: a lookup per group would build (and then sum) one dense
-        # [vocab, dim] embedding gradient per group (15 MB each for keras2018).
+        # [vocab, dim] embedding gradient per group.
         if len(cut) == 1:  # (a split, even into one piece, would copy the gradient back)
             vectors = [self._lookup(cut[0][0], cut[0][1])]
         else:
@@ -475,62 +412,18 @@ class SentimentClassifier(nn.Module):
         parts = []
         fused = self._fused_pool()
         for (sub_ids, _, sub_len, full), tokens in zip(cut, vectors, strict=True):
-            x, sub_mask, _ = self._encode(sub_ids, sub_len, pooled=fused, full=full,
-                                          tokens=tokens.view(*sub_ids.shape, -1))
-            parts.append(x if fused else self._pool(x, sub_mask)[0])
+            x, sub_mask, _ = self.encode(sub_ids, sub_len, pooled=fused, full=full,
+                                         tokens=tokens.view(*sub_ids.shape, -1))
+            parts.append(x if fused else self.pool(x, sub_mask)[0])
         return parts
-
-    def token_vectors(self, ids: Tensor, lengths: Tensor) -> Tensor:
-        """The looked-up vectors of the tokens (with their hashed bigrams), ``[batch, time,
-        dim]``: what gradient attributions explain the logit by."""
-        self._check_shapes(ids, lengths)
-        return self._lookup(ids, self._bigram_ids(ids, self.real_mask(lengths, ids.shape[1])))
-
-    def logits_from_vectors(self, vectors: Tensor, ids: Tensor, lengths: Tensor) -> Tensor:
-        """``forward`` with the token vectors given (`token_vectors`, or a baseline such as
-        zeros): ``[batch]`` logits, differentiable with respect to ``vectors``."""
-        x, mask, _ = self._encode(ids, lengths, tokens=vectors)
-        pooled, _ = self._pool(x, mask)
-        return self.classifier(self.dropout(pooled)).squeeze(-1)
-
-    @torch.no_grad()
-    def rollout(self, ids: Tensor, lengths: Tensor) -> Tensor:
-        """Attention rollout (`attnkit.attention.rollout`) of the stacked layers, read by the
-        pooling: ``[batch, time]`` shares over the real tokens (sum 1).
-
-        Each position's share of the decision (the pooling weight, or for max pooling the
-        part of ``sum_d |w_d max_t h[t, d]|`` its features won) is passed back to the input
-        tokens through every layer's attention averaged over heads, mixed half with the
-        identity in residual (transformer) blocks.
-        """
-        from attnkit.attention.rollout import attention_rollout
-
-        x, mask, attn = self._encode(ids, lengths, need_weights=True)
-        pooled, aux = self._pool(x, mask)
-        if self.pool_score is not None:
-            share = aux * mask
-        else:
-            term = (self.classifier.weight[0] * pooled).abs()              # [batch, width]
-            share = torch.zeros_like(mask, dtype=x.dtype).scatter_add_(1, aux, term) * mask
-        residual = 0.5 if self.config.block == "transformer" else 0.0
-        scores = torch.einsum("bq,bqt->bt", share, attention_rollout(attn, residual=residual))
-        scores = scores * mask
-        return scores / scores.sum(-1, keepdim=True).clamp_min(1e-12)
 
     @torch.no_grad()
     def logits_by_length(self, ids: Tensor, lengths: Tensor, *, batch_size: int = 256
                          ) -> Tensor:
-        """Logits ``[n]`` of many reviews, in input order, without any attention weights.
-
-        ``ids [n, time]``, ``lengths [n]``. The reviews are taken ``batch_size`` at a time in
-        length order, and with masking each batch is cut to its own longest review, so short
-        reviews cost no padding; the result equals ``forward`` on the whole input to float32
-        rounding. Runs in the model's current mode (``eval()`` for inference).
-
-        For the 2018 model (`projection_tables`), a call of at least `TABLE_TOKENS_PER_WORD`
-        tokens per word of the vocabulary gathers each token's Q/K/V projection from tables
-        made once for the call instead of projecting every token.
-        """
+        """Logits ``[n]`` of many reviews ``ids [n, time]`` in input order, without weights:
+        ``batch_size`` at a time in length order, each batch cut to its longest review (equal to
+        ``forward`` to float32 rounding), from `projection_tables` past `TABLE_TOKENS_PER_WORD`
+        tokens per vocabulary word. Runs in the model's current mode."""
         self._check_shapes(ids, lengths)
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
@@ -563,27 +456,17 @@ class SentimentClassifier(nn.Module):
             out[rows] = logits.to(out.dtype)
         return out
 
+    def predict_proba(self, ids: Tensor, lengths: Tensor, *, batch_size: int = 256) -> Tensor:
+        """P(positive) ``[n]`` of many reviews (`logits_by_length`, then a sigmoid)."""
+        return torch.sigmoid(self.logits_by_length(ids, lengths, batch_size=batch_size))
+
     def projection_tables(self, time: int, device: torch.device | None = None
                           ) -> tuple[Tensor, Tensor | None] | None:
-        """The 2018 model's Q/K/V projection by word and by position, for bulk inference.
-
-        The projection of a token is linear in its vector, the word's embedding plus its
-        position's: ``(e + p) W^T + b = (e W^T + b) + p W^T``. So for a single plain attention
-        layer feeding the max pooling, a table of every word's projection and one of every
-        position's replace the projection matmul of each token by two gathered rows (a matmul
-        of the whole vocabulary, once). Built afresh on every call: nothing is kept.
-
-        Args:
-            time: positions needed (``ids.shape[1]``).
-            device: where the tables are built (the parameters' device by default).
-
-        Returns:
-            ``(words [vocab_size, 3 * inner], positions [>= time, 3 * inner] or None without
-            positional vectors)``, in the parameters' dtype; None where the shortcut does not
-            apply: several or residual layers, attention pooling, an output projection, hashed
-            bigrams, embedding dropout in training mode, or under autocast (which projects in
-            its own dtype).
-        """
+        """The 2018 model's Q/K/V projection of every word and position, ``(words
+        [vocab_size, 3 * inner], positions [>= time, 3 * inner] or None)``: the projection is
+        linear, ``(e + p) W^T + b = (e W^T + b) + p W^T``, so two gathered rows replace the
+        matmul. None where that does not hold (several or residual layers, attention pooling,
+        an output projection, bigrams, embedding dropout in training, autocast)."""
         cfg = self.config
         weight = self.embedding.weight
         device = weight.device if device is None else torch.device(device)
@@ -608,7 +491,7 @@ class SentimentClassifier(nn.Module):
     def _pool_projected(self, ids: Tensor, lengths: Tensor, full: bool,
                         tables: tuple[Tensor, Tensor | None]) -> Tensor:
         """Pooled ``[batch, width]`` of ``ids [batch, time]`` from `projection_tables` (no
-        gradient): as `_encode` with ``pooled``, each token's projection gathered. ``full``:
+        gradient): as `encode` with ``pooled``, each token's projection gathered. ``full``:
         every row is ``time`` long (or padding is not masked), so positions run from 0."""
         words, positions = tables
         time = ids.shape[1]
@@ -619,131 +502,6 @@ class SentimentClassifier(nn.Module):
         layer = self.layers[0]
         return max_pool_projected(qkv, num_heads=layer.num_heads, key_mask=mask,
                                   query_mask=mask, scale=1.0 / math.sqrt(layer.head_dim))
-
-    def predict_proba(self, ids: Tensor, lengths: Tensor, *, batch_size: int = 256) -> Tensor:
-        """P(positive) ``[n]`` of many reviews (`logits_by_length`, then a sigmoid);
-        `attribute` when the per-token weights are wanted too."""
-        return torch.sigmoid(self.logits_by_length(ids, lengths, batch_size=batch_size))
-
-    @torch.no_grad()
-    def explain(self, ids: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-        """Probability of "positive" ``[batch]`` and per-token scores ``[batch, time]``.
-
-        Scores are a distribution over the real tokens (sum 1, exactly 0 on padding): the
-        attention-pooling weights, or for max pooling each pooled feature's share of the logit
-        passed back through the last attention layer (see the module doc).
-        In the unmasked 2018 mode the winners are taken among the real tokens only, since the
-        question asked is which *words* mattered.
-        """
-        prob, scores, _ = self.attribute(ids, lengths)
-        return prob, scores
-
-    @torch.no_grad()
-    def attribute(self, ids: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """`explain`'s probability ``[batch]`` and scores ``[batch, time]``, plus signed
-        contributions ``[batch, time]``: each real token's part of the logit (> 0 pushes
-        towards "positive", 0 on padding).
-
-        With masking they sum to ``logit - classifier bias``: attention pooling splits the
-        logit exactly, ``a_t * (w . h_t)``; max pooling passes each feature's term
-        ``w_d * max_t h[t, d]`` back through the attention row that made it (as the scores do
-        with its absolute value).
-        """
-        x, mask, attn = self._encode(ids, lengths, need_weights=True)
-        pooled, aux = self._pool(x, mask)
-        prob = torch.sigmoid(self.classifier(pooled).squeeze(-1))
-        w = self.classifier.weight[0]
-        if self.pool_score is not None:
-            scores, signed = aux * mask, aux * (x @ w) * mask
-        else:
-            filled = x.masked_fill(~mask.unsqueeze(-1), torch.finfo(x.dtype).min)
-            top, winners = filled.max(dim=1)  # [batch, width]: value, winning position per feature
-            # Each feature's term of the logit, w_d * max_t h[t, d].
-            term = w * top * mask.any(-1, keepdim=True)
-            rows = self._trace_back(attn[-1], winners)  # [batch, width, time]
-            scores = torch.einsum("bd,bdt->bt", term.abs(), rows) * mask
-            signed = torch.einsum("bd,bdt->bt", term, rows) * mask
-        return prob, scores / scores.sum(-1, keepdim=True).clamp_min(1e-12), signed
-
-    def _trace_back(self, weights: Tensor | None, winners: Tensor) -> Tensor:
-        """For feature ``d`` won at query ``q_d``: the attention row over the tokens that made it.
-
-        ``weights [batch, heads, T, T]``, ``winners [batch, width]`` -> ``[batch, width, T]``.
-        Without an output projection feature ``d`` belongs to head ``d // head_dim``; otherwise
-        (or in residual blocks) the heads are averaged. Residual blocks also keep the token's
-        own vector, so half of the credit stays with the winning position itself.
-        """
-        batch, width = winners.shape
-        b_idx = torch.arange(batch, device=winners.device)[:, None]
-        cfg = self.config
-        if cfg.block == "plain" and not cfg.attn_out_proj:
-            h_idx = torch.arange(width, device=winners.device)[None, :] // cfg.head_dim
-            rows = weights[b_idx, h_idx, winners]  # [batch, width, T]
-        else:
-            rows = weights.mean(1)[b_idx, winners]
-        if cfg.block == "transformer":
-            own = torch.nn.functional.one_hot(winners, weights.shape[-1]).to(rows.dtype)
-            rows = 0.5 * rows + 0.5 * own
-        return rows
-
-
-# The cost of a length group in the model's work per token (the projections): ``rows * keep *
-# (1 + keep * GROUP_PAIR_COST) + GROUP_COST``, for ``rows`` reviews cut to ``keep`` slots. The
-# attention's per-pair work is ~1/100 of a token's, and a group's fixed cost (its ~100 small
-# operator calls, forward and backward) is worth ~500 tokens: of 0, 200, 500, 1500 and no
-# split, 500 trained the 2018 model fastest at uniform lengths (docs/results.md, issue #31).
-GROUP_PAIR_COST = 0.01
-GROUP_COST = 500.0
-
-
-def plan_length_groups(sorted_lengths: list[int], *, max_groups: int = 6,
-                       min_rows: int = 8) -> list[int]:
-    """Sizes of the length groups that encode a batch cheapest (see `GROUP_COST`).
-
-    Args:
-        sorted_lengths: the batch's lengths in ascending order.
-        max_groups: at most this many groups.
-        min_rows: every group but a batch smaller than this has at least ``min_rows`` rows;
-            groups start at multiples of ``min_rows`` (which keeps the search tiny).
-
-    Returns:
-        Group sizes in order (summing to ``len(sorted_lengths)``); each group is cut to its
-        last (longest) length. E.g. IMDB at maxlen 100, where 88% of the reviews fill every
-        slot, gives one group of the full ones and one or two of the shorter.
-    """
-    n = len(sorted_lengths)
-    if n == 0:
-        return []
-    if sorted_lengths[0] == sorted_lengths[-1]:
-        return [n]  # equal lengths: splitting only adds groups' fixed costs (most IMDB batches)
-    cuts = list(range(0, n - min_rows + 1, min_rows)) if n >= 2 * min_rows else [0]
-    cuts = cuts + [n] if cuts[-1] != n else cuts
-    if n - cuts[-2] < min_rows and len(cuts) > 2:
-        del cuts[-2]  # the last group takes the remainder
-
-    def cost(i: int, j: int) -> float:
-        keep = max(sorted_lengths[cuts[j] - 1], 1)
-        return (cuts[j] - cuts[i]) * keep * (1.0 + keep * GROUP_PAIR_COST) + GROUP_COST
-
-    m = len(cuts) - 1
-    # best[g][j]: cheapest cover of the first cuts[j] rows by g groups; back pointers in prev.
-    inf = float("inf")
-    best = [[inf] * (m + 1) for _ in range(max_groups + 1)]
-    prev = [[0] * (m + 1) for _ in range(max_groups + 1)]
-    best[0][0] = 0.0
-    for g in range(1, max_groups + 1):
-        for j in range(1, m + 1):
-            for i in range(j):
-                c = best[g - 1][i] + cost(i, j)
-                if c < best[g][j]:
-                    best[g][j], prev[g][j] = c, i
-    groups = min(range(1, max_groups + 1), key=lambda g: best[g][m])
-    sizes, j = [], m
-    for g in range(groups, 0, -1):
-        i = prev[g][j]
-        sizes.append(cuts[j] - cuts[i])
-        j = i
-    return sizes[::-1]
 
 
 def count_parameters(model: nn.Module) -> int:

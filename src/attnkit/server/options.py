@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnkit.errors import CheckpointError, UsageError
-from attnkit.fileio import read_limited
+from attnkit.fileio import read_regular_file
 
 ENGINES = ("attnkit", "ctranslate2")
 MIN_KEY_CHARS = 16   # a shorter bearer key is guessable
@@ -66,7 +66,7 @@ def read_api_keys(path: str | os.PathLike) -> frozenset[str]:
             UTF-8, without a key, or with a key shorter than 16 characters or holding spaces.
     """
     try:
-        text = read_limited(path, "the --api-keys file", limit=MAX_KEYS_BYTES).decode("utf-8")
+        text = read_regular_file(path, "the --api-keys file", limit=MAX_KEYS_BYTES).decode("utf-8")
     except CheckpointError as exc:
         raise UsageError(str(exc)) from None
     except UnicodeDecodeError:

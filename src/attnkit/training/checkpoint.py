@@ -36,7 +36,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from attnkit.errors import CheckpointError
-from attnkit.fileio import atomic_path, read_limited
+from attnkit.fileio import atomic_path, file_sha256, read_regular_file
 
 FORMAT_VERSION = 1
 _META_KEY = "attnkit"
@@ -61,14 +61,6 @@ def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
         t = tensors[name].detach().cpu().contiguous()
         h.update(f"{name}|{t.dtype}|{list(t.shape)}|".encode())
         h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
     return h.hexdigest()
 
 
@@ -389,7 +381,7 @@ def load_checkpoint(folder: str | os.PathLike, model: nn.Module,
     folder = checkpoint_folder(folder)
     path = folder / "state.json"
     try:
-        doc = json.loads(read_limited(path, "the checkpoint's state", limit=STATE_LIMIT)
+        doc = json.loads(read_regular_file(path, "the checkpoint's state", limit=STATE_LIMIT)
                          .decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{path}: unreadable or truncated ({e})") from e

@@ -27,7 +27,7 @@ from attnkit.apps.sentiment.prepare import SentimentLoaded
 from attnkit.data.review_pipeline import CHUNK_CHARS, ReadReview, TextPipeline
 from attnkit.errors import UsageError
 from attnkit.explain.captum import explain_methods
-from attnkit.explain.sentiment import METHODS, SIGNED
+from attnkit.explain.sentiment import METHODS, SIGNED, attribute
 
 
 @dataclass
@@ -41,7 +41,7 @@ class SentimentPrediction(Prediction):
             model reads: nothing was predicted).
         tokens: the tokens the model read (at most maxlen).
         weights: ``[len(tokens)]`` float32, each token's share of the decision (sums to 1;
-            see `attnkit.models.sentiment.SentimentClassifier.explain`); None when not asked.
+            see `attnkit.explain.sentiment.attribute`); None when not asked.
         contributions: ``[len(tokens)]`` float32, each token's signed part of the logit
             (> 0 towards positive; they sum to the logit minus the classifier's bias); None
             when not asked.
@@ -219,7 +219,7 @@ def _batch(loaded: SentimentLoaded, texts: Sequence[str], reads: Sequence[ReadRe
     keep = max(len(r.ids) for r in reads) if model.config.mask_padding else pipeline.maxlen
     ids, lengths = (t.to(loaded.device) for t in pipeline.pad(reads, keep))
     if weights:
-        probs, scores, signed = model.attribute(ids, lengths)
+        probs, scores, signed = attribute(model, ids, lengths)
     else:
         probs, scores, signed = model.predict_proba(ids, lengths), None, None
     extra = {}

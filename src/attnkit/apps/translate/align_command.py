@@ -57,12 +57,12 @@ def _align(values: dict[str, Any]) -> int:
 
 def _align_pairs(values: dict[str, Any]) -> int:
     from attnkit.alignment.aligner import check_pairs
+    from attnkit.alignment.links import alignment_scores, format_pharaoh, read_gold
     from attnkit.alignment.pieces import unknown_words
     from attnkit.apps.outputs import ALIGNMENTS, output_file, write_output
     from attnkit.apps.translate import load_run
     from attnkit.apps.translate.alignment import align_pairs
     from attnkit.apps.translate.prediction import UNKNOWN_WARNING
-    from attnkit.data.alignments import alignment_scores, format_pharaoh, read_gold
 
     out = output_file(values["out"], ALIGNMENTS) if values.get("out") else None
     sources, targets = check_pairs(read_lines(values["source"], "source file"),

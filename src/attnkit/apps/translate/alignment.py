@@ -32,9 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from attnkit.alignment.adapt import adapt_head
 from attnkit.alignment.aligner import ATTENTION_DEFAULT, AlignResult, align, check_pairs
-from attnkit.alignment.head_training import read_head, train_head, write_head
+from attnkit.alignment.head_training import adapt_head, read_head, train_head, write_head
 from attnkit.alignment.methods import Method
 from attnkit.apps.results import Log, stderr_log
 from attnkit.apps.translate.engines import TranslateLoaded

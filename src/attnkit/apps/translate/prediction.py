@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from attnkit.alignment.links import word_scores
 from attnkit.apps.prediction import Prediction, rounded
-from attnkit.data.link_extraction import word_scores
 from attnkit.data.subword import join_pieces
 from attnkit.errors import UsageError
 

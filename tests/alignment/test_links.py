@@ -6,16 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnkit.data.alignments import (
+from attnkit.alignment.links import (
     Gold,
     alignment_scores,
+    extract,
     format_pharaoh,
+    grow_diag_final_and,
     parse_pharaoh,
     read_gold,
     read_pharaoh,
+    symmetrize,
+    word_scores,
 )
-from attnkit.data.link_extraction import extract, word_scores
-from attnkit.data.symmetrize import grow_diag_final_and, symmetrize
 from attnkit.errors import DataError
 
 

@@ -1,31 +1,10 @@
-"""Text for word alignment: two conventions, and maps between them that keep token indices.
+"""Text for word alignment: the gold standards' tokenized convention and a model's text, with
+maps between them that keep token indices (English and French rules only).
 
-Alignment gold standards (the Hansards of WPT03) are written as tokenized, lowercased text with
-French contractions written out (``de les`` for ``des``, ``à le`` for ``au``, ``le opposition``
-for ``l'opposition``, ``je ai`` for ``j'ai``) and hyphens split (``lui - même``). A translation
-model trained on cased, untokenized sentences (Tatoeba) reads such text badly, and a classical
-aligner trained on untokenized text does not share its vocabulary. So:
-
-* `surface` turns the whitespace tokens to align into the text a model reads (contractions and
-  elisions joined, punctuation attached, the first letter capitalised), with the character span
-  of every token in that text: two tokens joined into one word (``de`` ``le`` -> ``du``) share
-  its span, so the links found for the word go back to both tokens.
-* `aligner_tokens` splits raw text the way the gold standard is written (lowercased, punctuation
-  and hyphens split, French contractions and elisions expanded), each token with its span in
-  the raw text: the text a classical aligner (eflomal) learns from, and the labels a model's
-  pieces get back by span.
-
-Both are rules for English and French only; other text passes through with its tokens unchanged.
-
-Example:
-    ```python
-    text, spans = surface("je ai vu le homme de le village .".split(), "fr")
-    # "J'ai vu l'homme du village.", spans[5] == spans[6] == (16, 18) ("du")
-    aligner_tokens("Je l'ai vu au marché.", "fr")
-    # [("je", (0, 2)), ("le", (3, 5)), ("ai", (5, 7)), ("vu", (8, 10)),
-    #  ("à", (11, 13)), ("le", (11, 13)), ("marché", (14, 20)), (".", (20, 21))]
-    ```
-"""
+`surface` writes whitespace tokens (``je ai vu le homme de le village .``) as the text a model
+reads (``J'ai vu l'homme du village.``), each token with its span; `aligner_tokens` splits
+raw text as the gold standard writes it, with spans: what eflomal learns from. Conventions:
+docs/concepts.md, "Word alignment"."""
 
 from __future__ import annotations
 
@@ -61,19 +40,10 @@ _TOKEN = re.compile(
 
 
 def aligner_tokens(text: str, lang: str) -> list[tuple[str, Span]]:
-    """``text`` as the alignment gold standard writes it, each token with its span in ``text``.
-
-    Lowercased; punctuation, hyphens and English clitics split (``do n't``, ``it 's``);
-    French elisions and contractions written out (``l'`` -> ``le``, ``du`` -> ``de le``, both
-    with the span of ``du``).
-
-    Args:
-        text: raw text (cased, untokenized) or already tokenized text.
-        lang: ``"en"`` or ``"fr"`` (other languages: the same splitting, nothing expanded).
-
-    Returns:
-        ``[(token, (start, end))]``.
-    """
+    """``[(token, (start, end))]`` of ``text`` (raw or tokenized) as the alignment gold
+    standard writes it: lowercased; punctuation, hyphens and English clitics split (``do
+    n't``); French (``lang="fr"``) elisions and contractions written out (``du`` -> ``de le``,
+    both with the span of ``du``)."""
     out: list[tuple[str, Span]] = []
     for m in _TOKEN.finditer(text):
         word, span = m.group().lower().replace("\u2019", "'"), m.span()
@@ -124,23 +94,10 @@ def _cased(word: str, like: str) -> str:
 
 
 def surface(tokens: Sequence[str], lang: str) -> tuple[str, list[Span]]:
-    """The text a translation model reads for whitespace ``tokens``, and each token's span in it.
-
-    French: ``de le`` / ``de les`` / ``à le`` / ``à les`` become ``du`` / ``des`` / ``au`` /
-    ``aux`` (not before a vowel or an infinitive: ``de le faire``), ``le`` / ``je`` / ``que`` /
-    ... before a vowel elide (``le homme`` -> ``l'homme``), ``si il`` -> ``s'il``,
-    ``aujourd' hui`` -> ``aujourd'hui``. English: clitics attach (``do n't`` -> ``don't``),
-    ``i`` -> ``I``. Both: punctuation attaches, ``a - b`` -> ``a-b``, a lowercase first letter
-    is capitalised. Text already written this way comes back as it was (single spaces).
-
-    Args:
-        tokens: the whitespace tokens of one sentence.
-        lang: ``"en"`` or ``"fr"``.
-
-    Returns:
-        ``(text, spans)``: ``spans[k]`` is the ``(start, end)`` of the word token ``k`` became
-        (tokens joined into one word share its span).
-    """
+    """``(text, spans)``: the text a translation model reads for one sentence's whitespace
+    ``tokens`` (contractions and elisions joined, clitics and punctuation attached, the first
+    letter capitalised; docs/concepts.md), and ``spans[k]``, the ``(start, end)`` of the word
+    token ``k`` became (tokens joined into one word share its span)."""
     spans: list[Span] = [(0, 0)] * len(tokens)
     parts: list[str] = []
     pos = 0
@@ -158,16 +115,8 @@ def surface(tokens: Sequence[str], lang: str) -> tuple[str, list[Span]]:
 
 
 def pieces_to_tokens(piece_spans: Sequence[Span], token_spans: Sequence[Span]) -> list[list[int]]:
-    """For each piece of the model's text, the tokens it belongs to (by character overlap; a
-    piece that overlaps none, such as a lone word-start mark, goes to the token after it).
-
-    Args:
-        piece_spans: ``(start, end)`` of each model piece in the text.
-        token_spans: ``(start, end)`` of each token in the same text (`surface`).
-
-    Returns:
-        ``owners[p]``: the token indices of piece ``p`` (empty only when there is no token).
-    """
+    """``owners[p]``: the tokens (their spans in the same text, `surface`) piece ``p`` overlaps;
+    a piece that overlaps none, such as a lone word-start mark, goes to the token after it."""
     owners = []
     for start, end in piece_spans:
         hit = [k for k, (a, b) in enumerate(token_spans) if a < end and start < b]

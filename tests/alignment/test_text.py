@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnkit.data.align_text import aligner_tokens, pieces_to_tokens, surface
+from attnkit.alignment.text import aligner_tokens, pieces_to_tokens, surface
 
 
 def _words(text, spans):
