@@ -38,7 +38,6 @@ from __future__ import annotations
 import logging
 import tempfile
 from collections.abc import AsyncIterator, Callable
-from importlib.resources import files
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -61,7 +60,7 @@ from attnkit.server.options import ServeOptions
 from attnkit.server.prometheus import MetricsMiddleware
 from attnkit.server.state import ServerState, require_key, state_of
 from attnkit.viz.caption_page import SCRIPT_SOURCE as CAPTION_SCRIPT
-from attnkit.viz.explorer import explorer_page, palette_data
+from attnkit.viz.explorer import explorer_page, page_file, palette_data
 from attnkit.viz.palettes import WEIGHTS
 from attnkit.viz.sentiment_page import SCRIPT_SOURCE as SENTIMENT_SCRIPT
 from attnkit.viz.translation_page import SCRIPT_SOURCE as TRANSLATION_SCRIPT
@@ -74,8 +73,7 @@ KEYED = [Depends(require_key)]
 # Every route (path, endpoint, keyed, FastAPI's settings): `create_app` adds each to the app
 # itself, since FastAPI walks an included router's routes on every request.
 ROUTES: list[tuple[str, Callable[..., Any], bool, dict[str, Any]]] = []
-BODY, CSS, JS = (files(__package__).joinpath(f"live_page.{kind}").read_text(encoding="utf-8")
-                 for kind in ("html", "css", "js"))
+BODY, CSS, JS = (page_file(f"live_page.{kind}", __package__) for kind in ("html", "css", "js"))
 CSP = {"script-src": [TRANSLATION_SCRIPT, SENTIMENT_SCRIPT, CAPTION_SCRIPT],
        "connect-src": ["'self'"], "img-src": ["blob:"]}
 LEGEND = ("Pick a run, type a sentence or a review (or drop an image on a captioning run), "
