@@ -10,10 +10,8 @@ attention scores), so by default every step maps fresh pages and pays a page fau
 4 KiB of them before it computes anything. `reuse_freed_memory` raises both thresholds with
 ``mallopt``: large blocks then come from the heap and freed ones are reused by the next step.
 
-Measured (docs/results.md, "Training speed against Keras"): the 2018 model trains at 2,151
-samples/s with these settings against 1,836 without, in one run on a 2-core AMD EPYC held to
-AVX2 (2 threads, float32). The cost is
-that the process keeps up to ``trim_threshold`` of freed memory instead of returning it.
+What it gains: docs/results.md ("Training speed against Keras"). The cost is that the process
+keeps up to ``trim_threshold`` of freed memory instead of returning it.
 
 The ``attnkit`` command calls it at start; from Python, call it once before training, or start
 the interpreter with the equivalent ``GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:

@@ -8,13 +8,7 @@ of query rows by `_ChunkedAdditiveScore`, an autograd Function that saves only i
 the broadcast form up to float rounding (the same per-element operations; only the grouping of
 the gradient sums differs). One query row is the smallest block: a single row larger than the
 budget (a decoder step over a huge source) runs unblocked.
-
-Measured on 2 CPU cores shared with other jobs, (batch, Tq, Tk, units) = (8, 512, 512, 256),
-float32, peak extra RSS and wall time vs the broadcast form: forward 143 MiB vs 4100 MiB at
-0.5-0.8x its time; forward+backward ~205 MiB vs 6200 MiB at 0.87-1.06x its time (ranges over
-runs under varying load). ``torch.utils.checkpoint`` per block: forward+backward 329 MiB at 2.2x
-the broadcast time, hence the hand-written backward. Smaller blocks (4 MiB) were not faster at
-that shape with two threads.
+Its memory and time against the broadcast form: docs/results.md ("Attention kernels").
 """
 
 from __future__ import annotations
@@ -33,7 +27,7 @@ class _ChunkedAdditiveScore(torch.autograd.Function):
     Inputs: ``pq [batch, Tq, units]``, ``pk [batch, Tk, units]``, ``v [units]``, ``chunk`` (int).
     Output: ``[batch, Tq, Tk]``. Saves only the inputs; backward recomputes ``tanh`` per block
     and reduces it with in-place ops and a bmm (faster than ``torch.utils.checkpoint`` per
-    block, which re-runs autograd with separate gradient buffers; figures in the module doc).
+    block, which re-runs autograd with separate gradient buffers).
     """
 
     @staticmethod

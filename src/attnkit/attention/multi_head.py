@@ -167,8 +167,7 @@ class MultiHeadAttention(nn.Module):
     def _heads(self, x: Tensor, n: int) -> tuple[Tensor, ...]:
         """``[batch, T, n*inner]`` -> n views ``[batch, heads, T, head_dim]`` (no copy)."""
         b, t = x.shape[:2]
-        # unbind, not tuple(): iterating a tensor goes through Python (3% of a served
-        # one-sentence decode under py-spy).
+        # unbind, not tuple(): iterating a tensor goes through Python.
         return x.view(b, t, n, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
 
     def _project(self, query: Tensor, key: Tensor, value: Tensor
@@ -377,9 +376,8 @@ class MultiHeadAttention(nn.Module):
 
         Without weights: the fused kernel, except for many rows of a few queries each (decoding
         a batch), where two batched matmuls are faster on the CPU: the flash kernel's set-up per
-        (row, head) dominates a 1-query product (800 rows x 4 heads x 12 keys: 1.19 ms against
-        2.18 ms, 2 threads, docs/results.md); the weights are then never kept. With weights:
-        the explicit softmax."""
+        (row, head) dominates a 1-query product (docs/results.md); the weights are then never
+        kept. With weights: the explicit softmax."""
         scale = 1.0 / math.sqrt(self.head_dim)
         if not need_weights:
             if q.shape[-2] > FEW_QUERIES or q.shape[0] * q.shape[1] < MANY_MATRICES:

@@ -38,9 +38,7 @@ import torch
 from torch import Tensor
 
 # Samples per forward chunk of one head: about this many scores ([T, T] floats per sample),
-# split into equal chunks. One fresh [batch, heads, T, T] tensor for all heads (20 MB for the
-# 2018 model's batch of 64) ran 1.3x slower; a head's whole batch of 64 (2.5 MB) or two halves
-# ran alike; smaller chunks lose to the fixed cost of each operator call.
+# split into equal chunks; one buffer reused by every head and chunk (docs/results.md, issue #31).
 _CHUNK_SCORES = 1 << 20
 
 
@@ -116,8 +114,7 @@ def _pool_heads(qkv: Tensor, heads: int, key_bias: Tensor | None, query_mask: Te
     scores = qkv.new_empty(min(step, b), t, t)  # reused by every chunk
     weights = torch.empty_like(scores)
     # A head's context, transposed ([n, d, t]): the max over the queries is then over the
-    # innermost dimension, 0.02 ms a head where the max over the middle one of [n, t, d] took
-    # 0.16 ms (batch 64, T 100, d 16, 2 threads, AVX512).
+    # innermost dimension, several times faster than over the middle one of [n, t, d].
     context = qkv.new_empty(min(step, b), d, t)
     for h in range(heads):
         q, k, v = parts[:, :, 0, h], parts[:, :, 1, h], parts[:, :, 2, h]

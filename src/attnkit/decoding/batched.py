@@ -5,13 +5,9 @@ encoded and the sentences of a batch finish at about the same step; batches are 
 sentence count and/or a token budget (the padded rows times the beam: what one decoder step
 holds), so a batch of short sentences can be much larger than a batch of long ones.
 
-By default `decode_many` batches by tokens only (`DECODE_MAX_TOKENS`). A decoder
-step of a small model is mostly per-operation overhead, so the more rows a step holds the
-cheaper each one is, up to a point (likely where the step's ``[rows, vocabulary]``
-log-probabilities no longer fit the CPU caches). On the Tatoeba test split (the recipe's
-Transformer, 2-core AMD EPYC at AVX2, docs/results.md) batches of 64 sentences decoded 277
-sentences/s greedy and 96 at beam 5; a budget of 8,192 tokens 467 and 113; 32,768 tokens was
-slower again (371 and 84).
+By default `decode_many` batches by tokens only (`DECODE_MAX_TOKENS`): a decoder step of a
+small model is mostly per-operation overhead, so the more rows a step holds the cheaper each
+one, up to where a step's log-probabilities no longer fit the CPU caches (docs/results.md).
 
 Example:
     ```python

@@ -23,13 +23,8 @@ Only which of several *equal* values is returned may differ; ``k = 1`` returns t
 ``torch.argmax`` does. Rows of too few chunks, and batches of fewer than `FEW_ROWS` rows, go to
 ``topk`` (``max``) directly.
 
-Measured on ``[1000, 8002]`` float32 logits (a beam-5 step of 200 sentences over the Tatoeba
-recipe's vocabulary), ``Intel(R) Xeon(R) Processor (AVX512, bf16 native: yes), torch
-2.13.0+cpu`` (AMX), medians of 50 calls: `best_tokens` with ``k = 10`` took 12.8 ms against
-24.9 for ``log_softmax`` then ``topk`` on one thread (6.8 against 12.3 on two), and with
-``k = 1`` 7.6 against 15.3 for ``log_softmax`` then ``max`` (3.9 against 6.9). Whole decoding
-of the Tatoeba test split, two threads: a few percent faster, more for beam search than for
-greedy, within the host's spread (docs/results.md).
+Its timings, and those that chose `CHUNK` and `FEW_ROWS`: docs/results.md ("Choosing the next
+tokens without a log-probability for every word").
 
 Example:
     ```python
@@ -42,12 +37,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-CHUNK = 64  # tokens per chunk: 32..96 were within 20% of each other on [1000, 8002] at k=10
-# Below this many rows the shortcut's dozen small operations cost more than they save: on
-# [rows, 8002] (machine of the module docs, 2 threads, medians of 100 calls) top_k took,
-# against max (k=1) or topk (k=10) over the whole rows: k=1 35 us against 10 on one row,
-# 50 against 37 on 8, 55 against 103 on 16; k=10 41 against 22, 68 against 75, 99 against 143.
-FEW_ROWS = 16
+CHUNK = 64  # tokens per chunk
+FEW_ROWS = 16  # below this many rows the shortcut's dozen small operations cost more than it saves
 
 
 def top_k(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:

@@ -58,9 +58,8 @@ def inference(model: StepModel) -> Iterator[None]:
     """Eval mode (no dropout) under ``torch.inference_mode`` (no autograd bookkeeping at all);
     restores the model's mode afterwards.
 
-    A model already in eval mode is left alone: switching walks every submodule twice (84
-    modules of the recipe's Transformer), which a served one-sentence request would pay each
-    time."""
+    A model already in eval mode is left alone: switching walks every submodule twice, which
+    a served one-sentence request would pay each time."""
     was_training = model.training
     if was_training:
         model.eval()

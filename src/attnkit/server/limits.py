@@ -2,7 +2,7 @@
 body, the log lines it causes, and a request's headers, host, body bytes, texts and image.
 
 uvicorn bounds neither the time to send headers or a body nor the connections that never do
-(21,000 such clients held every file the process may open), and its h11 parser caps headers
+(docs/results.md, "Serving"), and its h11 parser caps headers
 only while they are incomplete. `GuardedHTTP`, uvicorn's protocol with `GuardedConfig`'s
 limits, closes a connection whose headers are not all in ``header_timeout`` seconds after it
 opened or was answered, answers 408 to a request whose body is not all in ``body_timeout``
