@@ -1,22 +1,10 @@
 """The one interface every attnkit attention mechanism implements.
 
 ``forward(query, key, value=None, *, key_lengths=None, key_mask=None, query_lengths=None,
-attn_mask=None, causal=False, need_weights=False) -> AttentionOutput(context, weights)``
-
-Shapes are batch-first: ``query [batch, Tq, query_dim]``, ``key [batch, Tk, key_dim]``,
-``value [batch, Tk, value_dim]`` (``value`` defaults to ``key``).
-
-Masks (True = real / may be attended, everywhere):
-
-* ``key_lengths [batch]`` ints: keys ``t >= key_lengths[b]`` are padding.
-* ``key_mask [batch, Tk]`` bool: False keys are padding.
-* ``attn_mask`` bool, ``[Tq, Tk]`` or ``[batch, Tq, Tk]`` (multi-head also ``[batch, heads, Tq,
-  Tk]``): False pairs may not attend.
-* ``causal``: query ``i`` sees keys ``j <= i`` (top-left aligned, as SDPA's ``is_causal``).
-* ``query_lengths [batch]`` ints: outputs (and weight rows) at padded queries are zero.
-
-All given masks are combined with AND. A query row left with no key gets zero weights and a zero
-context, never NaN. Modules keep no per-call state.
+attn_mask=None, causal=False, need_weights=False) -> AttentionOutput(context, weights)``,
+batch-first shapes. Masks are True = real / may be attended and are combined with AND; a query
+left with no key gets zero weights and a zero context, never NaN (docs/concepts.md, "One call
+signature" and "Masks: one convention"). Modules keep no per-call state.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """What incremental decoding keeps between steps: key/value storage, no attention arithmetic.
 
-Decoding one token at a time, a decoder layer needs at step ``t`` the self-attention keys and
-values of positions ``0..t`` and the cross-attention keys and values of the source. Recomputing
-them every step costs ``O(t)`` work for ``O(1)`` new information; concatenating one row a step
-(``torch.cat``) copies the whole history every step, ``O(T^2)`` in all. So, as CTranslate2 and
-fairseq do:
-
-* `KeyValueCache`: the self-attention keys/values, each a `GrowingBuffer` preallocated for
-  ``capacity`` positions and written in place; when full it doubles (amortised ``O(1)`` a
-  position).
-* `SourceKeyValues`: the cross-attention keys/values of the source, projected once per
-  sentence at encode, with the padding mask built once. Beam search does not copy them per
-  beam: the beams of a sentence are its queries (see
-  `attnkit.attention.multi_head.MultiHeadAttention.attend_source`).
-
-Both are values the decoding state carries (``attnkit.models.transformer.TransformerState``),
-never module state; `MultiHeadAttention` computes what goes in and what is read out.
+`KeyValueCache` holds the self-attention keys/values, written in place into preallocated
+buffers that double when full; `SourceKeyValues` the cross-attention keys/values of the source,
+projected once per sentence. Both are values the decoding state carries, never module state
+(docs/concepts.md, "Incremental decoding").
 
 Example:
     ```python

@@ -1,16 +1,10 @@
 """Multi-head attention: Vaswani et al. 2017, and the 2018 Keras layer of Su Jianlin.
 
 ``head_h = Attention(Q W_q^h, K W_k^h, V W_v^h)`` (scaled dot product), the heads concatenated,
-then optionally projected back to ``query_dim`` (``out_proj=True``, Vaswani / PyTorch). With
-``out_proj=False, bias=False`` it is exactly the Keras ``Attention(nb_head, size_per_head)`` layer
-(glorot-uniform ``WQ, WK, WV``, no bias, output ``nb_head * size_per_head``); see
-`MultiHeadAttention.keras_2018`.
-
-Parameters follow ``torch.nn.MultiheadAttention`` so weights load one to one
-(`MultiHeadAttention.from_torch`): a packed ``in_proj_weight [3*inner, dim]`` when query,
-key and value sizes are equal, else ``q_proj_weight``/``k_proj_weight``/``v_proj_weight``;
-``in_proj_bias [3*inner]``; ``out_proj``. The packed matrix lets self-attention project Q, K and
-V in one matmul.
+then optionally projected back (``out_proj=True``); `MultiHeadAttention.keras_2018` is the Keras
+``Attention(nb_head, size_per_head)`` layer. Parameters follow ``torch.nn.MultiheadAttention``
+(a packed ``in_proj_weight`` when query, key and value sizes are equal), so
+`MultiHeadAttention.from_torch` loads its weights one to one.
 """
 
 from __future__ import annotations

@@ -2,31 +2,10 @@
 that visits only the winning queries.
 
 ``pooled[b, h*dv + j] = max_{q real} context[b, h, q, j]``, ``context = masked_softmax(Q K^T *
-scale) V`` per head, ``[Q K V] = x W^T + bias``: the 2018 Keras sentiment model's
-``Attention(8, 16)`` layer and its ``GlobalMaxPooling1D`` in one step.
-
-Why a function of its own: after the max, feature ``j`` of head ``h`` depends on a single query
-row ``q_j`` (its winner), so the gradient reaches the attention through at most ``dv`` query
-rows per head (16 of the ~100 in the 2018 model). Autograd through ``attention -> max`` builds
-the dense ``[Tq, Tk]`` gradients of every head (four batched matmuls and a softmax backward over
-all rows: more than half of the 2018 model's training step on a CPU) and a dense query gradient
-for the projection. Here the backward recomputes the attention rows of the winners only and is
-exact: for feature ``j`` with gradient ``g_j`` and winning row ``p = P[q_j]`` (the softmax
-weights over the keys ``s``),
-
-    d pooled_j / d v[s, j] = p[s]
-    d pooled_j / d score[q_j, s] = p[s] * (v[s, j] - pooled_j)        (softmax backward)
-
-so ``dS_j = g_j p (v[:, j] - pooled_j)``, ``dQ[q_j] += scale dS_j K``, ``dK += scale dS_j^T
-Q[q_j]``, ``dV[:, j] = g_j p``. The query projection's gradients then need only the winners'
-rows of ``x``. The forward keeps no ``[Tq, Tk]`` tensor for the backward and computes the scores
-head by head, on strided views of the packed projection, in chunks that reuse one buffer.
-`max_pool_projected` runs the same forward from a projection made elsewhere (inference: the
-2018 model gathers it from a table of every word's projection).
-
-Masks follow attnkit (True = real): ``key_mask`` removes keys; ``query_mask`` removes queries from
-the max. A query row with no key attends to nothing and has a zero context (never NaN); a batch
-row with no query pools to zeros.
+scale) V`` per head: the 2018 Keras sentiment model's ``Attention(8, 16)`` layer and its
+``GlobalMaxPooling1D`` in one step. `max_pool_projected` runs the same forward from a projection
+made elsewhere. Masks are True = real; a batch row with no query pools to zeros. Why and how
+the backward is exact: docs/concepts.md ("Attention then max pooling").
 """
 
 from __future__ import annotations

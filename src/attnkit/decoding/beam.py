@@ -1,26 +1,11 @@
 """Batched beam search with length penalty over the translation step API.
 
-All ``sentences * beam`` hypotheses advance in one model call per step. Only what differs
-between the hypotheses of a sentence is reordered after a step (the decoder's per-row state,
-e.g. a Transformer's self-attention cache, the token and attention histories); what a sentence's
-hypotheses share (the encoder output, the cross-attention keys) is stored once per sentence by
-the model and only shrinks when a sentence whose search is over leaves the batch, so long
-sentences do not drag finished ones through the remaining steps. The choice of the hypotheses
-that go on is tensor code over all sentences at once; the host only copies out the hypotheses
-that finish.
-
-Algorithm (as fairseq's): each step keeps the ``2 * beam`` best extensions of every sentence;
-an extension ending in EOS among the first ``beam`` is finished, the first ``beam`` others stay
-alive. A sentence is done once it has ``beam`` finished hypotheses, or at its length limit (its
-alive hypotheses are then finished as they are). The answer is the finished hypothesis with the
-best *normalised* score. With ``beam_size=1`` this is exactly greedy decoding.
-
-Length penalty (the raw score is the total log-probability, EOS included, of ``L`` tokens):
-
-* ``length_norm="gnmt"`` (Wu et al. 2016): ``score / ((5 + L) / 6) ** alpha``;
-* ``length_norm="simple"``: ``score / L ** alpha`` (``alpha=1``: mean log-probability per token).
-
-``alpha=0`` compares raw log-probabilities, which favours short outputs.
+All ``sentences * beam`` hypotheses advance in one model call per step; what a sentence's
+hypotheses share is stored once per sentence, and a finished sentence leaves the batch. As
+fairseq: each step keeps the ``2 * beam`` best extensions of every sentence; a sentence is done
+once it has ``beam`` finished hypotheses or at its length limit; the answer has the best score
+normalised by ``length_norm`` (``"gnmt"``: ``/ ((5 + L) / 6) ** alpha``; ``"simple"``:
+``/ L ** alpha``; ``alpha=0`` favours short outputs). ``beam_size=1`` is greedy decoding.
 
 Example:
     ```python

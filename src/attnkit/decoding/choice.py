@@ -1,30 +1,10 @@
 """The few best next tokens of every row, and their log-probabilities, without writing a
 log-probability for every word of the vocabulary.
 
-A decoder step ends in a choice: greedy keeps each row's most probable token, beam search the
-``2k`` most probable of each hypothesis. Both need the log-probabilities of those few tokens
-only. ``log_softmax`` shifts a row by one constant, so the tokens of largest logits are the
-tokens of largest log-probability, and
-
-    log p(w) = logit(w) - logsumexp(logits),
-
-one reduction per row. ``torch.log_softmax(logits).topk(k)`` writes all ``V``
-log-probabilities and then searches them.
-
-The search is `top_k`. ``torch.topk`` (and ``max`` with indices) sort or scan with indices row
-by row on the CPU, several times slower than a plain vectorised maximum. So `top_k` cuts each
-row into chunks of `CHUNK` tokens, takes every chunk's maximum in one vectorised pass, and
-searches only the ``k`` chunks of largest maxima. That finds exactly ``torch.topk``'s values.
-Let ``M`` be the ``k``-th largest chunk maximum. A token greater than ``M`` lies in a chunk
-whose maximum is greater than ``M``. Fewer than ``k`` chunks are like that, so each of them is
-among the chunks searched. The ``k`` chunks searched also hold ``k`` values ``>= M``, which fill
-the rest. The scores after the last whole chunk (fewer than `CHUNK`) are always searched too.
-Only which of several *equal* values is returned may differ; ``k = 1`` returns the first, as
-``torch.argmax`` does. Rows of too few chunks, and batches of fewer than `FEW_ROWS` rows, go to
-``topk`` (``max``) directly.
-
-Its timings, and those that chose `CHUNK` and `FEW_ROWS`: docs/results.md ("Choosing the next
-tokens without a log-probability for every word").
+``log p(w) = logit(w) - logsumexp(logits)``, one reduction per row, for the chosen tokens only.
+`top_k` finds exactly ``torch.topk``'s values by searching only the ``k`` chunks of `CHUNK`
+tokens with the largest maxima (why that is exact: docs/concepts.md, "Choosing the next
+tokens"; its timings: docs/results.md).
 
 Example:
     ```python

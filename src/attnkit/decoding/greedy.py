@@ -1,23 +1,14 @@
 """Greedy decoding of a padded batch of source sentences, whole or one step at a time.
 
-Works with any model of the step API (`attnkit.models.step`: ``encode``, ``step``,
-``reorder``). A sentence leaves the batch as soon as it is finished (EOS or its length limit):
-the model's state shrinks, so the remaining steps run on the sentences still being decoded
-only.
-
-`greedy_steps` is the decoder itself, as a generator: one `GreedyStep` per decoder step, with
-the token each sentence still in the batch chose and its attention row. `greedy_decode` runs it
-to the end and returns whole hypotheses; a server streams the steps as they come (each token
-with its attention row, the moment it is chosen).
+Works with any model of the step API (`attnkit.models.step`). A sentence leaves the batch as
+soon as it is finished, so the remaining steps run on the sentences still being decoded only.
+`greedy_steps` is the decoder itself, a generator of one `GreedyStep` per decoder step (a server
+streams them); `greedy_decode` runs it to the end and returns whole hypotheses.
 
 Example:
     ```python
     hyps = greedy_decode(model, batch["src"], batch["src_lengths"])
     hyps[0].tokens, hyps[0].attention      # ids, [len(tokens), src_len]
-
-    model.eval()
-    for step in greedy_steps(model, src, src_lengths):
-        step.rows.tolist(), step.tokens     # which sentences, and the token each chose
     ```
 """
 

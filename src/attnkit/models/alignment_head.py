@@ -1,20 +1,9 @@
 """A supervised alignment head on a trained Transformer (after Garg et al. 2019).
 
 The head scores every (target piece, source piece) pair of a forced decoding from what the
-frozen translation model computed:
-
-* a bilinear score between the decoder state that *reads* target piece ``r`` (row ``r + 1``:
-  it has seen the piece, as in shift-attention, Chen et al. 2020) and the encoder output of
-  source piece ``s``;
-* a learned mix of every cross-attention layer and head, ``log(weight + 1e-6)``, at the row that
-  predicts the piece and at the row that reads it;
-* how far ``(r, s)`` lies from the diagonal, ``|r / n - s / S|``.
-
-It is trained with cross-entropy against alignment labels in both directions: each labelled
-target piece's distribution over the source (``softmax`` over ``s``) and each labelled source
-piece's distribution over the target (``softmax`` over ``r``), so that one head gives both
-directions for symmetrisation. The translation model is never changed: its translations, and
-its BLEU, stay what they were.
+frozen model computed (decoder states, encoder outputs, cross-attention weights, the distance
+from the diagonal) and is trained against alignment labels in both directions
+(docs/concepts.md, "The alignment head"). The translation model is never changed.
 
 Example:
     ```python

@@ -1,31 +1,14 @@
 """Show, Attend and Tell (Xu et al., 2015): a CNN feature map + an LSTM decoder with attention.
 
-At step ``t`` the decoder attends from its previous state ``h_{t-1}`` over the ``H x W``
-locations of the feature map, feeds ``[E y_{t-1}; z_t]`` to an LSTM cell and predicts word
-``t`` from the "deep output" ``L_o(E y_{t-1} + L_h h_t + L_z z_t)``. The attention map of word
-``t`` is the ``alpha_t`` used to predict it (the first word's map is attended from ``h_0``, or
-from a preliminary glimpse's query with ``init_pool="glimpse"``).
-``h_0, c_0`` come from the batch-normalised mean (and max) feature through two small MLPs
-(``f_init`` of the paper, ``init_pool="mean"`` / ``"mean+max"``), or are learned constants
-(``init_pool="none"``: the state then knows nothing of the image, so even the first word has to
-be read through attention; ``"glimpse"``, the default: the same, but the first word's look is
-steered by a preliminary glimpse).
-
-* soft attention: `SpatialAttention` with the gating scalar
-  ``beta_t = sigmoid(W_b h_{t-1})`` on the context;
-* hard attention: `HardAttention` (one location per word,
-  sampled in training with the straight-through gradient, argmax in eval mode).
-
-Training adds the doubly stochastic regulariser ``lambda * sum_pixels (1 - sum_t alpha_t)^2``
-(`doubly_stochastic_penalty`). The model has the step API of the translation models
-(`attnkit.models.step`: ``encode(images [B, 3, S, S], src_lengths=None, *, beams, ...)``,
-``step``, ``reorder``; the attention maps flattened to ``[rows, t, H*W]``), so
-`attnkit.decoding` (greedy, beam) decodes it; `Captioner.word_step` is one word.
+`Captioner` (built from a `CaptionerConfig`) attends from its state over the ``H x W``
+locations of the feature map at every word (soft: `SpatialAttention` with the gate ``beta_t``;
+hard: `HardAttention`); `caption_loss` adds the doubly stochastic regulariser. It has the step
+API of the translation models (`attnkit.models.step`), so `attnkit.decoding` decodes it. The
+equations and the choices of ``init_pool``: docs/concepts.md ("The captioner").
 
 Example:
     ```python
-    cfg = CaptionerConfig(vocab_size=30)
-    model = Captioner(cfg)
+    model = Captioner(CaptionerConfig(vocab_size=30))
     logits, alphas = model(images, tgt_in)        # [B, T, 30], [B, T, 8, 8]
     ```
 """
@@ -69,27 +52,13 @@ class CaptionerConfig(SpecialIds):
         dropout: before the output layer.
         max_caption_len: decoding stops after this many words (plus EOS).
         doubly_stochastic: lambda of the regulariser.
-        init_pool: what ``h_0, c_0`` are computed from (default ``"glimpse"``): ``"mean"``
-            (the paper), ``"mean+max"`` (mean and max over locations) or ``"none"``
-            (learned constants: the state knows nothing of the image, so every fact about it,
-            the first word's included, has to come through the attention glimpses) or
-            ``"glimpse"`` (learned constants too, but the first word's look is steered by one
-            preliminary glimpse: its query is ``tanh(W_g [h_0; z_pre])``, ``z_pre`` attended
-            from ``h_0``; a blank state alone would look at every image the same way, whatever
-            the odd duck).
-        global_context: squeeze-and-excitation gates in the encoder
-            (`ConvEncoder`; default on).
-        glimpses: attention hops per word. With ``g > 1`` the query of hop ``k + 1`` is
-            ``tanh(W_g [h_{t-1}; z^k])``: what the previous hop saw refines where to look
-            (multiple glimpses, Ba et al. 2015). The map of the last hop is the word's map
-            and gives the context ``z_t``.
-        version: the ``model.json`` format. Version 1 files (no ``"version"`` key) were written
-            when the defaults were ``init_pool="mean+max"``, ``global_context=False``: the
-            fields such a file lacks take those (`VERSION_1_DEFAULTS`).
-
-    The defaults are the settings the caption app trains: with a blank state and the encoder's
-    global context the first word is read through a preliminary glimpse at the ducks (see
-    README, "Image captioning").
+        init_pool: what ``h_0, c_0`` come from: ``"mean"``, ``"mean+max"``, ``"none"``
+            (learned constants) or ``"glimpse"`` (constants and a preliminary glimpse;
+            docs/concepts.md, "The captioner").
+        global_context: squeeze-and-excitation gates in the encoder (`ConvEncoder`).
+        glimpses: attention hops per word.
+        version: the ``model.json`` format; version 1 files lack the fields of
+            `VERSION_1_DEFAULTS`.
     """
 
     vocab_size: int = 0
@@ -132,8 +101,7 @@ class CaptionerConfig(SpecialIds):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CaptionerConfig:
-        """Inverse of `to_dict`, also for older versions: a dict without ``"version"``
-        is version 1 and its missing fields take the version-1 defaults.
+        """Inverse of `to_dict`; a dict without ``"version"`` is version 1.
 
         Raises:
             ValueError: unknown keys (named), or a version this code does not know.
@@ -158,8 +126,7 @@ class CaptionState:
         memory: the attention memory of the images, one per image (the rows of an image are
             its queries).
         height, width: the feature map's size.
-        query: ``[rows, hidden]``, the next step's first attention query when it is not ``h``
-            (set by ``init_pool="glimpse"`` for the first word; None otherwise).
+        query: ``[rows, hidden]``, the next step's first query when it is not ``h``.
         source: the feature vectors ``[images, H*W, C]`` (the step API's encoder output).
         encoder_weights: always None (a CNN encoder has no attention).
     """
@@ -218,10 +185,7 @@ class Captioner(nn.Module):
         else:
             self.attention = HardAttention(AdditiveAttention(c.hidden, c.channels,
                                                              c.attention_units))
-        # f_init,h and f_init,c of the paper: MLPs of the pooled feature, batch-normalised
-        # first because a duck is ~3 of 64 locations, so images differ by tiny shifts of the
-        # mean; the max adds "some duck faces right" directly (see CaptionerConfig.init_pool
-        # and docs/results.md).
+        # f_init,h and f_init,c of the paper (docs/concepts.md, "The captioner").
         if c.init_pool in ("none", "glimpse"):
             self.h0 = nn.Parameter(torch.zeros(c.hidden))
             self.c0 = nn.Parameter(torch.zeros(c.hidden))
@@ -248,16 +212,9 @@ class Captioner(nn.Module):
                use_cache: bool = True, weights: Weights = "none",
                location_mask: Tensor | None = None,
                features: Tensor | None = None) -> CaptionState:
-        """Features, attention memory (once per image) and ``h_0, c_0 =
-        tanh(f_init(BN(pool_l a_l)))`` (or the learned constants ``tanh(h0), tanh(c0)`` for
-        ``init_pool="none"`` and ``"glimpse"``; the latter also sets the first query from a
-        preliminary glimpse), ``beams`` rows per image.
-
-        ``src_lengths`` is ignored: the translation decoders pass one length per image
-        (``H * W``) because their API has it; so are ``use_cache`` (the memory is always
-        computed once) and ``weights`` (a CNN has no attention to keep). ``features [B, C, H,
-        W]``: the encoder's output to use instead of computing it from ``images``
-        (attributions take gradients with respect to it).
+        """Features, attention memory (once per image) and ``h_0, c_0``, ``beams`` rows per
+        image. ``src_lengths``, ``use_cache`` and ``weights`` are ignored; ``features [B, C,
+        H, W]`` replaces the encoder's output (attributions take gradients with respect to it).
         """
         check_weights(weights)
         feats = self.encoder(images) if features is None else features  # [B, C, H, W]
@@ -386,11 +343,8 @@ def doubly_stochastic_penalty(alphas: Tensor, lengths: Tensor) -> Tensor:
 
 
 def attention_supervision_penalty(alphas: Tensor, targets: Tensor) -> Tensor:
-    """``mean_words -log(sum_l alpha_l * target_l)``: attention mass kept off the named objects.
-
-    Supervised attention (Liu et al., 2017, "Attention Correctness in Neural Image
-    Captioning"): ``targets`` gives, per word, the share of each location inside the boxes of
-    the objects the word names; words whose target map is all zero are not supervised.
+    """``mean_words -log(sum_l alpha_l * target_l)`` (Liu et al., 2017); all-zero maps are
+    not supervised.
 
     Args:
         alphas: ``[batch, T, H, W]`` attention maps (row ``t`` predicted word ``t``).

@@ -1,15 +1,8 @@
 """A Transformer's decoding as two graphs compiled ahead of time (`attnkit.compiler`): the
 encoder, with every decoder layer's cross-attention keys and values, and the incremental step;
 behind the step API (`attnkit.models.step`), so greedy and beam search run it as they run the
-model itself.
-
-One compiled step serves every position, batch, beam and source length: rows are ``[sentences,
-beams]`` (greedy: one beam), and the self-attention cache is time-major, ``[capacity, layers,
-sentences, beams, heads, head_dim]``, so the positions written so far are a contiguous
-``cache[:t]`` that the step reads, as eager decoding does, however long the cache is. A step
-returns the new keys and values; writing them, reordering rows and growing the cache stay
-eager, a few copies a step. No attention weights are computed: the weights path is the eager
-model's.
+model itself. No attention weights are computed: the weights path is the eager model's. How one
+step serves every size: docs/concepts.md ("Compiled decoding").
 
 Example:
     ```python

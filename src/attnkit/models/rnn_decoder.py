@@ -1,22 +1,10 @@
 """The RNN decoder, one step at a time, in both classic styles (or without attention).
 
-* ``style="bahdanau"`` (Bahdanau et al. 2015): attend from the previous state ``s_{t-1}``,
-  ``c_t = attend(s_{t-1})``; ``s_t = RNN([e(y_{t-1}); c_t], s_{t-1})``; output
-  ``W_s tanh(W_o [s_t; c_t; e(y_{t-1})])``.
-* ``style="luong"`` (Luong et al. 2015): ``h_t = RNN([e(y_{t-1}); h~_{t-1}], h_{t-1})`` (input
-  feeding), ``c_t = attend(h_t)``, ``h~_t = tanh(W_c [c_t; h_t])``, output ``W_s h~_t``.
-* ``attention="none"`` (Cho et al. 2014 / Sutskever et al. 2014): the fixed-length baseline; the
-  context is one vector, the encoder's bridged final state, used in place of ``c_t`` at every step.
-
-Any attnkit score mechanism works (``attnkit.attention.factory.create``). Dot-product scores need
-query and key of equal size: encoder outputs are then projected to the decoder size for the
-*keys* only (the context still averages the unprojected encoder outputs). The memory is computed
-once per source in `RNNDecoder.init_state` (``memory()``: additive attention's ``W_k k``,
-general attention's ``W k``); padded source positions are masked. The state holds ``beams``
-rows per sentence (beam search's hypotheses, sentence-major) but one memory per sentence: the
-hypotheses of a sentence attend to it as that sentence's queries, so nothing is copied per beam.
-``init_state(..., use_cache=False)`` keeps the reference path that recomputes that projection at
-every step (tests and benchmarks compare the two; the outputs are the same).
+``style="bahdanau"`` attends from the previous state, ``style="luong"`` from the new one with
+input feeding; ``attention="none"`` is the fixed-length baseline. Any attnkit score mechanism
+works (`attnkit.attention.factory.create`); the memory is computed once per source in
+`RNNDecoder.init_state` and shared by a sentence's beams. The equations: docs/concepts.md
+("The RNN decoder").
 """
 
 from __future__ import annotations

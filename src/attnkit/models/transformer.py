@@ -1,25 +1,8 @@
 """A pre-norm Transformer encoder-decoder (Vaswani et al. 2017) from attnkit parts.
 
-Self- and cross-attention are `attnkit.attention.multi_head.MultiHeadAttention`; positions
-come from `attnkit.positional` (sinusoidal or learned, summed with the ``sqrt(d)``-scaled
-embeddings). Pre-norm (``x + f(LayerNorm(x))``, a final LayerNorm on each stack) trains stably
-without warm-up tricks at small sizes.
-
-Training (``forward``) runs the whole target at once with the fused SDPA kernels. Decoding
-uses the step API (`attnkit.models.step`), incremental by default (``use_cache=True``), as
-CTranslate2 and fairseq do:
-
-* at ``encode``, once per sentence: the encoder output, every decoder layer's cross-attention
-  keys and values (`attnkit.attention.kv_cache.SourceKeyValues`, with the padding mask) and the
-  position table; the beams of beam search share them (they are the sentence's queries);
-* per ``step``: the new positions only, each layer appending one key/value row to its
-  preallocated `attnkit.attention.kv_cache.KeyValueCache` in place; no mask, position or
-  projection of the source is rebuilt, and nothing waits on the host;
-* the attention weights only when asked (``weights="last"``: the last layer's averaged over
-  heads, computed explicitly in that layer only; ``"all"``: every layer's and head's).
-
-``use_cache=False`` keeps the reference path that feeds the whole target prefix through every
-layer at every step (tests and benchmarks compare the two: the same tokens).
+Attention is `attnkit.attention.multi_head.MultiHeadAttention`, positions come from
+`attnkit.positional`. ``forward`` trains on the whole target at once; decoding uses the step
+API (`attnkit.models.step`), incremental by default (docs/concepts.md, "Incremental decoding").
 
 Example:
     ```python
