@@ -1,11 +1,7 @@
 """Masked cross-entropy for sequence outputs: padding ignored, mean over real tokens.
 
-Label smoothing (Szegedy et al. 2016) with ``eps``: the target distribution puts ``1 - eps`` on
-the gold token and spreads ``eps`` uniformly over all ``V`` classes (the gold one included, as
-``torch.nn.functional.cross_entropy(label_smoothing=eps)`` does), so per token:
-    ```python
-    loss = (1 - eps) * (-log p[gold]) + eps * mean_v(-log p[v])
-    ```
+Padded rows never reach the softmax; the rest is ``torch.nn.functional.cross_entropy`` (with
+its label smoothing: ``1 - eps`` on the gold token, ``eps`` spread over all ``V`` classes).
 
 Example:
     ```python
@@ -16,26 +12,17 @@ Example:
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 
 def masked_cross_entropy(logits: Tensor, targets: Tensor, *, pad_id: int | None = None,
                          lengths: Tensor | None = None,
                          label_smoothing: float = 0.0) -> tuple[Tensor, int]:
-    """Mean token cross-entropy over real (non-padding) target positions.
+    """Mean token cross-entropy of ``logits [batch, T, V]`` over the real ``targets [batch, T]``.
 
-    Args:
-        logits: ``[batch, T, V]`` unnormalised scores.
-        targets: ``[batch, T]`` gold ids.
-        pad_id: positions whose target equals it are padding.
-        lengths: ``[batch]`` real target lengths (positions ``t >= lengths[b]`` are padding).
-            Give ``pad_id``, ``lengths`` or both (combined with AND).
-        label_smoothing: ``eps`` in ``[0, 1)``.
-
-    Returns:
-        ``(loss, count)``: the mean over real tokens (a scalar tensor; 0 when there are none)
-        and the number of real tokens. Logits at padded positions never affect the loss or its
-        gradient.
+    Padding is where the target is ``pad_id`` and/or ``t >= lengths[b]``. Returns ``(loss,
+    count)``: the mean (0 without real tokens) and the number of real tokens.
     """
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:
         raise ValueError(f"logits must be [batch, T, V] and targets [batch, T]; got "
@@ -50,12 +37,8 @@ def masked_cross_entropy(logits: Tensor, targets: Tensor, *, pad_id: int | None 
     if lengths is not None:
         positions = torch.arange(targets.shape[1], device=targets.device)
         mask &= positions.unsqueeze(0) < lengths.to(targets.device).unsqueeze(1)
-    real_logits = logits[mask].float()          # [N, V]: padded rows never reach the softmax
     count = int(mask.sum())
     if count == 0:
         return logits.sum() * 0.0, 0
-    logp = torch.log_softmax(real_logits, dim=-1)
-    nll = -logp.gather(1, targets[mask].unsqueeze(1)).squeeze(1)
-    if label_smoothing > 0:
-        nll = (1.0 - label_smoothing) * nll - label_smoothing * logp.mean(dim=-1)
-    return nll.mean(), count
+    return F.cross_entropy(logits[mask].float(), targets[mask],
+                           label_smoothing=label_smoothing), count

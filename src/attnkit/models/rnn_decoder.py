@@ -47,17 +47,13 @@ class RNNDecoderState:
 
     Attributes:
         hidden: ``[layers, rows, hidden]`` (a pair for LSTM).
-        memory: the attention memory over the encoder outputs, one per sentence, or None for
-            ``attention="none"``.
+        memory: the attention memory, one per sentence, or None for ``attention="none"``.
         feed: Luong input feeding ``h~_{t-1}`` ``[rows, hidden]``, else None.
-        context: the fixed context ``[sentences, hidden]`` of the no-attention baseline, else
-            None.
-        source: the encoder output ``[sentences, S, enc_dim]``.
-        src_lengths: ``[sentences]``.
-        step: index of the next target position (local-m attention centres its window on it).
-        cached: the memory's key projection is reused at every step (False: recomputed each
-            step from ``memory.raw_keys``, the uncached reference path).
-        encoder_weights: always None (the step API's field: an RNN encoder has no attention).
+        context: the fixed context ``[sentences, hidden]`` of the no-attention baseline, else None.
+        source, src_lengths: the encoder output ``[sentences, S, enc_dim]``, ``[sentences]``.
+        step: index of the next target position (local-m centres its window on it).
+        cached: reuse the memory's key projection (False: the reference path recomputes it).
+        encoder_weights: always None.
     """
 
     hidden: RNNState
@@ -90,22 +86,16 @@ class RNNDecoder(nn.Module):
     """A GRU/LSTM decoder with attention, advanced one token per call.
 
     Args:
-        vocab: target vocabulary size.
-        emb_dim: embedding size.
-        hidden: decoder hidden size (the encoder's bridged state has this size).
+        vocab, emb_dim, hidden: target vocabulary, embedding and hidden sizes.
         enc_dim: encoder output size (``2 * hidden_enc`` when bidirectional).
         layers, cell, dropout, pad_id: as the encoder.
         style: ``"bahdanau"`` or ``"luong"``.
-        attention: a score kind for the factory, or ``"none"``.
-        attention_units, window: passed to the factory.
-        attention_module: use this `ScoreAttention` instead of the factory (tests, custom
-            mechanisms); it must accept queries of size ``hidden`` and keys of size ``enc_dim``.
+        attention, attention_units, window: a score kind for the factory (or ``"none"``).
+        attention_module: a `ScoreAttention` to use instead (queries ``hidden``, keys ``enc_dim``).
 
-    Call:
-        ``init_state(enc_out [batch, S, enc_dim], src_lengths [batch], enc_state, beams=1,
-        use_cache=True)`` -> `RNNDecoderState`;
-        ``step(prev_tokens [batch], state, need_weights=True) -> (logits [batch, vocab], state,
-        weights [batch, S] or None)``.
+    ``init_state(enc_out [batch, S, enc_dim], src_lengths, enc_state, beams, use_cache)`` ->
+    `RNNDecoderState`; ``step(prev_tokens [batch], state)`` -> ``(logits [batch, vocab], state,
+    weights [batch, S] or None)``.
     """
 
     def __init__(self, vocab: int, emb_dim: int, hidden: int, enc_dim: int, layers: int = 1,

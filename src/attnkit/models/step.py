@@ -33,12 +33,10 @@ class StepOutput(NamedTuple):
     """What ``step`` returns.
 
     Attributes:
-        logits: ``[rows, t, V]`` unnormalised next-token scores, in the model's dtype (None
-            when ``logits=False`` was asked: forced decoding that needs only the attention).
-        state: the state after the step (it may be the one given, updated in place).
-        weights: the attention over the source (module docstring), None for ``"none"``.
-        hidden: per decoder layer, its output ``[rows, t, d]`` (a Transformer's; None for
-            models without such layers).
+        logits: ``[rows, t, V]`` unnormalised, in the model's dtype (None with ``logits=False``).
+        state: the state after the step (possibly the one given, updated in place).
+        weights: the attention over the source, None for ``"none"``.
+        hidden: per decoder layer, its output ``[rows, t, d]`` (None for an RNN).
     """
 
     logits: Tensor | None
@@ -48,12 +46,8 @@ class StepOutput(NamedTuple):
 
 
 class DecoderState(Protocol):
-    """What decoders read of a state beyond handing it back to the model.
-
-    Attributes:
-        source: the encoder output ``[sentences, S, d]``.
-        encoder_weights: ``[sentences, layers, heads, S, S]`` self-attention of a Transformer
-            encoder, kept when ``encode(..., weights="all")``; else None.
+    """What decoders read of a state: ``source [sentences, S, d]`` and ``encoder_weights``
+    (``[sentences, layers, heads, S, S]`` with ``weights="all"``, else None).
     """
 
     source: Tensor
