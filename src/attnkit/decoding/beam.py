@@ -43,23 +43,15 @@ def beam_search(model: StepModel, src: Tensor, src_lengths: Tensor, *, beam_size
                 max_len_offset: int = 5, max_len: int | None = 200,
                 need_weights: bool | str = True,
                 use_cache: bool = True) -> list[Hypothesis]:
-    """Beam search for every sentence of a padded batch at once.
+    """Beam search for every sentence of ``src [batch, S]`` (``src_lengths [batch]``) at once.
 
     Args:
-        model: a translation model with the step API.
-        src: ``[batch, S]`` source ids; ``src_lengths``: ``[batch]``.
         beam_size: hypotheses kept per sentence (1 = greedy).
         alpha, length_norm: the length penalty (module docs).
-        max_len_ratio, max_len_offset, max_len: per-sentence length limit, as greedy.
-        need_weights: keep the attention rows of the hypotheses (None otherwise: no attention
-            history is kept and a Transformer runs its fused attention kernels); ``"all"``: a
-            Transformer's rows of every layer and head.
-        use_cache: incremental decoding (False: the model's uncached reference path).
+        max_len_ratio, max_len_offset, max_len, need_weights, use_cache: as `greedy_decode`.
 
     Returns:
-        One `Hypothesis` per sentence (the best one), with the attention rows of the
-        chosen hypothesis, ``[len(tokens), src_len]`` (``"all"``: ``[len(tokens), layers,
-        heads, src_len]``).
+        One `Hypothesis` per sentence (the best one).
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")

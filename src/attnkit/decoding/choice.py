@@ -22,19 +22,11 @@ FEW_ROWS = 16  # below this many rows the shortcut's dozen small operations cost
 
 
 def top_k(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
-    """The ``k`` largest scores of every row, best first, and their positions.
+    """The ``k`` largest scores of each row of ``scores [rows, V]``, best first, and where.
 
-    The values equal ``scores.topk(k, dim=-1).values`` exactly (module docs); among equal
-    values the positions may differ, except for ``k = 1``, which returns the first maximum
-    like ``torch.argmax``. Fewer than `FEW_ROWS` rows, or rows of at most ``k`` chunks, are
-    searched by ``topk`` (``max``) directly.
-
-    Args:
-        scores: ``[rows, V]``.
-        k: how many per row, ``1 <= k <= V``.
-
-    Returns:
-        ``(values [rows, k], positions [rows, k])``, positions into ``V`` (int64).
+    Returns ``(values [rows, k], positions [rows, k] int64)``. The values equal ``scores.topk(k)``
+    exactly; among equal values the positions may differ, except for ``k = 1`` (the first
+    maximum, as ``torch.argmax``).
 
     Example:
         ```python
@@ -61,15 +53,10 @@ def top_k(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
 
 
 def best_tokens(logits: Tensor, k: int) -> tuple[Tensor, Tensor]:
-    """The ``k`` most probable next tokens of every row and their log-probabilities.
+    """The ``k`` most probable next tokens of ``logits [rows, V]`` and their log-probabilities.
 
-    Args:
-        logits: ``[rows, V]`` unnormalised scores (any float dtype; computed in float32).
-        k: tokens per row, ``1 <= k <= V``.
-
-    Returns:
-        ``(log_probs [rows, k] float32, tokens [rows, k] int64)``, most probable first: the
-        values of ``torch.log_softmax(logits, -1).topk(k)`` up to float rounding.
+    Returns ``(log_probs [rows, k] float32, tokens [rows, k] int64)``, most probable first, the
+    values of ``torch.log_softmax(logits, -1).topk(k)`` up to float rounding.
     """
     logits = logits.float()
     values, tokens = top_k(logits, k)
