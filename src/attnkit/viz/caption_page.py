@@ -1,13 +1,9 @@
 """The caption explorer: for each generated word, where in the image the model looked.
 
-``caption_page(images, summary, path)`` writes one self-contained page: an image picker, a
-method picker (attention, or another explanation the examples carry, such as integrated
-gradients; hidden when there is only attention), the caption as word buttons plus a slider
-(both keyboard-operable), the image (a PNG data URI) with the selected word's map over it, and
-a colour bar. The map is upsampled bilinearly in the
-page (as `attnkit.viz.overlay.upsample_map` does), scaled by the word's peak and drawn with
-the perceptually uniform `attnkit.viz.palettes.WEIGHTS_ON_IMAGE` palette (dark = ignored,
-bright = the peak), at the same blend as `attnkit.viz.overlay.overlay_image`.
+`caption_page` writes one self-contained page: an image picker, a method picker, the caption
+as word buttons and a slider, and the image with the selected word's map over it, upsampled
+bilinearly and blended as `attnkit.viz.overlay.overlay_image` does (docs/concepts.md,
+"Explorer pages").
 
 Example:
     >>> ex = CaptionExample(np.zeros((64, 64, 3), np.uint8), ["a", "dog"], np.ones((2, 7, 7)))
@@ -49,14 +45,8 @@ SCRIPT_SOURCE = script_source(JS)
 
 @dataclass(frozen=True)
 class CaptionExample:
-    """One captioned image.
-
-    Args:
-        image: uint8 ``[H, W, 3]``.
-        words: the ``n`` generated words.
-        maps: ``[n, h, w]`` attention over the image grid, one map per word (weights >= 0).
-        references: reference captions, shown under the caption.
-        methods: other explanations, by name, each ``[n, h, w]`` weights >= 0 like ``maps``.
+    """One captioned image: uint8 ``image [H, W, 3]``, ``n`` ``words``, ``maps [n, h, w]`` (>= 0),
+    ``references`` shown under the caption, other ``methods`` by name (each like ``maps``).
     """
 
     image: object
@@ -106,21 +96,14 @@ def caption_page(images: Sequence[CaptionExample | Mapping], summary: Mapping[st
                  title: str = "Captions: where the model looked for each word",
                  alpha: float = 0.5, order: Sequence[str] = (),
                  note: str | None = None) -> str:
-    """Build (and optionally write, atomically) the caption explorer page.
+    """Build (and optionally write to ``path``, atomically) the caption explorer page's HTML.
 
     Args:
         images: `CaptionExample` items (or dicts with the same keys).
         summary: model and data facts for the summary box.
-        path: where to write the page; None only returns it.
-        title: page heading.
-        alpha: weight of the coloured map in the blend, as in
-            `attnkit.viz.overlay.overlay_image`.
-        order: the method picker's order (``"attention"`` and the examples' method names);
-            the page opens on the first an image carries. Empty: attention first.
-        note: one more sentence under the legend (which method the page opens on, and why).
-
-    Returns:
-        The HTML text.
+        alpha: weight of the coloured map in the blend (`attnkit.viz.overlay.overlay_image`).
+        order: the method picker's order; the page opens on the first an image carries.
+        note: one more sentence under the legend.
 
     Raises:
         ValueError: no image, an image that is not uint8 ``[H, W, 3]``, maps not ``[n, h, w]``.

@@ -48,13 +48,8 @@ def json_for_script(obj) -> str:
 
 
 def encode_weights(values, name: str = "weights") -> dict:
-    """Non-negative weights as ``{"b64": little-endian uint16 / 65535 of v / scale, "scale"}``.
-
-    Two bytes a weight (about 2.7 characters of base64) instead of ~7 for a JSON number keeps a
-    many-head page small; the step is ``scale / 65535``, far below what a colour can show.
-
-    Raises:
-        ValueError: NaN, infinity or a negative value.
+    """Non-negative weights as ``{"b64": little-endian uint16 of v / scale * 65535, "scale"}``:
+    two bytes a weight instead of ~7 for a JSON number; ValueError for NaN, inf or negatives.
     """
     w = to_numpy(values, name).astype(np.float64).ravel()
     if not np.all(np.isfinite(w)):
@@ -108,23 +103,15 @@ def explorer_page(title: str, legend: tuple[str, ...], summary: Mapping[str, obj
                   body: str, data: object, script: str, css: str,
                   csp: Mapping[str, Sequence[str]] | None = None,
                   path: str | os.PathLike | None = None) -> str:
-    """Assemble one self-contained page.
+    """Assemble one self-contained page and return its HTML (also written to ``path`` if given).
 
     Args:
-        title: page title and heading (escaped).
-        legend: plain-text sentences saying how to read the page (escaped), one a paragraph.
-        summary: model and data facts shown in a box (keys and values escaped).
+        title, legend, summary: heading, how-to-read sentences and facts box (all escaped).
         body: the app's static, trusted HTML skeleton (no user strings in it).
         data: JSON-able app data, read by the script as ``DATA``.
-        script: the app's JavaScript, run after the shared helpers.
-        css: the app's extra CSS.
-        csp: sources added to the page's policy, by directive (a page served by a server
-            that fetches from it: ``{"connect-src": ["'self'"]}``); None: the page reaches
-            nothing.
-        path: also write the page there (`finish_page`).
-
-    Returns:
-        The HTML text.
+        script, css: the app's JavaScript (run after the shared helpers) and extra CSS.
+        csp: sources added to the page's policy, by directive (e.g. ``{"connect-src":
+            ["'self'"]}``); None: the page reaches nothing.
     """
     policy = {"default-src": ["'none'"], "script-src": [script_source(script)],
               "style-src": ["'unsafe-inline'"], "img-src": ["data:"], "base-uri": ["'none'"],

@@ -45,13 +45,9 @@ def _image_png(image) -> bytes:
 class HtmlReport:
     """Collects headings, text, tables and figures; ``write`` saves one self-contained HTML file.
 
-    Args:
-        title: page title and top heading (escaped).
-
     Example:
         >>> r = HtmlReport("Caption run")
         >>> r.add_section("Alignment", alignment_svg(w, src, tgt))
-        >>> r.add_text("BLEU 27.1 on newstest2014")
         >>> r.add_figure(fig, caption="attention for 'duck'")
         >>> r.write("run/report.html")
     """

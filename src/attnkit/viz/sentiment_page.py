@@ -1,14 +1,9 @@
 """The sentiment explorer: a review as written, each word shaded by how it moved the verdict.
 
-``sentiment_page(reviews, summary, path)`` writes one self-contained page: a review picker, a
-method picker (attention, gradient x input, integrated gradients...: shown when the views come
-from more than one method), a "view" picker among that method's views (each view is one
-per-token score: a signed contribution drawn with the diverging palette, red = towards
-negative, blue = towards positive; or a non-negative weight such as an attention head or a
-pooling share, drawn in greys, light -> dark, so that no weight reads as a direction), the
-probability with its label, and a colour bar saying
-which colour means what. The text keeps its original case and punctuation:
-token positions come from the caller or from `attnkit.viz.spans.token_spans`.
+`sentiment_page` writes one self-contained page: a review, method and view picker, the
+probability and its label, and a colour bar. Signed contributions use the diverging palette
+(red = towards negative, blue = towards positive), weights greys (docs/concepts.md, "Explorer
+pages"); token positions come from the caller or `attnkit.viz.spans.token_spans`.
 
 Example:
     >>> r = Review("Great film!", ["great", "film"], 0.93,
@@ -41,15 +36,8 @@ SCRIPT_SOURCE = script_source(JS)
 
 @dataclass(frozen=True)
 class TokenView:
-    """One way of scoring the tokens.
-
-    Args:
-        name: shown in the view picker, e.g. ``"head 2"`` or ``"contribution"``.
-        values: ``[T]`` numbers, one per token.
-        signed: True for contributions (negative = towards the negative class); False for
-            weights >= 0 (attention, pooling shares).
-        method: the explanation method the view comes from (the method picker groups views
-            by it), e.g. ``"attention"`` or ``"integrated-gradients"``.
+    """One way of scoring the ``T`` tokens: ``values [T]`` shown as ``name`` in the view picker,
+    ``signed`` for contributions (else weights >= 0), grouped by ``method``.
     """
 
     name: str
@@ -63,12 +51,10 @@ class Review:
     """One classified text.
 
     Args:
-        text: the review as the user wrote it.
-        tokens: the ``T`` tokens the model saw (lower-cased is fine).
+        text: the review as the user wrote it; ``tokens``: the ``T`` tokens the model saw.
         prob: probability of the positive class, in [0, 1].
         views: one or more `TokenView` (or dicts with the same keys).
-        spans: ``T`` character spans ``(start, end)`` of the tokens in ``text`` (None: a token
-            not in the text); default: found with `token_spans`.
+        spans: ``T`` character spans of the tokens in ``text`` (default: `token_spans`).
         labels: names of the (negative, positive) classes.
     """
 
@@ -141,20 +127,10 @@ def sentiment_page(reviews: Sequence[Review | Mapping], summary: Mapping[str, ob
                    path: str | os.PathLike | None = None, *,
                    title: str = "Sentiment: which words moved the verdict",
                    note: str | None = None) -> str:
-    """Build (and optionally write, atomically) the sentiment explorer page.
+    """Build (and optionally write to ``path``, atomically) the sentiment explorer page's HTML.
 
-    Args:
-        reviews: `Review` items (or dicts with the same keys).
-        summary: model and data facts for the summary box.
-        path: where to write the page; None only returns it.
-        title: page heading.
-        note: one more sentence under the legend (which method the page opens on, and why).
-
-    Returns:
-        The HTML text.
-
-    Raises:
-        ValueError: no review, a view whose length is not the token count, bad spans.
+    ``reviews``: `Review` items (or dicts); ``summary``: facts for the summary box; ``note``: one
+    more sentence under the legend. ValueError: no review, a view of the wrong length, bad spans.
     """
     if not reviews:
         raise ValueError("sentiment_page needs at least one review")

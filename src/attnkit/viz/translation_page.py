@@ -1,13 +1,8 @@
 """The translation attention explorer: which source words each output word looked at.
 
-``translation_page(examples, summary, path)`` writes one self-contained HTML page: an example
-picker, a method selector (attention, or another explanation the examples carry: attention
-rollout, gradient x input, integrated gradients; hidden when there is only attention), a layer
-and head selector for attention ("average of heads" by default; hidden for a one-head RNN),
-the source and output sentences as words to hover or Tab to (the partner words are shaded by
-weight, both ways, and words linked by the example's word alignment are outlined), and the
-matrix in a scrolling box with sticky word labels, so a 200-word sentence stays a readable page
-rather than a 6000-pixel picture.
+`translation_page` writes one self-contained page: an example picker, a method and a layer/head
+selector, the two sentences as words to hover or Tab to, and the matrix in a scrolling box with
+sticky labels (docs/concepts.md, "Explorer pages").
 
 Example:
     >>> ex = TranslationExample(["le", "chat"], ["the", "cat"], np.eye(2))
@@ -42,16 +37,13 @@ class TranslationExample:
     """One translated sentence and its attention.
 
     Args:
-        source_tokens: ``T_src`` strings.
-        target_tokens: ``T_tgt`` strings (the output).
-        attention: ``[layers, heads, T_tgt, T_src]`` (Transformer cross-attention),
-            ``[heads, T_tgt, T_src]`` or ``[T_tgt, T_src]`` (an RNN: no selector shown).
+        source_tokens, target_tokens: ``T_src`` and ``T_tgt`` strings.
+        attention: ``[layers, heads, T_tgt, T_src]``, ``[heads, T_tgt, T_src]`` or ``[T_tgt,
+            T_src]``.
         references: reference translations, shown under the output.
-        scores: per-sentence figures (e.g. ``{"chrF": 61.2}``), shown as a small table.
-        methods: other explanations, by name (``"integrated-gradients"``), each
-            ``[T_tgt, T_src]`` weights >= 0: the method selector offers them beside attention.
-        links: word alignment links ``(source index, target index)``: hovering a word outlines
-            the words it is linked to.
+        scores: per-sentence figures (e.g. ``{"chrF": 61.2}``).
+        methods: other explanations, by name, each ``[T_tgt, T_src]`` weights >= 0.
+        links: word alignment links ``(source index, target index)``, outlined on hover.
     """
 
     source_tokens: Sequence[str]
@@ -106,20 +98,13 @@ def translation_page(
     order: Sequence[str] = (),
     note: str | None = None,
 ) -> str:
-    """Build (and optionally write, atomically) the translation explorer page.
+    """Build (and optionally write to ``path``, atomically) the translation explorer page's HTML.
 
     Args:
         examples: `TranslationExample` items (or dicts with the same keys).
-        summary: model and data facts for the summary box, e.g. ``{"model": ..., "data": ...}``.
-        path: where to write the page; None only returns it.
-        title: page heading.
-        metrics: run-level figures (e.g. ``{"BLEU": 27.1}``) shown as a table.
-        order: the method picker's order (``"attention"`` and the examples' method names);
-            the page opens on the first a sentence carries. Empty: attention first.
-        note: one more sentence under the legend (which method the page opens on, and why).
-
-    Returns:
-        The HTML text.
+        summary, metrics: model and data facts; run-level figures (e.g. ``{"BLEU": 27.1}``).
+        order: the method picker's order; the page opens on the first a sentence carries.
+        note: one more sentence under the legend.
 
     Raises:
         ValueError: no example, or an attention shape that does not match its tokens.
