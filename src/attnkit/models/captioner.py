@@ -43,22 +43,15 @@ class CaptionerConfig(SpecialIds):
 
     Args:
         vocab_size: output vocabulary (specials included).
-        image_size: input side in pixels; ``feature_size``: side of the feature map.
-        channels: feature channels ``C``.
-        emb_dim, hidden: word embedding and LSTM sizes.
-        attention_units: hidden size of the additive attention score.
-        attention: ``"soft"`` or ``"hard"``.
-        gate: the gating scalar beta on the soft context.
-        dropout: before the output layer.
-        max_caption_len: decoding stops after this many words (plus EOS).
+        image_size, feature_size, channels: input side in pixels; the feature map's side and ``C``.
+        emb_dim, hidden, attention_units: word embedding, LSTM and additive score sizes.
+        attention, gate: ``"soft"`` or ``"hard"``; the gating scalar beta on the soft context.
+        dropout, max_caption_len: before the output layer; words decoded at most (plus EOS).
         doubly_stochastic: lambda of the regulariser.
-        init_pool: what ``h_0, c_0`` come from: ``"mean"``, ``"mean+max"``, ``"none"``
-            (learned constants) or ``"glimpse"`` (constants and a preliminary glimpse;
-            docs/concepts.md, "The captioner").
+        init_pool, glimpses: what ``h_0, c_0`` come from (``"mean"``, ``"mean+max"``, ``"none"``
+            or ``"glimpse"``) and attention hops per word (docs/concepts.md, "The captioner").
         global_context: squeeze-and-excitation gates in the encoder (`ConvEncoder`).
-        glimpses: attention hops per word.
-        version: the ``model.json`` format; version 1 files lack the fields of
-            `VERSION_1_DEFAULTS`.
+        version: the ``model.json`` format (version 1 lacks `VERSION_1_DEFAULTS`).
     """
 
     vocab_size: int = 0
@@ -123,12 +116,9 @@ class CaptionState:
 
     Attributes:
         h, c: the LSTM state ``[rows, hidden]``.
-        memory: the attention memory of the images, one per image (the rows of an image are
-            its queries).
-        height, width: the feature map's size.
+        memory, height, width: the attention memory, one per image, and the feature map's size.
         query: ``[rows, hidden]``, the next step's first query when it is not ``h``.
-        source: the feature vectors ``[images, H*W, C]`` (the step API's encoder output).
-        encoder_weights: always None (a CNN encoder has no attention).
+        source: the feature vectors ``[images, H*W, C]``; encoder_weights: always None.
     """
 
     h: Tensor
@@ -157,14 +147,9 @@ def _mlp(cin: int, cout: int) -> nn.Sequential:
 class Captioner(nn.Module):
     """CNN encoder + LSTM decoder with spatial attention, built from a `CaptionerConfig`.
 
-    Call:
-        ``model(images, tgt_in, location_mask=None)`` -> ``(logits [batch, T, V],
-        alphas [batch, T, H, W])`` with teacher forcing (``tgt_in`` starts with BOS).
-
-    Shapes:
-        images uint8 ``[batch, 3, S, S]`` (0..255) or float (0..1); ``tgt_in [batch, T]``;
-        ``location_mask`` optional bool ``[batch, H, W]``, True = a location that may be
-        attended (e.g. not padding around a letterboxed photo).
+    ``model(images [batch, 3, S, S], tgt_in [batch, T], location_mask=None)`` -> ``(logits
+    [batch, T, V], alphas [batch, T, H, W])``, teacher-forced; images uint8 (0..255) or float
+    (0..1); ``location_mask [batch, H, W]`` bool, True = may be attended.
 
     Example:
         >>> model = Captioner(CaptionerConfig(vocab_size=20))
@@ -324,14 +309,8 @@ class Captioner(nn.Module):
 
 
 def doubly_stochastic_penalty(alphas: Tensor, lengths: Tensor) -> Tensor:
-    """``mean_b sum_pixels (1 - sum_{t < len_b} alpha_{b,t})^2`` (Show, Attend and Tell, eq. 14).
-
-    Args:
-        alphas: ``[batch, T, H, W]`` attention maps.
-        lengths: ``[batch]`` real steps (words + EOS) of each caption; later steps are padding.
-
-    Returns:
-        A scalar tensor.
+    """``mean_b sum_pixels (1 - sum_{t < len_b} alpha_{b,t})^2`` (Show, Attend and Tell, eq. 14):
+    ``alphas [batch, T, H, W]``, ``lengths [batch]`` real steps (words + EOS); a scalar.
     """
     if alphas.dim() != 4 or lengths.shape != alphas.shape[:1]:
         raise ValueError(f"alphas must be [batch, T, H, W] and lengths [batch]; got "
@@ -343,15 +322,8 @@ def doubly_stochastic_penalty(alphas: Tensor, lengths: Tensor) -> Tensor:
 
 
 def attention_supervision_penalty(alphas: Tensor, targets: Tensor) -> Tensor:
-    """``mean_words -log(sum_l alpha_l * target_l)`` (Liu et al., 2017); all-zero maps are
-    not supervised.
-
-    Args:
-        alphas: ``[batch, T, H, W]`` attention maps (row ``t`` predicted word ``t``).
-        targets: ``[batch, T, H, W]`` in ``[0, 1]``.
-
-    Returns:
-        A scalar tensor (0 when no word is supervised).
+    """``mean_words -log(sum_l alpha_l * target_l)`` (Liu et al., 2017), a scalar: ``alphas`` and
+    ``targets`` ``[batch, T, H, W]``; words with an all-zero target are not supervised.
     """
     if targets.shape != alphas.shape:
         raise ValueError(f"targets must have the shape of alphas {tuple(alphas.shape)} "
@@ -367,18 +339,11 @@ def attention_supervision_penalty(alphas: Tensor, targets: Tensor) -> Tensor:
 def caption_loss(model: Captioner, images: Tensor, tgt_in: Tensor, tgt_out: Tensor,
                  lengths: Tensor, target_maps: Tensor | None = None,
                  supervision: float = 0.0) -> tuple[Tensor, Tensor, int]:
-    """Token cross-entropy + ``config.doubly_stochastic`` * the attention penalty
-    (+ ``supervision`` * `attention_supervision_penalty` when ``target_maps`` is given).
+    """``(loss, cross_entropy, token_count)``: token cross-entropy + ``config.doubly_stochastic`` *
+    the attention penalty (+ ``supervision`` * `attention_supervision_penalty` with
+    ``target_maps [batch, T, H, W]``).
 
-    Args:
-        images: ``[batch, 3, S, S]``; ``tgt_in``/``tgt_out``: ``[batch, T]`` (BOS + words,
-            words + EOS, padded); ``lengths``: ``[batch]`` real length of ``tgt_out``.
-        target_maps: optional ``[batch, T, H, W]`` box coverage of the objects word ``t``
-            names (zeros for other words).
-        supervision: weight of the supervised-attention term (0 = unsupervised attention).
-
-    Returns:
-        ``(loss, cross_entropy, token_count)``.
+    ``tgt_in``/``tgt_out [batch, T]`` (BOS + words, words + EOS, padded); ``lengths [batch]``.
     """
     logits, alphas = model(images, tgt_in)
     ce, count = masked_cross_entropy(logits, tgt_out, lengths=lengths)
