@@ -86,8 +86,9 @@ def test_a_build_that_cannot_run_is_one_warning(cache, monkeypatch):
     assert len(lines) == 1 and lines[0].startswith("attnkit: warning: decoding could not be "
                                                    "compiled")
     assert not (cache_root() / "twice-d3").exists()
-    # The lock file stays (removing a flock file races a waiting process); no staging folder does.
-    assert not [p for p in cache_root().iterdir() if p.name.startswith(".twice") and p.is_dir()]
+    # No staging folder is left; the lock file stays (deleting a lock file races its users).
+    assert [p.name for p in cache_root().iterdir() if p.name.startswith(".twice")] == [
+        ".twice-d3.lock"]
 
 
 def test_a_full_disk_is_one_warning(cache, monkeypatch):

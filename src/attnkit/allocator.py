@@ -1,28 +1,14 @@
 """Keep freed memory for reuse: glibc's malloc settings for a process that allocates the same
 large tensors every step.
 
-PyTorch's CPU tensors come from the C library's ``malloc``. glibc serves a block above its
-mmap threshold (128 KiB at first, rising on its own up to 32 MiB) with a fresh ``mmap`` and
-unmaps it on ``free``; it also hands the top of its heap back to the system once more than
-the trim threshold is free. A training step allocates and frees the same activations and
-gradients every step (the 2018 sentiment model: a dense 15 MB embedding gradient, 20 MB of
-attention scores), so by default every step maps fresh pages and pays a page fault on each
-4 KiB of them before it computes anything. `reuse_freed_memory` raises both thresholds with
-``mallopt``: large blocks then come from the heap and freed ones are reused by the next step.
-
-Measured (docs/results.md, "Training speed against Keras"): the 2018 model trains at 2,151
-samples/s with these settings against 1,836 without, in one run on a 2-core AMD EPYC held to
-AVX2 (2 threads, float32). The cost is
-that the process keeps up to ``trim_threshold`` of freed memory instead of returning it.
-
-The ``attnkit`` command calls it at start; from Python, call it once before training, or start
-the interpreter with the equivalent ``GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:
-glibc.malloc.trim_threshold=1073741824``. On a C library other than glibc (macOS, musl) it does
-nothing.
+By default glibc serves blocks above its mmap threshold with a fresh ``mmap`` and trims its
+heap, so a training step that frees and reallocates the same activations pays a page fault on
+every 4 KiB each step. `reuse_freed_memory` raises both thresholds with ``mallopt`` (the cost:
+up to ``trim_threshold`` of freed memory kept); the ``attnkit`` command calls it at start.
+Why and what it gains: docs/concepts.md ("Reusing freed memory"), docs/results.md.
 
 Example:
     ```python
-    from attnkit.allocator import reuse_freed_memory
     reuse_freed_memory()      # True on glibc
     ```
 """
@@ -43,15 +29,8 @@ TRIM_THRESHOLD = 1 << 30
 
 def reuse_freed_memory(*, mmap_threshold: int = MMAP_THRESHOLD,
                        trim_threshold: int = TRIM_THRESHOLD) -> bool:
-    """Raise glibc's mmap and trim thresholds for this process (module doc).
-
-    Args:
-        mmap_threshold: blocks smaller than this come from the heap.
-        trim_threshold: free memory the heap keeps before returning any to the system.
-
-    Returns:
-        True when both settings took effect; False where the C library is not glibc or
-        refused them (nothing is changed then).
+    """Raise glibc's ``mmap_threshold`` and ``trim_threshold`` for this process: True when both took
+    effect, False where the C library is not glibc or refused them (nothing changed then).
     """
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return False

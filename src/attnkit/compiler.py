@@ -1,13 +1,10 @@
 """Compiled once per machine: a model's graphs exported (``torch.export``) and compiled ahead of
 time by AOTInductor into packages kept in the user's private cache, keyed by a digest of the
-weights (a package holds them) and checked against the torch build and CPU they were made for.
+weights and checked against the torch build and CPU they were made for.
 
-`Packages` builds them (a minute or two) and loads them (a fraction of a second) as callables.
-A package is a shared library: it is read only from the user's own cache, created ``0700``,
-never from a run folder. One built by another torch or for another CPU, or a corrupt one, is
-built again with one log line; one that cannot be built (no C++ compiler, an unsupported CPU, a
-full disk) leaves the model eager, with one warning. Why packages and what they cost:
-docs/concepts.md ("Compiled decoding").
+`Packages` builds them (a minute or two) and loads them (a fraction of a second). A package
+that does not fit this machine, or a corrupt one, is built again; one that cannot be built
+leaves the model eager, with one warning (docs/concepts.md, "Compiled decoding").
 
 Example:
     ```python
@@ -56,11 +53,8 @@ def cache_root() -> Path:
 
 
 def prepare_cache() -> Path:
-    """Create the cache folder private to the user, and put Inductor's own working files
-    there (module docstring).
-
-    Raises:
-        OSError: the folder cannot be created.
+    """Create the cache folder private to the user (``0700``) and put Inductor's working files
+    there; OSError when it cannot be created.
     """
     root = cache_root()
     with _prepared:
@@ -92,11 +86,7 @@ def weights_digest(state: Mapping[str, torch.Tensor]) -> str:
 
 class Packages:
     """The AOTInductor packages of one model: ``<cache>/<name>-<digest>/<graph>.pt2`` and
-    ``machine.json`` (`machine_key`).
-
-    Args:
-        name: what was compiled (``"translate"``).
-        digest: `weights_digest` of the model (a package holds its weights).
+    ``machine.json`` (`machine_key`); ``digest`` is `weights_digest` of the model.
     """
 
     def __init__(self, name: str, digest: str):

@@ -61,12 +61,11 @@ def cpu_flags() -> set[str]:
 
 
 def cpu_has_native_bf16() -> bool:
-    """True when the CPU computes bf16 dot products natively (AVX512-BF16 or AMX-BF16).
+    """True when the CPU computes bf16 dot products natively (AVX512-BF16 or AMX-BF16), where bf16
+    autocast pays; elsewhere torch emulates bf16, many times slower than float32.
 
-    There bf16 autocast speeds matmuls up; without it (AVX2, plain AVX512) torch emulates bf16
-    and a matmul is many times slower than in float32. torch's own probes are asked first
-    (they also know whether the OS lets the process use AMX); /proc/cpuinfo flags when torch
-    has none. ``ONEDNN_MAX_CPU_ISA`` set below AVX512_CORE_BF16 counts as no native bf16.
+    torch's probes first (they know whether the OS allows AMX), then /proc/cpuinfo;
+    ``ONEDNN_MAX_CPU_ISA`` below AVX512_CORE_BF16 counts as no.
     """
     if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in _ONEDNN_ISAS_WITHOUT_BF16:
         return False
@@ -84,13 +83,8 @@ def cpu_model() -> str:
 
 
 def machine_info() -> dict[str, Any]:
-    """The facts a benchmark figure needs, as a JSON-able dict.
-
-    Returns:
-        ``cpu`` (model name), ``isa`` (``torch.backends.cpu.get_cpu_capability()``, e.g.
-        ``"AVX512"``), ``bf16_native`` (bool), ``threads`` (``torch.get_num_threads()``),
-        ``torch`` (version), ``cuda`` (name of the current CUDA device, or None),
-        ``isa_caps`` (the `ISA_CAPS` variables that are set, name -> value).
+    """The facts a benchmark figure needs, as a JSON-able dict: ``cpu``, ``isa``,
+    ``bf16_native``, ``threads``, ``torch``, ``cuda`` (device name or None) and ``isa_caps``.
     """
     cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else None
     caps = {name: os.environ[name] for name in ISA_CAPS if os.environ.get(name)}
@@ -100,11 +94,7 @@ def machine_info() -> dict[str, Any]:
 
 
 def machine_line(info: dict[str, Any] | None = None) -> str:
-    """One line describing the machine, printed next to every timing.
-
-    Args:
-        info: a `machine_info` dict (e.g. read back from a results file); None = this
-            machine.
+    """One line describing the machine (``info``: a `machine_info` dict; None = this one).
 
     Example:
         >>> machine_line({"cpu": "Intel(R) Xeon(R) Processor", "isa": "AVX512",
@@ -125,12 +115,7 @@ def machine_line(info: dict[str, Any] | None = None) -> str:
 
 @contextmanager
 def torch_threads(threads: int | None) -> Iterator[None]:
-    """``torch.set_num_threads(threads)`` while inside (None: left as they are); the count
-    before comes back on exit.
-
-    Raises:
-        UsageError: fewer than 1.
-    """
+    """``torch.set_num_threads(threads)`` while inside (None: unchanged); UsageError below 1."""
     if threads is None:
         yield
         return

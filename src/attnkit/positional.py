@@ -1,14 +1,9 @@
 """Position information for attention models: sinusoidal, learned and rotary.
 
-* `SinusoidalPositionalEncoding` - fixed sines/cosines, added to or concatenated with the
-  input. Two layouts: ``"interleaved"`` (Vaswani et al. 2017: ``sin`` at even, ``cos`` at odd
-  feature index) and ``"cos_sin"`` (the 2018 Keras ``Position_Embedding`` layer by Su Jianlin:
-  all cosines, then all sines).
-* `LearnedPositionalEmbedding` - one trained vector per position (BERT/GPT style).
-* `RotaryEmbedding` - RoPE (Su et al. 2021), rotating query/key pairs so that dot products
-  depend only on the position difference; rotate-half (GPT-NeoX) convention.
-
-Every module is batch-first and keeps no per-call state.
+`SinusoidalPositionalEncoding` (fixed; Vaswani's interleaved layout or the 2018 Keras
+``Position_Embedding``'s cosines-then-sines), `LearnedPositionalEmbedding` (one trained vector
+per position) and `RotaryEmbedding` (RoPE, Su et al. 2021, rotate-half convention). Every
+module is batch-first and keeps no per-call state.
 """
 
 from __future__ import annotations
@@ -45,24 +40,11 @@ def inverse_frequencies(dim: int, base: float = 10000.0, device=None) -> Tensor:
 class SinusoidalPositionalEncoding(nn.Module):
     """Fixed sinusoidal position encoding, summed with or concatenated to the input.
 
-    With ``w_i = 1 / base^(2i/dim)`` and positions ``t = 0, 1, ...``:
-
-    * ``layout="interleaved"``: ``PE[t, 2i] = sin(t w_i)``, ``PE[t, 2i+1] = cos(t w_i)``.
-    * ``layout="cos_sin"``: ``PE[t, i] = cos(t w_i)``, ``PE[t, dim/2 + i] = sin(t w_i)``
-      (the Keras 2018 layer; note it concatenates ``[PE, x]``, attnkit always ``[x, PE]``).
-
-    Args:
-        dim: encoding size (even).
-        mode: ``"sum"`` (``x + PE``, needs ``x.shape[-1] == dim``) or ``"concat"``
-            (``cat([x, PE], -1)``).
-        layout: ``"interleaved"`` or ``"cos_sin"``.
-        base: the wavelength base.
-
-    Call:
-        ``forward(x, offset=0)``; ``offset`` shifts the positions (incremental decoding).
-
-    Shapes:
-        ``x [batch, time, d]`` -> ``[batch, time, d]`` (sum) or ``[batch, time, d + dim]``.
+    With ``w_i = 1 / base^(2i/dim)``: ``layout="interleaved"`` is ``PE[t, 2i] = sin(t w_i)``,
+    ``PE[t, 2i+1] = cos(t w_i)``; ``"cos_sin"`` is ``PE[t, i] = cos(t w_i)``, ``PE[t, dim/2 + i] =
+    sin(t w_i)`` (the Keras 2018 layer, which concatenates ``[PE, x]``; attnkit always ``[x, PE]``).
+    ``mode="sum"`` needs ``x.shape[-1] == dim``. ``forward(x [batch, time, d], offset=0)`` ->
+    ``[batch, time, d]`` (sum) or ``[batch, time, d + dim]``; ``offset`` shifts the positions.
 
     Example:
         >>> pe = SinusoidalPositionalEncoding(8, mode="concat", layout="cos_sin")
@@ -107,22 +89,12 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 
 class LearnedPositionalEmbedding(nn.Module):
-    """A trained vector per position ``0 .. max_len - 1``, summed or concatenated.
+    """A trained vector per position ``0 .. max_len - 1``, summed (``mode="sum"``) or concatenated.
 
-    Args:
-        max_len: the longest sequence supported.
-        dim: embedding size.
-        mode: ``"sum"`` (``x + P``, needs ``x.shape[-1] == dim``) or ``"concat"``.
-
-    Call:
-        ``forward(x, offset=0)``.
-
-    Shapes:
-        ``x [batch, time, d]`` -> ``[batch, time, d]`` (sum) or ``[batch, time, d + dim]``.
+    ``forward(x [batch, time, d], offset=0)`` -> ``[batch, time, d]`` or ``[batch, time, d + dim]``.
 
     Example:
-        >>> pe = LearnedPositionalEmbedding(100, 16)
-        >>> pe(torch.zeros(2, 10, 16)).shape
+        >>> LearnedPositionalEmbedding(100, 16)(torch.zeros(2, 10, 16)).shape
         torch.Size([2, 10, 16])
     """
 
@@ -166,29 +138,13 @@ class LearnedPositionalEmbedding(nn.Module):
 class RotaryEmbedding(nn.Module):
     """Rotary position embedding (RoPE), rotate-half / GPT-NeoX convention.
 
-    Feature ``i`` is paired with feature ``i + head_dim/2`` (not with ``i + 1`` as in the
-    original interleaved RoFormer code); the pair is rotated by the angle ``t * w_i``,
-    ``w_i = 1 / base^(2i/head_dim)``:
-        ```python
-        rotate(x, t) = x * cos(t w) + rotate_half(x) * sin(t w),  rotate_half([a, b]) = [-b, a]
-        ```
-
-    So ``<rotate(q, m), rotate(k, n)>`` depends only on ``m - n``, and norms are kept.
-
-    Args:
-        dim: the per-head size (even).
-        base: the wavelength base.
-
-    Call:
-        ``forward(x, positions=None)`` = `rotate`.
-
-    Shapes:
-        ``x [batch, heads, time, dim]``; ``positions`` ``[time]`` or ``[batch, time]`` ints
-        (default ``0 .. time-1``) -> ``[batch, heads, time, dim]``.
+    Feature ``i`` pairs with ``i + dim/2``, rotated by ``t * w_i``, ``w_i = 1 / base^(2i/dim)``:
+    ``x * cos(t w) + rotate_half(x) * sin(t w)``, so ``<rotate(q, m), rotate(k, n)>`` depends only
+    on ``m - n``. ``forward(x [batch, heads, time, dim], positions=None)`` (`rotate`; positions
+    ``[time]`` or ``[batch, time]``, default ``0 .. time-1``) -> the same shape.
 
     Example:
-        >>> rope = RotaryEmbedding(8)
-        >>> rope(torch.randn(2, 4, 5, 8)).shape
+        >>> RotaryEmbedding(8)(torch.randn(2, 4, 5, 8)).shape
         torch.Size([2, 4, 5, 8])
     """
 

@@ -174,3 +174,21 @@ def test_pages_for_a_50_word_input_stay_under_2_mb():
                      {})
     sizes = [len(p.encode("utf-8")) for p in (t, s, c)]
     assert max(sizes) < 2_000_000, sizes
+
+
+def test_every_page_file_ships_as_package_data():
+    """The pages' HTML, CSS and JS are files beside the modules: pyproject must ship each."""
+    import fnmatch
+    from pathlib import Path
+
+    import attnkit
+
+    tomllib = pytest.importorskip("tomllib")   # Python 3.11+
+    root = Path(attnkit.__file__).parent
+    shipped = tomllib.loads((root.parents[1] / "pyproject.toml").read_text())["tool"][
+        "setuptools"]["package-data"]
+    pages = [p for p in root.rglob("*") if p.suffix in (".html", ".css", ".js")]
+    assert len(pages) >= 14
+    for page in pages:
+        package = ".".join(page.parent.relative_to(root.parent).parts)
+        assert any(fnmatch.fnmatch(page.name, g) for g in shipped.get(package, ())), page

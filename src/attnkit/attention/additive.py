@@ -1,20 +1,9 @@
 """Additive attention (Bahdanau) and Luong's "concat" score, memory-bounded for long inputs.
 
-``score(q, k) = v^T tanh(W_q q + W_k k)``. The naive broadcast form builds a ``[batch, Tq, Tk,
-units]`` tensor (2 GiB in float32 at (8, 512, 512, 256)) and autograd keeps it for the backward
-pass. Here, when that tensor would exceed ``memory_budget_mb``, the scores are computed in blocks
-of query rows by `_ChunkedAdditiveScore`, an autograd Function that saves only its inputs
-(``W_q q``, ``W_k k``, ``v``) and recomputes each block's ``tanh`` in backward. Results equal
-the broadcast form up to float rounding (the same per-element operations; only the grouping of
-the gradient sums differs). One query row is the smallest block: a single row larger than the
-budget (a decoder step over a huge source) runs unblocked.
-
-Measured on 2 CPU cores shared with other jobs, (batch, Tq, Tk, units) = (8, 512, 512, 256),
-float32, peak extra RSS and wall time vs the broadcast form: forward 143 MiB vs 4100 MiB at
-0.5-0.8x its time; forward+backward ~205 MiB vs 6200 MiB at 0.87-1.06x its time (ranges over
-runs under varying load). ``torch.utils.checkpoint`` per block: forward+backward 329 MiB at 2.2x
-the broadcast time, hence the hand-written backward. Smaller blocks (4 MiB) were not faster at
-that shape with two threads.
+``score(q, k) = v^T tanh(W_q q + W_k k)``. When the broadcast ``[batch, Tq, Tk, units]``
+tensor would exceed ``memory_budget_mb``, `_ChunkedAdditiveScore` scores blocks of query rows
+and recomputes each block's ``tanh`` in backward; the results equal the broadcast form up to
+float rounding. Memory and time: docs/results.md ("Attention kernels").
 """
 
 from __future__ import annotations
@@ -30,10 +19,9 @@ from attnkit.attention.base import ScoreAttention
 class _ChunkedAdditiveScore(torch.autograd.Function):
     """``scores[b, i, j] = sum_u v[u] tanh(pq[b, i, u] + pk[b, j, u])``, ``chunk`` rows at a time.
 
-    Inputs: ``pq [batch, Tq, units]``, ``pk [batch, Tk, units]``, ``v [units]``, ``chunk`` (int).
-    Output: ``[batch, Tq, Tk]``. Saves only the inputs; backward recomputes ``tanh`` per block
-    and reduces it with in-place ops and a bmm (faster than ``torch.utils.checkpoint`` per
-    block, which re-runs autograd with separate gradient buffers; figures in the module doc).
+    ``pq [batch, Tq, units]``, ``pk [batch, Tk, units]``, ``v [units]`` -> ``[batch, Tq, Tk]``.
+    Saves only the inputs; backward recomputes ``tanh`` per block (faster than
+    ``torch.utils.checkpoint`` per block, which re-runs autograd).
     """
 
     @staticmethod
@@ -84,16 +72,9 @@ class _ChunkedAdditiveScore(torch.autograd.Function):
 
 
 def additive_scores(pq: Tensor, pk: Tensor, v: Tensor, memory_budget_mb: float) -> Tensor:
-    """``v^T tanh(pq_i + pk_j)`` for all pairs, never holding more than the budget per block.
+    """``v^T tanh(pq_i + pk_j)`` ``[batch, Tq, Tk]``, in blocks of at most ``memory_budget_mb``.
 
-    Args:
-        pq: projected queries ``[batch, Tq, units]``.
-        pk: projected keys ``[batch, Tk, units]``.
-        v: ``[units]``.
-        memory_budget_mb: the largest ``[batch, rows, Tk, units]`` block allowed, in MiB.
-
-    Returns:
-        Scores ``[batch, Tq, Tk]``.
+    ``pq [batch, Tq, units]``, ``pk [batch, Tk, units]``, ``v [units]``.
     """
     batch, tq, units = pq.shape
     tk = pk.shape[1]
@@ -108,28 +89,17 @@ def additive_scores(pq: Tensor, pk: Tensor, v: Tensor, memory_budget_mb: float) 
 class AdditiveAttention(ScoreAttention):
     """Bahdanau et al. (2015) additive attention: ``score(q, k) = v^T tanh(W_q q + W_k k + b)``.
 
-    ``W_k k + b`` is computed once per source (`project_keys`, used by ``memory()``).
-    Scores for long inputs are computed in blocks of query rows so that no temporary exceeds
-    ``memory_budget_mb``, forward and backward (the backward recomputes each block's ``tanh``
-    instead of storing it); the results equal the unblocked form.
-
     Args:
-        query_dim: size of the last query dimension.
-        key_dim: size of the last key dimension.
+        query_dim, key_dim: sizes of the last query and key dimensions.
         units: size of the hidden layer (``W_q: [units, query_dim]``, ``W_k: [units, key_dim]``).
         memory_budget_mb: largest ``[batch, rows, Tk, units]`` temporary, in MiB (backward holds
-            up to two such blocks). Inputs that fit use the plain form with no blocking.
+            up to two); larger inputs are scored in blocks of query rows, with the same results.
         bias: the bias ``b`` of ``W_k`` (Bahdanau has one; Luong's concat does not).
 
-    Call:
-        ``attention(query, key, value=None, *, key_lengths=None, key_mask=None,
-        query_lengths=None, attn_mask=None, causal=False, need_weights=False)``, or ``memory()``
-        once per source and ``attend()`` per decoder step.
-
     Shapes:
-        query ``[batch, Tq, query_dim]``, key ``[batch, Tk, key_dim]``, value ``[batch, Tk,
-        value_dim]`` (defaults to key) -> context ``[batch, Tq, value_dim]``, weights ``[batch, Tq,
-        Tk]``.
+        The common call (`attnkit.attention.base`), or ``memory()`` once per source (``W_k k +
+        b``) and ``attend()`` per step -> context ``[batch, Tq, value_dim]``, weights ``[batch,
+        Tq, Tk]``.
 
     Example:
         >>> att = AdditiveAttention(query_dim=8, key_dim=6, units=16)
@@ -169,10 +139,8 @@ class AdditiveAttention(ScoreAttention):
 class ConcatAttention(AdditiveAttention):
     """Luong et al. (2015) "concat" score ``v^T tanh(W [q; k])``: the additive score again.
 
-    Splitting ``W [units, query_dim + key_dim]`` by columns into ``[W_q | W_k]`` gives ``W [q; k]
-    = W_q q + W_k k``, so this is `AdditiveAttention` without the key bias (Luong's
-    formula has none; pass ``bias=True`` for Bahdanau's). `weight` returns the
-    concatenated ``W``. Same arguments, call, shapes and memory behaviour as AdditiveAttention.
+    ``W [q; k] = W_q q + W_k k`` with ``W = [W_q | W_k]`` (`weight`), so this is
+    `AdditiveAttention` without the key bias (``bias=True`` gives Bahdanau's).
 
     Example:
         >>> att = ConcatAttention(query_dim=8, key_dim=6, units=16)

@@ -1,22 +1,10 @@
 """The one interface every attnkit attention mechanism implements.
 
 ``forward(query, key, value=None, *, key_lengths=None, key_mask=None, query_lengths=None,
-attn_mask=None, causal=False, need_weights=False) -> AttentionOutput(context, weights)``
-
-Shapes are batch-first: ``query [batch, Tq, query_dim]``, ``key [batch, Tk, key_dim]``,
-``value [batch, Tk, value_dim]`` (``value`` defaults to ``key``).
-
-Masks (True = real / may be attended, everywhere):
-
-* ``key_lengths [batch]`` ints: keys ``t >= key_lengths[b]`` are padding.
-* ``key_mask [batch, Tk]`` bool: False keys are padding.
-* ``attn_mask`` bool, ``[Tq, Tk]`` or ``[batch, Tq, Tk]`` (multi-head also ``[batch, heads, Tq,
-  Tk]``): False pairs may not attend.
-* ``causal``: query ``i`` sees keys ``j <= i`` (top-left aligned, as SDPA's ``is_causal``).
-* ``query_lengths [batch]`` ints: outputs (and weight rows) at padded queries are zero.
-
-All given masks are combined with AND. A query row left with no key gets zero weights and a zero
-context, never NaN. Modules keep no per-call state.
+attn_mask=None, causal=False, need_weights=False) -> AttentionOutput(context, weights)``,
+batch-first shapes. Masks are True = real / may be attended and are combined with AND; a query
+left with no key gets zero weights and a zero context, never NaN (docs/concepts.md, "One call
+signature" and "Masks: one convention"). Modules keep no per-call state.
 """
 
 from __future__ import annotations
@@ -32,12 +20,10 @@ from attnkit.attention.masking import causal_mask, lengths_to_mask, masked_softm
 
 
 class AttentionOutput(NamedTuple):
-    """What every mechanism returns.
+    """What every mechanism returns: ``context [batch, Tq, out_dim]`` and ``weights`` or None.
 
-    Attributes:
-        context: ``[batch, Tq, out_dim]``.
-        weights: ``[batch, Tq, Tk]`` (``[batch, heads, Tq, Tk]`` for multi-head; ``[batch, Tq,
-            height, width]`` for spatial) when ``need_weights=True``, else None.
+    ``weights`` is ``[batch, Tq, Tk]`` (``[batch, heads, Tq, Tk]`` multi-head, ``[batch, Tq, H,
+    W]`` spatial) when ``need_weights=True``.
     """
 
     context: Tensor
@@ -57,11 +43,7 @@ def check_inputs(
     key_dim: int | None = None,
     value_dim: int | None = None,
 ) -> None:
-    """Raise a ValueError naming the expected shapes when query/key/value do not fit.
-
-    Expects ``query [batch, Tq, query_dim]``, ``key [batch, Tk, key_dim]``, ``value [batch, Tk,
-    value_dim]``; a ``None`` dim is not checked.
-    """
+    """Raise a ValueError naming the expected shapes when query/key/value do not fit (None: any)."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor):
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -99,12 +81,8 @@ def build_mask(
     num_heads: int | None = None,
     device: torch.device | None = None,
 ) -> Tensor | None:
-    """Combine every key-side mask into one boolean tensor (True = may attend), or None.
-
-    Returns:
-        ``[batch, Tq, Tk]`` bool, or ``[batch, heads, Tq, Tk]`` when ``num_heads`` is given and
-        ``attn_mask`` is 4-D (else ``[batch, 1, Tq, Tk]`` when ``num_heads`` is given). Every
-        dimension may be 1 where the mask does not depend on it (broadcastable).
+    """Every key-side mask combined (True = may attend), broadcastable to ``[batch, Tq, Tk]``
+    (``[batch, heads or 1, Tq, Tk]`` when ``num_heads`` is given), or None.
     """
     four_d = num_heads is not None
     parts: list[Tensor] = []
@@ -165,11 +143,10 @@ class AttentionMemory:
     """What a mechanism precomputes once per source and reuses at every decoder step.
 
     Attributes:
-        keys: the keys as the mechanism's score needs them, e.g. ``W_k k`` for additive attention,
-            ``[batch, Tk, *]``.
+        keys: the keys as the score needs them ``[batch, Tk, *]`` (e.g. ``W_k k``).
         values: ``[batch, Tk, value_dim]``.
         key_mask: ``[batch, Tk]`` bool (True = real key), or None when every key is real.
-        raw_keys: the keys as given, ``[batch, Tk, key_dim]`` (for mechanisms that need them).
+        raw_keys: the keys as given, ``[batch, Tk, key_dim]``.
     """
 
     keys: Tensor
@@ -188,10 +165,9 @@ class AttentionMemory:
 
 
 class TwoStepAttention(nn.Module):
-    """A mechanism used in two steps: `memory` once per source (what does not depend on the
-    query), `attend` for each query; its ``forward`` is the two together, with the one call
-    signature of every attnkit mechanism. Options a mechanism adds (local attention's
-    ``query_positions``) pass through to its `attend`."""
+    """A mechanism in two steps: `memory` once per source, `attend` for each query; ``forward``
+    is both, with the common call signature (a mechanism's own options pass to `attend`).
+    """
 
     def memory(self, key: Tensor, value: Tensor | None = None, *,
                key_lengths: Tensor | None = None,
@@ -222,13 +198,10 @@ class TwoStepAttention(nn.Module):
 
 
 class ScoreAttention(TwoStepAttention):
-    """Base for mechanisms defined by a score function ``score(q_i, k_j)``.
+    """Base for mechanisms defined by a score ``score(q_i, k_j)``: subclasses implement
+    `score_projected` (and `project_keys` for the part that depends on the keys alone).
 
-    ``weights = masked_softmax(score(query, key), mask)``, ``context = weights @ value``.
-    Subclasses implement `score_projected` (and `project_keys` when part of the score
-    depends on the keys alone, so decoders compute it once per source via `memory`).
-
-    Decoders use the two-step form:
+    Example:
         ```python
         memory = attention.memory(encoder_out, key_lengths=source_lengths)  # once
         out = attention.attend(decoder_state, memory, need_weights=True)     # every step
@@ -284,12 +257,8 @@ class ScoreAttention(TwoStepAttention):
         need_weights: bool = False,
         **options: Any,
     ) -> AttentionOutput:
-        """Attend from ``query [batch, Tq, query_dim]`` over a precomputed ``memory``.
-
-        The same three steps for every score-based mechanism: the mask, the weights
-        (`distribution`, which a mechanism may change, e.g. local attention's window), and
-        the context read with them (`read`). ``options`` are the mechanism's own (local
-        attention's ``query_positions``).
+        """Attend from ``query [batch, Tq, query_dim]`` over ``memory``: the mask, the weights
+        (`distribution`), the context (`read`).
         """
         check_inputs(query, memory.raw_keys, memory.values, query_dim=self.query_dim)
         batch, tq, tk = query.shape[0], query.shape[1], memory.values.shape[1]
@@ -312,10 +281,11 @@ class ScoreAttention(TwoStepAttention):
 
 def read_values(weights: Tensor, values: Tensor, query_lengths: Tensor | None,
                 need_weights: bool, dropout: float = 0.0) -> AttentionOutput:
-    """``weights [batch, Tq, Tk]`` applied to ``values [batch, Tk, dim]``: the context
-    ``[batch, Tq, dim]``, with the rows of queries past ``query_lengths`` zeroed (weights and
-    context), and the weights returned when ``need_weights``. ``dropout`` (training) drops
-    weights on the way to the context only: the weights returned are the model's."""
+    """``weights [batch, Tq, Tk]`` applied to ``values [batch, Tk, dim]`` -> ``[batch, Tq, dim]``.
+
+    Padded queries are zeroed; ``dropout`` (training) applies to the context only, so the weights
+    returned (``need_weights``) are the model's.
+    """
     batch, tq = weights.shape[0], weights.shape[1]
     qmask = query_mask_from_lengths(query_lengths, batch, tq, weights.device)
     if qmask is not None:

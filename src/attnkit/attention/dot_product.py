@@ -1,17 +1,9 @@
 """Dot-product attention (Luong "dot", Vaswani scaled) with a fused SDPA fast path.
 
-``score(q_i, k_j) = q_i . k_j * scale`` with ``scale = 1/sqrt(dim)`` (scaled) or ``1`` (dot).
-
-Two paths give the same numbers (to 1e-5 in float32):
-
-* ``need_weights=True``: the explicit ``masked_softmax(Q K^T * scale) V``, which keeps the
-  ``[batch, Tq, Tk]`` weight matrix so it can be returned.
-* ``need_weights=False``: ``torch.nn.functional.scaled_dot_product_attention`` (flash / memory-
-  efficient kernels, no ``[Tq, Tk]`` matrix kept when the mask is a key mask or causal).
-
-SDPA gives NaN for a query row with no allowed key; `fused_attention` makes such rows
-attend to every key (any finite result) and multiplies the output by ``row_has_key``, so the
-context is exactly zero and every gradient finite.
+``score(q_i, k_j) = q_i . k_j * scale``, ``scale = 1/sqrt(dim)`` (scaled) or ``1`` (dot). With
+``need_weights=True`` the explicit ``masked_softmax(Q K^T * scale) V``; otherwise
+`fused_attention` (SDPA, no ``[Tq, Tk]`` matrix kept, rows without a key made exactly zero).
+The two agree to 1e-5 in float32 (docs/concepts.md, "The fused path").
 """
 
 from __future__ import annotations
@@ -48,20 +40,10 @@ def fused_attention(
 ) -> Tensor:
     """SDPA with attnkit's mask semantics: empty rows give zeros, never NaN.
 
-    Args:
-        query: ``[..., Tq, dk]`` (e.g. ``[batch, Tq, dk]`` or ``[batch, heads, Tq, dk]``).
-        key: ``[..., Tk, dk]``.
-        value: ``[..., Tk, dv]``.
-        mask: bool, broadcastable to ``[..., Tq, Tk]``, True = may attend; or None.
-        causal_only: no ``mask`` but causal (top-left); lets SDPA use ``is_causal=True``, which
-            never materialises a ``[Tq, Tk]`` mask.
-        scale: score scale; None = ``1/sqrt(dk)``.
-        dropout_p: dropout on the attention weights (pass 0.0 in eval).
-        query_mask: bool broadcastable to ``[..., Tq, 1]`` (True = real query); padded query
-            rows of the output are zeroed.
-
-    Returns:
-        ``[..., Tq, dv]``.
+    ``query [..., Tq, dk]``, ``key [..., Tk, dk]``, ``value [..., Tk, dv]`` -> ``[..., Tq, dv]``.
+    ``mask`` broadcasts to ``[..., Tq, Tk]`` (True = may attend); ``causal_only`` (no mask) lets
+    SDPA use ``is_causal``; ``scale`` None = ``1/sqrt(dk)``; ``query_mask`` (``[..., Tq, 1]``)
+    zeroes padded query rows.
     """
     if key.shape[-2] == 0:  # nothing to attend to: every row is empty
         return query.new_zeros(*query.shape[:-1], value.shape[-1])
@@ -93,20 +75,10 @@ def fused_attention(
 
 
 class DotProductAttention(ScoreAttention):
-    """Scaled dot-product attention (Vaswani et al. 2017) or Luong's "dot" score.
+    """Scaled dot-product attention (Vaswani et al. 2017) or Luong's "dot" score (``scaled=False``).
 
-    Args:
-        scaled: divide scores by ``sqrt(dim)`` (Vaswani); ``False`` = Luong "dot".
-        dropout: dropout probability on the attention weights (training only).
-
-    Call:
-        ``forward(query, key, value=None, *, key_lengths=None, key_mask=None,
-        query_lengths=None, attn_mask=None, causal=False, need_weights=False)``
-
-    Shapes:
-        ``query [batch, Tq, dim]``, ``key [batch, Tk, dim]``, ``value [batch, Tk, value_dim]``
-        -> ``context [batch, Tq, value_dim]``, ``weights [batch, Tq, Tk]`` (only when
-        ``need_weights=True``; the weights before dropout, each real row sums to 1).
+    The common call (`attnkit.attention.base`); ``dropout`` applies to the weights in training;
+    the weights returned are those before dropout.
 
     Example:
         >>> att = DotProductAttention()

@@ -14,17 +14,14 @@ def create(kind: str, query_dim: int, key_dim: int, *, units: int | None = None,
     """Return a `ScoreAttention` for ``kind``.
 
     Args:
-        kind: one of ``"dot"`` (Luong dot), ``"scaled_dot"`` (Vaswani), ``"general"`` (Luong
-            bilinear), ``"additive"`` / ``"bahdanau"`` (Bahdanau), ``"concat"`` (Luong concat),
-            ``"local-m"`` / ``"local-p"`` (Luong local, monotonic / predictive).
-        query_dim: size of the last query dimension.
-        key_dim: size of the last key dimension (must equal ``query_dim`` for the dot kinds).
+        kind: ``"dot"``, ``"scaled_dot"``, ``"general"``, ``"additive"`` / ``"bahdanau"``,
+            ``"concat"``, ``"local-m"`` / ``"local-p"``.
+        query_dim, key_dim: sizes of the last query and key dimensions (equal for the dot kinds).
         units: hidden size of additive/concat (default ``key_dim``) and of local-p's position
             network (default ``query_dim``).
         window: half-width ``D`` of the local kinds (required there).
-        **kw: passed on: ``dropout`` (dot kinds), ``memory_budget_mb`` and ``bias``
-            (additive/concat); for the local kinds ``score`` (the inner kind, default
-            ``"general"``), ``gaussian`` and ``renormalize``, the rest to the inner kind.
+        **kw: passed on (``dropout``, ``memory_budget_mb``, ``bias``; for the local kinds
+            ``score``, the inner kind, default ``"general"``, ``gaussian``, ``renormalize``).
 
     Example:
         >>> att = create("local-p", 8, 8, window=3, score="additive", units=16)

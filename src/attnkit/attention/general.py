@@ -11,22 +11,8 @@ from attnkit.attention.base import ScoreAttention
 class GeneralAttention(ScoreAttention):
     """Bilinear attention of Luong et al. (2015), the "general" score ``q^T W k``.
 
-    ``W`` is ``[query_dim, key_dim]``; the keys are projected once per source as ``k W^T``
-    (``[batch, Tk, query_dim]``), so every decoder step is one batched matmul.
-
-    Args:
-        query_dim: size of the last query dimension.
-        key_dim: size of the last key dimension.
-
-    Call:
-        ``attention(query, key, value=None, *, key_lengths=None, key_mask=None,
-        query_lengths=None, attn_mask=None, causal=False, need_weights=False)``
-        (see `attnkit.attention.base`), or ``memory()`` once and ``attend()`` per step.
-
-    Shapes:
-        query ``[batch, Tq, query_dim]``, key ``[batch, Tk, key_dim]``, value ``[batch, Tk,
-        value_dim]`` (defaults to key) -> context ``[batch, Tq, value_dim]``, weights ``[batch, Tq,
-        Tk]``.
+    ``W`` is ``[query_dim, key_dim]``; ``memory()`` projects the keys once per source as ``k W^T``,
+    so every decoder step is one batched matmul. The common call (`attnkit.attention.base`).
 
     Example:
         >>> att = GeneralAttention(query_dim=8, key_dim=6)

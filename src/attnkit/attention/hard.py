@@ -1,13 +1,9 @@
 """Hard (stochastic) attention: each query attends to exactly one key.
 
-The choice is sampled from the soft weights of a wrapped mechanism in training mode and is the
-argmax in eval mode. Two gradient estimators (Xu et al., 2015, "Show, Attend and Tell"):
-
-* ``"straight_through"``: the forward pass uses the one-hot choice; the backward pass uses the
-  gradient of the soft weights (``hard + (soft - soft.detach())``, exactly one-hot in value).
-* ``"reinforce"``: no gradient flows through the choice; the output carries ``log_prob`` of the
-  choices and `HardAttention.reinforce_loss` gives the score-function surrogate
-  ``-(reward - baseline) * log_prob`` with a running-average baseline kept as a buffer.
+The choice is sampled from a wrapped mechanism's soft weights in training mode and is the
+argmax in eval mode. Gradient estimators (Xu et al., 2015): ``"straight_through"`` (one-hot
+forward, the soft weights' gradient backward) and ``"reinforce"`` (`HardAttention.reinforce_loss`,
+with a running-average baseline).
 """
 
 from __future__ import annotations
@@ -29,8 +25,7 @@ class HardAttentionOutput(AttentionOutput):
     """An `AttentionOutput` (unpacks as ``context, weights``) with two more attributes.
 
     Attributes:
-        log_prob: ``[batch, Tq]`` log-probability of each choice under the soft weights (0 for
-            padded queries and rows with no real key). Differentiable w.r.t. the scores.
+        log_prob: ``[batch, Tq]`` log-probability of each choice (0 where nothing was chosen).
         index: ``[batch, Tq]`` int64 chosen key, -1 where nothing was chosen.
     """
 
@@ -45,34 +40,23 @@ class HardAttentionOutput(AttentionOutput):
 
 
 class HardAttention(ScoreAttention):
-    """Pick one key per query from a score mechanism's soft weights.
-
-    Masked keys are never picked; a query with no real key gets a zero weight row and a zero
-    context. The module keeps no per-call state: what REINFORCE needs travels in the output.
+    """Pick one key per query from a score mechanism's soft weights; never a masked key.
 
     Args:
         mechanism: the score-based mechanism giving the soft weights.
         estimator: ``"straight_through"`` or ``"reinforce"``.
         baseline_momentum: ``m`` in ``baseline <- m * baseline + (1 - m) * mean(reward)``.
 
-    Call:
-        ``attention(query, key, value=None, *, key_lengths=None, key_mask=None,
-        query_lengths=None, attn_mask=None, causal=False, need_weights=False)`` or
-        ``memory()`` / ``attend()``; returns `HardAttentionOutput`.
-
     Shapes:
-        query ``[batch, Tq, query_dim]``, key ``[batch, Tk, key_dim]``, value ``[batch, Tk,
-        value_dim]`` -> context ``[batch, Tq, value_dim]``, weights ``[batch, Tq, Tk]`` one-hot,
-        ``log_prob`` and ``index`` ``[batch, Tq]``.
+        The common call (`attnkit.attention.base`) -> `HardAttentionOutput`: context ``[batch,
+        Tq, value_dim]``, weights ``[batch, Tq, Tk]`` one-hot, ``log_prob`` and ``index``.
 
     Example (REINFORCE; ``reward`` is any per-example score, higher is better):
         ```python
         att = HardAttention(AdditiveAttention(8, 6, 16), estimator="reinforce")
         out = att(query, key, key_lengths=lengths)
         task_loss = criterion(head(out.context), target)                 # [batch]
-        reward = -task_loss.detach()                                      # [batch]
-        loss = task_loss.mean() + att.reinforce_loss(out.log_prob, reward)
-        loss.backward()  # score parameters get the score-function gradient
+        loss = task_loss.mean() + att.reinforce_loss(out.log_prob, -task_loss.detach())
         ```
     """
 
@@ -136,20 +120,11 @@ class HardAttention(ScoreAttention):
         return HardAttentionOutput(context, weights if need_weights else None, log_prob, index)
 
     def reinforce_loss(self, log_prob: Tensor, reward: Tensor) -> Tensor:
-        """Score-function surrogate ``mean_b(-(reward_b - baseline) * sum_t log_prob[b, t])``.
+        """REINFORCE surrogate ``mean_b(-(reward_b - baseline) * sum_t log_prob[b, t])``, a scalar.
 
-        Its gradient is the REINFORCE estimate of ``-d E[reward] / d theta``; add it to the task
-        loss. In training mode the call also moves the running baseline (a buffer, saved with
-        the weights) towards ``mean(reward)``, after using the old value; the very first call
-        starts the baseline at that batch's mean reward.
-
-        Args:
-            log_prob: ``[batch, Tq]`` from `HardAttentionOutput`.
-            reward: ``[batch]`` (one reward per example) or ``[batch, Tq]`` (per query);
-                detached here.
-
-        Returns:
-            A scalar tensor.
+        ``log_prob [batch, Tq]``, ``reward [batch]`` or ``[batch, Tq]`` (detached here). In training
+        mode it then moves the running baseline (a buffer) towards ``mean(reward)``; the first call
+        starts it there.
         """
         if log_prob.dim() != 2:
             raise ValueError(f"log_prob must have shape [batch, Tq], got {tuple(log_prob.shape)}")

@@ -1,21 +1,9 @@
 """What incremental decoding keeps between steps: key/value storage, no attention arithmetic.
 
-Decoding one token at a time, a decoder layer needs at step ``t`` the self-attention keys and
-values of positions ``0..t`` and the cross-attention keys and values of the source. Recomputing
-them every step costs ``O(t)`` work for ``O(1)`` new information; concatenating one row a step
-(``torch.cat``) copies the whole history every step, ``O(T^2)`` in all. So, as CTranslate2 and
-fairseq do:
-
-* `KeyValueCache`: the self-attention keys/values, each a `GrowingBuffer` preallocated for
-  ``capacity`` positions and written in place; when full it doubles (amortised ``O(1)`` a
-  position).
-* `SourceKeyValues`: the cross-attention keys/values of the source, projected once per
-  sentence at encode, with the padding mask built once. Beam search does not copy them per
-  beam: the beams of a sentence are its queries (see
-  `attnkit.attention.multi_head.MultiHeadAttention.attend_source`).
-
-Both are values the decoding state carries (``attnkit.models.transformer.TransformerState``),
-never module state; `MultiHeadAttention` computes what goes in and what is read out.
+`KeyValueCache` holds the self-attention keys/values, written in place into preallocated
+buffers that double when full; `SourceKeyValues` the cross-attention keys/values of the source,
+projected once per sentence. Both are values the decoding state carries, never module state
+(docs/concepts.md, "Incremental decoding").
 
 Example:
     ```python
@@ -34,16 +22,10 @@ from torch import Tensor
 
 
 class GrowingBuffer:
-    """A tensor of rows that grows along its time dimension, written in place.
+    """A tensor of rows ``data [rows, ..., capacity, ...]`` that grows along ``dim``, in place.
 
-    The storage is preallocated for ``capacity`` positions and doubles when full, so appending
-    one position is amortised ``O(1)`` (``torch.cat`` would copy the whole history every time).
-    Reordering rows (beam search) copies only the filled positions.
-
-    Args:
-        data: the storage ``[rows, ..., capacity, ...]``, positions along ``dim``.
-        dim: the time dimension (>= 1; rows are dimension 0).
-        length: how many positions are filled.
+    Preallocated for ``capacity`` positions (``length`` filled), doubling when full; reordering rows
+    copies only the filled positions.
 
     Example:
         ```python
@@ -93,11 +75,8 @@ class GrowingBuffer:
 
 @dataclass
 class KeyValueCache:
-    """Self-attention keys and values of the positions decoded so far, written in place.
-
-    Attributes:
-        keys: `GrowingBuffer` of ``[rows, heads, capacity, head_dim]`` (time: dimension 2).
-        values: the same for the values.
+    """Self-attention keys and values decoded so far: `GrowingBuffer` s of ``[rows, heads,
+    capacity, head_dim]``.
     """
 
     keys: GrowingBuffer
@@ -116,11 +95,7 @@ class KeyValueCache:
         return self.keys.length
 
     def append(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
-        """Write ``keys, values [rows, heads, t, head_dim]`` after the filled positions.
-
-        Returns:
-            Views of every filled position, ``[rows, heads, length, head_dim]`` each.
-        """
+        """Write ``keys, values [rows, heads, t, head_dim]``; views of every filled position."""
         return self.keys.append(keys), self.values.append(values)
 
     def reorder(self, rows: Tensor) -> None:
@@ -135,12 +110,10 @@ class SourceKeyValues:
     """Cross-attention keys and values of the source, once per sentence.
 
     Attributes:
-        keys: ``[sentences, heads, S, head_dim]``.
-        values: the same shape as ``keys``.
-        mask: ``[sentences, 1, 1, S]`` bool (True = real source position), or None when no
-            sentence is padded.
-        empty: ``[sentences, 1, 1, 1]`` bool, True for a sentence without any source position
-            (its context is zero), or None when every sentence has one.
+        keys, values: ``[sentences, heads, S, head_dim]``.
+        mask: ``[sentences, 1, 1, S]`` bool (True = real), or None when no sentence is padded.
+        empty: ``[sentences, 1, 1, 1]`` bool, True for a sentence without a source position, or
+            None.
     """
 
     keys: Tensor

@@ -1,15 +1,9 @@
 """Luong et al. (2015) local attention (local-m and local-p) on top of any score function.
 
-For query ``t`` with aligned source position ``p_t`` and half-width ``D``:
-
-* keys ``s`` with ``|s - p_t| > D`` get exactly zero weight;
-* inside the window, ``weights = align * exp(-(s - p_t)^2 / (2 sigma^2))``, ``sigma = D / 2``,
-  where ``align`` is the (masked) softmax of the wrapped mechanism's scores over the window.
-
-As in the paper, the result is **not renormalised**: a row sums to less than 1 (exactly 1 only
-when all its mass sits at ``s = p_t``). Pass ``renormalize=True`` to divide each row by its sum.
-As in the paper, the Gaussian is applied by default for local-p only (local-m uses the plain
-window); ``gaussian=True``/``False`` overrides that in either mode.
+For query ``t`` with aligned position ``p_t`` and half-width ``D``, keys ``|s - p_t| > D`` get
+zero weight; inside, ``align * exp(-(s - p_t)^2 / (2 sigma^2))``, ``sigma = D / 2``, ``align``
+the masked softmax over the window. As in the paper, rows are not renormalised
+(``renormalize=True`` does) and the Gaussian applies to local-p only (``gaussian`` overrides).
 """
 
 from __future__ import annotations
@@ -26,33 +20,19 @@ from attnkit.attention.masking import masked_softmax
 class LocalAttention(ScoreAttention):
     """Local attention: a window of ``2 D + 1`` source positions around an aligned position.
 
-    Modes:
-        * ``"monotonic"`` (local-m): ``p_t = t``, the query's index, or ``query_positions[b, t]``
-          when given (decoders attending one step at a time must pass their step index).
-        * ``"predictive"`` (local-p): ``p_t = S * sigmoid(v_p^T tanh(W_p h_t))`` with ``S`` the
-          real length of each source (from the key mask/lengths); ``W_p`` and ``v_p`` are
-          learned and receive gradients through the Gaussian.
-
     Args:
         score: the mechanism giving the alignment scores (dot, general, additive...).
         window: ``D`` >= 1, the half-width; ``sigma = D / 2``.
-        mode: ``"monotonic"`` or ``"predictive"``.
-        query_dim: query size for ``W_p`` (predictive; defaults to ``score.query_dim``).
-        units: hidden size of ``W_p`` (predictive; defaults to ``query_dim``).
-        gaussian: multiply the window weights by the Gaussian (default: only in predictive mode,
-            as the paper).
+        mode: ``"monotonic"`` (local-m: ``p_t = t``, or ``query_positions[b, t]``, which a
+            decoder attending one step at a time must pass) or ``"predictive"`` (local-p: ``p_t =
+            S * sigmoid(v_p^T tanh(W_p h_t))``, ``S`` each source's real length).
+        query_dim, units: sizes of ``W_p`` (predictive; default ``score.query_dim``).
+        gaussian: multiply the window weights by the Gaussian (default: predictive mode only).
         renormalize: divide each row by its sum after the Gaussian (default False, as the paper).
 
-    Call:
-        ``attention(query, key, value=None, *, key_lengths=None, key_mask=None,
-        query_lengths=None, attn_mask=None, causal=False, need_weights=False,
-        query_positions=None)``, or ``memory()`` once and ``attend(query, memory, ...,
-        query_positions=...)`` per decoder step.
-
     Shapes:
-        query ``[batch, Tq, query_dim]``, key ``[batch, Tk, key_dim]``, value ``[batch, Tk,
-        value_dim]``, query_positions ``[batch, Tq]`` (int or float) -> context ``[batch, Tq,
-        value_dim]``, weights ``[batch, Tq, Tk]``.
+        The common call (`attnkit.attention.base`) plus ``query_positions [batch, Tq]`` ->
+        context ``[batch, Tq, value_dim]``, weights ``[batch, Tq, Tk]``.
 
     Example:
         >>> from attnkit.attention.general import GeneralAttention

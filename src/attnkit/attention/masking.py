@@ -1,13 +1,8 @@
 """Masks and the masked softmax every mechanism shares.
 
-Mask convention, everywhere in attnkit: a boolean tensor where **True means "this position is
-real / may be attended"** (the convention of ``torch.nn.functional.scaled_dot_product_attention``
-and of Keras). False entries get exactly zero weight.
-
-Why not ``scores - 1e9`` or ``-inf``: a large negative constant overflows in float16 and, when
-every key of a row is masked, gives *uniform* weights over padding; ``-inf`` gives NaN in that
-row, forward and backward. ``masked_softmax`` returns exact zeros for masked entries, an all-zero
-row when every entry is masked, and finite gradients in every case.
+True means "this position is real / may be attended", everywhere (as SDPA and Keras). Masked
+entries get exact zeros, an all-masked row is all zeros, and gradients stay finite, where
+``-1e9`` overflows in float16 and gives uniform weights over padding and ``-inf`` gives NaN.
 """
 
 from __future__ import annotations
@@ -17,18 +12,11 @@ from torch import Tensor
 
 
 def lengths_to_mask(lengths: Tensor, max_len: int, *, name: str = "lengths") -> Tensor:
-    """Turn sequence lengths into a boolean mask.
-
-    Args:
-        lengths: integer tensor ``[batch]``, each in ``0..max_len``.
-        max_len: the padded time dimension.
-        name: used in error messages (e.g. ``"key_lengths"``).
-
-    Returns:
-        ``[batch, max_len]`` bool, True at real positions ``t < lengths[b]``.
+    """``lengths [batch]`` -> ``[batch, max_len]`` bool, True at ``t < lengths[b]``.
 
     Raises:
-        ValueError: lengths not 1-D integers, negative, or longer than ``max_len``.
+        ValueError: lengths not 1-D integers, negative, or longer than ``max_len`` (``name`` in
+            the message).
     """
     if not isinstance(lengths, Tensor):
         lengths = torch.as_tensor(lengths)
@@ -49,28 +37,16 @@ def causal_mask(query_len: int, key_len: int, device: torch.device | None = None
                 offset: int = 0) -> Tensor:
     """``[query_len, key_len]`` bool, True where key ``j <= i + offset`` for query ``i``.
 
-    With ``offset=0``, top-left aligned, exactly like ``scaled_dot_product_attention(...,
-    is_causal=True)``. Incremental decoding passes ``offset`` = the positions already cached:
-    new query ``i`` is position ``offset + i`` and sees every cached key and the new ones up to
-    itself.
+    ``offset=0`` is SDPA's ``is_causal``; incremental decoding passes the positions cached.
     """
     return torch.ones(query_len, key_len, dtype=torch.bool, device=device).tril(offset)
 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None = None, dim: int = -1) -> Tensor:
-    """Softmax over ``dim`` that gives exact zeros where ``mask`` is False.
+    """Softmax over ``dim`` with exact zeros where ``mask`` (broadcastable; True = may attend) is
+    False; an all-masked row is all zeros.
 
-    Math: ``w_i = m_i exp(s_i - max_j s_j) / sum_j m_j exp(s_j - max_j s_j)``, with ``0/0 := 0``
-    (a row with every entry masked is all zeros).
-
-    Args:
-        scores: any floating tensor, e.g. ``[batch, heads, Tq, Tk]``.
-        mask: bool tensor broadcastable to ``scores``; True = may be attended. None = no mask.
-        dim: the dimension normalised over.
-
-    Returns:
-        Weights with the shape and dtype of ``scores``. Half-precision inputs are normalised in
-        float32 and cast back, so bfloat16/float16 rows still sum to 1 to their precision.
+    Half-precision ``scores`` are normalised in float32 and cast back.
     """
     compute_dtype = torch.float32 if scores.dtype in (torch.float16, torch.bfloat16) else None
     if mask is None:

@@ -1,16 +1,10 @@
 """Multi-head attention: Vaswani et al. 2017, and the 2018 Keras layer of Su Jianlin.
 
 ``head_h = Attention(Q W_q^h, K W_k^h, V W_v^h)`` (scaled dot product), the heads concatenated,
-then optionally projected back to ``query_dim`` (``out_proj=True``, Vaswani / PyTorch). With
-``out_proj=False, bias=False`` it is exactly the Keras ``Attention(nb_head, size_per_head)`` layer
-(glorot-uniform ``WQ, WK, WV``, no bias, output ``nb_head * size_per_head``); see
-`MultiHeadAttention.keras_2018`.
-
-Parameters follow ``torch.nn.MultiheadAttention`` so weights load one to one
-(`MultiHeadAttention.from_torch`): a packed ``in_proj_weight [3*inner, dim]`` when query,
-key and value sizes are equal, else ``q_proj_weight``/``k_proj_weight``/``v_proj_weight``;
-``in_proj_bias [3*inner]``; ``out_proj``. The packed matrix lets self-attention project Q, K and
-V in one matmul.
+then optionally projected back (``out_proj=True``); `MultiHeadAttention.keras_2018` is the Keras
+``Attention(nb_head, size_per_head)`` layer. Parameters follow ``torch.nn.MultiheadAttention``
+(a packed ``in_proj_weight`` when query, key and value sizes are equal), so
+`MultiHeadAttention.from_torch` loads its weights one to one.
 """
 
 from __future__ import annotations
@@ -42,35 +36,20 @@ class MultiHeadAttention(nn.Module):
     """Multi-head scaled dot-product attention with separate query/key/value sizes.
 
     Args:
-        query_dim: query feature size (and output size when ``out_proj=True``).
-        key_dim: key feature size (default ``query_dim``).
-        value_dim: value feature size (default ``key_dim``).
-        num_heads: number of heads.
-        head_dim: size per head (default ``query_dim // num_heads``, which must divide).
+        query_dim, key_dim, value_dim: feature sizes (``key_dim`` defaults to ``query_dim``,
+            ``value_dim`` to ``key_dim``).
+        num_heads, head_dim: heads and size per head (default ``query_dim // num_heads``).
         bias: biases in the input projections and ``out_proj``.
         dropout: dropout on the attention weights (training only).
         out_proj: project the concatenated heads back to ``query_dim``; ``False`` returns the
             ``num_heads * head_dim`` concatenation (Keras 2018 layer).
-        rope: apply rotary position embeddings (`attnkit.positional.RotaryEmbedding`) to
-            every head's queries and keys.
-        rope_base: the rotary wavelength base.
-
-    Call:
-        ``forward(query, key, value=None, *, key_lengths=None, key_mask=None,
-        query_lengths=None, attn_mask=None, causal=False, need_weights=False,
-        query_positions=None, key_positions=None)``. Positions (``[T]`` or ``[batch, T]`` ints,
-        default ``0..T-1``) are for ``rope=True``. Incremental decoding: `attend_cached`
-        (causal self-attention of new positions over a `KeyValueCache` written in place) and
-        `attend_source` (cross-attention over a source projected once by
-        `source_keys_values`, the beams of a sentence sharing it).
+        rope, rope_base: rotary positions (`attnkit.positional.RotaryEmbedding`) on every head's
+            queries and keys; ``forward`` then takes ``query_positions``/``key_positions``.
 
     Shapes:
-        ``query [batch, Tq, query_dim]``, ``key [batch, Tk, key_dim]``, ``value [batch, Tk,
-        value_dim]``; ``attn_mask`` ``[Tq, Tk]``, ``[batch, Tq, Tk]`` or ``[batch, heads, Tq,
-        Tk]`` -> ``context [batch, Tq, out_dim]`` (``out_dim = query_dim`` or ``num_heads *
-        head_dim``), ``weights [batch, heads, Tq, Tk]`` per head (before dropout) when
-        ``need_weights=True``. A head whose query row has no allowed key contributes zeros;
-        outputs at padded queries (``query_lengths``) are zero.
+        The common call (`attnkit.attention.base`) -> ``context [batch, Tq, out_dim]``,
+        ``weights [batch, heads, Tq, Tk]`` (before dropout). Incremental decoding: `attend_cached`
+        and `attend_source`.
 
     Example:
         >>> mha = MultiHeadAttention(64, num_heads=4)
@@ -167,8 +146,7 @@ class MultiHeadAttention(nn.Module):
     def _heads(self, x: Tensor, n: int) -> tuple[Tensor, ...]:
         """``[batch, T, n*inner]`` -> n views ``[batch, heads, T, head_dim]`` (no copy)."""
         b, t = x.shape[:2]
-        # unbind, not tuple(): iterating a tensor goes through Python (3% of a served
-        # one-sentence decode under py-spy).
+        # unbind, not tuple(): iterating a tensor goes through Python.
         return x.view(b, t, n, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
 
     def _project(self, query: Tensor, key: Tensor, value: Tensor
@@ -238,16 +216,11 @@ class MultiHeadAttention(nn.Module):
 
     def max_pool(self, x: Tensor, *, key_mask: Tensor | None = None,
                  query_mask: Tensor | None = None) -> Tensor:
-        """Self-attention over ``x``, then global max pooling over the queries (the 2018 Keras
-        ``GlobalMaxPooling1D()(Attention(8, 16)([x, x, x]))``).
+        """Self-attention over ``x`` then the max over the real queries (the 2018 Keras layer).
 
-        ``x [batch, T, query_dim]``, ``key_mask [batch, T]`` bool (True = real key),
-        ``query_mask [batch, T]`` bool (True = the position takes part in the max) ->
-        ``[batch, out_dim]``; a batch row without a query pools to zeros. Equals
-        ``forward(x, x, key_mask=key_mask).context`` maxed over the real queries. Without an
-        output projection, rotary positions or attention dropout (the 2018 layer) it runs
-        `self_attention_max_pool`, whose backward visits only
-        the winning queries; otherwise `forward`, then the max.
+        ``x [batch, T, query_dim]``, ``key_mask``/``query_mask [batch, T]`` bool -> ``[batch,
+        out_dim]``. Runs `self_attention_max_pool` when the layer is the 2018 one (no output
+        projection, rope or dropout), else `forward` then the max.
         """
         if self.packed and self.out_proj is None and self.rope is None and not (
                 self.training and self.dropout > 0):
@@ -271,19 +244,11 @@ class MultiHeadAttention(nn.Module):
 
     def attend_cached(self, x: Tensor, cache: KeyValueCache, *,
                       need_weights: bool = False) -> AttentionOutput:
-        """Causal self-attention of ``t`` new positions over every position so far.
+        """Causal self-attention of new positions ``x [rows, t, query_dim]`` over all so far.
 
-        The new positions' keys and values are appended to ``cache`` in place, so a decoder
-        step projects one position, not the whole prefix. Equals `forward` (``causal=True``)
-        over the whole sequence, at the new positions.
-
-        Args:
-            x: the new positions ``[rows, t, query_dim]`` (decoding: ``t = 1``).
-            cache: the rows' `KeyValueCache` (``cache.length`` positions before ``x``).
-            need_weights: also return the weights ``[rows, heads, t, cache.length]``.
-
-        Returns:
-            An `AttentionOutput` with context ``[rows, t, out_dim]``.
+        Their keys and values are appended to ``cache`` in place; equals `forward` (``causal=True``)
+        over the whole sequence at the new positions. Context ``[rows, t, out_dim]``, weights
+        ``[rows, heads, t, cache.length]``.
         """
         self._check_incremental("attend_cached", x)
         rows, t = x.shape[:2]
@@ -301,16 +266,7 @@ class MultiHeadAttention(nn.Module):
 
     def source_keys_values(self, source: Tensor, key_lengths: Tensor | None = None
                            ) -> SourceKeyValues:
-        """Project the source once per sentence for `attend_source`.
-
-        Args:
-            source: ``[sentences, S, key_dim]`` (an encoder's output).
-            key_lengths: ``[sentences]`` real positions of each (None: no padding).
-
-        Returns:
-            `SourceKeyValues` with keys and values ``[sentences, heads, S, head_dim]`` and the
-            padding mask, built here once rather than at every step.
-        """
+        """Project ``source [sentences, S, key_dim]`` once for `attend_source`, with its mask."""
         self._check_incremental("source_keys_values", source, self.key_dim)
         n, length = source.shape[:2]
         if self.packed:
@@ -333,20 +289,10 @@ class MultiHeadAttention(nn.Module):
 
     def attend_source(self, x: Tensor, source: SourceKeyValues, *,
                       need_weights: bool = False) -> AttentionOutput:
-        """Cross-attention of ``x`` over a source projected once by `source_keys_values`.
+        """Cross-attention of ``x [sentences * g, t, query_dim]`` over a source projected once.
 
-        ``x`` holds ``g`` rows per sentence (beam search: the ``g`` hypotheses of each
-        sentence, sentence-major), and all ``g * t`` queries of a sentence attend to its one
-        copy of the keys and values: nothing is copied per beam.
-
-        Args:
-            x: ``[sentences * g, t, query_dim]``.
-            source: the sentences' `SourceKeyValues`.
-            need_weights: also return the weights ``[sentences * g, heads, t, S]`` (the
-                explicit softmax; otherwise the fused kernel runs).
-
-        Returns:
-            An `AttentionOutput` with context ``[sentences * g, t, out_dim]``.
+        The ``g`` rows of a sentence (its beams) attend to its one copy of the keys and values.
+        Context ``[sentences * g, t, out_dim]``, weights ``[sentences * g, heads, t, S]``.
         """
         self._check_incremental("attend_source", x)
         n, h, length, hd = source.keys.shape
@@ -372,14 +318,11 @@ class MultiHeadAttention(nn.Module):
 
     def _attend_heads(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
                       need_weights: bool) -> tuple[Tensor, Tensor | None]:
-        """Scaled dot-product over ``[batch, heads, T, head_dim]`` with a mask that leaves every
-        row a key (the callers make sure).
+        """Scaled dot-product over ``[batch, heads, T, head_dim]``; every row has a key.
 
-        Without weights: the fused kernel, except for many rows of a few queries each (decoding
-        a batch), where two batched matmuls are faster on the CPU: the flash kernel's set-up per
-        (row, head) dominates a 1-query product (800 rows x 4 heads x 12 keys: 1.19 ms against
-        2.18 ms, 2 threads, docs/results.md); the weights are then never kept. With weights:
-        the explicit softmax."""
+        Without weights: the fused kernel, or two batched matmuls for many rows of a few queries
+        (decoding a batch), where its set-up per (row, head) dominates (docs/results.md).
+        """
         scale = 1.0 / math.sqrt(self.head_dim)
         if not need_weights:
             if q.shape[-2] > FEW_QUERIES or q.shape[0] * q.shape[1] < MANY_MATRICES:
@@ -410,11 +353,7 @@ class MultiHeadAttention(nn.Module):
 
     @classmethod
     def from_torch(cls, mha: nn.MultiheadAttention) -> MultiHeadAttention:
-        """A MultiHeadAttention with the weights of ``mha`` (same outputs, batch-first).
-
-        Inputs of a ``batch_first=False`` module must be transposed to ``[batch, time, dim]``.
-        ``add_bias_kv`` and ``add_zero_attn`` are not supported (ValueError).
-        """
+        """A MultiHeadAttention with the weights of ``mha`` (batch-first; not ``add_bias_kv``)."""
         if not isinstance(mha, nn.MultiheadAttention):
             raise ValueError(f"expected torch.nn.MultiheadAttention, got {type(mha).__name__}")
         ref = next(mha.parameters())

@@ -2,31 +2,10 @@
 that visits only the winning queries.
 
 ``pooled[b, h*dv + j] = max_{q real} context[b, h, q, j]``, ``context = masked_softmax(Q K^T *
-scale) V`` per head, ``[Q K V] = x W^T + bias``: the 2018 Keras sentiment model's
-``Attention(8, 16)`` layer and its ``GlobalMaxPooling1D`` in one step.
-
-Why a function of its own: after the max, feature ``j`` of head ``h`` depends on a single query
-row ``q_j`` (its winner), so the gradient reaches the attention through at most ``dv`` query
-rows per head (16 of the ~100 in the 2018 model). Autograd through ``attention -> max`` builds
-the dense ``[Tq, Tk]`` gradients of every head (four batched matmuls and a softmax backward over
-all rows: more than half of the 2018 model's training step on a CPU) and a dense query gradient
-for the projection. Here the backward recomputes the attention rows of the winners only and is
-exact: for feature ``j`` with gradient ``g_j`` and winning row ``p = P[q_j]`` (the softmax
-weights over the keys ``s``),
-
-    d pooled_j / d v[s, j] = p[s]
-    d pooled_j / d score[q_j, s] = p[s] * (v[s, j] - pooled_j)        (softmax backward)
-
-so ``dS_j = g_j p (v[:, j] - pooled_j)``, ``dQ[q_j] += scale dS_j K``, ``dK += scale dS_j^T
-Q[q_j]``, ``dV[:, j] = g_j p``. The query projection's gradients then need only the winners'
-rows of ``x``. The forward keeps no ``[Tq, Tk]`` tensor for the backward and computes the scores
-head by head, on strided views of the packed projection, in chunks that reuse one buffer.
-`max_pool_projected` runs the same forward from a projection made elsewhere (inference: the
-2018 model gathers it from a table of every word's projection).
-
-Masks follow attnkit (True = real): ``key_mask`` removes keys; ``query_mask`` removes queries from
-the max. A query row with no key attends to nothing and has a zero context (never NaN); a batch
-row with no query pools to zeros.
+scale) V`` per head: the 2018 Keras sentiment model's ``Attention(8, 16)`` layer and its
+``GlobalMaxPooling1D`` in one step. `max_pool_projected` runs the same forward from a projection
+made elsewhere. Masks are True = real; a batch row with no query pools to zeros. Why and how
+the backward is exact: docs/concepts.md ("Attention then max pooling").
 """
 
 from __future__ import annotations
@@ -38,16 +17,12 @@ import torch
 from torch import Tensor
 
 # Samples per forward chunk of one head: about this many scores ([T, T] floats per sample),
-# split into equal chunks. One fresh [batch, heads, T, T] tensor for all heads (20 MB for the
-# 2018 model's batch of 64) ran 1.3x slower; a head's whole batch of 64 (2.5 MB) or two halves
-# ran alike; smaller chunks lose to the fixed cost of each operator call.
+# split into equal chunks; one buffer reused by every head and chunk (docs/results.md, issue #31).
 _CHUNK_SCORES = 1 << 20
 
 
 def _label(name: str):
-    """A profiler label (``torch.profiler.record_function``) while a profiler runs, else
-    nothing: benchmarks/imdb_step_profile.py tells the projection, the heads, the softmax and
-    the pooling apart by these."""
+    """A profiler label while a profiler runs (benchmarks/imdb_step_profile.py), else nothing."""
     if torch.autograd._profiler_enabled():
         return torch.profiler.record_function(name)
     return contextlib.nullcontext()
@@ -65,10 +40,8 @@ def _softmax(scores: Tensor, out: Tensor | None = None) -> Tensor:
 def _key_bias(key_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
     """``[batch, Tk]``: 0 at real keys, ``finfo.min`` at masked ones; None without a mask.
 
-    The mask enters the scores as this additive bias rather than a ``masked_fill`` and a
-    multiplication by the mask after the softmax: two passes over the ``[Tq, Tk]`` scores
-    fewer, and ``finfo.min + score`` stays finite and gives exact zeros after the softmax (a
-    sample without any key is zeroed by the caller, see `_alive`).
+    An additive bias saves two passes over the scores against ``masked_fill`` and a product after
+    the softmax, and gives exact zeros (a sample without a key is zeroed by the caller).
     """
     if key_mask is None:
         return None
@@ -99,12 +72,10 @@ def _alive(key_mask: Tensor | None, query_mask: Tensor | None) -> Tensor | None:
 
 def _pool_heads(qkv: Tensor, heads: int, key_bias: Tensor | None, query_mask: Tensor | None,
                 scale: float, pooled: Tensor, winners: Tensor | None) -> None:
-    """Every head's attention over the packed projection and the max of its context over the
-    queries, head by head in chunks of samples.
+    """Each head's attention and the max of its context over the queries, in chunks of samples.
 
-    ``qkv [b, t, 3 * heads * d]`` (``Q; K; V``, head-major in each), ``key_bias [b, t]`` (see
-    `_key_bias`) or None, ``query_mask [b, t]`` or None. Writes ``pooled [b, heads, d]`` and,
-    when given, the winning query of every feature into ``winners [b, heads, d]``.
+    ``qkv [b, t, 3 * heads * d]``, ``key_bias [b, t]`` or None, ``query_mask [b, t]`` or None.
+    Writes ``pooled [b, heads, d]`` and, when given, the winning queries ``winners [b, heads, d]``.
     """
     b, t = qkv.shape[:2]
     d = pooled.shape[-1]
@@ -116,8 +87,7 @@ def _pool_heads(qkv: Tensor, heads: int, key_bias: Tensor | None, query_mask: Te
     scores = qkv.new_empty(min(step, b), t, t)  # reused by every chunk
     weights = torch.empty_like(scores)
     # A head's context, transposed ([n, d, t]): the max over the queries is then over the
-    # innermost dimension, 0.02 ms a head where the max over the middle one of [n, t, d] took
-    # 0.16 ms (batch 64, T 100, d 16, 2 threads, AVX512).
+    # innermost dimension, several times faster than over the middle one of [n, t, d].
     context = qkv.new_empty(min(step, b), d, t)
     for h in range(heads):
         q, k, v = parts[:, :, 0, h], parts[:, :, 1, h], parts[:, :, 2, h]
@@ -147,10 +117,9 @@ def _pool_heads(qkv: Tensor, heads: int, key_bias: Tensor | None, query_mask: Te
 def _attend_and_pool(qkv: Tensor, heads: int, d: int, key_mask: Tensor | None,
                      query_mask: Tensor | None, scale: float, winners_too: bool
                      ) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor | None]:
-    """The forward from the packed projection ``qkv [b, t, 3 * heads * d]``: pooled ``[b,
-    heads, d]`` (zeros for a sample without a key or a query), and what the backward needs:
-    the key bias, the samples alive (`_alive`) and the winning queries (None unless
-    ``winners_too``)."""
+    """The forward from ``qkv [b, t, 3 * heads * d]``: pooled ``[b, heads, d]`` and, for the
+    backward, the key bias, the samples alive and the winning queries (if ``winners_too``).
+    """
     b = qkv.shape[0]
     key_bias = _key_bias(key_mask, qkv.dtype)
     pooled = qkv.new_empty(b, heads, d)
@@ -252,23 +221,18 @@ def self_attention_max_pool(x: Tensor, weight: Tensor, bias: Tensor | None = Non
                             num_heads: int, key_mask: Tensor | None = None,
                             query_mask: Tensor | None = None,
                             scale: float | None = None) -> Tensor:
-    """Multi-head self-attention (packed projection, no output projection), then the max of
-    each context feature over the queries.
+    """Multi-head self-attention (packed projection, no output projection), then the max of each
+    context feature over the real queries.
 
     Args:
         x: ``[batch, T, dim]``.
-        weight: ``[3 * num_heads * d, dim]``, the packed ``W_q; W_k; W_v`` (as
-            ``MultiHeadAttention.in_proj_weight``); ``bias``: ``[3 * num_heads * d]`` or None.
-        num_heads: heads; ``d`` (query, key and value size per head) is ``weight.shape[0] //
-            (3 * num_heads)``.
-        key_mask: ``[batch, T]`` bool, True = real key; None = every key.
-        query_mask: ``[batch, T]`` bool, True = the position takes part in the max; None = all.
+        weight, bias: ``[3 * num_heads * d, dim]`` and ``[3 * num_heads * d]`` or None, the packed
+            ``W_q; W_k; W_v`` (as ``MultiHeadAttention.in_proj_weight``).
+        key_mask, query_mask: ``[batch, T]`` bool (True = real key / takes part in the max).
         scale: score scale; None = ``1 / sqrt(d)``.
 
     Returns:
-        ``[batch, num_heads * d]`` (head-major, as the concatenated heads): ``max_q
-        context[b, h, q, j]`` over the real queries, zeros for a batch row without a key or a
-        query. The gradient goes to each feature's winning query (one row, as ``Tensor.max``).
+        ``[batch, num_heads * d]`` (head-major), zeros for a row without a key or a query.
     """
     if x.dim() != 3 or weight.dim() != 2 or weight.shape[1] != x.shape[-1]:
         raise ValueError(f"x must be [batch, T, dim] and weight [3*inner, dim], got "
@@ -300,32 +264,11 @@ def self_attention_max_pool(x: Tensor, weight: Tensor, bias: Tensor | None = Non
 
 def max_pool_projected(qkv: Tensor, *, num_heads: int, key_mask: Tensor | None = None,
                        query_mask: Tensor | None = None, scale: float | None = None) -> Tensor:
-    """`self_attention_max_pool` of inputs whose packed projection is already known, for
-    inference.
+    """`self_attention_max_pool` from its packed projection ``qkv [batch, T, 3 * num_heads * d]``
+    (``x W^T + bias``), for inference: no gradient.
 
-    Bulk inference can get the projection ``x W^T + bias`` more cheaply than by a matmul per
-    token: where ``x`` is a word's embedding plus its position's vector, the projection is the
-    sum of the word's and the position's projections, gathered from tables made once
-    (`attnkit.models.sentiment.SentimentClassifier.logits_by_length`). No gradient flows
-    through this function; training uses `self_attention_max_pool`.
-
-    Args:
-        qkv: ``[batch, T, 3 * num_heads * d]``, the packed ``Q; K; V`` of
-            `self_attention_max_pool` (``x W^T + bias``).
-        num_heads: heads; ``d`` is ``qkv.shape[-1] // (3 * num_heads)``.
-        key_mask, query_mask: as in `self_attention_max_pool`.
-        scale: score scale; None = ``1 / sqrt(d)``.
-
-    Returns:
-        ``[batch, num_heads * d]``, equal to `self_attention_max_pool` of the ``x`` that
-        ``qkv`` projects (to the rounding of the two ways of projecting it).
-
-    Example:
-        ```python
-        qkv = torch.nn.functional.linear(x, weight, bias)
-        pooled = max_pool_projected(qkv, num_heads=8)  # = self_attention_max_pool(x, weight,
-                                                       #   bias, num_heads=8), no gradient
-        ```
+    The sentiment model gathers ``qkv`` from tables of every word's and position's projection
+    (`attnkit.models.sentiment`). Returns ``[batch, num_heads * d]``.
     """
     if qkv.dim() != 3 or num_heads <= 0 or qkv.shape[-1] % (3 * num_heads):
         raise ValueError(f"qkv must be [batch, T, 3 * num_heads * d], got {tuple(qkv.shape)} "

@@ -1,16 +1,13 @@
-"""Attention rollout (Abnar & Zuidema 2020): what the attention of stacked layers says about the
-inputs, not only about the layer below.
+"""Attention rollout (Abnar & Zuidema 2020): how much each input position flows into each
+position of the last layer, if attention were all that moved information.
 
-Each layer's attention, averaged over heads, is mixed with the identity for the residual
-connection (``0.5 * A + 0.5 * I``, rows renormalised) and the layers are multiplied from the
-top down: row ``i`` of the result is how much input position ``j`` flows into position ``i`` of
-the last layer, if attention were all that moved information.
+Each layer's head-mean attention is mixed with the identity for the residual connection and
+the layers are multiplied from the top down.
 
 Example:
     ```python
     rolled = attention_rollout([w1, w2])          # each [batch, heads, T, T] -> [batch, T, T]
     cross = rollout_cross(cross_layers, encoder_layers)   # [batch, T_tgt, T_src]
-    ```
 """
 
 from __future__ import annotations
@@ -32,18 +29,8 @@ def _mixed(weights: Tensor, residual: float) -> Tensor:
 
 
 def attention_rollout(layers: Sequence[Tensor], *, residual: float = 0.5) -> Tensor:
-    """Roll self-attention out over stacked layers.
-
-    Args:
-        layers: each layer's attention ``[batch, heads, T, T]``, first layer first.
-        residual: the identity's share for the residual connection (0: attention alone,
-            for layers without one).
-
-    Returns:
-        ``[batch, T, T]``: ``R = A_L' ... A_1'`` with ``A' = (1 - r) mean_h(A) + r I``.
-
-    Raises:
-        ValueError: no layer.
+    """``layers`` (``[batch, heads, T, T]`` each, first first) -> ``R = A_L' ... A_1'`` ``[batch, T,
+    T]``, ``A' = (1 - r) mean_h(A) + r I`` with ``r`` = ``residual``.
     """
     if not layers:
         raise ValueError("attention_rollout needs at least one layer")
@@ -55,16 +42,8 @@ def attention_rollout(layers: Sequence[Tensor], *, residual: float = 0.5) -> Ten
 
 def rollout_cross(cross: Sequence[Tensor], encoder: Sequence[Tensor], *,
                   residual: float = 0.5) -> Tensor:
-    """Cross-attention rolled out to the source tokens: the decoder layers' cross-attention
-    (heads and layers averaged) times the encoder's self-attention rollout.
-
-    Args:
-        cross: each decoder layer's cross-attention ``[batch, heads, T_tgt, S]``.
-        encoder: each encoder layer's self-attention ``[batch, heads, S, S]``.
-        residual: as `attention_rollout`.
-
-    Returns:
-        ``[batch, T_tgt, S]``, rows summing to 1.
+    """The decoder layers' mean cross-attention (``[batch, heads, T_tgt, S]`` each) times the
+    encoder's rollout (``[batch, heads, S, S]`` each): ``[batch, T_tgt, S]``, rows summing to 1.
     """
     mean_cross = torch.stack([w.float().mean(1) for w in cross]).mean(0)
     return mean_cross @ attention_rollout(encoder, residual=residual)

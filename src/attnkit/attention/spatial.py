@@ -25,11 +25,7 @@ from attnkit.attention.masking import masked_softmax
 
 @dataclass
 class SpatialMemory(AttentionMemory):
-    """`AttentionMemory` of a flattened feature map, remembering its ``height, width``.
-
-    ``keys [batch, H*W, units]``, ``values [batch, H*W, value_channels]``, ``key_mask [batch,
-    H*W]`` or None, ``raw_keys [batch, H*W, channels]``.
-    """
+    """`AttentionMemory` of a flattened feature map ``[batch, H*W, ...]`` and its ``H, W``."""
 
     height: int = 0
     width: int = 0
@@ -66,23 +62,15 @@ class SpatialAttention(TwoStepAttention):
         gate: multiply the context by ``beta = sigmoid(W_b h)`` (one scalar per query).
         memory_budget_mb: passed to the additive score (blocks long inputs).
 
-    Call:
-        ``attention(query, key, value=None, *, key_mask=None, query_lengths=None,
-        attn_mask=None, need_weights=False)``, or ``memory(key, value, key_mask=...)`` once per
-        image and ``attend(query, memory, ...)`` per decoder step. ``key_lengths`` and
-        ``causal`` have no meaning for images and raise ValueError.
-
     Shapes:
         query ``[batch, Tq, query_dim]`` or ``[batch, query_dim]``; key ``[batch, C, H, W]``;
-        value ``[batch, Cv, H, W]`` (defaults to key); key_mask ``[batch, H, W]`` or ``[batch,
-        H*W]`` bool (True = real location); attn_mask ``[Tq, H, W]`` / ``[batch, Tq, H, W]`` (or
-        flattened). Output context ``[batch, Tq, Cv]`` and weights ``[batch, Tq, H, W]``, or
-        ``[batch, Cv]`` and ``[batch, H, W]`` for a 2-D query.
+        value ``[batch, Cv, H, W]`` (default key); masks ``[batch, H, W]`` / ``[batch, Tq, H,
+        W]`` or flattened (no ``key_lengths`` or ``causal``) -> context ``[batch, (Tq,) Cv]``,
+        weights ``[batch, (Tq,) H, W]``.
 
     Example:
         >>> att = SpatialAttention(query_dim=32, channels=64, units=48)
-        >>> feats = torch.randn(2, 64, 7, 7)
-        >>> mem = att.memory(feats)                      # once per image
+        >>> mem = att.memory(torch.randn(2, 64, 7, 7))          # once per image
         >>> out = att.attend(torch.randn(2, 32), mem, need_weights=True)
         >>> out.context.shape, out.weights.shape
         (torch.Size([2, 64]), torch.Size([2, 7, 7]))

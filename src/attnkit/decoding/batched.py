@@ -1,23 +1,14 @@
 """Decode many sentences: group by length, batch by tokens, results in input order.
 
-Sorting by source length puts sentences of similar length in one batch, so little padding is
-encoded and the sentences of a batch finish at about the same step; batches are cut by a
-sentence count and/or a token budget (the padded rows times the beam: what one decoder step
-holds), so a batch of short sentences can be much larger than a batch of long ones.
-
-By default `decode_many` batches by tokens only (`DECODE_MAX_TOKENS`). A decoder
-step of a small model is mostly per-operation overhead, so the more rows a step holds the
-cheaper each one is, up to a point (likely where the step's ``[rows, vocabulary]``
-log-probabilities no longer fit the CPU caches). On the Tatoeba test split (the recipe's
-Transformer, 2-core AMD EPYC at AVX2, docs/results.md) batches of 64 sentences decoded 277
-sentences/s greedy and 96 at beam 5; a budget of 8,192 tokens 467 and 113; 32,768 tokens was
-slower again (371 and 84).
+Sorted by source length, a batch holds sentences of similar length (little padding, they end
+at about the same step), cut by a sentence count and/or a token budget (padded rows times the
+beam), so a batch of short sentences can be much larger. By default `decode_many` batches by
+tokens only (`DECODE_MAX_TOKENS`): the more rows a small model's step holds, the cheaper each,
+up to where its log-probabilities leave the CPU caches (docs/results.md).
 
 Example:
     ```python
-    hyps = decode_many(model, [[5, 6, 7], [8, 9]], beam=5, max_tokens=4000,
-                       need_weights=False)
-    hyps[0].tokens
+    hyps = decode_many(model, [[5, 6, 7], [8, 9]], beam=5, need_weights=False)
     ```
 """
 
@@ -38,17 +29,10 @@ DECODE_MAX_TOKENS = 8192  # sentences * beam * longest source per batch (module 
 
 def length_batches(lengths: Sequence[int], *, batch_size: int | None = 64,
                    max_tokens: int | None = None, beam: int = 1) -> list[list[int]]:
-    """Indices of ``lengths`` grouped into batches of similar length (shortest first).
+    """Indices of ``lengths`` in batches of similar length (shortest first), each index once.
 
-    Args:
-        lengths: the source length of every sentence.
-        batch_size: at most this many sentences per batch (None: no count limit).
-        max_tokens: at most this many ``sentences * beam * longest source`` tokens per batch
-            (None: no token limit); a sentence longer than the budget gets a batch of its own.
-        beam: hypotheses per sentence.
-
-    Returns:
-        Batches of indices into ``lengths``; every index appears once.
+    A batch holds at most ``batch_size`` sentences and ``max_tokens`` ``sentences * beam *
+    longest source`` tokens (None: no limit); a sentence over the budget gets a batch of its own.
     """
     if batch_size is not None and batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -87,21 +71,11 @@ def decode_many(model: StepModel, src_ids: Sequence[Sequence[int]], *, beam: int
                 need_weights: bool | str = True, use_cache: bool = True,
                 max_len_ratio: float = 2.0, max_len_offset: int = 5,
                 max_len: int | None = 200) -> list[Hypothesis]:
-    """Greedy (``beam=1``) or beam search over any number of id sequences.
+    """Greedy (``beam=1``) or beam search over any number of id sequences: one `Hypothesis` per
+    sentence, in input order.
 
-    Args:
-        model: a translation model with the step API (its device is used).
-        src_ids: source token ids per sentence (non-empty).
-        beam, alpha: beam size and GNMT length penalty (`beam_search`).
-        batch_size, max_tokens: batching (`length_batches`); by default by tokens
-            only (`DECODE_MAX_TOKENS`).
-        need_weights: keep attention rows (``<unk>`` replacement, heatmaps); False is faster;
-            ``"all"``: a Transformer's rows of every layer and head (the explorer page).
-        use_cache: incremental decoding (False: the uncached reference path).
-        max_len_ratio, max_len_offset, max_len: per-sentence length limit.
-
-    Returns:
-        One `Hypothesis` per sentence, in input order.
+    ``batch_size``/``max_tokens`` batch them (`length_batches`; default `DECODE_MAX_TOKENS`); the
+    other options are `beam_search`'s.
     """
     device = next(model.parameters()).device
     pad = model.config.pad_id

@@ -1,26 +1,11 @@
 """Batched beam search with length penalty over the translation step API.
 
-All ``sentences * beam`` hypotheses advance in one model call per step. Only what differs
-between the hypotheses of a sentence is reordered after a step (the decoder's per-row state,
-e.g. a Transformer's self-attention cache, the token and attention histories); what a sentence's
-hypotheses share (the encoder output, the cross-attention keys) is stored once per sentence by
-the model and only shrinks when a sentence whose search is over leaves the batch, so long
-sentences do not drag finished ones through the remaining steps. The choice of the hypotheses
-that go on is tensor code over all sentences at once; the host only copies out the hypotheses
-that finish.
-
-Algorithm (as fairseq's): each step keeps the ``2 * beam`` best extensions of every sentence;
-an extension ending in EOS among the first ``beam`` is finished, the first ``beam`` others stay
-alive. A sentence is done once it has ``beam`` finished hypotheses, or at its length limit (its
-alive hypotheses are then finished as they are). The answer is the finished hypothesis with the
-best *normalised* score. With ``beam_size=1`` this is exactly greedy decoding.
-
-Length penalty (the raw score is the total log-probability, EOS included, of ``L`` tokens):
-
-* ``length_norm="gnmt"`` (Wu et al. 2016): ``score / ((5 + L) / 6) ** alpha``;
-* ``length_norm="simple"``: ``score / L ** alpha`` (``alpha=1``: mean log-probability per token).
-
-``alpha=0`` compares raw log-probabilities, which favours short outputs.
+All ``sentences * beam`` hypotheses advance in one model call per step; what a sentence's
+hypotheses share is stored once per sentence, and a finished sentence leaves the batch. As
+fairseq: each step keeps the ``2 * beam`` best extensions of every sentence; a sentence is done
+once it has ``beam`` finished hypotheses or at its length limit; the answer has the best score
+normalised by ``length_norm`` (``"gnmt"``: ``/ ((5 + L) / 6) ** alpha``; ``"simple"``:
+``/ L ** alpha``; ``alpha=0`` favours short outputs). ``beam_size=1`` is greedy decoding.
 
 Example:
     ```python
@@ -58,23 +43,15 @@ def beam_search(model: StepModel, src: Tensor, src_lengths: Tensor, *, beam_size
                 max_len_offset: int = 5, max_len: int | None = 200,
                 need_weights: bool | str = True,
                 use_cache: bool = True) -> list[Hypothesis]:
-    """Beam search for every sentence of a padded batch at once.
+    """Beam search for every sentence of ``src [batch, S]`` (``src_lengths [batch]``) at once.
 
     Args:
-        model: a translation model with the step API.
-        src: ``[batch, S]`` source ids; ``src_lengths``: ``[batch]``.
         beam_size: hypotheses kept per sentence (1 = greedy).
         alpha, length_norm: the length penalty (module docs).
-        max_len_ratio, max_len_offset, max_len: per-sentence length limit, as greedy.
-        need_weights: keep the attention rows of the hypotheses (None otherwise: no attention
-            history is kept and a Transformer runs its fused attention kernels); ``"all"``: a
-            Transformer's rows of every layer and head.
-        use_cache: incremental decoding (False: the model's uncached reference path).
+        max_len_ratio, max_len_offset, max_len, need_weights, use_cache: as `greedy_decode`.
 
     Returns:
-        One `Hypothesis` per sentence (the best one), with the attention rows of the
-        chosen hypothesis, ``[len(tokens), src_len]`` (``"all"``: ``[len(tokens), layers,
-        heads, src_len]``).
+        One `Hypothesis` per sentence (the best one).
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")

@@ -1,35 +1,10 @@
 """The few best next tokens of every row, and their log-probabilities, without writing a
 log-probability for every word of the vocabulary.
 
-A decoder step ends in a choice: greedy keeps each row's most probable token, beam search the
-``2k`` most probable of each hypothesis. Both need the log-probabilities of those few tokens
-only. ``log_softmax`` shifts a row by one constant, so the tokens of largest logits are the
-tokens of largest log-probability, and
-
-    log p(w) = logit(w) - logsumexp(logits),
-
-one reduction per row. ``torch.log_softmax(logits).topk(k)`` writes all ``V``
-log-probabilities and then searches them.
-
-The search is `top_k`. ``torch.topk`` (and ``max`` with indices) sort or scan with indices row
-by row on the CPU, several times slower than a plain vectorised maximum. So `top_k` cuts each
-row into chunks of `CHUNK` tokens, takes every chunk's maximum in one vectorised pass, and
-searches only the ``k`` chunks of largest maxima. That finds exactly ``torch.topk``'s values.
-Let ``M`` be the ``k``-th largest chunk maximum. A token greater than ``M`` lies in a chunk
-whose maximum is greater than ``M``. Fewer than ``k`` chunks are like that, so each of them is
-among the chunks searched. The ``k`` chunks searched also hold ``k`` values ``>= M``, which fill
-the rest. The scores after the last whole chunk (fewer than `CHUNK`) are always searched too.
-Only which of several *equal* values is returned may differ; ``k = 1`` returns the first, as
-``torch.argmax`` does. Rows of too few chunks, and batches of fewer than `FEW_ROWS` rows, go to
-``topk`` (``max``) directly.
-
-Measured on ``[1000, 8002]`` float32 logits (a beam-5 step of 200 sentences over the Tatoeba
-recipe's vocabulary), ``Intel(R) Xeon(R) Processor (AVX512, bf16 native: yes), torch
-2.13.0+cpu`` (AMX), medians of 50 calls: `best_tokens` with ``k = 10`` took 12.8 ms against
-24.9 for ``log_softmax`` then ``topk`` on one thread (6.8 against 12.3 on two), and with
-``k = 1`` 7.6 against 15.3 for ``log_softmax`` then ``max`` (3.9 against 6.9). Whole decoding
-of the Tatoeba test split, two threads: a few percent faster, more for beam search than for
-greedy, within the host's spread (docs/results.md).
+``log p(w) = logit(w) - logsumexp(logits)``, one reduction per row, for the chosen tokens only.
+`top_k` finds exactly ``torch.topk``'s values by searching only the ``k`` chunks of `CHUNK`
+tokens with the largest maxima (why that is exact: docs/concepts.md, "Choosing the next
+tokens"; its timings: docs/results.md).
 
 Example:
     ```python
@@ -42,28 +17,16 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-CHUNK = 64  # tokens per chunk: 32..96 were within 20% of each other on [1000, 8002] at k=10
-# Below this many rows the shortcut's dozen small operations cost more than they save: on
-# [rows, 8002] (machine of the module docs, 2 threads, medians of 100 calls) top_k took,
-# against max (k=1) or topk (k=10) over the whole rows: k=1 35 us against 10 on one row,
-# 50 against 37 on 8, 55 against 103 on 16; k=10 41 against 22, 68 against 75, 99 against 143.
-FEW_ROWS = 16
+CHUNK = 64  # tokens per chunk
+FEW_ROWS = 16  # below this many rows the shortcut's dozen small operations cost more than it saves
 
 
 def top_k(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
-    """The ``k`` largest scores of every row, best first, and their positions.
+    """The ``k`` largest scores of each row of ``scores [rows, V]``, best first, and where.
 
-    The values equal ``scores.topk(k, dim=-1).values`` exactly (module docs); among equal
-    values the positions may differ, except for ``k = 1``, which returns the first maximum
-    like ``torch.argmax``. Fewer than `FEW_ROWS` rows, or rows of at most ``k`` chunks, are
-    searched by ``topk`` (``max``) directly.
-
-    Args:
-        scores: ``[rows, V]``.
-        k: how many per row, ``1 <= k <= V``.
-
-    Returns:
-        ``(values [rows, k], positions [rows, k])``, positions into ``V`` (int64).
+    Returns ``(values [rows, k], positions [rows, k] int64)``. The values equal ``scores.topk(k)``
+    exactly; among equal values the positions may differ, except for ``k = 1`` (the first
+    maximum, as ``torch.argmax``).
 
     Example:
         ```python
@@ -90,15 +53,10 @@ def top_k(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
 
 
 def best_tokens(logits: Tensor, k: int) -> tuple[Tensor, Tensor]:
-    """The ``k`` most probable next tokens of every row and their log-probabilities.
+    """The ``k`` most probable next tokens of ``logits [rows, V]`` and their log-probabilities.
 
-    Args:
-        logits: ``[rows, V]`` unnormalised scores (any float dtype; computed in float32).
-        k: tokens per row, ``1 <= k <= V``.
-
-    Returns:
-        ``(log_probs [rows, k] float32, tokens [rows, k] int64)``, most probable first: the
-        values of ``torch.log_softmax(logits, -1).topk(k)`` up to float rounding.
+    Returns ``(log_probs [rows, k] float32, tokens [rows, k] int64)``, most probable first, the
+    values of ``torch.log_softmax(logits, -1).topk(k)`` up to float rounding.
     """
     logits = logits.float()
     values, tokens = top_k(logits, k)

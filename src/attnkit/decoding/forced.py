@@ -1,15 +1,13 @@
-"""Forced decoding: a given target fed to a translation model (teacher forcing), with the
-attention of every step, the decoder's states and the log-probability of every given token.
+"""Forced decoding: a given target fed to a translation model, with every step's attention, the
+decoder's states and the log-probability of every given token (what word alignment reads).
 
-This is what word alignment reads: not the model's own translation, but the target it is given.
-Row ``r`` of the result reads ``tgt_in[r]`` (``<bos>``, then the target tokens) and predicts
-``tgt_out[r]`` (the target tokens, then ``<eos>``): a target of ``n`` tokens has ``n + 1`` rows.
+Row ``r`` reads ``tgt_in[r]`` (``<bos>``, then the target) and predicts ``tgt_out[r]`` (the
+target, then ``<eos>``): a target of ``n`` tokens has ``n + 1`` rows.
 
 Example:
     ```python
     out = forced_decode(model, [[5, 6, 7]], [[8, 9]])[0]
     out.attention.shape      # [layers, heads, 3, 3]: rows <bos> y1 y2, columns the source
-    out.logprobs             # [3]: log p(y1), log p(y2), log p(<eos>)
     ```
 """
 
@@ -32,12 +30,10 @@ class Forced:
 
     Attributes:
         attention: ``[layers, heads, T, S]`` cross-attention (an RNN: ``[1, 1, T, S]``).
-        logprobs: ``[T]`` log-probability of each given token and of ``<eos>`` (None when
-            not asked).
-        states: per decoder layer ``[T, d]`` (a Transformer's; None for an RNN).
+        logprobs: ``[T]`` log-probability of each given token and of ``<eos>``, or None.
+        states: per decoder layer ``[T, d]`` (a Transformer's; else None).
         memory: ``[S, d]`` encoder output (with ``keep_states``; else None).
-        encoder: ``[layers, heads, S, S]`` the encoder's self-attention (a Transformer's;
-            None for an RNN): attention rollout reads it.
+        encoder: ``[layers, heads, S, S]`` a Transformer encoder's self-attention, else None.
     """
 
     attention: Tensor
@@ -58,26 +54,14 @@ def teacher_forced_logprobs(model: StepModel, state, tgt_in: Tensor) -> Tensor:
 def forced_decode(model: StepModel, src_ids: Sequence[Sequence[int]],
                   tgt_ids: Sequence[Sequence[int]], *, batch_size: int = 32,
                   keep_states: bool = False, logprobs: bool = True) -> list[Forced]:
-    """Feed each target to the model and keep what alignment needs.
+    """Feed each target (ids without ``<bos>``/``<eos>``) to the model: one `Forced` per pair, in
+    order (float32, on the CPU).
 
-    Through the step API: ``encode`` (keeping a Transformer encoder's self-attention), then
-    one ``step`` with the whole target, every layer's and head's cross-attention asked.
-
-    Args:
-        model: a translation model (``config`` with ``pad_id``, ``bos_id``, ``eos_id``).
-        src_ids: the source ids of each pair (at least one each).
-        tgt_ids: the target ids of each pair, without ``<bos>`` / ``<eos>``.
-        batch_size: pairs per forward pass (sorted by length, so padding stays small).
-        keep_states: also keep the decoder layers' states (a Transformer's) and the encoder
-            output.
-        logprobs: compute the log-probabilities (False skips the output layer).
-
-    Returns:
-        One `Forced` per pair, in order (float32, on the CPU).
+    ``batch_size`` pairs per pass (sorted by length); ``keep_states`` also keeps the decoder
+    states and the encoder output; ``logprobs=False`` skips the output layer.
 
     Raises:
-        ValueError: the lists differ in length, a source is empty, or the model has no
-            attention.
+        ValueError: the lists differ in length, a source is empty, or the model has no attention.
     """
     if len(src_ids) != len(tgt_ids):
         raise ValueError(f"{len(src_ids)} sources but {len(tgt_ids)} targets")

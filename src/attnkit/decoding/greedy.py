@@ -1,23 +1,14 @@
 """Greedy decoding of a padded batch of source sentences, whole or one step at a time.
 
-Works with any model of the step API (`attnkit.models.step`: ``encode``, ``step``,
-``reorder``). A sentence leaves the batch as soon as it is finished (EOS or its length limit):
-the model's state shrinks, so the remaining steps run on the sentences still being decoded
-only.
-
-`greedy_steps` is the decoder itself, as a generator: one `GreedyStep` per decoder step, with
-the token each sentence still in the batch chose and its attention row. `greedy_decode` runs it
-to the end and returns whole hypotheses; a server streams the steps as they come (each token
-with its attention row, the moment it is chosen).
+Works with any model of the step API (`attnkit.models.step`). A sentence leaves the batch as
+soon as it is finished, so the remaining steps run on the sentences still being decoded only.
+`greedy_steps` is the decoder itself, a generator of one `GreedyStep` per decoder step (a server
+streams them); `greedy_decode` runs it to the end and returns whole hypotheses.
 
 Example:
     ```python
     hyps = greedy_decode(model, batch["src"], batch["src_lengths"])
     hyps[0].tokens, hyps[0].attention      # ids, [len(tokens), src_len]
-
-    model.eval()
-    for step in greedy_steps(model, src, src_lengths):
-        step.rows.tolist(), step.tokens     # which sentences, and the token each chose
     ```
 """
 
@@ -40,12 +31,10 @@ class GreedyStep:
 
     Attributes:
         rows: ``[alive]`` the batch index of each sentence this step decoded.
-        tokens: the token id each of them chose (EOS included).
-        log_probs: the log-probability of each chosen token.
-        weights: ``[alive, S]`` attention rows (``"all"``: ``[alive, layers, heads, S]``),
-            padding columns included; None when not asked or the model has none.
-        done: per row, True when its sentence leaves the batch after this step (it chose EOS,
-            or reached its length limit).
+        tokens, log_probs: the token each chose (EOS included) and its log-probability.
+        weights: ``[alive, S]`` attention rows (``"all"``: ``[alive, layers, heads, S]``), padding
+            columns included; None when not asked.
+        done: per row, True when its sentence leaves the batch after this step.
     """
 
     rows: Tensor
@@ -59,22 +48,11 @@ def greedy_steps(model: StepModel, src: Tensor, src_lengths: Tensor, *,
                  max_len_ratio: float = 2.0, max_len_offset: int = 5,
                  max_len: int | None = 200, need_weights: bool | str = True,
                  use_cache: bool = True) -> Iterator[GreedyStep]:
-    """Greedy decoding one step at a time: the most probable token of every sentence still in
-    the batch, per step.
+    """`greedy_decode` one step at a time: yields a `GreedyStep` per decoder step.
 
-    Each model call runs under ``torch.inference_mode`` on its own (nothing is held across a
-    ``yield``, so generators may be advanced in turn, from any thread). The model must be in
-    eval mode (`greedy_decode` sets it).
-
-    Args:
-        model, src, src_lengths: as `greedy_decode`.
-        max_len_ratio, max_len_offset, max_len, need_weights, use_cache: as `greedy_decode`.
-
-    Yields:
-        One `GreedyStep` per decoder step, until every sentence is done.
-
-    Raises:
-        ValueError: a model in training mode (dropout would change the tokens).
+    Nothing is held across a ``yield`` (each model call runs under ``torch.inference_mode`` on its
+    own), so generators may be advanced in turn, from any thread. ValueError for a model in
+    training mode (dropout would change the tokens).
     """
     if model.training:
         raise ValueError("greedy_steps needs a model in eval mode (model.eval())")
@@ -110,17 +88,14 @@ def greedy_decode(model: StepModel, src: Tensor, src_lengths: Tensor, *,
                   max_len_ratio: float = 2.0, max_len_offset: int = 5,
                   max_len: int | None = 200, need_weights: bool | str = True,
                   use_cache: bool = True) -> list[Hypothesis]:
-    """Pick the most probable token at every step, for every sentence of the batch at once.
+    """The most probable token at every step, for every sentence of ``src [batch, S]`` at once.
 
     Args:
-        model: a translation model with the step API; its ``config`` gives bos/eos/pad ids.
-        src: ``[batch, S]`` source ids (padded).
         src_lengths: ``[batch]`` real source lengths.
         max_len_ratio, max_len_offset, max_len: a sentence stops after
             ``min(ceil(ratio * src_len) + offset, max_len)`` tokens (EOS included).
-        need_weights: keep the attention rows (``Hypothesis.attention``; None otherwise, which
-            lets a Transformer run its fused attention kernels); ``"all"``: a Transformer's
-            rows of every layer and head (``[len(tokens), layers, heads, src_len]``).
+        need_weights: keep the attention rows (False lets a Transformer run its fused kernels);
+            ``"all"``: a Transformer's rows of every layer and head.
         use_cache: incremental decoding (False: the model's uncached reference path).
 
     Returns:

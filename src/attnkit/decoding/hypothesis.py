@@ -23,11 +23,9 @@ class Hypothesis:
     """One decoded sentence.
 
     Attributes:
-        tokens: output token ids, without BOS and without the final EOS.
-        attention: ``[len(tokens), src_len]`` weights over the *real* source tokens (no padding
-            columns), the row of each output token; ``[len(tokens), layers, heads, src_len]``
-            when decoded with ``need_weights="all"`` by a Transformer; None for models without
-            attention or when not asked.
+        tokens: output token ids, without BOS and the final EOS.
+        attention: ``[len(tokens), src_len]`` over the real source tokens (``"all"``:
+            ``[len(tokens), layers, heads, src_len]``), or None.
         score: total log-probability (EOS included when the sentence ended with it).
         ended: True when the model emitted EOS (False: cut at the length limit).
     """
@@ -55,12 +53,9 @@ def max_lengths(src_lengths: Tensor, max_len_ratio: float, max_len_offset: int,
 
 @contextlib.contextmanager
 def inference(model: StepModel) -> Iterator[None]:
-    """Eval mode (no dropout) under ``torch.inference_mode`` (no autograd bookkeeping at all);
-    restores the model's mode afterwards.
-
-    A model already in eval mode is left alone: switching walks every submodule twice (84
-    modules of the recipe's Transformer), which a served one-sentence request would pay each
-    time."""
+    """Eval mode under ``torch.inference_mode``, the model's mode restored afterwards (a model
+    already in eval mode is left alone: switching walks every submodule twice).
+    """
     was_training = model.training
     if was_training:
         model.eval()

@@ -20,19 +20,10 @@ from torch import Tensor
 
 def replace_unk(output_tokens: Sequence[str], attention: Tensor | None,
                 source_tokens: Sequence[str], unk: str = "<unk>") -> list[str]:
-    """Replace each ``unk`` in ``output_tokens`` by the source token of highest attention.
+    """Each ``unk`` in ``output_tokens`` replaced by the source word of highest attention.
 
-    Args:
-        output_tokens: the decoded words, ``T_out`` of them.
-        attention: ``[T_out, S]`` weights (row ``i`` = attention when emitting word ``i``) over
-            the real source positions; None (a model without attention) leaves tokens as they
-            are.
-        source_tokens: the ``S`` source words (the positions the attention columns refer to;
-            positions past the words, such as an EOS, are never copied).
-        unk: the unknown-word string.
-
-    Returns:
-        A new list of words.
+    ``attention [T_out, S]`` over the ``source_tokens`` (None leaves the tokens as they are);
+    positions past the words (an EOS) are never copied. Returns a new list.
     """
     out = list(output_tokens)
     if attention is None or unk not in out:

@@ -1,20 +1,9 @@
 """A supervised alignment head on a trained Transformer (after Garg et al. 2019).
 
 The head scores every (target piece, source piece) pair of a forced decoding from what the
-frozen translation model computed:
-
-* a bilinear score between the decoder state that *reads* target piece ``r`` (row ``r + 1``:
-  it has seen the piece, as in shift-attention, Chen et al. 2020) and the encoder output of
-  source piece ``s``;
-* a learned mix of every cross-attention layer and head, ``log(weight + 1e-6)``, at the row that
-  predicts the piece and at the row that reads it;
-* how far ``(r, s)`` lies from the diagonal, ``|r / n - s / S|``.
-
-It is trained with cross-entropy against alignment labels in both directions: each labelled
-target piece's distribution over the source (``softmax`` over ``s``) and each labelled source
-piece's distribution over the target (``softmax`` over ``r``), so that one head gives both
-directions for symmetrisation. The translation model is never changed: its translations, and
-its BLEU, stay what they were.
+frozen model computed (decoder states, encoder outputs, cross-attention weights, the distance
+from the diagonal) and is trained against alignment labels in both directions
+(docs/concepts.md, "The alignment head"). The translation model is never changed.
 
 Example:
     ```python
@@ -39,14 +28,8 @@ EPS = 1e-6
 
 @dataclass
 class AlignmentHeadConfig:
-    """The sizes of an `AlignmentHead`.
-
-    Args:
-        d_model: the translation model's width.
-        layers, heads: its decoder layers and cross-attention heads (the attention features).
-        layer: the decoder layer whose states give the queries (0-based; -1 the last).
-        d_head: the width of the bilinear score.
-        attention_features: use the model's cross-attention as features.
+    """The sizes of an `AlignmentHead`: the model's ``d_model``, ``layers``, ``heads``; the
+    query ``layer`` (-1 the last); ``d_head`` of the bilinear score; ``attention_features``.
     """
 
     d_model: int
@@ -85,13 +68,8 @@ def cell_features(attention: Tensor, n: int, s: int) -> Tensor:
 
 
 class AlignmentHead(nn.Module):
-    """Scores ``[batch, n, S]`` of target pieces against source pieces (module doc).
-
-    Call:
-        ``head(query [batch, n, d], memory [batch, S, d], features [batch, n, S, F],
-        src_mask [batch, S], tgt_mask [batch, n])`` with ``query`` the states that read each
-        target piece and the masks True at real pieces; padded cells score the dtype's lowest
-        finite value (not ``-inf``: a row of padding stays finite, and so do its gradients).
+    """``head(query [batch, n, d], memory [batch, S, d], features [batch, n, S, F], src_mask,
+    tgt_mask)`` -> scores ``[batch, n, S]``; padded cells score the lowest finite value.
     """
 
     def __init__(self, config: AlignmentHeadConfig):
@@ -130,14 +108,10 @@ def directions(scores: Tensor, src_mask: Tensor, tgt_mask: Tensor) -> tuple[Tens
 
 def alignment_loss(scores: Tensor, labels: Tensor, src_mask: Tensor, tgt_mask: Tensor
                    ) -> Tensor:
-    """Cross-entropy of the head against 0/1 ``labels [batch, n, S]`` in both directions.
+    """Cross-entropy against 0/1 ``labels [batch, n, S]`` in both directions, over labelled pieces.
 
-    Each target piece with at least one label contributes ``-sum_s y_s log p(s | r)`` with
-    ``y`` its labels normalised to sum 1; each labelled source piece the same over the target.
-    Unlabelled pieces (unaligned words) contribute nothing.
-
-    Returns:
-        The mean over labelled pieces of both directions (0 when there is no label).
+    Each labelled piece contributes ``-sum_s y_s log p(s | r)``, ``y`` its labels normalised; the
+    mean over both directions (0 without a label).
     """
     labels = labels.float() * (tgt_mask[:, :, None] & src_mask[:, None, :])
     total, count = scores.new_zeros(()), 0

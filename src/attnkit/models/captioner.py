@@ -1,31 +1,14 @@
 """Show, Attend and Tell (Xu et al., 2015): a CNN feature map + an LSTM decoder with attention.
 
-At step ``t`` the decoder attends from its previous state ``h_{t-1}`` over the ``H x W``
-locations of the feature map, feeds ``[E y_{t-1}; z_t]`` to an LSTM cell and predicts word
-``t`` from the "deep output" ``L_o(E y_{t-1} + L_h h_t + L_z z_t)``. The attention map of word
-``t`` is the ``alpha_t`` used to predict it (the first word's map is attended from ``h_0``, or
-from a preliminary glimpse's query with ``init_pool="glimpse"``).
-``h_0, c_0`` come from the batch-normalised mean (and max) feature through two small MLPs
-(``f_init`` of the paper, ``init_pool="mean"`` / ``"mean+max"``), or are learned constants
-(``init_pool="none"``: the state then knows nothing of the image, so even the first word has to
-be read through attention; ``"glimpse"``, the default: the same, but the first word's look is
-steered by a preliminary glimpse).
-
-* soft attention: `SpatialAttention` with the gating scalar
-  ``beta_t = sigmoid(W_b h_{t-1})`` on the context;
-* hard attention: `HardAttention` (one location per word,
-  sampled in training with the straight-through gradient, argmax in eval mode).
-
-Training adds the doubly stochastic regulariser ``lambda * sum_pixels (1 - sum_t alpha_t)^2``
-(`doubly_stochastic_penalty`). The model has the step API of the translation models
-(`attnkit.models.step`: ``encode(images [B, 3, S, S], src_lengths=None, *, beams, ...)``,
-``step``, ``reorder``; the attention maps flattened to ``[rows, t, H*W]``), so
-`attnkit.decoding` (greedy, beam) decodes it; `Captioner.word_step` is one word.
+`Captioner` (built from a `CaptionerConfig`) attends from its state over the ``H x W``
+locations of the feature map at every word (soft: `SpatialAttention` with the gate ``beta_t``;
+hard: `HardAttention`); `caption_loss` adds the doubly stochastic regulariser. It has the step
+API of the translation models (`attnkit.models.step`), so `attnkit.decoding` decodes it. The
+equations and the choices of ``init_pool``: docs/concepts.md ("The captioner").
 
 Example:
     ```python
-    cfg = CaptionerConfig(vocab_size=30)
-    model = Captioner(cfg)
+    model = Captioner(CaptionerConfig(vocab_size=30))
     logits, alphas = model(images, tgt_in)        # [B, T, 30], [B, T, 8, 8]
     ```
 """
@@ -60,36 +43,15 @@ class CaptionerConfig(SpecialIds):
 
     Args:
         vocab_size: output vocabulary (specials included).
-        image_size: input side in pixels; ``feature_size``: side of the feature map.
-        channels: feature channels ``C``.
-        emb_dim, hidden: word embedding and LSTM sizes.
-        attention_units: hidden size of the additive attention score.
-        attention: ``"soft"`` or ``"hard"``.
-        gate: the gating scalar beta on the soft context.
-        dropout: before the output layer.
-        max_caption_len: decoding stops after this many words (plus EOS).
+        image_size, feature_size, channels: input side in pixels; the feature map's side and ``C``.
+        emb_dim, hidden, attention_units: word embedding, LSTM and additive score sizes.
+        attention, gate: ``"soft"`` or ``"hard"``; the gating scalar beta on the soft context.
+        dropout, max_caption_len: before the output layer; words decoded at most (plus EOS).
         doubly_stochastic: lambda of the regulariser.
-        init_pool: what ``h_0, c_0`` are computed from (default ``"glimpse"``): ``"mean"``
-            (the paper), ``"mean+max"`` (mean and max over locations) or ``"none"``
-            (learned constants: the state knows nothing of the image, so every fact about it,
-            the first word's included, has to come through the attention glimpses) or
-            ``"glimpse"`` (learned constants too, but the first word's look is steered by one
-            preliminary glimpse: its query is ``tanh(W_g [h_0; z_pre])``, ``z_pre`` attended
-            from ``h_0``; a blank state alone would look at every image the same way, whatever
-            the odd duck).
-        global_context: squeeze-and-excitation gates in the encoder
-            (`ConvEncoder`; default on).
-        glimpses: attention hops per word. With ``g > 1`` the query of hop ``k + 1`` is
-            ``tanh(W_g [h_{t-1}; z^k])``: what the previous hop saw refines where to look
-            (multiple glimpses, Ba et al. 2015). The map of the last hop is the word's map
-            and gives the context ``z_t``.
-        version: the ``model.json`` format. Version 1 files (no ``"version"`` key) were written
-            when the defaults were ``init_pool="mean+max"``, ``global_context=False``: the
-            fields such a file lacks take those (`VERSION_1_DEFAULTS`).
-
-    The defaults are the settings the caption app trains: with a blank state and the encoder's
-    global context the first word is read through a preliminary glimpse at the ducks (see
-    README, "Image captioning").
+        init_pool, glimpses: what ``h_0, c_0`` come from (``"mean"``, ``"mean+max"``, ``"none"``
+            or ``"glimpse"``) and attention hops per word (docs/concepts.md, "The captioner").
+        global_context: squeeze-and-excitation gates in the encoder (`ConvEncoder`).
+        version: the ``model.json`` format (version 1 lacks `VERSION_1_DEFAULTS`).
     """
 
     vocab_size: int = 0
@@ -132,8 +94,7 @@ class CaptionerConfig(SpecialIds):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CaptionerConfig:
-        """Inverse of `to_dict`, also for older versions: a dict without ``"version"``
-        is version 1 and its missing fields take the version-1 defaults.
+        """Inverse of `to_dict`; a dict without ``"version"`` is version 1.
 
         Raises:
             ValueError: unknown keys (named), or a version this code does not know.
@@ -155,13 +116,9 @@ class CaptionState:
 
     Attributes:
         h, c: the LSTM state ``[rows, hidden]``.
-        memory: the attention memory of the images, one per image (the rows of an image are
-            its queries).
-        height, width: the feature map's size.
-        query: ``[rows, hidden]``, the next step's first attention query when it is not ``h``
-            (set by ``init_pool="glimpse"`` for the first word; None otherwise).
-        source: the feature vectors ``[images, H*W, C]`` (the step API's encoder output).
-        encoder_weights: always None (a CNN encoder has no attention).
+        memory, height, width: the attention memory, one per image, and the feature map's size.
+        query: ``[rows, hidden]``, the next step's first query when it is not ``h``.
+        source: the feature vectors ``[images, H*W, C]``; encoder_weights: always None.
     """
 
     h: Tensor
@@ -190,14 +147,9 @@ def _mlp(cin: int, cout: int) -> nn.Sequential:
 class Captioner(nn.Module):
     """CNN encoder + LSTM decoder with spatial attention, built from a `CaptionerConfig`.
 
-    Call:
-        ``model(images, tgt_in, location_mask=None)`` -> ``(logits [batch, T, V],
-        alphas [batch, T, H, W])`` with teacher forcing (``tgt_in`` starts with BOS).
-
-    Shapes:
-        images uint8 ``[batch, 3, S, S]`` (0..255) or float (0..1); ``tgt_in [batch, T]``;
-        ``location_mask`` optional bool ``[batch, H, W]``, True = a location that may be
-        attended (e.g. not padding around a letterboxed photo).
+    ``model(images [batch, 3, S, S], tgt_in [batch, T], location_mask=None)`` -> ``(logits
+    [batch, T, V], alphas [batch, T, H, W])``, teacher-forced; images uint8 (0..255) or float
+    (0..1); ``location_mask [batch, H, W]`` bool, True = may be attended.
 
     Example:
         >>> model = Captioner(CaptionerConfig(vocab_size=20))
@@ -218,10 +170,7 @@ class Captioner(nn.Module):
         else:
             self.attention = HardAttention(AdditiveAttention(c.hidden, c.channels,
                                                              c.attention_units))
-        # f_init,h and f_init,c of the paper: MLPs of the pooled feature, batch-normalised
-        # first because a duck is ~3 of 64 locations, so images differ by tiny shifts of the
-        # mean; the max adds "some duck faces right" directly (see CaptionerConfig.init_pool
-        # and docs/results.md).
+        # f_init,h and f_init,c of the paper (docs/concepts.md, "The captioner").
         if c.init_pool in ("none", "glimpse"):
             self.h0 = nn.Parameter(torch.zeros(c.hidden))
             self.c0 = nn.Parameter(torch.zeros(c.hidden))
@@ -248,16 +197,9 @@ class Captioner(nn.Module):
                use_cache: bool = True, weights: Weights = "none",
                location_mask: Tensor | None = None,
                features: Tensor | None = None) -> CaptionState:
-        """Features, attention memory (once per image) and ``h_0, c_0 =
-        tanh(f_init(BN(pool_l a_l)))`` (or the learned constants ``tanh(h0), tanh(c0)`` for
-        ``init_pool="none"`` and ``"glimpse"``; the latter also sets the first query from a
-        preliminary glimpse), ``beams`` rows per image.
-
-        ``src_lengths`` is ignored: the translation decoders pass one length per image
-        (``H * W``) because their API has it; so are ``use_cache`` (the memory is always
-        computed once) and ``weights`` (a CNN has no attention to keep). ``features [B, C, H,
-        W]``: the encoder's output to use instead of computing it from ``images``
-        (attributions take gradients with respect to it).
+        """Features, attention memory (once per image) and ``h_0, c_0``, ``beams`` rows per
+        image. ``src_lengths``, ``use_cache`` and ``weights`` are ignored; ``features [B, C,
+        H, W]`` replaces the encoder's output (attributions take gradients with respect to it).
         """
         check_weights(weights)
         feats = self.encoder(images) if features is None else features  # [B, C, H, W]
@@ -367,14 +309,8 @@ class Captioner(nn.Module):
 
 
 def doubly_stochastic_penalty(alphas: Tensor, lengths: Tensor) -> Tensor:
-    """``mean_b sum_pixels (1 - sum_{t < len_b} alpha_{b,t})^2`` (Show, Attend and Tell, eq. 14).
-
-    Args:
-        alphas: ``[batch, T, H, W]`` attention maps.
-        lengths: ``[batch]`` real steps (words + EOS) of each caption; later steps are padding.
-
-    Returns:
-        A scalar tensor.
+    """``mean_b sum_pixels (1 - sum_{t < len_b} alpha_{b,t})^2`` (Show, Attend and Tell, eq. 14):
+    ``alphas [batch, T, H, W]``, ``lengths [batch]`` real steps (words + EOS); a scalar.
     """
     if alphas.dim() != 4 or lengths.shape != alphas.shape[:1]:
         raise ValueError(f"alphas must be [batch, T, H, W] and lengths [batch]; got "
@@ -386,18 +322,8 @@ def doubly_stochastic_penalty(alphas: Tensor, lengths: Tensor) -> Tensor:
 
 
 def attention_supervision_penalty(alphas: Tensor, targets: Tensor) -> Tensor:
-    """``mean_words -log(sum_l alpha_l * target_l)``: attention mass kept off the named objects.
-
-    Supervised attention (Liu et al., 2017, "Attention Correctness in Neural Image
-    Captioning"): ``targets`` gives, per word, the share of each location inside the boxes of
-    the objects the word names; words whose target map is all zero are not supervised.
-
-    Args:
-        alphas: ``[batch, T, H, W]`` attention maps (row ``t`` predicted word ``t``).
-        targets: ``[batch, T, H, W]`` in ``[0, 1]``.
-
-    Returns:
-        A scalar tensor (0 when no word is supervised).
+    """``mean_words -log(sum_l alpha_l * target_l)`` (Liu et al., 2017), a scalar: ``alphas`` and
+    ``targets`` ``[batch, T, H, W]``; words with an all-zero target are not supervised.
     """
     if targets.shape != alphas.shape:
         raise ValueError(f"targets must have the shape of alphas {tuple(alphas.shape)} "
@@ -413,18 +339,11 @@ def attention_supervision_penalty(alphas: Tensor, targets: Tensor) -> Tensor:
 def caption_loss(model: Captioner, images: Tensor, tgt_in: Tensor, tgt_out: Tensor,
                  lengths: Tensor, target_maps: Tensor | None = None,
                  supervision: float = 0.0) -> tuple[Tensor, Tensor, int]:
-    """Token cross-entropy + ``config.doubly_stochastic`` * the attention penalty
-    (+ ``supervision`` * `attention_supervision_penalty` when ``target_maps`` is given).
+    """``(loss, cross_entropy, token_count)``: token cross-entropy + ``config.doubly_stochastic`` *
+    the attention penalty (+ ``supervision`` * `attention_supervision_penalty` with
+    ``target_maps [batch, T, H, W]``).
 
-    Args:
-        images: ``[batch, 3, S, S]``; ``tgt_in``/``tgt_out``: ``[batch, T]`` (BOS + words,
-            words + EOS, padded); ``lengths``: ``[batch]`` real length of ``tgt_out``.
-        target_maps: optional ``[batch, T, H, W]`` box coverage of the objects word ``t``
-            names (zeros for other words).
-        supervision: weight of the supervised-attention term (0 = unsupervised attention).
-
-    Returns:
-        ``(loss, cross_entropy, token_count)``.
+    ``tgt_in``/``tgt_out [batch, T]`` (BOS + words, words + EOS, padded); ``lengths [batch]``.
     """
     logits, alphas = model(images, tgt_in)
     ce, count = masked_cross_entropy(logits, tgt_out, lengths=lengths)

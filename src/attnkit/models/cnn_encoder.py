@@ -23,18 +23,10 @@ class ConvEncoder(nn.Module):
     """Stride-2 conv blocks, then a stride-1 one: ``[batch, 3, S, S] -> [batch, C, S/2^k, S/2^k]``.
 
     Args:
-        image_size: input side ``S`` in pixels.
-        feature_size: side of the output feature map (``S / feature_size`` a power of two).
-        channels: output channels ``C``; the stride-2 blocks double their width up to ``C``
-            (``C/4, C/2, C`` for three of them).
-        global_context: scale each channel by a gate computed from the whole image's mean
-            feature (squeeze-and-excitation), so objects' features can depend on the others.
-
-    Call:
-        ``encoder(images)``: ``images`` uint8 ``[batch, 3, S, S]`` (0..255) or float (0..1).
-
-    Shapes:
-        Output ``[batch, channels, feature_size, feature_size]``.
+        image_size: input side ``S`` in pixels (images uint8 0..255 or float 0..1).
+        feature_size: side of the output map (``S / feature_size`` a power of two).
+        channels: output channels ``C``; the stride-2 blocks double their width up to it.
+        global_context: squeeze-and-excitation gates from the whole image's mean feature.
 
     Example:
         >>> enc = ConvEncoder(64, 8, 64)

@@ -1,15 +1,8 @@
 """A Transformer's decoding as two graphs compiled ahead of time (`attnkit.compiler`): the
 encoder, with every decoder layer's cross-attention keys and values, and the incremental step;
 behind the step API (`attnkit.models.step`), so greedy and beam search run it as they run the
-model itself.
-
-One compiled step serves every position, batch, beam and source length: rows are ``[sentences,
-beams]`` (greedy: one beam), and the self-attention cache is time-major, ``[capacity, layers,
-sentences, beams, heads, head_dim]``, so the positions written so far are a contiguous
-``cache[:t]`` that the step reads, as eager decoding does, however long the cache is. A step
-returns the new keys and values; writing them, reordering rows and growing the cache stay
-eager, a few copies a step. No attention weights are computed: the weights path is the eager
-model's.
+model itself. No attention weights are computed: the weights path is the eager model's. How one
+step serves every size: docs/concepts.md ("Compiled decoding").
 
 Example:
     ```python
@@ -44,16 +37,13 @@ class GraphState:
     """The decoding state of `CompiledTransformer`.
 
     Attributes:
-        source: ``[sentences, S, d]`` the encoder output.
-        src_lengths: ``[sentences]``.
+        source, src_lengths: ``[sentences, S, d]`` the encoder output, ``[sentences]``.
         src_keys, src_values: ``[layers, sentences, heads, S, head_dim]`` cross-attention.
-        src_bias: ``[sentences, 1, 1, S]``: 0 at real positions, the dtype's lowest value at
-            padding (added to the scores).
-        self_keys, self_values: ``[capacity, layers, sentences, beams, heads, head_dim]``,
-            the first ``length`` positions written.
+        src_bias: ``[sentences, 1, 1, S]``: 0 at real positions, the lowest value at padding.
+        self_keys, self_values: ``[capacity, layers, sentences, beams, heads, head_dim]``, the
+            first ``length`` positions written.
         positions: ``[P, d]`` the position table.
-        length: target positions fed so far.
-        encoder_weights: always None (the weights path is the eager model's).
+        encoder_weights: always None.
     """
 
     source: Tensor
@@ -104,13 +94,10 @@ class EncoderGraph(nn.Module):
 
 
 class StepGraph(nn.Module):
-    """One decoder step of every row: ``tokens [N, g]`` at ``position [1]`` over the cache
-    ``[T, L, N, g, H, hd]`` (its positions ``< position`` are attended; the first step passes
-    one unwritten position, masked out) and the source -> (logits ``[N, g, V]``, the new keys
-    and values ``[L, N, g, H, hd]``). Pre-norm, as
-    `attnkit.models.transformer.DecoderLayer.step`; self-attention is ``softmax(q·K / √hd) V``
-    over the cached positions and the new one, the ``g`` rows of a sentence its queries over
-    its one copy of the source."""
+    """One decoder step: ``tokens [N, g]`` at ``position [1]`` over the cache ``[T, L, N, g, H,
+    hd]`` (positions ``< position`` attended) and the source -> (logits ``[N, g, V]``, new keys
+    and values ``[L, N, g, H, hd]``); as `attnkit.models.transformer.DecoderLayer.step`.
+    """
 
     def __init__(self, model: TransformerSeq2Seq):
         super().__init__()
@@ -183,12 +170,8 @@ def graph_specs(model: TransformerSeq2Seq) -> dict[str, tuple[nn.Module, tuple, 
 
 
 class CompiledTransformer(nn.Module):
-    """The step API of a `TransformerSeq2Seq` through its compiled graphs.
-
-    Args:
-        model: the Transformer (eval mode).
-        graphs: ``{"encoder", "step"}`` callables (`attnkit.compiler.Packages`; or the graph
-            modules themselves, which compute the same eagerly).
+    """The step API of a `TransformerSeq2Seq` (eval mode) through ``graphs``, its ``{"encoder",
+    "step"}`` callables (`attnkit.compiler.Packages`, or the graph modules themselves).
     """
 
     def __init__(self, model: TransformerSeq2Seq, graphs: Mapping[str, Callable[..., Any]]):
@@ -198,11 +181,7 @@ class CompiledTransformer(nn.Module):
 
     def encode(self, src: Tensor, src_lengths: Tensor, *, beams: int = 1,
                use_cache: bool = True, weights: Weights = "none") -> GraphState:
-        """The step API's ``encode`` (``weights="none"`` only: this model keeps no weights).
-
-        Raises:
-            ValueError: weights asked for, or bad ``src`` / ``src_lengths``.
-        """
+        """The step API's ``encode``; ValueError for weights or bad ``src`` / ``src_lengths``."""
         if weights != "none":
             raise ValueError("the compiled decoder computes no attention weights; decode "
                              "with the model itself for them")

@@ -38,22 +38,12 @@ class RNNSeq2SeqConfig(SpecialIds):
     """An RNN encoder-decoder (Bahdanau et al. 2015 / Luong et al. 2015 / Cho et al. 2014).
 
     Args:
-        src_vocab, tgt_vocab: vocabulary sizes.
-        emb_dim: embedding size (source and target).
-        hidden: RNN hidden size per direction (the decoder's hidden size).
-        layers: RNN layers in encoder and decoder.
-        cell: ``"gru"`` or ``"lstm"``.
-        bidirectional: bidirectional encoder (outputs ``2 * hidden``).
-        dropout: dropout on embeddings, between RNN layers and before the output layer.
-        attention: an attnkit score kind (``additive``/``bahdanau``, ``dot``, ``scaled_dot``,
-            ``general``, ``concat``, ``local-m``, ``local-p``) or ``"none"`` for the fixed-length
-            context baseline.
-        style: ``"bahdanau"`` (attend from the previous state, before the RNN step) or
-            ``"luong"`` (attend after the step, attentional state + input feeding).
-        attention_units: hidden units of additive/concat scores.
-        window: half-width D of local attention (window ``2D + 1``).
-        teacher_forcing_ratio: probability of feeding the gold previous token during training;
-            below 1 the model feeds its own greedy prediction otherwise (scheduled sampling).
+        src_vocab, tgt_vocab, emb_dim, hidden, layers: sizes (``hidden`` per direction).
+        cell, bidirectional, dropout: ``"gru"``/``"lstm"``; a bidirectional encoder.
+        attention: an attnkit score kind (`attnkit.attention.factory.create`) or ``"none"``.
+        style: ``"bahdanau"`` (attend before the RNN step) or ``"luong"`` (after, input feeding).
+        attention_units, window: additive/concat units; local attention's half-width.
+        teacher_forcing_ratio: below 1, training feeds the model's own greedy prediction otherwise.
     """
 
     src_vocab: int = 0
@@ -97,17 +87,12 @@ class TransformerConfig(SpecialIds):
     """A pre-norm Transformer encoder-decoder (Vaswani et al. 2017).
 
     Args:
-        src_vocab, tgt_vocab: vocabulary sizes.
-        d_model: model width; ``heads`` must divide it.
-        heads: attention heads.
-        layers: encoder layers and decoder layers (each).
-        ff_dim: feed-forward hidden size.
-        dropout: dropout on embeddings, attention outputs and feed-forward.
-        max_len: longest sequence the positional encoding is built for.
-        positional: ``"sinusoidal"`` or ``"learned"``.
+        src_vocab, tgt_vocab, d_model, heads, layers, ff_dim: sizes (``layers`` each side).
+        dropout: on embeddings, attention outputs and feed-forward.
+        max_len, positional: the positional encoding's length and kind (``"sinusoidal"`` or
+            ``"learned"``).
         tie_embeddings: share the target embedding with the output projection.
-        share_embeddings: one embedding table for source and target (a joint subword
-            vocabulary; needs ``src_vocab == tgt_vocab``).
+        share_embeddings: one table for source and target (needs ``src_vocab == tgt_vocab``).
     """
 
     src_vocab: int = 0

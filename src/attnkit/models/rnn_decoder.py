@@ -1,22 +1,10 @@
 """The RNN decoder, one step at a time, in both classic styles (or without attention).
 
-* ``style="bahdanau"`` (Bahdanau et al. 2015): attend from the previous state ``s_{t-1}``,
-  ``c_t = attend(s_{t-1})``; ``s_t = RNN([e(y_{t-1}); c_t], s_{t-1})``; output
-  ``W_s tanh(W_o [s_t; c_t; e(y_{t-1})])``.
-* ``style="luong"`` (Luong et al. 2015): ``h_t = RNN([e(y_{t-1}); h~_{t-1}], h_{t-1})`` (input
-  feeding), ``c_t = attend(h_t)``, ``h~_t = tanh(W_c [c_t; h_t])``, output ``W_s h~_t``.
-* ``attention="none"`` (Cho et al. 2014 / Sutskever et al. 2014): the fixed-length baseline; the
-  context is one vector, the encoder's bridged final state, used in place of ``c_t`` at every step.
-
-Any attnkit score mechanism works (``attnkit.attention.factory.create``). Dot-product scores need
-query and key of equal size: encoder outputs are then projected to the decoder size for the
-*keys* only (the context still averages the unprojected encoder outputs). The memory is computed
-once per source in `RNNDecoder.init_state` (``memory()``: additive attention's ``W_k k``,
-general attention's ``W k``); padded source positions are masked. The state holds ``beams``
-rows per sentence (beam search's hypotheses, sentence-major) but one memory per sentence: the
-hypotheses of a sentence attend to it as that sentence's queries, so nothing is copied per beam.
-``init_state(..., use_cache=False)`` keeps the reference path that recomputes that projection at
-every step (tests and benchmarks compare the two; the outputs are the same).
+``style="bahdanau"`` attends from the previous state, ``style="luong"`` from the new one with
+input feeding; ``attention="none"`` is the fixed-length baseline. Any attnkit score mechanism
+works (`attnkit.attention.factory.create`); the memory is computed once per source in
+`RNNDecoder.init_state` and shared by a sentence's beams. The equations: docs/concepts.md
+("The RNN decoder").
 """
 
 from __future__ import annotations
@@ -59,17 +47,13 @@ class RNNDecoderState:
 
     Attributes:
         hidden: ``[layers, rows, hidden]`` (a pair for LSTM).
-        memory: the attention memory over the encoder outputs, one per sentence, or None for
-            ``attention="none"``.
+        memory: the attention memory, one per sentence, or None for ``attention="none"``.
         feed: Luong input feeding ``h~_{t-1}`` ``[rows, hidden]``, else None.
-        context: the fixed context ``[sentences, hidden]`` of the no-attention baseline, else
-            None.
-        source: the encoder output ``[sentences, S, enc_dim]``.
-        src_lengths: ``[sentences]``.
-        step: index of the next target position (local-m attention centres its window on it).
-        cached: the memory's key projection is reused at every step (False: recomputed each
-            step from ``memory.raw_keys``, the uncached reference path).
-        encoder_weights: always None (the step API's field: an RNN encoder has no attention).
+        context: the fixed context ``[sentences, hidden]`` of the no-attention baseline, else None.
+        source, src_lengths: the encoder output ``[sentences, S, enc_dim]``, ``[sentences]``.
+        step: index of the next target position (local-m centres its window on it).
+        cached: reuse the memory's key projection (False: the reference path recomputes it).
+        encoder_weights: always None.
     """
 
     hidden: RNNState
@@ -102,22 +86,16 @@ class RNNDecoder(nn.Module):
     """A GRU/LSTM decoder with attention, advanced one token per call.
 
     Args:
-        vocab: target vocabulary size.
-        emb_dim: embedding size.
-        hidden: decoder hidden size (the encoder's bridged state has this size).
+        vocab, emb_dim, hidden: target vocabulary, embedding and hidden sizes.
         enc_dim: encoder output size (``2 * hidden_enc`` when bidirectional).
         layers, cell, dropout, pad_id: as the encoder.
         style: ``"bahdanau"`` or ``"luong"``.
-        attention: a score kind for the factory, or ``"none"``.
-        attention_units, window: passed to the factory.
-        attention_module: use this `ScoreAttention` instead of the factory (tests, custom
-            mechanisms); it must accept queries of size ``hidden`` and keys of size ``enc_dim``.
+        attention, attention_units, window: a score kind for the factory (or ``"none"``).
+        attention_module: a `ScoreAttention` to use instead (queries ``hidden``, keys ``enc_dim``).
 
-    Call:
-        ``init_state(enc_out [batch, S, enc_dim], src_lengths [batch], enc_state, beams=1,
-        use_cache=True)`` -> `RNNDecoderState`;
-        ``step(prev_tokens [batch], state, need_weights=True) -> (logits [batch, vocab], state,
-        weights [batch, S] or None)``.
+    ``init_state(enc_out [batch, S, enc_dim], src_lengths, enc_state, beams, use_cache)`` ->
+    `RNNDecoderState`; ``step(prev_tokens [batch], state)`` -> ``(logits [batch, vocab], state,
+    weights [batch, S] or None)``.
     """
 
     def __init__(self, vocab: int, emb_dim: int, hidden: int, enc_dim: int, layers: int = 1,

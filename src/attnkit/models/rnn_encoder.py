@@ -46,22 +46,13 @@ class RNNEncoder(nn.Module):
     """Embedding + multi-layer (bi)directional GRU/LSTM.
 
     Args:
-        vocab: source vocabulary size.
-        emb_dim: embedding size.
-        hidden: hidden size per direction.
-        layers: stacked RNN layers.
-        cell: ``"gru"`` or ``"lstm"``.
-        bidirectional: run a backward RNN too; outputs are ``[fwd; bwd]``.
-        dropout: on embeddings and between layers.
+        vocab, emb_dim, hidden: source vocabulary, embedding and per-direction hidden sizes.
+        layers, cell, bidirectional, dropout, pad_id: the RNN (``"gru"``/``"lstm"``).
         dec_hidden: the decoder's hidden size; the final state is bridged to it.
-        pad_id: padding token id (its embedding stays zero).
 
-    Call:
-        ``encoder(src [batch, S], src_lengths [batch]) -> (outputs [batch, S, out_dim], state)``
-        where ``out_dim = hidden * (2 if bidirectional else 1)``; padded output positions are
-        zero; ``state`` is the decoder's initial state ``[layers, batch, dec_hidden]`` (a pair
-        ``(h, c)`` for LSTM): ``tanh(W [h_fwd; h_bwd])`` per layer (Bahdanau et al. use the
-        backward state; the concatenation carries both ends of the sentence).
+    ``encoder(src [batch, S], src_lengths [batch])`` -> ``(outputs [batch, S, hidden * dirs],
+    state)``, padded outputs zero; ``state [layers, batch, dec_hidden]`` (``(h, c)`` for LSTM) is
+    ``tanh(W [h_fwd; h_bwd])`` per layer.
     """
 
     def __init__(self, vocab: int, emb_dim: int, hidden: int, layers: int = 1, cell: str = "gru",

@@ -28,17 +28,9 @@ from attnkit.models.step import StepOutput, Weights, check_weights
 class RNNSeq2Seq(nn.Module):
     """Encoder-decoder with (or without) attention, built from an `RNNSeq2SeqConfig`.
 
-    Args:
-        config: the model configuration (JSON round-trip via ``to_dict``/``config_from_dict``).
-        attention_module: optional custom `ScoreAttention` for the decoder (query size
-            ``config.hidden``, key size the encoder output size).
-
-    Call:
-        ``model(src [batch, S], src_lengths [batch], tgt_in [batch, T], need_weights=False)``
-        -> ``logits [batch, T, tgt_vocab]`` (and attention ``[batch, T, S]`` with
-        ``need_weights=True``; None without attention). In training mode with
-        ``teacher_forcing_ratio < 1`` each step feeds, per sentence, the gold token with that
-        probability and the model's own greedy prediction otherwise.
+    ``model(src [batch, S], src_lengths [batch], tgt_in [batch, T], need_weights=False)`` ->
+    ``logits [batch, T, tgt_vocab]`` (and attention ``[batch, T, S]`` or None).
+    ``attention_module``: a custom `ScoreAttention` for the decoder.
     """
 
     def __init__(self, config: RNNSeq2SeqConfig, attention_module: ScoreAttention | None = None):
@@ -60,11 +52,9 @@ class RNNSeq2Seq(nn.Module):
     def encode(self, src: Tensor, src_lengths: Tensor, *, beams: int = 1,
                use_cache: bool = True, weights: Weights = "none",
                embedded: Tensor | None = None) -> RNNDecoderState:
-        """Run the encoder and precompute the attention memory once per sentence: the
-        decoder's initial state with ``beams`` rows per sentence (the step API).
-        ``embedded``: the source token vectors to use instead of looking them up (attributions
-        take gradients with respect to them). An RNN encoder has no attention to keep for
-        ``weights="all"``."""
+        """The encoder and the attention memory once per sentence: the decoder's initial state
+        (the step API); ``embedded`` replaces the looked-up source vectors.
+        """
         check_weights(weights)
         enc_out, enc_state = self.encoder(src, src_lengths, embedded)
         return self.decoder.init_state(enc_out, src_lengths.to(enc_out.device), enc_state,
@@ -72,12 +62,8 @@ class RNNSeq2Seq(nn.Module):
 
     def step(self, tokens: Tensor, state: RNNDecoderState, *, weights: Weights = "none",
              logits: bool = True) -> StepOutput:
-        """Feed ``tokens [rows, t]``, one position at a time (the step API).
-
-        Returns:
-            A `StepOutput`: the logits ``[rows, t, V]``, the new state, the attention
-            (``"last"``: ``[rows, t, S]``; ``"all"``: ``[rows, t, 1, 1, S]``, the one attention
-            as one layer of one head; None without attention) and no layer outputs.
+        """Feed ``tokens [rows, t]`` one position at a time (the step API); ``"all"`` is ``[rows,
+        t, 1, 1, S]``.
         """
         check_weights(weights)
         scores, attn = [], []

@@ -1,25 +1,8 @@
 """A pre-norm Transformer encoder-decoder (Vaswani et al. 2017) from attnkit parts.
 
-Self- and cross-attention are `attnkit.attention.multi_head.MultiHeadAttention`; positions
-come from `attnkit.positional` (sinusoidal or learned, summed with the ``sqrt(d)``-scaled
-embeddings). Pre-norm (``x + f(LayerNorm(x))``, a final LayerNorm on each stack) trains stably
-without warm-up tricks at small sizes.
-
-Training (``forward``) runs the whole target at once with the fused SDPA kernels. Decoding
-uses the step API (`attnkit.models.step`), incremental by default (``use_cache=True``), as
-CTranslate2 and fairseq do:
-
-* at ``encode``, once per sentence: the encoder output, every decoder layer's cross-attention
-  keys and values (`attnkit.attention.kv_cache.SourceKeyValues`, with the padding mask) and the
-  position table; the beams of beam search share them (they are the sentence's queries);
-* per ``step``: the new positions only, each layer appending one key/value row to its
-  preallocated `attnkit.attention.kv_cache.KeyValueCache` in place; no mask, position or
-  projection of the source is rebuilt, and nothing waits on the host;
-* the attention weights only when asked (``weights="last"``: the last layer's averaged over
-  heads, computed explicitly in that layer only; ``"all"``: every layer's and head's).
-
-``use_cache=False`` keeps the reference path that feeds the whole target prefix through every
-layer at every step (tests and benchmarks compare the two: the same tokens).
+Attention is `attnkit.attention.multi_head.MultiHeadAttention`, positions come from
+`attnkit.positional`. ``forward`` trains on the whole target at once; decoding uses the step
+API (`attnkit.models.step`), incremental by default (docs/concepts.md, "Incremental decoding").
 
 Example:
     ```python
@@ -75,10 +58,8 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Causal self-attention, cross-attention over the source, feed-forward; all pre-norm.
 
-    Call: ``layer(y [batch, T, d], memory [batch, S, d], src_lengths [batch],
-    need_weights=False)`` -> ``(y, cross weights [batch, heads, T, S] or None)``; the weights
-    are computed (explicit softmax instead of the fused kernel) only with ``need_weights``.
-    `step` is the incremental form for new positions over a cache.
+    ``layer(y [batch, T, d], memory [batch, S, d], src_lengths [batch], need_weights=False)`` ->
+    ``(y, cross weights [batch, heads, T, S] or None)``; `step` is the incremental form.
     """
 
     def __init__(self, d: int, heads: int, ff: int, dropout: float):
@@ -114,17 +95,13 @@ class TransformerState:
     """The decoding state of `TransformerSeq2Seq` (rows: ``beams`` per sentence).
 
     Attributes:
-        source: ``[sentences, S, d]`` the encoder output (normalised).
-        src_lengths: ``[sentences]``.
+        source: ``[sentences, S, d]`` the encoder output (normalised); src_lengths: ``[sentences]``.
         positions: ``[P, d]`` the position table, grown when decoding goes past ``P``.
         length: target positions fed so far.
-        caches: per decoder layer, the self-attention `KeyValueCache` of every row; None on
-            the reference path (``use_cache=False``).
-        sources: per decoder layer, the cross-attention `SourceKeyValues` of every sentence
-            (None on the reference path).
+        caches, sources: per decoder layer, the `KeyValueCache` of every row and the
+            `SourceKeyValues` of every sentence (None on the reference path, ``use_cache=False``).
         prefix: ``[rows, length]`` the target ids fed so far: the reference path only.
-        encoder_weights: ``[sentences, layers, heads, S, S]`` when encoded with
-            ``weights="all"``, else None.
+        encoder_weights: ``[sentences, layers, heads, S, S]`` with ``weights="all"``, else None.
     """
 
     source: Tensor
@@ -138,16 +115,11 @@ class TransformerState:
 
 
 class TransformerSeq2Seq(nn.Module):
-    """The Transformer translation model.
+    """The Transformer translation model, built from a `TransformerConfig`.
 
-    Args:
-        config: a `TransformerConfig`.
-
-    Call:
-        ``model(src [batch, S], src_lengths [batch], tgt_in [batch, T], need_weights=False)``
-        -> ``logits [batch, T, tgt_vocab]``, plus with ``need_weights=True`` a list (one per
-        decoder layer) of cross-attention weights ``[batch, heads, T, S]``. Decoding: the step
-        API (`encode`, `step`, `reorder`; module docstring).
+    ``model(src [batch, S], src_lengths [batch], tgt_in [batch, T], need_weights=False)`` ->
+    ``logits [batch, T, tgt_vocab]`` (and per decoder layer the cross-attention ``[batch, heads,
+    T, S]``). Decoding: the step API (`encode`, `step`, `reorder`).
     """
 
     def __init__(self, config: TransformerConfig):
@@ -207,19 +179,10 @@ class TransformerSeq2Seq(nn.Module):
     def encode(self, src: Tensor, src_lengths: Tensor, *, beams: int = 1,
                use_cache: bool = True, weights: Weights = "none",
                embedded: Tensor | None = None) -> TransformerState:
-        """Encode the source for decoding (the step API, `attnkit.models.step`).
+        """Encode ``src [sentences, S]`` for decoding (the step API): a `TransformerState`.
 
-        Args:
-            src: ``[sentences, S]`` ids; src_lengths: ``[sentences]``.
-            beams: rows per sentence the state will hold.
-            use_cache: incremental decoding (False: the reference path).
-            weights: ``"all"`` also keeps the encoder's self-attention.
-            embedded: ``[sentences, S, d]`` looked-up source vectors to use instead of
-                ``self.src_embedding(src)`` (attributions take gradients with respect to them).
-
-        Returns:
-            A `TransformerState`: with ``use_cache`` every decoder layer's cross-attention
-            keys/values projected once, and an empty self-attention cache per row.
+        ``embedded [sentences, S, d]`` replaces the looked-up source vectors (attributions take
+        gradients with respect to them); ``weights="all"`` keeps the encoder's self-attention.
         """
         check_weights(weights)
         src_lengths = src_lengths.to(src.device)
@@ -245,12 +208,8 @@ class TransformerSeq2Seq(nn.Module):
 
     def step(self, tokens: Tensor, state: TransformerState, *, weights: Weights = "none",
              logits: bool = True) -> StepOutput:
-        """Feed ``tokens [rows, t]`` after the positions so far (the step API).
-
-        Returns:
-            A `StepOutput`: the logits ``[rows, t, V]``, the state (its caches
-            written in place), the cross-attention (``"last"``: ``[rows, t, S]``; ``"all"``:
-            ``[rows, t, layers, heads, S]``) and each decoder layer's output ``[rows, t, d]``.
+        """Feed ``tokens [rows, t]`` (the step API): a `StepOutput` with each layer's output
+        ``[rows, t, d]``; the caches are written in place.
         """
         check_weights(weights)
         if tokens.dim() != 2:

@@ -1,30 +1,11 @@
 """`create_app`: the FastAPI application of ``attnkit serve``, its routes and its live page.
 
-The application: the metrics (outermost: every request counted and timed), the body limit, the
-error handlers, the routes, FastAPI's own API docs at ``/docs`` (Swagger UI, its files from the
-``fastapi-offline`` package: no CDN, they work offline), and a lifespan that starts the model
-thread and the queues and stops them once the last request in flight is answered.
-
-The routes: the server's own (``/healthz``, ``/readyz``, ``/v1/models``, ``/metrics``, the
-live page at ``/``) and the predictions (``POST /v1/translate``, ``/v1/translate/stream``,
-``/v1/sentiment``, ``/v1/caption``, and ``/v1/predict`` for any run whose app reads text).
-Each prediction route checks its request against the limits, names the run, hands the inputs
-to the run's batcher and answers the app's predictions, which FastAPI validates once against
-the route's response model; ``"page": true`` adds the app's explorer page. The stream is FastAPI's
-Server-Sent Events: ``start`` of each sentence, a ``token`` per generated token with its
-attention row, ``final`` (the whole translation), or ``error`` if the server fails
-mid-stream; decoding is greedy (beam search knows its best only at the end). What can fail
-before the first event is the `started` dependency's, so it answers a plain JSON error. The
-``/v1`` routes and ``/metrics`` ask for a key when the server has ``--api-keys``.
-
-The live page: pick a run, type a sentence or a review or drop an image, and see the answer in
-the app's explorer view. It is an explorer page (`attnkit.viz.explorer.explorer_page`: its data
-in a JSON block, its DOM built with ``textContent`` only, its own script by hash and nothing
-inline) whose body, style and script are ``live_page.html``, ``.css`` and ``.js`` beside this
-module. It talks to this server alone (``connect-src 'self'``). A translation streams: a grid
-grows a row per token, its attention over the source tokens. Every answer then shows the app's
-explorer page in a sandboxed frame, which inherits this page's policy: hence the three explorer
-scripts in it.
+Metrics (outermost), the body limit, the error handlers, the routes (``/healthz``,
+``/readyz``, ``/v1/models``, ``/metrics``, the live page at ``/``, and the predictions under
+``/v1``), FastAPI's offline API docs at ``/docs``, and a lifespan that starts and stops the
+model thread. The live page's files are ``live_page.html``, ``.css`` and ``.js`` beside this
+module. What each route and the stream do: docs/guide/serve.md and docs/concepts.md ("The
+server").
 
 Example:
     ```python
@@ -38,7 +19,6 @@ from __future__ import annotations
 import logging
 import tempfile
 from collections.abc import AsyncIterator, Callable
-from importlib.resources import files
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -61,7 +41,7 @@ from attnkit.server.options import ServeOptions
 from attnkit.server.prometheus import MetricsMiddleware
 from attnkit.server.state import ServerState, require_key, state_of
 from attnkit.viz.caption_page import SCRIPT_SOURCE as CAPTION_SCRIPT
-from attnkit.viz.explorer import explorer_page, palette_data
+from attnkit.viz.explorer import explorer_page, page_file, palette_data
 from attnkit.viz.palettes import WEIGHTS
 from attnkit.viz.sentiment_page import SCRIPT_SOURCE as SENTIMENT_SCRIPT
 from attnkit.viz.translation_page import SCRIPT_SOURCE as TRANSLATION_SCRIPT
@@ -74,8 +54,7 @@ KEYED = [Depends(require_key)]
 # Every route (path, endpoint, keyed, FastAPI's settings): `create_app` adds each to the app
 # itself, since FastAPI walks an included router's routes on every request.
 ROUTES: list[tuple[str, Callable[..., Any], bool, dict[str, Any]]] = []
-BODY, CSS, JS = (files(__package__).joinpath(f"live_page.{kind}").read_text(encoding="utf-8")
-                 for kind in ("html", "css", "js"))
+BODY, CSS, JS = (page_file(f"live_page.{kind}", __package__) for kind in ("html", "css", "js"))
 CSP = {"script-src": [TRANSLATION_SCRIPT, SENTIMENT_SCRIPT, CAPTION_SCRIPT],
        "connect-src": ["'self'"], "img-src": ["blob:"]}
 LEGEND = ("Pick a run, type a sentence or a review (or drop an image on a captioning run), "

@@ -1,16 +1,12 @@
 """Continuous batching on the model thread: the requests for one model answered together.
 
-One thread per process runs every model call (`ModelThread`), off the event loop. When it is
-free, a `Gatherer` takes the first request in line and, in order, every later one with the
-same options that fits whole in one call (``max_batch`` inputs, ``max_work`` work: a text's
-characters times its beam size; a call's first input always goes). A request too large for one
-call is cut: the rest goes back in line behind every request that has had fewer calls, so no
-client holds the model for more than one call while others wait. Requests that come while the
-thread is busy go together the moment it frees, joined by the clients the last call answered
-if they return within a quarter of that call's time (`Gatherer._await_returning`). A request
-whose client left or whose deadline passed is dropped with every part of it not yet run.
-`Batcher` answers a batch with one ``predict`` call (an input that fails it fails its own
-request only); `StreamBatcher` decodes streams one step per turn of the thread.
+One thread per process runs every model call (`ModelThread`). When it is free, a `Gatherer`
+takes the first request in line and every later one with the same options that fits in one
+call (``max_batch`` inputs, ``max_work`` work); a request too large is cut and its rest goes
+back in line, so no client holds the model for more than one call while others wait. A request
+whose client left or whose deadline passed is dropped. `Batcher` answers a batch with one
+``predict`` call; `StreamBatcher` decodes streams one step per turn (docs/guide/serve.md,
+"Batching and threads").
 """
 
 from __future__ import annotations
@@ -52,11 +48,10 @@ class ModelThread:
 
 @dataclass(eq=False)
 class Job:
-    """One request: its inputs and the work of each (`Gatherer`), its options (its batch
-    shares them), when it came, the future of its answer, a stream's events, whether it was
-    abandoned (what of it has not run then never runs), its place in line (``seq``: its
-    arrival; ``turns``: the calls it had a share of), how many of its inputs went to the model
-    so far and the results that came back."""
+    """One request: its inputs and their work, its options (its batch shares them), its answer's
+    future, a stream's events, whether it was abandoned, its place in line (``seq``, ``turns``),
+    its inputs sent so far and the results back.
+    """
 
     inputs: list[Any]
     work: list[float]
@@ -229,15 +224,12 @@ class Gatherer:
                     await self.dispatch(self._take(self._pending[0].key))
 
     async def _await_returning(self, key: Hashable) -> None:
-        """Give the clients that the last batch just answered a moment to come back.
+        """Give the clients the last batch answered a moment to come back.
 
-        Clients that wait for each answer before they ask again would otherwise settle into
-        two alternating half-size batches: while one decodes, the other's answers travel and
-        its next requests queue behind it. Waiting until as many requests have arrived
-        since the last batch was answered as it answered (at most `Answered.window` seconds)
-        lets them decode together. The wait holds no turn of the thread: another run's batch
-        may use it meanwhile. A lone client never waits: its next request is itself the one
-        return expected.
+        Clients that wait for each answer would otherwise settle into two alternating half-size
+        batches; waiting until as many requests have arrived as it answered (at most
+        `Answered.window` seconds) lets them decode together. The wait holds no turn of the
+        thread; a lone client never waits.
         """
         loop = asyncio.get_running_loop()
         deadline = self._answered.at + self._answered.window

@@ -1,12 +1,10 @@
 """Every error the server answers is one JSON shape: ``{"error": {"code", "message"}}``.
 
-`ApiError` is what the server's own code raises: a status, a stable ``code`` for programs, a
-sentence for people, optional headers (``Retry-After``, ``WWW-Authenticate``). `HANDLERS` map
-the rest onto the same shape: FastAPI's validation errors (422 ``invalid_request``; a JSON body
-that is not JSON or not UTF-8: 400 ``invalid_json``), Starlette's 404 and 405, attnkit's errors
-(an input the app refuses: 422 ``bad_input``), and anything unexpected: 500 ``internal``, its
-traceback in the server's log only. `ApiError` is Starlette's ``HTTPException`` so that FastAPI
-lets it through untouched while it reads a body (the body limit's 413).
+`ApiError` (a status, a stable ``code``, a sentence, optional headers) is what the server's
+code raises; it is Starlette's ``HTTPException`` so that FastAPI lets it through while it reads
+a body. `HANDLERS` map FastAPI's validation errors (422; 400 for a body that is not JSON),
+Starlette's 404 and 405, attnkit's errors (422 ``bad_input``) and anything else (500, its
+traceback in the log only) onto the same shape.
 """
 
 from __future__ import annotations

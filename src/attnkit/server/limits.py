@@ -1,18 +1,11 @@
 """What a client may hold of a server: connections, the time to send a request's headers and
 body, the log lines it causes, and a request's headers, host, body bytes, texts and image.
 
-uvicorn bounds neither the time to send headers or a body nor the connections that never do
-(21,000 such clients held every file the process may open), and its h11 parser caps headers
-only while they are incomplete. `GuardedHTTP`, uvicorn's protocol with `GuardedConfig`'s
-limits, closes a connection whose headers are not all in ``header_timeout`` seconds after it
-opened or was answered, answers 408 to a request whose body is not all in ``body_timeout``
-seconds after its headers, refuses a connection beyond ``max_connections`` (503) before
-reading anything, and answers its own 400 in the API's JSON. `RequestLimits` (ASGI) refuses
-headers over 16 KiB in all, a ``Host`` the server does not answer for (`Hosts`), and a body
-over ``--max-body-bytes`` (declared, or counted as it arrives). `Repeated` and `OneLine`, log
-filters: a repeated message once per interval; every line one line, escaped (`printable`);
-`Lines`, the access log's handler, writes a turn of the event loop's lines at once.
-`checked_image` reads an image's header only (a 500 KB PNG may declare 13,000 x 13,000 pixels).
+`GuardedHTTP` (uvicorn's protocol with `GuardedConfig`'s limits) adds the header and body
+deadlines and the connection cap uvicorn lacks (docs/results.md, "Serving"); `RequestLimits`
+(ASGI) refuses oversized headers, unknown hosts (`Hosts`) and bodies over ``--max-body-bytes``;
+`Repeated`, `OneLine` and `Lines` keep the log bounded and one line a record; `checked_image`
+reads an image's header only. The limits: docs/guide/serve.md ("Errors and limits").
 """
 
 from __future__ import annotations
@@ -215,11 +208,9 @@ def printable(text: str, limit: int | None = None) -> str:
 
 
 class Hosts:
-    """The ``Host`` header values a server without keys answers: its bound name or address,
-    ``localhost``, the names of ``--allowed-host``, and an address of the kind it listens
-    on (loopback for a loopback address; any for a wildcard one such as 0.0.0.0). A page of
-    another site whose name a DNS server points at this machine (DNS rebinding) sends its own
-    name, which is refused. Verdicts are kept per header value (a few)."""
+    """The ``Host`` values a server without keys answers: its bound name or address, ``localhost``,
+    ``--allowed-host`` names and an address of the kind it listens on (refusing DNS rebinding).
+    """
 
     def __init__(self, options: ServeOptions):
         bound = options.host.strip("[]").lower()

@@ -1,13 +1,9 @@
 """`serve`: run the server on uvicorn until SIGTERM or SIGINT, then drain and exit 0.
 
-The runs are loaded and the address bound before anything listens: a run that cannot load and
-a busy port are each one error line. ``--workers N`` is uvicorn's own supervisor: N spawned
-processes share the socket, each loading every run with ``--threads`` torch threads (by
-default the cores divided by N); the command says it serves once all N have loaded. A worker
-that cannot load stops the start with its line (each folder is checked here first), one that
-dies later is replaced, one whose supervisor is gone stops itself, and ``/metrics`` of any
-counts all. Stopping is uvicorn's: stop accepting, close idle connections, let the requests in
-flight finish for ``--drain-seconds``; a second SIGINT stops at once.
+The runs are loaded and the address bound before anything listens, so a run that cannot load
+and a busy port are each one error line. ``--workers N`` is uvicorn's own supervisor: N
+processes share the socket, each loading every run (docs/guide/serve.md, "More processes,
+more machines" and "Stopping").
 """
 
 from __future__ import annotations
@@ -82,12 +78,8 @@ def require_web_stack() -> None:
 
 
 def fit_open_files(connections: int) -> None:
-    """Raise the process's open-file limit to hold ``connections`` and the files a server has
-    beside them (128), within its hard limit: a cap the process could not reach would let
-    accepts fail first.
-
-    Raises:
-        UsageError: the hard limit is lower.
+    """Raise the open-file limit to hold ``connections`` plus 128 other files, within the hard
+    limit (UsageError when that is lower): accepts must not fail before the cap.
     """
     import resource
 
@@ -101,11 +93,9 @@ def fit_open_files(connections: int) -> None:
 
 
 def loaded_app(options: ServeOptions) -> Any:
-    """`create_app`'s app (its errors too), on ``options.torch_threads()`` torch threads and one
-    inter-op thread: the model thread runs one call at a time, with nothing beside it. What is
-    loaded by then is frozen out of the garbage collector's passes (`gc.freeze`): torch and
-    the models are millions of objects that a full pass would walk while requests wait; log
-    records no longer look up what no line shows (the caller, thread and process)."""
+    """`create_app`'s app on ``options.torch_threads()`` torch threads and one inter-op thread,
+    with what is loaded frozen out of the garbage collector's passes (`gc.freeze`).
+    """
     import torch
 
     from attnkit.server.app import create_app
@@ -133,7 +123,7 @@ def listen(options: ServeOptions) -> socket.socket:
         family, kind, proto, _, address = socket.getaddrinfo(
             options.host, options.port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)[0]
         # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on sockets that say they
-        # are TCP, and without it a keep-alive client waits ~40 ms per answer.
+        # are TCP, and without it a keep-alive client waits for a delayed ACK per answer.
         sock = socket.socket(family, kind, proto)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(address)

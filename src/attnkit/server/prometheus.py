@@ -1,14 +1,9 @@
 """The server's Prometheus metrics (``GET /metrics``, through ``prometheus-client``).
 
-``attnkit_requests_total{route, method, status}``, ``attnkit_request_seconds{route}`` (first
-byte in to last byte out: a stream's whole length), ``attnkit_batch_size{run}`` and
-``attnkit_batch_seconds{run}`` (per model call), ``attnkit_queue_depth{run}`` (requests
-waiting or running) and ``attnkit_streamed_tokens_total{run}``. Each `Metrics` has its own
-registry, so two apps in one process (tests) never share counts; with ``--workers`` each
-process writes to the folder ``PROMETHEUS_MULTIPROC_DIR`` names and any of them answers for
-all (prometheus-client's multiprocess mode). Routes are labelled by their template (unknown
-paths: ``other``) and methods by their name if HTTP defines it (any other: ``other``), so a
-scan of random URLs or methods cannot grow the label set; statuses are the server's own.
+Requests, their time, batch sizes and times, queue depth and streamed tokens (the names:
+docs/guide/serve.md, "Metrics"). Each `Metrics` has its own registry; with ``--workers`` the
+processes share ``PROMETHEUS_MULTIPROC_DIR``. Routes and methods are labelled from fixed sets
+(else ``other``), so a scan of random URLs cannot grow the label set.
 """
 
 from __future__ import annotations

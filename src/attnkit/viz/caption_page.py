@@ -1,13 +1,9 @@
 """The caption explorer: for each generated word, where in the image the model looked.
 
-``caption_page(images, summary, path)`` writes one self-contained page: an image picker, a
-method picker (attention, or another explanation the examples carry, such as integrated
-gradients; hidden when there is only attention), the caption as word buttons plus a slider
-(both keyboard-operable), the image (a PNG data URI) with the selected word's map over it, and
-a colour bar. The map is upsampled bilinearly in the
-page (as `attnkit.viz.overlay.upsample_map` does), scaled by the word's peak and drawn with
-the perceptually uniform `attnkit.viz.palettes.WEIGHTS_ON_IMAGE` palette (dark = ignored,
-bright = the peak), at the same blend as `attnkit.viz.overlay.overlay_image`.
+`caption_page` writes one self-contained page: an image picker, a method picker, the caption
+as word buttons and a slider, and the image with the selected word's map over it, upsampled
+bilinearly and blended as `attnkit.viz.overlay.overlay_image` does (docs/concepts.md,
+"Explorer pages").
 
 Example:
     >>> ex = CaptionExample(np.zeros((64, 64, 3), np.uint8), ["a", "dog"], np.ones((2, 7, 7)))
@@ -27,8 +23,10 @@ from PIL import Image
 
 from attnkit.viz._save import to_numpy
 from attnkit.viz.explorer import (
+    coerce,
     encode_weights,
     explorer_page,
+    page_file,
     palette_data,
     script_source,
 )
@@ -39,17 +37,16 @@ from attnkit.viz.palettes import WEIGHTS_ON_IMAGE
 # 14x14) has no detail finer than this anyway.
 MAX_IMAGE_SIDE = 384
 
+BODY, CSS, JS = (page_file(f"caption_page.{kind}") for kind in ("html", "css", "js"))
+# The policy source of its script: the live page of `attnkit serve`, which frames this page,
+# lists it in its own policy.
+SCRIPT_SOURCE = script_source(JS)
+
 
 @dataclass(frozen=True)
 class CaptionExample:
-    """One captioned image.
-
-    Args:
-        image: uint8 ``[H, W, 3]``.
-        words: the ``n`` generated words.
-        maps: ``[n, h, w]`` attention over the image grid, one map per word (weights >= 0).
-        references: reference captions, shown under the caption.
-        methods: other explanations, by name, each ``[n, h, w]`` weights >= 0 like ``maps``.
+    """One captioned image: uint8 ``image [H, W, 3]``, ``n`` ``words``, ``maps [n, h, w]`` (>= 0),
+    ``references`` shown under the caption, other ``methods`` by name (each like ``maps``).
     """
 
     image: object
@@ -72,14 +69,7 @@ def _png_uri(img: np.ndarray) -> str:
 
 
 def _example_data(item, k: int) -> dict:
-    if isinstance(item, Mapping):
-        try:
-            item = CaptionExample(**item)
-        except TypeError as err:
-            raise ValueError(f"caption example {k}: {err}") from err
-    if not isinstance(item, CaptionExample):
-        raise ValueError(f"caption example {k} must be a CaptionExample or a dict, "
-                         f"got {type(item).__name__}")
+    item = coerce(item, CaptionExample, f"caption example {k}")
     img = check_image(item.image)
     m = to_numpy(item.maps, "maps")
     n = len(item.words)
@@ -95,7 +85,7 @@ def _example_data(item, k: int) -> dict:
             raise ValueError(f"caption example {k}: method {name!r} must be shaped like the "
                              f"maps {list(m.shape)}, got {list(mm.shape)}")
         methods[str(name)] = encode_weights(mm, f"caption example {k}: method {name}")
-    return {"methods": methods,"png": _png_uri(img), "aspect": img.shape[1] / img.shape[0],
+    return {"methods": methods, "png": _png_uri(img), "aspect": img.shape[1] / img.shape[0],
             "words": [str(w) for w in item.words], "h": int(m.shape[1]), "w": int(m.shape[2]),
             "maps": encode_weights(m, f"caption example {k}: maps"),
             "refs": [str(r) for r in item.references]}
@@ -106,21 +96,14 @@ def caption_page(images: Sequence[CaptionExample | Mapping], summary: Mapping[st
                  title: str = "Captions: where the model looked for each word",
                  alpha: float = 0.5, order: Sequence[str] = (),
                  note: str | None = None) -> str:
-    """Build (and optionally write, atomically) the caption explorer page.
+    """Build (and optionally write to ``path``, atomically) the caption explorer page's HTML.
 
     Args:
         images: `CaptionExample` items (or dicts with the same keys).
         summary: model and data facts for the summary box.
-        path: where to write the page; None only returns it.
-        title: page heading.
-        alpha: weight of the coloured map in the blend, as in
-            `attnkit.viz.overlay.overlay_image`.
-        order: the method picker's order (``"attention"`` and the examples' method names);
-            the page opens on the first an image carries. Empty: attention first.
-        note: one more sentence under the legend (which method the page opens on, and why).
-
-    Returns:
-        The HTML text.
+        alpha: weight of the coloured map in the blend (`attnkit.viz.overlay.overlay_image`).
+        order: the method picker's order; the page opens on the first an image carries.
+        note: one more sentence under the legend.
 
     Raises:
         ValueError: no image, an image that is not uint8 ``[H, W, 3]``, maps not ``[n, h, w]``.
@@ -136,116 +119,5 @@ def caption_page(images: Sequence[CaptionExample | Mapping], summary: Mapping[st
               "selected word of its caption (dark = ignored).",
               "Pick a word with its button, the slider or the arrow keys; untick \u201cshow "
               "attention\u201d to see the plain image.", *([note] if note else []))
-    return explorer_page(title, legend, summary, body=_BODY, data=data, script=_JS, css=_CSS,
+    return explorer_page(title, legend, summary, body=BODY, data=data, script=JS, css=CSS,
                          path=path)
-
-
-_BODY = """
-<div class="controls">
-  <span id="image-box"><label for="image">Image</label> <select id="image"></select></span>
-  <span id="method-box"><label for="method">Method</label> <select id="method"></select></span>
-  <span><label for="step">Word</label> <input type="range" id="step" min="0" max="0" value="0">
-  </span>
-  <span><input type="checkbox" id="show" checked> <label for="show">show attention</label></span>
-</div>
-<div id="words" class="words" role="group" aria-label="caption words"></div>
-<div id="refs" class="muted"></div>
-<div class="stage">
-  <img id="photo" alt="the input image">
-  <canvas id="heat" aria-label="attention of the selected word"></canvas>
-</div>
-<div id="bar"></div>
-<p id="readout" class="muted" aria-live="polite"></p>
-"""
-
-_CSS = """
-.words { display: flex; flex-wrap: wrap; gap: .35em; margin: .3em 0 .6em; }
-.words button { border: 1px solid #888; border-radius: 4px; background: #fff; cursor: pointer; }
-.words button[aria-pressed="true"] { background: var(--accent); color: #fff;
-                                      border-color: var(--accent); }
-.stage { position: relative; display: inline-block; width: min(512px, 100%); }
-.stage img, .stage canvas { display: block; width: 100%; height: auto; }
-.stage canvas { position: absolute; left: 0; top: 0; height: 100%; }
-#refs p { margin: .1em 0; }
-"""
-
-_JS = r"""
-const LUT = DATA.palettes[DATA.seq];
-const imgSel = document.getElementById("image"), step = document.getElementById("step");
-const show = document.getElementById("show"), canvas = document.getElementById("heat");
-const methSel = document.getElementById("method");
-let ex = null, maps = null, buttons = [];
-
-function build() {
-  ex = DATA.images[Number(imgSel.value)];
-  fillMethods(methSel, DATA.order, ex.methods);
-  pickMethod();
-  document.getElementById("photo").src = ex.png;
-  const side = 256;
-  canvas.width = ex.aspect >= 1 ? side : Math.round(side * ex.aspect);
-  canvas.height = ex.aspect >= 1 ? Math.round(side / ex.aspect) : side;
-  const box = document.getElementById("words"); box.replaceChildren(); buttons = [];
-  ex.words.forEach((w, i) => {
-    const b = el("button", null, w); b.type = "button";
-    b.addEventListener("click", () => select(i));
-    b.addEventListener("keydown", (ev) => {
-      const d = ev.key === "ArrowRight" ? 1 : ev.key === "ArrowLeft" ? -1 : 0;
-      if (d && buttons[i + d]) { ev.preventDefault(); select(i + d); buttons[i + d].focus(); }
-    });
-    buttons.push(b); box.append(b);
-  });
-  const refs = document.getElementById("refs"); refs.replaceChildren();
-  for (const r of ex.refs) refs.append(el("p", null, "Reference: " + r));
-  step.max = ex.words.length - 1;
-  select(0);
-}
-function pickMethod() {
-  maps = decodeWeights(methSel.value === "attention" ? ex.maps : ex.methods[methSel.value]);
-}
-function sample(m, y, x) {
-  // Bilinear, pixel centres aligned (align_corners=False), edges clamped.
-  const h = ex.h, w = ex.w;
-  const fy = Math.min(Math.max(y - 0.5, 0), h - 1), fx = Math.min(Math.max(x - 0.5, 0), w - 1);
-  const y0 = Math.floor(fy), x0 = Math.floor(fx);
-  const y1 = Math.min(y0 + 1, h - 1), x1 = Math.min(x0 + 1, w - 1), dy = fy - y0, dx = fx - x0;
-  const v = (r, c) => m[r * w + c];
-  const top = v(y0, x0) * (1 - dx) + v(y0, x1) * dx, bottom = v(y1, x0) * (1 - dx) + v(y1, x1) * dx;
-  return top * (1 - dy) + bottom * dy;
-}
-function draw(i) {
-  const ctx = canvas.getContext("2d"), W = canvas.width, H = canvas.height;
-  ctx.clearRect(0, 0, W, H);
-  const n = ex.h * ex.w, m = maps.subarray(i * n, (i + 1) * n);
-  let top = 0; for (const v of m) top = Math.max(top, v);
-  if (show.checked) {
-    const img = ctx.createImageData(W, H), a = Math.round(255 * DATA.alpha);
-    for (let y = 0; y < H; y++) for (let x = 0; x < W; x++) {
-      const v = sample(m, (y + 0.5) * ex.h / H, (x + 0.5) * ex.w / W);
-      const c = lutRgb(LUT, top > 0 ? v / top : 0), o = 4 * (y * W + x);
-      img.data[o] = c[0]; img.data[o + 1] = c[1]; img.data[o + 2] = c[2]; img.data[o + 3] = a;
-    }
-    ctx.putImageData(img, 0, 0);
-  }
-  document.getElementById("bar").replaceChildren(
-    colorbar(LUT, "0 (not looked at)", fmt(top) + " (this word's peak)"));
-  return top;
-}
-function select(i) {
-  step.value = i;
-  buttons.forEach((b, k) => b.setAttribute("aria-pressed", k === i ? "true" : "false"));
-  const top = draw(i);
-  document.getElementById("readout").textContent = "Word " + (i + 1) + " of " + ex.words.length
-    + ": \u201c" + ex.words[i] + "\u201d (" + methSel.value + ", peak " + fmt(top) + ")";
-}
-DATA.images.forEach((e, k) => option(imgSel, k, (k + 1) + ": " + e.words.join(" ").slice(0, 60)));
-document.getElementById("image-box").hidden = DATA.images.length < 2;
-imgSel.addEventListener("change", build);
-step.addEventListener("input", () => select(Number(step.value)));
-show.addEventListener("change", () => select(Number(step.value)));
-methSel.addEventListener("change", () => { pickMethod(); select(Number(step.value)); });
-build();
-"""
-
-# The policy source of this page's script: a page that shows it in a frame (the live page of
-# `attnkit serve`) lists it in its own policy, which the frame inherits.
-SCRIPT_SOURCE = script_source(_JS)

@@ -49,11 +49,7 @@ def _thinned_ticks(ax, tokens: Sequence[str], step: int, axis: str, font: float)
 def check_alignment(
     weights, source_tokens: Sequence[str], target_tokens: Sequence[str]
 ) -> np.ndarray:
-    """Validate and return ``weights`` as a float array ``[Tq, Tk]``.
-
-    Raises:
-        ValueError: naming the expected shape ``[len(target_tokens), len(source_tokens)]``.
-    """
+    """``weights`` as a float array ``[Tq, Tk]``; ValueError naming the expected shape."""
     w = to_numpy(weights, "weights")
     tq, tk = len(target_tokens), len(source_tokens)
     if w.ndim != 2 or w.shape != (tq, tk):
@@ -77,18 +73,11 @@ def alignment_figure(
     title: str | None = None,
     cmap: str = WEIGHTS,
 ) -> Figure:
-    """Build (but do not save) the alignment heatmap Figure.
+    """The alignment heatmap Figure of ``weights [Tq, Tk]`` (row ``i``: target token ``i``).
 
-    The figure grows with the token counts up to ``MAX_SIDE_INCHES``; past that the cells shrink,
-    and once a label would be smaller than ``MIN_FONT_PT`` only every k-th token is labelled.
-
-    Args:
-        weights: ``[Tq, Tk]`` array or CPU tensor; row ``i`` is target token ``i``'s attention over
-            the source tokens.
-        source_tokens: ``Tk`` labels for the x axis.
-        target_tokens: ``Tq`` labels for the y axis.
-        title: optional figure title (wrapped to the figure width).
-        cmap: a matplotlib colormap name (default: the shared weights palette).
+    The figure grows with the token counts up to ``MAX_SIDE_INCHES``, then the cells shrink; once
+    a label would be under ``MIN_FONT_PT`` only every k-th token is labelled. ``cmap`` defaults to
+    the weights palette.
     """
     w = check_alignment(weights, source_tokens, target_tokens)
     tq, tk = w.shape
@@ -131,26 +120,13 @@ def plot_alignment(
     cmap: str = WEIGHTS,
     dpi: int = 100,
 ) -> Figure:
-    """Draw an attention alignment matrix and write it to one or more files.
+    """Draw ``weights [Tq, Tk]`` (rows: target tokens, columns: source) and return the Figure.
 
-    Args:
-        weights: ``[Tq, Tk]`` (numpy or CPU tensor), rows = target tokens, columns = source tokens.
-        source_tokens: ``Tk`` strings, shown on the x axis (rotated).
-        target_tokens: ``Tq`` strings, shown on the y axis.
-        path_or_paths: a path or several; the extension (.png, .svg, .pdf) picks the format.
-            None writes nothing. Each file is written atomically.
-        title: optional title.
-
-    Returns:
-        The matplotlib Figure (files, if any, are already written).
-
-    Raises:
-        ValueError: ``weights`` is not ``[len(target_tokens), len(source_tokens)]`` or an
-            extension is unsupported.
+    Each of ``path_or_paths`` (None: none) is written atomically in the format of its extension
+    (.png, .svg, .pdf). ValueError for a mismatched shape or an unsupported extension.
 
     Example:
-        >>> w = np.full((2, 3), 1 / 3)
-        >>> fig = plot_alignment(w, ["a", "b", "c"], ["x", "y"], ["al.png", "al.svg"])
+        >>> fig = plot_alignment(np.full((2, 3), 1 / 3), ["a", "b", "c"], ["x", "y"], "al.png")
     """
     paths = None if path_or_paths is None else as_paths(path_or_paths)
     fig = alignment_figure(weights, source_tokens, target_tokens, title=title, cmap=cmap)

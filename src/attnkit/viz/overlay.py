@@ -36,10 +36,8 @@ def check_image(image) -> np.ndarray:
 
 
 def upsample_map(attention_map, height: int, width: int) -> np.ndarray:
-    """Bilinearly resize a ``[h, w]`` map to ``[height, width]`` and scale it to [0, 1] by max.
-
-    Bilinear (not nearest) interpolation gives the smooth blobs of Show, Attend and Tell rather
-    than blocky cells.
+    """Bilinearly resize a ``[h, w]`` map to ``[height, width]`` (the smooth blobs of Show, Attend
+    and Tell, not blocky cells) and scale it to [0, 1] by its max.
     """
     m = to_numpy(attention_map, "map").astype(np.float32)
     if m.ndim != 2 or 0 in m.shape:
@@ -55,16 +53,8 @@ def upsample_map(attention_map, height: int, width: int) -> np.ndarray:
 
 def overlay_image(image, attention_map, *, alpha: float = 0.5,
                   cmap: str = WEIGHTS_ON_IMAGE) -> np.ndarray:
-    """Blend an attention map over an image.
-
-    Args:
-        image: uint8 ``[H, W, 3]``.
-        attention_map: ``[h, w]`` weights (any positive scale; normalised by max).
-        alpha: weight of the coloured map in the blend, in [0, 1].
-        cmap: matplotlib colormap name.
-
-    Returns:
-        uint8 ``[H, W, 3]``: ``(1 - alpha) * image + alpha * cmap(map)``.
+    """``(1 - alpha) * image + alpha * cmap(map)``: uint8 ``[H, W, 3]``, the ``[h, w]`` map
+    normalised by its max.
 
     Example:
         >>> out = overlay_image(np.zeros((64, 64, 3), np.uint8), np.eye(8))
@@ -90,25 +80,11 @@ def attention_grid(
     show_image: bool = True,
     dpi: int = 100,
 ) -> Figure:
-    """One panel per generated word: its attention map over the image, the word as title.
+    """One panel per word (``maps [n, h, w]``, ``n`` ``words``): its map over ``image``, each scaled
+    by its own peak, with one colour bar; returns the Figure.
 
-    Each map is scaled by its own peak, so one colour bar (0 = none, 1 = the word's peak) reads
-    every panel.
-
-    Args:
-        image: uint8 ``[H, W, 3]``.
-        maps: ``[n, h, w]`` attention maps (numpy or CPU tensor), one per word.
-        words: ``n`` strings.
-        path: output file(s), .png (or .svg/.pdf) by extension, written atomically; None: none.
-        cols: panels per row (default ``min(n + show_image, 5)``).
-        alpha, cmap: as in `overlay_image`.
-        show_image: put the plain image first, titled "image".
-
-    Returns:
-        The matplotlib Figure.
-
-    Raises:
-        ValueError: ``maps`` is not ``[len(words), h, w]`` or the image is not uint8 ``[H, W, 3]``.
+    ``path``: file(s) written atomically by extension (None: none); ``cols`` default ``min(n +
+    show_image, 5)``; ``show_image`` puts the plain image first. ValueError for mismatched shapes.
     """
     img = check_image(image)
     m = to_numpy(maps, "maps")

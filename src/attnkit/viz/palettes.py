@@ -1,20 +1,10 @@
 """The colour palettes every attnkit figure and page shares.
 
-Two kinds of numbers are drawn, each with one palette:
-
-* weights (attention, pooling shares; >= 0): a sequential, perceptually uniform palette from the
-  magma family. On a light page (matrix cells, shaded words) it runs light -> dark, "ink =
-  attention" (``WEIGHTS``); over an image it runs dark -> bright, a spotlight on what was
-  looked at (``WEIGHTS_ON_IMAGE``, the same colours in reverse order).
-* signed contributions (a word pushed towards positive or negative): a diverging palette with a
-  neutral near-white centre (``SIGNED``: red = negative, blue = positive; ColorBrewer RdBu,
-  readable with the common colour-vision deficiencies).
-* weights on a page whose legend gives red and blue a direction (the sentiment page's weight
-  views): greys, light -> dark (``WEIGHTS_BESIDE_SIGNED``), so that no weight reads as
-  "towards negative" (magma's middle is red).
-
-``lut(name)`` samples a palette into ``LEVELS`` sRGB colours; the HTML pages ship the same table
-to their JavaScript, so a static PNG and an interactive page colour a value identically.
+Weights (>= 0) are drawn with magma: ``WEIGHTS`` light -> dark on a page, ``WEIGHTS_ON_IMAGE``
+dark -> bright over an image; signed contributions with ``SIGNED`` (ColorBrewer RdBu: red =
+negative, blue = positive); weights beside signed views with greys (``WEIGHTS_BESIDE_SIGNED``).
+`lut` samples a palette into ``LEVELS`` sRGB colours, the table the pages' JavaScript gets too
+(docs/concepts.md, "Explanations you can see").
 
 Example:
     >>> rgb = colors_for([0.0, 0.5, 1.0], WEIGHTS)   # uint8 [3, 3]

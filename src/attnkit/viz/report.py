@@ -14,6 +14,7 @@ import io
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from string import Template
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -21,19 +22,9 @@ from PIL import Image
 
 from attnkit.fileio import atomic_write_bytes
 from attnkit.viz._save import figure_bytes, to_numpy
+from attnkit.viz.explorer import page_file
 
-_STYLE = """
-body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em;
-       color: #222; line-height: 1.5; }
-h1 { border-bottom: 2px solid #ddd; padding-bottom: .3em; }
-h2 { margin-top: 1.6em; border-bottom: 1px solid #eee; }
-figure { margin: 1em 0; }
-figure img, figure svg { max-width: 100%; height: auto; }
-figcaption { color: #555; font-size: .9em; }
-table { border-collapse: collapse; margin: 1em 0; }
-th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: left; }
-.attnkit-tokens { line-height: 2; }
-"""
+PAGE = Template(page_file("report.html"))
 
 
 def _png_data_uri(png: bytes) -> str:
@@ -54,13 +45,9 @@ def _image_png(image) -> bytes:
 class HtmlReport:
     """Collects headings, text, tables and figures; ``write`` saves one self-contained HTML file.
 
-    Args:
-        title: page title and top heading (escaped).
-
     Example:
         >>> r = HtmlReport("Caption run")
         >>> r.add_section("Alignment", alignment_svg(w, src, tgt))
-        >>> r.add_text("BLEU 27.1 on newstest2014")
         >>> r.add_figure(fig, caption="attention for 'duck'")
         >>> r.write("run/report.html")
     """
@@ -128,13 +115,7 @@ class HtmlReport:
 
     def to_html(self) -> str:
         """The whole page as a string."""
-        title = html.escape(self.title)
-        body = "\n".join(self._blocks)
-        return (
-            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>{title}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
-            f"<h1>{title}</h1>\n{body}\n</body>\n</html>\n"
-        )
+        return PAGE.substitute(title=html.escape(self.title), body="\n".join(self._blocks))
 
     def write(self, path: str | os.PathLike) -> Path:
         """Write the page atomically (temp file + ``os.replace``); returns the path."""

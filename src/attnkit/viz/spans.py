@@ -1,11 +1,8 @@
 """Where each model token sits in the text the user wrote, so pages can show the text as written.
 
-Tokenizers lower-case, drop punctuation and mark sub-words (sentencepiece's ``▁``), so a token is
-not a slice of the original text. ``token_spans`` finds each token in the text,
-case-insensitively, in order and preferably at a word start, and returns its character span in
-the ORIGINAL string (original case and punctuation stay untouched around it). A token that cannot
-be found (``<unk>``, a normalised character) gets ``None`` and the search goes on after the last
-match.
+Tokens are lower-cased, stripped of punctuation and marked as sub-words, so `token_spans` finds
+each in the text (case-insensitively, in order, preferably at a word start) and returns its
+span in the original string; a token not found (``<unk>``) gets None.
 
 Example:
     >>> token_spans("Great film, isn't it?!", ["great", "film", "isn't", "it"])
@@ -54,16 +51,10 @@ def _find(low: str, needle: str, cursor: int, from_end: bool) -> int:
 def token_spans(
     text: str, tokens: Sequence[str], *, from_end: bool = False
 ) -> list[tuple[int, int] | None]:
-    """Character span ``(start, end)`` of each token in ``text``, or None where it is not found.
+    """Character span ``(start, end)`` of each of the ``T`` ``tokens`` in ``text``, or None.
 
-    Args:
-        text: the text as the user wrote it.
-        tokens: ``T`` tokens in text order (lower-cased or not; sub-word marks are ignored).
-        from_end: match from the end of the text backwards: use it when the model kept the LAST
-            tokens of a long text (pre-truncation), so a repeated word lands on its last use.
-
-    Returns:
-        ``T`` entries; ``text[start:end]`` is the token in its original case.
+    ``from_end`` matches from the end backwards (the model kept the last tokens of a long text),
+    so a repeated word lands on its last use.
     """
     low, origin = _lowered_index(text)
     order = range(len(tokens) - 1, -1, -1) if from_end else range(len(tokens))

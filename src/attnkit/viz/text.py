@@ -63,19 +63,11 @@ def shade_text_ansi(
     sep: str = " ",
     signed: bool = False,
 ) -> str:
-    """Tokens with ANSI background shading: darker = higher score.
+    """Tokens with ANSI background shading, darker = higher score (``scores [T]``); one string.
 
-    Args:
-        tokens: ``T`` strings.
-        scores: ``[T]`` numbers (numpy, list or CPU tensor); normalised by their max.
-        color: False gives plain text ``token(0.42)`` with the normalised score, for logs/pipes.
-        truecolor: 24-bit colours from the shared palette; False uses the 256-colour grey ramp
-            (weights) or red / grey / blue steps (signed).
-        sep: joins the tokens.
-        signed: scores are signed contributions (diverging palette); plain text shows ``+0.42``.
-
-    Returns:
-        One string; every shaded token ends with a reset code, so nothing leaks into later text.
+    ``color=False`` gives plain ``token(0.42)`` for logs and pipes; ``truecolor=False`` uses the
+    256-colour ramp; ``signed`` scores use the diverging palette. Every shaded token ends with a
+    reset code.
 
     Example:
         >>> print(shade_text_ansi(["the", "duck"], [0.1, 0.9]))
@@ -106,19 +98,8 @@ def shade_text_ansi(
 
 def shade_text_html(tokens: Sequence[str], scores, *, sep: str = " ", digits: int = 4,
                     signed: bool = False) -> str:
-    """Tokens as ``<span>`` elements whose background is the score's palette colour.
-
-    Args:
-        tokens: ``T`` strings (HTML-escaped in the output).
-        scores: ``[T]`` numbers; weights are normalised by their max, signed contributions
-            (``signed=True``) by their largest magnitude.
-        sep: joins the spans.
-        digits: decimals of the raw score shown in each span's ``title`` (hover) attribute.
-        signed: use the diverging palette (red = negative, blue = positive).
-
-    Returns:
-        An HTML fragment, e.g. ``<span class="attnkit-token" style="background-color:
-        rgb(251,135,97); color: #000" title="0.2500">duck</span>``.
+    """Tokens (escaped) as ``<span class="attnkit-token">`` elements whose background is the score's
+    palette colour, the raw score to ``digits`` decimals in the ``title``; ``signed``: diverging.
     """
     s, palette = _unit_and_palette(tokens, scores, signed)
     raw = to_numpy(scores, "scores").astype(np.float64)

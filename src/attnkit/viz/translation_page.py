@@ -1,13 +1,8 @@
 """The translation attention explorer: which source words each output word looked at.
 
-``translation_page(examples, summary, path)`` writes one self-contained HTML page: an example
-picker, a method selector (attention, or another explanation the examples carry: attention
-rollout, gradient x input, integrated gradients; hidden when there is only attention), a layer
-and head selector for attention ("average of heads" by default; hidden for a one-head RNN),
-the source and output sentences as words to hover or Tab to (the partner words are shaded by
-weight, both ways, and words linked by the example's word alignment are outlined), and the
-matrix in a scrolling box with sticky word labels, so a 200-word sentence stays a readable page
-rather than a 6000-pixel picture.
+`translation_page` writes one self-contained page: an example picker, a method and a layer/head
+selector, the two sentences as words to hover or Tab to, and the matrix in a scrolling box with
+sticky labels (docs/concepts.md, "Explorer pages").
 
 Example:
     >>> ex = TranslationExample(["le", "chat"], ["the", "cat"], np.eye(2))
@@ -25,10 +20,16 @@ from attnkit.viz.explorer import (
     coerce,
     encode_weights,
     explorer_page,
+    page_file,
     palette_data,
     script_source,
 )
 from attnkit.viz.palettes import WEIGHTS
+
+BODY, CSS, JS = (page_file(f"translation_page.{kind}") for kind in ("html", "css", "js"))
+# The policy source of its script: the live page of `attnkit serve`, which frames this page,
+# lists it in its own policy.
+SCRIPT_SOURCE = script_source(JS)
 
 
 @dataclass(frozen=True)
@@ -36,16 +37,13 @@ class TranslationExample:
     """One translated sentence and its attention.
 
     Args:
-        source_tokens: ``T_src`` strings.
-        target_tokens: ``T_tgt`` strings (the output).
-        attention: ``[layers, heads, T_tgt, T_src]`` (Transformer cross-attention),
-            ``[heads, T_tgt, T_src]`` or ``[T_tgt, T_src]`` (an RNN: no selector shown).
+        source_tokens, target_tokens: ``T_src`` and ``T_tgt`` strings.
+        attention: ``[layers, heads, T_tgt, T_src]``, ``[heads, T_tgt, T_src]`` or ``[T_tgt,
+            T_src]``.
         references: reference translations, shown under the output.
-        scores: per-sentence figures (e.g. ``{"chrF": 61.2}``), shown as a small table.
-        methods: other explanations, by name (``"integrated-gradients"``), each
-            ``[T_tgt, T_src]`` weights >= 0: the method selector offers them beside attention.
-        links: word alignment links ``(source index, target index)``: hovering a word outlines
-            the words it is linked to.
+        scores: per-sentence figures (e.g. ``{"chrF": 61.2}``).
+        methods: other explanations, by name, each ``[T_tgt, T_src]`` weights >= 0.
+        links: word alignment links ``(source index, target index)``, outlined on hover.
     """
 
     source_tokens: Sequence[str]
@@ -100,20 +98,13 @@ def translation_page(
     order: Sequence[str] = (),
     note: str | None = None,
 ) -> str:
-    """Build (and optionally write, atomically) the translation explorer page.
+    """Build (and optionally write to ``path``, atomically) the translation explorer page's HTML.
 
     Args:
         examples: `TranslationExample` items (or dicts with the same keys).
-        summary: model and data facts for the summary box, e.g. ``{"model": ..., "data": ...}``.
-        path: where to write the page; None only returns it.
-        title: page heading.
-        metrics: run-level figures (e.g. ``{"BLEU": 27.1}``) shown as a table.
-        order: the method picker's order (``"attention"`` and the examples' method names);
-            the page opens on the first a sentence carries. Empty: attention first.
-        note: one more sentence under the legend (which method the page opens on, and why).
-
-    Returns:
-        The HTML text.
+        summary, metrics: model and data facts; run-level figures (e.g. ``{"BLEU": 27.1}``).
+        order: the method picker's order; the page opens on the first a sentence carries.
+        note: one more sentence under the legend.
 
     Raises:
         ValueError: no example, or an attention shape that does not match its tokens.
@@ -136,210 +127,5 @@ def translation_page(
               + ("; the method picker shows other explanations of the same words (gradient "
                  "attributions: how much each source word's vector changed the output word)."
                  if methods else "."), *([note] if note else []))
-    return explorer_page(title, legend, summary, body=_BODY, data=data, script=_JS, css=_CSS,
+    return explorer_page(title, legend, summary, body=BODY, data=data, script=JS, css=CSS,
                          path=path)
-
-
-_BODY = """
-<div id="run-metrics"></div>
-<div class="controls">
-  <span id="example-box"><label for="example">Sentence</label> <select id="example"></select></span>
-  <span id="method-box"><label for="method">Method</label> <select id="method"></select></span>
-  <span id="layer-box"><label for="layer">Layer</label> <select id="layer"></select></span>
-  <span id="head-box"><label for="head">Head</label> <select id="head"></select></span>
-</div>
-<div class="sentences">
-  <p><span class="role">Source</span> <span id="src-line" class="line"></span></p>
-  <p><span class="role">Output</span> <span id="tgt-line" class="line"></span></p>
-  <div id="refs"></div>
-  <p id="readout" class="muted" aria-live="polite">Hover over or Tab to a word.</p>
-</div>
-<div id="scores"></div>
-<div id="bar"></div>
-<div class="matrix-wrap" tabindex="0" aria-label="alignment grid (scrolls)">
-  <table id="matrix"></table>
-</div>
-"""
-
-_CSS = """
-.role { display: inline-block; width: 6.5em; font-weight: 600; color: var(--muted); }
-.line .tok { margin-right: .25em; line-height: 1.9; }
-.tok.active { outline: 2px solid var(--accent); }
-.tok.linked { outline: 2px dashed #c2410c; outline-offset: 1px; }
-#matrix th.active { box-shadow: inset 0 0 0 2px var(--accent); }
-#matrix td.link { box-shadow: inset 0 0 0 2px #c2410c; }
-.matrix-wrap { max-height: 70vh; width: fit-content; max-width: 100%; overflow: auto;
-               border: 1px solid var(--line); margin-top: .4em; }
-#matrix { border-collapse: separate; border-spacing: 0; font-size: 12px; }
-#matrix td { width: 22px; min-width: 22px; height: 22px; padding: 0;
-             border-right: 1px solid #fff; border-bottom: 1px solid #fff; }
-#matrix th { background: #fff; font-weight: normal; white-space: nowrap; padding: 0 4px; }
-#matrix thead th { position: sticky; top: 0; z-index: 2; vertical-align: bottom; }
-#matrix thead th.col { writing-mode: vertical-rl; transform: rotate(180deg); max-height: 9em;
-                       overflow: hidden; text-overflow: ellipsis; padding: 4px 0; }
-#matrix th.row { position: sticky; left: 0; z-index: 1; text-align: right; max-width: 12em;
-                 overflow: hidden; text-overflow: ellipsis; }
-#matrix thead th.corner { left: 0; z-index: 3; }
-#refs p { margin: .1em 0; }
-"""
-
-_JS = r"""
-const LUT = DATA.palettes[DATA.seq];
-const exSel = document.getElementById("example");
-const laySel = document.getElementById("layer"), headSel = document.getElementById("head");
-const methSel = document.getElementById("method");
-const readout = document.getElementById("readout");
-let ex = null, w = null, m = null, ui = null;
-
-function table(rows, id, caption) {
-  const box = document.getElementById(id); box.replaceChildren();
-  if (!rows.length) return;
-  const t = el("table", "metrics");
-  t.append(el("caption", null, caption));
-  for (const r of rows) {
-    const tr = el("tr");
-    tr.append(el("th", null, r[0]), el("td", null, r[1]));
-    t.append(tr);
-  }
-  box.append(t);
-}
-function current() {
-  if (methSel.value !== "attention") return decodeWeights(ex.methods[methSel.value]);
-  const T = ex.T, S = ex.S, H = ex.H, off = Number(laySel.value) * H * T * S;
-  const out = new Float32Array(T * S);
-  if (headSel.value === "avg") {
-    for (let h = 0; h < H; h++) {
-      for (let i = 0; i < T * S; i++) out[i] += w[off + h * T * S + i] / H;
-    }
-  } else {
-    const o = off + Number(headSel.value) * T * S;
-    for (let i = 0; i < T * S; i++) out[i] = w[o + i];
-  }
-  return out;
-}
-function chip(text, role, i) {
-  const c = el("span", "tok", text);
-  c.tabIndex = 0; c.dataset.role = role; c.dataset.i = i;
-  return c;
-}
-function hookWord(node, role, i) {
-  node.addEventListener("mouseenter", () => highlight(role, i));
-  node.addEventListener("focus", () => highlight(role, i));
-  node.addEventListener("mouseleave", clear);
-  node.addEventListener("blur", clear);
-  node.addEventListener("keydown", (ev) => {
-    const step = ev.key === "ArrowRight" || ev.key === "ArrowDown" ? 1
-      : ev.key === "ArrowLeft" || ev.key === "ArrowUp" ? -1 : 0;
-    const list = role === "tgt" ? ui.tgt : ui.src;
-    if (step && list[i + step]) { ev.preventDefault(); list[i + step].focus(); }
-  });
-}
-function build() {
-  ex = DATA.examples[Number(exSel.value)];
-  w = decodeWeights(ex.w);
-  laySel.replaceChildren(); headSel.replaceChildren();
-  for (let l = 0; l < ex.L; l++) {
-    option(laySel, l, "layer " + (l + 1) + (l === ex.L - 1 ? " (last)" : ""));
-  }
-  laySel.value = ex.L - 1;
-  option(headSel, "avg", "average of " + ex.H + " heads");
-  for (let h = 0; h < ex.H; h++) option(headSel, h, "head " + (h + 1));
-  fillMethods(methSel, DATA.order, ex.methods);
-  showSelectors();
-  ui = {src: [], tgt: [], rows: [], cols: [], cells: []};
-  const sl = document.getElementById("src-line"), tl = document.getElementById("tgt-line");
-  sl.replaceChildren(); tl.replaceChildren();
-  ex.src.forEach((s, j) => { const c = chip(s, "src", j); ui.src.push(c); sl.append(c, " "); });
-  ex.tgt.forEach((s, i) => { const c = chip(s, "tgt", i); ui.tgt.push(c); tl.append(c, " "); });
-  const refs = document.getElementById("refs"); refs.replaceChildren();
-  for (const r of ex.refs) {
-    const p = el("p");
-    p.append(el("span", "role", "Reference"), el("span", null, r));
-    refs.append(p);
-  }
-  table(ex.scores, "scores", "this sentence");
-  buildMatrix();
-  ui.src.forEach((c, j) => hookWord(c, "src", j));
-  ui.tgt.forEach((c, i) => hookWord(c, "tgt", i));
-  ui.cols.forEach((c, j) => hookWord(c, "src", j));
-  ui.rows.forEach((c, i) => hookWord(c, "tgt", i));
-  recolor();
-}
-function buildMatrix() {
-  const t = document.getElementById("matrix"); t.replaceChildren();
-  const head = el("thead"), hr = el("tr"), corner = el("th", "corner", "output \\ source");
-  hr.append(corner);
-  ex.src.forEach((s, j) => { const th = el("th", "col", s); th.tabIndex = 0; th.scope = "col";
-    ui.cols.push(th); hr.append(th); });
-  head.append(hr); t.append(head);
-  const body = el("tbody");
-  ex.tgt.forEach((s, i) => {
-    const tr = el("tr"), th = el("th", "row", s); th.tabIndex = 0; th.scope = "row";
-    ui.rows.push(th); tr.append(th);
-    for (let j = 0; j < ex.S; j++) { const td = el("td"); ui.cells.push(td); tr.append(td); }
-    body.append(tr);
-  });
-  t.append(body);
-  for (const [j, i] of ex.links) ui.cells[i * ex.S + j].classList.add("link");
-}
-function showSelectors() {
-  const att = methSel.value === "attention";
-  document.getElementById("layer-box").hidden = !att || ex.L < 2;
-  document.getElementById("head-box").hidden = !att || ex.H < 2;
-}
-function recolor() {
-  showSelectors();
-  m = current();
-  let top = 0; for (const v of m) top = Math.max(top, v);
-  const scale = top > 0 ? top : 1;
-  ui.cells.forEach((td, k) => {
-    paint(td, LUT, m[k] / scale);
-    td.title = ex.tgt[Math.floor(k / ex.S)] + " \u2190 " + ex.src[k % ex.S] + ": " + fmt(m[k]);
-  });
-  document.getElementById("bar").replaceChildren(
-    colorbar(LUT, "0 (ignored)", fmt(top) + " (most looked at)"));
-}
-function clear() {
-  for (const n of [...ui.src, ...ui.tgt, ...ui.rows, ...ui.cols]) {
-    unpaint(n);
-    n.classList.remove("active", "linked");
-  }
-  readout.textContent = "Hover over or Tab to a word.";
-}
-function highlight(role, idx) {
-  clear();
-  const T = ex.T, S = ex.S, partners = role === "tgt" ? ui.src : ui.tgt;
-  const edge = role === "tgt" ? ui.cols : ui.rows, names = role === "tgt" ? ex.src : ex.tgt;
-  const vals = [];
-  for (let k = 0; k < (role === "tgt" ? S : T); k++) {
-    vals.push(role === "tgt" ? m[idx * S + k] : m[k * S + idx]);
-  }
-  const top = Math.max(...vals) || 1;
-  vals.forEach((v, k) => { paint(partners[k], LUT, v / top); paint(edge[k], LUT, v / top); });
-  (role === "tgt" ? [ui.tgt[idx], ui.rows[idx]] : [ui.src[idx], ui.cols[idx]])
-    .forEach((n) => n.classList.add("active"));
-  const best = vals.map((v, k) => [v, k]).sort((a, b) => b[0] - a[0]).slice(0, 3);
-  const word = role === "tgt" ? ex.tgt[idx] : ex.src[idx];
-  const linked = ex.links.filter((l) => (role === "tgt" ? l[1] : l[0]) === idx)
-    .map((l) => (role === "tgt" ? l[0] : l[1]));
-  linked.forEach((k) => { partners[k].classList.add("linked"); edge[k].classList.add("linked"); });
-  readout.textContent = (role === "tgt" ? "\u201c" + word + "\u201d looked most at: "
-    : "\u201c" + word + "\u201d was looked at most by: ")
-    + best.map(([v, k]) => names[k] + " (" + fmt(v) + ")").join(", ")
-    + (ex.links.length ? "; aligned with: " + (linked.length
-      ? linked.map((k) => names[k]).join(", ") : "nothing") : "");
-}
-DATA.examples.forEach((e, k) => option(exSel, k, (k + 1) + ": " + e.src.slice(0, 8).join(" ")
-  + (e.src.length > 8 ? " \u2026" : "")));
-document.getElementById("example-box").hidden = DATA.examples.length < 2;
-table(DATA.metrics, "run-metrics", "whole test set");
-exSel.addEventListener("change", build);
-laySel.addEventListener("change", recolor);
-methSel.addEventListener("change", recolor);
-headSel.addEventListener("change", recolor);
-build();
-"""
-
-# The policy source of this page's script: a page that shows it in a frame (the live page of
-# `attnkit serve`) lists it in its own policy, which the frame inherits.
-SCRIPT_SOURCE = script_source(_JS)
