@@ -1,41 +1,17 @@
-"""The App contract: what every application provides, and what they share, written once.
+"""The App contract: the steps an application writes, and the flow every app shares.
 
-An application (translation, sentiment, captioning, or one of yours) is a subclass of `App`
-registered in `attnkit.apps.APPS`. It implements a few steps; the base class runs them the
-same way for every app:
-
-```text
-train(settings, out)      configure -> [rank 0] prepare -> claim the folder -> save
-                          -> [other ranks] reload -> fit -> [rank 0] final evaluation
-load(run)                 -> Loaded (the model, its pipeline, its config)
-evaluate(loaded, data)    evaluation -> metrics (+ test_metrics.json, + a report page)
-predict(loaded, inputs)   predictions -> list[Prediction], each with its attention
-page(predictions)         the app's explorer page
-```
-
-What the base does for every app: the run-folder rules (claim, lock, resume, overwrite;
-`attnkit.training.run_folder`), the process group under ``torchrun`` (started before preparation:
-rank 0 prepares and saves, the other ranks then read what it saved, as a resume does),
-seeding before the model is built, the final evaluation into ``test_metrics.json``, the
-checks on output files (`attnkit.apps.outputs`), and turning a run folder given in place of a
-loaded run into one.
-
-Example:
-    ```python
-    from attnkit.apps import APPS
-
-    app = APPS["translate"]
-    run = app.train({"data": "synthetic", "epochs": 2}, "runs/demo")
-    loaded = app.load("runs/demo")
-    app.evaluate(loaded)["bleu"]
-    preds = app.predict(loaded, ["I am cold."])
-    html = app.page(preds, loaded.summary())
-    ```
+An app (translation, sentiment, captioning, or a plugin) is a subclass of `App` in
+`attnkit.apps.APPS`. It writes the steps (``configure``, ``prepare``, ``fit``, ``load``,
+``evaluation``, ``predictions``, ``tiny``...); the base runs them the same way for every app:
+``train`` (run folder rules, ``torchrun`` process group, seeding, the final evaluation into
+``test_metrics.json``), ``evaluate``, ``predict`` and ``page``. Start at `App.train`; the
+flow is drawn in docs/DEVELOPING.md ("The app contract").
 """
 
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -47,6 +23,7 @@ from attnkit.apps.outputs import REPORT, output_file, write_output
 from attnkit.apps.prediction import Prediction, write_page
 from attnkit.apps.presentation import Presentation
 from attnkit.apps.results import (
+    FINAL_EVALUATION,
     TEST_METRICS,
     Evaluation,
     Loaded,
@@ -59,13 +36,10 @@ from attnkit.apps.results import (
     write_test_metrics,
 )
 from attnkit.apps.run_files import read_config
-from attnkit.apps.train_flow import final_evaluation, prepared_run
 from attnkit.errors import Interrupted, UsageError
-from attnkit.fileio import read_json, write_files
+from attnkit.fileio import read_json, write_files, write_json
 from attnkit.machine import torch_threads
-from attnkit.training import TrainResult, seed_everything
-from attnkit.training import distributed as D
-from attnkit.training.run_folder import check_resumable, next_step, stored_threads
+from attnkit.training import TrainResult, distributed, run_folder, seed_everything
 from attnkit.training.signals import interruptible
 
 # What a subclass may name in its class statement (`App.__init_subclass__`).
@@ -197,12 +171,12 @@ class App(Presentation, ABC):
             raise UsageError("give the run folder (--out RUN)")
         if resume and overwrite:
             raise UsageError("--resume and --overwrite contradict each other; give one")
-        out, main = Path(out), D.is_main_process()
+        out, main = Path(out), distributed.is_main_process()
         log = log if main else quiet
-        stored = read_config(check_resumable(out), self.name) if resume else None
+        stored = read_config(run_folder.check_resumable(out), self.name) if resume else None
         given = dict(settings) if isinstance(settings, Mapping) else {"data": settings}
         config = self.configure({**given, **overrides}, out, stored)
-        trained_with = stored_threads(stored) if stored is not None else None
+        trained_with = run_folder.stored_threads(stored) if stored is not None else None
         if threads is None:
             threads = trained_with or self.default_threads.get("train")
         elif trained_with is not None and threads != trained_with and main:
@@ -216,23 +190,23 @@ class App(Presentation, ABC):
             except Interrupted as exc:
                 # Before the trainer's first checkpoint a resume has nothing to resume: say
                 # what the folder allows, in the words the next command will use.
-                exc.hint = next_step(out)
+                exc.hint = run_folder.next_step(out)
                 raise
 
     def _train(self, config: Any, out: Path, *, resume: bool, overwrite: bool, log: Log
                ) -> Run:
         """`train` once the settings are known and the threads set."""
-        main = D.is_main_process()
-        info = D.setup(config.train.device)   # before preparation: rank 0 prepares alone
+        main = distributed.is_main_process()
+        info = distributed.setup(config.train.device)   # before preparation: rank 0 prepares alone
         try:
             with ExitStack() as claimed:
-                prepared = prepared_run(self, config, out, info, claimed, resume=resume,
-                                        overwrite=overwrite, log=log)
+                prepared = self._prepared(config, out, info, claimed, resume=resume,
+                                          overwrite=overwrite, log=log)
                 seed_everything(prepared.train.seed)  # before the model: it fixes the weights
                 with interruptible():
                     result = self.fit(prepared, out, resume=resume, log=log)
         finally:
-            D.teardown(info)
+            distributed.teardown(info)
         run = Run(out, self.name, result, select_metric=prepared.train.select_metric)
         if result.stop_reason == "signal" or not main:
             return run
@@ -243,8 +217,50 @@ class App(Presentation, ABC):
             run.test_metrics = read_json(out / TEST_METRICS, "the run's test metrics", root=out)
             return run
         with interruptible():
-            run.test_metrics = final_evaluation(self, run, prepared, log)
+            run.test_metrics = self._final_evaluation(run, prepared, log)
         return run
+
+    def _prepared(self, config: Any, out: Path, info: distributed.DistInfo,
+                  claimed: ExitStack, *, resume: bool, overwrite: bool, log: Log) -> Prepared:
+        """Rank 0 checks and claims the folder (the lock stays in ``claimed``); a new run is
+        prepared and saved by rank 0 alone (the other ranks wait, then reload what it saved);
+        a resume is reloaded by every rank before anything is written."""
+        def claim(prepare: bool) -> Prepared | None:
+            prepared = None
+            if prepare:
+                run_folder.check_new_run(out, overwrite=overwrite)
+                prepared = self.prepare(config, log)   # reads the data: before any write
+            claimed.enter_context(run_folder.claim_run(out, resume=resume, overwrite=overwrite))
+            if resume:   # again under the lock: the folder may have changed since the check
+                read_config(out, self.name)
+            if prepared is not None:
+                self.save(prepared, out)
+            return prepared
+
+        if resume:
+            prepared = self.reload(config, out, log)   # a broken file stops it here
+            distributed.run_on_main(info, lambda: claim(prepare=False))
+            return prepared
+        prepared = distributed.run_on_main(info, lambda: claim(prepare=True))
+        return prepared if prepared is not None else self.reload(config, out, log)
+
+    def _final_evaluation(self, run: Run, prepared: Prepared, log: Log) -> dict | None:
+        """The best weights scored on the test split into ``test_metrics.json`` with how the
+        run ended (None: the app has no test split)."""
+        loaded = self.load(run.path, device=str(distributed.resolve_device(prepared.train.device)))
+        if not self.has_test_split(loaded):
+            return None
+        log(f"{FINAL_EVALUATION} of {run.path}...")   # it may outlast training's last minutes
+        start = time.monotonic()
+        metrics = self.evaluation(loaded, None, report=0).metrics
+        log(f"{FINAL_EVALUATION}: {time.monotonic() - start:.0f} s")
+        metrics.update({"stop_reason": run.stop_reason,
+                        "train_seconds": round(run.result.elapsed, 1),
+                        f"best_valid_{prepared.train.select_metric}": run.best_metric,
+                        "run": str(run.path)})
+        write_json(run.path / TEST_METRICS, metrics)
+        self.after_training(loaded, metrics, log)
+        return metrics
 
     def evaluate(self, run: Loaded | str | os.PathLike, data: Any = None, *,
                  report: str | os.PathLike | None = None, examples: int | None = None,

@@ -27,7 +27,7 @@ Log = Callable[[str], None]
 ModelT = TypeVar("ModelT")
 PipelineT = TypeVar("PipelineT")
 TEST_METRICS = "test_metrics.json"
-# What runs after an app's training (`attnkit.apps.train_flow.final_evaluation`), as the
+# What runs after an app's training (`attnkit.apps.base.App.train`), as the
 # progress line names it.
 FINAL_EVALUATION = "the test evaluation"
 # Fields of test_metrics.json that describe the training, kept when `eval` rewrites the file.
