@@ -2,9 +2,8 @@
 own files, through one checked door (the folder's rules for training into it:
 `attnkit.training.run_folder`).
 
-``config.json`` carries the app and a format version; a run of another app, or of an unknown
-(newer) format, is a clear `CheckpointError`. Runs written before the format field existed are
-format 1 and load through each app's migration. Files are read through `run_file` and
+``config.json`` carries the app and a format version; a run of another app, or of another
+format, is a clear `CheckpointError`. Files are read through `run_file` and
 `attnkit.fileio.read_json` (regular files only, no link out of the run, size caps); every
 failure is one `CheckpointError` naming the file.
 
@@ -47,13 +46,12 @@ from attnkit.training.run_folder import checked_sizes, load_model
 T = TypeVar("T")
 LoadedT = TypeVar("LoadedT", bound=Loaded)
 
-FORMAT = 2                 # the format this code writes
-KNOWN_FORMATS = (1, 2)     # 1: runs written before config.json had "format"
+FORMAT = 2                 # the format of the runs this code writes and reads
 CONFIG_FILE = "config.json"
 
 
 def read_config(run: str | os.PathLike, app: str) -> dict[str, Any]:
-    """``RUN/config.json`` of a run of ``app``, with ``"format"`` filled in (1 when absent).
+    """``RUN/config.json`` of a run of ``app`` in this code's `FORMAT`.
 
     Raises:
         CheckpointError: not a run folder, a run of another app, an unknown format version, or
@@ -72,12 +70,11 @@ def read_config(run: str | os.PathLike, app: str) -> dict[str, Any]:
             raise CheckpointError(f"{run} is a {found} run, not a {app} run; use "
                                   f"'attnkit {found} ...' with it")
         raise CheckpointError(f"{path}: not written by attnkit {app} (app is {found!r})")
-    version = config.get("format", 1)
-    if version not in KNOWN_FORMATS:
-        raise CheckpointError(f"{path}: run format {version!r} is not one this attnkit reads "
-                              f"(it reads {', '.join(map(str, KNOWN_FORMATS))}); it was "
-                              "written by another version of attnkit")
-    return {**config, "format": version}
+    if config.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: run format {config.get('format')!r} is not the one this "
+                              f"attnkit reads ({FORMAT}); it was written by another version of "
+                              "attnkit")
+    return config
 
 
 def run_file(run: str | os.PathLike, name: str, what: str, *,

@@ -122,16 +122,11 @@ def load(run, *, weights: str = "best", device: str | None = None,
     Raises:
         CheckpointError: not a caption run, broken or missing files, no such weights.
     """
-    return load_run(CaptionLoaded, run, APP, model_config=_run_model_config,
+    return load_run(CaptionLoaded, run, APP,
+                    model_config=lambda path, _config: read_model_config(path),
                     pipeline=lambda path, _config, _model: read_vocab(path), build=Captioner,
                     describe=description, model_file="model.json", weights=weights,
                     device=device)
-
-
-def _run_model_config(run: Path, config: dict[str, Any]) -> CaptionerConfig:
-    """``RUN/model.json``, once ``config`` has its ``"data"`` (format 1 lacks it)."""
-    config.setdefault("data", CaptionSettings.from_config(config).data)
-    return read_model_config(run)
 
 
 def description(model_cfg: CaptionerConfig) -> str:

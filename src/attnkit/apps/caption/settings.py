@@ -105,7 +105,7 @@ class CaptionSettings:
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> CaptionSettings:
-        """The settings stored in a run's ``config.json`` (format 1 or 2).
+        """The settings stored in a run's ``config.json``.
 
         Raises:
             CheckpointError: missing or invalid settings.

@@ -17,7 +17,7 @@ from attnkit.apps.results import Evaluation
 from attnkit.apps.sentiment.prediction import SentimentPrediction, predictions
 from attnkit.apps.sentiment.prepare import SentimentLoaded, load_reviews
 from attnkit.apps.sentiment.training import accuracy
-from attnkit.data.imdb import SPLITS, has_split
+from attnkit.data.imdb import SPLITS
 from attnkit.data.review_pipeline import EncodedReviews
 from attnkit.errors import UsageError
 
@@ -25,12 +25,8 @@ DEFAULT_EXAMPLES = 20
 
 
 def own_test_data(config: dict[str, Any]) -> str | None:
-    """The test data a run recorded (format 1: its data, when that has a test split)."""
-    test = config.get("test_data")
-    if test is None and config.get("format") == 1 and config.get("data") \
-            and has_split(config["data"], "test"):
-        test = config["data"]
-    return test
+    """The test data a run recorded."""
+    return config.get("test_data")
 
 
 def evaluation(loaded: SentimentLoaded, data: str | None, *, report: int = 0, split: str = "test",

@@ -27,7 +27,6 @@ from attnkit.apps.results import stderr_log
 from attnkit.apps.run_files import CONFIG_FILE
 from attnkit.data.imdb import has_split
 from attnkit.errors import CheckpointError, UsageError
-from attnkit.fileio import read_json
 from attnkit.models.sentiment import SentimentConfig
 from attnkit.settings import (
     cases_text,
@@ -234,19 +233,7 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
 
 
 def stored_settings(config: dict[str, Any], run: Path) -> Settings:
-    """The `Settings` a run was trained with, from its ``config.json`` (format 1 runs
-    kept them in the model and pipeline files)."""
-    model = config.get("model") or {}
-    if config["format"] == 1:
-        pipeline = read_json(run / "pipeline.json", "the run's text pipeline", root=run)
-        tok = pipeline.get("tokenizer") if isinstance(pipeline, dict) else None
-        kind = tok.get("kind") if isinstance(tok, dict) else None
-        old = {"preset": config.get("preset", "keras2018"), "data": config.get("data"),
-               "valid_fraction": config.get("valid_fraction"), "tokenizer": kind,
-               "num_words": model.get("vocab_size"), "maxlen": model.get("maxlen"),
-               "padding": model.get("padding", "pre"),
-               "mask_padding": model.get("mask_padding", True)}
-        return Settings(**{k: v for k, v in old.items() if v is not None}).resolved()
+    """The `Settings` a run was trained with, from its ``config.json``."""
     names = {f.name for f in dataclasses.fields(Settings)}
     return Settings(**{k: v for k, v in config.items() if k in names})
 
