@@ -1,11 +1,9 @@
 """The App contract: the steps an application writes, and the flow every app shares.
 
-An app (translation, sentiment, captioning, or a plugin) is a subclass of `App` in
-`attnkit.apps.APPS`. It writes the steps (``configure``, ``prepare``, ``fit``, ``load``,
-``evaluation``, ``predictions``, ``tiny``...); the base runs them the same way for every app:
-``train`` (run folder rules, ``torchrun`` process group, seeding, the final evaluation into
-``test_metrics.json``), ``evaluate``, ``predict`` and ``page``. Start at `App.train`; the
-flow is drawn in docs/DEVELOPING.md ("The app contract").
+An app is a subclass of `App` in `attnkit.apps.APPS`: it writes the steps (``configure``,
+``prepare``, ``fit``, ``load``, ``evaluation``, ``predictions``, ``tiny``...) and the base runs
+them alike for every app: ``train``, ``evaluate``, ``predict``, ``page``. Start at `App.train`;
+the flow is drawn in docs/DEVELOPING.md ("The app contract").
 """
 
 from __future__ import annotations
@@ -48,12 +46,9 @@ STEPS = ("configure", "prepare", "save", "reload", "fit", "load", "evaluation", 
 
 
 class App(Presentation, ABC):
-    """One application: a subclass implements the steps, the base class runs them; how the
-    command line presents the app (its options, examples, tables) is `Presentation`'s.
-
-    Class attributes:
-        name: the command (``attnkit NAME ...``) and the ``"app"`` of its runs.
-        inputs: what ``predict`` takes, for messages (``"sentence"``, ``"review"``, ``"image"``).
+    """One application: a subclass writes the steps, the base runs them; `Presentation` says how
+    the command line shows it. ``name``: the command and its runs' ``"app"``; ``inputs``: what
+    ``predict`` takes, for messages (``"sentence"``, ``"review"``, ``"image"``).
     """
 
     name: ClassVar[str]
@@ -75,16 +70,9 @@ class App(Presentation, ABC):
     # ------------------------------------------------------------------ the steps of an app
     @abstractmethod
     def configure(self, given: dict[str, Any], out: Path, stored: dict[str, Any] | None) -> Any:
-        """The validated settings of a training; writes nothing.
-
-        Args:
-            given: the options the caller gave (``"data"`` among them).
-            out: the run folder.
-            stored: on a resume, the run's ``config.json``: its settings are kept and
-                ``given`` may only change what a resume may (budgets); None for a new run.
-
-        Returns:
-            The app's settings, with a ``train`` attribute (the `TrainConfig`).
+        """The validated settings of a training, with a ``train`` attribute (`TrainConfig`); writes
+        nothing. ``given``: the options given (``"data"`` among them); ``stored``: on a resume the
+        run's ``config.json``, whose settings are kept (``given`` may change budgets only).
         """
 
     @abstractmethod
@@ -144,20 +132,14 @@ class App(Presentation, ABC):
         """Train a run into ``out``, then score its test split into ``test_metrics.json``.
 
         Args:
-            settings: the options given (``{"data": ..., "epochs": ...}``; the app's
-                ``configure`` says which exist), or the data alone (``"synthetic"``; None:
-                the app's default, or on a resume the run's). With ``resume`` they may only
-                change budgets.
-            out: the run folder.
+            settings: the options (``{"data": ..., "epochs": ...}``) or the data alone (None: the
+                app's default, on a resume the run's); on a resume they may only change budgets.
             resume: continue the interrupted run in ``out`` with its stored settings.
             overwrite: replace the run already in ``out``.
             log: where progress lines go (rank 0 only).
-            threads: CPU threads for torch while it trains (the count before comes back
-                after). None: on a resume the run's own (as its ``config.json`` records
-                them: a resumed run computes as the uninterrupted one), on a new run the
-                app's ``default_threads["train"]``, else as they are.
-            **overrides: more options, over ``settings`` (``train("synthetic", out,
-                epochs=2)``).
+            threads: torch CPU threads while it trains. None: a resume's own (so it computes as
+                the uninterrupted run), else the app's ``default_threads["train"]``.
+            **overrides: more options, over ``settings`` (``train("synthetic", out, epochs=2)``).
 
         Returns:
             The `Run`; one stopped by a signal returns at once (no test evaluation).
@@ -222,9 +204,10 @@ class App(Presentation, ABC):
 
     def _prepared(self, config: Any, out: Path, info: distributed.DistInfo,
                   claimed: ExitStack, *, resume: bool, overwrite: bool, log: Log) -> Prepared:
-        """Rank 0 checks and claims the folder (the lock stays in ``claimed``); a new run is
-        prepared and saved by rank 0 alone (the other ranks wait, then reload what it saved);
-        a resume is reloaded by every rank before anything is written."""
+        """Rank 0 claims the folder (the lock stays in ``claimed``); a new run is prepared and
+        saved by rank 0 (the others then reload it); a resume is reloaded by every rank before
+        any write.
+        """
         def claim(prepare: bool) -> Prepared | None:
             prepared = None
             if prepare:
@@ -266,16 +249,10 @@ class App(Presentation, ABC):
                  report: str | os.PathLike | None = None, examples: int | None = None,
                  device: str | None = None, engine: str | None = None,
                  **options: Any) -> dict[str, Any]:
-        """The metrics of a run on ``data`` (None: its own test split, whose metrics are also
-        written to the run's ``test_metrics.json``, or beside it when the evaluation ran
-        otherwise than the training's: `attnkit.apps.results.write_test_metrics`).
-
-        Args:
-            run: a `Loaded` run or a run folder (loaded with ``device`` and ``engine``).
-            data: the app's data (None: the run's test split).
-            report: also write the app's report page (metrics and examples) to this file.
-            examples: how many examples the report shows (None: the app's default).
-            **options: the app's own evaluation options (a beam size...).
+        """The metrics of ``run`` (a `Loaded` or a folder) on ``data``; None: its own test
+        split, also written to ``test_metrics.json`` (or beside it: `write_test_metrics`).
+        ``report``: also write the report page there, with ``examples`` examples;
+        ``**options``: the app's own.
         """
         loaded = self._loaded(run, device=device, engine=engine)
         if report is not None:
