@@ -1,18 +1,7 @@
 """From a data argument to what a caption training needs: the settings of a new run or a
 resume (`configure`, nothing written), the image splits, the vocabulary of the training
-captions and the captioner's config.
-
-A run folder holds ``config.json``, ``vocab.json`` and ``model.json`` (the
-`attnkit.models.captioner.CaptionerConfig`, with its ``version``); `attnkit.apps.App.save`
-writes them once rank 0 has prepared, `reload` reads them back (a resume; the other ranks under
-``torchrun``); `load` gives the trained run.
-
-Example:
-    ```python
-    plan = configure({"num_train": 64}, Path("runs/tiny"), None)
-    prepared = prepare(plan, print)
-    len(prepared.vocab), prepared.model.max_caption_len
-    ```
+captions and the captioner's config; and a run's files back (``vocab.json``, ``model.json``):
+`reload` for a resume, `load` for a trained run.
 """
 
 from __future__ import annotations
@@ -48,7 +37,7 @@ MODEL_SIZES = ("vocab_size", "image_size", "feature_size", "channels", "emb_dim"
 
 @dataclass
 class CaptionPrepared(Prepared):
-    """Everything a caption training needs (see the module docstring)."""
+    """Everything a caption training needs."""
 
     model: CaptionerConfig | None = None
     vocab: Vocab | None = None
@@ -65,11 +54,7 @@ def splits_of(settings: CaptionSettings, seed: int) -> dict[str, CaptionData]:
 
 
 def prepare(plan: CaptionPlan, log: Log) -> CaptionPrepared:
-    """Read (or draw) the images and build the vocabulary and the model config of a new run.
-
-    Raises:
-        DataError: unreadable data, or training captions without a word.
-    """
+    """Read (or draw) the images, build the vocabulary and model config of a new run; DataError."""
     settings = plan.settings
     splits = splits_of(settings, plan.train.seed)
     vocab = Vocab.build(r[0] for r in splits["train"].refs)
@@ -117,10 +102,7 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None) -
 def load(run, *, weights: str = "best", device: str | None = None,
          engine: str | None = None) -> CaptionLoaded:
     """A trained caption run: the model (eval mode, on ``device``), its vocabulary as the
-    pipeline, its ``config.json`` (the caption app's `attnkit.apps.App.load`).
-
-    Raises:
-        CheckpointError: not a caption run, broken or missing files, no such weights.
+    pipeline, its ``config.json``. CheckpointError: not a caption run, bad files, no weights.
     """
     return load_run(CaptionLoaded, run, APP,
                     model_config=lambda path, _config: read_model_config(path),

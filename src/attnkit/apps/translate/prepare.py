@@ -80,7 +80,7 @@ class TranslateConfig:
 
 @dataclass
 class TranslatePrepared(Prepared):
-    """Everything a translation training needs (see the module docstring)."""
+    """Everything a translation training needs."""
 
     splits: dict[str, list[Pair]] = dataclasses.field(default_factory=dict)
     pipeline: TranslatePipeline | None = None
