@@ -1,17 +1,7 @@
-"""From a data argument to what a translation training needs, in one place.
-
-`configure` validates the settings of a new run or a resume (nothing read but the run's
-config); `prepare` reads the data and builds the pipeline in memory (splits, the subword model,
-vocabularies, token pairs, the model config, the run's metadata, the files `App.save` writes);
-`reload` rebuilds the same from those files and the data (a resume, and the other ranks of a
-``torchrun`` training once rank 0 has saved); `load` gives the trained run.
-
-Example:
-    ```python
-    config = configure({"data": "synthetic", "epochs": 2}, Path("runs/demo"), None)
-    prepared = prepare(config, print)
-    prepared.pipeline.src_vocab, prepared.model_config.arch, len(prepared.train_tokens)
-    ```
+"""From a data argument to what a translation training needs, in one place: `configure`
+validates the settings of a new run or a resume, `prepare` reads the data and builds the
+pipeline in memory, `reload` rebuilds it from the run's files (a resume, the other ranks),
+`load` gives the trained run.
 """
 
 from __future__ import annotations
@@ -63,13 +53,9 @@ SMALL_VALID = 100   # validation sentences below which the selection BLEU is noi
 
 @dataclass
 class TranslateConfig:
-    """A training's validated settings: what `configure` returns.
-
-    Attributes:
-        settings: every `TranslateSettings` field.
-        spec: the data spec (`attnkit.data.translation_splits.data_spec`).
-        train: the trainer's settings.
-        stored: the run's ``config.json`` on a resume, else None.
+    """A training's validated settings (what `configure` returns): every `TranslateSettings`
+    field, the data ``spec``, the trainer's ``train`` settings, and on a resume the ``stored``
+    ``config.json``.
     """
 
     settings: TranslateSettings
@@ -193,14 +179,10 @@ def reload(config: TranslateConfig, out: Path, log: Log) -> TranslatePrepared:
 
 def load(run: str | os.PathLike, *, weights: str = "best", device: str | None = None,
          engine: str | None = None, compile: str = "auto") -> TranslateLoaded:
-    """A trained run with attnkit's engine (``compile``: when it decodes compiled,
-    `attnkit.apps.translate.engines.COMPILE_MODES`), or with ``engine="ctranslate2"`` a folder
-    `attnkit.apps.translate.export_run` wrote (`attnkit.apps.translate.ct2.load_exported`).
-
-    Raises:
-        CheckpointError: not a translate run, broken files, vocabularies that do not match
-            the ones the weights were trained with, missing or truncated weights.
-        UsageError: an unknown engine; CTranslate2 not installed.
+    """A trained run with attnkit's engine (``compile``: `engines.COMPILE_MODES`), or with
+    ``engine="ctranslate2"`` an `export_run` folder (`ct2.load_exported`). CheckpointError: not
+    a translate run, broken files, vocabularies not the weights', missing or cut weights.
+    UsageError: an unknown engine; CTranslate2 not installed.
     """
     if engine not in (None, "attnkit", "ctranslate2"):
         raise UsageError(f"engine must be one of attnkit, ctranslate2; got {engine!r}")
