@@ -70,9 +70,9 @@ class App(Presentation, ABC):
     # ------------------------------------------------------------------ the steps of an app
     @abstractmethod
     def configure(self, given: dict[str, Any], out: Path, stored: dict[str, Any] | None) -> Any:
-        """The validated settings of a training, with a ``train`` attribute (`TrainConfig`); writes
-        nothing. ``given``: the options given (``"data"`` among them); ``stored``: on a resume the
-        run's ``config.json``, whose settings are kept (``given`` may change budgets only).
+        """The validated settings of a training (a `RunSettings`: ``train`` is the `TrainConfig`);
+        writes nothing. ``given``: the options (``"data"`` among them); ``stored``: on a resume
+        the run's ``config.json``, whose settings are kept (``given`` may change budgets only).
         """
 
     @abstractmethod

@@ -18,6 +18,7 @@ from attnkit.training import TrainConfig, TrainResult
 Log = Callable[[str], None]
 ModelT = TypeVar("ModelT")
 PipelineT = TypeVar("PipelineT")
+SettingsT = TypeVar("SettingsT")
 TEST_METRICS = "test_metrics.json"
 # What runs after an app's training (`attnkit.apps.base.App.train`), as the
 # progress line names it.
@@ -126,10 +127,26 @@ class TinyRun:
 
 
 @dataclass
+class RunSettings(Generic[SettingsT]):
+    """A training's validated settings, what every app's ``configure`` returns: the app's
+    ``settings``, the trainer's ``train`` config, on a resume the run's ``stored``
+    ``config.json``; ``spec``: the data spec (translate), ``model_options``: the model
+    options given (caption).
+    """
+
+    settings: SettingsT
+    train: TrainConfig
+    stored: dict[str, Any] | None = None
+    spec: dict[str, Any] | None = None
+    model_options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class Prepared:
     """What a training needs, ready (every app's prepared data subclasses it): the validated
-    ``config`` (`App.configure`), the trainer's ``train`` settings, and the pipeline ``files``
-    `App.save` writes by name (bytes, a dict as JSON, or an object with ``to_json(path)``).
+    ``config`` (`App.configure`'s; a `RunSettings` for the built-in apps), the trainer's
+    ``train`` settings, and the pipeline ``files`` `App.save` writes by name (bytes, a dict as
+    JSON, or an object with ``to_json(path)``).
     """
 
     config: Any

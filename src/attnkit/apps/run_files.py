@@ -1,7 +1,7 @@
 """A run folder as the apps read it: ``config.json`` (which app, which format) and the run's
 own files, through one checked door (`run_file`: regular files inside the run, size caps);
 every failure is one `CheckpointError` naming the file. The rules for training into a folder
-are `attnkit.training.run_folder`'s; what a folder holds: docs/guide/add-an-app.md.
+are `attnkit.training.run_folder`'s; what a folder holds: docs/guide/options.md.
 """
 
 from __future__ import annotations

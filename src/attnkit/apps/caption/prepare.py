@@ -14,13 +14,12 @@ from typing import Any
 from attnkit.apps import run_files
 from attnkit.apps.caption.settings import (
     RESUME_APPLIED,
-    CaptionPlan,
     CaptionSettings,
     model_config,
     split_overrides,
     train_config,
 )
-from attnkit.apps.results import Loaded, Log, Prepared, stderr_log
+from attnkit.apps.results import Loaded, Log, Prepared, RunSettings, stderr_log
 from attnkit.apps.run_files import load_run, read_vocab
 from attnkit.data.caption_data import CaptionData, load_splits
 from attnkit.data.vocab import Vocab
@@ -53,7 +52,7 @@ def splits_of(settings: CaptionSettings, seed: int) -> dict[str, CaptionData]:
                        names=("train", "valid"), log=stderr_log)
 
 
-def prepare(plan: CaptionPlan, log: Log) -> CaptionPrepared:
+def prepare(plan: RunSettings[CaptionSettings], log: Log) -> CaptionPrepared:
     """Read (or draw) the images, build the vocabulary and model config of a new run; DataError."""
     settings = plan.settings
     splits = splits_of(settings, plan.train.seed)
@@ -66,7 +65,7 @@ def prepare(plan: CaptionPlan, log: Log) -> CaptionPrepared:
                            splits=splits, vocab=vocab, model=model)
 
 
-def reload(plan: CaptionPlan, out: Path, log: Log) -> CaptionPrepared:
+def reload(plan: RunSettings[CaptionSettings], out: Path, log: Log) -> CaptionPrepared:
     """The prepared data of the run in ``out`` (its files, and the images)."""
     return CaptionPrepared(plan, plan.train, model=read_model_config(out),
                            vocab=read_vocab(out), splits=splits_of(plan.settings,
@@ -79,7 +78,8 @@ def read_model_config(run: Path) -> CaptionerConfig:
                                        what="a captioner config")
 
 
-def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None) -> CaptionPlan:
+def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
+              ) -> RunSettings[CaptionSettings]:
     """See `attnkit.apps.base.App.configure`: ``given`` holds ``data``, `CaptionSettings`,
     model (`MODEL_OPTIONS`) and trainer (`TRAIN_OPTIONS`) fields."""
     data = given.pop("data", None)
@@ -88,14 +88,15 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None) -
         settings = CaptionSettings(data=data or "synthetic", **parts["settings"])
         # Refuse bad model options before the data is read.
         model_config(parts["model"], settings.image_size, Vocab.build([["word"]]), 1)
-        return CaptionPlan(settings, train_config(settings, parts["train"]), parts["model"])
+        return RunSettings(settings, train_config(settings, parts["train"]),
+                           model_options=parts["model"])
     settings = CaptionSettings.from_config(stored)
     model_cfg = read_model_config(out)
     stored_train = stored_train_config(stored, f"{out}: config.json has no valid train settings")
     current = {**dataclasses.asdict(settings), **model_cfg.to_dict(), **stored_train.to_dict()}
     changes = {**check_resume(current, {"data": data, **given}, applied=RESUME_APPLIED),
                **budgets_given(parts["train"])}
-    return CaptionPlan(settings, train_config(settings, {**stored_train.to_dict(), **changes}),
+    return RunSettings(settings, train_config(settings, {**stored_train.to_dict(), **changes}),
                        stored=stored)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from attnkit.data.caption_data import parse_spec
@@ -95,16 +95,6 @@ class CaptionSettings:
                 config.get("attention_supervision", 0.0)))
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"config.json: no valid caption data settings ({exc})") from None
-
-
-@dataclass
-class CaptionPlan:
-    """A training's validated settings (`configure`)."""
-
-    settings: CaptionSettings
-    train: TrainConfig
-    model_options: dict[str, Any] = field(default_factory=dict)
-    stored: dict[str, Any] | None = None
 
 
 def split_overrides(overrides: dict[str, Any]) -> dict[str, dict[str, Any]]:

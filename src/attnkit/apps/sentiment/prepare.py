@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnkit.apps import run_files
-from attnkit.apps.results import Loaded, Log, Prepared, stderr_log
+from attnkit.apps.results import Loaded, Log, Prepared, RunSettings, stderr_log
 from attnkit.apps.run_files import load_run, read_vocab
-from attnkit.apps.sentiment.settings import PRESETS, SentimentPlan, Settings, model_config
+from attnkit.apps.sentiment.settings import PRESETS, Settings, model_config
 from attnkit.data.classification_text import build_vocab, make_tokenizer
 from attnkit.data.imdb import ReadStats, Review, load_split, split_validation
 from attnkit.data.review_pipeline import TextPipeline
@@ -86,7 +86,7 @@ def new_pipeline(settings: Settings, reviews: Sequence[Review]) -> tuple[TextPip
                         PRESETS[settings.preset]["truncating"]), files
 
 
-def prepare(plan: SentimentPlan, log: Log) -> SentimentPrepared:
+def prepare(plan: RunSettings[Settings], log: Log) -> SentimentPrepared:
     """Read the reviews, train the tokenizer and build the vocabulary of a new run."""
     reviews = read_reviews(plan.settings, plan.train.seed)
     pipeline, files = new_pipeline(plan.settings, reviews.train)
@@ -97,7 +97,7 @@ def prepare(plan: SentimentPlan, log: Log) -> SentimentPrepared:
                              model=model)
 
 
-def reload(plan: SentimentPlan, out: Path, log: Log) -> SentimentPrepared:
+def reload(plan: RunSettings[Settings], out: Path, log: Log) -> SentimentPrepared:
     """The prepared data of the run in ``out`` (its pipeline files, and the reviews)."""
     model = read_model_config(out)
     pipeline = load_pipeline(out)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.results import stderr_log
+from attnkit.apps.results import RunSettings, stderr_log
 from attnkit.apps.run_files import CONFIG_FILE
 from attnkit.data.imdb import has_split
 from attnkit.errors import CheckpointError, UsageError
@@ -166,18 +166,8 @@ def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str
     return parts["settings"], parts["train"]
 
 
-@dataclass
-class SentimentPlan:
-    """A training's validated settings (`configure`): the app's `Settings`, the trainer's
-    config and, on a resume, the run's ``config.json``."""
-
-    settings: Settings
-    train: TrainConfig
-    stored: dict[str, Any] | None = None
-
-
 def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
-              ) -> SentimentPlan:
+              ) -> RunSettings[Settings]:
     """See `attnkit.apps.base.App.configure`; ``given`` holds ``data``, `Settings` and
     `TrainConfig` fields (and ``patience``)."""
     data = given.pop("data", None)
@@ -190,7 +180,7 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
     spec = PRESETS[settings.preset]["train"]
     cfg = checked_train_config({**spec, "select_metric": "accuracy", "select_mode": "max",
                                 **given_options(train_kw)})
-    return SentimentPlan(settings, cfg)
+    return RunSettings(settings, cfg)
 
 
 def stored_settings(config: dict[str, Any], run: Path) -> Settings:
@@ -200,7 +190,7 @@ def stored_settings(config: dict[str, Any], run: Path) -> Settings:
 
 
 def _resume_plan(data, out: Path, config: dict[str, Any], settings_kw: dict[str, Any],
-                 train_kw: dict[str, Any]) -> SentimentPlan:
+                 train_kw: dict[str, Any]) -> RunSettings[Settings]:
     """The stored settings, with the given budgets applied; a given option that would change
     the run is a UsageError."""
     where = out / CONFIG_FILE
@@ -225,4 +215,4 @@ def _resume_plan(data, out: Path, config: dict[str, Any], settings_kw: dict[str,
         budget = "none" if cfg.max_minutes is None else f"{cfg.max_minutes:g} minutes"
         stderr_log(f"resuming {out} with its stored settings: preset {settings.preset}, seed "
                    f"{cfg.seed}, {cfg.epochs} epochs, budget {budget}")
-    return SentimentPlan(settings, cfg, config)
+    return RunSettings(settings, cfg, config)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.results import Log, Prepared
+from attnkit.apps.results import Log, Prepared, RunSettings
 from attnkit.apps.run_files import CONFIG_FILE, FORMAT, load_run, read_config
 from attnkit.apps.translate import ct2
 from attnkit.apps.translate.engines import AttnkitEngine, TranslateLoaded, summary_of
@@ -44,24 +44,10 @@ from attnkit.data.translation_splits import Pair, data_spec, load_splits, spec_n
 from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, DataError, UsageError
 from attnkit.models import build_model
-from attnkit.training import TrainConfig
 from attnkit.training.config import stored_train_config, trainer_options
 from attnkit.training.distributed import checked_device
 
 SMALL_VALID = 100   # validation sentences below which the selection BLEU is noisy (a note)
-
-
-@dataclass
-class TranslateConfig:
-    """A training's validated settings (what `configure` returns): every `TranslateSettings`
-    field, the data ``spec``, the trainer's ``train`` settings, and on a resume the ``stored``
-    ``config.json``.
-    """
-
-    settings: TranslateSettings
-    spec: dict[str, Any]
-    train: TrainConfig
-    stored: dict[str, Any] | None = None
 
 
 @dataclass
@@ -76,7 +62,7 @@ class TranslatePrepared(Prepared):
 
 
 def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
-              ) -> TranslateConfig:
+              ) -> RunSettings[TranslateSettings]:
     """See `attnkit.apps.base.App.configure`: ``given`` holds ``data`` and
     `TranslateSettings` fields."""
     data = given.pop("data", None)
@@ -88,14 +74,14 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
         train = dataclasses.replace(stored_train, epochs=s.epochs, max_minutes=s.max_minutes,
                                     device=s.device, progress=s.progress,
                                     **trainer_options({"patience": s.patience}))
-        return TranslateConfig(s, stored["data"], train, stored)
+        return RunSettings(s, train, stored, spec=stored["data"])
     s = settings_from(given)
     checked_device(s.device)
     try:
         train = s.train_config()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return TranslateConfig(s, data_spec(data or "synthetic", s.seed, s.train_size), train)
+    return RunSettings(s, train, spec=data_spec(data or "synthetic", s.seed, s.train_size))
 
 
 def _subword_codec(s: TranslateSettings, splits: dict[str, list[Pair]],
@@ -122,7 +108,7 @@ def _build_vocabs(s: TranslateSettings, tokens: list[TokenPair]) -> tuple[Vocab,
             Vocab.build([tgt for _, tgt in tokens], min_freq=s.min_freq, max_size=s.max_vocab))
 
 
-def prepare(config: TranslateConfig, log: Log) -> TranslatePrepared:
+def prepare(config: RunSettings[TranslateSettings], log: Log) -> TranslatePrepared:
     """Read the data, train the subword model (``--subword``), build the vocabularies and the
     model config of a new run; nothing is written."""
     s, spec = config.settings, config.spec
@@ -160,7 +146,7 @@ def prepare(config: TranslateConfig, log: Log) -> TranslatePrepared:
                              train_tokens=tokens, model_config=model_config, metadata=metadata)
 
 
-def reload(config: TranslateConfig, out: Path, log: Log) -> TranslatePrepared:
+def reload(config: RunSettings[TranslateSettings], out: Path, log: Log) -> TranslatePrepared:
     """The prepared data of the run in ``out`` (its pipeline files and its data)."""
     s = config.settings
     stored = config.stored or read_config(out, APP)
