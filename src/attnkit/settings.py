@@ -1,29 +1,8 @@
 """Settings as plain dataclasses, each default in one place: a field declares its default, its
-bounds and its help; the command-line options (`Option`, declared as data: ``attnkit.cli``
-builds the parser from them), their help texts (the default stated) and the one check of the
-values are generated from the fields. Also: splitting keyword overrides by owner, and what a
-``--resume`` may change.
-
-An app declares its own command-line options as `Option` s, each naming the command it belongs
-to and where its value goes: a training setting, an option of ``evaluate`` / ``predict``, or of
-``load``.
-
-Example:
-    ```python
-    @dataclass
-    class ReverseSettings:
-        length: int = setting(8, "the most digits per sequence", low=2)
-        hidden: int = setting(32, "GRU units", low=1)
-
-        def __post_init__(self) -> None:
-            check_settings(self)             # UsageError: --length must be an integer >= 2
-
-    options_of(ReverseSettings)          # (Option("--length", int, "... (default 8)"), ...)
-    Option("--beam", int, "beam size (default 1 = greedy)", commands=("eval", "predict"))
-    Option("--no-mask", help="attend to padding (2018)", dest="mask_padding", const=False)
-    split_options({"epochs": 3, "hidden": 8}, {"train": TRAIN_FIELDS, "model": MODEL},
-                  "translate setting")   # {"train": {"epochs": 3}, "model": {"hidden": 8}}
-    ```
+bounds and its help (`setting`); the command-line options (`Option`, built into a parser by
+``attnkit.cli``), their help texts and the one check of the values (`check_settings`) are
+generated from the fields. Also: splitting keyword overrides by owner (`split_options`), and
+what a ``--resume`` may change (`check_resume`). An example app: docs/guide/add-an-app.md.
 """
 
 from __future__ import annotations
@@ -41,18 +20,15 @@ class Option:
     """One command-line option of an app.
 
     Args:
-        flag: ``"--beam"``.
-        type: ``int``, ``float``, ``str``; None for a switch (a flag without a value).
+        flag: ``"--beam"`` (without dashes: positional).
+        type: ``int``, ``float``, ``str``; None for a switch.
         help: the help line (say the default).
         commands: the commands that take it: ``"train"``, ``"eval"``, ``"predict"``.
-        choices: the values allowed.
         dest: the setting or keyword it fills (default: the flag's name with ``_``).
-        const: a switch's value when given (default True; e.g. False for ``--no-mask``).
-        stage: where the value goes for eval/predict: ``"call"`` (a keyword of ``evaluate`` /
-            ``predict``) or ``"load"`` (a keyword of ``load``, e.g. ``--engine``).
-        default: the value when not given (None: not given, the app decides).
-        metavar: the value's name in the help.
-        aliases: other flags for the same option.
+        const: a switch's value when given (False for ``--no-mask``).
+        stage: where an eval/predict value goes: ``"call"`` (a keyword of ``evaluate`` /
+            ``predict``) or ``"load"`` (of ``load``, e.g. ``--engine``).
+        default: the value when not given (None: the app decides).
         required: the command needs it (a missing one is one error line).
     """
 
@@ -88,18 +64,14 @@ def setting(default: Any = None, help: str = "", *, shown: str | None = None,
     """A dataclass field that is a setting (and, with ``help``, a command-line option).
 
     Args:
-        default: the value when not given.
         help: the option's help, without the default (`options_of` adds it).
-        shown: what the help says the default is, when ``default`` alone does not say it
-            (None: "the preset's", "words").
-        defaults: the default by case, when None stands for one (``{"rnn": 1,
+        shown: what the help says the default is, when ``default`` does not say it.
+        defaults: the default by case when None stands for one (``{"rnn": 1,
             "transformer": 2}``): the help lists them, and the app reads them from here.
         low: an integer setting's least value.
         valid: a number setting's test and what it wants (``(lambda x: 0 <= x < 1, "a number
             in [0, 1)")``).
-        choices: the values allowed.
-        commands, flag, metavar, const: as `Option` (``flag`` defaults to
-            the name with dashes).
+        choices, commands, flag, metavar, const: as `Option`.
     """
     meta = {"help": help, "shown": shown, "defaults": defaults, "low": low, "valid": valid,
             "choices": choices, "commands": commands, "flag": flag, "metavar": metavar,
@@ -148,8 +120,9 @@ def help_of(field: dataclasses.Field) -> str:
 
 
 def options_of(settings: type, names: Iterable[str] | None = None) -> tuple[Option, ...]:
-    """The `Option` of every setting of the dataclass ``settings`` that has a help, but those
-    every app's ``train`` takes (`COMMON`) (or of ``names``, in that order)."""
+    """The `Option` of each setting of ``settings`` with a help (those in `COMMON` left out),
+    or of ``names`` in that order.
+    """
     fields = {f.name: f for f in dataclasses.fields(settings)
               if f.metadata.get("help") and f.name not in COMMON}
     out = []
@@ -164,8 +137,7 @@ def options_of(settings: type, names: Iterable[str] | None = None) -> tuple[Opti
 
 
 def helps_of(settings: type, names: Iterable[str]) -> dict[str, str]:
-    """The help of each of ``names`` by name (the app's ``train_help`` for the options every
-    app shares: ``--epochs``, ``--lr``...)."""
+    """The help of each of ``names`` by name (an app's ``train_help`` for the common options)."""
     fields = {f.name: f for f in dataclasses.fields(settings)}
     return {name: help_of(fields[name]) for name in names}
 
@@ -187,11 +159,8 @@ def bad_value(field: dataclasses.Field | str, value: Any, want: str) -> UsageErr
 
 
 def check_settings(settings: Any) -> None:
-    """Every field of ``settings`` within its declared bounds (`setting`); None passes where
-    the field's type allows it.
-
-    Raises:
-        UsageError: the first value out of bounds, naming its flag and what it must be.
+    """UsageError (naming the flag) at the first field of ``settings`` out of its declared bounds;
+    None passes where the type allows it.
     """
     for f in dataclasses.fields(settings):
         value, meta = getattr(settings, f.name), f.metadata
@@ -207,11 +176,8 @@ def check_settings(settings: Any) -> None:
 
 def split_options(given: Mapping[str, Any], owners: Mapping[str, Iterable[str]],
                   what: str) -> dict[str, dict[str, Any]]:
-    """``given`` keyword options by owner (the first owner listing a name takes it); ``what``
-    names them in the error (``"translate setting"``).
-
-    Raises:
-        UsageError: a name no owner knows (the message lists the known ones).
+    """``given`` options by owner (the first owner listing a name takes it); UsageError for a
+    name no owner knows, listing the known ones (``what`` names them: ``"translate setting"``).
     """
     parts: dict[str, dict[str, Any]] = {owner: {} for owner in owners}
     unknown = []
@@ -230,26 +196,9 @@ def split_options(given: Mapping[str, Any], owners: Mapping[str, Iterable[str]],
 
 def check_resume(stored: Mapping[str, Any], given: Mapping[str, Any], *,
                  applied: tuple[str, ...] = ("epochs", "max_minutes")) -> dict[str, Any]:
-    """Which options given with ``--resume`` apply; refuse those that would change the run.
-
-    Args:
-        stored: the run's settings by option name (e.g. ``{"seed": 0, "data": "synthetic",
-            "epochs": 8, ...}``).
-        given: the options the user gave with the resume (None = not given).
-        applied: options a resume may change (budgets).
-
-    Returns:
-        The given options in ``applied`` (to override the stored ones).
-
-    Raises:
-        UsageError: an option outside ``applied`` whose value differs from the stored one; the
-            message names the option, both values, and what to do instead.
-
-    Example:
-        ```python
-        check_resume({"seed": 0, "epochs": 8}, {"seed": None, "epochs": 12})  # {"epochs": 12}
-        check_resume({"seed": 0}, {"seed": 1})          # UsageError: --seed 1 differs ...
-        ```
+    """The options given with ``--resume`` that apply (those in ``applied``, not None); UsageError
+    for any other whose value differs from the run's ``stored`` one, naming both and what to
+    do instead (``check_resume({"seed": 0}, {"seed": 1})``).
     """
     changes = {}
     for name, value in given.items():

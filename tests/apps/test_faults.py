@@ -313,13 +313,13 @@ def test_a_run_that_changes_app_before_the_lock_is_refused(runs, tmp_path, capsy
     import contextlib
     import shutil
 
-    from attnkit.apps import train_flow
+    from attnkit.training import run_folder
 
     run, _ = runs["translate"]
     copy = tmp_path / "copy"
     shutil.copytree(run, copy)
     (copy / ".lock").unlink(missing_ok=True)
-    claim = train_flow.claim_run
+    claim = run_folder.claim_run
 
     @contextlib.contextmanager
     def swapped(out, **kw):
@@ -327,7 +327,7 @@ def test_a_run_that_changes_app_before_the_lock_is_refused(runs, tmp_path, capsy
         (copy / "config.json").write_text(json.dumps({**config, "app": "sentiment"}))
         with claim(out, **kw) as path:
             yield path
-    monkeypatch.setattr(train_flow, "claim_run", swapped)
+    monkeypatch.setattr(run_folder, "claim_run", swapped)
     capsys.readouterr()
     assert main(["translate", "train", "--resume", str(copy), "--epochs", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attnkit.apps.results import Loaded
-from attnkit.apps.run_files import load_run, read_config, run_file
+from attnkit.apps.run_files import FORMAT, load_run, read_config, run_file
 from attnkit.errors import CheckpointError
 from attnkit.fileio import checked_file
 from attnkit.training import save_weights
@@ -31,13 +31,14 @@ def test_devices_and_huge_files_are_refused_without_reading_them(tmp_path):
 
 
 def test_read_config_checks_the_app_and_the_format(tmp_path):
-    run = _run_folder(tmp_path / "r", app="caption")
+    run = _run_folder(tmp_path / "r", app="caption", format=FORMAT)
     with pytest.raises(CheckpointError, match="is a caption run, not a sentiment run"):
         read_config(run, "sentiment")
-    assert read_config(run, "caption")["format"] == 1      # no field: an old run
-    _run_folder(run, app="caption", format=99)
-    with pytest.raises(CheckpointError, match="format 99 is not one this attnkit reads"):
-        read_config(run, "caption")
+    assert read_config(run, "caption")["format"] == FORMAT
+    for version in (None, 1, 99):   # no migrations: another format is one clear error
+        _run_folder(run, app="caption", format=version)
+        with pytest.raises(CheckpointError, match=f"format {version} is not the one"):
+            read_config(run, "caption")
     with pytest.raises(CheckpointError, match="not a run folder"):
         read_config(tmp_path, "caption")
     with pytest.raises(CheckpointError, match="no such run folder"):
@@ -45,7 +46,7 @@ def test_read_config_checks_the_app_and_the_format(tmp_path):
 
 
 def test_load_run_reads_config_model_config_pipeline_then_weights(tmp_path):
-    run = _run_folder(tmp_path / "run", app="toy", size=3)
+    run = _run_folder(tmp_path / "run", app="toy", format=FORMAT, size=3)
     torch.manual_seed(0)
     trained = torch.nn.Linear(3, 2)
     save_weights(trained, run / "best.safetensors")

@@ -1,22 +1,10 @@
 """The applications: translation, sentiment, captioning, and any app a package registers.
 
-Every app keeps one contract (`App`, in `attnkit.apps.base`): ``train`` a run folder, ``load``
-it, ``evaluate`` it (metrics, written to the run's ``test_metrics.json``), ``predict`` with it
-(predictions that carry their attention), and show predictions on its explorer ``page``.
-`APPS` maps each app's name to its `App`; ``attnkit.cli`` builds the ``attnkit APP ...``
-commands from it.
-
-Example:
-    ```python
-    from attnkit.apps import APPS
-
-    app = APPS["translate"]
-    run = app.train({"data": "synthetic", "epochs": 2}, "runs/demo")
-    preds = app.predict(app.load("runs/demo"), ["I am cold."])
-    ```
-
-Each built-in app is also a package with the same four calls as functions:
-``from attnkit.apps import translate; translate.train("synthetic", "runs/demo")``.
+Every app keeps one contract (`App`, in `attnkit.apps.base`): ``train`` a run folder,
+``load`` it, ``evaluate`` it, ``predict`` with it (predictions carry their attention) and
+show predictions on its ``page``. `APPS` maps each name to its `App`; ``attnkit.cli`` builds
+``attnkit APP ...`` from it. Each built-in app is also a package with the same calls as
+functions (``translate.train("synthetic", "runs/demo")``).
 """
 
 from attnkit.apps.base import App

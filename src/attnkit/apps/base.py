@@ -1,41 +1,15 @@
-"""The App contract: what every application provides, and what they share, written once.
+"""The App contract: the steps an application writes, and the flow every app shares.
 
-An application (translation, sentiment, captioning, or one of yours) is a subclass of `App`
-registered in `attnkit.apps.APPS`. It implements a few steps; the base class runs them the
-same way for every app:
-
-```text
-train(settings, out)      configure -> [rank 0] prepare -> claim the folder -> save
-                          -> [other ranks] reload -> fit -> [rank 0] final evaluation
-load(run)                 -> Loaded (the model, its pipeline, its config)
-evaluate(loaded, data)    evaluation -> metrics (+ test_metrics.json, + a report page)
-predict(loaded, inputs)   predictions -> list[Prediction], each with its attention
-page(predictions)         the app's explorer page
-```
-
-What the base does for every app: the run-folder rules (claim, lock, resume, overwrite;
-`attnkit.training.run_folder`), the process group under ``torchrun`` (started before preparation:
-rank 0 prepares and saves, the other ranks then read what it saved, as a resume does),
-seeding before the model is built, the final evaluation into ``test_metrics.json``, the
-checks on output files (`attnkit.apps.outputs`), and turning a run folder given in place of a
-loaded run into one.
-
-Example:
-    ```python
-    from attnkit.apps import APPS
-
-    app = APPS["translate"]
-    run = app.train({"data": "synthetic", "epochs": 2}, "runs/demo")
-    loaded = app.load("runs/demo")
-    app.evaluate(loaded)["bleu"]
-    preds = app.predict(loaded, ["I am cold."])
-    html = app.page(preds, loaded.summary())
-    ```
+An app is a subclass of `App` in `attnkit.apps.APPS`: it writes the steps (``configure``,
+``prepare``, ``fit``, ``load``, ``evaluation``, ``predictions``, ``tiny``...) and the base runs
+them alike for every app: ``train``, ``evaluate``, ``predict``, ``page``. Start at `App.train`;
+the flow is drawn in docs/DEVELOPING.md ("The app contract").
 """
 
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -47,6 +21,7 @@ from attnkit.apps.outputs import REPORT, output_file, write_output
 from attnkit.apps.prediction import Prediction, write_page
 from attnkit.apps.presentation import Presentation
 from attnkit.apps.results import (
+    FINAL_EVALUATION,
     TEST_METRICS,
     Evaluation,
     Loaded,
@@ -59,13 +34,10 @@ from attnkit.apps.results import (
     write_test_metrics,
 )
 from attnkit.apps.run_files import read_config
-from attnkit.apps.train_flow import final_evaluation, prepared_run
 from attnkit.errors import Interrupted, UsageError
-from attnkit.fileio import read_json, write_files
+from attnkit.fileio import read_json, write_files, write_json
 from attnkit.machine import torch_threads
-from attnkit.training import TrainResult, seed_everything
-from attnkit.training import distributed as D
-from attnkit.training.run_folder import check_resumable, next_step, stored_threads
+from attnkit.training import TrainResult, distributed, run_folder, seed_everything
 from attnkit.training.signals import interruptible
 
 # What a subclass may name in its class statement (`App.__init_subclass__`).
@@ -74,12 +46,9 @@ STEPS = ("configure", "prepare", "save", "reload", "fit", "load", "evaluation", 
 
 
 class App(Presentation, ABC):
-    """One application: a subclass implements the steps, the base class runs them; how the
-    command line presents the app (its options, examples, tables) is `Presentation`'s.
-
-    Class attributes:
-        name: the command (``attnkit NAME ...``) and the ``"app"`` of its runs.
-        inputs: what ``predict`` takes, for messages (``"sentence"``, ``"review"``, ``"image"``).
+    """One application: a subclass writes the steps, the base runs them; `Presentation` says how
+    the command line shows it. ``name``: the command and its runs' ``"app"``; ``inputs``: what
+    ``predict`` takes, for messages (``"sentence"``, ``"review"``, ``"image"``).
     """
 
     name: ClassVar[str]
@@ -101,16 +70,9 @@ class App(Presentation, ABC):
     # ------------------------------------------------------------------ the steps of an app
     @abstractmethod
     def configure(self, given: dict[str, Any], out: Path, stored: dict[str, Any] | None) -> Any:
-        """The validated settings of a training; writes nothing.
-
-        Args:
-            given: the options the caller gave (``"data"`` among them).
-            out: the run folder.
-            stored: on a resume, the run's ``config.json``: its settings are kept and
-                ``given`` may only change what a resume may (budgets); None for a new run.
-
-        Returns:
-            The app's settings, with a ``train`` attribute (the `TrainConfig`).
+        """The validated settings of a training (a `RunSettings`: ``train`` is the `TrainConfig`);
+        writes nothing. ``given``: the options (``"data"`` among them); ``stored``: on a resume
+        the run's ``config.json``, whose settings are kept (``given`` may change budgets only).
         """
 
     @abstractmethod
@@ -170,20 +132,14 @@ class App(Presentation, ABC):
         """Train a run into ``out``, then score its test split into ``test_metrics.json``.
 
         Args:
-            settings: the options given (``{"data": ..., "epochs": ...}``; the app's
-                ``configure`` says which exist), or the data alone (``"synthetic"``; None:
-                the app's default, or on a resume the run's). With ``resume`` they may only
-                change budgets.
-            out: the run folder.
+            settings: the options (``{"data": ..., "epochs": ...}``) or the data alone (None: the
+                app's default, on a resume the run's); on a resume they may only change budgets.
             resume: continue the interrupted run in ``out`` with its stored settings.
             overwrite: replace the run already in ``out``.
             log: where progress lines go (rank 0 only).
-            threads: CPU threads for torch while it trains (the count before comes back
-                after). None: on a resume the run's own (as its ``config.json`` records
-                them: a resumed run computes as the uninterrupted one), on a new run the
-                app's ``default_threads["train"]``, else as they are.
-            **overrides: more options, over ``settings`` (``train("synthetic", out,
-                epochs=2)``).
+            threads: torch CPU threads while it trains. None: a resume's own (so it computes as
+                the uninterrupted run), else the app's ``default_threads["train"]``.
+            **overrides: more options, over ``settings`` (``train("synthetic", out, epochs=2)``).
 
         Returns:
             The `Run`; one stopped by a signal returns at once (no test evaluation).
@@ -197,12 +153,12 @@ class App(Presentation, ABC):
             raise UsageError("give the run folder (--out RUN)")
         if resume and overwrite:
             raise UsageError("--resume and --overwrite contradict each other; give one")
-        out, main = Path(out), D.is_main_process()
+        out, main = Path(out), distributed.is_main_process()
         log = log if main else quiet
-        stored = read_config(check_resumable(out), self.name) if resume else None
+        stored = read_config(run_folder.check_resumable(out), self.name) if resume else None
         given = dict(settings) if isinstance(settings, Mapping) else {"data": settings}
         config = self.configure({**given, **overrides}, out, stored)
-        trained_with = stored_threads(stored) if stored is not None else None
+        trained_with = run_folder.stored_threads(stored) if stored is not None else None
         if threads is None:
             threads = trained_with or self.default_threads.get("train")
         elif trained_with is not None and threads != trained_with and main:
@@ -216,23 +172,23 @@ class App(Presentation, ABC):
             except Interrupted as exc:
                 # Before the trainer's first checkpoint a resume has nothing to resume: say
                 # what the folder allows, in the words the next command will use.
-                exc.hint = next_step(out)
+                exc.hint = run_folder.next_step(out)
                 raise
 
     def _train(self, config: Any, out: Path, *, resume: bool, overwrite: bool, log: Log
                ) -> Run:
         """`train` once the settings are known and the threads set."""
-        main = D.is_main_process()
-        info = D.setup(config.train.device)   # before preparation: rank 0 prepares alone
+        main = distributed.is_main_process()
+        info = distributed.setup(config.train.device)   # before preparation: rank 0 prepares alone
         try:
             with ExitStack() as claimed:
-                prepared = prepared_run(self, config, out, info, claimed, resume=resume,
-                                        overwrite=overwrite, log=log)
+                prepared = self._prepared(config, out, info, claimed, resume=resume,
+                                          overwrite=overwrite, log=log)
                 seed_everything(prepared.train.seed)  # before the model: it fixes the weights
                 with interruptible():
                     result = self.fit(prepared, out, resume=resume, log=log)
         finally:
-            D.teardown(info)
+            distributed.teardown(info)
         run = Run(out, self.name, result, select_metric=prepared.train.select_metric)
         if result.stop_reason == "signal" or not main:
             return run
@@ -243,23 +199,60 @@ class App(Presentation, ABC):
             run.test_metrics = read_json(out / TEST_METRICS, "the run's test metrics", root=out)
             return run
         with interruptible():
-            run.test_metrics = final_evaluation(self, run, prepared, log)
+            run.test_metrics = self._final_evaluation(run, prepared, log)
         return run
+
+    def _prepared(self, config: Any, out: Path, info: distributed.DistInfo,
+                  claimed: ExitStack, *, resume: bool, overwrite: bool, log: Log) -> Prepared:
+        """Rank 0 claims the folder (the lock stays in ``claimed``); a new run is prepared and
+        saved by rank 0 (the others then reload it); a resume is reloaded by every rank before
+        any write.
+        """
+        def claim(prepare: bool) -> Prepared | None:
+            prepared = None
+            if prepare:
+                run_folder.check_new_run(out, overwrite=overwrite)
+                prepared = self.prepare(config, log)   # reads the data: before any write
+            claimed.enter_context(run_folder.claim_run(out, resume=resume, overwrite=overwrite))
+            if resume:   # again under the lock: the folder may have changed since the check
+                read_config(out, self.name)
+            if prepared is not None:
+                self.save(prepared, out)
+            return prepared
+
+        if resume:
+            prepared = self.reload(config, out, log)   # a broken file stops it here
+            distributed.run_on_main(info, lambda: claim(prepare=False))
+            return prepared
+        prepared = distributed.run_on_main(info, lambda: claim(prepare=True))
+        return prepared if prepared is not None else self.reload(config, out, log)
+
+    def _final_evaluation(self, run: Run, prepared: Prepared, log: Log) -> dict | None:
+        """The best weights scored on the test split into ``test_metrics.json`` with how the
+        run ended (None: the app has no test split)."""
+        loaded = self.load(run.path, device=str(distributed.resolve_device(prepared.train.device)))
+        if not self.has_test_split(loaded):
+            return None
+        log(f"{FINAL_EVALUATION} of {run.path}...")   # it may outlast training's last minutes
+        start = time.monotonic()
+        metrics = self.evaluation(loaded, None, report=0).metrics
+        log(f"{FINAL_EVALUATION}: {time.monotonic() - start:.0f} s")
+        metrics.update({"stop_reason": run.stop_reason,
+                        "train_seconds": round(run.result.elapsed, 1),
+                        f"best_valid_{prepared.train.select_metric}": run.best_metric,
+                        "run": str(run.path)})
+        write_json(run.path / TEST_METRICS, metrics)
+        self.after_training(loaded, metrics, log)
+        return metrics
 
     def evaluate(self, run: Loaded | str | os.PathLike, data: Any = None, *,
                  report: str | os.PathLike | None = None, examples: int | None = None,
                  device: str | None = None, engine: str | None = None,
                  **options: Any) -> dict[str, Any]:
-        """The metrics of a run on ``data`` (None: its own test split, whose metrics are also
-        written to the run's ``test_metrics.json``, or beside it when the evaluation ran
-        otherwise than the training's: `attnkit.apps.results.write_test_metrics`).
-
-        Args:
-            run: a `Loaded` run or a run folder (loaded with ``device`` and ``engine``).
-            data: the app's data (None: the run's test split).
-            report: also write the app's report page (metrics and examples) to this file.
-            examples: how many examples the report shows (None: the app's default).
-            **options: the app's own evaluation options (a beam size...).
+        """The metrics of ``run`` (a `Loaded` or a folder) on ``data``; None: its own test
+        split, also written to ``test_metrics.json`` (or beside it: `write_test_metrics`).
+        ``report``: also write the report page there, with ``examples`` examples;
+        ``**options``: the app's own.
         """
         loaded = self._loaded(run, device=device, engine=engine)
         if report is not None:

@@ -1,22 +1,7 @@
 """Files a user names for an output (``--html``, ``--report``, ``--plot``, ``--out``): checked
-once, here, then written atomically.
-
-The rules:
-
-* the file's extension says what it is (a page ``.html``, a figure ``.png``/``.svg``/``.pdf``,
-  Pharaoh alignments ``.txt``/``.wa``...), so ``--report RUN/config.json`` is refused before
-  anything is computed;
-* nothing a user names lands inside a run folder (the run itself, ``last/`` or any folder
-  below): a run holds only what its own commands write (``run=`` marks those writes);
-* an existing file is replaced only when it already is that kind of output (an HTML page, a
-  PNG...), never silently over something else;
-* a folder that cannot be written (missing permission, read-only, full) is one error line.
-
-Example:
-    ```python
-    path = output_file("cold.html", PAGE)          # checked; then
-    write_output(path, PAGE, page_html)            # written atomically
-    ```
+once, here, then written atomically. The extension says what a file is; nothing a user names
+lands inside a run folder (``run=`` marks a run's own writes); an existing file is replaced
+only when it is that kind of output; an unwritable folder is one error line.
 """
 
 from __future__ import annotations
@@ -99,16 +84,9 @@ def _holds_run(folder: Path) -> bool:
 
 def output_file(path: str | os.PathLike, kind: OutputKind, *,
                 run: str | os.PathLike | None = None) -> Path:
-    """Check a file named for an output of ``kind``; nothing is written.
-
-    Args:
-        run: the run folder when the run's own command writes its own file there (the
-            training's report and heatmap); None for every file a user names, which may
-            not land inside any run folder.
-
-    Raises:
-        UsageError: a wrong extension, a folder in its place, a place inside a run folder,
-            an existing file that is not such an output.
+    """Check a file named for an output of ``kind``; nothing is written. ``run``: the run folder
+    when a run's own command writes there, None for a user's file. UsageError: a wrong
+    extension, a folder in its place, inside a run folder, an existing file of another kind.
     """
     path = Path(path)
     suffix = path.suffix.lower()
@@ -127,7 +105,7 @@ def output_file(path: str | os.PathLike, kind: OutputKind, *,
 
 
 def check_outside_runs(path: str | os.PathLike, what: str) -> None:
-    """UsageError when ``path`` would land inside a run folder (module docstring)."""
+    """UsageError when ``path`` would land inside a run folder."""
     run = run_holding(path)
     if run is not None:
         raise UsageError(f"{path}: inside the run folder {run}, which holds only what its own "
@@ -136,12 +114,7 @@ def check_outside_runs(path: str | os.PathLike, what: str) -> None:
 
 def write_output(path: str | os.PathLike, kind: OutputKind, content: str | bytes, *,
                  run: str | os.PathLike | None = None) -> Path:
-    """Check ``path`` (`output_file`, ``run`` as there) and write ``content`` to it
-    atomically.
-
-    Raises:
-        UsageError: as `output_file`, or a folder that cannot be written.
-    """
+    """Check ``path`` (`output_file`) and write ``content`` to it atomically; UsageError."""
     data = content.encode("utf-8") if isinstance(content, str) else content
     return writing(output_file(path, kind, run=run), kind, lambda p: atomic_write_bytes(p, data))
 

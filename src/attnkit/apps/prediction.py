@@ -1,19 +1,9 @@
 """What every app's ``predict`` returns: an output with its attention, able to render itself.
 
-Each app subclasses `Prediction` (a translation, a review's sentiment, an image's caption)
-and implements: ``to_dict`` (JSON-ready, the weights included), ``text_line`` (how the
-``predict`` command prints it), ``figure`` (a static matplotlib figure) and the class method
-``page`` (one self-contained HTML page for a list of predictions of that app); ``note`` says
-what the model could not read. `Prediction.render` and `write_page` choose the format by the
-file's extension and check the file first (`attnkit.apps.outputs`).
-
-Example:
-    ```python
-    preds = predict("runs/fr", ["I am cold."])
-    preds[0].weights.shape            # [target_len, source_len]
-    preds[0].render("cold.png")       # or .svg / .pdf / .html
-    write_page(preds, "cold.html", run.summary())
-    ```
+Each app subclasses `Prediction` and writes ``to_dict`` (JSON-ready, weights included),
+``text_line`` (what ``predict`` prints), ``figure`` (matplotlib) and the class method
+``page`` (one HTML page for a list of predictions); ``note`` says what the model could not
+read. `Prediction.render` and `write_page` choose the format by the file's extension.
 """
 
 from __future__ import annotations
@@ -60,9 +50,9 @@ class Prediction:
         return None
 
     def attention_rows(self) -> np.ndarray | None:
-        """The attention as ``[rows, positions]``: one distribution over the input per output
-        (a target word over the source, a caption word over the image cells; a review's one
-        pooling distribution over its tokens). None when there is none."""
+        """The attention as ``[rows, positions]``: one distribution over the input per output;
+        None when there is none.
+        """
         if self.weights is None:
             return None
         w = np.asarray(self.weights)
@@ -79,13 +69,9 @@ class Prediction:
 
     def render(self, path: str | os.PathLike, summary: dict[str, Any] | None = None, *,
                run: str | os.PathLike | None = None) -> Path:
-        """Write this prediction's attention to ``path``: a figure (``.png/.svg/.pdf``) or a
-        page (``.html``), atomically (``run``: the run folder, when a run's own command
-        writes its own figure there; `attnkit.apps.outputs.output_file`).
-
-        Raises:
-            UsageError: an extension that is none of these, or a file that is not such an
-                output (`attnkit.apps.outputs.output_file`).
+        """Write the attention to ``path`` atomically: a figure (``.png/.svg/.pdf``) or a page
+        (``.html``); ``run`` as `attnkit.apps.outputs.output_file`. UsageError: another
+        extension, or a file that is not such an output.
         """
         path = output_file(path, FIGURE_OR_PAGE, run=run)
         if path.suffix.lower() in PAGE.suffixes:

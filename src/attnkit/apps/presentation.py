@@ -1,17 +1,6 @@
 """How the command line presents an app: its options, examples and help lines, its extra
 commands (`Command`), and how its metrics and finished runs are printed.
 `attnkit.apps.base.App` inherits it; ``attnkit.cli`` reads it to build ``attnkit APP ...``.
-
-Example:
-    ```python
-    class ReverseApp(App):
-        name = "reverse"
-        help = "reverse a sequence of digits"
-        headline = ("accuracy",)
-        options = (Option("--length", int, "digits per sequence (default 8)"),)
-        commands = (Command("export", "export a run", (Option("run", str, "the run"),),
-                            run_export),)
-    ```
 """
 
 from __future__ import annotations
@@ -29,13 +18,11 @@ class Command:
     """A command of an app beyond ``train`` / ``eval`` / ``predict`` (``translate export``).
 
     Args:
-        name: ``attnkit APP NAME``.
-        help: one line.
         arguments: its `Option` s (a flag without dashes is positional).
         run: called with the parsed values by option name; returns the exit status.
         examples: command lines for its ``--help``.
         runtime: it runs a model: the CLI adds ``--threads`` (applied before ``run``) and
-            ``--device`` (in the values).
+            ``--device``.
     """
 
     name: str
@@ -50,22 +37,17 @@ class Presentation:
     """What the ``attnkit APP`` commands show of an app.
 
     Class attributes:
-        help: one line for ``attnkit --help``.
-        description: a paragraph for ``attnkit NAME --help``.
+        help, description: a line for ``attnkit --help``, a paragraph for ``attnkit NAME --help``.
         options: `attnkit.settings.Option` s the CLI adds for this app.
         examples: command lines shown under ``attnkit NAME --help``.
-        commands: `Command` s beyond train / eval / predict (e.g.
-            ``translate export``).
+        commands: `Command` s beyond train / eval / predict.
         headline: the test metrics a finished training prints on its last line.
-        train_help: the help of common train options, by name, where the app's defaults
-            differ (``{"epochs": "default 8"}``).
+        train_help: the help of common train options where the app's defaults differ.
         eval_help, eval_data_help: the help of ``eval`` and of its ``--data``.
-        default_threads: CPU threads by command where torch's default (one per core) is not
-            the fastest for the app's small models.
+        default_threads: CPU threads by command where torch's default is not the fastest.
         plot_aliases: other flags the app accepts for ``predict --plot``.
-        text_attention: the ``attention`` a plain ``predict`` (text lines, no figure, page or
-            JSON) asks for: None (the app's default) when its text line shows attention, False
-            when it does not, so that nothing computes it.
+        text_attention: the ``attention`` a plain-text ``predict`` asks for: None (the app's
+            default) when its line shows attention, False when not (nothing computes it).
     """
 
     help: ClassVar[str] = ""

@@ -1,29 +1,10 @@
-"""`APPS`: every application by name, the built-in three and those other packages add.
+"""`APPS`: every application by name, the built-in three and those plugins add through the
+entry-point group ``attnkit.apps`` (docs/guide/add-an-app.md, "Register it").
 
-A package adds an app the way Python plugins do, with an entry point in the group
-``attnkit.apps`` that names an `attnkit.apps.App` instance (or class):
-
-```toml
-[project.entry-points."attnkit.apps"]
-reverse = "attnkit_reverse:APP"
-```
-
-Apps are imported when first used (``attnkit --help`` imports no plugin, and none of the
-built-in apps' models); a plugin's module is imported within `PLUGIN_IMPORT_SECONDS`. A name
-that fails to import (whatever its module raises: ``RuntimeError``, ``SyntaxError``,
-``sys.exit``; or an import that never ends) is one clear error naming its distribution when it
-is asked for, and never hides the others. A plugin whose name is taken (a built-in app, a
-command of the ``attnkit`` command line: `RESERVED`) or is no command name is left out with a
-`PluginWarning`; so is the second of two plugins with one name (the first on ``sys.path`` is
-used).
-
-Example:
-    ```python
-    from attnkit.apps import APPS
-
-    sorted(APPS)                       # ['caption', 'sentiment', 'translate', ...]
-    APPS["translate"].train({"data": "synthetic"}, "runs/demo")
-    ```
+Apps are imported when first used, a plugin within `PLUGIN_IMPORT_SECONDS`; one that fails
+to import is one error naming its distribution when asked for, and never hides the others. A
+plugin whose name is taken (`RESERVED`, or an earlier plugin) is left out with a
+`PluginWarning`.
 """
 
 from __future__ import annotations
@@ -122,12 +103,8 @@ class AppRegistry(Mapping[str, "App"]):
         return app
 
     def __getitem__(self, name: str) -> App:
-        """The app ``name``, imported on first use.
-
-        Raises:
-            KeyError: no app of that name.
-            UsageError: its module cannot be imported (whatever it raises), or it is not an
-                attnkit `App` of that name; the message names its distribution.
+        """The app ``name``, imported on first use. KeyError: no such app; UsageError: its module
+        cannot be imported or is not an attnkit `App` of that name (naming its distribution).
         """
         if name in self._extra:
             return self._extra[name]
@@ -175,9 +152,9 @@ def _load(name: str, target: str, origin: str, *, timeout: float | None = None) 
 
 
 def _import(module: str, timeout: float | None):
-    """``importlib.import_module(module)``, given up after ``timeout`` seconds (None: no
-    limit): the import runs in a daemon thread, so one that never ends does not keep the
-    process alive either."""
+    """``importlib.import_module(module)`` given up after ``timeout`` seconds (None: no limit), in
+    a daemon thread so that an endless import does not keep the process alive.
+    """
     if timeout is None:
         return importlib.import_module(module)
     done: dict[str, object] = {}

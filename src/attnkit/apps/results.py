@@ -1,14 +1,6 @@
 """The data an app's steps pass around: a loaded run, a finished training, an evaluation,
-prepared data; and the two logs every app uses.
-
-`Loaded` is generic in the model and the pipeline, so each app types its own (the sentiment
-app's is ``Loaded[SentimentClassifier, TextPipeline]``).
-
-Example:
-    ```python
-    loaded = APPS["sentiment"].load("runs/imdb")
-    loaded.model, loaded.pipeline, loaded.summary()["parameters"]
-    ```
+prepared data; and the two logs every app uses. `Loaded` is generic in the model and the
+pipeline (``Loaded[SentimentClassifier, TextPipeline]``).
 """
 
 from __future__ import annotations
@@ -26,8 +18,9 @@ from attnkit.training import TrainConfig, TrainResult
 Log = Callable[[str], None]
 ModelT = TypeVar("ModelT")
 PipelineT = TypeVar("PipelineT")
+SettingsT = TypeVar("SettingsT")
 TEST_METRICS = "test_metrics.json"
-# What runs after an app's training (`attnkit.apps.train_flow.final_evaluation`), as the
+# What runs after an app's training (`attnkit.apps.base.App.train`), as the
 # progress line names it.
 FINAL_EVALUATION = "the test evaluation"
 # Fields of test_metrics.json that describe the training, kept when `eval` rewrites the file.
@@ -49,17 +42,12 @@ class Loaded(Generic[ModelT, PipelineT]):
 
     Attributes:
         path: the run folder (or an exported folder).
-        app: the app's name.
-        model: the network, in eval mode, on ``device``, with the chosen weights (None when an
-            engine other than attnkit runs an exported model).
+        model: the network in eval mode on ``device`` (None when another engine runs an export).
         pipeline: the app's text or image pipeline (tokenizer, vocabularies, sizes).
-        config: the run's ``config.json`` (data, model, options, train settings).
-        device: where the model runs.
-        engine: how the app runs the model, when it has a choice (translation: attnkit's
-            decoding or CTranslate2).
+        config: the run's ``config.json``.
+        engine: how the app runs the model, when it has a choice (attnkit or CTranslate2).
         description: the model in a few words, for pages and listings.
-        trained_here: True for a training run (``evaluate`` writes its ``test_metrics.json``),
-            False for an exported folder.
+        trained_here: a training run (``evaluate`` writes its ``test_metrics.json``), not an export.
     """
 
     path: Path
@@ -88,15 +76,9 @@ class Loaded(Generic[ModelT, PipelineT]):
 
 @dataclass
 class Run:
-    """A training that has ended: what `App.train` returns.
-
-    Attributes:
-        path: the run folder.
-        app: the app's name.
-        result: the trainer's `TrainResult` (``stop_reason``, steps, best metric...).
-        test_metrics: the scores of the best weights on the test split (None: stopped by a
-            signal, or no test split).
-        select_metric: the validation metric that chose the best weights.
+    """A training that has ended (what `App.train` returns): the trainer's ``result``, the best
+    weights' ``test_metrics`` (None: stopped by a signal, or no test split) and the
+    ``select_metric`` that chose them.
     """
 
     path: Path
@@ -106,9 +88,9 @@ class Run:
     select_metric: str = ""
 
     def line(self, headline: tuple[str, ...] = ()) -> str:
-        """One line: where the run is, why it stopped, its best validation score and the
-        ``headline`` test metrics of those weights, the ones the run keeps (numbers to 4
-        significant digits: no float noise)."""
+        """One line: the run, why it stopped, its best validation score and its ``headline`` test
+        metrics (4 significant digits).
+        """
         best = ("none (stopped before its first evaluation)" if self.best_metric is None
                 else f"{self.best_metric:.4g}")
         line = (f"run: {self.path}  stop: {self.stop_reason}  best validation "
@@ -136,12 +118,8 @@ class Evaluation:
 
 @dataclass
 class TinyRun:
-    """A run of an app that trains in seconds (`App.tiny`): what the contract test trains for
-    every registered app, and a quick way to try one.
-
-    Attributes:
-        settings: the options of ``train`` (``"data"`` among them).
-        inputs: what ``predict`` takes, a few of them.
+    """A run that trains in seconds (`App.tiny`, the contract test's): ``settings`` for ``train``,
+    a few ``inputs`` for ``predict``.
     """
 
     settings: dict[str, Any]
@@ -149,14 +127,26 @@ class TinyRun:
 
 
 @dataclass
-class Prepared:
-    """What a training needs, ready: every app's prepared data subclasses this.
+class RunSettings(Generic[SettingsT]):
+    """A training's validated settings, what every app's ``configure`` returns: the app's
+    ``settings``, the trainer's ``train`` config, on a resume the run's ``stored``
+    ``config.json``; ``spec``: the data spec (translate), ``model_options``: the model
+    options given (caption).
+    """
 
-    Attributes:
-        config: the app's validated settings (`App.configure`).
-        train: the trainer's settings.
-        files: the pipeline files `App.save` writes into the run folder, by name: bytes, a
-            dict (JSON) or an object with ``to_json(path)`` (a vocabulary).
+    settings: SettingsT
+    train: TrainConfig
+    stored: dict[str, Any] | None = None
+    spec: dict[str, Any] | None = None
+    model_options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Prepared:
+    """What a training needs, ready (every app's prepared data subclasses it): the validated
+    ``config`` (`App.configure`'s; a `RunSettings` for the built-in apps), the trainer's
+    ``train`` settings, and the pipeline ``files`` `App.save` writes by name (bytes, a dict as
+    JSON, or an object with ``to_json(path)``).
     """
 
     config: Any
@@ -165,16 +155,11 @@ class Prepared:
 
 
 def write_test_metrics(run: Path, metrics: dict[str, Any], keys: tuple[str, ...] = ()) -> Path:
-    """Write an ``eval`` of the run's own test split: into ``RUN/test_metrics.json`` when it
-    ran as the training's final evaluation did (the same value in each of ``keys``, the
-    metrics that say how it ran: beam, sizes, engine...), else beside it, into
-    ``test_metrics.KEY-VALUE....json``, never over the run's own figures. The fields that
-    describe the training (why it stopped, how long it took, its best validation score) are
-    kept from the file's previous version. A run folder that cannot be written (a read-only
-    copy) is still evaluated: a note says the file was not updated.
-
-    Returns:
-        The file written (or that would have been).
+    """Write an ``eval`` of the run's own test split into ``RUN/test_metrics.json`` when it ran
+    as the final evaluation did (the same value of each of ``keys``: beam, sizes, engine...),
+    else beside it into ``test_metrics.KEY-VALUE....json``. The training's fields (why it
+    stopped, how long, best validation score) are kept; a read-only run is still evaluated, with
+    a note. Returns the file written (or that would have been).
     """
     path = run / TEST_METRICS
     old: Any = {}

@@ -1,32 +1,7 @@
 """A run folder as the apps read it: ``config.json`` (which app, which format) and the run's
-own files, through one checked door (the folder's rules for training into it:
-`attnkit.training.run_folder`).
-
-``config.json`` carries the app and a format version; a run of another app, or of an unknown
-(newer) format, is a clear `CheckpointError`. Runs written before the format field existed are
-format 1 and load through each app's migration. Files are read through `run_file` and
-`attnkit.fileio.read_json` (regular files only, no link out of the run, size caps); every
-failure is one `CheckpointError` naming the file.
-
-A run folder holds:
-
-```text
-config.json        {"app": NAME, "format": 2, ...the app's settings..., "train": TrainConfig}
-metrics.jsonl      one JSON object per log line / evaluation (the trainer's)
-train.log          one readable line per evaluation (the trainer's)
-best.safetensors   the weights of the best validation metric
-last/              the resumable checkpoint (model, optimizer, RNG states, position)
-test_metrics.json  the scores of the best weights on the run's test split
-...                the app's pipeline files (vocabularies, tokenizer, subword model)
-.lock              held while a process trains into the folder (its PID inside)
-```
-
-Example:
-    ```python
-    config = read_config("runs/fr", app="translate")
-    vocab = read_vocab("runs/fr", "vocab_src.json")
-    model = read_model_config("runs/ducks", CaptionerConfig.from_dict, ("hidden", "emb_dim"))
-    ```
+own files, through one checked door (`run_file`: regular files inside the run, size caps);
+every failure is one `CheckpointError` naming the file. The rules for training into a folder
+are `attnkit.training.run_folder`'s; what a folder holds: docs/guide/options.md.
 """
 
 from __future__ import annotations
@@ -47,17 +22,13 @@ from attnkit.training.run_folder import checked_sizes, load_model
 T = TypeVar("T")
 LoadedT = TypeVar("LoadedT", bound=Loaded)
 
-FORMAT = 2                 # the format this code writes
-KNOWN_FORMATS = (1, 2)     # 1: runs written before config.json had "format"
+FORMAT = 2                 # the format of the runs this code writes and reads
 CONFIG_FILE = "config.json"
 
 
 def read_config(run: str | os.PathLike, app: str) -> dict[str, Any]:
-    """``RUN/config.json`` of a run of ``app``, with ``"format"`` filled in (1 when absent).
-
-    Raises:
-        CheckpointError: not a run folder, a run of another app, an unknown format version, or
-            an unreadable config.json.
+    """``RUN/config.json`` of a run of ``app`` in this code's `FORMAT`; CheckpointError: not a run
+    folder, another app's run, another format, an unreadable file.
     """
     run = Path(run)
     if not run.is_dir():
@@ -72,39 +43,23 @@ def read_config(run: str | os.PathLike, app: str) -> dict[str, Any]:
             raise CheckpointError(f"{run} is a {found} run, not a {app} run; use "
                                   f"'attnkit {found} ...' with it")
         raise CheckpointError(f"{path}: not written by attnkit {app} (app is {found!r})")
-    version = config.get("format", 1)
-    if version not in KNOWN_FORMATS:
-        raise CheckpointError(f"{path}: run format {version!r} is not one this attnkit reads "
-                              f"(it reads {', '.join(map(str, KNOWN_FORMATS))}); it was "
-                              "written by another version of attnkit")
-    return {**config, "format": version}
+    if config.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: run format {config.get('format')!r} is not the one this "
+                              f"attnkit reads ({FORMAT}); it was written by another version of "
+                              "attnkit")
+    return config
 
 
 def run_file(run: str | os.PathLike, name: str, what: str, *,
              limit: int | None = MAX_JSON_BYTES) -> Path:
-    """``RUN/name`` checked for reading: present, a regular file, inside the run, not too big.
-
-    Args:
-        run: the run folder.
-        name: the file's name inside it (``"vocab.json"``, ``"last/model.safetensors"``).
-        what: what the file is, for messages (``"the run's vocabulary"``).
-        limit: the largest size accepted in bytes (None: any).
-
-    Returns:
-        The path, to hand to the file's own reader.
-
-    Raises:
-        CheckpointError: missing, a folder, a device or FIFO, a link out of the run, too big.
+    """``RUN/name`` checked for reading (present, a regular file inside the run, at most ``limit``
+    bytes); ``what`` names it in messages. CheckpointError otherwise.
     """
     return checked_file(Path(run) / name, what, root=run, limit=limit)
 
 
 def read_vocab(run: str | os.PathLike, name: str = "vocab.json") -> Vocab:
-    """The vocabulary file ``RUN/name`` (checked as `run_file`, at most `MAX_VOCAB_BYTES`).
-
-    Raises:
-        CheckpointError: missing, or not a vocabulary file (named).
-    """
+    """The vocabulary file ``RUN/name`` (`run_file`, at most `MAX_VOCAB_BYTES`); CheckpointError."""
     path = run_file(run, name, "the run's vocabulary", limit=MAX_VOCAB_BYTES)
     try:
         return Vocab.from_json(path)
@@ -115,12 +70,8 @@ def read_vocab(run: str | os.PathLike, name: str = "vocab.json") -> Vocab:
 def read_model_config(run: str | os.PathLike, build: Callable[[dict[str, Any]], T],
                       sizes: Iterable[str], *, zero_ok: tuple[str, ...] = (),
                       what: str = "a model config", stored: dict[str, Any] | None = None) -> T:
-    """``RUN/model.json`` (or the ``stored`` settings of ``config.json``) built by ``build``,
-    its sizes checked first (`checked_sizes`: one edited to a size of 10^12 is refused before
-    anything is allocated).
-
-    Raises:
-        CheckpointError: unreadable, a size out of bounds, or settings ``build`` refuses.
+    """``RUN/model.json`` (or ``stored``) built by ``build``, its sizes checked first
+    (`checked_sizes`: a size edited to 10^12 is refused before allocation); CheckpointError.
     """
     path = Path(run) / ("model.json" if stored is None else CONFIG_FILE)
     data = read_json_object(path, "the run's model settings", root=run) if stored is None \
@@ -137,26 +88,16 @@ def load_run(loaded: Callable[..., LoadedT], run: str | os.PathLike, app: str, *
              pipeline: Callable[[Path, dict[str, Any], T], Any], build: Callable[[T], nn.Module],
              describe: Callable[[T], str], model_file: str, weights: str = "best",
              device: str | None = None) -> LoadedT:
-    """A trained run of ``app``, read in the order every app reads one: ``config.json``
-    (`read_config`), the model config, the pipeline, then the model with its weights
-    (`attnkit.training.run_folder.load_model`), as the app's typed ``loaded``.
+    """A trained run of ``app`` read in the order every app reads one: ``config.json``, the model
+    config, the pipeline, then the model with its ``weights`` (``"best"``/``"last"``) in eval mode
+    on ``device`` (None: CPU, ``"auto"``: CUDA when present), as ``loaded(run, app, model,
+    pipeline, config, device, description)``.
 
     Args:
-        loaded: the app's `attnkit.apps.results.Loaded` type, called with the run folder,
-            ``app``, the model, the pipeline, the config, the device and ``description``.
-        run: the run folder.
-        app: the app's name (a run of another app is refused).
         model_config: (run, config) -> the model's config, its sizes checked.
         pipeline: (run, config, model config) -> the app's pipeline.
-        build: the model config -> the network, before its weights are loaded.
-        describe: the model config -> the model in a few words (``description``).
-        model_file: the run's file named when the model cannot be built (``"model.json"``).
-        weights: ``"best"`` or ``"last"``.
-        device: where the model runs (None: the CPU; ``"auto"``: CUDA when present).
-
-    Returns:
-        ``loaded(...)``: the model in eval mode on the device, with the run's pipeline and
-        ``config.json``.
+        build: the model config -> the network; ``describe``: -> the model in a few words.
+        model_file: the file named when the model cannot be built (``"model.json"``).
 
     Raises:
         CheckpointError: not a run of ``app``, a broken file, no such weights.

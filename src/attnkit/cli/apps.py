@@ -1,9 +1,6 @@
-"""``attnkit APP train|eval|predict|...`` for every app in `attnkit.apps.APPS`, built from
-the app's declared options: argument parsing and printing only (the work is the app's).
-
-Every app gets the same commands with the same common options (`attnkit.cli.common`) plus its
-own (`attnkit.settings.Option`); an app's extra commands (``translate export``) come from
-its ``commands``.
+"""``attnkit APP train|eval|predict|...`` for every app in `attnkit.apps.APPS`, built from the
+app's declared options (the common ones, `attnkit.cli.common`, plus its own `Option` s and
+``commands``): argument parsing and printing only (the work is the app's).
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
-"""Options every app's commands share, declared once, and the few helpers around them.
-
-The three apps' ``train``, ``eval`` and ``predict`` take the same common options with the same
-names and meanings:
-    ```python
-    train    --data --out --resume [RUN] --overwrite --epochs --batch-size --lr --seed
-             --threads --device --amp {auto,on,off} --max-minutes --patience --no-progress
-    eval     --run --data --threads --device --json --report FILE.html
-    predict  --run [INPUT ...] (none: one per line on stdin) --threads --device --json
-             --html FILE.html --plot FILE
-    ```
-
-Options left out on the command line are None here, so an app can tell "not given" (take the
-run's stored value on a resume, or the default) from "given".
+"""Options every app's ``train``, ``eval`` and ``predict`` share, declared once (listed in
+docs/guide/options.md), and the few helpers around them. An option left out is None here, so
+an app can tell "not given" (a resume keeps the stored value) from "given".
 """
 
 from __future__ import annotations
@@ -32,13 +21,9 @@ AMP_CHOICES = {"auto": "auto", "on": True, "off": False}
 
 def add_train_options(parser: argparse.ArgumentParser, *, data_default: str | None = None,
                       data_required: bool = True, **help_text: str) -> None:
-    """Add the common ``train`` options to ``parser``.
-
-    ``data_required=False`` leaves ``--data`` optional without a default (an app whose resume
-    takes the run's stored data).
-
-    ``help_text`` overrides the help of an option by its dest name (e.g. ``lr="default 1e-3"``),
-    so each app can state its own defaults.
+    """Add the common ``train`` options to ``parser``; ``data_required=False`` leaves ``--data``
+    optional (a resume takes the run's), ``help_text`` overrides a help by dest name
+    (``lr="default 1e-3"``).
     """
     def add(flag: str, dest: str, default_help: str | None = None, **kw) -> None:
         parser.add_argument(flag, dest=dest, help=help_text.get(dest, default_help), **kw)
@@ -152,14 +137,9 @@ def apply_threads(threads: int | None) -> None:
 
 
 def read_inputs(inputs: Sequence[str], what: str) -> list[str]:
-    """The inputs given as arguments, or else the non-empty lines of stdin (at most
-    `attnkit.fileio.MAX_TEXT_BYTES` in `attnkit.fileio.MAX_TEXT_LINES` lines: stdin from
-    ``/dev/zero`` is one error, not an endless read); bytes that are not UTF-8 become U+FFFD
-    (a note on stderr counts them), so no output carries invalid text.
-
-    Raises:
-        UsageError: no input at all, or an empty (blank) argument.
-        DataError: stdin past a cap.
+    """The inputs given as arguments, else the non-empty lines of stdin (capped by
+    `attnkit.fileio.MAX_TEXT_BYTES` and `MAX_TEXT_LINES`; bytes not UTF-8 become U+FFFD, with a
+    note). UsageError: no input, or a blank argument; DataError: stdin past a cap.
     """
     if inputs:
         for i, text in enumerate(inputs, 1):

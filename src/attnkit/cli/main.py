@@ -1,16 +1,10 @@
-"""The ``attnkit`` command: ``attnkit APP train|eval|predict ...`` for every registered app,
-and ``attnkit serve`` (`attnkit.cli.serve`).
+"""The ``attnkit`` command: ``attnkit APP train|eval|predict ...`` for every registered app
+(`attnkit.cli.apps`), and ``attnkit serve`` (`attnkit.cli.serve`).
 
-The subcommands come from `attnkit.apps.APPS` (the built-in apps and those other packages
-register); each is built by `attnkit.cli.apps.add_app_parser` from the app's declared options.
-A plugin app is imported only when it is the command asked for (``--help``, ``--version``, no
-arguments and a mistyped command name it from its package's metadata), within a time limit;
-one that fails to load (or to build its options) is then one error line.
-
-Every mistake a user can make on the command line ends as one line ``attnkit: error: ...`` and
-exit status 2: argparse's own errors (see `OneLineParser`) and every
-`attnkit.errors.AttnkitError` an app raises. A signal stop exits ``128 + signal`` with one line
-at most, Ctrl-C while the command starts included.
+A plugin app is imported only when it is the command asked for, within a time limit. Every
+mistake a user can make ends as one line ``attnkit: error: ...`` and exit status 2
+(`OneLineParser`, and every `attnkit.errors.AttnkitError` an app raises); a signal stop exits
+``128 + signal`` with one line at most.
 """
 
 from __future__ import annotations
@@ -41,10 +35,10 @@ def _version() -> str:
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """The whole parser. When ``argv`` names an app, only that app is imported; otherwise the
-    built-in apps are, and plugin apps are named without importing them (a plugin that hangs
-    or exits at import never holds ``--help``). A plugin asked for that cannot be loaded (or
-    whose options cannot be built) is one UsageError."""
+    """The whole parser: only the app ``argv`` names is imported (else the built-in ones, plugins
+    named from their metadata, so a plugin that hangs never holds ``--help``). UsageError: a
+    plugin asked for that cannot be loaded or whose options cannot be built.
+    """
     from attnkit.apps.registry import APPS, PluginWarning
     from attnkit.cli.apps import add_app_parser
     from attnkit.cli.serve import add_serve_parser
@@ -90,12 +84,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def _check_app_parser(app, origin: str) -> None:
-    """UsageError when a plugin app's parser cannot be built (its options clash with the
-    common ones, say): tried on a parser of its own, so a failure leaves none half-built.
-
-    Args:
-        app: the plugin's `attnkit.apps.App`.
-        origin: its package, for the message.
+    """UsageError (naming ``origin``) when a plugin app's parser cannot be built, tried on a
+    parser of its own so that a failure leaves none half-built.
     """
     from attnkit.cli.apps import add_app_parser
 
@@ -114,10 +104,9 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``attnkit ARGV`` and return its exit status. While it runs, a warning for the user
-    (e.g. bf16 autocast on a CPU without bf16) is one line, not a source location and a code
-    line; the process's warning settings are restored when it returns (a caller that imports
-    attnkit keeps its own)."""
+    """Run ``attnkit ARGV`` and return its exit status; a warning for the user is one line, and
+    the process's warning settings are restored on return.
+    """
     with warnings.catch_warnings():
         warnings.showwarning = _one_line_warning
         return _main(argv)

@@ -1,45 +1,9 @@
 """Export a trained attnkit Transformer to CTranslate2, and translate with the exported model.
 
-CTranslate2 (``pip install 'attnkit[serve]'``) is an inference engine for Transformer models:
-fused C++ kernels, int8 weights, batch reordering. `export_ctranslate2` fills its Python
-model spec (``ctranslate2.specs.TransformerSpec``) from an attnkit model config and weights,
-the way CTranslate2's own OpenNMT-py and fairseq converters do, and writes the model folder
-(``model.bin``, ``config.json``, ``source_vocabulary.json``, ``target_vocabulary.json``).
-
-What the export supports, exactly as attnkit computes it:
-
-* `TransformerSeq2Seq` of any size: pre-norm layers with a
-  final LayerNorm on each stack (epsilon 1e-5, PyTorch's), ReLU feed-forward, packed Q/K/V
-  projections with biases, embeddings scaled by ``sqrt(d_model)``;
-* positions ``"sinusoidal"`` (attnkit's interleaved ``sin``/``cos`` layout, which is *not*
-  CTranslate2's built-in ``[sin | cos]`` table, so the table itself is exported) and
-  ``"learned"``, both as an explicit ``[max_len, d_model]`` table: sentences are limited to
-  ``max_len`` positions (512 by default) on both sides;
-* separate or shared source/target embeddings, an output layer tied to the target embedding
-  or not;
-* word or subword vocabularies: the tokens are exported as they are (``<pad> <bos> <eos>
-  <unk>`` first), the target's ``<bos>`` starts decoding, ``<eos>`` ends it, and nothing is
-  added to the source (attnkit sources carry no BOS/EOS).
-
-What it refuses, with an attnkit error: an RNN model (CTranslate2 runs Transformers only), a
-vocabulary whose size or special tokens do not match the config, weights that do not fit the
-config, an unknown quantization, an existing non-empty output folder.
-
-`translate_tokens` applies attnkit's per-sentence length limit (CTranslate2 has one per
-call: batches of similar length, outputs cut at their own limit). Beam search normalises by
-``length ** length_penalty`` (CTranslate2's rule) instead of the GNMT penalty. Greedy outputs
-are the same tokens as attnkit's greedy decoding (float32; tested), and ``score_batch`` gives
-the same log-probabilities; the scores ``translate_batch`` reports are slightly higher (by
-~1e-3 per token on a toy model), as CTranslate2 leaves special tokens such as the start token
-out of the softmax while decoding.
-
-Example:
-    ```python
-    out = export_ctranslate2(config_dict, "runs/demo/best.safetensors",
-                             src_vocab.itos, tgt_vocab.itos, "runs/demo-ct2-int8")
-    translator = load_translator(out, threads=2)
-    translate_tokens(translator, [["I", "am", "cold", "."]], beam=5)[0].tokens
-    ```
+`export_ctranslate2` fills CTranslate2's ``TransformerSpec`` from an attnkit model config and
+weights (as its OpenNMT-py and fairseq converters do) and writes the model folder;
+`load_translator` and `translate_tokens` translate with it. What is exported, what is refused
+and how outputs compare with attnkit's: docs/guide/translate.md ("CTranslate2").
 """
 
 from __future__ import annotations
@@ -147,22 +111,16 @@ def export_ctranslate2(model_config: dict[str, Any] | TransformerConfig,
                        src_tokens: Sequence[str], tgt_tokens: Sequence[str],
                        out_dir: str | os.PathLike, *, quantization: str = "int8",
                        files: dict[str, Any] | None = None) -> Path:
-    """Write a CTranslate2 model folder for an attnkit Transformer (see the module docs), with
-    its manifest (`attnkit.ct2_export.manifest`).
+    """Write a CTranslate2 model folder for an attnkit Transformer, with its manifest
+    (`attnkit.ct2_export.manifest`); the folder appears complete or not at all.
 
     Args:
-        model_config: the model's ``TransformerConfig`` or its ``to_dict()`` form (a run's
-            ``config.json["model"]``).
+        model_config: a ``TransformerConfig`` or its ``to_dict()`` (``config.json["model"]``).
         weights: a ``.safetensors`` file written by attnkit, or a state dict.
         src_tokens, tgt_tokens: the vocabularies in id order (``Vocab.itos``).
         out_dir: the folder to create (it may exist if empty).
-        quantization: the weight type stored, one of `QUANTIZATIONS`.
-        files: other files the folder holds, by name (`attnkit.fileio.write_files`: the
-            tokenizer and the settings a user of the export needs).
-
-    Returns:
-        ``out_dir`` as a Path. The folder appears complete or not at all (written next to it,
-        then renamed).
+        quantization: one of `QUANTIZATIONS`.
+        files: other files the folder holds, by name (`attnkit.fileio.write_files`).
 
     Raises:
         UsageError: an RNN model, an unknown quantization, a non-empty ``out_dir``, or
@@ -280,20 +238,9 @@ def _set_ffn(spec: Any, ff: torch.nn.Sequential, norm: torch.nn.LayerNorm) -> No
 
 def load_translator(model_dir: str | os.PathLike, *, threads: int = 1, device: str = "cpu",
                     compute_type: str = "default") -> Any:
-    """A ``ctranslate2.Translator`` for an exported folder.
-
-    Args:
-        model_dir: the folder `export_ctranslate2` wrote.
-        threads: on CPU, workers that each decode a batch on one thread
-            (``inter_threads=threads, intra_threads=1``); on CUDA, intra-op threads of the one
-            worker.
-        device: ``"cpu"`` or ``"cuda"``.
-        compute_type: ``"default"`` keeps the stored quantization.
-
-    On CPU the matrices of a translation model this size are too small to split well across
-    threads: on a 2-core machine, one batch per thread decoded the Tatoeba test split 8x faster
-    than two threads sharing every batch (docs/results.md). `translate_tokens` submits
-    its batches together so that every worker has one.
+    """A ``ctranslate2.Translator`` for an exported folder: on CPU ``threads`` workers of one
+    thread each (one batch per worker decodes faster than threads sharing a batch), on CUDA
+    ``threads`` intra-op threads; ``compute_type="default"`` keeps the stored quantization.
     """
     ct2 = require_ctranslate2()
     path = Path(model_dir)
@@ -316,23 +263,12 @@ def translate_tokens(translator: Any, sources: Sequence[Sequence[str]], *, beam:
                      length_penalty: float | None = None, max_len_ratio: float = 2.0,
                      max_len_offset: int = 5, max_len: int | None = 200,
                      batch_size: int | None = None) -> list[CT2Output]:
-    """Translate source token lists (already tokenized as the run's vocabulary expects).
+    """Translate source token lists (without ``<bos>``/``<eos>``): one `CT2Output` per source.
 
-    Args:
-        translator: from `load_translator`.
-        sources: tokens per sentence, without ``<bos>``/``<eos>``.
-        beam: beam size (1 = greedy).
-        length_penalty: CTranslate2's score normalisation ``score / length ** penalty``; None:
-            0 for greedy (the total log-probability, as attnkit's greedy score), 1 for beams.
-        max_len_ratio, max_len_offset, max_len: attnkit's per-sentence length limit
-            (`attnkit.decoding.max_lengths`). CTranslate2 takes one limit per call, so
-            sentences are sent in batches of similar length with the batch's largest limit,
-            and each output is then cut at its own limit: the outputs attnkit would give.
-        batch_size: sentences per batch (None: `BATCH_SIZE`); several batches keep
-            several workers busy.
-
-    Returns:
-        One `CT2Output` per source, in order.
+    ``length_penalty`` is CTranslate2's ``score / length ** penalty`` (None: 0 for greedy, 1 for
+    beams). ``max_len_ratio``, ``max_len_offset``, ``max_len`` are attnkit's per-sentence limit
+    (`attnkit.decoding.max_lengths`): CTranslate2 takes one per call, so sentences go in batches
+    of similar length and each output is cut at its own limit. ``batch_size`` None: `BATCH_SIZE`.
     """
     if length_penalty is None:
         length_penalty = 0.0 if beam == 1 else 1.0

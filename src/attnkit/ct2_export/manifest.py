@@ -1,16 +1,8 @@
 """An export's manifest: the size and sha256 of every file, written last and checked first.
 
-A CTranslate2 folder is copied between machines and loaded by a C++ library that trusts its
-bytes: a flipped byte in ``model.bin``, an edited ``config.json`` or a cut vocabulary file can
-load without error and translate wrongly. `check_manifest` refuses any file that differs from
-what the export wrote, and `check_ct2_vocabulary` refuses a CTranslate2 vocabulary that is not
-the run's (also for an export older than manifests).
-
-Example:
-    ```python
-    write_manifest(Path("runs/fr-ct2"))     # after every other file is written
-    check_manifest(Path("runs/fr-ct2"))     # CheckpointError naming the first bad file
-    ```
+A CTranslate2 folder is loaded by a C++ library that trusts its bytes: `check_manifest`
+refuses any file that differs from what the export wrote, `check_ct2_vocabulary` a
+vocabulary that is not the run's.
 """
 
 from __future__ import annotations
@@ -45,12 +37,8 @@ def write_manifest(folder: Path) -> Path:
 
 
 def check_manifest(folder: Path) -> None:
-    """Check every file the manifest lists (present, same size, same sha256).
-
-    An export without a manifest (written before manifests existed) loads with a note.
-
-    Raises:
-        CheckpointError: a missing or changed file, or a broken manifest.
+    """Check every file the manifest lists (present, same size, same sha256); an export without
+    a manifest loads with a note. CheckpointError: a missing or changed file, a broken manifest.
     """
     if not (folder / MANIFEST).exists():
         print(f"attnkit: note: {folder} has no {MANIFEST} (an older export): its files cannot "
@@ -71,12 +59,7 @@ def check_manifest(folder: Path) -> None:
 
 def check_ct2_vocabulary(folder: Path, src: Sequence[str], tgt: Sequence[str],
                          model_config: Any) -> None:
-    """CTranslate2's vocabulary files must list the run's tokens, in order, at the model's
-    sizes.
-
-    Raises:
-        CheckpointError: a vocabulary file missing, unreadable or not the run's.
-    """
+    """CheckpointError unless CTranslate2's vocabulary files list the run's tokens, in order."""
     sides = {"src": list(src), "tgt": list(tgt)}
     sizes = {"src": model_config.src_vocab, "tgt": model_config.tgt_vocab}
     found = [name for name in CT2_VOCABULARIES if (folder / name).exists()]

@@ -285,22 +285,15 @@ def test_a_locked_run_is_refused_naming_the_holder(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == [".lock"]
 
 
-def test_a_format_1_run_with_a_version_1_model_loads(tmp_path):
+def test_a_run_with_a_version_1_model_loads(tmp_path):
     out = tmp_path / "old"
     app.train("synthetic", out, **TINY, init_pool="mean+max", global_context=False)
-    # Rewrite the files as the previous attnkit wrote them: no "format", no "data", and a
-    # model.json without "version" or the fields whose default changed since.
-    config = json.loads((out / "config.json").read_text())
-    for key in ("format", "data"):
-        del config[key]
-    del config["data_settings"]["valid_fraction"]
-    (out / "config.json").write_text(json.dumps(config))
+    # A model.json without "version" or the fields whose default changed since.
     model = json.loads((out / "model.json").read_text())
     for key in ("version", "init_pool", "global_context"):
         del model[key]
     (out / "model.json").write_text(json.dumps(model))
     loaded = app.load_run(out)
-    assert loaded.config["format"] == 1 and loaded.config["data"] == "synthetic"
     assert loaded.model.config.init_pool == "mean+max"
     assert app.evaluate(loaded)["examples"] == 2
     result = app.train(None, out, resume=True, epochs=2)  # and it resumes

@@ -299,22 +299,6 @@ def test_a_run_of_another_app_is_refused(run, tmp_path):
         predict(copy, ["superb"])
 
 
-def test_a_format_1_run_still_loads_and_evaluates(run, tmp_path):
-    data, out, _ = run
-    copy = _copy(out, tmp_path)
-    config = json.loads((out / "config.json").read_text())
-    # What config.json held before it carried the format and the resolved settings.
-    old = {k: config[k] for k in ("app", "preset", "model", "parameters", "data",
-                                  "valid_fraction", "train_size", "valid_size", "train")}
-    (copy / "config.json").write_text(json.dumps(old))
-    loaded = load_run(copy)
-    assert loaded.config["format"] == 1
-    assert predict(loaded, ["superb film"])[0].prob > 0.5
-    assert evaluate(loaded)["accuracy"] == evaluate(out, data)["accuracy"]
-    result = train(None, copy, resume=True, epochs=7, progress=False)  # with the old settings
-    assert result.epoch == 7 and read_config(copy, "sentiment")["format"] == FORMAT
-
-
 def test_chinese_reviews_with_char_tokenizer(tmp_path):
     data = write_reviews(tmp_path / "zh", n_train=400, n_test=100, chinese=True)
     train(data, tmp_path / "run", preset="keras2018", tokenizer="char", num_words=60,

@@ -147,18 +147,18 @@ def test_truncated_checkpoint_and_broken_configs(run_copy, tmp_path):
     config = run_copy / "config.json"
     for broken, message in ((b"{not json", "not valid JSON"), (b"\xff\xfe{}", "not UTF-8"),
                             (b'{"app": "sentiment"}', "is a sentiment run"),
-                            (b'{"app": "translate"}', "no model or data settings")):
+                            (b'{"app": "translate", "format": 2}', "no model or data settings")):
         config.write_bytes(broken)
         with pytest.raises(CheckpointError, match=message):
             app.load_run(run_copy)
 
 
-def test_a_format_1_run_still_loads(run_copy, tiny_run):
+def test_a_run_of_another_format_is_refused(run_copy):
     config = json.loads((run_copy / "config.json").read_text())
-    del config["format"]                   # runs written before the format field existed
+    del config["format"]                   # as runs of an unreleased 0.1.0 were written
     (run_copy / "config.json").write_text(json.dumps(config))
-    assert app.load_run(run_copy).config["format"] == 1
-    assert app.evaluate(run_copy)["bleu"] == app.evaluate(tiny_run[0])["bleu"]
+    with pytest.raises(CheckpointError, match="format None is not the one this attnkit reads"):
+        app.load_run(run_copy)
 
 
 def test_settings_read_back_from_the_run(tiny_run):

@@ -1,27 +1,11 @@
 """Image captioning with spatial attention (Show, Attend and Tell) on synthetic duck scenes or
 Flickr/COCO captions.
 
-The app (`CaptionApp`, registered as ``"caption"``) keeps the contract of
-`attnkit.apps.base.App`; its methods are the Python API, here as functions too: ``train(data,
-out, **overrides)`` (`CaptionSettings`, `attnkit.models.captioner.CaptionerConfig` and
-`attnkit.training.TrainConfig` fields, and ``patience``; None keeps the default, except
-``max_minutes=None``: no time budget), ``load_run(run)``, ``evaluate(run, data=None)`` (its
-held-out test set, or ``data``) and ``predict(run, images)`` (a path, an array, or a list of
-them; where each word looked). The data is `attnkit.data.caption_data`, the model
-`attnkit.models.captioner.Captioner`, the metrics `attnkit.apps.caption.metrics` and
-`attnkit.explain.grounding`. ``attnkit caption scene`` draws example scenes to caption
-(`write_scenes`).
-
-Example:
-    ```python
-    train("synthetic", "runs/ducks")                   # about 8 min on 2 CPU cores
-    m = evaluate("runs/ducks")   # {"accuracy", "bleu4", "grounding_count_mass", ...}
-    print(grounding_table(m))    # colour / count / overall words: mass, max-in, vs uniform
-    write_scenes("duck.png")                           # an example scene to caption
-    pred = predict("runs/ducks", "duck.png")[0]
-    pred.words, pred.weights.shape                     # ['a', 'blue', ...], (6, 8, 8)
-    pred.render("duck_attention.png")                  # or .svg / .html
-    ```
+`CaptionApp` (registered as ``"caption"``) keeps the `attnkit.apps.base.App` contract; its
+methods are the Python API, here as functions too: ``train(data, out, **overrides)``,
+``load_run``, ``evaluate`` and ``predict(run, images)`` (where each word looked).
+``attnkit caption scene`` draws example scenes (`write_scenes`). Guide with examples:
+docs/guide/caption.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,5 @@
 """Scoring a caption run: exact match, BLEU-4, and (synthetic scenes) where the attention of
 colour and count words lands, beside uniform attention; and the report page.
-
-Example:
-    ```python
-    result = evaluation(loaded, None, report=8)     # the run's own held-out test split
-    m = result.metrics       # {"accuracy", "bleu4", "grounding_count_mass", ...}
-    print(grounding_table(m))
-    ```
 """
 
 from __future__ import annotations
@@ -43,21 +36,17 @@ def evaluation(loaded: CaptionLoaded, data: str | None, *, report: int = 0, beam
     """Metrics of a run's model on its held-out test set (or on ``data``).
 
     Args:
-        loaded: a caption run.
         data: None (or the run's own data): its test split; ``"synthetic"``: synthetic test
             scenes; another real data spec: every image of it.
         report: test images shown on the report page (0: no page; -1: the default, 8).
-        beam_size: 1 = greedy.
         num_test: synthetic test scenes (default: the run's).
-        pointing: also score attention, gradient x input and integrated gradients in the
-            pointing game (`attnkit.explain.pointing`; synthetic scenes only), as
-            ``metrics["pointing"]``.
+        pointing: also play the pointing game (`attnkit.explain.pointing`; synthetic scenes)
+            into ``metrics["pointing"]``.
 
     Returns:
         `Evaluation` with ``{"accuracy", "bleu4", "examples", "beam_size",
-        "attention_supervision"}`` (the training weight of supervised attention, 0 = none)
-        and, for synthetic data, the grounding figures of
-        `attnkit.explain.grounding.grounding` (model vs uniform attention).
+        "attention_supervision"}`` and, for synthetic data, the grounding figures
+        (`attnkit.explain.grounding.grounding`, model vs uniform attention).
     """
     if beam_size < 1:
         raise UsageError(f"beam size must be >= 1, got {beam_size}")

@@ -1,14 +1,6 @@
-"""Caption quality: decoding with each word's map, exact match, corpus BLEU-4, and the
-teacher-forced validation loss that breaks ties between checkpoints.
-
-BLEU is `attnkit.bleu.bleu_chrf`'s (sacrebleu, the one wrapper),
-reported here as a fraction 0..1 under the key ``"bleu4"``.
-
-Example:
-    ```python
-    decoded = decode_captions(model, images, beam_size=3)   # [(ids, maps [n, H, W]), ...]
-    caption_metrics(model, data, vocab)                      # {"accuracy", "bleu4", "examples"}
-    ```
+"""Caption quality: decoding with each word's map, exact match, corpus BLEU-4 (as a fraction
+0..1 under ``"bleu4"``, from `attnkit.bleu.bleu_chrf`), and the teacher-forced validation
+loss that breaks ties between checkpoints.
 """
 
 from __future__ import annotations
@@ -27,16 +19,9 @@ from attnkit.models.captioner import Captioner, caption_loss
 
 def decode_captions(model: Captioner, images: Tensor, *, beam_size: int = 1,
                     batch_size: int = 256) -> list[tuple[list[int], np.ndarray]]:
-    """Greedy (``beam_size=1``) or beam-search captions with the map of every word.
-
-    Reuses `attnkit.decoding` through the step API: each image is a "source" of
-    ``H * W`` locations, so the decoders' ``[len, H*W]`` rows reshape to maps.
-
-    Args:
-        images: ``[N, 3, S, S]`` (on the model's device or CPU).
-
-    Returns:
-        Per image ``(token ids without BOS/EOS, maps float32 [len(ids), H, W])``.
+    """Greedy (``beam_size=1``) or beam-search captions of ``images`` ``[N, 3, S, S]`` with
+    each word's map: per image ``(ids without BOS/EOS, maps float32 [len(ids), H, W])``
+    (`attnkit.decoding` with ``H * W`` locations as the source).
     """
     device = next(model.parameters()).device
     cfg = model.config

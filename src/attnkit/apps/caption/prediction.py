@@ -1,12 +1,5 @@
 """The caption of one image and where each word looked: what the caption app's ``predict``
 returns.
-
-Example:
-    ```python
-    pred = predict("runs/ducks", "duck.png")[0]
-    pred.words, pred.weights.shape              # ['a', 'blue', ...], (6, 8, 8)
-    pred.render("duck_attention.png")           # or .svg / .html
-    ```
 """
 
 from __future__ import annotations
@@ -36,24 +29,18 @@ class CaptionPrediction(Prediction):
     Attributes:
         source: the image file (``"<array>"`` for an array).
         words: the caption, one word per map (``<unk>`` included).
-        weights: float32 ``[len(words), side, side]``: the attention map used to predict each
-            word (the model's feature map, ``side = image_size / 8``).
+        weights: float32 ``[len(words), side, side]``, each word's attention map
+            (``side = image_size / 8``).
         image: uint8 ``[D, D, 3]``, the image as shown under the maps.
-        unknown: share of the caption's words the vocabulary could not name (``<unk>``).
-        truncated: 1 when the image was resized to the model's input (its details below a
-            ``1 / image_size`` of its side are lost), else 0.
-        original_size: ``(width, height)`` of the input.
-        input_size: the side the model saw it at (its ``image_size``).
-        explanations: other maps of each word by method (``"grad-input"``,
-            ``"integrated-gradients"``; `attnkit.explain.captions`), each shaped like
-            ``weights``, when asked (``explain``).
-        shown: the method a figure draws and the page opens on: the one given first to
-            ``explain``, else attention.
-        order: the methods the page offers, ``shown`` first
-            (`attnkit.explain.trust.shown_order`).
-        why: one sentence saying how far the pointing game lets one trust attention, or which
-            method to add instead (`attnkit.apps.caption.trust`); None when ``explain`` chose
-            the methods.
+        unknown: share of the caption's words that are ``<unk>``.
+        truncated: 1 when the image was resized to the model's input, else 0.
+        original_size, input_size: ``(width, height)`` of the input; the side the model saw.
+        explanations: other maps by method (``"grad-input"``, ``"integrated-gradients"``;
+            `attnkit.explain.captions`), each shaped like ``weights``, when asked.
+        shown: the method a figure draws and the page opens on (the first of ``explain``).
+        order: the methods the page offers, ``shown`` first.
+        why: how far the pointing game lets one trust attention (`attnkit.apps.caption.trust`),
+            or None.
     """
 
     source: str
@@ -119,23 +106,11 @@ def predictions(loaded: CaptionLoaded, images, *, beam_size: int = 1, display_si
                 max_pixels: int | None = MAX_PIXELS,
                 attention: bool | str | None = None,
                 explain: str | Sequence[str] | None = None) -> list[CaptionPrediction]:
-    """Caption images and keep where each word looked.
-
-    Args:
-        loaded: a caption run.
-        images: file paths or uint8 ``[H, W, 3]`` arrays (any format
-            `attnkit.data.caption_files.load_image` reads: grayscale, RGBA, large photos are
-            converted and resized; `CaptionApp.predict` also takes one alone).
-        beam_size: 1 = greedy.
-        display_size: side of the image under the overlays.
-        max_pixels: the most pixels an image file may have (checked before decoding).
-        attention: accepted for the app contract; the maps come with every caption.
-        explain: other maps to add (``"grad-input"``, ``"integrated-gradients"``,
-            comma-separated or ``"all"``); the first is what a figure draws.
-
-    Raises:
-        DataError: a file is missing or not a readable image (names the file).
-        UsageError: an array that is not uint8 ``[H, W, 3]``.
+    """Caption ``images`` (paths or uint8 ``[H, W, 3]`` arrays, any format
+    `attnkit.data.caption_files.load_image` reads, at most ``max_pixels``) and keep where each
+    word looked, shown at ``display_size``. ``attention`` is accepted for the contract (maps
+    always come); ``explain`` adds other maps. DataError: a missing or unreadable file (named);
+    UsageError: an array that is not uint8 ``[H, W, 3]``.
     """
     if beam_size < 1 or display_size < 1:
         raise UsageError(f"beam_size and display_size must be >= 1, got {beam_size}, "

@@ -1,18 +1,7 @@
 """From a data argument to what a caption training needs: the settings of a new run or a
 resume (`configure`, nothing written), the image splits, the vocabulary of the training
-captions and the captioner's config.
-
-A run folder holds ``config.json``, ``vocab.json`` and ``model.json`` (the
-`attnkit.models.captioner.CaptionerConfig`, with its ``version``); `attnkit.apps.App.save`
-writes them once rank 0 has prepared, `reload` reads them back (a resume; the other ranks under
-``torchrun``); `load` gives the trained run.
-
-Example:
-    ```python
-    plan = configure({"num_train": 64}, Path("runs/tiny"), None)
-    prepared = prepare(plan, print)
-    len(prepared.vocab), prepared.model.max_caption_len
-    ```
+captions and the captioner's config; and a run's files back (``vocab.json``, ``model.json``):
+`reload` for a resume, `load` for a trained run.
 """
 
 from __future__ import annotations
@@ -25,13 +14,12 @@ from typing import Any
 from attnkit.apps import run_files
 from attnkit.apps.caption.settings import (
     RESUME_APPLIED,
-    CaptionPlan,
     CaptionSettings,
     model_config,
     split_overrides,
     train_config,
 )
-from attnkit.apps.results import Loaded, Log, Prepared, stderr_log
+from attnkit.apps.results import Loaded, Log, Prepared, RunSettings, stderr_log
 from attnkit.apps.run_files import load_run, read_vocab
 from attnkit.data.caption_data import CaptionData, load_splits
 from attnkit.data.vocab import Vocab
@@ -48,7 +36,7 @@ MODEL_SIZES = ("vocab_size", "image_size", "feature_size", "channels", "emb_dim"
 
 @dataclass
 class CaptionPrepared(Prepared):
-    """Everything a caption training needs (see the module docstring)."""
+    """Everything a caption training needs."""
 
     model: CaptionerConfig | None = None
     vocab: Vocab | None = None
@@ -64,12 +52,8 @@ def splits_of(settings: CaptionSettings, seed: int) -> dict[str, CaptionData]:
                        names=("train", "valid"), log=stderr_log)
 
 
-def prepare(plan: CaptionPlan, log: Log) -> CaptionPrepared:
-    """Read (or draw) the images and build the vocabulary and the model config of a new run.
-
-    Raises:
-        DataError: unreadable data, or training captions without a word.
-    """
+def prepare(plan: RunSettings[CaptionSettings], log: Log) -> CaptionPrepared:
+    """Read (or draw) the images, build the vocabulary and model config of a new run; DataError."""
     settings = plan.settings
     splits = splits_of(settings, plan.train.seed)
     vocab = Vocab.build(r[0] for r in splits["train"].refs)
@@ -81,7 +65,7 @@ def prepare(plan: CaptionPlan, log: Log) -> CaptionPrepared:
                            splits=splits, vocab=vocab, model=model)
 
 
-def reload(plan: CaptionPlan, out: Path, log: Log) -> CaptionPrepared:
+def reload(plan: RunSettings[CaptionSettings], out: Path, log: Log) -> CaptionPrepared:
     """The prepared data of the run in ``out`` (its files, and the images)."""
     return CaptionPrepared(plan, plan.train, model=read_model_config(out),
                            vocab=read_vocab(out), splits=splits_of(plan.settings,
@@ -94,7 +78,8 @@ def read_model_config(run: Path) -> CaptionerConfig:
                                        what="a captioner config")
 
 
-def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None) -> CaptionPlan:
+def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
+              ) -> RunSettings[CaptionSettings]:
     """See `attnkit.apps.base.App.configure`: ``given`` holds ``data``, `CaptionSettings`,
     model (`MODEL_OPTIONS`) and trainer (`TRAIN_OPTIONS`) fields."""
     data = given.pop("data", None)
@@ -103,35 +88,28 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None) -
         settings = CaptionSettings(data=data or "synthetic", **parts["settings"])
         # Refuse bad model options before the data is read.
         model_config(parts["model"], settings.image_size, Vocab.build([["word"]]), 1)
-        return CaptionPlan(settings, train_config(settings, parts["train"]), parts["model"])
+        return RunSettings(settings, train_config(settings, parts["train"]),
+                           model_options=parts["model"])
     settings = CaptionSettings.from_config(stored)
     model_cfg = read_model_config(out)
     stored_train = stored_train_config(stored, f"{out}: config.json has no valid train settings")
     current = {**dataclasses.asdict(settings), **model_cfg.to_dict(), **stored_train.to_dict()}
     changes = {**check_resume(current, {"data": data, **given}, applied=RESUME_APPLIED),
                **budgets_given(parts["train"])}
-    return CaptionPlan(settings, train_config(settings, {**stored_train.to_dict(), **changes}),
+    return RunSettings(settings, train_config(settings, {**stored_train.to_dict(), **changes}),
                        stored=stored)
 
 
 def load(run, *, weights: str = "best", device: str | None = None,
          engine: str | None = None) -> CaptionLoaded:
     """A trained caption run: the model (eval mode, on ``device``), its vocabulary as the
-    pipeline, its ``config.json`` (the caption app's `attnkit.apps.App.load`).
-
-    Raises:
-        CheckpointError: not a caption run, broken or missing files, no such weights.
+    pipeline, its ``config.json``. CheckpointError: not a caption run, bad files, no weights.
     """
-    return load_run(CaptionLoaded, run, APP, model_config=_run_model_config,
+    return load_run(CaptionLoaded, run, APP,
+                    model_config=lambda path, _config: read_model_config(path),
                     pipeline=lambda path, _config, _model: read_vocab(path), build=Captioner,
                     describe=description, model_file="model.json", weights=weights,
                     device=device)
-
-
-def _run_model_config(run: Path, config: dict[str, Any]) -> CaptionerConfig:
-    """``RUN/model.json``, once ``config`` has its ``"data"`` (format 1 lacks it)."""
-    config.setdefault("data", CaptionSettings.from_config(config).data)
-    return read_model_config(run)
 
 
 def description(model_cfg: CaptionerConfig) -> str:

@@ -1,14 +1,6 @@
 """``attnkit caption scene``: example images to caption, drawn like the synthetic training
-scenes (`attnkit.data.scenes.generate_scene`), each with the caption it should get, at the side
-a model reads them at (a run's, or the default model's 64 pixels): an image of another size
-is resized before the model sees it, and ``predict`` says so.
-
-Example:
-    ```python
-    write_scenes("duck.png")                          # [("duck.png", "a blue duck ...")]
-    write_scenes("ducks.png", count=3, seed=7)        # ducks-1.png, ducks-2.png, ducks-3.png
-    write_scenes("duck.png", size=run_size("runs/ducks"))
-    ```
+scenes (`attnkit.data.scenes.generate_scene`) with the caption each should get, at the side
+a model reads (a run's, `run_size`, or the default model's).
 """
 
 from __future__ import annotations
@@ -31,20 +23,9 @@ SCENE_SEED_OFFSET = 1_000_003
 
 def write_scenes(path: str | os.PathLike, *, count: int = 1, seed: int = 0,
                  size: int = CaptionSettings.image_size) -> list[tuple[Path, str]]:
-    """Draw ``count`` scenes and write them as PNG files (several: ``FILE-1.png``...).
-
-    Args:
-        path: a ``.png`` file.
-        count: how many scenes.
-        seed: which scenes (the same seed draws the same ones).
-        size: their side in pixels (32 to 256; default: the default model's; a model reads
-            an image at its own size, resizing any other).
-
-    Returns:
-        ``[(file, the scene's true caption), ...]``.
-
-    Raises:
-        UsageError: a bad count, size or file.
+    """Draw ``count`` scenes (``seed`` picks them) of side ``size`` (32 to 256; default: the
+    default model's) into ``path``, a ``.png`` (several: ``FILE-1.png``...); returns
+    ``[(file, the true caption), ...]``. UsageError: a bad count, size or file.
     """
     import numpy as np
     from PIL import Image
@@ -69,11 +50,7 @@ def write_scenes(path: str | os.PathLike, *, count: int = 1, seed: int = 0,
 
 
 def run_size(run: str | os.PathLike) -> int:
-    """The image side a caption run reads (its ``model.json``).
-
-    Raises:
-        CheckpointError: not a caption run.
-    """
+    """The image side a caption run reads (its ``model.json``); CheckpointError: not a run."""
     from attnkit.apps.caption.prepare import APP, read_model_config
     from attnkit.apps.run_files import read_config
 

@@ -1,18 +1,12 @@
 """What a caption run trains on and how: `CaptionSettings`, the trainer's defaults and the
 model options (`attnkit.apps.caption.prepare.configure` validates a run's).
-
-Example:
-    ```python
-    settings = CaptionSettings(num_train=64)
-    train_config(settings, {"epochs": 2}).select_metric            # "accuracy"
-    ```
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from attnkit.data.caption_data import parse_spec
@@ -51,22 +45,11 @@ _FRACTION = (lambda x: 0 < x < 0.5, "a number between 0 and 0.5")
 
 @dataclass
 class CaptionSettings:
-    """What a caption run trains on, besides the model and the trainer's settings (each field
-    declares its default, bounds and help: the options are generated from them).
-
-    Args:
-        data: ``"synthetic"``, ``"flickr:TOKEN_FILE:IMAGE_DIR"`` or ``"coco:JSON:IMAGE_DIR"``.
-        num_train, num_valid, num_test: synthetic set sizes.
-        image_size: image side in pixels (a multiple of 8, >= 32; the feature map is ``S / 8``).
-        valid_fraction: share of real images held out for validation (and as many for test).
-        attention_supervision: weight of supervised attention (synthetic data only): the loss
-            adds ``-log`` of each named word's attention mass inside its ducks' boxes
-            (`attnkit.models.captioner.attention_supervision_penalty`). 0 = attention is
-            learned from the captions alone, as in the paper; > 0 trains on the very boxes
-            the grounding figures score, so those figures then measure fitting.
-
-    Raises:
-        UsageError: a value that cannot work (named).
+    """What a caption run trains on, besides the model and the trainer's settings (each field's
+    help says what it does; the options are generated from them). ``data``: ``"synthetic"``,
+    ``"flickr:TOKEN_FILE:IMAGE_DIR"`` or ``"coco:JSON:IMAGE_DIR"``. ``attention_supervision`` > 0
+    trains on the boxes the grounding figures score, so those figures then measure fitting
+    (`attnkit.models.captioner.attention_supervision_penalty`). UsageError: a bad value.
     """
 
     data: str = "synthetic"
@@ -105,11 +88,7 @@ class CaptionSettings:
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> CaptionSettings:
-        """The settings stored in a run's ``config.json`` (format 1 or 2).
-
-        Raises:
-            CheckpointError: missing or invalid settings.
-        """
+        """The settings stored in a run's ``config.json``; CheckpointError: missing or invalid."""
         try:
             stored = dict(config["data_settings"])
             return cls(**stored, attention_supervision=float(
@@ -118,31 +97,17 @@ class CaptionSettings:
             raise CheckpointError(f"config.json: no valid caption data settings ({exc})") from None
 
 
-@dataclass
-class CaptionPlan:
-    """A training's validated settings (`configure`)."""
-
-    settings: CaptionSettings
-    train: TrainConfig
-    model_options: dict[str, Any] = field(default_factory=dict)
-    stored: dict[str, Any] | None = None
-
-
 def split_overrides(overrides: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``overrides`` by owner (settings, model, train); None values dropped, but
-    ``max_minutes=None`` (no budget) kept; ``patience`` is the trainer's
-    ``early_stopping_patience`` (0: never)."""
+    """``overrides`` by owner (settings, model, train); None values dropped but
+    ``max_minutes=None`` (no budget) kept; ``patience`` is ``early_stopping_patience``.
+    """
     return split_options(given_options(trainer_options(overrides)), {
         "settings": {f.name for f in dataclasses.fields(CaptionSettings)} - {"data"},
         "model": MODEL_OPTIONS, "train": TRAIN_OPTIONS}, "caption option")
 
 
 def train_config(settings: CaptionSettings, values: dict[str, Any]) -> TrainConfig:
-    """The TrainConfig of a run: the app's defaults and checkpoint selection, then ``values``.
-
-    Raises:
-        UsageError: a value TrainConfig refuses.
-    """
+    """The TrainConfig of a run: the app's defaults and selection, then ``values`` (UsageError)."""
     select = "accuracy" if settings.data == "synthetic" else "bleu4"
     # Validation accuracy reaches 1.0 long before training ends (after 12-21 of 40 epochs
     # on the ducks); the loss then picks the later, better-trained checkpoint among those ties.

@@ -1,13 +1,6 @@
 """The caption app's training wiring: the loss (with supervised attention when asked), the
-validation metrics that select checkpoints, and the `attnkit.training.Trainer`.
-
-Checkpoints are selected on validation exact match (BLEU-4 on real data); exact ties go to the
-lower teacher-forced validation loss.
-
-Example:
-    ```python
-    result = fit(prepared, Path("runs/ducks"), resume=False, log=print)
-    ```
+validation metrics that select checkpoints (exact match, BLEU-4 on real data; ties go to the
+lower teacher-forced loss), and the `attnkit.training.Trainer`.
 """
 
 from __future__ import annotations

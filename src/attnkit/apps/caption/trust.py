@@ -1,13 +1,6 @@
 """How far the caption page may trust a word's map, and why: the pointing game
-(`attnkit.explain.pointing`) of this run's ``caption eval --pointing`` (its
-``test_metrics.json``), else of docs/results.md, read by the rule every app shares
-(`attnkit.explain.trust.Measured.verdict`).
-
-Example:
-    ```python
-    trust = caption_trust("runs/ducks", ["attention"])
-    trust.trusted, trust.why      # "integrated-gradients", "Shown first: attention; ..."
-    ```
+(`attnkit.explain.pointing`) of this run's ``caption eval --pointing``, else of
+docs/results.md, read by the rule every app shares (`attnkit.explain.trust.Measured.verdict`).
 """
 
 from __future__ import annotations
@@ -32,9 +25,9 @@ MEASURED = Measured({"attention": 0.703, "grad-input": 0.676, "integrated-gradie
 
 
 def pointing_measured(table: Mapping | None) -> Measured | None:
-    """A `attnkit.explain.pointing.pointing_game` table as a `Measured` (random as the
-    floor); None when it holds no method (KeyError, TypeError, ValueError or AttributeError
-    when out of shape)."""
+    """A `attnkit.explain.pointing.pointing_game` table as a `Measured` (random as the floor);
+    None when it holds no method.
+    """
     scores = {m: float(row["accuracy"]) for m, row in (table or {}).items() if m != RANDOM}
     if not scores:
         return None
@@ -46,9 +39,9 @@ def pointing_measured(table: Mapping | None) -> Measured | None:
 
 
 def caption_trust(run: str | os.PathLike, carried: Sequence[str]) -> Trust:
-    """The method of ``carried`` to show first, by the run's pointing game (its
-    ``test_metrics.json``, written by ``caption eval --pointing``) else `MEASURED`. A file
-    that cannot be read counts as none (one warning line names it)."""
+    """The method of ``carried`` to show first, by the run's pointing game else `MEASURED`; an
+    unreadable file counts as none (one warning names it).
+    """
     measured = measured_in_run(run, TEST_METRICS, "the run's test metrics",
                                lambda metrics: pointing_measured(metrics.get("pointing")),
                                MEASURED)

@@ -1,26 +1,11 @@
 """IMDB-style sentiment: a self-attention classifier trained into a run folder, and reviews
-shaded by what decided them.
+shaded by what decided them. Presets (`attnkit.apps.sentiment.settings.PRESETS`):
+``keras2018`` (the 2018 Keras model and recipe) and ``best`` (docs/guide/sentiment.md).
 
-Presets (`attnkit.apps.sentiment.settings.PRESETS`):
-
-* ``keras2018``: the 2018 Keras model and recipe: 30,000 words (Keras tokenizer), maxlen 100
-  padded and truncated at the start, Adam 1e-3, batch 64, 5 epochs, no gradient clipping.
-* ``best``: the most accurate recipe measured within a 15-minute CPU budget (one transformer
-  block, attention pooling, hashed bigrams, one epoch; docs/results.md).
-
-The app (`SentimentApp`, registered as ``"sentiment"``) keeps the contract of
-`attnkit.apps.base.App`; its methods are the Python API, here as functions too: ``train(data,
-out, **overrides)`` (`Settings` and `attnkit.training.TrainConfig` fields, and ``patience``),
-``load_run(run)``, ``evaluate(run, data=None)`` (accuracy; None: the run's own test data) and
-``predict(run, texts)`` (P(positive) and per-token weights of each review).
-
-Example:
-    ```python
-    run = train("../shared/data/imdb", "runs/imdb", preset="keras2018")
-    metrics = evaluate("runs/imdb")                          # the run's own test split
-    pred = predict("runs/imdb", ["A wonderful, moving film."])[0]   # .prob, .tokens, .weights
-    pred.render("review.png")
-    ```
+`SentimentApp` (registered as ``"sentiment"``) keeps the `attnkit.apps.base.App` contract;
+its methods are the Python API, here as functions too: ``train(data, out, **overrides)``,
+``load_run``, ``evaluate`` (accuracy) and ``predict(run, texts)`` (P(positive) and
+per-token weights).
 """
 
 from __future__ import annotations

@@ -1,11 +1,4 @@
-"""Scoring a sentiment run: accuracy and loss on labelled reviews, and the report page.
-
-Example:
-    ```python
-    result = evaluation(loaded, None, report=20)     # the run's own test data
-    result.metrics["accuracy"], result.page is not None
-    ```
-"""
+"""Scoring a sentiment run: accuracy and loss on labelled reviews, and the report page."""
 
 from __future__ import annotations
 
@@ -17,7 +10,7 @@ from attnkit.apps.results import Evaluation
 from attnkit.apps.sentiment.prediction import SentimentPrediction, predictions
 from attnkit.apps.sentiment.prepare import SentimentLoaded, load_reviews
 from attnkit.apps.sentiment.training import accuracy
-from attnkit.data.imdb import SPLITS, has_split
+from attnkit.data.imdb import SPLITS
 from attnkit.data.review_pipeline import EncodedReviews
 from attnkit.errors import UsageError
 
@@ -25,31 +18,16 @@ DEFAULT_EXAMPLES = 20
 
 
 def own_test_data(config: dict[str, Any]) -> str | None:
-    """The test data a run recorded (format 1: its data, when that has a test split)."""
-    test = config.get("test_data")
-    if test is None and config.get("format") == 1 and config.get("data") \
-            and has_split(config["data"], "test"):
-        test = config["data"]
-    return test
+    """The test data a run recorded."""
+    return config.get("test_data")
 
 
 def evaluation(loaded: SentimentLoaded, data: str | None, *, report: int = 0, split: str = "test",
                skip_bad: bool = False) -> Evaluation:
-    """Accuracy of a run's model on ``data``'s ``split`` (None: the run's own test data).
-
-    Args:
-        loaded: a sentiment run.
-        data: reviews (see `attnkit.apps.sentiment.settings.Settings`).
-        report: reviews shown on the report page (0: no page; -1: the default, 20).
-        split: ``"test"`` or ``"train"``.
-        skip_bad: skip (and count) malformed records instead of failing.
-
-    Returns:
-        `Evaluation` with ``{"accuracy", "loss", "examples", "data", "split", "truncated"}``;
-        ``truncated`` counts the reviews longer than the model's maxlen (cut as in training).
-
-    Raises:
-        UsageError: an unknown split, or no data given for a run that recorded none.
+    """Accuracy of a run's model on ``data``'s ``split`` (None: the run's own test data), with
+    ``report`` reviews on the page (0: none; -1: 20). Returns an `Evaluation` with
+    ``{"accuracy", "loss", "examples", "data", "split", "truncated"}`` (reviews cut at maxlen).
+    UsageError: an unknown split, or no data for a run that recorded none.
     """
     if split not in SPLITS:
         raise UsageError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")

@@ -1,14 +1,7 @@
-"""``attnkit sentiment explain``: how faithful each explanation method is on labelled or
-unlabelled reviews (`attnkit.explain.faithfulness`), as a table and a JSON line, both naming
-the method to trust when the measurement allows one (else why none can be trusted yet); the
-table is written into the run (``RUN/faithfulness.json``), so its pages and the API say so
-(`attnkit.apps.sentiment.trust`).
-
-Example:
-    ```python
-    code = EXPLAIN_COMMAND.run({"run": "runs/imdb", "data": "../shared/data/imdb",
-                                "limit": 200, "json": True, ...})
-    ```
+"""``attnkit sentiment explain``: how faithful each explanation method is on reviews
+(`attnkit.explain.faithfulness`), as a table and a JSON line naming the method to trust
+when the measurement allows one; written into ``RUN/faithfulness.json`` for the run's pages
+and API (`attnkit.apps.sentiment.trust`).
 """
 
 from __future__ import annotations

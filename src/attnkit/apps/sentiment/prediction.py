@@ -1,17 +1,7 @@
 """A review's sentiment and what the model read of it: what the sentiment app's ``predict``
-returns.
-
-Reviews are read (`attnkit.data.review_pipeline.TextPipeline.read`), sorted by length and run
-in batches cut to their longest review, so a batch of short reviews costs no padding; weights
-are computed only when asked (the page, a figure, the JSON, the terminal shading). A review in
-which the model finds no word it reads gets a prediction marked ``empty`` instead of stopping
-the batch.
-
-Example:
-    ```python
-    pred = predict("runs/imdb", ["A wonderful, moving film."])[0]
-    pred.prob, pred.label, pred.tokens, pred.weights
-    ```
+returns. Reviews are read, sorted by length and batched (no padding cost for short ones);
+weights are computed only when something shows them; a review with no word the model reads
+is marked ``empty`` instead of stopping the batch.
 """
 
 from __future__ import annotations
@@ -35,29 +25,21 @@ class SentimentPrediction(Prediction):
     """One review's sentiment and what the model read of it.
 
     Attributes:
-        text: the review as given.
         prob: P(positive); None for an empty review.
-        label: ``"positive"`` (prob >= 0.5), ``"negative"``, or ``"empty"`` (no word the
-            model reads: nothing was predicted).
+        label: ``"positive"`` (prob >= 0.5), ``"negative"``, or ``"empty"`` (no word read).
         tokens: the tokens the model read (at most maxlen).
         weights: ``[len(tokens)]`` float32, each token's share of the decision (sums to 1;
             see `attnkit.explain.sentiment.attribute`); None when not asked.
         contributions: ``[len(tokens)]`` float32, each token's signed part of the logit
-            (> 0 towards positive; they sum to the logit minus the classifier's bias); None
-            when not asked.
-        spans: ``(start, end)`` of each token in ``text`` (as written), or None when the
-            tokenizer's pieces cannot be found in the text.
+            (> 0 towards positive; they sum to the logit minus the bias); None when not asked.
+        spans: ``(start, end)`` of each token in ``text``, or None when not found.
         unknown: share of ``tokens`` unknown to the vocabulary (0..1).
         truncated: tokens cut off by maxlen (0 if none).
-        explanations: other per-token explanations by method (``"rollout"``: shares;
-            ``"grad-input"``, ``"integrated-gradients"``: signed, > 0 towards positive), each
-            ``[len(tokens)]``, when asked (``explain``;
-            `attnkit.explain.sentiment`).
-        shown: the method the terminal shading, a figure and the page open on: the one
-            given first to ``explain``, else attention.
-        why: one sentence saying how far this run's measurement lets one trust attention, or
-            which method to add instead (`attnkit.apps.sentiment.trust`); None when
-            ``explain`` chose the methods.
+        explanations: other per-token explanations by method, each ``[len(tokens)]``
+            (``"rollout"``: shares; gradients: signed), when asked (`attnkit.explain.sentiment`).
+        shown: the method the shading, a figure and the page open on (the first of ``explain``,
+            else attention).
+        why: how far this run lets one trust attention (`attnkit.apps.sentiment.trust`), or None.
     """
 
     text: str
@@ -89,10 +71,10 @@ class SentimentPrediction(Prediction):
                    if self.explanations else {}), "shown": self.shown, "why": self.why}
 
     def text_line(self, color: str = "never", **show: Any) -> str:
-        """``P(positive) = ...`` and the review's words shaded by which way each pushed the
-        verdict (red towards negative, blue towards positive) in a terminal: ``color`` is
-        ``"always"``, ``"never"`` (then each word carries its signed share, ``+0.42``) or
-        ``"auto"`` (when standard output is a terminal)."""
+        """``P(positive) = ...`` and the words shaded in a terminal (red towards negative, blue
+        towards positive); ``color`` ``"never"`` writes each word's signed share (``+0.42``),
+        ``"auto"`` shades when standard output is a terminal.
+        """
         import sys
 
         from attnkit.viz.text import shade_text_ansi
@@ -166,16 +148,10 @@ _VIEW_NAMES = {"rollout": "share of the decision, rolled out through every layer
 def predictions(loaded: SentimentLoaded, texts: Sequence[str], *, batch_size: int = 64,
                 attention: bool | str | None = None,
                 explain: str | Sequence[str] | None = None) -> list[SentimentPrediction]:
-    """P(positive) of each review, with per-token weights unless ``attention`` is False.
-
-    Args:
-        explain: explanations to add (``"rollout"``, ``"grad-input"``,
-            ``"integrated-gradients"``; comma-separated or ``"all"``); the first is what the
-            terminal shading shows.
-
-    Raises:
-        UsageError: no review, a review that is not text, a batch size below 1, an unknown
-            explanation method.
+    """P(positive) of each review, with per-token weights unless ``attention`` is False; ``explain``
+    adds methods (``"rollout"``, ``"grad-input"``, ``"integrated-gradients"``, a list or
+    ``"all"``; the first is shaded). UsageError: no review, not text, a batch size below 1, an
+    unknown method.
     """
     if batch_size < 1:
         raise UsageError(f"batch size must be at least 1, got {batch_size}")

@@ -1,17 +1,7 @@
 """From a data argument to what a sentiment training needs: the reviews (training, validation
-carved from it by seed, test), the text pipeline (tokenizer + vocabulary) and the model config.
-
-A run folder holds ``config.json``, ``vocab.json``, ``pipeline.json`` (tokenizer, maxlen,
-padding), ``model.json`` and the tokenizer's files; `attnkit.apps.App.save` writes them once
-rank 0 has prepared, `reload` reads them back (a resume; the other ranks under ``torchrun``);
-`load` gives the trained run.
-
-Example:
-    ```python
-    plan = configure({"data": "imdb.jsonl.gz"}, Path("runs/imdb"), None)
-    prepared = prepare(plan, print)
-    len(prepared.reviews.train), prepared.pipeline.maxlen, prepared.model.embed_dim
-    ```
+carved from it by seed, test), the text pipeline (tokenizer + vocabulary) and the model
+config; and a run's files back (``vocab.json``, ``pipeline.json``, ``model.json``, the
+tokenizer's): `reload` for a resume, `load` for a trained run.
 """
 
 from __future__ import annotations
@@ -22,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnkit.apps import run_files
-from attnkit.apps.results import Loaded, Log, Prepared, stderr_log
+from attnkit.apps.results import Loaded, Log, Prepared, RunSettings, stderr_log
 from attnkit.apps.run_files import load_run, read_vocab
-from attnkit.apps.sentiment.settings import PRESETS, SentimentPlan, Settings, model_config
+from attnkit.apps.sentiment.settings import PRESETS, Settings, model_config
 from attnkit.data.classification_text import build_vocab, make_tokenizer
 from attnkit.data.imdb import ReadStats, Review, load_split, split_validation
 from attnkit.data.review_pipeline import TextPipeline
@@ -51,7 +41,7 @@ class SplitReviews:
 
 @dataclass
 class SentimentPrepared(Prepared):
-    """Everything a sentiment training needs (see the module docstring)."""
+    """Everything a sentiment training needs."""
 
     reviews: SplitReviews | None = None
     pipeline: TextPipeline | None = None
@@ -59,11 +49,7 @@ class SentimentPrepared(Prepared):
 
 
 def load_reviews(path, split: str, skip_bad: bool) -> list[Review]:
-    """The reviews of ``path``'s ``split``; what was skipped is reported on stderr.
-
-    Raises:
-        DataError: unreadable data, or no reviews.
-    """
+    """The reviews of ``path``'s ``split`` (what was skipped reported on stderr); DataError."""
     stats = ReadStats()
     reviews = load_split(path, split, skip_bad=skip_bad, stats=stats)
     if stats.skipped and is_main_process():
@@ -74,11 +60,8 @@ def load_reviews(path, split: str, skip_bad: bool) -> list[Review]:
 
 
 def read_reviews(settings: Settings, seed: int) -> SplitReviews:
-    """Read and split the data of resolved ``settings``.
-
-    Raises:
-        DataError: unreadable data or no reviews.
-        UsageError: the validation split is empty.
+    """Read and split the data of resolved ``settings``. DataError: unreadable data or no
+    reviews; UsageError: the validation split is empty.
     """
     reviews = load_reviews(settings.data, "train", settings.skip_bad)
     train_reviews, valid_reviews = split_validation(reviews, settings.valid_fraction, seed)
@@ -103,7 +86,7 @@ def new_pipeline(settings: Settings, reviews: Sequence[Review]) -> tuple[TextPip
                         PRESETS[settings.preset]["truncating"]), files
 
 
-def prepare(plan: SentimentPlan, log: Log) -> SentimentPrepared:
+def prepare(plan: RunSettings[Settings], log: Log) -> SentimentPrepared:
     """Read the reviews, train the tokenizer and build the vocabulary of a new run."""
     reviews = read_reviews(plan.settings, plan.train.seed)
     pipeline, files = new_pipeline(plan.settings, reviews.train)
@@ -114,7 +97,7 @@ def prepare(plan: SentimentPlan, log: Log) -> SentimentPrepared:
                              model=model)
 
 
-def reload(plan: SentimentPlan, out: Path, log: Log) -> SentimentPrepared:
+def reload(plan: RunSettings[Settings], out: Path, log: Log) -> SentimentPrepared:
     """The prepared data of the run in ``out`` (its pipeline files, and the reviews)."""
     model = read_model_config(out)
     pipeline = load_pipeline(out)
@@ -123,10 +106,8 @@ def reload(plan: SentimentPlan, out: Path, log: Log) -> SentimentPrepared:
 
 
 def load_pipeline(run) -> TextPipeline:
-    """The text pipeline of a run (``pipeline.json``, ``vocab.json``, tokenizer files).
-
-    Raises:
-        CheckpointError: a missing or broken file, named.
+    """The text pipeline of a run (``pipeline.json``, ``vocab.json``, tokenizer files);
+    CheckpointError: a missing or broken file, named.
     """
     run = Path(run)
     meta = read_json(run / "pipeline.json", "the run's text pipeline", root=run)
@@ -152,12 +133,8 @@ def read_model_config(run) -> SentimentConfig:
 
 def load(run, *, weights: str = "best", device: str | None = None,
          engine: str | None = None) -> SentimentLoaded:
-    """The model of a run (eval mode, on ``device``), its text pipeline and config (the
-    sentiment app's `attnkit.apps.App.load`; ``engine`` is not used: there is one).
-
-    Raises:
-        CheckpointError: not a sentiment run (another app's, or no run), a broken file, or
-            no such weights yet.
+    """The model of a run (eval mode, on ``device``), its text pipeline and config (``engine`` is
+    unused). CheckpointError: not a sentiment run, a broken file, no such weights yet.
     """
     return load_run(SentimentLoaded, run, APP,
                     model_config=lambda path, _config: read_model_config(path),

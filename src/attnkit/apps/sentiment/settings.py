@@ -1,18 +1,6 @@
-"""What a sentiment run is made of, checked: the presets, `Settings`, the model they build,
-and the rules of a fresh run and of a resume (validated before anything is written).
-
-The ``best`` preset is the most accurate recipe measured within a 15-minute CPU budget
-(docs/results.md has the measurements behind each choice): 100,000 words + 2^20 hashed
-bigrams embedded in 64 dims, learned positions, maxlen 800 (whole reviews but the longest 2%;
-their end kept), one pre-LN transformer block (4 heads x 16), attention pooling, one epoch with
-linear decay from 2e-3, and 4% of train held out for validation.
-
-Example:
-    ```python
-    plan = configure({"data": "imdb.jsonl.gz", "preset": "keras2018", "seed": 0},
-                     Path("runs/imdb"), None)
-    model_config(plan.settings).embed_dim               # 128 (the 2018 model)
-    ```
+"""What a sentiment run is made of, checked: the presets (`PRESETS`; the recipes and their
+figures: docs/guide/sentiment.md, docs/results.md), `Settings`, the model they build, and
+the rules of a fresh run and of a resume (validated before anything is written).
 """
 
 from __future__ import annotations
@@ -23,11 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.results import stderr_log
+from attnkit.apps.results import RunSettings, stderr_log
 from attnkit.apps.run_files import CONFIG_FILE
 from attnkit.data.imdb import has_split
 from attnkit.errors import CheckpointError, UsageError
-from attnkit.fileio import read_json
 from attnkit.models.sentiment import SentimentConfig
 from attnkit.settings import (
     cases_text,
@@ -85,31 +72,11 @@ def _by_preset(key: str) -> dict[str, Any]:
 
 @dataclass
 class Settings:
-    """What a sentiment run is made of besides the trainer's `TrainConfig`.
-
-    Every field is a keyword of `train`; None means "the preset's" (each field's ``defaults``
-    lists them, from `PRESETS`). ``config.json`` stores them resolved (`resolved`), and a
-    resume takes them from there.
-
-    Args:
-        preset: ``"keras2018"`` or ``"best"`` (`PRESETS`).
-        data: anything `attnkit.data.imdb.load_split` reads; its ``train`` split is used
-            (a single file is the training set).
-        valid_fraction: share of train held out for validation (split by ``seed``); the best
-            checkpoint is chosen on validation accuracy.
-        test_data: where the test split is (default ``data`` when it has one); the selected
-            checkpoint is evaluated on it into ``test_metrics.json``.
-        track_test: also log test accuracy after every epoch (reported, never used to select):
-            the curve the 2018 script printed, since it validated on test.
-        mask_padding: False = the 2018 behaviour (padding attended and pooled).
-        padding: ``"pre"`` or ``"post"``.
-        tokenizer: ``word`` / ``char`` / ``subword``.
-        skip_bad: skip malformed records (counted) instead of failing.
-        num_words, maxlen: vocabulary size and tokens kept per review.
-        model_overrides: `SentimentConfig` fields to change (e.g. ``{"embed_dim": 32}``).
-
-    Raises:
-        UsageError: a value out of bounds (named by its flag).
+    """What a sentiment run is made of besides the trainer's `TrainConfig`: every field is a
+    keyword of `train` (its help says what it does); None means the preset's (the field's
+    ``defaults``). ``config.json`` stores them `resolved`, and a resume takes them from there.
+    ``data``: anything `attnkit.data.imdb.load_split` reads (its ``train`` split);
+    ``model_overrides``: `SentimentConfig` fields. UsageError: a value out of bounds.
     """
 
     preset: str = setting("keras2018", "model and recipe", choices=tuple(PRESETS))
@@ -163,11 +130,7 @@ def data_key(path: str | os.PathLike | None) -> str | None:
 
 
 def model_config(settings: Settings) -> SentimentConfig:
-    """The model of resolved ``settings`` (preset, overrides, vocabulary size, maxlen, padding).
-
-    Raises:
-        UsageError: an unknown or bad model override.
-    """
+    """The model of resolved ``settings``; UsageError: an unknown or bad model override."""
     overrides = dict(settings.model_overrides or {})
     known = {f.name for f in dataclasses.fields(SentimentConfig)} - set(MODEL_FROM_SETTINGS)
     unknown = sorted(set(overrides) - known)
@@ -193,11 +156,8 @@ def model_config(settings: Settings) -> SentimentConfig:
 
 
 def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``train``'s keyword overrides -> (`Settings` fields, `TrainConfig` fields);
-    ``patience`` is the trainer's ``early_stopping_patience`` (0: never stop early).
-
-    Raises:
-        UsageError: an override that is neither (the message lists the known ones).
+    """``train``'s keyword overrides -> (`Settings` fields, `TrainConfig` fields); ``patience``
+    is the trainer's ``early_stopping_patience``. UsageError: neither (the known ones listed).
     """
     overrides = trainer_options(overrides)
     settings_fields = {f.name for f in dataclasses.fields(Settings)} - {"data"}
@@ -206,18 +166,8 @@ def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str
     return parts["settings"], parts["train"]
 
 
-@dataclass
-class SentimentPlan:
-    """A training's validated settings (`configure`): the app's `Settings`, the trainer's
-    config and, on a resume, the run's ``config.json``."""
-
-    settings: Settings
-    train: TrainConfig
-    stored: dict[str, Any] | None = None
-
-
 def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
-              ) -> SentimentPlan:
+              ) -> RunSettings[Settings]:
     """See `attnkit.apps.base.App.configure`; ``given`` holds ``data``, `Settings` and
     `TrainConfig` fields (and ``patience``)."""
     data = given.pop("data", None)
@@ -230,29 +180,17 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
     spec = PRESETS[settings.preset]["train"]
     cfg = checked_train_config({**spec, "select_metric": "accuracy", "select_mode": "max",
                                 **given_options(train_kw)})
-    return SentimentPlan(settings, cfg)
+    return RunSettings(settings, cfg)
 
 
 def stored_settings(config: dict[str, Any], run: Path) -> Settings:
-    """The `Settings` a run was trained with, from its ``config.json`` (format 1 runs
-    kept them in the model and pipeline files)."""
-    model = config.get("model") or {}
-    if config["format"] == 1:
-        pipeline = read_json(run / "pipeline.json", "the run's text pipeline", root=run)
-        tok = pipeline.get("tokenizer") if isinstance(pipeline, dict) else None
-        kind = tok.get("kind") if isinstance(tok, dict) else None
-        old = {"preset": config.get("preset", "keras2018"), "data": config.get("data"),
-               "valid_fraction": config.get("valid_fraction"), "tokenizer": kind,
-               "num_words": model.get("vocab_size"), "maxlen": model.get("maxlen"),
-               "padding": model.get("padding", "pre"),
-               "mask_padding": model.get("mask_padding", True)}
-        return Settings(**{k: v for k, v in old.items() if v is not None}).resolved()
+    """The `Settings` a run was trained with, from its ``config.json``."""
     names = {f.name for f in dataclasses.fields(Settings)}
     return Settings(**{k: v for k, v in config.items() if k in names})
 
 
 def _resume_plan(data, out: Path, config: dict[str, Any], settings_kw: dict[str, Any],
-                 train_kw: dict[str, Any]) -> SentimentPlan:
+                 train_kw: dict[str, Any]) -> RunSettings[Settings]:
     """The stored settings, with the given budgets applied; a given option that would change
     the run is a UsageError."""
     where = out / CONFIG_FILE
@@ -277,4 +215,4 @@ def _resume_plan(data, out: Path, config: dict[str, Any], settings_kw: dict[str,
         budget = "none" if cfg.max_minutes is None else f"{cfg.max_minutes:g} minutes"
         stderr_log(f"resuming {out} with its stored settings: preset {settings.preset}, seed "
                    f"{cfg.seed}, {cfg.epochs} epochs, budget {budget}")
-    return SentimentPlan(settings, cfg, config)
+    return RunSettings(settings, cfg, config)

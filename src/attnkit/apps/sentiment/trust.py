@@ -1,16 +1,6 @@
-"""Which explanation of a verdict to show first, and why: the method measured the most
-faithful on this run (``attnkit sentiment explain`` writes ``RUN/faithfulness.json``), else
-in docs/results.md, when the measurement lets one trust it
-(`attnkit.explain.trust.Measured.verdict`).
-
-A page, the API and the terminal open on the method to trust among those computed; a method
-to trust that was not computed is named, with the option that adds it (as in every app).
-
-Example:
-    ```python
-    trust = trusted(Path("runs/imdb"), ["attention"])
-    trust.method, trust.why     # "attention", "Shown first: attention; gradient × input ..."
-    ```
+"""Which explanation of a verdict to show first, and why: the method measured most faithful on
+this run (``RUN/faithfulness.json`` of ``attnkit sentiment explain``), else in
+docs/results.md, when the measurement lets one trust it (`attnkit.explain.trust`).
 """
 
 from __future__ import annotations
@@ -49,8 +39,8 @@ def faithfulness_measured(table: dict) -> Measured | None:
 
 def trusted(run: str | os.PathLike, carried: Sequence[str]) -> Trust:
     """The method of ``carried`` to show first, by the run's ``faithfulness.json`` else
-    `DOCS_FIGURES` (`attnkit.explain.trust.best_shown`). A table that cannot be read, or holds
-    figures that are not finite, counts as none (one warning line names it)."""
+    `DOCS_FIGURES`; an unreadable or non-finite table counts as none (one warning names it).
+    """
     return best_shown(carried, measured_in_run(run, FAITHFULNESS, "the run's faithfulness "
                                                "table", faithfulness_measured, DOCS_FIGURES),
                       add="--explain")

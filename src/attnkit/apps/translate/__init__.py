@@ -1,35 +1,11 @@
 """English -> French translation: an attention encoder-decoder trained into a run folder.
 
-The app (`TranslateApp`, registered as ``"translate"``) keeps the contract of
-`attnkit.apps.base.App`; its methods are the Python API, here as functions too:
-
-* ``train(data, out, *, resume=False, overwrite=False, **overrides)`` -> `Run`; overrides
-  are `TranslateSettings` fields; a resume applies ``epochs``, ``max_minutes``, ``device``,
-  ``progress``, ``examples``, ``strict``, ``patience`` and refuses any other that differs. The
-  run folder gets ``config.json``, ``vocab_src.json`` / ``vocab_tgt.json`` (and
-  ``subword.model`` and ``words_src.json`` with ``subword``), ``metrics.jsonl``, ``train.log``,
-  ``best.safetensors``, ``last/``, then ``test_metrics.json``, ``heatmap.png`` and
-  ``report.html``.
-* ``evaluate(run, data=None, *, beam=1, ...)`` -> BLEU/chrF of free-running decoding
-  (`attnkit.apps.translate.evaluation`).
-* ``predict(run, sentences)`` -> `TranslationPrediction` s, each with its attention
-  ``[T_tgt, T_src]`` (and, with ``attention="all"``, a Transformer's
-  ``[layers, heads, T_tgt, T_src]``).
-* ``APP.stream(loaded, sentences)`` -> greedy translation token by token, each token with its
-  attention row (`attnkit.apps.translate.streaming`).
-* ``load_run(run)`` -> a `TranslateLoaded` run; ``engine="ctranslate2"`` loads a folder
-  written by `export_run` (`attnkit.apps.translate.ct2`).
-
-``data``: ``"synthetic"``, ``"tatoeba"``, a folder with train/valid/test files, or one pairs
-file split 96/2/2 (`attnkit.data.translation_splits`).
-
-Example:
-    ```python
-    train("synthetic", "runs/demo")                 # its 2-minute budget, then the test
-    evaluate("runs/demo", beam=5)["bleu"]
-    p = predict("runs/demo", ["The cat does not see her."])[0]
-    p.text, p.weights.shape                         # "Le chat ne la voit pas .", (7, 7)
-    ```
+`TranslateApp` (registered as ``"translate"``) keeps the `attnkit.apps.base.App` contract;
+its methods are the Python API, here as functions too: ``train``, ``evaluate`` (BLEU/chrF),
+``predict`` (`TranslationPrediction` s with attention ``[T_tgt, T_src]``), ``load_run``
+(``engine="ctranslate2"`` loads an `export_run` folder) and ``APP.stream``. ``data``:
+``"synthetic"``, ``"tatoeba"``, a folder of splits or one pairs file
+(`attnkit.data.translation_splits`). A guide with examples: docs/guide/translate.md.
 """
 
 from __future__ import annotations
@@ -148,24 +124,20 @@ class TranslateApp(App, configure=preparation.configure, prepare=preparation.pre
                     explain: str | Sequence[str] | None = None,
                     alignments: bool = False, split: bool = True
                     ) -> list[TranslationPrediction]:
-        """Translate ``inputs``.
+        """Translate ``inputs``: each text cut into sentences (``split=False``: one sentence),
+        all translated as one batch, each text's translations joined (its ``sentences`` hold
+        them).
 
         Args:
-            inputs: the texts: each is cut into sentences, all are translated as one batch
-                and each text's translations joined (`attnkit.apps.translate.paragraphs`);
-                a text of several sentences gets their predictions in ``sentences``.
             beam, alpha: beam size (1 = greedy) and length penalty (attnkit: GNMT;
                 CTranslate2: ``length ** alpha``).
             unk_replace: replace an output ``<unk>`` by the most attended source token.
             batch_size: at most this many sentences per batch (None: the engine's default).
-            attention: keep the attention (None: the engine's default, True for attnkit);
-                ``"all"`` also a Transformer's ``layer_weights`` (the explorer page); False is
-                faster. CTranslate2 has none and refuses True and ``"all"``.
-            explain: explanations to add beside attention (``"rollout"``, ``"grad-input"``,
-                ``"integrated-gradients"``, a comma-separated list or ``"all"``); the first one
-                is what a figure draws (`attnkit.apps.translate.explain`).
+            attention: keep the attention (None: the engine's default); ``"all"`` also
+                ``layer_weights``; False is faster. CTranslate2 refuses True and ``"all"``.
+            explain: explanations beside attention (``"rollout"``, ``"grad-input"``,
+                ``"integrated-gradients"``, a list or ``"all"``); the first is what a figure draws.
             alignments: add word links between each sentence and its translation.
-            split: False: each input is one sentence to the model, however long.
         """
         engine, methods = loaded.engine, explain_methods(explain, EXPLAIN)
         attention = engine.has_attention if attention is None else attention
@@ -189,14 +161,9 @@ class TranslateApp(App, configure=preparation.configure, prepare=preparation.pre
     def stream(self, loaded: TranslateLoaded, inputs: Sequence[str], *,
                attention: bool | str = True, unk_replace: bool = True,
                split: bool = True) -> Iterator[StreamStep]:
-        """Greedy translation of ``inputs`` token by token, each token with its attention row,
-        each text cut into sentences unless ``split`` is False and streamed sentence after
-        sentence (`attnkit.apps.translate.streaming.stream_texts`; the server's
-        ``/v1/translate/stream``).
-
-        Raises:
-            UsageError: the CTranslate2 engine (it does not stream), no sentence, a sentence
-                without any token.
+        """Greedy translation of ``inputs`` token by token, sentence after sentence
+        (`streaming.stream_texts`; ``/v1/translate/stream``). UsageError: the CTranslate2
+        engine, no sentence, a sentence without any token.
         """
         inputs = self.checked_inputs(inputs, "stream")
         if not loaded.engine.streams:

@@ -1,10 +1,5 @@
-"""``attnkit translate align`` and ``attnkit translate align-train``, declared as data (the CLI
-builds their parsers) with the functions they run.
-
-Example:
-    ```python
-    [c.name for c in ALIGN_COMMANDS]          # ["align", "align-train"]
-    ```
+"""``attnkit translate align`` and ``align-train`` (`ALIGN_COMMANDS`), declared as data (the
+CLI builds their parsers) with the functions they run.
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
-"""Word alignment with a translation run, and the run's trained aligner: the run gives
-`attnkit.alignment.aligner.align` its model, its aligner with the settings stored beside it,
-and the training data its adaptation reads (a run without a trained aligner uses its attention
-averaged over layers and heads).
+"""Word alignment with a translation run, and the run's trained aligner.
 
-``attnkit translate align-train`` (`train_aligner`) fits the aligner
-(`attnkit.alignment.head_training.train_head`: eflomal's links of the run's training pairs as
-labels, the alignment head fitted on a sample of them, within a time budget; the translation
-model is not changed) and saves it in the run: ``RUN/alignment/head.safetensors`` (the
-weights), ``RUN/alignment/head.json`` (its sizes, the settings ``translate align`` uses by
-default on this run, and how it was trained) and ``RUN/alignment/background.tsv.gz`` (the raw
-pairs it learnt from, which the adaptation reads: the run, copied anywhere, adapts without
-its data).
-
-Example:
-    ```python
-    train_aligner("runs/fr", minutes=2)     # -> Path("runs/fr/alignment")
-    result = align_pairs(loaded, [["the", "house"]], [["la", "maison"]])
-    result.links[0]                     # {(0, 0), (1, 1)}
-    result.words[0].shape               # (2, 2): [target words, source words]
-    head, info = load_head(run)          # (None, None) when the run has none
-    ```
+The run gives `attnkit.alignment.aligner.align` its model, its aligner with the settings
+stored beside it, and the raw pairs the adaptation reads (a run without an aligner uses its
+attention, mean over layers and heads). `train_aligner` (``translate align-train``) fits the
+head (`attnkit.alignment.head_training.train_head`) and saves it in ``RUN/alignment/``:
+``head.safetensors``, ``head.json`` (sizes, default settings, how it was trained) and
+``background.tsv.gz`` (the pairs it learnt from). Guide: docs/guide/translate.md.
 """
 
 from __future__ import annotations
@@ -60,10 +46,10 @@ def load_head(run: str | os.PathLike) -> tuple[AlignmentHead | None, dict[str, A
 
 
 def background_pairs(loaded: TranslateLoaded, data: str | None) -> list[tuple[str, str]]:
-    """Raw pairs eflomal learns from besides the pairs to align: ``data`` (a pairs file or a
-    train/valid/test folder: its training split), else those the run's aligner learnt from
-    (`BACKGROUND`, inside the run: a run copied elsewhere still adapts), else, for an aligner
-    trained before they were kept, the run's own training data where its config says."""
+    """Raw pairs eflomal learns from besides those to align: ``data`` (a pairs file or a folder's
+    training split), else the run's `BACKGROUND`, else (an aligner trained before it was kept)
+    the run's training data where its config says.
+    """
     from attnkit.apps.run_files import run_file
     from attnkit.data.translation_splits import data_spec, load_splits, read_pair_file
 
@@ -96,18 +82,14 @@ def align_pairs(loaded: TranslateLoaded, sources: Sequence[Sequence[str]],
                 symmetrize: str | None = None, adapt: bool | None = None,
                 adapt_minutes: float = 10.0, adapt_data: str | None = None,
                 normalize: bool = True, log: Log = stderr_log) -> AlignResult:
-    """Align the whitespace tokens of sentence pairs with a run (module doc); None takes the
-    run's default (its trained aligner's settings, else `ATTENTION_DEFAULT`).
+    """Align the whitespace tokens of sentence pairs with a run; None takes the run's default
+    (its aligner's settings, else `ATTENTION_DEFAULT`).
 
     Args:
-        loaded: a translate run (`attnkit.apps.translate.load_run`).
         sources, targets: each pair's tokens (`attnkit.alignment.aligner.check_pairs`).
-        method, extraction, threshold, symmetrize, normalize: as
-            `attnkit.alignment.aligner.align`.
-        adapt: fit the trained aligner to these pairs first.
-        adapt_minutes: the adaptation's time budget.
-        adapt_data: raw training pairs for the adaptation's labels (None: the run's data).
-        log: where the adaptation is announced.
+        method, extraction, threshold, symmetrize, normalize: as `attnkit.alignment.aligner.align`.
+        adapt: fit the trained aligner to these pairs first, within ``adapt_minutes``, on
+            ``adapt_data`` (None: the run's pairs); ``log`` announces it.
 
     Raises:
         UsageError: a run without attention; an unknown setting; the trained method on a run
@@ -145,22 +127,10 @@ HEAD_DEFAULTS = {"extraction": "argmax", "symmetrize": "intersection", "threshol
 def train_aligner(run: str | os.PathLike, *, data: str | None = None, pairs: int = 20000,
                   minutes: float = 2.0, layer: int | None = None, seed: int = 0,
                   log: Log = stderr_log) -> Path:
-    """Train and save the aligner of a Transformer run (module doc).
-
-    Args:
-        run: the translate run.
-        data: raw training pairs for eflomal (None: the run's data).
-        pairs: how many of them label the head.
-        minutes: the whole budget (eflomal, forced decoding, fitting).
-        layer: the decoder layer the head reads, 1-based (None: the last).
-        seed: which pairs, and the batch order.
-        log: progress lines.
-
-    Returns:
-        ``RUN/alignment``.
-
-    Raises:
-        UsageError: not a Transformer run; a bad count or budget.
+    """Train and save the aligner of a Transformer run into ``RUN/alignment`` (returned):
+    ``pairs`` of ``data`` (None: the run's) label the head on decoder ``layer`` (1-based, None:
+    the last), within ``minutes`` in all; ``seed`` picks pairs and batch order. UsageError: not a
+    Transformer run; a bad count or budget.
     """
     from attnkit.apps.translate import load_run
 

@@ -1,37 +1,11 @@
-"""The translate app on CTranslate2: export a Transformer run, translate with the export.
+"""The translate app on CTranslate2: export a Transformer run (`export_run`, declared for the
+CLI as ``EXPORT_COMMAND``), translate with the export (`CTranslate2Engine`).
 
-``attnkit translate export RUN OUT`` (`export_run`) writes a folder that is usable on its own
-(no attnkit weights or vocabulary files needed):
-
-* ``model.bin``, ``config.json`` and the vocabulary files CTranslate2 writes: the CTranslate2
-  model (`attnkit.ct2_export.ctranslate2.export_ctranslate2`, whose docstring says what it
-  supports);
-* ``subword.model``: the run's joint sentencepiece model (text <-> pieces);
-* ``vocab_src.json``, ``vocab_tgt.json``: the run's vocabularies (the share of unknown source
-  pieces);
-* ``attnkit.json``: the rest the app needs: the longest source the model reads, the run's data
-  and model settings (``eval`` without ``--data`` scores the run's test split), the
-  quantization, the run it came from;
-* ``manifest.json``: the size and sha256 of every other file. Loading checks them all, and
-  that CTranslate2's vocabulary is the run's, so a damaged or edited export is refused instead
-  of translating wrongly.
-
-``--engine ctranslate2 --run OUT`` translates with it (`CTranslate2Engine`): sources are cut to
-the same length as with attnkit, greedy outputs are attnkit's (float32); beams are normalised
-by ``length ** alpha`` (CTranslate2's rule) rather than the GNMT penalty. The engine computes
-no attention: predictions have ``weights`` None and an output ``<unk>`` stays.
-
-``EXPORT_COMMAND`` declares ``attnkit translate export`` for the CLI.
-
-Refused, each with one error line: an RNN run (CTranslate2 runs Transformers only), a run
-trained on words (the export tokenizes with the run's sentencepiece model, so that
-sentencepiece and ctranslate2 alone can use it: train with ``--subword N``), a non-empty OUT.
-
-Example:
-    ```python
-    export_run("runs/fr", "runs/fr-ct2", quantization="int8")
-    predict("runs/fr-ct2", ["I am cold."], engine="ctranslate2")[0].text
-    ```
+The export folder is usable on its own: CTranslate2's model and vocabularies, the run's
+``subword.model`` and vocabularies, ``attnkit.json`` (the source cap, the run's data and
+model settings, the quantization, the source run) and ``manifest.json`` (checked on loading:
+a damaged or edited export is refused). What is refused and how outputs compare:
+docs/guide/translate.md ("CTranslate2").
 """
 
 from __future__ import annotations
@@ -92,11 +66,8 @@ class CTranslate2Engine:
     def translate(self, sentences: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
                   unk_replace: bool = True, batch_size: int | None = None,
                   attention: bool | str = False) -> list[TranslationPrediction]:
-        """See `attnkit.apps.translate.engines.Engine.translate` (``unk_replace`` has no
-        effect: there is no attention to copy a source word by).
-
-        Raises:
-            UsageError: an empty sentence, a beam or batch size below 1, attention asked for.
+        """See `attnkit.apps.translate.engines.Engine.translate` (no attention, so ``unk_replace``
+        does nothing). UsageError: an empty sentence, a beam or batch size below 1, attention.
         """
         from attnkit.ct2_export.ctranslate2 import translate_tokens
 
@@ -123,21 +94,10 @@ class CTranslate2Engine:
 
 def export_run(loaded: TranslateLoaded, out: str | os.PathLike, *,
                quantization: str = "int8") -> Path:
-    """Export a loaded Transformer run's weights to a self-contained CTranslate2 folder.
-
-    Args:
-        loaded: the run (`attnkit.apps.translate.load_run`), a Transformer trained with
-            ``--subword``.
-        out: the folder to create (it may exist if empty); it appears complete or not at all.
-        quantization: the stored weight type
-            (`attnkit.ct2_export.ctranslate2.QUANTIZATIONS`).
-
-    Returns:
-        ``out`` as a Path.
-
-    Raises:
-        UsageError: an RNN run, a run trained on words, a non-empty ``out`` or a file there,
-            a folder that cannot be written, an unknown quantization, CTranslate2 missing.
+    """Export a loaded Transformer ``--subword`` run to a self-contained CTranslate2 folder ``out``
+    (it may exist if empty; it appears complete or not at all); returns ``out`` as a Path.
+    UsageError: an RNN run, a word run, a non-empty or unwritable ``out``, an unknown
+    ``quantization`` (`attnkit.ct2_export.ctranslate2.QUANTIZATIONS`), CTranslate2 missing.
     """
     from attnkit.ct2_export.ctranslate2 import export_ctranslate2
 
@@ -195,13 +155,10 @@ def _training_run_hint(path: Path) -> str:
 
 
 def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> TranslateLoaded:
-    """A folder written by `export_run`, checked (manifest, vocabulary) and ready to translate
-    (``torch``'s thread count is CTranslate2's: ``--threads``).
-
-    Raises:
-        CheckpointError: not such a folder (a training run says to export it first), a file
-            changed since the export, a vocabulary that is not the model's.
-        UsageError: a device CTranslate2 does not take; CTranslate2 not installed.
+    """A folder written by `export_run`, checked (manifest, vocabulary) and ready to translate on
+    torch's thread count. CheckpointError: not such a folder (a training run says to export it
+    first), a changed file, a vocabulary not the model's. UsageError: a device CTranslate2 does
+    not take; CTranslate2 not installed.
     """
     from attnkit.ct2_export.ctranslate2 import load_translator, require_ctranslate2
 

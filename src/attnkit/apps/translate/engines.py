@@ -1,22 +1,11 @@
-"""The engines that translate: one small protocol, attnkit's own decoding behind it; and a
-translate run loaded with its engine (`TranslateLoaded`).
+"""The engines that translate: one small protocol (`Engine`), attnkit's own decoding behind it
+(`AttnkitEngine`), and a translate run loaded with its engine (`TranslateLoaded`).
 
-`evaluate` and `predict` never ask which engine they hold: they call `Engine.translate` and
-read `Engine.has_attention`. `AttnkitEngine` decodes with `attnkit.decoding.decode_many`
-(incremental decoding with the key/value cache, length-grouped batches, batched beam search)
-and computes attention only when something shows it (figures, pages, ``--json``): otherwise
-the fused kernels run and no weight history is kept. ``<unk>`` replacement needs the weights
-of the outputs that hold an ``<unk>`` only: they come from one forced pass over those finished
-outputs (`attnkit.decoding.forced_decode`), the same weights decoding would have computed.
-`attnkit.apps.translate.ct2.CTranslate2Engine` runs an exported model and computes none.
-A Transformer decodes without weights through its compiled graphs
-(`attnkit.models.compiled`) when the engine's ``compile`` mode says so (`COMPILE_MODES`).
-
-Example:
-    ```python
-    engine = AttnkitEngine(model, pipeline)
-    engine.translate(["I am cold."], beam=5, attention=True)[0].weights.shape
-    ```
+`evaluate` and `predict` only call `Engine.translate` and read `Engine.has_attention`.
+`AttnkitEngine` decodes with `attnkit.decoding.decode_many` and computes attention only when
+something shows it (else the fused or compiled kernels run, `COMPILE_MODES`); ``<unk>``
+replacement takes its rows from one forced pass over the outputs that hold one.
+`attnkit.apps.translate.ct2.CTranslate2Engine` runs an exported model.
 """
 
 from __future__ import annotations
@@ -53,14 +42,9 @@ AUTO_MIN_SENTENCES = 64
 
 
 class Engine(Protocol):
-    """What translates a batch of sentences.
-
-    Attributes:
-        name: ``"attnkit"`` or ``"ctranslate2"`` (reported in the metrics).
-        pipeline: the run's text pipeline (tokenizer, vocabularies, source cap).
-        has_attention: whether `translate` can return attention weights.
-        no_attention: why it cannot, for the error a request for them gets ("" when it can).
-        streams: whether it can translate token by token (`attnkit.apps.translate.streaming`).
+    """What translates a batch of sentences: its ``name`` (in the metrics), the run's
+    ``pipeline``, whether it ``has_attention`` (``no_attention`` says why not) and whether it
+    ``streams`` token by token.
     """
 
     name: str
@@ -93,9 +77,9 @@ def special_ids(vocab: Vocab) -> set[int]:
 
 def reading(pipeline: TranslatePipeline, tokens: Sequence[str],
             ids: Sequence[int]) -> dict[str, Any]:
-    """A `TranslationPrediction`'s fields on what the run read of its source (``tokens``,
-    their ``ids``): its words, those it cannot read (`unknown_words`), and whether the tokens
-    are subword pieces."""
+    """A `TranslationPrediction`'s fields on what the run read of its source: its words, those
+    it cannot read (`unknown_words`), whether the tokens are subword pieces.
+    """
     count, unknown = unknown_words(pipeline, tokens, ids)
     return {"unknown": len(unknown) / count if count else 0.0, "unknown_words": unknown,
             "word_count": count, "subword": pipeline.codec.subword is not None}
@@ -142,9 +126,10 @@ class AttnkitEngine:
         return Packages("translate", weights_digest(self.model.state_dict()))
 
     def compile(self, log: Log | None = None) -> bool:
-        """Load the compiled decoder from the user's cache, or build it there (about a
-        minute, once per machine); True when decoding is now compiled. One that cannot be
-        built is one warning (on ``log``, default the engine's), and decoding stays eager."""
+        """Load the compiled decoder from the user's cache, or build it there (once per
+        machine); True when decoding is now compiled. One that cannot be built is one warning
+        (on ``log``) and decoding stays eager.
+        """
         log = log or self.log
         with self._building:
             if self.fast is not None or self.compile_mode == "off":
@@ -178,10 +163,7 @@ class AttnkitEngine:
                   unk_replace: bool = True, batch_size: int | None = None,
                   attention: bool | str = False) -> list[TranslationPrediction]:
         """See `Engine.translate`; ``unk_replace`` replaces an output ``<unk>`` by the most
-        attended source token (so it keeps the attention it needs).
-
-        Raises:
-            UsageError: an empty sentence, a beam or batch size below 1.
+        attended source token. UsageError: an empty sentence, a beam or batch size below 1.
         """
         check_decoding(beam, batch_size)
         encoded, attention = self.read(sentences, attention)
@@ -203,9 +185,9 @@ class AttnkitEngine:
 
     def unk_attention(self, encoded: Sequence[tuple[list[str], list[int], int]],
                       hyps: Sequence[Hypothesis]) -> list[Hypothesis]:
-        """``hyps`` decoded without weights, those that hold an ``<unk>`` given their attention
-        rows ``[len(tokens), S]`` (the last layer's, averaged over heads) from one forced pass
-        over their finished outputs: all ``<unk>`` replacement needs."""
+        """``hyps`` decoded without weights, those holding an ``<unk>`` given their rows
+        ``[len(tokens), S]`` (last layer, mean over heads) from one forced pass.
+        """
         unk = self.pipeline.tgt_vocab.unk_id
         todo = [i for i, h in enumerate(hyps) if unk in h.tokens]
         out = list(hyps)

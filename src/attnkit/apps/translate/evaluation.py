@@ -1,15 +1,7 @@
 """Scoring a translation run: sacrebleu corpus BLEU (cased, 13a) and chrF of free-running
-decoding, by any engine.
-
-Adjacent lines with the same English sentence are the references of one source
-(multi-reference BLEU); ``single_ref`` scores each line alone, the usual one-reference-per-line
-test-set BLEU (`attnkit.bleu.translation_scores`); `format_table` is what ``eval`` prints.
-
-Example:
-    ```python
-    result = evaluation(loaded, None, report=10, beam=5)
-    result.metrics["bleu"], result.page is not None
-    ```
+decoding, by any engine. Adjacent lines with one English sentence are the references of one
+source; ``single_ref`` scores each line alone (`attnkit.bleu.translation_scores`);
+`format_table` is what ``eval`` prints.
 """
 
 from __future__ import annotations
@@ -35,28 +27,22 @@ DEFAULT_EXAMPLES = TranslateSettings.examples
 def evaluation(loaded: TranslateLoaded, data: str | None, *, report: int = 0, beam: int = 1,
                alpha: float = 0.6, unk_replace: bool = True, batch_size: int | None = None,
                strict: bool = False, split: bool = True, log: Log = quiet) -> Evaluation:
-    """BLEU/chrF of a loaded run on ``data`` (None: the run's own test split).
+    """BLEU/chrF of a loaded run on ``data`` (None: the run's own test split;
+    `attnkit.data.translation_splits.eval_pairs`).
 
     Args:
-        loaded: a translate run (either engine).
-        data: see `attnkit.data.translation_splits.eval_pairs`.
-        report: the number of examples on the report page (0: no page; -1: the default, 10);
-            they are decoded again with every layer's and head's attention.
-        beam, alpha: beam size (1 = greedy) and length penalty (attnkit: GNMT; CTranslate2:
-            ``length ** alpha``).
-        unk_replace: replace an output ``<unk>`` by the most attended source token (attnkit).
-        batch_size: at most this many sentences per batch (None: the engine's default).
+        report: examples on the report page (0: none; -1: the default, 10), decoded again with
+            every layer's and head's attention.
+        beam, alpha, unk_replace, batch_size: as `TranslateApp.predictions`.
         strict: a malformed data line is an error; log: where notes on skipped lines go.
-        split: cut each source of a ``data`` file or folder (raw text) into sentences,
-            translate them and join them (`attnkit.apps.translate.paragraphs`); the named
-            corpora and the run's own test split are sentence pairs, read as they are.
+        split: cut each source of a raw ``data`` file or folder into sentences
+            (`attnkit.apps.translate.paragraphs`); named corpora are read as they are.
 
     Returns:
-        `Evaluation` with ``{"bleu", "chrf", "counts", "signature", "by_length",
-        "single_ref", "sentences", "references", "beam", "alpha", "decode_seconds",
-        "sentences_per_s", "unk_replace", "engine", "max_source_tokens", "truncated",
-        "unknown"}`` (and the
-        export's ``"quantization"`` for CTranslate2).
+        `Evaluation` with ``{"bleu", "chrf", "counts", "signature", "by_length", "single_ref",
+        "sentences", "references", "beam", "alpha", "decode_seconds", "sentences_per_s",
+        "unk_replace", "engine", "max_source_tokens", "truncated", "unknown"}`` (and
+        ``"quantization"`` for CTranslate2).
 
     Raises:
         UsageError: a report for a model without attention or for the CTranslate2 engine.

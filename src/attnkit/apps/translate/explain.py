@@ -1,16 +1,6 @@
-"""What ``translate predict --explain`` and ``--alignments`` add to the model's own
-translations: other explanations of each output piece (attention rollout, gradient x input,
-integrated gradients) beside its attention, and word alignment links between the input's
-words and the translation's.
-
-Example:
-    ```python
-    preds = predict(loaded, ["I am cold."], attention="all")
-    add_explanations(loaded, preds, ["integrated-gradients"])
-    preds[0].explanations["integrated-gradients"].shape    # [len(tokens), len(source_tokens)]
-    add_alignments(loaded, preds)
-    preds[0].alignment                                     # [(0, 0), (1, 1), ...]
-    ```
+"""What ``translate predict --explain`` and ``--alignments`` add to a translation: other
+explanations of each output piece (rollout, gradient x input, integrated gradients) beside
+its attention (`add_explanations`), and word links between input and output (`add_alignments`).
 """
 
 from __future__ import annotations
@@ -51,10 +41,10 @@ def add_explanations(loaded: TranslateLoaded, predictions: Sequence[TranslationP
 
 
 def add_alignments(loaded: TranslateLoaded, predictions: Sequence[TranslationPrediction]) -> None:
-    """Fill each prediction's ``alignment``: links ``(source word, output word)`` between the
-    input's whitespace tokens and the translation's, by ``translate align``'s default method
-    on this run (without adaptation), and ``piece_links`` for the page where the output
-    re-reads as the same pieces."""
+    """Fill each prediction's ``alignment`` (``(source word, output word)`` links between
+    whitespace tokens, by ``translate align``'s default on this run, without adaptation), and
+    ``piece_links`` where the output re-reads as the same pieces.
+    """
     from attnkit.apps.translate.alignment import align_pairs, check_attention
 
     check_attention(loaded)

@@ -1,16 +1,7 @@
-"""The translate app's HTML pages: its predictions in the translation explorer.
-
-`explorer_page` turns `TranslationPrediction` s into
-`attnkit.viz.translation_page` examples: a Transformer's cross-attention of every decoder
-layer and head (``layer_weights``, ``[layers, heads, T_tgt, T_src]``) when the predictions
-carry it, else the ``[T_tgt, T_src]`` weights (an RNN's one attention). `report_page`
-adds a scored run's references and metrics (``eval --report``, a run's ``report.html``).
-
-Example:
-    ```python
-    preds = predict("runs/fr", ["I am cold."], attention="all")
-    html = explorer_page(preds, run.summary())
-    ```
+"""The translate app's HTML pages: `explorer_page` turns `TranslationPrediction` s into
+`attnkit.viz.translation_page` examples (every layer and head of a Transformer when the
+predictions carry ``layer_weights``, else ``[T_tgt, T_src]``); `report_page` adds a scored
+run's references and metrics (``eval --report``, a run's ``report.html``).
 """
 
 from __future__ import annotations
@@ -94,17 +85,9 @@ def _title(summary: dict[str, Any]) -> str:
 def explorer_page(predictions: Sequence[TranslationPrediction], summary: dict[str, Any], *,
                   references: Sequence[Sequence[str]] | None = None,
                   metrics: dict[str, Any] | None = None) -> str:
-    """The translation explorer of ``predictions`` (with their references when given).
-
-    An input of several sentences shows each of them in order (with its own attention; the
-    input's references and chrF go with its last sentence). The page opens on the method
-    asked first (``--explain``), else on attention with the predictions' ``why``
-    (`translate_trust`). A prediction without
-    attention weights (a model with ``attention='none'``, the CTranslate2 engine) or with an
-    empty output has nothing to show and is left out.
-
-    Raises:
-        UsageError: no prediction has anything to show.
+    """The translation explorer of ``predictions`` (with their references when given): several
+    sentences of one input in order, opening on the method asked first, else on attention with
+    ``why``. A prediction without weights or output is left out; UsageError when none is left.
     """
     refs = references if references is not None else [()] * len(predictions)
     examples = []

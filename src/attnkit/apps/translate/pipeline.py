@@ -1,24 +1,11 @@
 """What turns text into a translation run's model ids and back, and how a run's files give it.
 
-A run holds ``vocab_src.json`` / ``vocab_tgt.json`` (one joint vocabulary written twice for a
-``--subword`` run) and, with subwords, ``subword.model`` and ``words_src.json``: the words of
-its English training text (a subword model reads any word; this list says which ones it never
-saw). ``config.json`` records each vocabulary's size and sha256, so a vocabulary swapped for another
-is refused instead of silently mistranslating.
-
-Source length cap: a source longer than the model reads is cut to its first
-`TranslatePipeline.max_source` tokens (``truncated`` counts the rest) and never encoded whole.
-For a Transformer the cap is its ``max_len`` (the positional table it was built for, 512 by
-default); an RNN has no positional limit, so its cap is the same 512 tokens
-(`RNN_MAX_SOURCE`). The run's ``max_len`` option is *not* the cap: it only filters training
-pairs.
-
-Example:
-    ```python
-    config = read_config("runs/fr", "translate")
-    pipeline = run_pipeline(Path("runs/fr"), config, run_model_config(Path("runs/fr"), config))
-    tokens, ids, cut = encode_source(pipeline, "I am cold.", 1)
-    ```
+A run holds ``vocab_src.json`` / ``vocab_tgt.json`` (a ``--subword`` run's joint vocabulary
+twice) and, with subwords, ``subword.model`` and ``words_src.json`` (its English training
+words: which ones a subword model never saw). ``config.json`` records each vocabulary's size
+and sha256, so a swapped vocabulary is refused. A source longer than
+`TranslatePipeline.max_source` is cut (a Transformer's ``max_len``; an RNN's
+`RNN_MAX_SOURCE`); the run's ``max_len`` option only filters training pairs.
 """
 
 from __future__ import annotations
@@ -55,15 +42,9 @@ MODEL_SIZES = ("src_vocab", "tgt_vocab", "emb_dim", "hidden", "layers", "d_model
 
 @dataclass
 class TranslatePipeline:
-    """What turns text into a run's model ids and back.
-
-    Attributes:
-        codec: words or the run's joint subword model.
-        src_vocab, tgt_vocab: the vocabularies (one joint vocabulary with subwords).
-        max_source: the longest source (tokens) the model reads; longer ones are cut.
-        known_words: a subword run's English training words, casefolded
-            (`attnkit.data.text.words_of`); None for a word run (its vocabulary says what it
-            reads) and for a subword run written before the list was kept.
+    """What turns text into a run's model ids and back: words or the run's subword ``codec``, the
+    vocabularies (one joint with subwords), the longest source read (``max_source``), and a
+    subword run's casefolded English training words (``known_words``; None for a word run).
     """
 
     codec: TextCodec
@@ -84,11 +65,8 @@ def vocab_digest(vocab: Vocab) -> str:
 
 
 def load_vocabs(run: Path, config: dict[str, Any]) -> tuple[Vocab, Vocab]:
-    """The run's two vocabularies, checked against the sizes and digests in its config.
-
-    Raises:
-        CheckpointError: a missing file, or one that is not the vocabulary the weights were
-            trained with.
+    """The run's two vocabularies, checked against the sizes and digests in its config;
+    CheckpointError: missing, or not the vocabulary the weights were trained with.
     """
     vocabs = []
     for side in ("src", "tgt"):
@@ -117,12 +95,7 @@ def run_codec(run: Path, config: dict[str, Any]) -> TextCodec:
 
 
 def run_model_config(run: Path, config: dict[str, Any]) -> ModelConfig:
-    """The model config of a run's ``config.json``, its sizes checked.
-
-    Raises:
-        CheckpointError: no model or data settings, a size that is not a positive whole
-            number within bounds, a config the model refuses.
-    """
+    """The model config of a run's ``config.json``, its sizes checked; CheckpointError."""
     missing = [key for key in ("model", "data") if not isinstance(config.get(key), dict)]
     if missing:
         raise CheckpointError(f"{run / 'config.json'}: no {' or '.join(missing)} settings")
@@ -148,11 +121,10 @@ def training_words(sources: Iterable[str]) -> Vocab:
 
 def unknown_words(pipeline: TranslatePipeline, tokens: Sequence[str],
                   ids: Sequence[int]) -> tuple[int, list[str]]:
-    """How many words of a source read as ``tokens`` (ids ``ids``) there are, and those the
-    run cannot read: for a word run, those its vocabulary maps to ``<unk>`` (never in the
-    training text, or too rare to keep); for a subword run, those never in its training text
-    (`TranslatePipeline.known_words`). A subword run without that list counts its ``<unk>``
-    pieces, as runs did before it was kept (they hide most unknown words)."""
+    """How many words the source read as ``tokens``/``ids`` holds, and those the run cannot read:
+    a word run's ``<unk>`` words, a subword run's words not in `TranslatePipeline.known_words`
+    (without that list, its ``<unk>`` pieces).
+    """
     unk = pipeline.src_vocab.unk_id
     if pipeline.codec.subword is None:
         words = [(t, i) for t, i in zip(tokens, ids, strict=True) if any(c.isalpha() for c in t)]
@@ -165,10 +137,8 @@ def unknown_words(pipeline: TranslatePipeline, tokens: Sequence[str],
 
 def encode_source(pipeline: TranslatePipeline, text: str,
                   index: int) -> tuple[list[str], list[int], int]:
-    """``text`` as the model reads it: (tokens, their ids, tokens cut after ``max_source``).
-
-    Raises:
-        UsageError: a text without any token (``index`` names it).
+    """``text`` as the model reads it: (tokens, ids, tokens cut after ``max_source``); UsageError:
+    no token (``index`` names it).
     """
     tokens, cut = pipeline.codec.encode_capped(text, SRC_LANG, pipeline.max_source)
     if not tokens:

@@ -1,12 +1,4 @@
-"""One translated sentence with its attention: what the translate app's ``predict`` returns.
-
-Example:
-    ```python
-    p = predict("runs/demo", ["The cat does not see her."])[0]
-    p.text, p.weights.shape          # "Le chat ne la voit pas .", (7, 7)
-    p.render("cat.png")              # the alignment heatmap (or .svg / .pdf / .html)
-    ```
-"""
+"""One translated sentence with its attention: what the translate app's ``predict`` returns."""
 
 from __future__ import annotations
 
@@ -34,12 +26,8 @@ LOW_CONFIDENCE = 0.25
 
 @dataclass
 class Words:
-    """A sentence's pieces as whole words: what the API, pages and figures show.
-
-    Attributes:
-        source, target: the words (subword pieces joined, their ``▁`` marks removed; a word
-            run's tokens as they are).
-        src_owner, tgt_owner: for each piece, ``[its word's index]``.
+    """A sentence's pieces as whole words (subword pieces joined, ``▁`` removed); ``src_owner``,
+    ``tgt_owner``: for each piece, ``[its word's index]``.
     """
 
     source: list[str]
@@ -48,13 +36,10 @@ class Words:
     tgt_owner: list[list[int]]
 
     def matrix(self, pieces: np.ndarray | None) -> np.ndarray | None:
-        """``[..., pieces out, pieces in]`` attention as ``[..., words out, words in]``.
-
-        A source word gets the sum of its pieces' weights: it is attended to when any of its
-        pieces is, and each row stays a distribution. The pieces of one output word share
-        it, so its row is the mean of theirs (a distribution too): the word's attention as a
-        whole, the convention of Clark et al. 2019 ("What does BERT look at?") for words
-        split into pieces. None stays None."""
+        """``[..., pieces out, pieces in]`` attention as ``[..., words out, words in]``: a
+        source word sums its pieces' weights, an output word's row is the mean of its pieces'
+        (Clark et al. 2019); rows stay distributions. None stays None.
+        """
         if pieces is None:
             return None
         return word_scores(np.asarray(pieces, np.float64), self.tgt_owner, self.src_owner,
@@ -68,9 +53,9 @@ class Words:
 
 
 def repeated(tokens: Sequence[str], source: str) -> str | None:
-    """The longest token, or sequence of two or three tokens, that ``tokens`` repeat back to
-    back (`TOKEN_REPEATS`, `LOOP_REPEATS` times or more) where ``source`` does not: as
-    ``"'i' 12 times"``; None when there is none."""
+    """The longest run of one to three tokens that ``tokens`` repeat back to back
+    (`LOOP_REPEATS` times or more) where ``source`` does not, as ``"'i' 12 times"``; else None.
+    """
     found: tuple[int, str] | None = None
     low = source.casefold()
     for n, least in ((1, TOKEN_REPEATS), (2, LOOP_REPEATS), (3, LOOP_REPEATS)):
@@ -91,40 +76,26 @@ class TranslationPrediction(Prediction):
     """One translated sentence.
 
     Attributes:
-        source: the input text.
-        source_tokens: the tokens the model read (at most ``max_source``; words outside the
-            vocabulary were ``<unk>`` to the model).
+        source_tokens: the tokens the model read (at most ``max_source``; unknown words ``<unk>``).
         tokens: output tokens (``<unk>`` replaced by the most attended source word when asked).
-        text: the detokenized translation.
         weights: ``[len(tokens), len(source_tokens)]`` attention (a Transformer's last decoder
-            layer, averaged over heads); None for attention='none', the CTranslate2 engine,
-            or when not asked.
+            layer, mean over heads); None for attention='none', CTranslate2, or not asked.
         score: log-probability of the output.
-        unknown: share of the source's words the run cannot read (0..1;
-            `attnkit.apps.translate.pipeline.unknown_words`).
-        unknown_words: those words.
-        word_count: the source's words counted.
+        unknown, unknown_words, word_count: share (0..1) and list of the source's words the run
+            cannot read, of ``word_count`` words.
         subword: the tokens are subword pieces (shown as `words`).
         truncated: source tokens cut off after ``max_source`` (0: read whole).
-        layer_weights: a Transformer's cross-attention of every decoder layer and head,
-            ``[layers, heads, len(tokens), len(source_tokens)]``, when asked
-            (``attention="all"``: the explorer page shows it); None otherwise.
-        explanations: other explanations of each output token, by method (``"rollout"``,
-            ``"grad-input"``, ``"integrated-gradients"``), each ``[len(tokens),
-            len(source_tokens)]`` with rows summing to 1, when asked (``explain``).
-        shown: the method a figure draws and the page opens on (``"attention"`` or the
-            first of ``explanations`` asked for).
-        why: one sentence saying how far attention can be trusted on this run, or which
-            method to add instead (`attnkit.apps.translate.page.translate_trust`); None
-            when ``explain`` chose the methods.
-        alignment: word links ``(source word, output word)`` between ``source.split()`` and
-            ``text.split()`` (0-based), when asked (``alignments=True``).
-        alignment_method: how ``alignment`` was found.
-        piece_links: ``alignment`` between ``source_tokens`` and ``tokens`` (the page draws
-            it), or None when the output's text reads as other pieces than it was written in.
-        sentences: for an input of several sentences, each sentence's own prediction, in
-            order (`paragraph`); the input's ``weights`` are then None: each sentence has
-            its own. None for an input read as one sentence.
+        layer_weights: ``[layers, heads, len(tokens), len(source_tokens)]`` when
+            ``attention="all"``; else None.
+        explanations: other explanations by method (``"rollout"``, ``"grad-input"``,
+            ``"integrated-gradients"``), each ``[len(tokens), len(source_tokens)]``, rows sum to 1.
+        shown: the method a figure draws (``"attention"`` or the first of ``explanations``).
+        why: how far attention can be trusted on this run (`page.translate_trust`), or None.
+        alignment: word links ``(source word, output word)`` over ``source.split()`` and
+            ``text.split()`` when ``alignments=True``; ``alignment_method`` says how.
+        piece_links: ``alignment`` over ``source_tokens`` and ``tokens``, or None.
+        sentences: for an input of several sentences, each one's prediction (`paragraph`); the
+            input's ``weights`` are then None. None for one sentence.
     """
 
     source: str
@@ -150,18 +121,8 @@ class TranslationPrediction(Prediction):
     @classmethod
     def paragraph(cls, source: str, parts: Sequence[TranslationPrediction],
                   text: str) -> TranslationPrediction:
-        """The prediction of an input translated sentence by sentence (`sentences`).
-
-        Args:
-            source: the input as given.
-            parts: each sentence's prediction, in order (at least one).
-            text: their translations joined with the input's breaks
-                (`attnkit.data.sentences.Sentences.join`).
-
-        Returns:
-            Tokens of every sentence end to end; the score of the whole output (the sum: the
-            sentences are decoded independently); ``unknown`` over all source words;
-            ``truncated`` summed; no weights of its own (see ``sentences``).
+        """The prediction of an input translated sentence by sentence: tokens end to end, the summed
+        score, ``unknown`` over all words, ``truncated`` summed, no weights of its own.
         """
         words = sum(p.word_count for p in parts)
         unknown = [w for p in parts for w in p.unknown_words]
@@ -215,9 +176,9 @@ class TranslationPrediction(Prediction):
         return self.text
 
     def shown_weights(self) -> np.ndarray | None:
-        """``[len(tokens), len(source_tokens)]``: the attention, or the explanation `shown`;
-        for an input of several sentences each sentence's block on the diagonal (an output
-        token attends to its own sentence only: zero elsewhere). None when there are none."""
+        """``[len(tokens), len(source_tokens)]``: the attention or the explanation `shown`; several
+        sentences give their blocks on the diagonal (zero elsewhere). None when there are none.
+        """
         if self.sentences is not None:
             blocks = [p.shown_weights() for p in self.sentences]
             if any(b is None for b in blocks):
@@ -301,9 +262,9 @@ class TranslationPrediction(Prediction):
         return out
 
     def warning(self) -> str | None:
-        """One line when the run cannot read the input (more than `UNKNOWN_WARNING` of its
-        words unknown: it can only guess them) or its output gives it away (`doubts`: the
-        translation is then likely wrong)."""
+        """One line when the run cannot read the input (over `UNKNOWN_WARNING` of its words unknown)
+        or its output gives it away (`doubts`); else None.
+        """
         parts = [self.unknown_line()] if self.unknown > UNKNOWN_WARNING else []
         doubts = self.doubts()
         if not parts and not doubts:

@@ -1,17 +1,7 @@
-"""From a data argument to what a translation training needs, in one place.
-
-`configure` validates the settings of a new run or a resume (nothing read but the run's
-config); `prepare` reads the data and builds the pipeline in memory (splits, the subword model,
-vocabularies, token pairs, the model config, the run's metadata, the files `App.save` writes);
-`reload` rebuilds the same from those files and the data (a resume, and the other ranks of a
-``torchrun`` training once rank 0 has saved); `load` gives the trained run.
-
-Example:
-    ```python
-    config = configure({"data": "synthetic", "epochs": 2}, Path("runs/demo"), None)
-    prepared = prepare(config, print)
-    prepared.pipeline.src_vocab, prepared.model_config.arch, len(prepared.train_tokens)
-    ```
+"""From a data argument to what a translation training needs, in one place: `configure`
+validates the settings of a new run or a resume, `prepare` reads the data and builds the
+pipeline in memory, `reload` rebuilds it from the run's files (a resume, the other ranks),
+`load` gives the trained run.
 """
 
 from __future__ import annotations
@@ -23,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.results import Log, Prepared
+from attnkit.apps.results import Log, Prepared, RunSettings
 from attnkit.apps.run_files import CONFIG_FILE, FORMAT, load_run, read_config
 from attnkit.apps.translate import ct2
 from attnkit.apps.translate.engines import AttnkitEngine, TranslateLoaded, summary_of
@@ -54,7 +44,6 @@ from attnkit.data.translation_splits import Pair, data_spec, load_splits, spec_n
 from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, DataError, UsageError
 from attnkit.models import build_model
-from attnkit.training import TrainConfig
 from attnkit.training.config import stored_train_config, trainer_options
 from attnkit.training.distributed import checked_device
 
@@ -62,25 +51,8 @@ SMALL_VALID = 100   # validation sentences below which the selection BLEU is noi
 
 
 @dataclass
-class TranslateConfig:
-    """A training's validated settings: what `configure` returns.
-
-    Attributes:
-        settings: every `TranslateSettings` field.
-        spec: the data spec (`attnkit.data.translation_splits.data_spec`).
-        train: the trainer's settings.
-        stored: the run's ``config.json`` on a resume, else None.
-    """
-
-    settings: TranslateSettings
-    spec: dict[str, Any]
-    train: TrainConfig
-    stored: dict[str, Any] | None = None
-
-
-@dataclass
 class TranslatePrepared(Prepared):
-    """Everything a translation training needs (see the module docstring)."""
+    """Everything a translation training needs."""
 
     splits: dict[str, list[Pair]] = dataclasses.field(default_factory=dict)
     pipeline: TranslatePipeline | None = None
@@ -90,7 +62,7 @@ class TranslatePrepared(Prepared):
 
 
 def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
-              ) -> TranslateConfig:
+              ) -> RunSettings[TranslateSettings]:
     """See `attnkit.apps.base.App.configure`: ``given`` holds ``data`` and
     `TranslateSettings` fields."""
     data = given.pop("data", None)
@@ -102,14 +74,14 @@ def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
         train = dataclasses.replace(stored_train, epochs=s.epochs, max_minutes=s.max_minutes,
                                     device=s.device, progress=s.progress,
                                     **trainer_options({"patience": s.patience}))
-        return TranslateConfig(s, stored["data"], train, stored)
+        return RunSettings(s, train, stored, spec=stored["data"])
     s = settings_from(given)
     checked_device(s.device)
     try:
         train = s.train_config()
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return TranslateConfig(s, data_spec(data or "synthetic", s.seed, s.train_size), train)
+    return RunSettings(s, train, spec=data_spec(data or "synthetic", s.seed, s.train_size))
 
 
 def _subword_codec(s: TranslateSettings, splits: dict[str, list[Pair]],
@@ -136,7 +108,7 @@ def _build_vocabs(s: TranslateSettings, tokens: list[TokenPair]) -> tuple[Vocab,
             Vocab.build([tgt for _, tgt in tokens], min_freq=s.min_freq, max_size=s.max_vocab))
 
 
-def prepare(config: TranslateConfig, log: Log) -> TranslatePrepared:
+def prepare(config: RunSettings[TranslateSettings], log: Log) -> TranslatePrepared:
     """Read the data, train the subword model (``--subword``), build the vocabularies and the
     model config of a new run; nothing is written."""
     s, spec = config.settings, config.spec
@@ -174,7 +146,7 @@ def prepare(config: TranslateConfig, log: Log) -> TranslatePrepared:
                              train_tokens=tokens, model_config=model_config, metadata=metadata)
 
 
-def reload(config: TranslateConfig, out: Path, log: Log) -> TranslatePrepared:
+def reload(config: RunSettings[TranslateSettings], out: Path, log: Log) -> TranslatePrepared:
     """The prepared data of the run in ``out`` (its pipeline files and its data)."""
     s = config.settings
     stored = config.stored or read_config(out, APP)
@@ -193,14 +165,10 @@ def reload(config: TranslateConfig, out: Path, log: Log) -> TranslatePrepared:
 
 def load(run: str | os.PathLike, *, weights: str = "best", device: str | None = None,
          engine: str | None = None, compile: str = "auto") -> TranslateLoaded:
-    """A trained run with attnkit's engine (``compile``: when it decodes compiled,
-    `attnkit.apps.translate.engines.COMPILE_MODES`), or with ``engine="ctranslate2"`` a folder
-    `attnkit.apps.translate.export_run` wrote (`attnkit.apps.translate.ct2.load_exported`).
-
-    Raises:
-        CheckpointError: not a translate run, broken files, vocabularies that do not match
-            the ones the weights were trained with, missing or truncated weights.
-        UsageError: an unknown engine; CTranslate2 not installed.
+    """A trained run with attnkit's engine (``compile``: `engines.COMPILE_MODES`), or with
+    ``engine="ctranslate2"`` an `export_run` folder (`ct2.load_exported`). CheckpointError: not
+    a translate run, broken files, vocabularies not the weights', missing or cut weights.
+    UsageError: an unknown engine; CTranslate2 not installed.
     """
     if engine not in (None, "attnkit", "ctranslate2"):
         raise UsageError(f"engine must be one of attnkit, ctranslate2; got {engine!r}")

@@ -1,21 +1,8 @@
-"""The settings of a translate training run: one dataclass, the home of every default,
-validated, stored and read back.
-
-`TranslateSettings` lists every keyword override `attnkit.apps.translate.train` accepts; a
-value out of range, or an unknown name, is a `UsageError` naming the command-line flag. Each
-field declares its default, its bounds and its help (`attnkit.apps.settings.setting`): the
-command-line options and their help texts are generated from it, and the model sizes an
-architecture uses when none is given are the field's ``defaults``. A run stores its settings in
-``config.json`` (the model config, the trainer's config and the app's options);
-`stored_settings` reads them back, and `resume_settings` applies what a ``--resume`` may change
-(budgets) and refuses the rest.
-
-Example:
-    ```python
-    s = settings_from({"arch": "transformer", "d_model": 256, "subword": 8000})
-    s.train_config().lr                         # 1e-3, the Transformer's default
-    settings_from({"hiden": 3})                 # UsageError: unknown translate setting(s): hiden
-    ```
+"""The settings of a translate training run: one dataclass (`TranslateSettings`), the home of
+every default, validated, stored in ``config.json`` and read back (`stored_settings`;
+`resume_settings` applies what a ``--resume`` may change and refuses the rest). The
+command-line options and their help are generated from its fields
+(`attnkit.settings.setting`); an unknown name or a bad value is a `UsageError` naming the flag.
 """
 
 from __future__ import annotations
@@ -64,38 +51,10 @@ _POSITIVE = (lambda x: 0 < x < math.inf, "a positive number")
 
 @dataclass
 class TranslateSettings:
-    """Every setting of a translate training run: the keyword ``overrides`` of
-    `attnkit.apps.translate.train`.
-
-    Data: ``seed`` (data split / synthetic corpus, initial weights, batch order),
-    ``train_size`` (synthetic training pairs), ``max_len`` (drop training pairs with a side
-    longer than this many tokens), ``subword`` (a joint English+French sentencepiece model of
-    about this many pieces, saved as ``RUN/subword.model``; one joint vocabulary, and a
-    Transformer then shares its embeddings; None = words), ``min_freq`` / ``max_vocab``
-    (vocabulary building), ``strict`` (a malformed data line is an error instead of being
-    skipped and counted).
-
-    Model: ``arch`` (``rnn`` | ``transformer``); RNN: ``attention``, ``cell``, ``style``,
-    ``emb_dim``, ``hidden``, ``layers``, ``window`` (local attention half-width),
-    ``dropout``, ``teacher_forcing`` (ratio); Transformer: ``d_model``, ``heads``, ``layers``,
-    ``ff_dim``, ``dropout``. None = the architecture's default (the field's ``defaults``).
-
-    Training: ``epochs``, ``batch_size``, ``lr``, ``schedule`` / ``warmup`` (None: the
-    architecture's), ``label_smoothing``, ``batch_tokens`` (also cap a batch at this many
-    padded tokens), ``eval_every`` (validate every N steps; None = once per epoch),
-    ``valid_sample`` (validation sentences decoded for the selection BLEU; None = all),
-    ``max_minutes`` (None = no budget), ``patience`` (stop after this many evaluations without
-    a better BLEU; 0 = never stop early), ``device``, ``amp`` (None = the trainer's default,
-    ``"auto"``, True, False), ``progress``, ``examples`` (test examples logged and put in the
-    report).
-
-    Raises:
-        UsageError: a value out of range, or a model field of the other architecture.
-
-    Example:
-        ```python
-        TranslateSettings(arch="transformer", d_model=256, subword=8000).train_config().lr
-        ```
+    """Every setting of a translate training run (the ``overrides`` of
+    `attnkit.apps.translate.train`); each field's help says what it does, and None takes the
+    architecture's default (the field's ``defaults``). UsageError: a value out of range, or a
+    model field of the other architecture.
     """
 
     seed: int = setting(0, low=0)
@@ -190,22 +149,15 @@ FIELDS = {f.name: f for f in dataclasses.fields(TranslateSettings)}
 
 def settings_from(overrides: dict[str, Any],
                   base: TranslateSettings | None = None) -> TranslateSettings:
-    """``base`` (default: the defaults) with ``overrides`` applied and validated.
-
-    Raises:
-        UsageError: an unknown setting (named), or an invalid value.
-    """
+    """``base`` (default: the defaults) with ``overrides`` applied and validated (UsageError)."""
     split_options(overrides, {"settings": FIELDS}, "translate setting")
     return dataclasses.replace(base or TranslateSettings(), **overrides)
 
 
 def build_model_config(s: TranslateSettings, src_vocab: Vocab, v: Vocab) -> ModelConfig:
-    """The model config of a fresh run: the sizes given or the architecture's defaults, the
-    vocabularies' sizes and special ids.
-
-    Raises:
-        UsageError: sizes the model refuses (e.g. heads that do not divide d_model), or a
-            ``max_len`` beyond a Transformer's positions.
+    """The model config of a fresh run: the sizes given or the architecture's defaults, and the
+    vocabularies' sizes and ids. UsageError: sizes the model refuses (heads not dividing
+    d_model), a ``max_len`` beyond a Transformer's positions.
     """
     fields = s.model_fields()
     if s.arch == "rnn":
@@ -225,10 +177,8 @@ def build_model_config(s: TranslateSettings, src_vocab: Vocab, v: Vocab) -> Mode
 
 
 def stored_settings(config: dict[str, Any]) -> TranslateSettings:
-    """The settings a run was trained with, read back from its ``config.json`` (any format).
-
-    Raises:
-        CheckpointError: a config.json that does not describe a translate training.
+    """The settings a run was trained with, from its ``config.json``; CheckpointError: not a
+    translate training's.
     """
     try:
         model, spec = config["model"], config["data"]
@@ -253,16 +203,9 @@ def stored_settings(config: dict[str, Any]) -> TranslateSettings:
 
 def resume_settings(config: dict[str, Any], data: str | None,
                     overrides: dict[str, Any]) -> TranslateSettings:
-    """The stored settings of a run with what a resume may change applied (``RESUME_APPLIES``).
-
-    Args:
-        config: the run's ``config.json``.
-        data: the data given with the resume (None: not given).
-        overrides: the settings given with the resume.
-
-    Raises:
-        UsageError: an unknown setting, or one that would change the run (seed, data, model,
-            vocabulary, optimisation); the message names it and both values.
+    """The run's stored settings with what a resume may change (``RESUME_APPLIES``) taken from
+    ``data`` and ``overrides``. UsageError: an unknown setting, or one that would change the run
+    (the message names it and both values).
     """
     stored = stored_settings(config)
     split_options(overrides, {"settings": FIELDS}, "translate setting")

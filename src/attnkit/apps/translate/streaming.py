@@ -1,29 +1,10 @@
-"""Translation token by token: each output token with its attention row, the moment greedy
+"""Translation token by token: each output word with its attention row the moment greedy
 decoding chooses it, and each sentence's whole `TranslationPrediction` the step it ends.
 
-`stream` runs `attnkit.decoding.greedy_steps` (the greedy decoder itself, one step at a time)
-over a batch of sentences and turns every step into a `StreamStep`: the words completed at that
-step (a subword run's word once its last piece is chosen; with the sentence it belongs to and
-its row over the source words) and the sentences
-that ended there, as the same predictions `AttnkitEngine.translate` returns with ``beam=1``.
-A server sends each step as it comes (``POST /v1/translate/stream``); several requests share
-one batch. Beam search cannot stream: its best hypothesis is known only at the end.
-
-`stream_texts` streams texts as ``/v1/translate`` translates them: each text is cut into
-sentences (`attnkit.apps.translate.paragraphs`) and its sentences are decoded one after
-another (the first sentence of every text as one batch, then the second...), each token saying
-which sentence of its text it belongs to; a text ends with the same joined prediction, with
-its sentences' own, that ``predict`` returns with ``beam=1``.
-
-Example:
-    ```python
-    loaded = load_run("runs/demo")
-    for step in stream(loaded.engine, ["I am cold."]):
-        for t in step.tokens:
-            print(t.token, t.weights.round(2))     # "j'", [0.9 0.05 0.05 0.]
-        for i, pred in step.finished.items():
-            print(pred.text)                        # "j'ai froid ."
-    ```
+`stream` turns each step of `attnkit.decoding.greedy_steps` over a batch into a `StreamStep`
+(``POST /v1/translate/stream`` sends them; several requests share a batch). `stream_texts`
+cuts texts into sentences and decodes them one after another, ending each text with what
+``predict`` returns with ``beam=1``. Beam search cannot stream: its best is known at the end.
 """
 
 from __future__ import annotations
@@ -46,16 +27,14 @@ from attnkit.decoding import Hypothesis, greedy_steps, padded_sources
 
 @dataclass
 class StreamedToken:
-    """One output token of one sentence, as greedy decoding chose it.
+    """One output word of one sentence, as greedy decoding chose it.
 
     Attributes:
         sentence: the index of its sentence among those given to `stream`.
         position: its index in that sentence's output words.
-        token: the target word (a subword run's pieces joined; ``<unk>`` already replaced by
-            the most attended source token when asked).
-        weights: ``[len(source words)]``, its attention over the source words (a
-            Transformer's last decoder layer, averaged over heads; gathered as
-            `TranslationPrediction.words` does); None when not asked or the model has none.
+        token: the target word (pieces joined; ``<unk>`` replaced when asked).
+        weights: ``[len(source words)]`` attention (as `TranslationPrediction.words` gathers
+            it); None when not asked or the model has none.
         part: which sentence of its text (`stream_texts`; 0 for `stream`).
     """
 
@@ -74,13 +53,7 @@ class StreamedToken:
 
 @dataclass
 class SentenceStart:
-    """The start of one sentence of a streamed text (`stream_texts`).
-
-    Attributes:
-        sentence: which sentence of its text (0 = the first).
-        source: the sentence.
-        source_tokens: the source words its tokens' attention rows are over.
-    """
+    """The start of sentence ``sentence`` of a streamed text, and the words its rows are over."""
 
     sentence: int
     source: str
@@ -95,13 +68,10 @@ class StreamStep:
     """What one decoder step produced.
 
     Attributes:
-        tokens: the words completed at this step (at most one per sentence; with subwords,
-            two when the sentence ends there).
-        finished: the sentences that ended at this step, by index, with their whole
-            prediction.
-        sources: in the first step only, the source words of every sentence (what the
-            attention rows are over), by index; `stream_texts`: a `SentenceStart` per text
-            whose next sentence starts at this step.
+        tokens: the words completed at this step (with subwords, two when a sentence ends).
+        finished: the sentences that ended at this step, by index, with their prediction.
+        sources: first step only, each sentence's source words by index; `stream_texts`: a
+            `SentenceStart` per text whose next sentence starts at this step.
     """
 
     tokens: list[StreamedToken] = field(default_factory=list)
@@ -122,23 +92,10 @@ class _Growing:
 
 def stream(engine: AttnkitEngine, sentences: Sequence[str], *, attention: bool | str = True,
            unk_replace: bool = True) -> Iterator[StreamStep]:
-    """Greedy translation of ``sentences`` (one batch), one `StreamStep` per decoder step.
-
-    The sentences are read at once, so a bad one raises here, before any decoding.
-
-    Args:
-        engine: attnkit's engine of a loaded run.
-        sentences: the source sentences.
-        attention: keep each token's row (True), also a Transformer's every layer and head in
-            the final predictions (``"all"``: the explorer page), or none (False).
-        unk_replace: replace an output ``<unk>`` by the most attended source token.
-
-    Returns:
-        A generator of `StreamStep`, until every sentence has ended; each sentence's final
-        prediction equals ``engine.translate([...], beam=1)``'s.
-
-    Raises:
-        UsageError: a sentence without any token.
+    """Greedy translation of ``sentences`` (one batch), one `StreamStep` per decoder step; each
+    final prediction equals ``engine.translate([...], beam=1)``'s. ``attention``: True keeps
+    rows, ``"all"`` also every layer and head, False none. UsageError (here, before decoding): a
+    sentence without any token.
     """
     encoded, attention = engine.read(sentences, attention)
     return _steps(engine, list(sentences), encoded, attention, unk_replace)
@@ -146,22 +103,9 @@ def stream(engine: AttnkitEngine, sentences: Sequence[str], *, attention: bool |
 
 def stream_texts(engine: AttnkitEngine, texts: Sequence[str], *, split: bool = True,
                  attention: bool | str = True, unk_replace: bool = True) -> Iterator[StreamStep]:
-    """Greedy translation of ``texts``, sentence after sentence, one `StreamStep` per decoder
-    step (module doc). Every sentence is read at once: a bad text raises here.
-
-    Args:
-        engine: attnkit's engine of a loaded run.
-        texts: the source texts (sentences, paragraphs).
-        split: cut each text into sentences; False: each text is one sentence to the model.
-        attention, unk_replace: as `stream`.
-
-    Returns:
-        A generator of `StreamStep` (tokens and sources by text index, each token's ``part``
-        its sentence in the text), until every text has ended; a text's final prediction
-        equals ``translate_texts(engine, [...], beam=1)``'s.
-
-    Raises:
-        UsageError: a text without any token (naming it).
+    """Greedy translation of ``texts``, sentence after sentence (``split=False``: a text is one
+    sentence), one `StreamStep` per step; a text's final prediction equals
+    ``translate_texts(engine, [...], beam=1)``'s. UsageError (here): a text without any token.
     """
     cuts = [text_sentences(engine, t, i) if split else None for i, t in enumerate(texts, 1)]
     pieces = [[t] if c is None else c.sentences for t, c in zip(texts, cuts, strict=True)]
