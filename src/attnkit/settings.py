@@ -53,7 +53,7 @@ class Option:
 
 # The options every app's ``train`` takes (``attnkit.cli.common``), whatever its settings.
 COMMON = ("data", "epochs", "batch_size", "lr", "seed", "max_minutes", "patience", "device",
-          "amp", "progress")
+          "amp", "compile", "progress")
 
 
 def setting(default: Any = None, help: str = "", *, shown: str | None = None,

@@ -60,8 +60,10 @@ def fused_attention(
     keep = query_mask
     if mask is not None:
         has_key = mask.any(dim=-1, keepdim=True)  # [..., Tq|1, 1]
-        # On CPU the check is free (no device sync) and saves two passes when no row is empty.
-        if mask.device.type != "cpu" or not bool(has_key.all()):
+        # On CPU the check is free (no device sync) and saves two passes when no row is empty;
+        # a compiled graph fuses the two passes instead of reading the answer back.
+        if mask.device.type != "cpu" or torch.compiler.is_compiling() or not bool(
+                has_key.all()):
             # An empty row attends to every key instead (finite); its output is zeroed below.
             mask = mask | ~has_key
             keep = has_key if keep is None else keep & has_key

@@ -24,7 +24,10 @@ def lengths_to_mask(lengths: Tensor, max_len: int, *, name: str = "lengths") -> 
         raise ValueError(f"{name} must have shape [batch], got {tuple(lengths.shape)}")
     if lengths.dtype.is_floating_point or lengths.dtype == torch.bool or lengths.is_complex():
         raise ValueError(f"{name} must be an integer tensor, got dtype {lengths.dtype}")
-    if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) > max_len):
+    # A compiled graph cannot read values back to check them (each read would cut the graph):
+    # the batches a compiled training step gets were checked when they were built.
+    if lengths.numel() and not torch.compiler.is_compiling() and (
+            int(lengths.min()) < 0 or int(lengths.max()) > max_len):
         raise ValueError(
             f"{name} must lie in 0..{max_len} (the padded time dimension), "
             f"got min {int(lengths.min())} and max {int(lengths.max())}"

@@ -28,8 +28,9 @@ def check_tokens(src: Tensor, src_lengths: Tensor) -> None:
     if src_lengths.dim() != 1 or src_lengths.shape[0] != src.shape[0]:
         raise ValueError(f"src_lengths must have shape [{src.shape[0]}], "
                          f"got {tuple(src_lengths.shape)}")
-    if src_lengths.numel() and (int(src_lengths.min()) < 1
-                                or int(src_lengths.max()) > src.shape[1]):
+    # Not while compiling: a read of values would cut the graph (`lengths_to_mask`).
+    if src_lengths.numel() and not torch.compiler.is_compiling() and (
+            int(src_lengths.min()) < 1 or int(src_lengths.max()) > src.shape[1]):
         raise ValueError(f"src_lengths must lie in 1..{src.shape[1]} (the padded source length), "
                          f"got {src_lengths.tolist()}")
 

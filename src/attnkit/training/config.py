@@ -17,6 +17,7 @@ from typing import Any
 
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.training.amp import AMP_CHOICES
+from attnkit.training.compiling import check_compile
 from attnkit.training.distributed import checked_device
 
 SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
@@ -61,7 +62,11 @@ class TrainConfig:
             (AMX-BF16, AVX512-BF16), float32 elsewhere; ``True``/``"on"``, ``False``/``"off"``
             force it (see `attnkit.training.amp`). ``RUN/config.json`` records the
             resolved choice under ``"runtime"``.
-        compile: ``torch.compile`` the model used inside ``loss_fn`` (GPU option).
+        compile: compile the step (``loss_fn``'s forward and loss, and its backward) with
+            ``torch.compile``: ``"on"``/True, ``"off"``/False, or ``"auto"``: on a CPU when the
+            app measured its model faster compiled and the run is long enough to win back the
+            compile (`attnkit.training.compiling.resolve_compile`). ``RUN/config.json``
+            records the choice under ``"runtime"``; a resume runs the way the run ran.
         progress: tqdm progress bar (rank 0, only when stderr is a terminal).
         log_every_steps: write a train line to ``metrics.jsonl`` every N steps.
         num_workers: DataLoader worker processes for collation (0 = in the main process).
@@ -91,7 +96,7 @@ class TrainConfig:
     eval_every_steps: int | None = None
     checkpoint_every_steps: int | None = None
     amp: bool | str = "auto"
-    compile: bool = False
+    compile: bool | str = "auto"
     progress: bool = True
     log_every_steps: int = 50
     num_workers: int = 0
@@ -123,6 +128,7 @@ class TrainConfig:
         if not isinstance(self.amp, (bool, str)) or self.amp not in AMP_CHOICES:
             raise ValueError(f"TrainConfig.amp must be 'auto', 'on', 'off', True or False, "
                              f"got {self.amp!r}")
+        check_compile(self.compile)
         if self.select_mode not in ("min", "max"):
             raise ValueError(f"TrainConfig.select_mode must be 'min' or 'max', "
                              f"got {self.select_mode!r}")

@@ -76,6 +76,8 @@ class TrainPosition:
             (None while it can go on: not started, stopped by a signal or the time budget).
         epochs_asked: the ``epochs`` it was given when it ended (a resume asking for more
             goes on).
+        compiled: whether its steps run compiled (`attnkit.training.compiling`): a resume
+            runs them the same way (None: not decided yet, or a checkpoint from before).
     """
 
     epoch: int = 0
@@ -92,6 +94,7 @@ class TrainPosition:
     eval_window: LossWindow = field(default_factory=LossWindow)
     stopped: str | None = None
     epochs_asked: int = 0
+    compiled: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict (the ``"position"`` of ``state.json``)."""

@@ -40,6 +40,7 @@ from attnkit.training.checkpoint import (
     save_checkpoint,
     save_weights,
 )
+from attnkit.training.compiling import CompileFailed, StepModule, resolve_compile
 from attnkit.training.config import TrainConfig
 from attnkit.training.metrics_log import METRICS_LOG
 from attnkit.training.position import LossWindow, TrainPosition
@@ -166,6 +167,8 @@ class Trainer:
             ``"train"``).
         then: what the caller runs after training (``"the test evaluation"``): the progress
             line's time left names it, with how long a validation took.
+        compile_pays: the app measured its model faster compiled: ``compile="auto"`` may then
+            compile it (`attnkit.training.compiling.resolve_compile`).
 
     Call: ``fit(resume=False) -> TrainResult``; ``resume=True`` continues ``RUN/last`` exactly.
 
@@ -181,13 +184,14 @@ class Trainer:
                  loss_fn: Callable[[nn.Module, Any], LossOutput],
                  evaluate_fn: Callable[[nn.Module], dict[str, float]] | None = None,
                  batch_plan: Callable[[int, int], list[list[int]]] | None = None,
-                 run_metadata: dict[str, Any] | None = None, then: str | None = None) -> None:
+                 run_metadata: dict[str, Any] | None = None, then: str | None = None,
+                 compile_pays: bool = False) -> None:
         cfg.validate()
         if cfg.early_stopping_patience is not None and evaluate_fn is None:
             raise ValueError("early_stopping_patience needs an evaluate_fn")
         self.model, self.cfg, self.run_dir = model, cfg, Path(run_dir)
         self.dataset, self.collate_fn, self.loss_fn = train_dataset, collate_fn, loss_fn
-        self.evaluate_fn, self.then = evaluate_fn, then
+        self.evaluate_fn, self.then, self.compile_pays = evaluate_fn, then, compile_pays
         self.batch_plan = batch_plan or default_batch_plan(len(train_dataset), cfg.batch_size)
         self.run_metadata = dict(run_metadata or {})
 
@@ -218,13 +222,15 @@ class Trainer:
         optimizer = build_optimizer(self.model, self.cfg)
         pos = self._resume(info, optimizer) if resume else self._fresh_start(info)
         amp = resolve_amp(self.cfg.amp, info.device)
-        self._write_config(info, amp)
         total_steps = self.cfg.epochs * len(self._plan(0, info.world_size))
+        if pos.compiled is None:   # a fresh run, or a checkpoint from before compiled steps
+            pos.compiled = self._resolve_compile(info, total_steps)
+        self._write_config(info, amp, pos.compiled)
         heartbeat = Heartbeat(self.cfg.progress and info.is_main and not sys.stderr.isatty(),
                               total_steps, budget_seconds=None if self.cfg.max_minutes is None
                               else 60 * self.cfg.max_minutes, then=self.then,
                               evaluations=self._evaluations(total_steps))
-        fit = _Fit(info, optimizer, self._step_module(info), amp, total_steps,
+        fit = _Fit(info, optimizer, self._step_module(info, pos.compiled), amp, total_steps,
                    _Clock(pos.elapsed, time.monotonic()), heartbeat)
         if resume and self._finished(pos):
             return self._finish(fit, pos, pos.stopped or "completed", None, finished_before=True)
@@ -322,22 +328,36 @@ class Trainer:
             raise CheckpointError(f"{e}; the run cannot be resumed with it: start it again "
                                   "with --overwrite (Trainer.fit(resume=False))") from e
 
-    def _write_config(self, info: D.DistInfo, amp: bool) -> None:
+    def _write_config(self, info: D.DistInfo, amp: bool, compiled: bool,
+                      compile_error: str | None = None) -> None:
         if info.is_main:
-            runtime = {"amp_resolved": amp, "device": str(info.device),
-                       "world_size": info.world_size, "machine": machine_info()}
+            runtime = {"amp_resolved": amp, "compile_resolved": compiled,
+                       "device": str(info.device), "world_size": info.world_size,
+                       "machine": machine_info()}
+            if compile_error is not None:
+                runtime["compile_error"] = compile_error
             atomic_write_text(self.run_dir / "config.json", json.dumps(
                 {**self.run_metadata, "train": self.cfg.to_dict(), "runtime": runtime},
                 indent=2))
 
-    def _step_module(self, info: D.DistInfo) -> nn.Module:
-        inner = torch.compile(self.model) if self.cfg.compile else self.model
-        step_module: nn.Module = _LossModule(inner, self.loss_fn)
+    def _resolve_compile(self, info: D.DistInfo, total_steps: int) -> bool:
+        """`resolve_compile` of this run; one process only (a step that fails to compile is
+        redone eagerly, which ranks cannot agree on)."""
+        compiled = resolve_compile(self.cfg.compile, info.device, pays=self.compile_pays,
+                                   steps=total_steps, max_minutes=self.cfg.max_minutes)
+        if compiled and info.distributed:
+            self._say(info, "note: compiled training runs in one process; under torchrun "
+                      "the step runs eagerly")
+            return False
+        return compiled
+
+    def _step_module(self, info: D.DistInfo, compiled: bool) -> StepModule:
+        step_module: nn.Module = _LossModule(self.model, self.loss_fn)
         if info.distributed:
             step_module = nn.parallel.DistributedDataParallel(
                 step_module, device_ids=[info.device.index] if info.device.type == "cuda"
                 else None, find_unused_parameters=self.cfg.find_unused_parameters)
-        return step_module
+        return StepModule(step_module, compiled)
 
     def _plan(self, epoch: int, world: int) -> list[list[int]]:
         plan = self.batch_plan(epoch, self.cfg.seed)
@@ -362,15 +382,42 @@ class Trainer:
     # ---------------------------------------------------------------- one step
     def _step(self, fit: _Fit, pos: TrainPosition, batch: Any,
               stop: StopRequest) -> tuple[StepTotals, float]:
-        """Forward, agree over ranks, backward and update; returns the totals and the lr."""
+        """Forward, agree over ranks, backward and update; returns the totals and the lr.
+
+        A compiled step that raises is redone eagerly from the same RNG state: when that
+        works the compile failed, and the run goes on eagerly (one warning); an error of the
+        step itself raises again from the eager step.
+        """
         cfg, info = self.cfg, fit.info
         batch = move_to_device(batch, info.device)
         lr = apply_lr(fit.optimizer, cfg.lr, lr_factor(
             cfg.schedule, pos.global_step, cfg.warmup_steps, fit.total_steps))
+        if not fit.step.compiled:
+            return self._update(fit, pos, batch, stop), lr
+        rng = get_rng_state()
+        try:
+            return self._update(fit, pos, batch, stop), lr
+        except CompileFailed as failed:
+            set_rng_state(rng)
+            fit.optimizer.zero_grad(set_to_none=True)
+            fit.step.fall_back()
+            totals = self._update(fit, pos, batch, stop)
+            pos.compiled = False
+            if info.is_main:
+                say(f"attnkit: warning: the training step could not be compiled ({failed}); "
+                    "it runs eagerly, as with compile off")
+            self._write_config(info, fit.amp, False, compile_error=str(failed))
+            return totals, lr
+
+    def _update(self, fit: _Fit, pos: TrainPosition, batch: Any,
+                stop: StopRequest) -> StepTotals:
+        """One step on ``batch`` (on the device): forward, totals over the ranks, backward,
+        clip and the optimizer's update."""
+        cfg, info = self.cfg, fit.info
         error: BaseException | None = None
         try:
             with autocast(fit.amp, info.device):
-                loss, count = fit.step_module(batch)
+                loss, count = fit.step(batch)
             local = [float(loss.detach()) * float(count), float(count)]
         except Exception as e:  # re-raised below, once every rank knows
             error, local = e, [0.0, 0.0]
@@ -388,13 +435,13 @@ class Trainer:
         if not math.isfinite(mean_loss):
             self._nonfinite(info, mean_loss, pos)
         fit.optimizer.zero_grad(set_to_none=True)
-        (loss * (float(count) * info.world_size / totals.count)).backward()
+        fit.step.backward(loss * (float(count) * info.world_size / totals.count))
         if cfg.grad_clip is not None:
             norm = nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
             if not math.isfinite(float(norm)):
                 self._nonfinite(info, float(norm), pos, what="gradient norm")
         fit.optimizer.step()
-        return totals, lr
+        return totals
 
     def _count_step(self, fit: _Fit, pos: TrainPosition, totals: StepTotals, lr: float,
                     samples: int, bar: Any) -> None:
@@ -635,7 +682,7 @@ class _Fit:
 
     info: D.DistInfo
     optimizer: torch.optim.Optimizer
-    step_module: nn.Module
+    step: StepModule
     amp: bool
     total_steps: int
     clock: _Clock

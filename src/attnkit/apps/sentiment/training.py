@@ -52,8 +52,10 @@ def accuracy(model, data: EncodedReviews, batch_size: int = 256) -> dict[str, fl
     return {"loss": loss / n, "accuracy": int(((logits > 0).float() == labels).sum()) / n}
 
 
-def fit(prep: SentimentPrepared, out: Path, *, resume: bool, log: Log) -> TrainResult:
-    """Build the model (seeded by the caller) and train it, or continue ``last/``."""
+def make_trainer(prep: SentimentPrepared, out: Path, *, log: Log,
+                 evaluate: bool = True) -> Trainer:
+    """The run's model (seeded by the caller) and its `attnkit.training.Trainer` (without a
+    validation when not ``evaluate``: `benchmarks/train_speed.py` times its steps)."""
     settings, pipeline, reviews = prep.config.settings, prep.pipeline, prep.reviews
     train_set, valid_set = pipeline.dataset(reviews.train), pipeline.dataset(reviews.valid)
     test_set = pipeline.dataset(reviews.test) if reviews.test else None
@@ -69,10 +71,20 @@ def fit(prep: SentimentPrepared, out: Path, *, resume: bool, log: Log) -> TrainR
                 "model": prep.model.to_dict(), "parameters": count_parameters(model),
                 "train_size": len(train_set), "valid_size": len(valid_set),
                 "test_size": 0 if test_set is None else len(test_set)}
-    trainer = Trainer(model, prep.train, out, train_dataset=train_set, collate_fn=collate,
-                      loss_fn=bce_loss, evaluate_fn=evaluate_fn, run_metadata=metadata,
-                      then=None if test_set is None else FINAL_EVALUATION)
-    return trainer.fit(resume=resume)
+    # Without a validation there is nothing to stop early on.
+    cfg = prep.train if evaluate else dataclasses.replace(prep.train,
+                                                           early_stopping_patience=None)
+    return Trainer(model, cfg, out, train_dataset=train_set, collate_fn=collate,
+                   loss_fn=bce_loss, evaluate_fn=evaluate_fn if evaluate else None,
+                   run_metadata=metadata, then=None if test_set is None else FINAL_EVALUATION,
+                   # Its fused attention-pooling kernel cuts a compiled graph: compile=auto
+                   # leaves it eager (docs/results.md, "Compiled training").
+                   compile_pays=False)
+
+
+def fit(prep: SentimentPrepared, out: Path, *, resume: bool, log: Log) -> TrainResult:
+    """Build the model (seeded by the caller) and train it, or continue ``last/``."""
+    return make_trainer(prep, out, log=log).fit(resume=resume)
 
 
 def epoch_curve(run) -> list[dict]:

@@ -110,6 +110,7 @@ class TranslateSettings:
                             "(0 = never stop early)", low=0)
     device: str = "auto"
     amp: bool | str | None = setting(None, choices=("auto", True, False))
+    compile: bool | str = setting("auto", choices=("auto", "on", "off", True, False))
     progress: bool = setting(True, choices=(True, False))
     examples: int = setting(10, "test examples shown (train: printed and in report.html; eval: "
                             "on the --report page)", low=0, commands=("train", "eval"))
@@ -141,7 +142,8 @@ class TranslateSettings:
             device=self.device, max_minutes=self.max_minutes, grad_clip=1.0,
             **trainer_options({"patience": self.patience}), select_metric="bleu",
             select_mode="max", progress=self.progress, schedule=self.value("schedule"),
-            warmup_steps=self.value("warmup"), eval_every_steps=self.eval_every, **extra)
+            warmup_steps=self.value("warmup"), eval_every_steps=self.eval_every,
+            compile=self.compile, **extra)
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(TranslateSettings)}
@@ -193,7 +195,8 @@ def stored_settings(config: dict[str, Any]) -> TranslateSettings:
                     epochs=train.epochs, batch_size=train.batch_size, lr=train.lr,
                     schedule=train.schedule, warmup=train.warmup_steps,
                     eval_every=train.eval_every_steps, max_minutes=train.max_minutes,
-                    device=train.device, amp=train.amp, progress=train.progress,
+                    device=train.device, amp=train.amp, compile=train.compile,
+                    progress=train.progress,
                     patience=train.early_stopping_patience or 0)
         return TranslateSettings(**flat)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

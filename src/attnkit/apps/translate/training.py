@@ -10,11 +10,13 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from attnkit.apps.results import FINAL_EVALUATION, Log
@@ -26,17 +28,22 @@ from attnkit.data.batching import bucket_batch_plan
 from attnkit.data.pairs import group_references
 from attnkit.data.translation import TranslationDataset, collate_translation
 from attnkit.data.translation_splits import Pair
-from attnkit.models import build_model, masked_cross_entropy
+from attnkit.models import build_model
 from attnkit.training import LossOutput, Trainer, TrainResult
 
 
 def loss_fn(label_smoothing: float, pad_id: int) -> Callable:
-    """Token cross-entropy of teacher-forced decoding (padding left out)."""
+    """Token cross-entropy of teacher-forced decoding, padding left out (the numbers of
+    `attnkit.models.masked_cross_entropy`, without reading the token count back or selecting
+    rows by a mask: a compiled step stays one graph)."""
     def compute(model: nn.Module, batch: dict[str, torch.Tensor]) -> LossOutput:
         logits = model(batch["src"], batch["src_lengths"], batch["tgt_in"])
-        loss, count = masked_cross_entropy(logits, batch["tgt_out"], pad_id=pad_id,
-                                           label_smoothing=label_smoothing)
-        return LossOutput(loss, count)
+        targets = batch["tgt_out"]
+        total = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(),
+                                ignore_index=pad_id, reduction="sum",
+                                label_smoothing=label_smoothing)
+        count = (targets != pad_id).sum()
+        return LossOutput(total / count.clamp_min(1), count)
     return compute
 
 
@@ -50,8 +57,10 @@ def valid_fn(pipeline: TranslatePipeline, pairs: Sequence[Pair]) -> Callable:
     return evaluate_fn
 
 
-def fit(prep: TranslatePrepared, out: Path, *, resume: bool, log: Log) -> TrainResult:
-    """Build the model (seeded by the caller) and train it, or continue ``last/``."""
+def make_trainer(prep: TranslatePrepared, out: Path, *, log: Log,
+                 evaluate: bool = True) -> Trainer:
+    """The run's model (seeded by the caller) and its `attnkit.training.Trainer` (without a
+    validation when not ``evaluate``: `benchmarks/train_speed.py` times its steps)."""
     s, pipeline, config = prep.config.settings, prep.pipeline, prep.model_config
     net = build_model(config)
     log(f"model: {config.arch} {sum(p.numel() for p in net.parameters()) / 1e6:.2f}M "
@@ -60,16 +69,26 @@ def fit(prep: TranslatePrepared, out: Path, *, resume: bool, log: Log) -> TrainR
     dataset = TranslationDataset.from_token_pairs(prep.train_tokens, pipeline.src_vocab,
                                                   pipeline.tgt_vocab)
     valid = prep.splits["valid"][:s.valid_sample]
-    trainer = Trainer(
-        net, prep.train, out, train_dataset=dataset,
+    # Without a validation there is nothing to stop early on.
+    cfg = prep.train if evaluate else dataclasses.replace(prep.train,
+                                                           early_stopping_patience=None)
+    return Trainer(
+        net, cfg, out, train_dataset=dataset,
         collate_fn=functools.partial(collate_translation, pad_id=config.pad_id,
                                      bos_id=config.bos_id, eos_id=config.eos_id),
         loss_fn=loss_fn(s.label_smoothing, config.pad_id),
-        evaluate_fn=valid_fn(pipeline, valid),
+        evaluate_fn=valid_fn(pipeline, valid) if evaluate else None,
         batch_plan=bucket_batch_plan(dataset.lengths(), prep.train.batch_size,
                                      max_tokens=s.batch_tokens),
-        run_metadata=prep.metadata, then=FINAL_EVALUATION)
-    result = trainer.fit(resume=resume)
+        run_metadata=prep.metadata, then=FINAL_EVALUATION,
+        # The Transformer's step compiles to one graph (the RNN's, a loop over time, does not
+        # pay): benchmarks/train_speed.py, docs/results.md ("Compiled training").
+        compile_pays=config.arch == "transformer")
+
+
+def fit(prep: TranslatePrepared, out: Path, *, resume: bool, log: Log) -> TrainResult:
+    """Build the model (seeded by the caller) and train it, or continue ``last/``."""
+    result = make_trainer(prep, out, log=log).fit(resume=resume)
     if not result.finished_before:
         best = "none yet" if result.best_metric is None else f"{result.best_metric:.2f}"
         log(f"training stopped ({result.stop_reason}) after {result.global_step} steps, "
