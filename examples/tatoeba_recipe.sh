@@ -10,7 +10,9 @@
 # translations together) and the one-reference-per-line score.
 #
 # bf16 autocast is left to the default `--amp auto`: on with CUDA or a CPU with native bf16
-# (AMX / AVX512-BF16), float32 otherwise (`--amp on` forces it). The figures of a full run
+# (AMX / AVX512-BF16), float32 otherwise (`--amp on` forces it). The default `--compile auto`
+# compiles the training step (a Transformer, a run this long: docs/training.md, "Compiled
+# training"); `--compile off` trains it eagerly, as runs before it did. The figures of a full run
 # (steps, sentences/s, BLEU) are in docs/results.md ("Translation: English->French on
 # Tatoeba") with the date and machine they were recorded on. The budget is wall-clock time:
 # on a slower or busier CPU it stops training earlier in the cosine decay.

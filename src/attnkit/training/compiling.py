@@ -7,8 +7,8 @@ size of a batch is dynamic from the first step, and sizes that happen to be equa
 for one (no duck sizing): which compiled graph runs a batch depends on its shape alone (sizes 0
 and 1 get graphs of their own), never on the batches before it, so a resumed process runs the
 kernels the first one ran. Inductor keeps its files in the user's private cache
-(`attnkit.compiler.prepare_cache`), so the same model compiles again in seconds. Measured
-speeds and compile times: docs/results.md ("Compiled training").
+(`attnkit.compiler.prepare_cache`), so the same model compiles again in seconds. Speeds and
+compile times: benchmarks/train_speed.py (docs/results.md, "Compiled training").
 """
 
 from __future__ import annotations
