@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from attnkit.errors import first_line
 from attnkit.fileio import atomic_write_text
 
 Log = Callable[[str], None]
@@ -155,7 +156,7 @@ class Packages:
         # operation it cannot lower, a full disk); each one leaves the model eager.
         except Exception as exc:
             log(f"attnkit: warning: decoding could not be compiled ({type(exc).__name__}: "
-                f"{_first_line(exc)}); it stays eager")
+                f"{first_line(exc)}); it stays eager")
             return None
         finally:
             if staging is not None:
@@ -177,8 +178,3 @@ def _locked(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:200] if text else "no message"

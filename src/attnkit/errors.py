@@ -47,3 +47,10 @@ class Interrupted(BaseException):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
         self.hint = hint
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (at most 200 characters): what a one-line error or
+    warning quotes of an exception from code it does not own."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else "(no message)"

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING
 
-from attnkit.errors import UsageError
+from attnkit.errors import UsageError, first_line
 
 if TYPE_CHECKING:
     from attnkit.apps.base import App
@@ -145,7 +145,7 @@ def _load(name: str, target: str, origin: str, *, timeout: float | None = None) 
         # sys.exit): it becomes this app's error, never the whole command line's. Ctrl-C
         # (KeyboardInterrupt) is not caught.
         raise UsageError(f"{where} cannot be loaded: {type(exc).__name__}: "
-                         f"{_first_line(exc)}") from None
+                         f"{first_line(exc)}") from None
     if not isinstance(app, App) or app.name != name:
         raise UsageError(f"{where} is not an attnkit App named {name!r}")
     return app
@@ -173,11 +173,6 @@ def _import(module: str, timeout: float | None):
     if "error" in done:
         raise done["error"]   # type: ignore[misc]
     return done["module"]
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else "(no message)"
 
 
 APPS = AppRegistry()

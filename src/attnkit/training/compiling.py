@@ -19,7 +19,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from attnkit.compiler import _first_line, prepare_cache
+from attnkit.compiler import prepare_cache
+from attnkit.errors import first_line
 
 COMPILE_CHOICES = ("auto", "on", "off", True, False)
 # ``"auto"`` compiles a model its app measured faster compiled only when the run is long
@@ -58,7 +59,7 @@ class CompileFailed(Exception):
     which the same step run eagerly tells apart."""
 
     def __init__(self, cause: BaseException):
-        super().__init__(f"{type(cause).__name__}: {_first_line(cause)}")
+        super().__init__(f"{type(cause).__name__}: {first_line(cause)}")
         self.cause = cause
 
 
