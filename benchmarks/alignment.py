@@ -11,7 +11,8 @@ Run: ``.venv/bin/python benchmarks/alignment.py RUN [--gold-dir DIR] [--threads 
 * ``eflomal forward / reverse / intersection / grow-diag-final-and``: eflomal fitted on the
   run's training pairs (written as the gold standard writes text,
   `attnkit.alignment.text.aligner_tokens`) together with the pairs to align, as classical
-  aligners are used; its links lifted back to the whitespace tokens;
+  aligners are used; its links lifted back to the whitespace tokens; once for each number of
+  Gibbs samplers in ``--samplers`` (default 3 and 12);
 * ``attention L<k> heads avg`` (each decoder layer), ``layers avg``, each read at the step that
   predicts a word and at the one that reads it (``shift``), ``attention rollout``, then
   ``grad-input`` and ``integrated-gradients`` (with Captum): argmax per target word;
@@ -68,14 +69,14 @@ def diagonal(sources, targets) -> list[set]:
     return out
 
 
-def eflomal_rows(sources, targets, background) -> list[tuple[str, list[set]]]:
+def eflomal_rows(sources, targets, background, samplers: int) -> list[tuple[str, list[set]]]:
     """eflomal's two directions and their symmetrisations, on whitespace tokens."""
     from attnkit.alignment.eflomal import eflomal_word_links
 
     methods = ("forward", "reverse", "intersection", "grow-diag-final-and")
     found = eflomal_word_links(list(zip(sources, targets, strict=True)), background=background,
-                               methods=methods)
-    return [(f"eflomal {m}", found[m]) for m in methods]
+                               methods=methods, samplers=samplers)
+    return [(f"eflomal {m} ({samplers} samplers)", found[m]) for m in methods]
 
 
 def method_links(pairs, matrices, symmetrize: str) -> list[set]:
@@ -95,6 +96,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data", help="raw pairs for eflomal (default: the run's training data)")
     p.add_argument("--adapt-minutes", type=float, default=10.0)
     p.add_argument("--no-eflomal", action="store_true", help="skip the eflomal rows")
+    p.add_argument("--samplers", default="3,12",
+                   help="eflomal rows with each of these numbers of Gibbs samplers")
     p.add_argument("--no-gradients", action="store_true", help="skip the attribution rows")
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
@@ -122,9 +125,10 @@ def main(argv: list[str] | None = None) -> None:
     row("diagonal", diagonal(sources, targets))
     background = background_pairs(loaded, args.data)
     if not args.no_eflomal:
-        start = time.monotonic()
-        for name, links in eflomal_rows(sources, targets, background):
-            row(name, links, time.monotonic() - start)
+        for samplers in (int(n) for n in args.samplers.split(",")):
+            start = time.monotonic()
+            for name, links in eflomal_rows(sources, targets, background, samplers):
+                row(name, links, time.monotonic() - start)
     pairs = [pair_pieces(loaded.pipeline, s, t) for s, t in zip(sources, targets, strict=True)]
     forced = forced_decode(loaded.model, [q.src_ids for q in pairs], [q.tgt_ids for q in pairs],
                            keep_states=True)

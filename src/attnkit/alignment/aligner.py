@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,6 +118,32 @@ def align(model: nn.Module, pipeline: TranslatePipeline, sources: Sequence[Seque
             + (f" >= {settings['threshold']:g}" if settings["extraction"] == "threshold" else "")
             + (f", {settings['symmetrize']}" if settings["symmetrize"] != "none" else ""))
     return AlignResult(links, words, name, notes, pairs)
+
+
+def eflomal_align(sources: Sequence[Sequence[str]], targets: Sequence[Sequence[str]],
+                  background: Sequence[tuple[str, str]], symmetrize: str) -> AlignResult:
+    """Align the whitespace tokens of sentence pairs (`check_pairs`) with eflomal alone, fitted
+    on them and the raw ``background`` pairs, its two directions combined by ``symmetrize``
+    (``"none"``: the forward one). The word matrices hold the links as 0/1; no model is read.
+    """
+    from attnkit.alignment.eflomal import ALIGN_SAMPLERS, eflomal_word_links
+
+    if symmetrize not in SYMMETRIZATIONS:
+        raise UsageError(f"--symmetrize must be one of {', '.join(SYMMETRIZATIONS)}")
+    how = "forward" if symmetrize == "none" else symmetrize
+    start = time.monotonic()
+    links = eflomal_word_links(list(zip(sources, targets, strict=True)), background=background,
+                               methods=(how,), samplers=ALIGN_SAMPLERS)[how]
+    words = []
+    for s, t, found in zip(sources, targets, links, strict=True):
+        w = np.zeros((len(t), len(s)), dtype=np.float32)
+        for i, j in found:
+            w[j, i] = 1.0
+        words.append(w)
+    note = (f"eflomal ({ALIGN_SAMPLERS} samplers) on the {len(sources)} pairs and "
+            f"{len(background):,} training pairs, {time.monotonic() - start:.0f} s")
+    name = "eflomal" + (f", {symmetrize}" if symmetrize != "none" else ", forward")
+    return AlignResult(links, words, name, [note])
 
 
 def word_matrices(pair: PairPieces, fwd: np.ndarray, rev: np.ndarray | None

@@ -54,6 +54,10 @@ def eflomal_links(source: Sequence[Sequence[str]], target: Sequence[Sequence[str
 # The links eflomal's two directions are combined into for labels (measured on the WPT03
 # trial set: docs/results.md, "Word alignment").
 LABEL_SYMMETRIZATION = "grow-diag-final-and"
+# Gibbs samplers averaged when aligning given pairs (`translate align`): more samplers gave
+# fewer errors on the WPT03 trial set, at about 3x the time of eflomal's default 3
+# (docs/results.md, "Word alignment"). Labelling a whole corpus keeps 3 for its budget.
+ALIGN_SAMPLERS = 12
 
 
 def _words(text: str, lang: str) -> list[str]:
@@ -72,15 +76,16 @@ def _split(tokens: Sequence[str], lang: str) -> tuple[list[str], list[int]]:
 
 def eflomal_labels(pairs: Sequence[tuple[Sequence[str], Sequence[str]]], *,
                    background: Sequence[tuple[str, str]] = (),
-                   method: str = LABEL_SYMMETRIZATION) -> list[Links]:
+                   method: str = LABEL_SYMMETRIZATION, samplers: int = 3) -> list[Links]:
     """eflomal's symmetrised links ``(source token, target token)`` of whitespace-token
     ``pairs``, fitted together with the raw ``background`` pairs."""
-    return eflomal_word_links(pairs, background=background, methods=(method,))[method]
+    return eflomal_word_links(pairs, background=background, methods=(method,),
+                              samplers=samplers)[method]
 
 
 def eflomal_word_links(pairs: Sequence[tuple[Sequence[str], Sequence[str]]], *,
                        background: Sequence[tuple[str, str]] = (),
-                       methods: Sequence[str] = (LABEL_SYMMETRIZATION,)
+                       methods: Sequence[str] = (LABEL_SYMMETRIZATION,), samplers: int = 3
                        ) -> dict[str, list[Links]]:
     """`eflomal_labels` for several ways of combining the two directions from one eflomal
     fit: ``"forward"``, ``"reverse"`` or a symmetrisation (`attnkit.alignment.links`)."""
@@ -88,7 +93,8 @@ def eflomal_word_links(pairs: Sequence[tuple[Sequence[str], Sequence[str]]], *,
     extra = [(e, f) for e, f in ((_words(en, SRC_LANG), _words(fr, TGT_LANG))
                                  for en, fr in background) if e and f]
     forward, reverse = eflomal_links([s[0] for s, _ in split] + [e for e, _ in extra],
-                                     [t[0] for _, t in split] + [f for _, f in extra])
+                                     [t[0] for _, t in split] + [f for _, f in extra],
+                                     samplers=samplers)
     out: dict[str, list[Links]] = {}
     for method in methods:
         found = [forward[k] if method == "forward" else reverse[k] if method == "reverse"

@@ -17,7 +17,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnkit.alignment.eflomal import LABEL_SYMMETRIZATION, eflomal_labels, piece_labels, raw_labels
+from attnkit.alignment.eflomal import (
+    ALIGN_SAMPLERS,
+    LABEL_SYMMETRIZATION,
+    eflomal_labels,
+    piece_labels,
+    raw_labels,
+)
 from attnkit.alignment.methods import head_inputs
 from attnkit.alignment.pieces import PairPieces, TranslatePipeline, raw_pieces
 from attnkit.decoding.forced import Forced, forced_decode
@@ -187,7 +193,7 @@ def adapt_head(head: AlignmentHead, token_pairs: Sequence[tuple[Sequence[str], S
     log(f"attnkit: adapting the aligner to the {len(pairs)} pairs (no gold links; budget "
         f"{minutes:g} min): eflomal on them and {len(background):,} training pairs, then the "
         "alignment head fine-tuned on eflomal's links")
-    links = eflomal_labels(token_pairs, background=background)
+    links = eflomal_labels(token_pairs, background=background, samplers=ALIGN_SAMPLERS)
     labelled = time.monotonic() - start
     examples = [HeadExample(*head_inputs(head.config.layer, f, len(p.tgt_ids), len(p.src_ids)),
                             piece_labels(p, link))

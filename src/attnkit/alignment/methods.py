@@ -18,7 +18,7 @@ from attnkit.errors import UsageError
 from attnkit.explain.translation import attribution_rows
 from attnkit.models.alignment_head import AlignmentHead, cell_features, directions
 
-KINDS = ("attention", "rollout", "head", "grad-input", "integrated-gradients")
+KINDS = ("eflomal", "attention", "rollout", "head", "grad-input", "integrated-gradients")
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Method:
 
     Args:
         kind: one of `KINDS` (``rollout``: every layer's cross-attention times the encoder's
-            rolled-out self-attention).
+            rolled-out self-attention; ``eflomal``: the classical aligner, no model at all).
         layer, head: 0-based, or ``"avg"`` over all.
         shift: read the attention at the step that reads the target piece (shift-attention,
             Chen et al. 2020) rather than the one that predicts it.

@@ -101,7 +101,7 @@ def test_a_run_without_attention_is_refused(number_pairs, tmp_path, files, capsy
     app.train(str(number_pairs(tmp_path / "p.tsv", n=40)), run, log=lambda _: None,
               attention="none", hidden=8, emb_dim=8, epochs=1, max_minutes=None,
               progress=False, examples=0)
-    assert _align(run, files) == 2
+    assert _align(run, files, "--method", "attention") == 2
     assert "no attention (attention='none')" in capsys.readouterr().err
 
 
@@ -114,12 +114,13 @@ def test_unknown_words_warn_and_suggestions_fit_the_run(number_pairs, tf_run, tm
     (tmp_path / "u.fr").write_text("un deux zèbre .\ntrois pomme .\n", encoding="utf-8")
     # As written (the number words are lower-case: the default would capitalise "One").
     assert main(["translate", "align", "--run", str(run), "--source", str(tmp_path / "u.en"),
-                 "--target", str(tmp_path / "u.fr"), "--no-normalize"]) == 0
+                 "--target", str(tmp_path / "u.fr"), "--no-normalize", "--method",
+                 "attention"]) == 0
     # 2 of the 7 words on each side are not in the run's vocabularies: 29% > 10%.
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert len(warnings) == 1 and warnings[0].startswith(
         "attnkit: warning: 29% of the source words and 29% of the target words are unknown")
-    assert _align(run, files, "--no-normalize") == 0
+    assert _align(run, files, "--no-normalize", "--method", "attention") == 0
     assert "warning" not in capsys.readouterr().err            # every word known
     # --method head without an aligner: an RNN run is not sent to align-train (it refuses it).
     assert _align(run, files, "--method", "head") == 2
@@ -129,7 +130,26 @@ def test_unknown_words_warn_and_suggestions_fit_the_run(number_pairs, tf_run, tm
     assert "attnkit translate align-train" in capsys.readouterr().err
 
 
-def test_trained_aligner_is_the_default_and_adapts(tf_run, tmp_path, files, capsys):
+def test_eflomal_is_the_default(tf_run, files, capsys):
+    """eflomal, fitted on the pairs and the run's training pairs, its directions intersected:
+    the best on the WPT03 trial set; the other methods' settings are refused with it."""
+    pytest.importorskip("eflomal")
+    assert _align(tf_run, files, "--gold", str(files / "a.wa"), "--out", str(files / "e.wa")) == 0
+    captured = capsys.readouterr()
+    assert "eflomal, intersection" in captured.out
+    assert "attnkit: note: eflomal (12 samplers) on the 4 pairs and" in captured.err
+    for line, en, fr in zip((files / "e.wa").read_text().splitlines(), EN, FR, strict=True):
+        links = {tuple(map(int, x.split("-"))) for x in line.split()}
+        assert links and all(i < len(en.split()) and j < len(fr.split()) for i, j in links)
+    assert _align(tf_run, files, "--method", "eflomal", "--symmetrize", "none", "--gold",
+                  str(files / "a.wa")) == 0
+    assert "eflomal, forward" in capsys.readouterr().err
+    for flags, message in ((("--extraction", "argmax"), "eflomal gives links, not weights"),
+                           (("--method", "eflomal", "--shift"), "--shift reads attention")):
+        _one_line(capsys, _align(tf_run, files, *flags), message)
+
+
+def test_trained_aligner_adapts(tf_run, tmp_path, files, capsys):
     pytest.importorskip("eflomal")
     import shutil
 
@@ -139,11 +159,13 @@ def test_trained_aligner_is_the_default_and_adapts(tf_run, tmp_path, files, caps
                  "--max-minutes", "0.5"]) == 0
     assert (run / "alignment" / "head.safetensors").is_file()
     capsys.readouterr()
-    assert _align(run, files, "--gold", str(files / "a.wa"), "--out", str(files / "h.wa")) == 0
+    assert _align(run, files, "--method", "head", "--gold", str(files / "a.wa"), "--out",
+                  str(files / "h.wa")) == 0
     captured = capsys.readouterr()
     assert "adapting the aligner to the 4 pairs" in captured.err
     assert "head, argmax, intersection" in captured.out
-    assert _align(run, files, "--no-adapt", "--gold", str(files / "a.wa")) == 0
+    assert _align(run, files, "--method", "head", "--no-adapt", "--gold",
+                  str(files / "a.wa")) == 0
     assert "adapting" not in capsys.readouterr().err
     # The adaptation reads the pairs the aligner learnt from in the run, not the data path
     # config.json names: the run moved away from its data still adapts.
@@ -152,7 +174,7 @@ def test_trained_aligner_is_the_default_and_adapts(tf_run, tmp_path, files, caps
     config["data"] = {"kind": "file", "path": str(tmp_path / "moved.tsv"), "split_seed": 0,
                       "split_rule": config["data"].get("split_rule")}
     (run / "config.json").write_text(json.dumps(config))
-    assert _align(run, files, "--gold", str(files / "a.wa")) == 0
+    assert _align(run, files, "--method", "head", "--gold", str(files / "a.wa")) == 0
     err = capsys.readouterr().err
     assert "adapting the aligner to the 4 pairs" in err and "moved.tsv" not in err
 
@@ -245,7 +267,8 @@ def test_endless_or_huge_inputs_are_one_line(tf_run, files, capsys, monkeypatch)
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 def test_a_threshold_that_is_no_number_is_refused(tf_run, files, capsys, value):
-    _one_line(capsys, _align(tf_run, files, "--extraction", "threshold", f"--threshold={value}"),
+    _one_line(capsys, _align(tf_run, files, "--method", "attention", "--extraction",
+                             "threshold", f"--threshold={value}"),
               "--threshold must be a finite number")
 
 

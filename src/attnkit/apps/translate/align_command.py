@@ -13,7 +13,7 @@ from attnkit.errors import UsageError
 from attnkit.fileio import read_lines
 from attnkit.settings import Option
 
-_KINDS = ("attention", "head", "grad-input", "integrated-gradients")
+_KINDS = ("eflomal", "attention", "head", "grad-input", "integrated-gradients")
 
 
 def _position(value: str | None, flag: str) -> int | str | None:
@@ -77,9 +77,10 @@ def _align_pairs(values: dict[str, Any]) -> int:
         normalize=normalize)
     for note in result.notes:
         print(f"attnkit: note: {note}", file=sys.stderr)
-    # After aligning, so that a refused setting stays one error line.
+    # After aligning, so that a refused setting stays one error line. eflomal does not read
+    # the model, so the model's vocabulary does not bound it.
     src, tgt = unknown_words(loaded.pipeline, sources, targets, normalize=normalize)
-    if max(src, tgt) > UNKNOWN_WARNING:
+    if max(src, tgt) > UNKNOWN_WARNING and not result.method.startswith("eflomal"):
         print(f"attnkit: warning: {src:.0%} of the source words and {tgt:.0%} of the target "
               f"words are unknown to the run (more than {UNKNOWN_WARNING:.0%}): it cannot read "
               "these pairs and its links are little better than guesses; align with a run "
@@ -115,7 +116,8 @@ def _align_train(values: dict[str, Any]) -> int:
 
 
 ALIGN = Command(
-    "align", "word alignments (Pharaoh i-j lines) of given sentence pairs, by forced decoding",
+    "align", "word alignments (Pharaoh i-j lines) of given sentence pairs: eflomal's, or the "
+    "run's by forced decoding",
     (Option("--run", str, "the translate run folder", metavar="RUN", required=True),
      Option("--source", str, "source (English) sentences, one per line, whitespace tokens",
             metavar="FILE", required=True),
@@ -126,8 +128,9 @@ ALIGN = Command(
      Option("--gold", str, "gold links (k e f S|P, 1-based): print precision, recall, AER",
             metavar="FILE"),
      Option("--json", None, "print the scores of --gold as one JSON line"),
-     Option("--method", str, "what links come from (default: the run's trained aligner, "
-            "else attention)", choices=_KINDS),
+     Option("--method", str, "what links come from (default: eflomal, the classical aligner, "
+            "fitted on the pairs and the run's training pairs; without eflomal installed, "
+            "the run's trained aligner, else attention)", choices=_KINDS),
      Option("--layer", str, "attention layer, 1 = first (default avg)", metavar="N|avg"),
      Option("--head", str, "attention head, 1 = first (default avg)", metavar="N|avg"),
      Option("--shift", None, "read attention at the step that reads a target word (it has seen "
@@ -142,8 +145,8 @@ ALIGN = Command(
      Option("--no-adapt", None, "align with the aligner as trained", dest="adapt",
             const=False),
      Option("--adapt-minutes", float, "the adaptation's budget (default 10)", metavar="M"),
-     Option("--adapt-data", str, "raw pairs eflomal adapts with (default: the run's data)",
-            metavar="DATA"),
+     Option("--adapt-data", str, "raw pairs eflomal learns from besides the pairs (default: "
+            "the run's data)", metavar="DATA"),
      Option("--no-normalize", None, "feed the tokens as they are, not as the model's training "
             "text", dest="normalize", const=False)),
     _align,

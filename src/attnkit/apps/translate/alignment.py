@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import functools
 import gzip
+import importlib.util
 import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from attnkit.alignment.aligner import ATTENTION_DEFAULT, AlignResult, align, check_pairs
+from attnkit.alignment.aligner import (
+    ATTENTION_DEFAULT,
+    AlignResult,
+    align,
+    check_pairs,
+    eflomal_align,
+)
 from attnkit.alignment.head_training import adapt_head, read_head, train_head, write_head
 from attnkit.alignment.methods import Method
 from attnkit.apps.results import Log, stderr_log
@@ -61,9 +68,9 @@ def background_pairs(loaded: TranslateLoaded, data: str | None) -> list[tuple[st
         return load_splits(spec, progress=False)["train"]
     except DataError as exc:
         where = "--adapt-data" if data is not None else "the run's training data"
-        raise UsageError(f"the adaptation reads {where} and cannot ({exc}); give "
-                         "--adapt-data DATA (a pairs file or a train/valid/test folder) or "
-                         "--no-adapt") from None
+        raise UsageError(f"eflomal reads {where} and cannot ({exc}); give --adapt-data DATA "
+                         "(a pairs file or a train/valid/test folder), or align without it: "
+                         "--method attention (--no-adapt with a trained aligner)") from None
 
 
 def check_attention(loaded: TranslateLoaded) -> None:
@@ -81,20 +88,33 @@ def align_pairs(loaded: TranslateLoaded, sources: Sequence[Sequence[str]],
                 extraction: str | None = None, threshold: float | None = None,
                 symmetrize: str | None = None, adapt: bool | None = None,
                 adapt_minutes: float = 10.0, adapt_data: str | None = None,
-                normalize: bool = True, log: Log = stderr_log) -> AlignResult:
-    """Align the whitespace tokens of sentence pairs with a run; None takes the run's default
-    (its aligner's settings, else `ATTENTION_DEFAULT`).
+                normalize: bool = True, model_only: bool = False,
+                log: Log = stderr_log) -> AlignResult:
+    """Align the whitespace tokens of sentence pairs with a run; None takes the default:
+    eflomal (`CLASSICAL_DEFAULT`, the best measured) where it is installed, else (or with
+    ``model_only``) the run's aligner with its settings, else `ATTENTION_DEFAULT`.
 
     Args:
         sources, targets: each pair's tokens (`attnkit.alignment.aligner.check_pairs`).
         method, extraction, threshold, symmetrize, normalize: as `attnkit.alignment.aligner.align`.
         adapt: fit the trained aligner to these pairs first, within ``adapt_minutes``, on
-            ``adapt_data`` (None: the run's pairs); ``log`` announces it.
+            ``adapt_data`` (None: the run's pairs); ``log`` announces it. eflomal also learns
+            from ``adapt_data``.
 
     Raises:
-        UsageError: a run without attention; an unknown setting; the trained method on a run
-            without one; pieces beyond what an option names.
+        UsageError: a run without attention (for a model's method); an unknown setting; the
+            trained method on a run without one; pieces beyond what an option names.
     """
+    if method is None and not model_only and importlib.util.find_spec("eflomal") is not None:
+        method = CLASSICAL_DEFAULT["method"]
+    if method is not None and method.kind == "eflomal":
+        if method.shift:
+            raise UsageError("--shift reads attention: use it with --method attention")
+        if extraction is not None or threshold is not None:
+            raise UsageError("eflomal gives links, not weights: --extraction and --threshold "
+                             "apply to the other methods")
+        return eflomal_align(sources, targets, background_pairs(loaded, adapt_data),
+                             symmetrize or CLASSICAL_DEFAULT["symmetrize"])
     check_attention(loaded)
     head, info = load_head(loaded.path) if loaded.trained_here else (None, None)
     base = {**ATTENTION_DEFAULT, "adapt": False}
@@ -118,6 +138,9 @@ def align_pairs(loaded: TranslateLoaded, sources: Sequence[Sequence[str]],
                  adapt=fit if settings["adapt"] else None, normalize=normalize)
 
 
+# What `translate align` does by default where eflomal is installed: eflomal beat every
+# method that reads the model on the WPT03 trial set (docs/results.md, "Word alignment").
+CLASSICAL_DEFAULT = {"method": Method("eflomal"), "symmetrize": "intersection"}
 # What `translate align` does by default with a trained aligner (measured on the WPT03 trial
 # set: docs/results.md, "Word alignment").
 HEAD_DEFAULTS = {"extraction": "argmax", "symmetrize": "intersection", "threshold": 0.5,

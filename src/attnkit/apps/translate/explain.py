@@ -53,7 +53,7 @@ def add_alignments(loaded: TranslateLoaded, predictions: Sequence[TranslationPre
         return
     result = align_pairs(loaded, [p.source.split() for p in shown],
                          [p.text.split() for p in shown], adapt=False, normalize=False,
-                         log=lambda _: None)
+                         model_only=True, log=lambda _: None)
     for p, links, pair in zip(shown, result.links, result.pairs, strict=True):
         p.alignment = sorted(links)
         p.alignment_method = result.method
