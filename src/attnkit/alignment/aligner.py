@@ -1,7 +1,8 @@
 """Word alignment of given sentence pairs with a translation model (behind ``attnkit translate
 align``): the pairs as the model's pieces (`attnkit.alignment.pieces`), the target fed, a
 method's piece matrices (`attnkit.alignment.methods`) gathered into word matrices, and links
-extracted (`attnkit.alignment.links`); a trained aligner may first be adapted to the pairs."""
+extracted (`attnkit.alignment.links`); a trained aligner may first be adapted to the pairs.
+`eflomal_align` aligns them with eflomal alone."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from attnkit.alignment.eflomal import ALIGN_SAMPLERS, eflomal_word_links
 from attnkit.alignment.links import EXTRACTIONS, SYMMETRIZATIONS, Links, extract, word_scores
 from attnkit.alignment.methods import Method, attribution_matrices, piece_matrices
 from attnkit.alignment.pieces import PairPieces, TranslatePipeline, pair_pieces
@@ -126,8 +128,6 @@ def eflomal_align(sources: Sequence[Sequence[str]], targets: Sequence[Sequence[s
     on them and the raw ``background`` pairs, its two directions combined by ``symmetrize``
     (``"none"``: the forward one). The word matrices hold the links as 0/1; no model is read.
     """
-    from attnkit.alignment.eflomal import ALIGN_SAMPLERS, eflomal_word_links
-
     if symmetrize not in SYMMETRIZATIONS:
         raise UsageError(f"--symmetrize must be one of {', '.join(SYMMETRIZATIONS)}")
     how = "forward" if symmetrize == "none" else symmetrize
