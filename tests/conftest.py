@@ -138,6 +138,32 @@ def browser():
         b.close()
 
 
+def _greedy_margin(model, batches) -> float:
+    """The smallest gap between the best and the second-best log-probability at any step of the
+    eager ``model``'s greedy decoding of ``batches`` (``(src, lengths)`` pairs), teacher-forced on
+    its own output."""
+    from attnkit.decoding import greedy_decode
+
+    gaps = []
+    with torch.no_grad():
+        for src, lengths in batches:
+            for b, hyp in enumerate(greedy_decode(model, src, lengths, need_weights=False,
+                                                  max_len=20)):
+                tgt_in = torch.tensor([[model.config.bos_id, *hyp.tokens]])
+                logp = model(src[b:b + 1, :int(lengths[b])], lengths[b:b + 1], tgt_in)
+                top = logp.log_softmax(-1).topk(2, dim=-1).values[0]
+                gaps.append(float((top[:, 0] - top[:, 1]).min()))
+    return min(gaps)
+
+
+@pytest.fixture(scope="session")
+def greedy_margin():
+    """``greedy_margin(model, batches)``: how far the eager model's closest greedy choice is from
+    a tie; a test comparing tokens exactly across kernels asserts it is far wider than their
+    float32 rounding (~1e-6 on every ISA)."""
+    return _greedy_margin
+
+
 @pytest.fixture(scope="session")
 def compiled_translate_run(tmp_path_factory):
     """A tiny Transformer translate run and a user cache holding its compiled decoding, built

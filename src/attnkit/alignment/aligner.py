@@ -142,8 +142,7 @@ def eflomal_align(sources: Sequence[Sequence[str]], targets: Sequence[Sequence[s
         words.append(w)
     note = (f"eflomal ({ALIGN_SAMPLERS} samplers) on the {len(sources)} pairs and "
             f"{len(background):,} training pairs, {time.monotonic() - start:.0f} s")
-    name = "eflomal" + (f", {symmetrize}" if symmetrize != "none" else ", forward")
-    return AlignResult(links, words, name, [note])
+    return AlignResult(links, words, f"eflomal, {how}", [note])
 
 
 def word_matrices(pair: PairPieces, fwd: np.ndarray, rev: np.ndarray | None
