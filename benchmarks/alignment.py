@@ -43,10 +43,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from attnkit.alignment.aligner import check_pairs, word_matrices  # noqa: E402
+from attnkit.alignment.aligner import (  # noqa: E402
+    Method,
+    check_pairs,
+    pair_pieces,
+    piece_matrices,
+    word_matrices,
+)
 from attnkit.alignment.links import alignment_scores, extract, read_gold  # noqa: E402
-from attnkit.alignment.methods import Method, piece_matrices  # noqa: E402
-from attnkit.alignment.pieces import pair_pieces  # noqa: E402
 from attnkit.apps.results import quiet  # noqa: E402
 from attnkit.apps.translate import load_run  # noqa: E402
 from attnkit.apps.translate.alignment import (  # noqa: E402
@@ -71,7 +75,7 @@ def diagonal(sources, targets) -> list[set]:
 
 def eflomal_rows(sources, targets, background, samplers: int) -> list[tuple[str, list[set]]]:
     """eflomal's two directions and their symmetrisations, on whitespace tokens."""
-    from attnkit.alignment.eflomal import eflomal_word_links
+    from attnkit.alignment.aligner import eflomal_word_links
 
     methods = ("forward", "reverse", "intersection", "grow-diag-final-and")
     found = eflomal_word_links(list(zip(sources, targets, strict=True)), background=background,
@@ -145,12 +149,11 @@ def main(argv: list[str] | None = None) -> None:
     for sym in SYMMETRIZED:
         row(f"{best[0].name()}, {sym}", method_links(pairs, best[1], sym))
     if not args.no_gradients:
-        from attnkit.alignment.methods import attribution_matrices
         from attnkit.explain.captum import have_captum
 
         for kind in ("grad-input", "integrated-gradients") if have_captum() else ():
             start = time.monotonic()
-            matrices = attribution_matrices(loaded.model, pairs, kind)
+            matrices = piece_matrices(pairs, forced, Method(kind), model=loaded.model)
             row(kind, method_links(pairs, matrices, "none"), time.monotonic() - start)
     head, _ = load_head(loaded.path)
     if head is not None:

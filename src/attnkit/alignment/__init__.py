@@ -1,5 +1,4 @@
-"""Word alignment with an attention translation model: which source word each target word
-comes from. `links` (links as data, AER, symmetrisation), `text` (alignment's text
-conventions), `pieces` (pairs as the model reads them), `methods` (where links come from),
-`aligner` (all of it for given pairs), `eflomal` and `head_training` (the trained aligner).
-The commands (``attnkit translate align`` / ``align-train``) are the translate app's."""
+"""Word alignment: which source word each target word comes from. Start at `aligner` (pairs
+as the model's pieces, where links come from, eflomal, `align`); `links` holds links as data
+(Pharaoh, gold, AER, symmetrisation), `text` the gold standard's text conventions and
+`head_training` the trained aligner. The commands are the translate app's."""

@@ -1,34 +1,295 @@
-"""Word alignment of given sentence pairs with a translation model (behind ``attnkit translate
-align``): the pairs as the model's pieces (`attnkit.alignment.pieces`), the target fed, a
-method's piece matrices (`attnkit.alignment.methods`) gathered into word matrices, and links
-extracted (`attnkit.alignment.links`); a trained aligner may first be adapted to the pairs.
-`eflomal_align` aligns them with eflomal alone."""
+"""Word alignment of given sentence pairs (behind ``attnkit translate align``): start at `align`.
+
+The pairs are written as the model's pieces (`pair_pieces`), the target fed (forced
+decoding), a `Method`'s piece matrices gathered into word matrices and links extracted
+(`attnkit.alignment.links`); a trained aligner may first be adapted to the pairs.
+`eflomal_align` aligns them with eflomal alone (``pip install 'attnkit[align]'``): a Bayesian
+IBM/HMM model fitted by Gibbs sampling in both directions, with a run's training pairs as
+background; it has no seed."""
 
 from __future__ import annotations
 
 import copy
 import math
+import os
+import re
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
-from torch import nn
+import torch
+from torch import Tensor, nn
 
-from attnkit.alignment.eflomal import ALIGN_SAMPLERS, eflomal_word_links
-from attnkit.alignment.links import EXTRACTIONS, SYMMETRIZATIONS, Links, extract, word_scores
-from attnkit.alignment.methods import Method, attribution_matrices, piece_matrices
-from attnkit.alignment.pieces import PairPieces, TranslatePipeline, pair_pieces
-from attnkit.decoding.forced import forced_decode
+from attnkit.alignment.links import (
+    EXTRACTIONS,
+    SYMMETRIZATIONS,
+    Links,
+    extract,
+    read_pharaoh,
+    symmetrize,
+    word_scores,
+)
+from attnkit.alignment.text import Span, aligner_tokens, pieces_to_tokens, surface
+from attnkit.attention.rollout import rollout_cross
+from attnkit.data.text_codec import SRC_LANG, TGT_LANG, TextCodec
+from attnkit.data.vocab import Vocab
+from attnkit.decoding.forced import Forced, forced_decode
 from attnkit.errors import UsageError
-from attnkit.models.alignment_head import AlignmentHead
+from attnkit.explain.translation import attribution_rows
+from attnkit.models.alignment_head import AlignmentHead, cell_features, directions
 from attnkit.settings import is_number
+
+KINDS = ("eflomal", "attention", "rollout", "head", "grad-input", "integrated-gradients")
+# The links eflomal's two directions are combined into for labels (measured on the WPT03
+# trial set: docs/results.md, "Word alignment").
+LABEL_SYMMETRIZATION = "grow-diag-final-and"
+# Gibbs samplers averaged when aligning given pairs (`translate align`): more samplers gave
+# fewer errors on the WPT03 trial set, at about 3x the time of eflomal's default 3
+# (docs/results.md, "Word alignment"). Labelling a whole corpus keeps 3 for its budget.
+ALIGN_SAMPLERS = 12
+
+
+class TranslatePipeline(Protocol):
+    """What turns a run's text into its model's ids (`attnkit.apps.translate.pipeline`)."""
+
+    codec: TextCodec
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    max_source: int
+
+
+@dataclass
+class PairPieces:
+    """One pair for forced decoding: the tokens links refer to, the model's ids (at most
+    ``max_source`` each), each piece's token indices (``*_owner``), and the tokens left without
+    a piece (``cut``)."""
+
+    src_tokens: list[str]
+    tgt_tokens: list[str]
+    src_ids: list[int]
+    tgt_ids: list[int]
+    src_owner: list[list[int]]
+    tgt_owner: list[list[int]]
+    cut: int = 0
+
+
+def _pieces(pipeline: TranslatePipeline, texts: Sequence[str],
+            spans: Sequence[Sequence[Span]], tokens: Sequence[Sequence[str]]) -> PairPieces:
+    """A `PairPieces` from the model's two texts, each token's span in them, and the tokens."""
+    ids, owners, cut = [], [], 0
+    for text, where, lang, vocab in zip(texts, spans, (SRC_LANG, TGT_LANG),
+                                        (pipeline.src_vocab, pipeline.tgt_vocab), strict=True):
+        pieces, piece_spans = pipeline.codec.encode_with_spans(text, lang)
+        owner = pieces_to_tokens(piece_spans[:pipeline.max_source], where)
+        ids.append(vocab.encode(pieces[:pipeline.max_source]))
+        owners.append(owner)
+        cut += len(where) - len({k for words in owner for k in words})
+    return PairPieces(list(tokens[0]), list(tokens[1]), ids[0], ids[1], owners[0], owners[1],
+                      cut)
+
+
+def pair_pieces(pipeline: TranslatePipeline, src_tokens: Sequence[str],
+                tgt_tokens: Sequence[str], *, normalize: bool = True) -> PairPieces:
+    """Whitespace tokens to align, as the model reads them: written as its training text
+    (``normalize``, `attnkit.alignment.text.surface`; False joins them as they are)."""
+    texts, spans = [], []
+    for tokens, lang in ((src_tokens, SRC_LANG), (tgt_tokens, TGT_LANG)):
+        if normalize:
+            text, where = surface(tokens, lang)
+        else:
+            text = " ".join(tokens)
+            where = [m.span() for m in re.finditer(r"\S+", text)]
+        texts.append(text)
+        spans.append(where)
+    return _pieces(pipeline, texts, spans, (src_tokens, tgt_tokens))
+
+
+def raw_pieces(pipeline: TranslatePipeline, source: str, target: str) -> PairPieces:
+    """A raw training pair, its tokens those of the aligner (`aligner_tokens`)."""
+    src, tgt = aligner_tokens(source, SRC_LANG), aligner_tokens(target, TGT_LANG)
+    return _pieces(pipeline, (source, target), ([s for _, s in src], [s for _, s in tgt]),
+                   ([w for w, _ in src], [w for w, _ in tgt]))
+
+
+def unknown_words(pipeline: TranslatePipeline, sources: Sequence[Sequence[str]],
+                  targets: Sequence[Sequence[str]], *, normalize: bool = True
+                  ) -> tuple[float, float]:
+    """The shares of the source and of the target words the run's vocabularies do not hold (a
+    word with an ``<unk>`` piece; words beyond what the model reads are not counted): where
+    it is high, the model's links are little better than guesses."""
+    pairs = [pair_pieces(pipeline, s, t, normalize=normalize)
+             for s, t in zip(sources, targets, strict=True)]
+    shares = []
+    for side, vocab in (("src", pipeline.src_vocab), ("tgt", pipeline.tgt_vocab)):
+        seen = unknown = 0
+        for pair in pairs:
+            words: dict[int, bool] = {}
+            for piece, owners in zip(getattr(pair, f"{side}_ids"), getattr(pair, f"{side}_owner"),
+                                     strict=True):
+                for w in owners:
+                    words[w] = words.get(w, False) or piece == vocab.unk_id
+            seen, unknown = seen + len(words), unknown + sum(words.values())
+        shares.append(unknown / seen if seen else 0.0)
+    return shares[0], shares[1]
+
+
+@dataclass(frozen=True)
+class Method:
+    """Where the links come from.
+
+    Args:
+        kind: one of `KINDS` (``rollout``: every layer's cross-attention times the encoder's
+            rolled-out self-attention; ``eflomal``: the classical aligner, no model at all).
+        layer, head: 0-based, or ``"avg"`` over all.
+        shift: read the attention at the step that reads the target piece (shift-attention,
+            Chen et al. 2020) rather than the one that predicts it.
+    """
+
+    kind: str = "attention"
+    layer: int | str = "avg"
+    head: int | str = "avg"
+    shift: bool = False
+
+    def name(self) -> str:
+        """A short name for tables (``attention L2 avg shift``)."""
+        if self.kind == "rollout":
+            return "attention rollout" + (" shift" if self.shift else "")
+        if self.kind != "attention":
+            return self.kind
+        layer = "layers avg" if self.layer == "avg" else f"L{int(self.layer) + 1}"
+        head = "heads avg" if self.head == "avg" else f"H{int(self.head) + 1}"
+        return f"attention {layer} {head}" + (" shift" if self.shift else "")
+
 
 # Without a trained aligner: the setting measured best for raw attention on the WPT03 trial
 # set (docs/results.md, "Word alignment").
 ATTENTION_DEFAULT = {"method": Method("attention", layer="avg", head="avg", shift=False),
                      "extraction": "argmax", "symmetrize": "none", "threshold": 0.5}
+
+
+def attention_rows(forced: Forced, method: Method, n: int) -> Tensor:
+    """``[n, S]``: the chosen layer and head of a forced decoding, one row per target piece."""
+    w = forced.attention                                      # [L, H, n + 1, S]
+    layers, heads = w.shape[:2]
+    for what, value, size in (("layer", method.layer, layers), ("head", method.head, heads)):
+        if value != "avg" and not (isinstance(value, int) and 0 <= value < size):
+            raise UsageError(f"--{what} {value if value == 'avg' else int(value) + 1}: this "
+                             f"model has {size} {what}s (1 to {size}, or avg)")
+    w = w.mean(0) if method.layer == "avg" else w[method.layer]
+    w = w.mean(0) if method.head == "avg" else w[method.head]
+    return w[1:n + 1] if method.shift else w[:n]
+
+
+def rollout_rows(forced: Forced, shift: bool, n: int) -> Tensor:
+    """``[n, S]``: the cross-attention rolled out through the encoder (an RNN, which has no
+    encoder attention: its attention)."""
+    w = forced.attention
+    if forced.encoder is None:
+        rows = w.mean((0, 1))
+    else:
+        rows = rollout_cross(list(w[:, None]), list(forced.encoder[:, None]))[0]
+    return rows[1:n + 1] if shift else rows[:n]
+
+
+def head_inputs(layer: int, forced: Forced, n: int, s: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The inputs of a head reading decoder ``layer`` for one pair: the states that read each
+    target piece ``[n, d]``, the encoder memory ``[S, d]`` and the cell features ``[n, S, F]``."""
+    return forced.states[layer][1:n + 1], forced.memory, cell_features(forced.attention, n, s)
+
+
+@torch.no_grad()
+def piece_matrices(pairs: Sequence[PairPieces], forced: Sequence[Forced], method: Method, *,
+                   head: AlignmentHead | None = None, model: nn.Module | None = None
+                   ) -> list[tuple[Tensor, Tensor]]:
+    """Each pair's forward and reverse piece matrices ``[n, S]`` by ``method`` (not eflomal;
+    ``head``: the trained aligner, ``model``: the one a gradient method reads); UsageError for
+    a layer or head the model lacks."""
+    out = []
+    for pair, f in zip(pairs, forced, strict=True):
+        n, s = len(pair.tgt_ids), len(pair.src_ids)
+        if method.kind == "head":
+            masks = torch.ones(1, s, dtype=torch.bool), torch.ones(1, n, dtype=torch.bool)
+            scores = head(*(x[None] for x in head_inputs(head.config.layer, f, n, s)), *masks)
+            out.append(tuple(d[0] for d in directions(scores, *masks)))
+            continue
+        if method.kind == "rollout":
+            fwd = rollout_rows(f, method.shift, n)
+        elif method.kind == "attention":
+            fwd = attention_rows(f, method, n)
+        else:
+            fwd = attribution_rows(model, pair.src_ids, pair.tgt_ids, method.kind)
+        out.append((fwd, fwd / fwd.sum(0, keepdim=True).clamp_min(1e-12)))
+    return out
+
+
+def eflomal_links(source: Sequence[Sequence[str]], target: Sequence[Sequence[str]], *,
+                  samplers: int = 3) -> tuple[list[Links], list[Links]]:
+    """eflomal's links ``(source, target)`` of tokenized pairs (no empty side), from the
+    source->target and the target->source model: ``(forward, reverse)``; ``samplers`` Gibbs
+    samplers are averaged."""
+    try:
+        from eflomal import Aligner
+    except ImportError:
+        raise UsageError("this needs eflomal, the classical word aligner: pip install "
+                         "'attnkit[align]'") from None
+    with tempfile.TemporaryDirectory(prefix="attnkit-eflomal-") as tmp:
+        fwd, rev = Path(tmp) / "fwd.txt", Path(tmp) / "rev.txt"
+        Aligner(n_samplers=samplers).align(
+            [" ".join(s) + "\n" for s in source], [" ".join(t) + "\n" for t in target],
+            links_filename_fwd=os.fspath(fwd), links_filename_rev=os.fspath(rev), quiet=True)
+        found = read_pharaoh(fwd), read_pharaoh(rev)
+    # eflomal writes no line for a trailing run of pairs without links: pad to the pairs.
+    forward, reverse = (links + [set() for _ in range(len(source) - len(links))]
+                        for links in found)
+    return forward, reverse
+
+
+def _words(text: str, lang: str) -> list[str]:
+    return [w for w, _ in aligner_tokens(text, lang)]
+
+
+def _split(tokens: Sequence[str], lang: str) -> tuple[list[str], list[int]]:
+    """Whitespace tokens split as the aligner reads them, and each piece's token."""
+    words, owner = [], []
+    for k, tok in enumerate(tokens):
+        parts = _words(tok, lang) or [tok.lower()]
+        words += parts
+        owner += [k] * len(parts)
+    return words, owner
+
+
+def eflomal_word_links(pairs: Sequence[tuple[Sequence[str], Sequence[str]]], *,
+                       background: Sequence[tuple[str, str]] = (),
+                       methods: Sequence[str] = (LABEL_SYMMETRIZATION,), samplers: int = 3
+                       ) -> dict[str, list[Links]]:
+    """eflomal's links ``(source token, target token)`` of whitespace-token ``pairs``, fitted
+    together with the raw ``background`` pairs, its two directions combined each way of
+    ``methods``: ``"forward"``, ``"reverse"`` or a symmetrisation (`SYMMETRIZATIONS`)."""
+    split = [(_split(s, SRC_LANG), _split(t, TGT_LANG)) for s, t in pairs]
+    extra = [(e, f) for e, f in ((_words(en, SRC_LANG), _words(fr, TGT_LANG))
+                                 for en, fr in background) if e and f]
+    forward, reverse = eflomal_links([s[0] for s, _ in split] + [e for e, _ in extra],
+                                     [t[0] for _, t in split] + [f for _, f in extra],
+                                     samplers=samplers)
+    out: dict[str, list[Links]] = {}
+    for method in methods:
+        found = [forward[k] if method == "forward" else reverse[k] if method == "reverse"
+                 else symmetrize(forward[k], reverse[k], method) for k in range(len(split))]
+        out[method] = [{(s[1][i], t[1][j]) for i, j in links}
+                       for links, (s, t) in zip(found, split, strict=True)]
+    return out
+
+
+def raw_labels(pairs: Sequence[tuple[str, str]], method: str = LABEL_SYMMETRIZATION
+               ) -> list[Links]:
+    """eflomal's links of raw pairs, between their aligner tokens (`aligner_tokens`)."""
+    forward, reverse = eflomal_links([_words(en, SRC_LANG) for en, _ in pairs],
+                                     [_words(fr, TGT_LANG) for _, fr in pairs])
+    return [symmetrize(f, r, method) for f, r in zip(forward, reverse, strict=True)]
 
 
 @dataclass
@@ -77,12 +338,13 @@ def align(model: nn.Module, pipeline: TranslatePipeline, sources: Sequence[Seque
             ``"threshold"``, ``"symmetrize"`` (one of `SYMMETRIZATIONS`)``}``
             (`ATTENTION_DEFAULT`).
         head: the trained aligner, for the ``"head"`` method; ``adapt(head, token_pairs, pairs,
-            forced) -> note`` fits a copy of it to the pairs first (`adapt_head`).
+            forced) -> note`` fits a copy of it to the pairs first
+            (`attnkit.alignment.head_training.adapt_head`).
         normalize: write the tokens as the model's training text (contractions, casing).
 
     Raises:
-        UsageError: a bad extraction, symmetrisation or threshold; the head method without a
-            head; a layer or head the model does not have.
+        UsageError: a bad extraction, symmetrisation or threshold; a layer or head the model
+            does not have.
     """
     if settings["extraction"] not in EXTRACTIONS:
         raise UsageError(f"--extraction must be one of {', '.join(EXTRACTIONS)}")
@@ -102,22 +364,18 @@ def align(model: nn.Module, pipeline: TranslatePipeline, sources: Sequence[Seque
                      "reads and get no link")
     forced = forced_decode(model, [p.src_ids for p in pairs], [p.tgt_ids for p in pairs],
                            keep_states=method.kind == "head", logprobs=False)
-    if method.kind == "head" and adapt is not None and head is not None:
+    if method.kind == "head" and adapt is not None:
         head = copy.deepcopy(head)
         notes.append(adapt(head, list(zip(sources, targets, strict=True)), pairs, forced))
-    if method.kind in ("attention", "rollout", "head"):
-        matrices = piece_matrices(pairs, forced, method, head=head)
-    else:
-        matrices = attribution_matrices(model, pairs, method.kind)
     links, words = [], []
-    for pair, (fwd, rev) in zip(pairs, matrices, strict=True):
-        w_fwd, w_rev = word_matrices(pair, fwd.numpy(), rev.numpy() if rev is not None else None)
-        links.append(extract(w_fwd, w_rev, settings["extraction"],
-                             threshold=settings["threshold"],
+    for pair, (fwd, rev) in zip(pairs, piece_matrices(pairs, forced, method, head=head,
+                                                       model=model), strict=True):
+        w_fwd, w_rev = word_matrices(pair, fwd.numpy(), rev.numpy())
+        links.append(extract(w_fwd, w_rev, settings["extraction"], threshold=threshold,
                              symmetrize=settings["symmetrize"]))
         words.append(w_fwd)
     name = (f"{method.name()}, {settings['extraction']}"
-            + (f" >= {settings['threshold']:g}" if settings["extraction"] == "threshold" else "")
+            + (f" >= {threshold:g}" if settings["extraction"] == "threshold" else "")
             + (f", {settings['symmetrize']}" if settings["symmetrize"] != "none" else ""))
     return AlignResult(links, words, name, notes, pairs)
 
@@ -126,8 +384,7 @@ def eflomal_align(sources: Sequence[Sequence[str]], targets: Sequence[Sequence[s
                   background: Sequence[tuple[str, str]], symmetrize: str) -> AlignResult:
     """Align the whitespace tokens of sentence pairs (`check_pairs`) with eflomal alone, fitted
     on them and the raw ``background`` pairs, its two directions combined by ``symmetrize``
-    (``"none"``: the forward one). The word matrices hold the links as 0/1; no model is read.
-    """
+    (``"none"``: the forward one). The word matrices hold the links as 0/1."""
     if symmetrize not in SYMMETRIZATIONS:
         raise UsageError(f"--symmetrize must be one of {', '.join(SYMMETRIZATIONS)}")
     how = "forward" if symmetrize == "none" else symmetrize
@@ -145,11 +402,10 @@ def eflomal_align(sources: Sequence[Sequence[str]], targets: Sequence[Sequence[s
     return AlignResult(links, words, f"eflomal, {how}", [note])
 
 
-def word_matrices(pair: PairPieces, fwd: np.ndarray, rev: np.ndarray | None
-                  ) -> tuple[np.ndarray, np.ndarray | None]:
+def word_matrices(pair: PairPieces, fwd: np.ndarray, rev: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """A pair's piece matrices as word matrices ``[target tokens, source tokens]``."""
     n_tgt, n_src = len(pair.tgt_tokens), len(pair.src_tokens)
-    w_fwd = word_scores(fwd, pair.tgt_owner, pair.src_owner, n_tgt, n_src)
-    w_rev = None if rev is None else word_scores(rev, pair.tgt_owner, pair.src_owner, n_tgt,
-                                                 n_src, target="sum", source="mean")
-    return w_fwd, w_rev
+    return (word_scores(fwd, pair.tgt_owner, pair.src_owner, n_tgt, n_src),
+            word_scores(rev, pair.tgt_owner, pair.src_owner, n_tgt, n_src, target="sum",
+                        source="mean"))

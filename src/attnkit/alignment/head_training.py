@@ -17,15 +17,17 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnkit.alignment.eflomal import (
+from attnkit.alignment.aligner import (
     ALIGN_SAMPLERS,
     LABEL_SYMMETRIZATION,
-    eflomal_labels,
-    piece_labels,
+    PairPieces,
+    TranslatePipeline,
+    eflomal_word_links,
+    head_inputs,
     raw_labels,
+    raw_pieces,
 )
-from attnkit.alignment.methods import head_inputs
-from attnkit.alignment.pieces import PairPieces, TranslatePipeline, raw_pieces
+from attnkit.alignment.links import Links
 from attnkit.decoding.forced import Forced, forced_decode
 from attnkit.errors import CheckpointError
 from attnkit.fileio import read_json_object, write_json
@@ -57,6 +59,17 @@ def head_examples(model: nn.Module, config: AlignmentHeadConfig, pairs: Sequence
         out += [HeadExample(*head_inputs(config.layer, f, len(p.tgt_ids), len(p.src_ids)), y)
                 for p, f, y in zip(chunk, forced, labels[start:start + 512], strict=True)]
     return out
+
+
+def piece_labels(pair: PairPieces, links: Links) -> Tensor:
+    """``[target pieces, source pieces]`` 0/1: a piece pair is labelled when a token of each
+    is linked."""
+    y = torch.zeros(len(pair.tgt_owner), len(pair.src_owner))
+    for r, tgt_words in enumerate(pair.tgt_owner):
+        for q, src_words in enumerate(pair.src_owner):
+            if any((i, j) in links for i in src_words for j in tgt_words):
+                y[r, q] = 1.0
+    return y
 
 
 def _batch(examples: Sequence[HeadExample]) -> tuple[Tensor, ...]:
@@ -193,7 +206,8 @@ def adapt_head(head: AlignmentHead, token_pairs: Sequence[tuple[Sequence[str], S
     log(f"attnkit: adapting the aligner to the {len(pairs)} pairs (no gold links; budget "
         f"{minutes:g} min): eflomal on them and {len(background):,} training pairs, then the "
         "alignment head fine-tuned on eflomal's links")
-    links = eflomal_labels(token_pairs, background=background, samplers=ALIGN_SAMPLERS)
+    links = eflomal_word_links(token_pairs, background=background,
+                               samplers=ALIGN_SAMPLERS)[LABEL_SYMMETRIZATION]
     labelled = time.monotonic() - start
     examples = [HeadExample(*head_inputs(head.config.layer, f, len(p.tgt_ids), len(p.src_ids)),
                             piece_labels(p, link))

@@ -196,7 +196,7 @@ def test_predict_explanations_and_alignments(tf_run, tmp_path, capsys):
 
 def test_integrated_gradients_add_up_to_the_log_probability(tf_run):
     pytest.importorskip("captum")
-    from attnkit.alignment.pieces import pair_pieces
+    from attnkit.alignment.aligner import pair_pieces
     from attnkit.decoding.forced import forced_decode, teacher_forced_logprobs
     from attnkit.explain.translation import attribution_rows
 
@@ -222,7 +222,7 @@ def test_gradient_methods_hold_a_bounded_number_of_tokens_a_pass(tf_run, monkeyp
     pytest.importorskip("captum")
     import captum.attr
 
-    from attnkit.alignment.pieces import pair_pieces
+    from attnkit.alignment.aligner import pair_pieces
     from attnkit.explain import translation
 
     loaded = app.load_run(tf_run)

@@ -27,7 +27,7 @@ def _position(value: str | None, flag: str) -> int | str | None:
 
 def method_from(values: dict[str, Any]):
     """The `Method` the options name (None: the run's default)."""
-    from attnkit.alignment.methods import Method
+    from attnkit.alignment.aligner import Method
 
     kind = values.get("method")
     layer, head = _position(values.get("layer"), "--layer"), _position(values.get("head"),
@@ -51,9 +51,8 @@ def _align(values: dict[str, Any]) -> int:
 
 
 def _align_pairs(values: dict[str, Any]) -> int:
-    from attnkit.alignment.aligner import check_pairs
+    from attnkit.alignment.aligner import check_pairs, unknown_words
     from attnkit.alignment.links import alignment_scores, format_pharaoh, read_gold
-    from attnkit.alignment.pieces import unknown_words
     from attnkit.apps.outputs import ALIGNMENTS, output_file, write_output
     from attnkit.apps.translate import load_run
     from attnkit.apps.translate.alignment import align_pairs

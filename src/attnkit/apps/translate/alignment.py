@@ -22,12 +22,12 @@ from typing import Any
 from attnkit.alignment.aligner import (
     ATTENTION_DEFAULT,
     AlignResult,
+    Method,
     align,
     check_pairs,
     eflomal_align,
 )
 from attnkit.alignment.head_training import adapt_head, read_head, train_head, write_head
-from attnkit.alignment.methods import Method
 from attnkit.apps.results import Log, stderr_log
 from attnkit.apps.translate.engines import TranslateLoaded
 from attnkit.errors import DataError, UsageError
