@@ -8,7 +8,7 @@ import torch
 
 from attnkit.data.caption_data import CaptionData, synthetic_split
 from attnkit.data.vocab import Vocab
-from attnkit.explain.grounding import (
+from attnkit.explain.captions import (
     GROUNDED_WORDS,
     grounding,
     grounding_table,

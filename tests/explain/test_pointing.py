@@ -9,9 +9,7 @@ import torch
 
 from attnkit.data.caption_data import CaptionDataset, collate, synthetic_split
 from attnkit.data.vocab import Vocab
-from attnkit.explain.captions import word_maps
-from attnkit.explain.grounding import grounding
-from attnkit.explain.pointing import pointing_game, pointing_table
+from attnkit.explain.captions import grounding, pointing_game, pointing_table, word_maps
 from attnkit.models.captioner import Captioner, CaptionerConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")

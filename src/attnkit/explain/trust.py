@@ -19,6 +19,7 @@ from typing import Any
 from attnkit.errors import CheckpointError
 from attnkit.fileio import read_json_object
 
+RANDOM = "random"   # the floor in the measurement tables
 # How the sentences name each method (the apps' METHODS keys).
 NAMES = {"attention": "attention", "rollout": "attention rollout",
          "grad-input": "gradient × input", "integrated-gradients": "integrated gradients"}

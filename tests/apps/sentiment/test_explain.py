@@ -13,8 +13,7 @@ import torch
 
 from attnkit.apps.sentiment import load_run, predict, train
 from attnkit.cli.main import main
-from attnkit.explain.faithfulness import BINS, faithfulness
-from attnkit.explain.sentiment import token_scores
+from attnkit.explain.sentiment import BINS, faithfulness, token_scores
 
 from .test_sentiment import write_reviews
 
@@ -168,7 +167,7 @@ def test_pages_say_how_far_to_trust_attention_and_explain_stores_what_it_measure
 def test_trust_needs_a_lead_over_random_on_enough_reviews():
     """`sentiment explain --methods attention` where attention does no better than random,
     or where every method ties: no "trust X" line."""
-    from attnkit.explain.faithfulness import format_table, most_faithful
+    from attnkit.explain.sentiment import format_table, most_faithful
 
     def table(reviews, **scores):
         return {"reviews": reviews, "bins": list(BINS), "methods": {

@@ -23,8 +23,7 @@ from attnkit.apps.caption.prediction import CaptionPrediction
 from attnkit.apps.caption.prepare import CaptionLoaded
 from attnkit.apps.caption.scenes import SCENE_COMMAND, write_scenes
 from attnkit.apps.caption.settings import TRAIN_HELP, CaptionSettings
-from attnkit.explain.grounding import grounding_table
-from attnkit.explain.pointing import pointing_table
+from attnkit.explain.captions import grounding_table, pointing_table
 from attnkit.models.captioner import ATTENTIONS, CaptionerConfig
 from attnkit.settings import Option, options_of
 

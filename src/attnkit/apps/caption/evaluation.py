@@ -14,7 +14,7 @@ from attnkit.apps.caption.settings import CaptionSettings
 from attnkit.apps.results import Evaluation, stderr_log
 from attnkit.data.caption_data import CaptionData, real_splits, synthetic_split
 from attnkit.errors import UsageError
-from attnkit.explain.grounding import grounding, grounding_table
+from attnkit.explain.captions import grounding, grounding_table
 
 DEFAULT_EXAMPLES = 8
 
@@ -40,13 +40,13 @@ def evaluation(loaded: CaptionLoaded, data: str | None, *, report: int = 0, beam
             scenes; another real data spec: every image of it.
         report: test images shown on the report page (0: no page; -1: the default, 8).
         num_test: synthetic test scenes (default: the run's).
-        pointing: also play the pointing game (`attnkit.explain.pointing`; synthetic scenes)
-            into ``metrics["pointing"]``.
+        pointing: also play the pointing game (`attnkit.explain.captions.pointing_game`;
+            synthetic scenes) into ``metrics["pointing"]``.
 
     Returns:
         `Evaluation` with ``{"accuracy", "bleu4", "examples", "beam_size",
         "attention_supervision"}`` and, for synthetic data, the grounding figures
-        (`attnkit.explain.grounding.grounding`, model vs uniform attention).
+        (`attnkit.explain.captions.grounding`, model vs uniform attention).
     """
     if beam_size < 1:
         raise UsageError(f"beam size must be >= 1, got {beam_size}")
@@ -60,8 +60,8 @@ def evaluation(loaded: CaptionLoaded, data: str | None, *, report: int = 0, beam
                **grounding(model, test, vocab), "beam_size": beam_size,
                "attention_supervision": settings.attention_supervision}
     if pointing:
+        from attnkit.explain.captions import pointing_game
         from attnkit.explain.captum import have_captum
-        from attnkit.explain.pointing import pointing_game
 
         methods = ("attention", "grad-input", "integrated-gradients") if have_captum() \
             else ("attention",)

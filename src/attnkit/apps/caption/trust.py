@@ -1,5 +1,5 @@
 """How far the caption page may trust a word's map, and why: the pointing game
-(`attnkit.explain.pointing`) of this run's ``caption eval --pointing``, else of
+(`attnkit.explain.captions.pointing_game`) of this run's ``caption eval --pointing``, else of
 docs/results.md, read by the rule every app shares (`attnkit.explain.trust.Measured.verdict`).
 """
 
@@ -9,8 +9,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from attnkit.apps.results import TEST_METRICS
-from attnkit.explain.pointing import RANDOM
-from attnkit.explain.trust import Measured, Trust, best_shown, measured_in_run
+from attnkit.explain.trust import RANDOM, Measured, Trust, best_shown, measured_in_run
 
 POINTING = "pointing accuracy ↑"
 # Trust needs a lead of MARGIN in pointing accuracy over random and every other method, on
@@ -25,7 +24,7 @@ MEASURED = Measured({"attention": 0.703, "grad-input": 0.676, "integrated-gradie
 
 
 def pointing_measured(table: Mapping | None) -> Measured | None:
-    """A `attnkit.explain.pointing.pointing_game` table as a `Measured` (random as the floor);
+    """A `attnkit.explain.captions.pointing_game` table as a `Measured` (random as the floor);
     None when it holds no method.
     """
     scores = {m: float(row["accuracy"]) for m, row in (table or {}).items() if m != RANDOM}

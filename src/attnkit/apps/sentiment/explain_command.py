@@ -1,5 +1,5 @@
 """``attnkit sentiment explain``: how faithful each explanation method is on reviews
-(`attnkit.explain.faithfulness`), as a table and a JSON line naming the method to trust
+(`attnkit.explain.sentiment.faithfulness`), as a table and a JSON line naming the method to trust
 when the measurement allows one; written into ``RUN/faithfulness.json`` for the run's pages
 and API (`attnkit.apps.sentiment.trust`).
 """
@@ -23,8 +23,7 @@ def _explain(values: dict[str, Any]) -> int:
     from attnkit.apps.sentiment import load_run
     from attnkit.apps.sentiment.prepare import load_reviews
     from attnkit.apps.sentiment.trust import write_table
-    from attnkit.explain.faithfulness import faithfulness, format_table
-    from attnkit.explain.sentiment import METHODS
+    from attnkit.explain.sentiment import METHODS, faithfulness, format_table
 
     limit = values.get("limit") or DEFAULT_LIMIT
     if limit < 1:

@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from attnkit.explain.faithfulness import (
+from attnkit.explain.sentiment import (
     COMPREHENSIVENESS,
     MARGIN,
     MIN_REVIEWS,
