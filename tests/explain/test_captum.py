@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attnkit.errors import UsageError
-from attnkit.explain.captum import check_method, grad_x_input, integrated_gradients
+from attnkit.explain.captum import explain_methods, grad_x_input, integrated_gradients
 
 pytest.importorskip("captum")
 
@@ -37,5 +37,5 @@ def test_integrated_gradients_completeness():
 
 
 def test_unknown_method():
-    with pytest.raises(UsageError, match="--explain must be one of"):
-        check_method("lime")
+    with pytest.raises(UsageError, match="--explain must be among"):
+        explain_methods("attention,lime", ("attention", "grad-input"))

@@ -40,17 +40,12 @@ def _logprob_forward(model: Captioner):
 def word_maps(model: Captioner, images: Tensor, tgt_in: Tensor, tgt_out: Tensor, method: str,
               *, steps: int = IG_STEPS) -> Tensor:
     """``[batch, T, H, W]`` maps (each summing to 1) of the words ``tgt_out`` fed as ``tgt_in``
-    (``<bos>`` first) for ``images [batch, 3, S, S]``, by ``method`` (one of `METHODS`).
-
-    Raises:
-        ValueError: an unknown method. UsageError: Captum missing for a gradient method.
-    """
+    (``<bos>`` first) for ``images [batch, 3, S, S]``, by ``method`` (one of `METHODS`;
+    UsageError: Captum missing for a gradient one)."""
     if method == "attention":
         with torch.no_grad():
             _, alphas = model(images, tgt_in)
         return alphas.float()
-    if method not in METHODS:
-        raise ValueError(f"unknown explanation method {method!r}")
     batch, length = tgt_in.shape
     with torch.no_grad():
         feats = model.encoder(images)                                    # [B, C, H, W]

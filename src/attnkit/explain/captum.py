@@ -8,6 +8,7 @@ up to the quadrature error they return."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -16,51 +17,36 @@ from torch import Tensor
 
 from attnkit.errors import UsageError
 
-METHODS = ("attention", "grad-input", "integrated-gradients")
-INSTALL = "pip install 'attnkit[explain]'"
-
 
 def have_captum() -> bool:
-    """Whether Captum can be imported."""
-    try:
-        import captum.attr  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether Captum is installed."""
+    return importlib.util.find_spec("captum") is not None
 
 
 def _captum():
     try:
         import captum.attr as attr
     except ImportError:
-        raise UsageError(f"gradient attributions need Captum: {INSTALL}") from None
+        raise UsageError("gradient attributions need Captum: pip install 'attnkit[explain]'"
+                         ) from None
     return attr
-
-
-def check_method(method: str) -> str:
-    """``method`` when it is one of `METHODS`; UsageError if unknown, or Captum missing for a
-    gradient method."""
-    if method not in METHODS:
-        raise UsageError(f"--explain must be one of {', '.join(METHODS)}, got {method!r}")
-    if method != "attention":
-        _captum()
-    return method
 
 
 def explain_methods(value: str | Iterable[str] | None, known: Iterable[str]) -> list[str]:
     """``--explain`` (or ``--methods``) as a list of methods among ``known``: comma-separated names
-    or ``"all"``; None gives none. UsageError as `check_method`."""
-    known = tuple(known)
+    or ``"all"``; None gives none. UsageError for an unknown name, or Captum missing for a
+    gradient method."""
     if value is None:
         return []
+    known = tuple(known)
     names = value.split(",") if isinstance(value, str) else list(value)
     names = list(known) if names == ["all"] else [n.strip() for n in names if n.strip()]
     for name in names:
         if name not in known:
             raise UsageError(f"--explain must be among {', '.join(known)} (or all), got "
                              f"{name!r}")
-        if name != "rollout":          # rollout is attention's own arithmetic
-            check_method(name)
+        if name not in ("attention", "rollout"):   # rollout is attention's own arithmetic
+            _captum()
     return names
 
 
@@ -72,9 +58,9 @@ def grad_x_input(forward: Callable[..., Tensor], inputs: Tensor, *,
     the rows are independent, so passes bound the memory, not the result."""
     method = _captum().InputXGradient(forward)
     rows = inputs.shape[0]
-    step = rows if max_rows is None else max(1, max_rows)
+    step = max(1, max_rows or rows)
     parts = []
-    for start in range(0, max(rows, 1), max(step, 1)):
+    for start in range(0, max(rows, 1), step):
         part = slice(start, start + step)
         chunk = inputs[part].detach().requires_grad_(True)
         extra = tuple(a[part] if isinstance(a, Tensor) and a.ndim and a.shape[0] == rows
@@ -82,7 +68,7 @@ def grad_x_input(forward: Callable[..., Tensor], inputs: Tensor, *,
         with torch.enable_grad():
             parts.append(method.attribute(chunk, target=_target(target, part),
                                           additional_forward_args=extra or None).detach())
-    return torch.cat(parts) if len(parts) > 1 else parts[0]
+    return torch.cat(parts)
 
 
 def integrated_gradients(forward: Callable[..., Tensor], inputs: Tensor, *,

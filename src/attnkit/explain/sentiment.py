@@ -101,14 +101,12 @@ def rollout(model: SentimentClassifier, ids: Tensor, lengths: Tensor) -> Tensor:
 
 def token_scores(model: SentimentClassifier, ids: Tensor, lengths: Tensor, method: str, *,
                  steps: int = IG_STEPS) -> Tensor:
-    """``[batch, time]`` scores of each token by ``method`` (0 on padding); ValueError for an
-    unknown method, UsageError when Captum is missing for a gradient one."""
+    """``[batch, time]`` scores of each token by ``method`` (one of `METHODS`; 0 on padding);
+    UsageError when Captum is missing for a gradient one."""
     if method == "attention":
         return attribute(model, ids, lengths)[1]
     if method == "rollout":
         return rollout(model, ids, lengths)
-    if method not in SIGNED:
-        raise ValueError(f"unknown explanation method {method!r}")
     mask = model.real_mask(lengths, ids.shape[1])
     with torch.no_grad():
         vectors = model.token_vectors(ids, lengths)
