@@ -48,17 +48,11 @@ class HeadExample:
     labels: Tensor
 
 
-def head_examples(model: nn.Module, config: AlignmentHeadConfig, pairs: Sequence[PairPieces],
-                  labels: Sequence[Tensor], *, batch_size: int = 64) -> list[HeadExample]:
-    """The head's inputs for labelled pairs, from one forced decoding of each."""
-    out = []
-    for start in range(0, len(pairs), 512):   # bounded memory: states of 512 pairs at a time
-        chunk = pairs[start:start + 512]
-        forced = forced_decode(model, [p.src_ids for p in chunk], [p.tgt_ids for p in chunk],
-                               batch_size=batch_size, keep_states=True, logprobs=False)
-        out += [HeadExample(*head_inputs(config.layer, f, len(p.tgt_ids), len(p.src_ids)), y)
-                for p, f, y in zip(chunk, forced, labels[start:start + 512], strict=True)]
-    return out
+def head_examples(layer: int, pairs: Sequence[PairPieces], forced: Sequence[Forced],
+                  labels: Sequence[Tensor]) -> list[HeadExample]:
+    """Labelled pairs' head inputs, from their forced decodings (states kept)."""
+    return [HeadExample(*head_inputs(layer, f, len(p.tgt_ids), len(p.src_ids)), y)
+            for p, f, y in zip(pairs, forced, labels, strict=True)]
 
 
 def piece_labels(pair: PairPieces, links: Links) -> Tensor:
@@ -105,7 +99,6 @@ def fit_head(head: AlignmentHead, examples: Sequence[HeadExample], *,
     opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.01)
     head.train()
     start, steps, loss_sum, done, epoch = time.monotonic(), 0, 0.0, 0, 0
-    out_of_time = False
     for epoch in range(1, epochs + 1):
         rng.shuffle(batches)
         loss_sum, done = 0.0, 0
@@ -117,8 +110,7 @@ def fit_head(head: AlignmentHead, examples: Sequence[HeadExample], *,
             loss.backward()
             opt.step()
             loss_sum, done, steps = loss_sum + loss.item(), done + 1, steps + 1
-            if seconds is not None and time.monotonic() - start > seconds:
-                out_of_time = True
+            if out_of_time := seconds is not None and time.monotonic() - start > seconds:
                 break
         if log is not None:
             log(f"alignment head: epoch {epoch}, loss {loss_sum / done:.4f}, "
@@ -153,7 +145,12 @@ def train_head(model: nn.Module, pipeline: TranslatePipeline,
     config = AlignmentHeadConfig(d_model=c.d_model, layers=c.layers, heads=c.heads, layer=layer)
     say(f"aligner: labels ready ({time.monotonic() - start:.0f} s); forced decoding of "
         f"{len(pieces):,} pairs")
-    examples = head_examples(model, config, pieces, labels)
+    examples = []
+    for k in range(0, len(pieces), 512):   # bounded memory: states of 512 pairs at a time
+        chunk = pieces[k:k + 512]
+        forced = forced_decode(model, [p.src_ids for p in chunk], [p.tgt_ids for p in chunk],
+                               batch_size=64, keep_states=True, logprobs=False)
+        examples += head_examples(layer, chunk, forced, labels[k:k + 512])
     head = AlignmentHead(config)
     left = max(seconds - (time.monotonic() - start), 1.0)
     report = fit_head(head, examples, seconds=left, epochs=50, seed=seed, log=log)
@@ -165,7 +162,6 @@ def train_head(model: nn.Module, pipeline: TranslatePipeline,
 def write_head(folder: Path, head: AlignmentHead, *, defaults: dict[str, Any],
                trained: dict[str, Any]) -> Path:
     """Write the head's weights and description into ``folder`` (atomically)."""
-    folder.mkdir(exist_ok=True)
     save_weights(head, folder / WEIGHTS)
     write_json(folder / INFO, {"head": head.config.to_dict(), "defaults": defaults,
                                "trained": trained})
@@ -209,9 +205,8 @@ def adapt_head(head: AlignmentHead, token_pairs: Sequence[tuple[Sequence[str], S
     links = eflomal_word_links(token_pairs, background=background,
                                samplers=ALIGN_SAMPLERS)[LABEL_SYMMETRIZATION]
     labelled = time.monotonic() - start
-    examples = [HeadExample(*head_inputs(head.config.layer, f, len(p.tgt_ids), len(p.src_ids)),
-                            piece_labels(p, link))
-                for p, f, link in zip(pairs, forced, links, strict=True)]
+    examples = head_examples(head.config.layer, pairs, forced,
+                             [piece_labels(p, link) for p, link in zip(pairs, links, strict=True)])
     left = max(minutes * 60 - (time.monotonic() - start), 1.0)
     report = fit_head(head, examples, seconds=left, epochs=ADAPT_EPOCHS)
     return (f"adapted to the {len(pairs)} pairs: eflomal on them and {len(background):,} "
