@@ -37,9 +37,9 @@ from attnkit.alignment.text import Span, aligner_tokens, pieces_to_tokens, surfa
 from attnkit.attention.rollout import rollout_cross
 from attnkit.data.text_codec import SRC_LANG, TGT_LANG, TextCodec
 from attnkit.data.vocab import Vocab
-from attnkit.decoding.forced import Forced, forced_decode
+from attnkit.decoding.forced import Forced, forced_decode, teacher_forced_logprobs
 from attnkit.errors import UsageError
-from attnkit.explain.translation import attribution_rows
+from attnkit.explain.captum import grad_x_input, integrated_gradients
 from attnkit.models.alignment_head import AlignmentHead, cell_features, directions
 from attnkit.settings import is_number
 
@@ -51,6 +51,14 @@ LABEL_SYMMETRIZATION = "grow-diag-final-and"
 # fewer errors on the WPT03 trial set, at about 3x the time of eflomal's default 3
 # (docs/results.md, "Word alignment"). Labelling a whole corpus keeps 3 for its budget.
 ALIGN_SAMPLERS = 12
+# Integrated gradients: points on the path from the zero baseline (Gauss-Legendre). Each point
+# costs a forward and backward pass per target piece, so a 40-piece sentence is 16 x 40 rows;
+# tests/apps/translate/test_align.py checks completeness on a small model.
+IG_STEPS = 16
+# Tokens one forward and backward pass holds (rows x (source + target pieces)): each row is
+# the whole pair, so a pass over every row at once grew with the square of its length (a
+# 200-token pair took 7.5 GB). The memory bound of a gradient method (docs/guide/translate.md).
+ATTRIBUTION_TOKENS = 8192
 
 
 class TranslatePipeline(Protocol):
@@ -199,6 +207,45 @@ def head_inputs(layer: int, forced: Forced, n: int, s: int) -> tuple[Tensor, Ten
     """The inputs of a head reading decoder ``layer`` for one pair: the states that read each
     target piece ``[n, d]``, the encoder memory ``[S, d]`` and the cell features ``[n, S, F]``."""
     return forced.states[layer][1:n + 1], forced.memory, cell_features(forced.attention, n, s)
+
+
+def attribution_rows(model: nn.Module, src_ids: Sequence[int], tgt_ids: Sequence[int],
+                     method: str, *, steps: int = IG_STEPS, signed: bool = False) -> Tensor:
+    """``[n, S]``: how much each source piece's embedding decided each target piece's
+    log-probability (the target before it fed; one batch row per piece), by ``method``
+    (``"grad-input"`` or ``"integrated-gradients"``, `attnkit.explain.captum`), summed over the
+    embedding and normalised per target piece in magnitude (``signed``: the raw sums);
+    ``tgt_ids`` without ``<bos>``/``<eos>``. UsageError: no Captum."""
+
+    def forward(embedded: Tensor, src: Tensor, lengths: Tensor, tgt_in: Tensor,
+                gold: Tensor) -> Tensor:
+        state = model.encode(src, lengths, beams=1, use_cache=False, weights="none",
+                             embedded=embedded)
+        logp = teacher_forced_logprobs(model, state, tgt_in)
+        return logp.gather(-1, gold.unsqueeze(-1))[..., 0]        # [batch, T]
+
+    c = model.config
+    device = next(model.parameters()).device
+    n = len(tgt_ids)
+    if n == 0:
+        return torch.zeros(0, len(src_ids))
+    src = torch.tensor([list(src_ids)], device=device).expand(n, -1)
+    lengths = torch.full((n,), len(src_ids), device=device)
+    tgt_in = torch.tensor([[c.bos_id, *tgt_ids[:-1]]], device=device).expand(n, -1)
+    gold = torch.tensor([list(tgt_ids)], device=device).expand(n, -1)
+    embedded = model.source_embedding(src).detach()                   # [n, S, e]
+    args, target = (src, lengths, tgt_in, gold), list(range(n))
+    rows = max(1, ATTRIBUTION_TOKENS // (len(src_ids) + n))
+    if method == "grad-input":
+        attr = grad_x_input(forward, embedded, target=target, args=args, max_rows=rows)
+    else:
+        attr, _ = integrated_gradients(forward, embedded, target=target, args=args,
+                                       steps=steps, internal_batch_size=rows)
+    summed = attr.sum(-1).float().cpu()                                # [n, S]
+    if signed:
+        return summed
+    mag = summed.abs()
+    return mag / mag.sum(-1, keepdim=True).clamp_min(1e-12)
 
 
 @torch.no_grad()

@@ -27,16 +27,6 @@ ROWS_A_PASS = 256
 IG_STEPS = 32
 
 
-def _logprob_forward(model: Captioner):
-    def forward(features: Tensor, tgt_in: Tensor, gold: Tensor) -> Tensor:
-        state = model.encode(None, beams=1, use_cache=True, weights="none",
-                             features=features)    # the images are not read again
-        logits = model.step(tgt_in, state, weights="none", logits=True).logits
-        logp = torch.log_softmax(logits.float(), -1)
-        return logp.gather(-1, gold.unsqueeze(-1))[..., 0]            # [rows, T]
-    return forward
-
-
 def word_maps(model: Captioner, images: Tensor, tgt_in: Tensor, tgt_out: Tensor, method: str,
               *, steps: int = IG_STEPS) -> Tensor:
     """``[batch, T, H, W]`` maps (each summing to 1) of the words ``tgt_out`` fed as ``tgt_in``
@@ -46,13 +36,20 @@ def word_maps(model: Captioner, images: Tensor, tgt_in: Tensor, tgt_out: Tensor,
         with torch.no_grad():
             _, alphas = model(images, tgt_in)
         return alphas.float()
+
+    def forward(features: Tensor, tgt_in: Tensor, gold: Tensor) -> Tensor:
+        state = model.encode(None, beams=1, use_cache=True, weights="none",
+                             features=features)    # the images are not read again
+        logits = model.step(tgt_in, state, weights="none", logits=True).logits
+        logp = torch.log_softmax(logits.float(), -1)
+        return logp.gather(-1, gold.unsqueeze(-1))[..., 0]            # [rows, T]
+
     batch, length = tgt_in.shape
     with torch.no_grad():
         feats = model.encoder(images)                                    # [B, C, H, W]
     rows = torch.arange(batch).repeat_interleave(length)
     target = torch.arange(length).repeat(batch).tolist()
     args = (tgt_in[rows], tgt_out[rows])
-    forward = _logprob_forward(model)
     if method == "grad-input":
         attr = grad_x_input(forward, feats[rows], target=target, args=args,
                             max_rows=ROWS_A_PASS)

@@ -196,9 +196,8 @@ def test_predict_explanations_and_alignments(tf_run, tmp_path, capsys):
 
 def test_integrated_gradients_add_up_to_the_log_probability(tf_run):
     pytest.importorskip("captum")
-    from attnkit.alignment.aligner import pair_pieces
+    from attnkit.alignment.aligner import attribution_rows, pair_pieces
     from attnkit.decoding.forced import forced_decode, teacher_forced_logprobs
-    from attnkit.explain.translation import attribution_rows
 
     loaded = app.load_run(tf_run)
     model, pair = loaded.model, pair_pieces(loaded.pipeline, ["one", "two", "."],
@@ -222,13 +221,12 @@ def test_gradient_methods_hold_a_bounded_number_of_tokens_a_pass(tf_run, monkeyp
     pytest.importorskip("captum")
     import captum.attr
 
-    from attnkit.alignment.aligner import pair_pieces
-    from attnkit.explain import translation
+    from attnkit.alignment import aligner
 
     loaded = app.load_run(tf_run)
     words = "one two three four five six seven eight nine .".split()
-    pair = pair_pieces(loaded.pipeline, words, words)
-    whole = translation.attribution_rows(loaded.model, pair.src_ids, pair.tgt_ids, "grad-input")
+    pair = aligner.pair_pieces(loaded.pipeline, words, words)
+    whole = aligner.attribution_rows(loaded.model, pair.src_ids, pair.tgt_ids, "grad-input")
     seen = []
     attribute = captum.attr.InputXGradient.attribute
 
@@ -237,8 +235,8 @@ def test_gradient_methods_hold_a_bounded_number_of_tokens_a_pass(tf_run, monkeyp
         return attribute(self, inputs, **kw)
 
     monkeypatch.setattr(captum.attr.InputXGradient, "attribute", counted)
-    monkeypatch.setattr(translation, "ATTRIBUTION_TOKENS", 150)
-    parts = translation.attribution_rows(loaded.model, pair.src_ids, pair.tgt_ids, "grad-input")
+    monkeypatch.setattr(aligner, "ATTRIBUTION_TOKENS", 150)
+    parts = aligner.attribution_rows(loaded.model, pair.src_ids, pair.tgt_ids, "grad-input")
     assert len(seen) > 1 and max(seen) <= 150
     torch.testing.assert_close(parts, whole, atol=1e-5, rtol=1e-4)
 

@@ -17,9 +17,8 @@ def add_explanations(loaded: TranslateLoaded, predictions: Sequence[TranslationP
                      methods: Sequence[str]) -> None:
     """Fill each prediction's ``explanations`` (method -> ``[T_out, T_src]``, rows summing to
     1) for the methods other than attention, by forced decoding of its own output."""
-    from attnkit.alignment.aligner import rollout_rows
+    from attnkit.alignment.aligner import attribution_rows, rollout_rows
     from attnkit.decoding.forced import forced_decode
-    from attnkit.explain.translation import attribution_rows
 
     extra = [m for m in methods if m != "attention"]
     if not extra:
