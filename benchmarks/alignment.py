@@ -19,7 +19,7 @@ Run: ``.venv/bin/python benchmarks/alignment.py RUN [--gold-dir DIR] [--threads 
 * the best of those attention rows symmetrised with its column-normalised reverse
   (``intersection``, ``grow-diag-final-and``);
 * with a trained aligner in the run (``attnkit translate align-train``): the head as trained
-  and adapted to the pairs (`attnkit.alignment.head_training.adapt_head`), argmax, intersection
+  and adapted to the pairs (`attnkit.alignment.aligner.adapt_head`), argmax, intersection
   and grow-diag-final-and;
 * ``translate align defaults``: exactly what ``attnkit translate align --run RUN`` does.
 
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
             row(kind, method_links(pairs, matrices, "none"), time.monotonic() - start)
     head, _ = load_head(loaded.path)
     if head is not None:
-        from attnkit.alignment.head_training import adapt_head
+        from attnkit.alignment.aligner import adapt_head
 
         adapted = copy.deepcopy(head)
         start = time.monotonic()

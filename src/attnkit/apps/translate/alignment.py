@@ -3,7 +3,7 @@
 The run gives `attnkit.alignment.aligner.align` its model, its aligner with the settings
 stored beside it, and the raw pairs the adaptation reads (a run without an aligner uses its
 attention, mean over layers and heads). `train_aligner` (``translate align-train``) fits the
-head (`attnkit.alignment.head_training.train_head`) and saves it in ``RUN/alignment/``:
+head (`attnkit.alignment.aligner.train_head`) and saves it in ``RUN/alignment/``:
 ``head.safetensors``, ``head.json`` (sizes, default settings, how it was trained) and
 ``background.tsv.gz`` (the pairs it learnt from). Guide: docs/guide/translate.md.
 """
@@ -23,11 +23,14 @@ from attnkit.alignment.aligner import (
     ATTENTION_DEFAULT,
     AlignResult,
     Method,
+    adapt_head,
     align,
     check_pairs,
     eflomal_align,
+    read_head,
+    train_head,
+    write_head,
 )
-from attnkit.alignment.head_training import adapt_head, read_head, train_head, write_head
 from attnkit.apps.results import Log, stderr_log
 from attnkit.apps.translate.engines import TranslateLoaded
 from attnkit.errors import DataError, UsageError
@@ -48,7 +51,7 @@ MAX_BACKGROUND_BYTES = 64 << 20
 
 def load_head(run: str | os.PathLike) -> tuple[AlignmentHead | None, dict[str, Any] | None]:
     """The run's trained aligner and its ``head.json``; ``(None, None)`` when it has none
-    (`attnkit.alignment.head_training.read_head`)."""
+    (`attnkit.alignment.aligner.read_head`)."""
     return read_head(Path(run) / FOLDER, root=run)
 
 
