@@ -185,8 +185,8 @@ class Method:
 
 # Without a trained aligner: the setting measured best for raw attention on the WPT03 trial
 # set (docs/results.md, "Word alignment").
-ATTENTION_DEFAULT = {"method": Method("attention", layer="avg", head="avg", shift=False),
-                     "extraction": "argmax", "symmetrize": "none", "threshold": 0.5}
+ATTENTION_DEFAULT = {"method": Method(), "extraction": "argmax", "symmetrize": "none",
+                     "threshold": 0.5}
 
 
 def attention_rows(forced: Forced, method: Method, n: int) -> Tensor:
@@ -300,9 +300,7 @@ def eflomal_links(source: Sequence[Sequence[str]], target: Sequence[Sequence[str
             links_filename_fwd=os.fspath(fwd), links_filename_rev=os.fspath(rev), quiet=True)
         found = read_pharaoh(fwd), read_pharaoh(rev)
     # eflomal writes no line for a trailing run of pairs without links: pad to the pairs.
-    forward, reverse = (links + [set() for _ in range(len(source) - len(links))]
-                        for links in found)
-    return forward, reverse
+    return tuple(links + [set() for _ in range(len(source) - len(links))] for links in found)
 
 
 def _words(text: str, lang: str) -> list[str]:
@@ -341,12 +339,11 @@ def eflomal_word_links(pairs: Sequence[tuple[Sequence[str], Sequence[str]]], *,
     return out
 
 
-def raw_labels(pairs: Sequence[tuple[str, str]], method: str = LABEL_SYMMETRIZATION
-               ) -> list[Links]:
+def raw_labels(pairs: Sequence[tuple[str, str]]) -> list[Links]:
     """eflomal's links of raw pairs, between their aligner tokens (`aligner_tokens`)."""
     forward, reverse = eflomal_links([_words(en, SRC_LANG) for en, _ in pairs],
                                      [_words(fr, TGT_LANG) for _, fr in pairs])
-    return [symmetrize(f, r, method) for f, r in zip(forward, reverse, strict=True)]
+    return [symmetrize(f, r, LABEL_SYMMETRIZATION) for f, r in zip(forward, reverse, strict=True)]
 
 
 @dataclass
@@ -448,12 +445,11 @@ def eflomal_align(sources: Sequence[Sequence[str]], targets: Sequence[Sequence[s
     start = time.monotonic()
     links = eflomal_word_links(list(zip(sources, targets, strict=True)), background=background,
                                methods=(how,), samplers=ALIGN_SAMPLERS)[how]
-    words = []
-    for s, t, found in zip(sources, targets, links, strict=True):
-        w = np.zeros((len(t), len(s)), dtype=np.float32)
+    words = [np.zeros((len(t), len(s)), dtype=np.float32)
+             for s, t in zip(sources, targets, strict=True)]
+    for w, found in zip(words, links, strict=True):
         for i, j in found:
             w[j, i] = 1.0
-        words.append(w)
     note = (f"eflomal ({ALIGN_SAMPLERS} samplers) on the {len(sources)} pairs and "
             f"{len(background):,} training pairs, {time.monotonic() - start:.0f} s")
     return AlignResult(links, words, f"eflomal, {how}", [note])
@@ -572,7 +568,7 @@ def train_head(model: nn.Module, pipeline: TranslatePipeline,
     c = model.config
     corpus = [(en, fr) for en, fr in corpus if en.strip() and fr.strip()]
     say(f"aligner: eflomal on {len(corpus):,} training pairs")
-    links = raw_labels(corpus, LABEL_SYMMETRIZATION)
+    links = raw_labels(corpus)
     chosen = random.Random(seed).sample(range(len(corpus)), min(pairs, len(corpus)))
     pieces = [raw_pieces(pipeline, *corpus[k]) for k in chosen]
     labels = [piece_labels(p, links[k]) for p, k in zip(pieces, chosen, strict=True)]

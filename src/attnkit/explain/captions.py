@@ -64,8 +64,11 @@ def word_maps(model: Captioner, images: Tensor, tgt_in: Tensor, tgt_out: Tensor,
 # Caption words whose attention must land on the objects they name (the grounding figure).
 GROUNDED_WORDS = frozenset(COLOURS) | frozenset(NUMBERS.values()) | {"a"}
 GROUPS = ("colour", "count")
-# Summed per (template, position, group): mass, max inside, uniform mass, uniform max inside.
+# Summed per (template, position, group): mass, max inside, uniform mass, uniform max inside;
+# and averaged over all words, then per group (``{}``: "" or "colour_" / "count_").
 _FIGURES = ("mass", "max_inside", "uniform_mass", "uniform_max_inside")
+_AVERAGES = ("grounding_{}mass", "grounding_{}max_inside", "uniform_{}mass",
+             "uniform_{}max_inside")
 
 
 def word_group(word: str) -> str | None:
@@ -128,16 +131,11 @@ def grounding(model: Captioner, data: CaptionData, vocab: Vocab,
         by_word[kind, pos, group] = by_word.get((kind, pos, group), np.zeros(5)) + [
             float((alpha * cov).sum()), float(cov[top] >= 0.5), float(cov.mean()),
             float((cov >= 0.5).mean()), 1.0]
-    return _summarise(by_word)
-
-
-def _summarise(by_word: dict[tuple[str, int, str], np.ndarray]) -> dict:
-    keys = ("grounding_{}mass", "grounding_{}max_inside", "uniform_{}mass", "uniform_{}max_inside")
     out: dict = {}
     for prefix, groups in [("", GROUPS)] + [(f"{g}_", (g,)) for g in GROUPS]:
         vec = sum((v for k, v in by_word.items() if k[2] in groups), np.zeros(5))
         avg = vec[:4] / max(vec[4], 1)
-        out |= {key.format(prefix): float(x) for key, x in zip(keys, avg, strict=True)}
+        out |= {key.format(prefix): float(x) for key, x in zip(_AVERAGES, avg, strict=True)}
         out[f"{prefix}words" if prefix else "grounded_words"] = int(vec[4])
     out["grounding_by_word"] = [
         {"kind": kind, "position": pos + 1, "group": group, "words": int(v[4]),
@@ -148,25 +146,22 @@ def _summarise(by_word: dict[tuple[str, int, str], np.ndarray]) -> dict:
 
 def grounding_table(metrics: dict) -> str:
     """The grounding figures of `grounding` as a small text table (model vs uniform)."""
-    def row(name: str, words: int, mass: float, uniform_mass: float, max_inside: float,
+    def row(name: str, words: int, mass: float, max_inside: float, uniform_mass: float,
             uniform_max_inside: float) -> str:
         return (f"{name:28}{words:>6}  {mass:>6.3f} {uniform_mass:>7.3f}  {max_inside:>6.3f} "
                 f"{uniform_max_inside:>7.3f}")
 
     lines = ["attention grounding (teacher-forced; inside the named ducks' boxes)",
              f"{'':28}{'words':>6}  {'mass':>6} {'uniform':>7}  {'max-in':>6} {'uniform':>7}"]
-    for name, p, n in [("colour words", "colour_", metrics.get("colour_words", 0)),
-                       ("count words", "count_", metrics.get("count_words", 0)),
-                       ("overall", "", metrics.get("grounded_words", 0))]:
-        lines.append(row(name, n, metrics[f"grounding_{p}mass"], metrics[f"uniform_{p}mass"],
-                         metrics[f"grounding_{p}max_inside"],
-                         metrics[f"uniform_{p}max_inside"]))
+    for name, p, n in [("colour words", "colour_", "colour_words"),
+                       ("count words", "count_", "count_words"), ("overall", "", "grounded_words")]:
+        lines.append(row(name, metrics.get(n, 0), *(metrics[k.format(p)] for k in _AVERAGES)))
     by_word = metrics.get("grounding_by_word", [])
     if by_word:
         lines.append("by caption template and word position (1 = the first word)")
     for r in by_word:
-        lines.append(row(f"  {r['kind']} {r['position']} ({r['group']})", r["words"], r["mass"],
-                         r["uniform_mass"], r["max_inside"], r["uniform_max_inside"]))
+        lines.append(row(f"  {r['kind']} {r['position']} ({r['group']})", r["words"],
+                         *(r[f] for f in _FIGURES)))
     return "\n".join(lines)
 
 

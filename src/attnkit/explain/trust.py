@@ -143,18 +143,15 @@ def best_shown(carried: Sequence[str], measured: Measured, *, add: str = "") -> 
     """Order ``carried`` (the page's methods, ``"attention"`` among them) by ``measured`` and say
     why the first is shown first; ``add`` is the option naming a trusted method not carried."""
     trusted, reason = measured.verdict()
-    carried = tuple(dict.fromkeys(carried))
-    if trusted is None:
-        order = tuple(sorted(carried, key=lambda m: (m != "attention", measured.rank(m))))
-        first = order[0]
-        figures = f": {measured.figures()}" if measured.scores else ""
-        return Trust(first, f"Shown first: {NAMES.get(first, first)}"
-                     + (", the model's own weights" if first == "attention" else "")
-                     + f"; no method can be trusted yet: {reason} ({measured.source}"
-                     + f"{figures}).", order)
-    order = tuple(sorted(carried, key=lambda m: (m != trusted, measured.rank(m))))
+    lead = trusted or "attention"
+    order = tuple(sorted(dict.fromkeys(carried), key=lambda m: (m != lead, measured.rank(m))))
     first, name = order[0], NAMES.get(trusted, trusted)
-    if first == trusted:
+    if trusted is None:
+        figures = f": {measured.figures()}" if measured.scores else ""
+        why = (f"Shown first: {NAMES.get(first, first)}"
+               + (", the model's own weights" if first == "attention" else "")
+               + f"; no method can be trusted yet: {reason} ({measured.source}{figures}).")
+    elif first == trusted:
         why = (f"Shown first: {name}, the method to trust here: {reason} "
                f"({measured.source}: {measured.figures(trusted)}).")
     else:
