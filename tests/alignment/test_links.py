@@ -12,7 +12,6 @@ from attnkit.alignment.links import (
     extract,
     format_pharaoh,
     grow_diag_final_and,
-    parse_pharaoh,
     read_gold,
     read_pharaoh,
     symmetrize,
@@ -23,12 +22,12 @@ from attnkit.errors import DataError
 
 def test_pharaoh_round_trip(tmp_path):
     assert format_pharaoh({(2, 1), (0, 0), (0, 0)}) == "0-0 2-1"
-    assert parse_pharaoh("0-0 2-1 3p4") == {(0, 0), (2, 1), (3, 4)}
     path = tmp_path / "a.wa"
-    path.write_text("0-0 1-1\n\n2-0\n", encoding="utf-8")
-    assert read_pharaoh(path) == [{(0, 0), (1, 1)}, set(), {(2, 0)}]
-    with pytest.raises(DataError, match="not a Pharaoh link"):
-        parse_pharaoh("0-0 x-1")
+    path.write_text("0-0 1-1\n\n2-0 2-1 3p4\n", encoding="utf-8")
+    assert read_pharaoh(path) == [{(0, 0), (1, 1)}, set(), {(2, 0), (2, 1), (3, 4)}]
+    path.write_text("0-0\n0-0 x-1\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"a.wa:2: not a Pharaoh link"):
+        read_pharaoh(path)
 
 
 def test_aer_by_hand():

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -35,25 +34,19 @@ def format_pharaoh(links: Iterable[Link]) -> str:
     return " ".join(f"{i}-{j}" for i, j in sorted(set(links)))
 
 
-def parse_pharaoh(line: str, *, where: str = "alignment", line_no: int | None = None
-                  ) -> Links:
-    """The links of one Pharaoh line (``"0-0 2-1"``; ``i-j`` or ``ipj`` per link)."""
-    links = set()
-    for item in line.split():
-        parts = item.replace("p", "-").split("-")
-        if len(parts) != 2 or not all(p.isdigit() for p in parts):
-            raise DataError(f"not a Pharaoh link: {item!r} (expected i-j)", path=where,
-                            line=line_no)
-        links.add((int(parts[0]), int(parts[1])))
-    return links
-
-
 def read_pharaoh(path: str | os.PathLike) -> list[Links]:
-    """Every line of a Pharaoh file (one sentence pair a line, `read_user_text`)."""
-    path = Path(path)
-    text = read_user_text(path, "the alignment file")
-    return [parse_pharaoh(line, where=str(path), line_no=n)
-            for n, line in enumerate(text.splitlines(), 1)]
+    """The links of every line of a Pharaoh file, one sentence pair a line (``0-0 2-1``;
+    ``i-j`` or ``ipj`` per link; `read_user_text`)."""
+    out = []
+    for n, line in enumerate(read_user_text(path, "the alignment file").splitlines(), 1):
+        out.append(set())
+        for item in line.split():
+            parts = item.replace("p", "-").split("-")
+            if len(parts) != 2 or not all(p.isdigit() for p in parts):
+                raise DataError(f"not a Pharaoh link: {item!r} (expected i-j)", path=str(path),
+                                line=n)
+            out[-1].add((int(parts[0]), int(parts[1])))
+    return out
 
 
 def read_gold(path: str | os.PathLike, src_lengths: Sequence[int],
@@ -61,7 +54,6 @@ def read_gold(path: str | os.PathLike, src_lengths: Sequence[int],
     """One `Gold` per pair, 0-based, from a WPT03 file (``k e f S|P``, 1-based) for pairs of
     ``src_lengths`` and ``tgt_lengths`` tokens. DataError names the line for a malformed
     one, a sentence beyond the pairs or a token beyond its sentence."""
-    path = Path(path)
     text = read_user_text(path, "the gold links")
     gold = [Gold() for _ in src_lengths]
     for n, line in enumerate(text.splitlines(), 1):
@@ -120,10 +112,8 @@ def grow_diag_final_and(forward: Iterable[Link], reverse: Iterable[Link]) -> Lin
     links = forward & reverse
     src_done = {i for i, _ in links}
     tgt_done = {j for _, j in links}
-    if not union:
-        return links
-    n_src = max(i for i, _ in union) + 1
-    n_tgt = max(j for _, j in union) + 1
+    n_src = max((i for i, _ in union), default=-1) + 1
+    n_tgt = max((j for _, j in union), default=-1) + 1
 
     def add(i: int, j: int) -> None:
         links.add((i, j))
