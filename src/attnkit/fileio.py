@@ -91,18 +91,14 @@ def _no_follow(path: Path, flags: int) -> int:
 
 def append_text(path: str | os.PathLike, text: str) -> None:
     """Append ``text`` (UTF-8) to ``path`` in one write; a link in its place is refused."""
-    fd = _no_follow(Path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    with os.fdopen(fd, "ab") as f:
+    with os.fdopen(_no_follow(Path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as f:
         f.write(text.encode("utf-8"))
 
 
 def truncate_file(path: str | os.PathLike, size: int) -> None:
     """Cut ``path`` to ``size`` bytes (creating it empty when missing); a link is refused."""
-    fd = _no_follow(Path(path), os.O_WRONLY | os.O_CREAT)
-    try:
-        os.ftruncate(fd, size)
-    finally:
-        os.close(fd)
+    with os.fdopen(_no_follow(Path(path), os.O_WRONLY | os.O_CREAT), "wb") as f:
+        f.truncate(size)
 
 
 def _unreadable(exc: OSError, what: str) -> str:

@@ -133,7 +133,7 @@ def raw_pieces(pipeline: TranslatePipeline, source: str, target: str) -> PairPie
                    ([w for w, _ in src], [w for w, _ in tgt]))
 
 
-def unknown_words(pipeline: TranslatePipeline, sources: Sequence[Sequence[str]],
+def unknown_shares(pipeline: TranslatePipeline, sources: Sequence[Sequence[str]],
                   targets: Sequence[Sequence[str]], *, normalize: bool = True
                   ) -> tuple[float, float]:
     """The shares of the source and of the target words the run's vocabularies do not hold (a

@@ -51,7 +51,7 @@ def _align(values: dict[str, Any]) -> int:
 
 
 def _align_pairs(values: dict[str, Any]) -> int:
-    from attnkit.alignment.aligner import check_pairs, unknown_words
+    from attnkit.alignment.aligner import check_pairs, unknown_shares
     from attnkit.alignment.links import alignment_scores, format_pharaoh, read_gold
     from attnkit.apps.outputs import ALIGNMENTS, output_file, write_output
     from attnkit.apps.translate import load_run
@@ -78,7 +78,7 @@ def _align_pairs(values: dict[str, Any]) -> int:
         print(f"attnkit: note: {note}", file=sys.stderr)
     # After aligning, so that a refused setting stays one error line. eflomal does not read
     # the model, so the model's vocabulary does not bound it.
-    src, tgt = unknown_words(loaded.pipeline, sources, targets, normalize=normalize)
+    src, tgt = unknown_shares(loaded.pipeline, sources, targets, normalize=normalize)
     if max(src, tgt) > UNKNOWN_WARNING and not result.method.startswith("eflomal"):
         print(f"attnkit: warning: {src:.0%} of the source words and {tgt:.0%} of the target "
               f"words are unknown to the run (more than {UNKNOWN_WARNING:.0%}): it cannot read "
