@@ -25,6 +25,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.nn.functional import pad
+from torch.nn.utils.rnn import pad_sequence
 
 from attnkit.alignment.links import (
     EXTRACTIONS,
@@ -488,28 +490,24 @@ def head_examples(layer: int, pairs: Sequence[PairPieces], forced: Sequence[Forc
 def piece_labels(pair: PairPieces, links: Links) -> Tensor:
     """``[target pieces, source pieces]`` 0/1: a piece pair is labelled when a token of each
     is linked."""
-    y = torch.zeros(len(pair.tgt_owner), len(pair.src_owner))
-    for r, tgt_words in enumerate(pair.tgt_owner):
-        for q, src_words in enumerate(pair.src_owner):
-            if any((i, j) in links for i in src_words for j in tgt_words):
-                y[r, q] = 1.0
-    return y
+    y = [[float(any((i, j) in links for i in src for j in tgt)) for src in pair.src_owner]
+         for tgt in pair.tgt_owner]
+    return torch.tensor(y).reshape(len(pair.tgt_owner), len(pair.src_owner))
 
 
 def _batch(examples: Sequence[HeadExample]) -> tuple[Tensor, ...]:
-    n = max(e.query.shape[0] for e in examples)
-    s = max(e.memory.shape[0] for e in examples)
-    b, d, f = len(examples), examples[0].query.shape[1], examples[0].features.shape[-1]
-    query, memory = torch.zeros(b, n, d), torch.zeros(b, s, d)
-    feats, labels = torch.zeros(b, n, s, f), torch.zeros(b, n, s)
-    src_mask = torch.zeros(b, s, dtype=torch.bool)
-    tgt_mask = torch.zeros(b, n, dtype=torch.bool)
-    for k, e in enumerate(examples):
-        ni, si = e.query.shape[0], e.memory.shape[0]
-        query[k, :ni], memory[k, :si] = e.query, e.memory
-        feats[k, :ni, :si], labels[k, :ni, :si] = e.features, e.labels
-        src_mask[k, :si], tgt_mask[k, :ni] = True, True
-    return query, memory, feats, labels, src_mask, tgt_mask
+    """The examples padded with zeros: ``query, memory, features, labels, src_mask, tgt_mask``."""
+    lengths = torch.tensor([e.labels.shape for e in examples])            # [batch, (n, S)]
+    n, s = lengths.max(0).values.tolist()
+
+    def cells(x: Tensor) -> Tensor:   # [n_k, S_k, ...] -> [n, S, ...]
+        return pad(x, [0, 0] * (x.ndim - 2) + [0, s - x.shape[1], 0, n - x.shape[0]])
+
+    return (pad_sequence([e.query for e in examples], batch_first=True),
+            pad_sequence([e.memory for e in examples], batch_first=True),
+            torch.stack([cells(e.features) for e in examples]),
+            torch.stack([cells(e.labels) for e in examples]),
+            torch.arange(s) < lengths[:, 1:], torch.arange(n) < lengths[:, :1])
 
 
 def fit_head(head: AlignmentHead, examples: Sequence[HeadExample], *,
