@@ -55,7 +55,6 @@ from attnkit.models.alignment_head import (
 from attnkit.settings import is_number
 from attnkit.training import load_weights, save_weights
 
-KINDS = ("eflomal", "attention", "rollout", "head", "grad-input", "integrated-gradients")
 # The links eflomal's two directions are combined into for labels (measured on the WPT03
 # trial set: docs/results.md, "Word alignment").
 LABEL_SYMMETRIZATION = "grow-diag-final-and"
@@ -162,8 +161,9 @@ class Method:
     """Where the links come from.
 
     Args:
-        kind: one of `KINDS` (``rollout``: every layer's cross-attention times the encoder's
-            rolled-out self-attention; ``eflomal``: the classical aligner, no model at all).
+        kind: ``"attention"``, ``"rollout"`` (every layer's cross-attention times the
+            encoder's rolled-out self-attention), ``"head"`` (the trained aligner),
+            ``"grad-input"``, ``"integrated-gradients"`` or ``"eflomal"`` (no model at all).
         layer, head: 0-based, or ``"avg"`` over all.
         shift: read the attention at the step that reads the target piece (shift-attention,
             Chen et al. 2020) rather than the one that predicts it.
@@ -208,10 +208,8 @@ def rollout_rows(forced: Forced, shift: bool, n: int) -> Tensor:
     """``[n, S]``: the cross-attention rolled out through the encoder (an RNN, which has no
     encoder attention: its attention)."""
     w = forced.attention
-    if forced.encoder is None:
-        rows = w.mean((0, 1))
-    else:
-        rows = rollout_cross(list(w[:, None]), list(forced.encoder[:, None]))[0]
+    rows = w.mean((0, 1)) if forced.encoder is None else rollout_cross(
+        list(w[:, None]), list(forced.encoder[:, None]))[0]
     return rows[1:n + 1] if shift else rows[:n]
 
 
@@ -413,11 +411,9 @@ def align(model: nn.Module, pipeline: TranslatePipeline, sources: Sequence[Seque
     method = settings["method"]
     pairs = [pair_pieces(pipeline, s, t, normalize=normalize)
              for s, t in zip(sources, targets, strict=True)]
-    notes = []
     cut = sum(p.cut for p in pairs)
-    if cut:
-        notes.append(f"{cut} tokens lie beyond the {pipeline.max_source} pieces the model "
-                     "reads and get no link")
+    notes = [f"{cut} tokens lie beyond the {pipeline.max_source} pieces the model reads and "
+             "get no link"] if cut else []
     forced = forced_decode(model, [p.src_ids for p in pairs], [p.tgt_ids for p in pairs],
                            keep_states=method.kind == "head", logprobs=False)
     if method.kind == "head" and adapt is not None:

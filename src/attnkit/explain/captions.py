@@ -24,11 +24,10 @@ METHODS = ("attention", "grad-input", "integrated-gradients")
 # Caption words explained in one forward and backward pass (each holds its image's feature
 # map): the memory bound of a gradient method, however many images a call explains.
 ROWS_A_PASS = 256
-IG_STEPS = 32
 
 
 def word_maps(model: Captioner, images: Tensor, tgt_in: Tensor, tgt_out: Tensor, method: str,
-              *, steps: int = IG_STEPS) -> Tensor:
+              *, steps: int = 32) -> Tensor:
     """``[batch, T, H, W]`` maps (each summing to 1) of the words ``tgt_out`` fed as ``tgt_in``
     (``<bos>`` first) for ``images [batch, 3, S, S]``, by ``method`` (one of `METHODS`;
     UsageError: Captum missing for a gradient one)."""

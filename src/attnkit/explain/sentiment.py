@@ -26,9 +26,6 @@ from attnkit.models.sentiment import SentimentClassifier
 
 METHODS = ("attention", "rollout", "grad-input", "integrated-gradients")
 SIGNED = ("grad-input", "integrated-gradients")
-# Integrated gradients' path points (Gauss-Legendre): the completeness error stays within a
-# few hundredths of a logit (tests/apps/sentiment/test_explain.py).
-IG_STEPS = 32
 # Tokens one forward pass of a gradient method holds (rows x time): the `best` preset reads
 # 800 tokens, and its self-attention's memory grows with time squared.
 IG_TOKENS = 32768
@@ -100,9 +97,10 @@ def rollout(model: SentimentClassifier, ids: Tensor, lengths: Tensor) -> Tensor:
 
 
 def token_scores(model: SentimentClassifier, ids: Tensor, lengths: Tensor, method: str, *,
-                 steps: int = IG_STEPS) -> Tensor:
-    """``[batch, time]`` scores of each token by ``method`` (one of `METHODS`; 0 on padding);
-    UsageError when Captum is missing for a gradient one."""
+                 steps: int = 32) -> Tensor:
+    """``[batch, time]`` scores of each token by ``method`` (one of `METHODS`; 0 on padding;
+    ``steps``: integrated gradients' path points); UsageError when Captum is missing for a
+    gradient one."""
     if method == "attention":
         return attribute(model, ids, lengths)[1]
     if method == "rollout":
