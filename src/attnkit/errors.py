@@ -13,12 +13,9 @@ class DataError(AttnkitError, ValueError):
     """A data file or record is malformed. The message names the file and line (or member)."""
 
     def __init__(self, message: str, *, path: str | None = None, line: int | None = None):
-        where = ""
-        if path is not None:
-            where = f"{path}:{line}: " if line is not None else f"{path}: "
+        where = "" if path is None else f"{path}: " if line is None else f"{path}:{line}: "
         super().__init__(where + message)
-        self.path = path
-        self.line = line
+        self.path, self.line = path, line
 
 
 class CheckpointError(AttnkitError):

@@ -477,10 +477,11 @@ class HeadExample:
 
 
 def head_examples(layer: int, pairs: Sequence[PairPieces], forced: Sequence[Forced],
-                  labels: Sequence[Tensor]) -> list[HeadExample]:
-    """Labelled pairs' head inputs, from their forced decodings (states kept)."""
-    return [HeadExample(*head_inputs(layer, f, len(p.tgt_ids), len(p.src_ids)), y)
-            for p, f, y in zip(pairs, forced, labels, strict=True)]
+                  links: Sequence[Links]) -> list[HeadExample]:
+    """Pairs' head inputs, from their forced decodings (states kept), labelled by their links."""
+    return [HeadExample(*head_inputs(layer, f, len(p.tgt_ids), len(p.src_ids)),
+                        piece_labels(p, found))
+            for p, f, found in zip(pairs, forced, links, strict=True)]
 
 
 def piece_labels(pair: PairPieces, links: Links) -> Tensor:
@@ -565,7 +566,7 @@ def train_head(model: nn.Module, pipeline: TranslatePipeline,
     links = raw_labels(corpus)
     chosen = random.Random(seed).sample(range(len(corpus)), min(pairs, len(corpus)))
     pieces = [raw_pieces(pipeline, *corpus[k]) for k in chosen]
-    labels = [piece_labels(p, links[k]) for p, k in zip(pieces, chosen, strict=True)]
+    links = [links[k] for k in chosen]
     config = AlignmentHeadConfig(d_model=c.d_model, layers=c.layers, heads=c.heads, layer=layer)
     say(f"aligner: labels ready ({time.monotonic() - start:.0f} s); forced decoding of "
         f"{len(pieces):,} pairs")
@@ -574,7 +575,7 @@ def train_head(model: nn.Module, pipeline: TranslatePipeline,
         chunk = pieces[k:k + 512]
         forced = forced_decode(model, [p.src_ids for p in chunk], [p.tgt_ids for p in chunk],
                                batch_size=64, keep_states=True, logprobs=False)
-        examples += head_examples(layer, chunk, forced, labels[k:k + 512])
+        examples += head_examples(layer, chunk, forced, links[k:k + 512])
     head = AlignmentHead(config)
     left = max(seconds - (time.monotonic() - start), 1.0)
     report = fit_head(head, examples, seconds=left, epochs=50, seed=seed, log=log)
@@ -629,8 +630,7 @@ def adapt_head(head: AlignmentHead, token_pairs: Sequence[tuple[Sequence[str], S
     links = eflomal_word_links(token_pairs, background=background,
                                samplers=ALIGN_SAMPLERS)[LABEL_SYMMETRIZATION]
     labelled = time.monotonic() - start
-    examples = head_examples(head.config.layer, pairs, forced,
-                             [piece_labels(p, link) for p, link in zip(pairs, links, strict=True)])
+    examples = head_examples(head.config.layer, pairs, forced, links)
     left = max(minutes * 60 - (time.monotonic() - start), 1.0)
     report = fit_head(head, examples, seconds=left, epochs=ADAPT_EPOCHS)
     return (f"adapted to the {len(pairs)} pairs: eflomal on them and {len(background):,} "
