@@ -1,12 +1,13 @@
 """Word alignment of given sentence pairs (behind ``attnkit translate align``): start at `align`.
 
-The pairs are written as the model's pieces (`pair_pieces`), the target fed (forced
-decoding), a `Method`'s piece matrices gathered into word matrices and links extracted
-(`attnkit.alignment.links`). `eflomal_align` aligns them with eflomal alone (``pip install
-'attnkit[align]'``: Bayesian IBM/HMM models fitted by Gibbs sampling, with a run's training
-pairs as background; no seed). The trained aligner, an alignment head on the frozen model's
-states, learns eflomal's links (`train_head`, ``translate align-train``) and is fine-tuned
-on the pairs it aligns (`adapt_head`); on disk, ``head.safetensors`` and ``head.json``."""
+The pairs are written as the model's pieces (`pair_pieces`; ``pipeline``: the run's
+`attnkit.apps.translate.pipeline.TranslatePipeline`), the target fed (forced decoding), a
+`Method`'s piece matrices gathered into word matrices and links extracted
+(`attnkit.alignment.links`). `eflomal_align` aligns with eflomal alone (``pip install
+'attnkit[align]'``: Bayesian IBM/HMM models fitted by Gibbs sampling, a run's training pairs as
+background; no seed). The trained aligner, an alignment head on the frozen model's states,
+learns eflomal's links (`train_head`, ``translate align-train``) and is fine-tuned on the pairs
+it aligns (`adapt_head`); on disk, ``head.safetensors`` and ``head.json``."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -39,8 +40,7 @@ from attnkit.alignment.links import (
 )
 from attnkit.alignment.text import Span, aligner_tokens, pieces_to_tokens, surface
 from attnkit.attention.rollout import rollout_cross
-from attnkit.data.text_codec import SRC_LANG, TGT_LANG, TextCodec
-from attnkit.data.vocab import Vocab
+from attnkit.data.text_codec import SRC_LANG, TGT_LANG
 from attnkit.decoding.forced import Forced, forced_decode, teacher_forced_logprobs
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.explain.captum import grad_x_input, integrated_gradients
@@ -72,15 +72,6 @@ IG_STEPS = 16
 ATTRIBUTION_TOKENS = 8192
 
 
-class TranslatePipeline(Protocol):
-    """What turns a run's text into its model's ids (`attnkit.apps.translate.pipeline`)."""
-
-    codec: TextCodec
-    src_vocab: Vocab
-    tgt_vocab: Vocab
-    max_source: int
-
-
 @dataclass
 class PairPieces:
     """One pair for forced decoding: the tokens links refer to, the model's ids (at most
@@ -96,7 +87,7 @@ class PairPieces:
     cut: int = 0
 
 
-def _pieces(pipeline: TranslatePipeline, texts: Sequence[str],
+def _pieces(pipeline: Any, texts: Sequence[str],
             spans: Sequence[Sequence[Span]], tokens: Sequence[Sequence[str]]) -> PairPieces:
     """A `PairPieces` from the model's two texts, each token's span in them, and the tokens."""
     ids, owners, cut = [], [], 0
@@ -111,7 +102,7 @@ def _pieces(pipeline: TranslatePipeline, texts: Sequence[str],
                       cut)
 
 
-def pair_pieces(pipeline: TranslatePipeline, src_tokens: Sequence[str],
+def pair_pieces(pipeline: Any, src_tokens: Sequence[str],
                 tgt_tokens: Sequence[str], *, normalize: bool = True) -> PairPieces:
     """Whitespace tokens to align, as the model reads them: written as its training text
     (``normalize``, `attnkit.alignment.text.surface`; False joins them as they are)."""
@@ -127,14 +118,14 @@ def pair_pieces(pipeline: TranslatePipeline, src_tokens: Sequence[str],
     return _pieces(pipeline, texts, spans, (src_tokens, tgt_tokens))
 
 
-def raw_pieces(pipeline: TranslatePipeline, source: str, target: str) -> PairPieces:
+def raw_pieces(pipeline: Any, source: str, target: str) -> PairPieces:
     """A raw training pair, its tokens those of the aligner (`aligner_tokens`)."""
     src, tgt = aligner_tokens(source, SRC_LANG), aligner_tokens(target, TGT_LANG)
     return _pieces(pipeline, (source, target), ([s for _, s in src], [s for _, s in tgt]),
                    ([w for w, _ in src], [w for w, _ in tgt]))
 
 
-def unknown_shares(pipeline: TranslatePipeline, sources: Sequence[Sequence[str]],
+def unknown_shares(pipeline: Any, sources: Sequence[Sequence[str]],
                   targets: Sequence[Sequence[str]], *, normalize: bool = True
                   ) -> tuple[float, float]:
     """The shares of the source and of the target words the run's vocabularies do not hold (a
@@ -380,7 +371,7 @@ def check_pairs(sources: Sequence[str], targets: Sequence[str], *,
     return out
 
 
-def align(model: nn.Module, pipeline: TranslatePipeline, sources: Sequence[Sequence[str]],
+def align(model: nn.Module, pipeline: Any, sources: Sequence[Sequence[str]],
           targets: Sequence[Sequence[str]], settings: dict[str, Any], *,
           head: AlignmentHead | None = None,
           adapt: Callable[[AlignmentHead, list, list[PairPieces], list], str] | None = None,
@@ -547,7 +538,7 @@ def fit_head(head: AlignmentHead, examples: Sequence[HeadExample], *,
             "loss": loss_sum / max(done, 1)}
 
 
-def train_head(model: nn.Module, pipeline: TranslatePipeline,
+def train_head(model: nn.Module, pipeline: Any,
                corpus: Sequence[tuple[str, str]], *, pairs: int = 20000, seconds: float = 120.0,
                layer: int = -1, seed: int = 0, log: Callable[[str], None] | None = None
                ) -> tuple[AlignmentHead, dict]:
