@@ -255,13 +255,12 @@ def _orders(model: SentimentClassifier, pipeline: TextPipeline, reads, methods: 
     out: dict[str, list[list[int]]] = {}
     for m in methods:
         scores = token_scores(model, ids, lengths, m).float().cpu()
-        ranked = []
+        out[m] = ranked = []
         for b, r in enumerate(reads):
             real = scores[b, pipeline.tokens_in(len(r.ids), keep)]
             if m in SIGNED and probs[b] < 0.5:
                 real = -real   # towards the predicted class
             ranked.append(torch.argsort(real, descending=True, stable=True).tolist())
-        out[m] = ranked
     out[RANDOM] = [rng.sample(range(len(r.ids)), len(r.ids)) for r in reads]
     return out
 
