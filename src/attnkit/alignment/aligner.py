@@ -108,11 +108,9 @@ def pair_pieces(pipeline: Any, src_tokens: Sequence[str],
     (``normalize``, `attnkit.alignment.text.surface`; False joins them as they are)."""
     texts, spans = [], []
     for tokens, lang in ((src_tokens, SRC_LANG), (tgt_tokens, TGT_LANG)):
-        if normalize:
-            text, where = surface(tokens, lang)
-        else:
-            text = " ".join(tokens)
-            where = [m.span() for m in re.finditer(r"\S+", text)]
+        text = " ".join(tokens)
+        text, where = surface(tokens, lang) if normalize else (
+            text, [m.span() for m in re.finditer(r"\S+", text)])
         texts.append(text)
         spans.append(where)
     return _pieces(pipeline, texts, spans, (src_tokens, tgt_tokens))

@@ -122,7 +122,6 @@ def pieces_to_tokens(piece_spans: Sequence[Span], token_spans: Sequence[Span]) -
         hit = [k for k, (a, b) in enumerate(token_spans) if a < end and start < b]
         if not hit and token_spans:
             after = [k for k, (a, _) in enumerate(token_spans) if a >= start]
-            hit = [min(after, key=lambda k: token_spans[k][0])] if after else [
-                len(token_spans) - 1]
+            hit = [min(after, key=lambda k: token_spans[k][0], default=len(token_spans) - 1)]
         owners.append(hit)
     return owners

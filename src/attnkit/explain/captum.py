@@ -9,7 +9,7 @@ up to the quadrature error they return."""
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -51,7 +51,7 @@ def explain_methods(value: str | Iterable[str] | None, known: Iterable[str]) -> 
 
 
 def grad_x_input(forward: Callable[..., Tensor], inputs: Tensor, *,
-                 target: int | Sequence[int] | None = None,
+                 target: int | list[int] | None = None,
                  args: tuple[Any, ...] = (), max_rows: int | None = None) -> Tensor:
     """Gradient x input of ``forward(inputs, *args)[row, target[row]]``, shaped like
     ``inputs`` (Captum's ``InputXGradient``), ``max_rows`` rows a pass (None: all at once):
@@ -65,15 +65,16 @@ def grad_x_input(forward: Callable[..., Tensor], inputs: Tensor, *,
         chunk = inputs[part].detach().requires_grad_(True)
         extra = tuple(a[part] if isinstance(a, Tensor) and a.ndim and a.shape[0] == rows
                       else a for a in args)
+        aim = target[part] if isinstance(target, list) else target
         with torch.enable_grad():
-            parts.append(method.attribute(chunk, target=_target(target, part),
+            parts.append(method.attribute(chunk, target=aim,
                                           additional_forward_args=extra or None).detach())
     return torch.cat(parts)
 
 
 def integrated_gradients(forward: Callable[..., Tensor], inputs: Tensor, *,
                          baselines: Tensor | None = None,
-                         target: int | Sequence[int] | None = None,
+                         target: int | list[int] | None = None,
                          args: tuple[Any, ...] = (), steps: int = 32,
                          internal_batch_size: int | None = None) -> tuple[Tensor, Tensor]:
     """Integrated gradients (Gauss-Legendre points) from ``baselines`` (zeros) to ``inputs`` ->
@@ -82,12 +83,8 @@ def integrated_gradients(forward: Callable[..., Tensor], inputs: Tensor, *,
     inputs = inputs.detach().requires_grad_(True)
     with torch.enable_grad():
         attr, delta = method.attribute(
-            inputs, baselines=baselines, target=_target(target),
+            inputs, baselines=baselines, target=target,
             additional_forward_args=args or None, n_steps=steps,
             internal_batch_size=internal_batch_size, return_convergence_delta=True)
     return attr.detach(), delta.detach()
 
-
-def _target(target: int | Sequence[int] | None, part: slice = slice(None)
-            ) -> int | list[int] | None:
-    return list(target)[part] if isinstance(target, Sequence) else target
