@@ -168,10 +168,9 @@ def _kept(n: int, k: int) -> int:
 
 def faithfulness(model: SentimentClassifier, pipeline: TextPipeline, texts: Sequence[str], *,
                  methods: Sequence[str] = METHODS, seed: int = 0, batch_size: int = 32) -> dict:
-    """Comprehensiveness ``p - p(without the top k % tokens)`` and sufficiency ``p - p(those
-    tokens alone)``, for ``k`` in `BINS`, averaged over ``k`` then reviews (a removed token is
-    deleted, as ERASER does), of each of ``methods`` and of random orders (``seed``). Reviews
-    without a word the model reads are skipped (UsageError if none is left).
+    """Comprehensiveness and sufficiency (ERASER, for ``k`` in `BINS`: docs/concepts.md,
+    "Sentiment") of each of ``methods`` and of random orders (``seed``). Reviews without a word
+    the model reads are skipped (UsageError if none is left).
 
     Returns:
         ``{"methods": {name: {"comprehensiveness", "sufficiency", "curve": {...: [per k]}}},
