@@ -22,22 +22,13 @@ from attnkit.attention.base import (
     build_mask,
     check_inputs,
     query_mask_from_lengths,
-    read_values,
 )
-from attnkit.attention.masking import masked_softmax
+from attnkit.attention.masking import causal_mask, masked_softmax
 
 
-def fused_attention(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    mask: Tensor | None,
-    *,
-    causal_only: bool = False,
-    scale: float | None = None,
-    dropout_p: float = 0.0,
-    query_mask: Tensor | None = None,
-) -> Tensor:
+def fused_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, *,
+                    causal_only: bool = False, scale: float | None = None,
+                    dropout_p: float = 0.0, query_mask: Tensor | None = None) -> Tensor:
     """SDPA with attnkit's mask semantics: empty rows give zeros, never NaN.
 
     ``query [..., Tq, dk]``, ``key [..., Tk, dk]``, ``value [..., Tk, dv]`` -> ``[..., Tq, dv]``.
@@ -74,6 +65,28 @@ def fused_attention(
     if keep is not None:
         out = out * keep.to(out.dtype)
     return out
+
+
+def dot_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, *,
+                  causal_only: bool, need_weights: bool, scale: float | None = None,
+                  dropout_p: float = 0.0, query_mask: Tensor | None = None
+                  ) -> tuple[Tensor, Tensor | None]:
+    """``(context, weights or None)`` over ``[..., T, dim]``: `fused_attention` without the
+    weights, else the explicit masked softmax (dropout on the context only, so the weights are
+    the model's). ``query_mask [..., Tq]`` zeroes padded queries.
+    """
+    if not need_weights:
+        keep = None if query_mask is None else query_mask.unsqueeze(-1)
+        return fused_attention(query, key, value, mask, causal_only=causal_only, scale=scale,
+                               dropout_p=dropout_p, query_mask=keep), None
+    if causal_only:
+        mask = causal_mask(query.shape[-2], key.shape[-2], query.device)
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    weights = masked_softmax(torch.matmul(query, key.transpose(-2, -1)) * scale, mask)
+    if query_mask is not None:
+        weights = weights * query_mask.unsqueeze(-1)
+    used = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    return torch.matmul(used.to(value.dtype), value), weights
 
 
 class DotProductAttention(ScoreAttention):
@@ -116,33 +129,18 @@ class DotProductAttention(ScoreAttention):
         self._check_dims(query, keys)
         return torch.bmm(query, keys.transpose(1, 2)) * self._scale(query.shape[-1])
 
-    def attend(
-        self,
-        query: Tensor,
-        memory: AttentionMemory,
-        *,
-        query_lengths: Tensor | None = None,
-        attn_mask: Tensor | None = None,
-        causal: bool = False,
-        need_weights: bool = False,
-    ) -> AttentionOutput:
+    def attend(self, query: Tensor, memory: AttentionMemory, *,
+               query_lengths: Tensor | None = None, attn_mask: Tensor | None = None,
+               causal: bool = False, need_weights: bool = False) -> AttentionOutput:
         """Attend from ``query [batch, Tq, dim]`` over a precomputed ``memory`` (see base)."""
         check_inputs(query, memory.raw_keys, memory.values)
         self._check_dims(query, memory.keys)
         batch, tq, tk = query.shape[0], query.shape[1], memory.values.shape[1]
-        qmask = query_mask_from_lengths(query_lengths, batch, tq, query.device)
         only_causal = causal and memory.key_mask is None and attn_mask is None
         mask = build_mask(batch, tq, tk, key_mask=memory.key_mask, attn_mask=attn_mask,
                           causal=causal and not only_causal, device=query.device)
-        p = self.dropout if self.training else 0.0
-        if not need_weights:
-            context = fused_attention(
-                query, memory.keys, memory.values, mask, causal_only=only_causal,
-                scale=self._scale(query.shape[-1]), dropout_p=p,
-                query_mask=None if qmask is None else qmask.unsqueeze(-1),
-            )
-            return AttentionOutput(context, None)
-        if only_causal:
-            mask = build_mask(batch, tq, tk, causal=True, device=query.device)
-        weights = masked_softmax(self.score_projected(query, memory.keys), mask)
-        return read_values(weights, memory.values, query_lengths, True, dropout=p)
+        return AttentionOutput(*dot_attention(
+            query, memory.keys, memory.values, mask, causal_only=only_causal,
+            need_weights=need_weights, scale=self._scale(query.shape[-1]),
+            dropout_p=self.dropout if self.training else 0.0,
+            query_mask=query_mask_from_lengths(query_lengths, batch, tq, query.device)))

@@ -21,7 +21,7 @@ from attnkit.attention.base import (
     check_inputs,
     query_mask_from_lengths,
 )
-from attnkit.attention.dot_product import fused_attention
+from attnkit.attention.dot_product import dot_attention
 from attnkit.attention.kv_cache import KeyValueCache, SourceKeyValues
 from attnkit.attention.masking import causal_mask, masked_softmax
 from attnkit.attention.pooling import self_attention_max_pool
@@ -153,63 +153,42 @@ class MultiHeadAttention(nn.Module):
                  ) -> tuple[Tensor, Tensor, Tensor]:
         if self.packed and query is key and key is value:  # self-attention: one matmul
             return self._heads(F.linear(query, self.in_proj_weight, self.in_proj_bias), 3)
-        (wq, wk, wv), (bq, bk, bv) = self._proj_weights(), self._proj_biases()
-        (q,) = self._heads(F.linear(query, wq, bq), 1)
-        if self.packed and key is value:
-            bkv = None if bk is None else self.in_proj_bias[self.inner_dim:]
-            k, v = self._heads(F.linear(key, self.in_proj_weight[self.inner_dim:], bkv), 2)
-            return q, k, v
-        (k,) = self._heads(F.linear(key, wk, bk), 1)
-        (v,) = self._heads(F.linear(value, wv, bv), 1)
-        return q, k, v
+        (wq, _, _), (bq, _, _) = self._proj_weights(), self._proj_biases()
+        return (*self._heads(F.linear(query, wq, bq), 1), *self._project_kv(key, value))
 
-    def forward(
-        self,
-        query: Tensor,
-        key: Tensor,
-        value: Tensor | None = None,
-        *,
-        key_lengths: Tensor | None = None,
-        key_mask: Tensor | None = None,
-        query_lengths: Tensor | None = None,
-        attn_mask: Tensor | None = None,
-        causal: bool = False,
-        need_weights: bool = False,
-        query_positions: Tensor | None = None,
-        key_positions: Tensor | None = None,
-    ) -> AttentionOutput:
+    def _project_kv(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        if self.packed and key is value:  # one matmul for both
+            bias = None if self.in_proj_bias is None else self.in_proj_bias[self.inner_dim:]
+            return self._heads(F.linear(key, self.in_proj_weight[self.inner_dim:], bias), 2)
+        (_, wk, wv), (_, bk, bv) = self._proj_weights(), self._proj_biases()
+        return (*self._heads(F.linear(key, wk, bk), 1), *self._heads(F.linear(value, wv, bv), 1))
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor | None = None, *,
+                key_lengths: Tensor | None = None, key_mask: Tensor | None = None,
+                query_lengths: Tensor | None = None, attn_mask: Tensor | None = None,
+                causal: bool = False, need_weights: bool = False,
+                query_positions: Tensor | None = None,
+                key_positions: Tensor | None = None) -> AttentionOutput:
         value = key if value is None else value
         check_inputs(query, key, value, query_dim=self.query_dim, key_dim=self.key_dim,
                      value_dim=self.value_dim)
         if self.rope is None and (query_positions is not None or key_positions is not None):
             raise ValueError("query_positions/key_positions need rope=True")
         batch, tq, tk = query.shape[0], query.shape[1], key.shape[1]
-        device = query.device
-        qmask = query_mask_from_lengths(query_lengths, batch, tq, device)
+        qmask = query_mask_from_lengths(query_lengths, batch, tq, query.device)
         only_causal = causal and key_lengths is None and key_mask is None and attn_mask is None
         mask = build_mask(batch, tq, tk, key_lengths=key_lengths, key_mask=key_mask,
                           attn_mask=attn_mask, causal=causal and not only_causal,
-                          num_heads=self.num_heads, device=device)
+                          num_heads=self.num_heads, device=query.device)
         q, k, v = self._project(query, key, value)
         if self.rope is not None:
             q = self.rope.rotate(q, query_positions)
             k = self.rope.rotate(k, key_positions)
-        p = self.dropout if self.training else 0.0
-        weights = None
-        if not need_weights:
-            ctx = fused_attention(q, k, v, mask, causal_only=only_causal, dropout_p=p)
-        else:
-            if only_causal:
-                mask = build_mask(batch, tq, tk, causal=True, num_heads=self.num_heads,
-                                  device=device)
-            scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))
-            weights = masked_softmax(scores, mask)
-            if qmask is not None:
-                weights = weights * qmask[:, None, :, None]
-            ctx = torch.matmul(F.dropout(weights, p) if p > 0 else weights, v)
-        out = ctx.transpose(1, 2).reshape(batch, tq, self.inner_dim)
-        if self.out_proj is not None:
-            out = self.out_proj(out)
+        ctx, weights = dot_attention(
+            q, k, v, mask, causal_only=only_causal, need_weights=need_weights,
+            dropout_p=self.dropout if self.training else 0.0,
+            query_mask=None if qmask is None or not need_weights else qmask[:, None])
+        out = self._output(ctx.transpose(1, 2).reshape(batch, tq, self.inner_dim))
         if qmask is not None:
             out = out * qmask.unsqueeze(-1).to(out.dtype)
         return AttentionOutput(out, weights)
@@ -269,13 +248,7 @@ class MultiHeadAttention(nn.Module):
         """Project ``source [sentences, S, key_dim]`` once for `attend_source`, with its mask."""
         self._check_incremental("source_keys_values", source, self.key_dim)
         n, length = source.shape[:2]
-        if self.packed:
-            bias = None if self.in_proj_bias is None else self.in_proj_bias[self.inner_dim:]
-            k, v = self._heads(F.linear(source, self.in_proj_weight[self.inner_dim:], bias), 2)
-        else:
-            (_, wk, wv), (_, bk, bv) = self._proj_weights(), self._proj_biases()
-            (k,), (v,) = self._heads(F.linear(source, wk, bk), 1), self._heads(
-                F.linear(source, wv, bv), 1)
+        k, v = self._project_kv(source, source)
         mask = empty = None
         if key_lengths is not None and bool((key_lengths < length).any()):
             mask = build_mask(n, 1, length, key_lengths=key_lengths, num_heads=self.num_heads,
@@ -377,14 +350,4 @@ class MultiHeadAttention(nn.Module):
         if (self.in_proj_bias is None) != (mha.in_proj_bias is None):
             raise ValueError(f"bias mismatch: this module bias={self.in_proj_bias is not None},"
                              f" the torch module bias={mha.in_proj_bias is not None}")
-        with torch.no_grad():
-            if self.packed:
-                self.in_proj_weight.copy_(mha.in_proj_weight)
-            else:
-                self.q_proj_weight.copy_(mha.q_proj_weight)
-                self.k_proj_weight.copy_(mha.k_proj_weight)
-                self.v_proj_weight.copy_(mha.v_proj_weight)
-            self.out_proj.weight.copy_(mha.out_proj.weight)
-            if self.in_proj_bias is not None:
-                self.in_proj_bias.copy_(mha.in_proj_bias)
-                self.out_proj.bias.copy_(mha.out_proj.bias)
+        self.load_state_dict(mha.state_dict())

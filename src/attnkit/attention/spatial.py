@@ -30,11 +30,6 @@ class SpatialMemory(AttentionMemory):
     height: int = 0
     width: int = 0
 
-    def reorder(self, index: Tensor) -> SpatialMemory:
-        base = super().reorder(index)
-        return SpatialMemory(base.keys, base.values, base.key_mask, base.raw_keys,
-                             self.height, self.width)
-
 
 def _flatten_map(name: str, t: Tensor, batch: int | None = None,
                  hw: tuple[int, int] | None = None, channels: int | None = None) -> Tensor:
