@@ -23,10 +23,11 @@ from PIL import Image
 
 from attnkit.viz._save import to_numpy
 from attnkit.viz.explorer import (
+    app_files,
     coerce,
+    encode_methods,
     encode_weights,
     explorer_page,
-    page_file,
     palette_data,
     script_source,
 )
@@ -37,10 +38,9 @@ from attnkit.viz.palettes import WEIGHTS_ON_IMAGE
 # 14x14) has no detail finer than this anyway.
 MAX_IMAGE_SIDE = 384
 
-BODY, CSS, JS = (page_file(f"caption_page.{kind}") for kind in ("html", "css", "js"))
-# The policy source of its script: the live page of `attnkit serve`, which frames this page,
-# lists it in its own policy.
-SCRIPT_SOURCE = script_source(JS)
+FILES = app_files("caption_page")
+# The policy source of its script, listed by `attnkit serve`'s live page, which frames this page.
+SCRIPT_SOURCE = script_source(FILES["script"])
 
 
 @dataclass(frozen=True)
@@ -78,14 +78,8 @@ def _example_data(item, k: int) -> dict:
                          f"got {list(m.shape)}")
     if n == 0:
         raise ValueError(f"caption example {k}: the caption has no words")
-    methods = {}
-    for name, values in dict(item.methods).items():
-        mm = to_numpy(values, f"caption example {k}: method {name}")
-        if mm.shape != m.shape:
-            raise ValueError(f"caption example {k}: method {name!r} must be shaped like the "
-                             f"maps {list(m.shape)}, got {list(mm.shape)}")
-        methods[str(name)] = encode_weights(mm, f"caption example {k}: method {name}")
-    return {"methods": methods, "png": _png_uri(img), "aspect": img.shape[1] / img.shape[0],
+    return {"methods": encode_methods(item.methods, m.shape, f"caption example {k}"),
+            "png": _png_uri(img), "aspect": img.shape[1] / img.shape[0],
             "words": [str(w) for w in item.words], "h": int(m.shape[1]), "w": int(m.shape[2]),
             "maps": encode_weights(m, f"caption example {k}: maps"),
             "refs": [str(r) for r in item.references]}
@@ -119,5 +113,4 @@ def caption_page(images: Sequence[CaptionExample | Mapping], summary: Mapping[st
               "selected word of its caption (dark = ignored).",
               "Pick a word with its button, the slider or the arrow keys; untick \u201cshow "
               "attention\u201d to see the plain image.", *([note] if note else []))
-    return explorer_page(title, legend, summary, body=BODY, data=data, script=JS, css=CSS,
-                         path=path)
+    return explorer_page(title, legend, summary, data=data, path=path, **FILES)

@@ -33,6 +33,13 @@ def page_file(name: str, package: str = __package__) -> str:
 SHELL, SHARED_JS = Template(page_file("explorer.html")), page_file("explorer.js")
 
 
+def app_files(name: str) -> dict[str, str]:
+    """An app page's ``<name>.html``, ``.css`` and ``.js``, as `explorer_page`'s ``body``,
+    ``css`` and ``script``."""
+    return {key: page_file(f"{name}.{ext}") for key, ext in (("body", "html"), ("css", "css"),
+                                                               ("script", "js"))}
+
+
 def json_for_script(obj) -> str:
     """``obj`` as JSON that no string in it can end the page's data block: ``<``, ``>`` and ``&``
     as ``\\uXXXX`` escapes (the same characters to ``JSON.parse``).
@@ -59,6 +66,18 @@ def encode_weights(values, name: str = "weights") -> dict:
     scale = float(w.max()) if w.size and w.max() > 0 else 1.0
     q = np.rint(w / scale * 65535.0).astype("<u2")
     return {"b64": base64.b64encode(q.tobytes()).decode("ascii"), "scale": scale}
+
+
+def encode_methods(methods: Mapping[str, object], shape: tuple[int, ...], where: str) -> dict:
+    """Other explanations by name, each checked to be shaped ``shape``, as `encode_weights`."""
+    out = {}
+    for name, values in dict(methods).items():
+        m = to_numpy(values, f"{where}: method {name}")
+        if m.shape != shape:
+            raise ValueError(f"{where}: method {name!r} must be shaped {list(shape)}, "
+                             f"got {list(m.shape)}")
+        out[str(name)] = encode_weights(m, f"{where}: method {name}")
+    return out
 
 
 def _shown(value: object) -> str:

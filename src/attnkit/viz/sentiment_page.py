@@ -21,17 +21,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnkit.viz._save import to_numpy
-from attnkit.viz.explorer import coerce, explorer_page, page_file, palette_data, script_source
+from attnkit.viz.explorer import app_files, coerce, explorer_page, palette_data, script_source
 from attnkit.viz.palettes import SIGNED, WEIGHTS_BESIDE_SIGNED
 from attnkit.viz.spans import token_spans
 
 # IMDB reviews carry HTML line breaks as text; the page shows them as line breaks.
 _BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
 
-BODY, CSS, JS = (page_file(f"sentiment_page.{kind}") for kind in ("html", "css", "js"))
-# The policy source of its script: the live page of `attnkit serve`, which frames this page,
-# lists it in its own policy.
-SCRIPT_SOURCE = script_source(JS)
+FILES = app_files("sentiment_page")
+# The policy source of its script, listed by `attnkit serve`'s live page, which frames this page.
+SCRIPT_SOURCE = script_source(FILES["script"])
 
 
 @dataclass(frozen=True)
@@ -142,5 +141,4 @@ def sentiment_page(reviews: Sequence[Review | Mapping], summary: Mapping[str, ob
               "darker grey = more weight).",
               "Pick a review, a method and a view below; hover over or Tab to a word for its "
               "exact score.", *([note] if note else []))
-    return explorer_page(title, legend, summary, body=BODY, data=data, script=JS, css=CSS,
-                         path=path)
+    return explorer_page(title, legend, summary, data=data, path=path, **FILES)

@@ -17,19 +17,19 @@ from dataclasses import dataclass, field
 
 from attnkit.viz._save import to_numpy
 from attnkit.viz.explorer import (
+    app_files,
     coerce,
+    encode_methods,
     encode_weights,
     explorer_page,
-    page_file,
     palette_data,
     script_source,
 )
 from attnkit.viz.palettes import WEIGHTS
 
-BODY, CSS, JS = (page_file(f"translation_page.{kind}") for kind in ("html", "css", "js"))
-# The policy source of its script: the live page of `attnkit serve`, which frames this page,
-# lists it in its own policy.
-SCRIPT_SOURCE = script_source(JS)
+FILES = app_files("translation_page")
+# The policy source of its script, listed by `attnkit serve`'s live page, which frames this page.
+SCRIPT_SOURCE = script_source(FILES["script"])
 
 
 @dataclass(frozen=True)
@@ -67,20 +67,13 @@ def _example_data(ex: TranslationExample, k: int) -> dict:
     if t == 0 or s == 0:
         raise ValueError(f"example {k}: needs at least one source and one target token")
     w4 = w.reshape((1,) * (4 - w.ndim) + w.shape)
-    methods = {}
-    for name, values in dict(ex.methods).items():
-        m = to_numpy(values, f"example {k}: method {name}")
-        if m.shape != (t, s):
-            raise ValueError(f"example {k}: method {name!r} must be [T_tgt, T_src] = "
-                             f"[{t}, {s}], got {list(m.shape)}")
-        methods[str(name)] = encode_weights(m, f"example {k}: method {name}")
     links = []
     for i, j in ex.links:
         if not (0 <= int(i) < s and 0 <= int(j) < t):
             raise ValueError(f"example {k}: link {i}-{j} names a token beyond the sentence "
                              f"({s} source, {t} target tokens)")
         links.append([int(i), int(j)])
-    return {"methods": methods, "links": links,
+    return {"methods": encode_methods(ex.methods, (t, s), f"example {k}"), "links": links,
             "src": [str(x) for x in ex.source_tokens], "tgt": [str(x) for x in ex.target_tokens],
             "L": int(w4.shape[0]), "H": int(w4.shape[1]), "T": t, "S": s,
             "w": encode_weights(w4, f"example {k}: attention"),
@@ -127,5 +120,4 @@ def translation_page(
               + ("; the method picker shows other explanations of the same words (gradient "
                  "attributions: how much each source word's vector changed the output word)."
                  if methods else "."), *([note] if note else []))
-    return explorer_page(title, legend, summary, body=BODY, data=data, script=JS, css=CSS,
-                         path=path)
+    return explorer_page(title, legend, summary, data=data, path=path, **FILES)
