@@ -12,16 +12,11 @@ Example:
 
 from __future__ import annotations
 
-import base64
-import io
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-from PIL import Image
-
-from attnkit.viz._save import to_numpy
+from attnkit.viz._save import png_data_uri, to_numpy
 from attnkit.viz.explorer import (
     app_files,
     coerce,
@@ -56,18 +51,6 @@ class CaptionExample:
     methods: Mapping[str, object] = field(default_factory=dict)
 
 
-def _png_uri(img: np.ndarray) -> str:
-    pil = Image.fromarray(img)
-    side = max(pil.size)
-    if side > MAX_IMAGE_SIDE:
-        k = MAX_IMAGE_SIDE / side
-        pil = pil.resize((max(1, round(pil.width * k)), max(1, round(pil.height * k))),
-                         Image.Resampling.BICUBIC)
-    buf = io.BytesIO()
-    pil.save(buf, format="PNG", optimize=True)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
 def _example_data(item, k: int) -> dict:
     item = coerce(item, CaptionExample, f"caption example {k}")
     img = check_image(item.image)
@@ -79,7 +62,7 @@ def _example_data(item, k: int) -> dict:
     if n == 0:
         raise ValueError(f"caption example {k}: the caption has no words")
     return {"methods": encode_methods(item.methods, m.shape, f"caption example {k}"),
-            "png": _png_uri(img), "aspect": img.shape[1] / img.shape[0],
+            "png": png_data_uri(img, MAX_IMAGE_SIDE), "aspect": img.shape[1] / img.shape[0],
             "words": [str(w) for w in item.words], "h": int(m.shape[1]), "w": int(m.shape[2]),
             "maps": encode_weights(m, f"caption example {k}: maps"),
             "refs": [str(r) for r in item.references]}

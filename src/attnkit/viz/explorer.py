@@ -98,11 +98,9 @@ def summary_html(summary: Mapping[str, object] | None) -> str:
     """The run summary box: each key and value escaped (see `_shown` for the formatting)."""
     if not summary:
         return ""
-    rows = []
-    for key, value in summary.items():
-        rows.append(f"<dt>{html.escape(str(key))}</dt><dd>{html.escape(_shown(value))}</dd>")
-    return ('<section class="summary" aria-label="run summary"><dl>' + "".join(rows)
-            + "</dl></section>")
+    rows = "".join(f"<dt>{html.escape(str(key))}</dt><dd>{html.escape(_shown(value))}</dd>"
+                   for key, value in summary.items())
+    return f'<section class="summary" aria-label="run summary"><dl>{rows}</dl></section>'
 
 
 def palette_data(*names: str) -> dict[str, str]:
@@ -138,11 +136,14 @@ def explorer_page(title: str, legend: tuple[str, ...], summary: Mapping[str, obj
     for directive, sources in (csp or {}).items():
         policy.setdefault(directive, []).extend(s for s in sources
                                                 if s not in policy[directive])
-    return finish_page(SHELL.substitute(
+    page = SHELL.substitute(
         csp="; ".join(f"{k} {' '.join(v)}" for k, v in policy.items()),
         title=html.escape(str(title)), css=css, body=body, summary=summary_html(summary),
         legend="".join(f"<p>{html.escape(line)}</p>" for line in legend),
-        data=json_for_script(data), js=_page_script(script)), path)
+        data=json_for_script(data), js=_page_script(script))
+    if path is not None:
+        atomic_write_text(Path(path), page)
+    return page
 
 
 def _page_script(script: str) -> str:
@@ -164,10 +165,3 @@ def coerce(item: object, cls: type, what: str) -> object:
         except TypeError as err:
             raise ValueError(f"{what}: {err}") from err
     raise ValueError(f"{what} must be a {cls.__name__} or a dict, got {type(item).__name__}")
-
-
-def finish_page(text: str, path: str | os.PathLike | None) -> str:
-    """Write ``text`` atomically to ``path`` when given; return it either way."""
-    if path is not None:
-        atomic_write_text(Path(path), text)
-    return text

@@ -8,9 +8,7 @@ and ``add_svg``'s SVG are inserted as given: pass fragments made by attnkit.viz
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,28 +16,21 @@ from string import Template
 
 import numpy as np
 from matplotlib.figure import Figure
-from PIL import Image
 
 from attnkit.fileio import atomic_write_bytes
-from attnkit.viz._save import figure_bytes, to_numpy
+from attnkit.viz._save import figure_bytes, png_data_uri, to_numpy
 from attnkit.viz.explorer import page_file
 
 PAGE = Template(page_file("report.html"))
 
 
-def _png_data_uri(png: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-
-
-def _image_png(image) -> bytes:
+def _checked_image(image) -> np.ndarray:
     img = to_numpy(image, "image")
     if img.dtype != np.uint8 or not (img.ndim == 2 or (img.ndim == 3 and img.shape[2] in (3, 4))):
         raise ValueError(
             f"image must be uint8 [H, W], [H, W, 3] or [H, W, 4], got {img.dtype} {list(img.shape)}"
         )
-    buf = io.BytesIO()
-    Image.fromarray(img).save(buf, format="PNG")
-    return buf.getvalue()
+    return img
 
 
 class HtmlReport:
@@ -79,11 +70,10 @@ class HtmlReport:
         self, figure: Figure | np.ndarray, *, caption: str | None = None, dpi: int = 100
     ) -> HtmlReport:
         """Embed a matplotlib Figure or a uint8 image ``[H, W, 3]`` as a base64 PNG."""
-        png = figure_bytes(figure, "png", dpi=dpi) if isinstance(figure, Figure) else _image_png(
-            figure
-        )
+        uri = png_data_uri(figure_bytes(figure, "png", dpi=dpi) if isinstance(figure, Figure)
+                           else _checked_image(figure))
         alt = html.escape(caption or "figure", quote=True)
-        self._blocks.append(self._figure(f'<img src="{_png_data_uri(png)}" alt="{alt}">', caption))
+        self._blocks.append(self._figure(f'<img src="{uri}" alt="{alt}">', caption))
         return self
 
     def add_svg(self, svg: str, *, caption: str | None = None) -> HtmlReport:
