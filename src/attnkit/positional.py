@@ -39,8 +39,8 @@ class _AddedPositions(nn.Module):
             shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
             raise ValueError(f"x must have shape [batch, time, dim], got {shape}")
         if self.mode == "sum" and x.shape[-1] != self.dim:
-            raise ValueError(
-                f"mode='sum' needs x of shape [batch, time, {self.dim}], got {tuple(x.shape)}")
+            raise ValueError(f"mode='sum' needs x of shape [batch, time, {self.dim}], "
+                             f"got {tuple(x.shape)}")
         pe = self.encoding(x.shape[1], offset, x.device, x.dtype)
         if self.mode == "sum":
             return x + pe
@@ -110,10 +110,8 @@ class LearnedPositionalEmbedding(_AddedPositions):
                  dtype: torch.dtype | None = None) -> Tensor:
         """The table ``[length, dim]`` for positions ``offset .. offset + length - 1``."""
         if offset < 0 or offset + length > self.max_len:
-            raise ValueError(
-                f"positions {offset}..{offset + length - 1} do not fit max_len={self.max_len}: "
-                f"input [batch, time, d] has time={length}"
-            )
+            raise ValueError(f"positions {offset}..{offset + length - 1} do not fit max_len="
+                             f"{self.max_len}: input [batch, time, d] has time={length}")
         return self.weight[offset:offset + length].to(device=device, dtype=dtype)
 
 

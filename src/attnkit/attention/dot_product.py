@@ -119,10 +119,9 @@ class DotProductAttention(ScoreAttention):
     @staticmethod
     def _check_dims(query: Tensor, key: Tensor) -> None:
         if query.shape[-1] != key.shape[-1]:
-            raise ValueError(
-                f"dot-product attention needs query and key of the same feature size: "
-                f"query [batch, Tq, {key.shape[-1]}] for key {_shape(key)}, got {_shape(query)}"
-            )
+            raise ValueError(f"dot-product attention needs query and key of the same feature "
+                             f"size: query [batch, Tq, {key.shape[-1]}] for key {_shape(key)}, "
+                             f"got {_shape(query)}")
 
     def score_projected(self, query: Tensor, keys: Tensor) -> Tensor:
         """``query [batch, Tq, dim]``, ``keys [batch, Tk, dim]`` -> ``[batch, Tq, Tk]``."""

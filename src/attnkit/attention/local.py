@@ -43,17 +43,10 @@ class LocalAttention(ScoreAttention):
         torch.Size([2, 1, 8])
     """
 
-    def __init__(
-        self,
-        score: ScoreAttention,
-        window: int,
-        mode: Literal["monotonic", "predictive"] = "monotonic",
-        query_dim: int | None = None,
-        units: int | None = None,
-        *,
-        gaussian: bool | None = None,
-        renormalize: bool = False,
-    ):
+    def __init__(self, score: ScoreAttention, window: int,
+                 mode: Literal["monotonic", "predictive"] = "monotonic",
+                 query_dim: int | None = None, units: int | None = None, *,
+                 gaussian: bool | None = None, renormalize: bool = False):
         super().__init__()
         if not isinstance(score, ScoreAttention):
             raise ValueError(f"score must be a ScoreAttention, got {type(score).__name__}")

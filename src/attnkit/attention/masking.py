@@ -28,10 +28,8 @@ def lengths_to_mask(lengths: Tensor, max_len: int, *, name: str = "lengths") -> 
     # the batches a compiled training step gets were checked when they were built.
     if lengths.numel() and not torch.compiler.is_compiling() and (
             int(lengths.min()) < 0 or int(lengths.max()) > max_len):
-        raise ValueError(
-            f"{name} must lie in 0..{max_len} (the padded time dimension), "
-            f"got min {int(lengths.min())} and max {int(lengths.max())}"
-        )
+        raise ValueError(f"{name} must lie in 0..{max_len} (the padded time dimension), "
+                         f"got min {int(lengths.min())} and max {int(lengths.max())}")
     positions = torch.arange(max_len, device=lengths.device)
     return positions.unsqueeze(0) < lengths.unsqueeze(1)
 

@@ -59,19 +59,10 @@ class MultiHeadAttention(nn.Module):
         (torch.Size([2, 10, 64]), torch.Size([2, 4, 10, 10]))
     """
 
-    def __init__(
-        self,
-        query_dim: int,
-        key_dim: int | None = None,
-        value_dim: int | None = None,
-        num_heads: int = 8,
-        head_dim: int | None = None,
-        bias: bool = True,
-        dropout: float = 0.0,
-        out_proj: bool = True,
-        rope: bool = False,
-        rope_base: float = 10000.0,
-    ):
+    def __init__(self, query_dim: int, key_dim: int | None = None, value_dim: int | None = None,
+                 num_heads: int = 8, head_dim: int | None = None, bias: bool = True,
+                 dropout: float = 0.0, out_proj: bool = True, rope: bool = False,
+                 rope_base: float = 10000.0):
         super().__init__()
         key_dim = query_dim if key_dim is None else key_dim
         value_dim = key_dim if value_dim is None else value_dim

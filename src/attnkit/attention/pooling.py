@@ -210,11 +210,14 @@ class _SelfAttentionMaxPool(torch.autograd.Function):
         return grad_x, grad_weight, grad_bias, None, None, None, None, None
 
 
-def _check_masks(b: int, t: int, key_mask: Tensor | None, query_mask: Tensor | None) -> None:
+def _checked(b: int, t: int, d: int, key_mask: Tensor | None, query_mask: Tensor | None,
+             scale: float | None) -> float:
+    """The scale (None: ``1 / sqrt(d)``), once the masks are checked to be bool ``[b, t]``."""
     for name, mask in (("key_mask", key_mask), ("query_mask", query_mask)):
         if mask is not None and (mask.dtype != torch.bool or tuple(mask.shape) != (b, t)):
             raise ValueError(f"{name} must be a bool tensor [{b}, {t}] (True = real), got "
                              f"{mask.dtype} {tuple(mask.shape)}")
+    return 1.0 / math.sqrt(d) if scale is None else float(scale)
 
 
 def self_attention_max_pool(x: Tensor, weight: Tensor, bias: Tensor | None = None, *,
@@ -243,9 +246,8 @@ def self_attention_max_pool(x: Tensor, weight: Tensor, bias: Tensor | None = Non
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
         raise ValueError(f"bias must be [{weight.shape[0]}], got {tuple(bias.shape)}")
     b, t = x.shape[:2]
-    _check_masks(b, t, key_mask, query_mask)
     d = weight.shape[0] // (3 * num_heads)
-    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    scale = _checked(b, t, d, key_mask, query_mask, scale)
     if b == 0 or t == 0:  # nothing to attend to: zeros (still a function of the inputs)
         return x.new_zeros(b, num_heads * d) + 0 * (x.sum() + weight.sum())
     for_backward = torch.is_grad_enabled() and any(
@@ -277,9 +279,8 @@ def max_pool_projected(qkv: Tensor, *, num_heads: int, key_mask: Tensor | None =
         raise ValueError("max_pool_projected computes no gradient: run it under "
                          "torch.no_grad(), or self_attention_max_pool for training")
     b, t = qkv.shape[:2]
-    _check_masks(b, t, key_mask, query_mask)
     d = qkv.shape[-1] // (3 * num_heads)
-    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    scale = _checked(b, t, d, key_mask, query_mask, scale)
     if b == 0 or t == 0:
         return qkv.new_zeros(b, num_heads * d)
     pooled = _attend_and_pool(qkv, num_heads, d, _drop_full(key_mask), _drop_full(query_mask),

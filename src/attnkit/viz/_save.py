@@ -34,17 +34,14 @@ def to_numpy(x, name: str) -> np.ndarray:
 
 def as_paths(path_or_paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
     """One path or several as a list of Paths whose extensions we can write."""
-    if isinstance(path_or_paths, (str, os.PathLike)):
-        paths = [Path(path_or_paths)]
-    else:
-        paths = [Path(p) for p in path_or_paths]
+    one = isinstance(path_or_paths, (str, os.PathLike))
+    paths = [Path(p) for p in ([path_or_paths] if one else path_or_paths)]
     if not paths:
         raise ValueError("no output path given")
     for p in paths:
         if p.suffix.lower() not in FORMATS:
-            raise ValueError(
-                f"{p}: unsupported figure extension {p.suffix!r}; use one of {sorted(FORMATS)}"
-            )
+            raise ValueError(f"{p}: unsupported figure extension {p.suffix!r}; "
+                             f"use one of {sorted(FORMATS)}")
     return paths
 
 

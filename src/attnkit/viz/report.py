@@ -27,9 +27,8 @@ PAGE = Template(page_file("report.html"))
 def _checked_image(image) -> np.ndarray:
     img = to_numpy(image, "image")
     if img.dtype != np.uint8 or not (img.ndim == 2 or (img.ndim == 3 and img.shape[2] in (3, 4))):
-        raise ValueError(
-            f"image must be uint8 [H, W], [H, W, 3] or [H, W, 4], got {img.dtype} {list(img.shape)}"
-        )
+        raise ValueError(f"image must be uint8 [H, W], [H, W, 3] or [H, W, 4], "
+                         f"got {img.dtype} {list(img.shape)}")
     return img
 
 
@@ -66,9 +65,8 @@ class HtmlReport:
         self._blocks.append(f'<p class="attnkit-tokens">{tokens_html}</p>')
         return self
 
-    def add_figure(
-        self, figure: Figure | np.ndarray, *, caption: str | None = None, dpi: int = 100
-    ) -> HtmlReport:
+    def add_figure(self, figure: Figure | np.ndarray, *, caption: str | None = None,
+                   dpi: int = 100) -> HtmlReport:
         """Embed a matplotlib Figure or a uint8 image ``[H, W, 3]`` as a base64 PNG."""
         uri = png_data_uri(figure_bytes(figure, "png", dpi=dpi) if isinstance(figure, Figure)
                            else _checked_image(figure))

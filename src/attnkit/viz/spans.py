@@ -48,9 +48,8 @@ def _find(low: str, needle: str, cursor: int, from_end: bool) -> int:
     return first
 
 
-def token_spans(
-    text: str, tokens: Sequence[str], *, from_end: bool = False
-) -> list[tuple[int, int] | None]:
+def token_spans(text: str, tokens: Sequence[str], *,
+                from_end: bool = False) -> list[tuple[int, int] | None]:
     """Character span ``(start, end)`` of each of the ``T`` ``tokens`` in ``text``, or None.
 
     ``from_end`` matches from the end backwards (the model kept the last tokens of a long text),

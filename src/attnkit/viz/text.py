@@ -21,9 +21,8 @@ def _checked_scores(tokens: Sequence[str], scores) -> np.ndarray:
     """``scores`` as float64 ``[T]``; ValueError unless 1-D, ``len(tokens)`` long and finite."""
     s = to_numpy(scores, "scores").astype(np.float64)
     if s.ndim != 1 or s.shape[0] != len(tokens):
-        raise ValueError(
-            f"scores must have shape [T] = [len(tokens)={len(tokens)}], got {list(s.shape)}"
-        )
+        raise ValueError(f"scores must have shape [T] = [len(tokens)={len(tokens)}], "
+                         f"got {list(s.shape)}")
     if not np.all(np.isfinite(s)):
         raise ValueError("scores contain NaN or infinity")
     return s
@@ -44,15 +43,8 @@ def _unit_and_palette(tokens: Sequence[str], scores, signed: bool) -> tuple[np.n
     return signed_to_unit(_checked_scores(tokens, scores)), SIGNED
 
 
-def shade_text_ansi(
-    tokens: Sequence[str],
-    scores,
-    *,
-    color: bool = True,
-    truecolor: bool = True,
-    sep: str = " ",
-    signed: bool = False,
-) -> str:
+def shade_text_ansi(tokens: Sequence[str], scores, *, color: bool = True, truecolor: bool = True,
+                    sep: str = " ", signed: bool = False) -> str:
     """Tokens with ANSI background shading, darker = higher score (``scores [T]``); one string.
 
     ``color=False`` gives plain ``token(0.42)`` for logs and pipes; ``truecolor=False`` uses the

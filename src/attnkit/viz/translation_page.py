@@ -60,10 +60,9 @@ def _example_data(ex: TranslationExample, k: int) -> dict:
     w = to_numpy(ex.attention, "attention")
     t, s = len(ex.target_tokens), len(ex.source_tokens)
     if w.ndim not in (2, 3, 4) or w.shape[-2:] != (t, s):
-        raise ValueError(
-            f"example {k}: attention must be [layers, heads, T_tgt, T_src], [heads, T_tgt, T_src] "
-            f"or [T_tgt, T_src] with T_tgt = {t} target tokens and T_src = {s} source tokens, "
-            f"got {list(w.shape)}")
+        raise ValueError(f"example {k}: attention must be [layers, heads, T_tgt, T_src], [heads, "
+                         f"T_tgt, T_src] or [T_tgt, T_src] with T_tgt = {t} target tokens and "
+                         f"T_src = {s} source tokens, got {list(w.shape)}")
     if t == 0 or s == 0:
         raise ValueError(f"example {k}: needs at least one source and one target token")
     w4 = w.reshape((1,) * (4 - w.ndim) + w.shape)
@@ -81,16 +80,11 @@ def _example_data(ex: TranslationExample, k: int) -> dict:
             "scores": [[str(a), str(b)] for a, b in dict(ex.scores).items()]}
 
 
-def translation_page(
-    examples: Sequence[TranslationExample | Mapping],
-    summary: Mapping[str, object] | None,
-    path: str | os.PathLike | None = None,
-    *,
-    title: str = "Translation: where the model looked",
-    metrics: Mapping[str, object] | None = None,
-    order: Sequence[str] = (),
-    note: str | None = None,
-) -> str:
+def translation_page(examples: Sequence[TranslationExample | Mapping],
+                     summary: Mapping[str, object] | None, path: str | os.PathLike | None = None,
+                     *, title: str = "Translation: where the model looked",
+                     metrics: Mapping[str, object] | None = None, order: Sequence[str] = (),
+                     note: str | None = None) -> str:
     """Build (and optionally write to ``path``, atomically) the translation explorer page's HTML.
 
     Args:
