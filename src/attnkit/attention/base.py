@@ -109,6 +109,12 @@ def query_mask_from_lengths(query_lengths: Tensor | None, batch: int, query_len:
     return lengths_to_mask(query_lengths.to(device), query_len, name="query_lengths")
 
 
+def select_rows(value: Any, index: Tensor) -> Any:
+    """A dataclass like ``value`` with rows ``index`` of its tensor fields (others kept)."""
+    return type(value)(*(v.index_select(0, index) if isinstance(v, Tensor) else v
+                         for v in (getattr(value, f.name) for f in fields(value))))
+
+
 @dataclass
 class AttentionMemory:
     """What a mechanism precomputes once per source and reuses at every decoder step: ``keys``
@@ -123,8 +129,7 @@ class AttentionMemory:
 
     def reorder(self, index: Tensor) -> AttentionMemory:
         """Select batch rows (beam search): ``index [new_batch]`` into the batch dimension."""
-        return type(self)(*(v.index_select(0, index) if isinstance(v, Tensor) else v
-                            for v in (getattr(self, f.name) for f in fields(self))))
+        return select_rows(self, index)
 
 
 class TwoStepAttention(nn.Module):

@@ -46,17 +46,9 @@ class MultiHeadAttention(nn.Module):
         rope, rope_base: rotary positions (`attnkit.positional.RotaryEmbedding`) on every head's
             queries and keys; ``forward`` then takes ``query_positions``/``key_positions``.
 
-    Shapes:
-        The common call (`attnkit.attention.base`) -> ``context [batch, Tq, out_dim]``,
-        ``weights [batch, heads, Tq, Tk]`` (before dropout). Incremental decoding: `attend_cached`
-        and `attend_source`.
-
-    Example:
-        >>> mha = MultiHeadAttention(64, num_heads=4)
-        >>> x = torch.randn(2, 10, 64)
-        >>> out = mha(x, x, key_lengths=torch.tensor([10, 6]), need_weights=True)
-        >>> out.context.shape, out.weights.shape
-        (torch.Size([2, 10, 64]), torch.Size([2, 4, 10, 10]))
+    The common call (`attnkit.attention.base`) -> ``context [batch, Tq, out_dim]``, ``weights
+    [batch, heads, Tq, Tk]`` (before dropout). Incremental decoding: `attend_cached` and
+    `attend_source`.
     """
 
     def __init__(self, query_dim: int, key_dim: int | None = None, value_dim: int | None = None,
@@ -100,8 +92,7 @@ class MultiHeadAttention(nn.Module):
 
     @classmethod
     def keras_2018(cls, nb_head: int, size_per_head: int, query_dim: int,
-                   key_dim: int | None = None, value_dim: int | None = None
-                   ) -> MultiHeadAttention:
+                   key_dim: int | None = None, value_dim: int | None = None) -> MultiHeadAttention:
         """The 2018 Keras ``Attention(nb_head, size_per_head)`` layer: no bias, no out_proj."""
         return cls(query_dim, key_dim, value_dim, num_heads=nb_head, head_dim=size_per_head,
                    bias=False, out_proj=False)
@@ -140,12 +131,13 @@ class MultiHeadAttention(nn.Module):
         # unbind, not tuple(): iterating a tensor goes through Python.
         return x.view(b, t, n, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
 
-    def _project(self, query: Tensor, key: Tensor, value: Tensor
-                 ) -> tuple[Tensor, Tensor, Tensor]:
+    def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, ...]:
         if self.packed and query is key and key is value:  # self-attention: one matmul
             return self._heads(F.linear(query, self.in_proj_weight, self.in_proj_bias), 3)
-        (wq, _, _), (bq, _, _) = self._proj_weights(), self._proj_biases()
-        return (*self._heads(F.linear(query, wq, bq), 1), *self._project_kv(key, value))
+        return (*self._heads(self._query(query), 1), *self._project_kv(key, value))
+
+    def _query(self, x: Tensor) -> Tensor:
+        return F.linear(x, self._proj_weights()[0], self._proj_biases()[0])
 
     def _project_kv(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         if self.packed and key is value:  # one matmul for both
@@ -186,12 +178,9 @@ class MultiHeadAttention(nn.Module):
 
     def max_pool(self, x: Tensor, *, key_mask: Tensor | None = None,
                  query_mask: Tensor | None = None) -> Tensor:
-        """Self-attention over ``x`` then the max over the real queries (the 2018 Keras layer).
-
-        ``x [batch, T, query_dim]``, ``key_mask``/``query_mask [batch, T]`` bool -> ``[batch,
-        out_dim]``. Runs `self_attention_max_pool` when the layer is the 2018 one (no output
-        projection, rope or dropout), else `forward` then the max.
-        """
+        """Self-attention over ``x [batch, T, query_dim]`` then the max over the real queries
+        (``query_mask``) -> ``[batch, out_dim]``: `self_attention_max_pool` for the 2018 Keras
+        layer (no output projection, rope or dropout), else `forward` then the max."""
         if self.packed and self.out_proj is None and self.rope is None and not (
                 self.training and self.dropout > 0):
             check_inputs(x, x, x, query_dim=self.query_dim)
@@ -214,12 +203,9 @@ class MultiHeadAttention(nn.Module):
 
     def attend_cached(self, x: Tensor, cache: KeyValueCache, *,
                       need_weights: bool = False) -> AttentionOutput:
-        """Causal self-attention of new positions ``x [rows, t, query_dim]`` over all so far.
-
-        Their keys and values are appended to ``cache`` in place; equals `forward` (``causal=True``)
-        over the whole sequence at the new positions. Context ``[rows, t, out_dim]``, weights
-        ``[rows, heads, t, cache.length]``.
-        """
+        """Causal self-attention of new positions ``x [rows, t, query_dim]`` over all so far
+        (appended to ``cache``), as `forward` with ``causal=True`` over the whole sequence ->
+        context ``[rows, t, out_dim]``, weights ``[rows, heads, t, cache.length]``."""
         self._check_incremental("attend_cached", x)
         rows, t = x.shape[:2]
         start = cache.length
@@ -253,22 +239,17 @@ class MultiHeadAttention(nn.Module):
 
     def attend_source(self, x: Tensor, source: SourceKeyValues, *,
                       need_weights: bool = False) -> AttentionOutput:
-        """Cross-attention of ``x [sentences * g, t, query_dim]`` over a source projected once.
-
-        The ``g`` rows of a sentence (its beams) attend to its one copy of the keys and values.
-        Context ``[sentences * g, t, out_dim]``, weights ``[sentences * g, heads, t, S]``.
-        """
+        """Cross-attention of ``x [sentences * g, t, query_dim]`` (a sentence's ``g`` beams) over
+        its one copy of the source -> ``[sentences * g, t, out_dim]``, weights ``[sentences * g,
+        heads, t, S]``."""
         self._check_incremental("attend_source", x)
         n, h, length, hd = source.keys.shape
         rows, t = x.shape[:2]
         if rows % n:
-            raise ValueError(f"x has {rows} rows, not a multiple of the {n} sentences of the "
-                             f"source")
+            raise ValueError(f"x has {rows} rows, not a multiple of the {n} sentences")
         g = rows // n
-        (wq, _, _), (bq, _, _) = self._proj_weights(), self._proj_biases()
         # [n*g, t, h*hd] -> [n, h, g*t, hd]: a sentence's hypotheses are its queries.
-        q = F.linear(x, wq, bq).view(n, g, t, h, hd).permute(0, 3, 1, 2, 4).reshape(n, h, g * t,
-                                                                                  hd)
+        q = self._query(x).view(n, g, t, h, hd).permute(0, 3, 1, 2, 4).reshape(n, h, g * t, hd)
         ctx, weights = self._attend_heads(q, source.keys, source.values, source.mask,
                                           need_weights)
         if source.empty is not None:
@@ -276,8 +257,7 @@ class MultiHeadAttention(nn.Module):
             weights = None if weights is None else weights.masked_fill(source.empty, 0.0)
         out = ctx.view(n, h, g, t, hd).permute(0, 2, 3, 1, 4).reshape(rows, t, self.inner_dim)
         if weights is not None:
-            weights = weights.view(n, h, g, t, length).transpose(1, 2).reshape(rows, h, t,
-                                                                               length)
+            weights = weights.view(n, h, g, t, length).transpose(1, 2).reshape(rows, h, t, length)
         return AttentionOutput(self._output(out), weights)
 
     def _attend_heads(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
