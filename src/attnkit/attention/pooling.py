@@ -1,11 +1,7 @@
-"""Multi-head self-attention followed by global max pooling over the queries, with a backward
-that visits only the winning queries.
-
-``pooled[b, h*dv + j] = max_{q real} context[b, h, q, j]``, ``context = masked_softmax(Q K^T *
-scale) V`` per head: the 2018 Keras sentiment model's ``Attention(8, 16)`` layer and its
-``GlobalMaxPooling1D`` in one step. `max_pool_projected` runs the same forward from a projection
-made elsewhere. Masks are True = real; a batch row with no query pools to zeros. Why and how
-the backward is exact: docs/concepts.md ("Attention then max pooling").
+"""Multi-head self-attention then global max pooling over the queries (the 2018 Keras sentiment
+model's ``Attention(8, 16)`` and ``GlobalMaxPooling1D``), with a backward that visits only the
+winning queries: `self_attention_max_pool`, and `max_pool_projected` from a projection made
+elsewhere. Why the backward is exact: docs/concepts.md ("Attention then max pooling").
 """
 
 from __future__ import annotations
@@ -38,11 +34,8 @@ def _softmax(scores: Tensor, out: Tensor | None = None) -> Tensor:
 
 
 def _key_bias(key_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
-    """``[batch, Tk]``: 0 at real keys, ``finfo.min`` at masked ones; None without a mask.
-
-    An additive bias saves two passes over the scores against ``masked_fill`` and a product after
-    the softmax, and gives exact zeros (a sample without a key is zeroed by the caller).
-    """
+    """``[batch, Tk]``: 0 at real keys, ``finfo.min`` at masked ones (exact zeros after the
+    softmax, two passes fewer than ``masked_fill``); None without a mask."""
     if key_mask is None:
         return None
     bias = torch.zeros(key_mask.shape, dtype=dtype, device=key_mask.device)
@@ -224,18 +217,11 @@ def self_attention_max_pool(x: Tensor, weight: Tensor, bias: Tensor | None = Non
                             num_heads: int, key_mask: Tensor | None = None,
                             query_mask: Tensor | None = None,
                             scale: float | None = None) -> Tensor:
-    """Multi-head self-attention (packed projection, no output projection), then the max of each
-    context feature over the real queries.
-
-    Args:
-        x: ``[batch, T, dim]``.
-        weight, bias: ``[3 * num_heads * d, dim]`` and ``[3 * num_heads * d]`` or None, the packed
-            ``W_q; W_k; W_v`` (as ``MultiHeadAttention.in_proj_weight``).
-        key_mask, query_mask: ``[batch, T]`` bool (True = real key / takes part in the max).
-        scale: score scale; None = ``1 / sqrt(d)``.
-
-    Returns:
-        ``[batch, num_heads * d]`` (head-major), zeros for a row without a key or a query.
+    """Multi-head self-attention over ``x [batch, T, dim]`` (the packed ``W_q; W_k; W_v``
+    ``weight [3 * num_heads * d, dim]``, ``bias``, no output projection; ``scale`` None: ``1 /
+    sqrt(d)``), then the max of each context feature over the real queries -> ``[batch,
+    num_heads * d]`` (head-major), zeros for a row without a real key or query (``key_mask``,
+    ``query_mask [batch, T]`` bool, True = real).
     """
     if x.dim() != 3 or weight.dim() != 2 or weight.shape[1] != x.shape[-1]:
         raise ValueError(f"x must be [batch, T, dim] and weight [3*inner, dim], got "
@@ -267,10 +253,7 @@ def self_attention_max_pool(x: Tensor, weight: Tensor, bias: Tensor | None = Non
 def max_pool_projected(qkv: Tensor, *, num_heads: int, key_mask: Tensor | None = None,
                        query_mask: Tensor | None = None, scale: float | None = None) -> Tensor:
     """`self_attention_max_pool` from its packed projection ``qkv [batch, T, 3 * num_heads * d]``
-    (``x W^T + bias``), for inference: no gradient.
-
-    The sentiment model gathers ``qkv`` from tables of every word's and position's projection
-    (`attnkit.models.sentiment`). Returns ``[batch, num_heads * d]``.
+    (``x W^T + bias``; the sentiment model gathers it from tables), for inference: no gradient.
     """
     if qkv.dim() != 3 or num_heads <= 0 or qkv.shape[-1] % (3 * num_heads):
         raise ValueError(f"qkv must be [batch, T, 3 * num_heads * d], got {tuple(qkv.shape)} "
