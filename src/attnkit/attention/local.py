@@ -55,11 +55,8 @@ class LocalAttention(ScoreAttention):
         if mode not in ("monotonic", "predictive"):
             raise ValueError(f"mode must be 'monotonic' or 'predictive', got {mode!r}")
         # Not `self.score`: that name is ScoreAttention's score() method.
-        self.inner = score
-        self.window = window
-        self.mode = mode
+        self.inner, self.window, self.mode, self.renormalize = score, window, mode, renormalize
         self.gaussian = (mode == "predictive") if gaussian is None else gaussian
-        self.renormalize = renormalize
         self.query_dim = score.query_dim if query_dim is None else query_dim
         self.key_dim = score.key_dim
         if mode == "predictive":

@@ -18,8 +18,7 @@ def lengths_to_mask(lengths: Tensor, max_len: int, *, name: str = "lengths") -> 
         ValueError: lengths not 1-D integers, negative, or longer than ``max_len`` (``name`` in
             the message).
     """
-    if not isinstance(lengths, Tensor):
-        lengths = torch.as_tensor(lengths)
+    lengths = torch.as_tensor(lengths)
     if lengths.dim() != 1:
         raise ValueError(f"{name} must have shape [batch], got {tuple(lengths.shape)}")
     if lengths.dtype.is_floating_point or lengths.dtype == torch.bool or lengths.is_complex():
