@@ -111,9 +111,8 @@ def palette_data(*names: str) -> dict[str, str]:
 def script_source(script: str) -> str:
     """The Content-Security-Policy source (``'sha256-...'``) that lets a page built with the
     app script ``script`` run it: a page that shows such pages in frames lists it too."""
-    js = _page_script(script)
-    return "'sha256-" + base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode(
-        "ascii") + "'"
+    digest = hashlib.sha256(_page_script(script).encode("utf-8")).digest()
+    return f"'sha256-{base64.b64encode(digest).decode('ascii')}'"
 
 
 def explorer_page(title: str, legend: tuple[str, ...], summary: Mapping[str, object] | None, *,
