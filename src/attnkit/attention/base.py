@@ -203,16 +203,9 @@ class ScoreAttention(TwoStepAttention):
     def read(self, weights: Tensor, memory: AttentionMemory, query_lengths: Tensor | None,
              need_weights: bool) -> AttentionOutput:
         """``context = weights @ values``; the rows of padded queries are zeroed first."""
-        return read_values(weights, memory.values, query_lengths, need_weights)
-
-
-def read_values(weights: Tensor, values: Tensor, query_lengths: Tensor | None,
-                need_weights: bool) -> AttentionOutput:
-    """``weights [batch, Tq, Tk]`` applied to ``values [batch, Tk, dim]`` -> ``[batch, Tq, dim]``,
-    padded queries zeroed."""
-    qmask = query_mask_from_lengths(query_lengths, weights.shape[0], weights.shape[1],
-                                    weights.device)
-    if qmask is not None:
-        weights = weights * qmask.unsqueeze(-1)
-    context = torch.bmm(weights.to(values.dtype), values)
-    return AttentionOutput(context, weights if need_weights else None)
+        qmask = query_mask_from_lengths(query_lengths, weights.shape[0], weights.shape[1],
+                                        weights.device)
+        if qmask is not None:
+            weights = weights * qmask.unsqueeze(-1)
+        context = torch.bmm(weights.to(memory.values.dtype), memory.values)
+        return AttentionOutput(context, weights if need_weights else None)

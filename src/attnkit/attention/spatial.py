@@ -18,9 +18,7 @@ from attnkit.attention.base import (
     AttentionOutput,
     TwoStepAttention,
     build_mask,
-    read_values,
 )
-from attnkit.attention.masking import masked_softmax
 
 
 @dataclass
@@ -123,8 +121,8 @@ class SpatialAttention(TwoStepAttention):
             attn_mask = attn_mask.flatten(-2)
         mask = build_mask(batch, tq, hw, key_mask=memory.key_mask, attn_mask=attn_mask,
                           device=query.device)
-        weights = masked_softmax(self.score.score_projected(query, memory.keys), mask)
-        context, weights = read_values(weights, memory.values, query_lengths, True)
+        weights = self.score.distribution(query, memory, mask)
+        context, weights = self.score.read(weights, memory, query_lengths, True)
         if self.gate is not None:
             context = context * torch.sigmoid(self.gate(query)).to(context.dtype)
         weights = weights.view(batch, tq, memory.height, memory.width)

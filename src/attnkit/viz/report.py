@@ -54,10 +54,8 @@ class HtmlReport:
     def add_text(self, text: str, *, preformatted: bool = False) -> HtmlReport:
         """A paragraph of escaped text (line breaks kept); ``preformatted`` uses ``<pre>``."""
         escaped = html.escape(str(text))
-        if preformatted:
-            self._blocks.append(f"<pre>{escaped}</pre>")
-        else:
-            self._blocks.append("<p>" + escaped.replace("\n", "<br>\n") + "</p>")
+        self._blocks.append(f"<pre>{escaped}</pre>" if preformatted
+                            else "<p>" + escaped.replace("\n", "<br>\n") + "</p>")
         return self
 
     def add_tokens(self, tokens_html: str) -> HtmlReport:
@@ -85,15 +83,10 @@ class HtmlReport:
     def add_table(self, rows: Sequence[Sequence[object]], *, header: Sequence[object] | None = None
                   ) -> HtmlReport:
         """A table of escaped cells (numbers are shown with ``str``)."""
-        out = ["<table>"]
-        if header is not None:
-            cells = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
-            out.append(f"<tr>{cells}</tr>")
-        for row in rows:
-            cells = "".join(f"<td>{html.escape(str(c))}</td>" for c in row)
-            out.append(f"<tr>{cells}</tr>")
-        out.append("</table>")
-        self._blocks.append("\n".join(out))
+        cells = [] if header is None else ["".join(f"<th>{html.escape(str(h))}</th>"
+                                                   for h in header)]
+        cells += ["".join(f"<td>{html.escape(str(c))}</td>" for c in row) for row in rows]
+        self._blocks.append("\n".join(["<table>", *(f"<tr>{r}</tr>" for r in cells), "</table>"]))
         return self
 
     @staticmethod
