@@ -77,11 +77,10 @@ class HardAttention(ScoreAttention):
     def score_projected(self, query: Tensor, keys: Tensor) -> Tensor:
         return self.mechanism.score_projected(query, keys)
 
-    def read(self, weights: Tensor, memory: AttentionMemory, query_lengths: Tensor | None,
+    def read(self, soft: Tensor, memory: AttentionMemory, query_lengths: Tensor | None,
              need_weights: bool) -> HardAttentionOutput:
         """Choose one key per query from the soft ``weights`` (the mechanism's masked softmax,
         `ScoreAttention.distribution`) and read its value."""
-        soft = weights
         batch, tq, tk = soft.shape
         valid = soft.detach().sum(-1) > 0  # rows with at least one real key
         qmask = query_mask_from_lengths(query_lengths, batch, tq, soft.device)

@@ -23,7 +23,7 @@ from attnkit.attention.base import (
 )
 from attnkit.attention.dot_product import dot_attention
 from attnkit.attention.kv_cache import KeyValueCache, SourceKeyValues
-from attnkit.attention.masking import causal_mask, masked_softmax
+from attnkit.attention.masking import causal_mask
 from attnkit.attention.pooling import self_attention_max_pool
 from attnkit.positional import RotaryEmbedding
 
@@ -275,8 +275,7 @@ class MultiHeadAttention(nn.Module):
             if mask is not None:
                 scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
             return torch.matmul(torch.softmax(scores, dim=-1), v), None
-        weights = masked_softmax(torch.matmul(q, k.transpose(-2, -1)) * scale, mask)
-        return torch.matmul(weights, v), weights
+        return dot_attention(q, k, v, mask, causal_only=False, need_weights=True)
 
     def _output(self, out: Tensor) -> Tensor:
         return out if self.out_proj is None else self.out_proj(out)
