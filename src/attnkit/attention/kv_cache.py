@@ -22,6 +22,8 @@ class GrowingBuffer:
     """
 
     def __init__(self, data: Tensor, dim: int, length: int = 0):
+        if dim < 1:
+            raise ValueError(f"dim must be >= 1 (rows are dimension 0), got {dim}")
         self.data, self.dim, self.length = data, dim, length
 
     @property
