@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from attnkit.viz._save import png_data_uri, to_numpy
+from attnkit.viz._save import png_data_uri
 from attnkit.viz.explorer import (
     app_files,
     coerce,
@@ -26,7 +26,7 @@ from attnkit.viz.explorer import (
     palette_data,
     script_source,
 )
-from attnkit.viz.overlay import check_image
+from attnkit.viz.overlay import check_image, check_maps
 from attnkit.viz.palettes import WEIGHTS_ON_IMAGE
 
 # Larger images are shrunk before embedding: the page stays small and the map (often 7x7 or
@@ -54,12 +54,8 @@ class CaptionExample:
 def _example_data(item, k: int) -> dict:
     item = coerce(item, CaptionExample, f"caption example {k}")
     img = check_image(item.image)
-    m = to_numpy(item.maps, "maps")
-    n = len(item.words)
-    if m.ndim != 3 or m.shape[0] != n or 0 in m.shape[1:]:
-        raise ValueError(f"caption example {k}: maps must be [n, h, w] with n = len(words) = {n}, "
-                         f"got {list(m.shape)}")
-    if n == 0:
+    m = check_maps(item.maps, item.words, f"caption example {k}: ")
+    if not item.words:
         raise ValueError(f"caption example {k}: the caption has no words")
     return {"methods": encode_methods(item.methods, m.shape, f"caption example {k}"),
             "png": png_data_uri(img, MAX_IMAGE_SIDE), "aspect": img.shape[1] / img.shape[0],

@@ -33,6 +33,15 @@ def check_image(image) -> np.ndarray:
     return img
 
 
+def check_maps(maps, words: Sequence[str], where: str = "") -> np.ndarray:
+    """``maps`` as an array ``[n, h, w]``, one map per word; ValueError naming the shape."""
+    m = to_numpy(maps, "maps")
+    if m.ndim != 3 or m.shape[0] != len(words) or 0 in m.shape[1:]:
+        raise ValueError(f"{where}maps must have shape [n, h, w] with n = len(words) = "
+                         f"{len(words)}, got {list(m.shape)}")
+    return m
+
+
 def upsample_map(attention_map, height: int, width: int) -> np.ndarray:
     """Bilinearly resize a ``[h, w]`` map to ``[height, width]`` (the smooth blobs of Show, Attend
     and Tell, not blocky cells) and scale it to [0, 1] by its max.
@@ -77,10 +86,7 @@ def attention_grid(image, maps, words: Sequence[str],
     show_image, 5)``; ``show_image`` puts the plain image first. ValueError for mismatched shapes.
     """
     img = check_image(image)
-    m = to_numpy(maps, "maps")
-    if m.ndim != 3 or m.shape[0] != len(words):
-        raise ValueError(f"maps must have shape [n, h, w] with n = len(words) = {len(words)}, "
-                         f"got {list(m.shape)}")
+    m = check_maps(maps, words)
     paths = None if path is None else as_paths(path)
     panels = [("image", img)] if show_image else []
     panels += [(str(w), overlay_image(img, m[i], alpha=alpha, cmap=cmap))

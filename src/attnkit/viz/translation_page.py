@@ -66,12 +66,11 @@ def _example_data(ex: TranslationExample, k: int) -> dict:
     if t == 0 or s == 0:
         raise ValueError(f"example {k}: needs at least one source and one target token")
     w4 = w.reshape((1,) * (4 - w.ndim) + w.shape)
-    links = []
-    for i, j in ex.links:
-        if not (0 <= int(i) < s and 0 <= int(j) < t):
+    links = [[int(i), int(j)] for i, j in ex.links]
+    for i, j in links:
+        if not (0 <= i < s and 0 <= j < t):
             raise ValueError(f"example {k}: link {i}-{j} names a token beyond the sentence "
                              f"({s} source, {t} target tokens)")
-        links.append([int(i), int(j)])
     return {"methods": encode_methods(ex.methods, (t, s), f"example {k}"), "links": links,
             "src": [str(x) for x in ex.source_tokens], "tgt": [str(x) for x in ex.target_tokens],
             "L": int(w4.shape[0]), "H": int(w4.shape[1]), "T": t, "S": s,
