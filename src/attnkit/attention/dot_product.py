@@ -41,13 +41,10 @@ def fused_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | No
     if query.dim() == 3:
         # SDPA's fused CPU kernels take [batch, heads, T, dim] only; 3-D inputs would fall back
         # to the math kernel, which keeps the [Tq, Tk] weights for backward.
-        def one_head(t: Tensor | None) -> Tensor | None:
-            return None if t is None else t.unsqueeze(1)
-
-        out = fused_attention(one_head(query), one_head(key), one_head(value), one_head(mask),
-                              causal_only=causal_only, scale=scale, dropout_p=dropout_p,
-                              query_mask=one_head(query_mask))
-        return out.squeeze(1)
+        q, k, v, m, keep = (None if t is None else t.unsqueeze(1)
+                            for t in (query, key, value, mask, query_mask))
+        return fused_attention(q, k, v, m, causal_only=causal_only, scale=scale,
+                               dropout_p=dropout_p, query_mask=keep).squeeze(1)
     keep = query_mask
     if mask is not None:
         has_key = mask.any(dim=-1, keepdim=True)  # [..., Tq|1, 1]

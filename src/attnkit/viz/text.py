@@ -84,12 +84,8 @@ def shade_text_html(tokens: Sequence[str], scores, *, sep: str = " ", digits: in
     """
     s, palette = _unit_and_palette(tokens, scores, signed)
     raw = to_numpy(scores, "scores").astype(np.float64)
-    spans = []
-    for t, rgb, x in zip(tokens, colors_for(s, palette).tolist(), raw, strict=True):
-        fg = text_color(rgb)
-        spans.append(
-            f'<span class="attnkit-token" style="background-color: rgb({rgb[0]},{rgb[1]},'
-            f'{rgb[2]}); color: {fg}; padding: 0 2px; border-radius: 3px" '
-            f'title="{x:.{digits}f}">{html.escape(str(t))}</span>'
-        )
-    return sep.join(spans)
+    return sep.join(
+        f'<span class="attnkit-token" style="background-color: rgb({r},{g},{b}); color: '
+        f'{text_color((r, g, b))}; padding: 0 2px; border-radius: 3px" '
+        f'title="{x:.{digits}f}">{html.escape(str(t))}</span>'
+        for t, (r, g, b), x in zip(tokens, colors_for(s, palette).tolist(), raw, strict=True))
