@@ -16,16 +16,8 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from attnkit.viz import explorer
 from attnkit.viz._save import png_data_uri
-from attnkit.viz.explorer import (
-    app_files,
-    coerce,
-    encode_methods,
-    encode_weights,
-    explorer_page,
-    palette_data,
-    script_source,
-)
 from attnkit.viz.overlay import check_image, check_maps
 from attnkit.viz.palettes import WEIGHTS_ON_IMAGE
 
@@ -33,9 +25,9 @@ from attnkit.viz.palettes import WEIGHTS_ON_IMAGE
 # 14x14) has no detail finer than this anyway.
 MAX_IMAGE_SIDE = 384
 
-FILES = app_files("caption_page")
+FILES = explorer.app_files("caption_page")
 # The policy source of its script, listed by `attnkit serve`'s live page, which frames this page.
-SCRIPT_SOURCE = script_source(FILES["script"])
+SCRIPT_SOURCE = explorer.script_source(FILES["script"])
 
 
 @dataclass(frozen=True)
@@ -52,15 +44,15 @@ class CaptionExample:
 
 
 def _example_data(item, k: int) -> dict:
-    item = coerce(item, CaptionExample, f"caption example {k}")
+    item = explorer.coerce(item, CaptionExample, f"caption example {k}")
     img = check_image(item.image)
     m = check_maps(item.maps, item.words, f"caption example {k}: ")
     if not item.words:
         raise ValueError(f"caption example {k}: the caption has no words")
-    return {"methods": encode_methods(item.methods, m.shape, f"caption example {k}"),
+    return {"methods": explorer.encode_methods(item.methods, m.shape, f"caption example {k}"),
             "png": png_data_uri(img, MAX_IMAGE_SIDE), "aspect": img.shape[1] / img.shape[0],
             "words": [str(w) for w in item.words], "h": int(m.shape[1]), "w": int(m.shape[2]),
-            "maps": encode_weights(m, f"caption example {k}: maps"),
+            "maps": explorer.encode_weights(m, f"caption example {k}: maps"),
             "refs": [str(r) for r in item.references]}
 
 
@@ -86,10 +78,10 @@ def caption_page(images: Sequence[CaptionExample | Mapping], summary: Mapping[st
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
     data = {"images": [_example_data(e, k) for k, e in enumerate(images)], "alpha": alpha,
-            "palettes": palette_data(WEIGHTS_ON_IMAGE), "seq": WEIGHTS_ON_IMAGE,
+            "palettes": explorer.palette_data(WEIGHTS_ON_IMAGE), "seq": WEIGHTS_ON_IMAGE,
             "order": [str(m) for m in order]}
     legend = ("The bright patch shows where the model looked in the image while it chose the "
               "selected word of its caption (dark = ignored).",
               "Pick a word with its button, the slider or the arrow keys; untick \u201cshow "
               "attention\u201d to see the plain image.", *([note] if note else []))
-    return explorer_page(title, legend, summary, data=data, path=path, **FILES)
+    return explorer.explorer_page(title, legend, summary, data=data, path=path, **FILES)

@@ -20,17 +20,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnkit.viz import explorer
 from attnkit.viz._save import to_numpy
-from attnkit.viz.explorer import app_files, coerce, explorer_page, palette_data, script_source
 from attnkit.viz.palettes import SIGNED, WEIGHTS_BESIDE_SIGNED
 from attnkit.viz.spans import token_spans
 
 # IMDB reviews carry HTML line breaks as text; the page shows them as line breaks.
 _BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
 
-FILES = app_files("sentiment_page")
+FILES = explorer.app_files("sentiment_page")
 # The policy source of its script, listed by `attnkit serve`'s live page, which frames this page.
-SCRIPT_SOURCE = script_source(FILES["script"])
+SCRIPT_SOURCE = explorer.script_source(FILES["script"])
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,8 @@ def _segments(text: str, spans: Sequence[tuple[int, int] | None]) -> list[list]:
     return out
 
 
-def _view_data(view: TokenView, n: int, where: str) -> dict:
+def _view_data(view: TokenView | Mapping, n: int, where: str) -> dict:
+    view = explorer.coerce(view, TokenView, where)
     v = to_numpy(view.values, f"{where} values").astype(np.float64)
     if v.shape != (n,):
         raise ValueError(f"{where} {view.name!r}: values must be [T] = [{n}] (one per token), "
@@ -106,15 +107,14 @@ def _view_data(view: TokenView, n: int, where: str) -> dict:
 
 
 def _review_data(item, k: int) -> dict:
-    r = coerce(item, Review, f"review {k}")
+    r = explorer.coerce(item, Review, f"review {k}")
     text, tokens = str(r.text), [str(t) for t in r.tokens]
     if not 0.0 <= float(r.prob) <= 1.0:
         raise ValueError(f"review {k}: prob must be in [0, 1], got {r.prob}")
     spans = token_spans(text, tokens) if r.spans is None else list(r.spans)
     if len(spans) != len(tokens):
         raise ValueError(f"review {k}: {len(spans)} spans for {len(tokens)} tokens")
-    views = [_view_data(coerce(v, TokenView, f"review {k} view"), len(tokens), f"review {k} view")
-             for v in r.views]
+    views = [_view_data(v, len(tokens), f"review {k} view") for v in r.views]
     if not views:
         raise ValueError(f"review {k}: needs at least one view (per-token scores)")
     return {"segments": _segments(text, spans), "tokens": tokens, "prob": float(r.prob),
@@ -134,11 +134,11 @@ def sentiment_page(reviews: Sequence[Review | Mapping], summary: Mapping[str, ob
     if not reviews:
         raise ValueError("sentiment_page needs at least one review")
     data = {"reviews": [_review_data(r, k) for k, r in enumerate(reviews)],
-            "palettes": palette_data(SIGNED, WEIGHTS_BESIDE_SIGNED), "signed": SIGNED,
+            "palettes": explorer.palette_data(SIGNED, WEIGHTS_BESIDE_SIGNED), "signed": SIGNED,
             "weights": WEIGHTS_BESIDE_SIGNED}
     legend = ("The review is shown as written; each word the model read is shaded: red pushed "
               "the verdict towards negative, blue towards positive (or, for a weight view, "
               "darker grey = more weight).",
               "Pick a review, a method and a view below; hover over or Tab to a word for its "
               "exact score.", *([note] if note else []))
-    return explorer_page(title, legend, summary, data=data, path=path, **FILES)
+    return explorer.explorer_page(title, legend, summary, data=data, path=path, **FILES)

@@ -15,21 +15,13 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from attnkit.viz import explorer
 from attnkit.viz._save import to_numpy
-from attnkit.viz.explorer import (
-    app_files,
-    coerce,
-    encode_methods,
-    encode_weights,
-    explorer_page,
-    palette_data,
-    script_source,
-)
 from attnkit.viz.palettes import WEIGHTS
 
-FILES = app_files("translation_page")
+FILES = explorer.app_files("translation_page")
 # The policy source of its script, listed by `attnkit serve`'s live page, which frames this page.
-SCRIPT_SOURCE = script_source(FILES["script"])
+SCRIPT_SOURCE = explorer.script_source(FILES["script"])
 
 
 @dataclass(frozen=True)
@@ -71,10 +63,10 @@ def _example_data(ex: TranslationExample, k: int) -> dict:
         if not (0 <= i < s and 0 <= j < t):
             raise ValueError(f"example {k}: link {i}-{j} names a token beyond the sentence "
                              f"({s} source, {t} target tokens)")
-    return {"methods": encode_methods(ex.methods, (t, s), f"example {k}"), "links": links,
+    return {"methods": explorer.encode_methods(ex.methods, (t, s), f"example {k}"), "links": links,
             "src": [str(x) for x in ex.source_tokens], "tgt": [str(x) for x in ex.target_tokens],
             "L": int(w4.shape[0]), "H": int(w4.shape[1]), "T": t, "S": s,
-            "w": encode_weights(w4, f"example {k}: attention"),
+            "w": explorer.encode_weights(w4, f"example {k}: attention"),
             "refs": [str(r) for r in ex.references],
             "scores": [[str(a), str(b)] for a, b in dict(ex.scores).items()]}
 
@@ -97,11 +89,12 @@ def translation_page(examples: Sequence[TranslationExample | Mapping],
     """
     if not examples:
         raise ValueError("translation_page needs at least one example")
-    examples = [coerce(e, TranslationExample, f"translation example {k}")
+    examples = [explorer.coerce(e, TranslationExample, f"translation example {k}")
                 for k, e in enumerate(examples)]
     data = {"examples": [_example_data(e, k) for k, e in enumerate(examples)],
             "metrics": [[str(a), str(b)] for a, b in dict(metrics or {}).items()],
-            "palettes": palette_data(WEIGHTS), "seq": WEIGHTS, "order": [str(m) for m in order]}
+            "palettes": explorer.palette_data(WEIGHTS), "seq": WEIGHTS,
+            "order": [str(m) for m in order]}
     heads = any(e["L"] * e["H"] > 1 for e in data["examples"])
     methods = any(e["methods"] for e in data["examples"])
     legend = ("Each row of the grid is an output word and each column a source word: the darker "
@@ -113,4 +106,4 @@ def translation_page(examples: Sequence[TranslationExample | Mapping],
               + ("; the method picker shows other explanations of the same words (gradient "
                  "attributions: how much each source word's vector changed the output word)."
                  if methods else "."), *([note] if note else []))
-    return explorer_page(title, legend, summary, data=data, path=path, **FILES)
+    return explorer.explorer_page(title, legend, summary, data=data, path=path, **FILES)
