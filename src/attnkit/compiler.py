@@ -5,12 +5,6 @@ weights and checked against the torch build and CPU they were made for.
 `Packages` builds them (a minute or two) and loads them (a fraction of a second). A package
 that does not fit this machine, or a corrupt one, is built again; one that cannot be built
 leaves the model eager, with one warning (docs/concepts.md, "Compiled decoding").
-
-Example:
-    ```python
-    packages = Packages("translate", weights_digest(model.state_dict()))
-    graphs = packages.load(["encoder", "step"], log=print) or packages.build(specs, log=print)
-    ```
 """
 
 from __future__ import annotations

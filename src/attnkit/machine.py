@@ -4,11 +4,6 @@ Every timing the project reports carries `machine_line`, and ``amp="auto"`` asks
 `cpu_has_native_bf16` whether bf16 autocast pays off on the CPU; `torch_threads` sets torch's
 CPU threads for a while. Bottom layer: imports only the standard library, torch and
 `attnkit.errors` / `attnkit.settings`.
-
-Example:
-    >>> from attnkit.machine import machine_line
-    >>> print(machine_line())  # doctest: +SKIP
-    Intel(R) Xeon(R) Processor (AVX512, bf16 native: yes), 2 threads, torch 2.13.0+cpu
 """
 
 from __future__ import annotations

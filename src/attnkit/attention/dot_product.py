@@ -91,13 +91,6 @@ class DotProductAttention(ScoreAttention):
 
     The common call (`attnkit.attention.base`); ``dropout`` applies to the weights in training;
     the weights returned are those before dropout.
-
-    Example:
-        >>> att = DotProductAttention()
-        >>> q, k = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
-        >>> out = att(q, k, key_lengths=torch.tensor([7, 3]), need_weights=True)
-        >>> out.context.shape, out.weights.shape
-        (torch.Size([2, 5, 16]), torch.Size([2, 5, 7]))
     """
 
     def __init__(self, scaled: bool = True, dropout: float = 0.0):

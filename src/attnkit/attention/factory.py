@@ -26,11 +26,6 @@ def create(kind: str, query_dim: int, key_dim: int, *, units: int | None = None,
         window: half-width ``D`` of the local kinds (required there).
         **kw: passed on (``dropout``, ``memory_budget_mb``, ``bias``; for the local kinds
             ``score``, the inner kind, default ``"general"``, ``gaussian``, ``renormalize``).
-
-    Example:
-        >>> att = create("local-p", 8, 8, window=3, score="additive", units=16)
-        >>> type(att).__name__, type(att.inner).__name__
-        ('LocalAttention', 'AdditiveAttention')
     """
     if kind in ("dot", "scaled_dot"):
         if query_dim != key_dim:

@@ -42,15 +42,8 @@ class HardAttention(ScoreAttention):
         estimator: ``"straight_through"`` or ``"reinforce"``.
         baseline_momentum: ``m`` in ``baseline <- m * baseline + (1 - m) * mean(reward)``.
 
-    The common call (`attnkit.attention.base`) -> `HardAttentionOutput`, weights one-hot.
-
-    Example (REINFORCE; ``reward`` is any per-example score, higher is better):
-        ```python
-        att = HardAttention(AdditiveAttention(8, 6, 16), estimator="reinforce")
-        out = att(query, key, key_lengths=lengths)
-        task_loss = criterion(head(out.context), target)                 # [batch]
-        loss = task_loss.mean() + att.reinforce_loss(out.log_prob, -task_loss.detach())
-        ```
+    The common call (`attnkit.attention.base`) -> `HardAttentionOutput`, weights one-hot; the
+    REINFORCE estimator with `reinforce_loss`: docs/concepts.md ("Examples").
     """
 
     def __init__(self, mechanism: ScoreAttention,

@@ -30,17 +30,8 @@ class LocalAttention(ScoreAttention):
         gaussian: multiply the window weights by the Gaussian (default: predictive mode only).
         renormalize: divide each row by its sum after the Gaussian (default False, as the paper).
 
-    Shapes:
-        The common call (`attnkit.attention.base`) plus ``query_positions [batch, Tq]`` ->
-        context ``[batch, Tq, value_dim]``, weights ``[batch, Tq, Tk]``.
-
-    Example:
-        >>> from attnkit.attention.general import GeneralAttention
-        >>> att = LocalAttention(GeneralAttention(8, 8), window=2)
-        >>> mem = att.memory(torch.randn(2, 10, 8))
-        >>> step = torch.full((2, 1), 4)  # decoder step 4 attends source positions 2..6
-        >>> att.attend(torch.randn(2, 1, 8), mem, query_positions=step).context.shape
-        torch.Size([2, 1, 8])
+    The common call (`attnkit.attention.base`) plus ``query_positions [batch, Tq]`` -> context
+    ``[batch, Tq, value_dim]``, weights ``[batch, Tq, Tk]``.
     """
 
     def __init__(self, score: ScoreAttention, window: int,

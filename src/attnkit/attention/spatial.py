@@ -55,18 +55,10 @@ class SpatialAttention(TwoStepAttention):
         gate: multiply the context by ``beta = sigmoid(W_b h)`` (one scalar per query).
         memory_budget_mb: passed to the additive score (blocks long inputs).
 
-    Shapes:
-        query ``[batch, Tq, query_dim]`` or ``[batch, query_dim]``; key ``[batch, C, H, W]``;
-        value ``[batch, Cv, H, W]`` (default key); masks ``[batch, H, W]`` / ``[batch, Tq, H,
-        W]`` or flattened (no ``key_lengths`` or ``causal``) -> context ``[batch, (Tq,) Cv]``,
-        weights ``[batch, (Tq,) H, W]``.
-
-    Example:
-        >>> att = SpatialAttention(query_dim=32, channels=64, units=48)
-        >>> mem = att.memory(torch.randn(2, 64, 7, 7))          # once per image
-        >>> out = att.attend(torch.randn(2, 32), mem, need_weights=True)
-        >>> out.context.shape, out.weights.shape
-        (torch.Size([2, 64]), torch.Size([2, 7, 7]))
+    Shapes: query ``[batch, Tq, query_dim]`` or ``[batch, query_dim]``; key ``[batch, C, H,
+    W]``; value ``[batch, Cv, H, W]`` (default key); masks ``[batch, H, W]`` / ``[batch, Tq, H,
+    W]`` or flattened (no ``key_lengths`` or ``causal``) -> context ``[batch, (Tq,) Cv]``,
+    weights ``[batch, (Tq,) H, W]``.
     """
 
     def __init__(self, query_dim: int, channels: int, units: int, gate: bool = True, *,

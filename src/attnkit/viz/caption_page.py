@@ -4,10 +4,6 @@
 as word buttons and a slider, and the image with the selected word's map over it, upsampled
 bilinearly and blended as `attnkit.viz.overlay.overlay_image` does (docs/concepts.md,
 "Explorer pages").
-
-Example:
-    >>> ex = CaptionExample(np.zeros((64, 64, 3), np.uint8), ["a", "dog"], np.ones((2, 7, 7)))
-    >>> page = caption_page([ex], {"model": "show-attend-tell"}, "caption.html")
 """
 
 from __future__ import annotations

@@ -4,11 +4,6 @@
 probability and its label, and a colour bar. Signed contributions use the diverging palette
 (red = towards negative, blue = towards positive), weights greys (docs/concepts.md, "Explorer
 pages"); token positions come from the caller or `attnkit.viz.spans.token_spans`.
-
-Example:
-    >>> r = Review("Great film!", ["great", "film"], 0.93,
-    ...            [TokenView("contribution", [1.2, 0.1], signed=True)])
-    >>> page = sentiment_page([r], {"model": "bilstm + attention"}, "sentiment.html")
 """
 
 from __future__ import annotations

@@ -3,10 +3,6 @@
 `translation_page` writes one self-contained page: an example picker, a method and a layer/head
 selector, the two sentences as words to hover or Tab to, and the matrix in a scrolling box with
 sticky labels (docs/concepts.md, "Explorer pages").
-
-Example:
-    >>> ex = TranslationExample(["le", "chat"], ["the", "cat"], np.eye(2))
-    >>> page = translation_page([ex], {"model": "rnn"}, "translate.html")
 """
 
 from __future__ import annotations
