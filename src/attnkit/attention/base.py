@@ -45,8 +45,8 @@ def check_inputs(query: Tensor | None, key: Tensor, value: Tensor, *, query_dim:
         if not t.dtype.is_floating_point:
             raise ValueError(f"{name} must be a floating tensor, got dtype {t.dtype}")
     if len({t.shape[0] for _, t, _ in named}) > 1:
-        raise ValueError(f"batch sizes differ: query {_shape(query)}, key {_shape(key)}, "
-                         f"value {_shape(value)}")
+        raise ValueError("batch sizes differ: " + ", ".join(f"{n} {_shape(t)}"
+                                                             for n, t, _ in named))
     if key.shape[1] != value.shape[1]:
         raise ValueError(f"key and value must have the same time length: key {_shape(key)}, "
                          f"value {_shape(value)}")
