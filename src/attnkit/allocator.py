@@ -6,11 +6,6 @@ heap, so a training step that frees and reallocates the same activations pays a 
 every 4 KiB each step. `reuse_freed_memory` raises both thresholds with ``mallopt`` (the cost:
 up to ``trim_threshold`` of freed memory kept); the ``attnkit`` command calls it at start.
 Why and what it gains: docs/concepts.md ("Reusing freed memory"), docs/results.md.
-
-Example:
-    ```python
-    reuse_freed_memory()      # True on glibc
-    ```
 """
 
 from __future__ import annotations

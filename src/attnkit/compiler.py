@@ -5,12 +5,6 @@ weights and checked against the torch build and CPU they were made for.
 `Packages` builds them (a minute or two) and loads them (a fraction of a second). A package
 that does not fit this machine, or a corrupt one, is built again; one that cannot be built
 leaves the model eager, with one warning (docs/concepts.md, "Compiled decoding").
-
-Example:
-    ```python
-    packages = Packages("translate", weights_digest(model.state_dict()))
-    graphs = packages.load(["encoder", "step"], log=print) or packages.build(specs, log=print)
-    ```
 """
 
 from __future__ import annotations
@@ -37,6 +31,7 @@ Log = Callable[[str], None]
 # What a graph to build is: the module, example arguments, and their dynamic dimensions
 # (``torch.export.export``'s ``dynamic_shapes``).
 GraphSpec = tuple[nn.Module, tuple[Any, ...], Any]
+Graphs = dict[str, Callable[..., Any]]
 MACHINE_FILE = "machine.json"
 # A folder the user chose for Inductor is kept; torch's default (a folder in /tmp that another
 # user could have made first) is replaced. Read at import: torch sets the variable itself the
@@ -97,7 +92,7 @@ class Packages:
         """Whether packages were built for this model (not yet checked)."""
         return (self.folder / MACHINE_FILE).is_file()
 
-    def load(self, names: Sequence[str], log: Log) -> dict[str, Callable[..., Any]] | None:
+    def load(self, names: Sequence[str], log: Log) -> Graphs | None:
         """The graphs ``names`` as callables; None when they are not built, or were built
         for another machine or are damaged (one log line; the folder goes)."""
         if not self.exists():
@@ -109,8 +104,7 @@ class Packages:
         if made_for != machine_key():
             why = ("built for " + ", ".join(f"{k} {v}" for k, v in made_for.items())
                    if isinstance(made_for, dict) else "without a readable machine.json")
-            return self._drop(f"compiled decoding in {self.folder} {why}: building it again",
-                              log)
+            return self._drop(f"compiled decoding in {self.folder} {why}: building it again", log)
         try:
             from torch._inductor import aoti_load_package
 
@@ -120,24 +114,20 @@ class Packages:
             return self._drop(f"compiled decoding in {self.folder} is damaged "
                               f"({type(exc).__name__}): building it again", log)
 
-    def build(self, graphs: Mapping[str, GraphSpec], log: Log
-              ) -> dict[str, Callable[..., Any]] | None:
+    def build(self, graphs: Mapping[str, GraphSpec], log: Log) -> Graphs | None:
         """Export and compile every graph into a new folder, moved into place once whole,
         then load them; None (and one warning) when they cannot be built. Processes that
         build the same packages at once (a server's workers) take turns: the first builds,
         the others load what it built."""
         try:
             with _locked(prepare_cache() / f".{self.folder.name}.lock"):
-                if self.exists():
-                    return self.load(list(graphs), log)
-                return self._build(graphs, log)
+                return self.load(list(graphs), log) if self.exists() else self._build(graphs, log)
         except OSError as exc:
             log(f"attnkit: warning: decoding could not be compiled ({exc.strerror or exc}); "
                 "it stays eager")
             return None
 
-    def _build(self, graphs: Mapping[str, GraphSpec], log: Log
-               ) -> dict[str, Callable[..., Any]] | None:
+    def _build(self, graphs: Mapping[str, GraphSpec], log: Log) -> Graphs | None:
         staging = None
         try:
             from torch._inductor import aoti_compile_and_package

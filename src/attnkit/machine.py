@@ -4,11 +4,6 @@ Every timing the project reports carries `machine_line`, and ``amp="auto"`` asks
 `cpu_has_native_bf16` whether bf16 autocast pays off on the CPU; `torch_threads` sets torch's
 CPU threads for a while. Bottom layer: imports only the standard library, torch and
 `attnkit.errors` / `attnkit.settings`.
-
-Example:
-    >>> from attnkit.machine import machine_line
-    >>> print(machine_line())  # doctest: +SKIP
-    Intel(R) Xeon(R) Processor (AVX512, bf16 native: yes), 2 threads, torch 2.13.0+cpu
 """
 
 from __future__ import annotations
@@ -39,15 +34,12 @@ ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTION
             "CT2_FORCE_CPU_ISA")
 
 
-def _cpuinfo_text() -> str:
+def _cpuinfo(key: str) -> str | None:
+    """The value of the first ``key : value`` line of /proc/cpuinfo, or None (also off Linux)."""
     try:
-        return CPUINFO.read_text(encoding="utf-8", errors="replace")
+        text = CPUINFO.read_text(encoding="utf-8", errors="replace")
     except OSError:  # not Linux, or /proc not mounted: callers fall back to platform
-        return ""
-
-
-def _cpuinfo_field(text: str, key: str) -> str | None:
-    """The value of the first ``key : value`` line of /proc/cpuinfo text, or None."""
+        return None
     for line in text.splitlines():
         name, sep, value = line.partition(":")
         if sep and name.strip() == key:
@@ -57,7 +49,7 @@ def _cpuinfo_field(text: str, key: str) -> str | None:
 
 def cpu_flags() -> set[str]:
     """The CPU feature flags Linux reports (``flags`` line of /proc/cpuinfo); empty elsewhere."""
-    return set((_cpuinfo_field(_cpuinfo_text(), "flags") or "").split())
+    return set((_cpuinfo("flags") or "").split())
 
 
 def cpu_has_native_bf16() -> bool:
@@ -69,8 +61,7 @@ def cpu_has_native_bf16() -> bool:
     """
     if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in _ONEDNN_ISAS_WITHOUT_BF16:
         return False
-    probes = [getattr(torch.cpu, name, None) for name in _TORCH_BF16_PROBES]
-    probes = [p for p in probes if callable(p)]
+    probes = [p for p in (getattr(torch.cpu, n, None) for n in _TORCH_BF16_PROBES) if callable(p)]
     if probes:
         return any(bool(probe()) for probe in probes)
     return bool(cpu_flags() & set(BF16_FLAGS))
@@ -78,7 +69,7 @@ def cpu_has_native_bf16() -> bool:
 
 def cpu_model() -> str:
     """The CPU's marketing name (``model name`` of /proc/cpuinfo), else what platform knows."""
-    name = _cpuinfo_field(_cpuinfo_text(), "model name")
+    name = _cpuinfo("model name")
     return name or platform.processor() or platform.machine() or "unknown CPU"
 
 

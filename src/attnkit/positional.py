@@ -11,23 +11,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-_MODES = ("sum", "concat")
-
-
-def _check_mode(mode: str) -> None:
-    if mode not in _MODES:
-        raise ValueError(f"mode must be 'sum' or 'concat', got {mode!r}")
-
 
 def _check_even(dim: int, what: str) -> None:
     if dim <= 0 or dim % 2:
         raise ValueError(f"{what} must be a positive even number (pairs of sin/cos), got {dim}")
-
-
-def _check_input(x: Tensor, name: str = "x") -> None:
-    if not isinstance(x, Tensor) or x.dim() != 3:
-        shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-        raise ValueError(f"{name} must have shape [batch, time, dim], got {shape}")
 
 
 def inverse_frequencies(dim: int, base: float = 10000.0, device=None) -> Tensor:
@@ -37,14 +24,35 @@ def inverse_frequencies(dim: int, base: float = 10000.0, device=None) -> Tensor:
     return 1.0 / (base ** (2.0 * i / dim))
 
 
-class SinusoidalPositionalEncoding(nn.Module):
+class _AddedPositions(nn.Module):
+    """A subclass's table ``encoding(length, offset, device, dtype) -> [length, dim]`` summed
+    with (``mode="sum"``) or concatenated to ``x [batch, time, d]``, from position ``offset``."""
+
+    def __init__(self, dim: int, mode: str):
+        super().__init__()
+        if mode not in ("sum", "concat"):
+            raise ValueError(f"mode must be 'sum' or 'concat', got {mode!r}")
+        self.dim, self.mode = dim, mode
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        if not isinstance(x, Tensor) or x.dim() != 3:
+            shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+            raise ValueError(f"x must have shape [batch, time, dim], got {shape}")
+        if self.mode == "sum" and x.shape[-1] != self.dim:
+            raise ValueError(f"mode='sum' needs x of shape [batch, time, {self.dim}], "
+                             f"got {tuple(x.shape)}")
+        pe = self.encoding(x.shape[1], offset, x.device, x.dtype)
+        if self.mode == "sum":
+            return x + pe
+        return torch.cat([x, pe.expand(x.shape[0], -1, -1)], dim=-1)
+
+
+class SinusoidalPositionalEncoding(_AddedPositions):
     """Fixed sinusoidal position encoding, summed with or concatenated to the input.
 
     With ``w_i = 1 / base^(2i/dim)``: ``layout="interleaved"`` is ``PE[t, 2i] = sin(t w_i)``,
     ``PE[t, 2i+1] = cos(t w_i)``; ``"cos_sin"`` is ``PE[t, i] = cos(t w_i)``, ``PE[t, dim/2 + i] =
     sin(t w_i)`` (the Keras 2018 layer, which concatenates ``[PE, x]``; attnkit always ``[x, PE]``).
-    ``mode="sum"`` needs ``x.shape[-1] == dim``. ``forward(x [batch, time, d], offset=0)`` ->
-    ``[batch, time, d]`` (sum) or ``[batch, time, d + dim]``; ``offset`` shifts the positions.
 
     Example:
         >>> pe = SinusoidalPositionalEncoding(8, mode="concat", layout="cos_sin")
@@ -54,18 +62,17 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def __init__(self, dim: int, mode: str = "sum", layout: str = "interleaved",
                  base: float = 10000.0):
-        super().__init__()
         _check_even(dim, "dim")
-        _check_mode(mode)
+        super().__init__(dim, mode)
         if layout not in ("interleaved", "cos_sin"):
             raise ValueError(f"layout must be 'interleaved' or 'cos_sin', got {layout!r}")
-        self.dim, self.mode, self.layout, self.base = dim, mode, layout, float(base)
+        self.layout, self.base = layout, float(base)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, mode={self.mode!r}, layout={self.layout!r}, base={self.base}"
 
     def encoding(self, length: int, offset: int = 0, device=None,
-                 dtype: torch.dtype = torch.float32) -> Tensor:
+                 dtype: torch.dtype | None = torch.float32) -> Tensor:
         """The table ``[length, dim]`` for positions ``offset .. offset + length - 1``."""
         # Angles in float32 (float64 would not help: sin/cos of large t are fine to ~1e-7).
         t = torch.arange(offset, offset + length, dtype=torch.float32, device=device)
@@ -76,19 +83,8 @@ class SinusoidalPositionalEncoding(nn.Module):
             pe = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)
         return pe.to(dtype)
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        _check_input(x)
-        if self.mode == "sum" and x.shape[-1] != self.dim:
-            raise ValueError(
-                f"mode='sum' needs x of shape [batch, time, {self.dim}], got {tuple(x.shape)}"
-            )
-        pe = self.encoding(x.shape[1], offset, x.device, x.dtype)
-        if self.mode == "sum":
-            return x + pe
-        return torch.cat([x, pe.expand(x.shape[0], -1, -1)], dim=-1)
 
-
-class LearnedPositionalEmbedding(nn.Module):
+class LearnedPositionalEmbedding(_AddedPositions):
     """A trained vector per position ``0 .. max_len - 1``, summed (``mode="sum"``) or concatenated.
 
     ``forward(x [batch, time, d], offset=0)`` -> ``[batch, time, d]`` or ``[batch, time, d + dim]``.
@@ -99,11 +95,10 @@ class LearnedPositionalEmbedding(nn.Module):
     """
 
     def __init__(self, max_len: int, dim: int, mode: str = "sum"):
-        super().__init__()
         if max_len <= 0 or dim <= 0:
             raise ValueError(f"max_len and dim must be positive, got {max_len} and {dim}")
-        _check_mode(mode)
-        self.max_len, self.dim, self.mode = max_len, dim, mode
+        super().__init__(dim, mode)
+        self.max_len = max_len
         self.weight = nn.Parameter(torch.empty(max_len, dim))
         # Small init (as GPT-2): N(0, 1) positions would swamp the token embeddings at the start.
         nn.init.normal_(self.weight, std=0.02)
@@ -113,26 +108,11 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def encoding(self, length: int, offset: int = 0, device=None,
                  dtype: torch.dtype | None = None) -> Tensor:
-        """The table ``[length, dim]`` for positions ``offset .. offset + length - 1`` (as
-        `SinusoidalPositionalEncoding.encoding`)."""
+        """The table ``[length, dim]`` for positions ``offset .. offset + length - 1``."""
         if offset < 0 or offset + length > self.max_len:
-            raise ValueError(
-                f"positions {offset}..{offset + length - 1} do not fit max_len={self.max_len}: "
-                f"input [batch, time, d] has time={length}"
-            )
+            raise ValueError(f"positions {offset}..{offset + length - 1} do not fit max_len="
+                             f"{self.max_len}: input [batch, time, d] has time={length}")
         return self.weight[offset:offset + length].to(device=device, dtype=dtype)
-
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        _check_input(x)
-        length = x.shape[1]
-        if self.mode == "sum" and x.shape[-1] != self.dim:
-            raise ValueError(
-                f"mode='sum' needs x of shape [batch, time, {self.dim}], got {tuple(x.shape)}"
-            )
-        pe = self.encoding(length, offset, x.device, x.dtype)
-        if self.mode == "sum":
-            return x + pe
-        return torch.cat([x, pe.expand(x.shape[0], -1, -1)], dim=-1)
 
 
 class RotaryEmbedding(nn.Module):
@@ -156,15 +136,7 @@ class RotaryEmbedding(nn.Module):
     def extra_repr(self) -> str:
         return f"dim={self.dim}, base={self.base}"
 
-    def cos_sin(self, positions: Tensor,
-                dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
-        """``positions [...]`` -> ``cos, sin`` of shape ``[..., dim]`` (halves repeated)."""
-        freqs = inverse_frequencies(self.dim, self.base, positions.device)
-        angles = positions.to(torch.float32)[..., None] * freqs
-        angles = torch.cat([angles, angles], dim=-1)
-        return angles.cos().to(dtype), angles.sin().to(dtype)
-
-    def rotate(self, x: Tensor, positions: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, positions: Tensor | None = None) -> Tensor:
         """Rotate ``x [batch, heads, time, dim]`` at ``positions [time]`` or ``[batch, time]``."""
         if x.dim() != 4 or x.shape[-1] != self.dim:
             raise ValueError(f"x must have shape [batch, heads, time, {self.dim}], "
@@ -175,12 +147,13 @@ class RotaryEmbedding(nn.Module):
         elif tuple(positions.shape) not in ((time,), (batch, time)):
             raise ValueError(f"positions must have shape [{time}] or [{batch}, {time}], "
                              f"got {tuple(positions.shape)}")
-        cos, sin = self.cos_sin(positions, x.dtype)
+        freqs = inverse_frequencies(self.dim, self.base, positions.device)
+        angles = positions.to(torch.float32)[..., None] * freqs
+        angles = torch.cat([angles, angles], dim=-1)
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
         if cos.dim() == 3:  # per-batch positions: [batch, time, dim] -> [batch, 1, time, dim]
             cos, sin = cos[:, None], sin[:, None]
         half = self.dim // 2
-        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-        return x * cos + rotated * sin
+        return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
 
-    def forward(self, x: Tensor, positions: Tensor | None = None) -> Tensor:
-        return self.rotate(x, positions)
+    rotate = forward

@@ -4,7 +4,7 @@ reference path, which feeds the whole prefix through every layer at every step."
 import pytest
 import torch
 
-from attnkit.attention import multi_head
+from attnkit.attention import dot_product
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: 1 thread is fastest
 
@@ -15,7 +15,7 @@ def _no_explicit_softmax(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("explicit attention weights computed: the fused path was left")
 
-    monkeypatch.setattr(multi_head, "masked_softmax", refuse)
+    monkeypatch.setattr(dot_product, "masked_softmax", refuse)  # every explicit path
 
 
 def encode(model, src, src_len, use_cache=True, beams=1, weights="none"):

@@ -17,11 +17,8 @@ from attnkit.attention.base import ScoreAttention
 
 
 class _ChunkedAdditiveScore(torch.autograd.Function):
-    """``scores[b, i, j] = sum_u v[u] tanh(pq[b, i, u] + pk[b, j, u])``, ``chunk`` rows at a time.
-
-    ``pq [batch, Tq, units]``, ``pk [batch, Tk, units]``, ``v [units]`` -> ``[batch, Tq, Tk]``.
-    Saves only the inputs; backward recomputes ``tanh`` per block (faster than
-    ``torch.utils.checkpoint`` per block, which re-runs autograd).
+    """`additive_scores` ``chunk`` query rows at a time; saves only the inputs, and backward
+    recomputes ``tanh`` per block (faster than ``torch.utils.checkpoint``, which re-runs autograd).
     """
 
     @staticmethod
@@ -72,10 +69,8 @@ class _ChunkedAdditiveScore(torch.autograd.Function):
 
 
 def additive_scores(pq: Tensor, pk: Tensor, v: Tensor, memory_budget_mb: float) -> Tensor:
-    """``v^T tanh(pq_i + pk_j)`` ``[batch, Tq, Tk]``, in blocks of at most ``memory_budget_mb``.
-
-    ``pq [batch, Tq, units]``, ``pk [batch, Tk, units]``, ``v [units]``.
-    """
+    """``v^T tanh(pq_i + pk_j)`` ``[batch, Tq, Tk]`` for ``pq [batch, Tq, units]``, ``pk [batch,
+    Tk, units]``, ``v [units]``, in blocks of at most ``memory_budget_mb``."""
     batch, tq, units = pq.shape
     tk = pk.shape[1]
     row_bytes = batch * tk * units * pq.element_size()
@@ -96,17 +91,8 @@ class AdditiveAttention(ScoreAttention):
             up to two); larger inputs are scored in blocks of query rows, with the same results.
         bias: the bias ``b`` of ``W_k`` (Bahdanau has one; Luong's concat does not).
 
-    Shapes:
-        The common call (`attnkit.attention.base`), or ``memory()`` once per source (``W_k k +
-        b``) and ``attend()`` per step -> context ``[batch, Tq, value_dim]``, weights ``[batch,
-        Tq, Tk]``.
-
-    Example:
-        >>> att = AdditiveAttention(query_dim=8, key_dim=6, units=16)
-        >>> mem = att.memory(torch.randn(2, 5, 6), key_lengths=torch.tensor([5, 3]))
-        >>> out = att.attend(torch.randn(2, 1, 8), mem, need_weights=True)  # one decoder step
-        >>> out.context.shape, out.weights.shape
-        (torch.Size([2, 1, 6]), torch.Size([2, 1, 5]))
+    The common call (`attnkit.attention.base`), or ``memory()`` once per source (``W_k k + b``)
+    and ``attend()`` per step -> context ``[batch, Tq, value_dim]``, weights ``[batch, Tq, Tk]``.
     """
 
     def __init__(self, query_dim: int, key_dim: int, units: int, *,
@@ -117,9 +103,7 @@ class AdditiveAttention(ScoreAttention):
                              f"got {query_dim}, {key_dim}, {units}")
         if not memory_budget_mb > 0:
             raise ValueError(f"memory_budget_mb must be > 0, got {memory_budget_mb}")
-        self.query_dim = query_dim
-        self.key_dim = key_dim
-        self.units = units
+        self.query_dim, self.key_dim, self.units = query_dim, key_dim, units
         self.memory_budget_mb = float(memory_budget_mb)
         self.query_proj = nn.Linear(query_dim, units, bias=False)
         self.key_proj = nn.Linear(key_dim, units, bias=bias)
@@ -137,15 +121,8 @@ class AdditiveAttention(ScoreAttention):
 
 
 class ConcatAttention(AdditiveAttention):
-    """Luong et al. (2015) "concat" score ``v^T tanh(W [q; k])``: the additive score again.
-
-    ``W [q; k] = W_q q + W_k k`` with ``W = [W_q | W_k]`` (`weight`), so this is
-    `AdditiveAttention` without the key bias (``bias=True`` gives Bahdanau's).
-
-    Example:
-        >>> att = ConcatAttention(query_dim=8, key_dim=6, units=16)
-        >>> att.weight.shape
-        torch.Size([16, 14])
+    """Luong et al. (2015) "concat" score ``v^T tanh(W [q; k])``, ``W = [W_q | W_k]``
+    (`weight`): `AdditiveAttention` without the key bias (``bias=True`` gives Bahdanau's).
     """
 
     def __init__(self, query_dim: int, key_dim: int, units: int, *,

@@ -9,22 +9,18 @@ signature" and "Masks: one convention"). Modules keep no per-call state.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnkit.attention.masking import causal_mask, lengths_to_mask, masked_softmax
 
 
 class AttentionOutput(NamedTuple):
-    """What every mechanism returns: ``context [batch, Tq, out_dim]`` and ``weights`` or None.
-
-    ``weights`` is ``[batch, Tq, Tk]`` (``[batch, heads, Tq, Tk]`` multi-head, ``[batch, Tq, H,
-    W]`` spatial) when ``need_weights=True``.
-    """
+    """``context [batch, Tq, out_dim]`` and, with ``need_weights=True``, ``weights [batch, Tq,
+    Tk]`` (``[batch, heads, Tq, Tk]`` multi-head, ``[batch, Tq, H, W]`` spatial), else None."""
 
     context: Tensor
     weights: Tensor | None
@@ -34,94 +30,69 @@ def _shape(t: Tensor | None) -> tuple[int, ...] | None:
     return None if t is None else tuple(t.shape)
 
 
-def check_inputs(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    *,
-    query_dim: int | None = None,
-    key_dim: int | None = None,
-    value_dim: int | None = None,
-) -> None:
-    """Raise a ValueError naming the expected shapes when query/key/value do not fit (None: any)."""
-    for name, t in (("query", query), ("key", key), ("value", value)):
+def check_inputs(query: Tensor | None, key: Tensor, value: Tensor, *, query_dim: int | None = None,
+                 key_dim: int | None = None, value_dim: int | None = None) -> None:
+    """Raise a ValueError naming the expected shapes when query/key/value do not fit (None: any;
+    a None ``query`` is not checked)."""
+    named = [("key", key, key_dim), ("value", value, value_dim)]
+    if query is not None:
+        named.insert(0, ("query", query, query_dim))
+    for name, t, _ in named:
         if not isinstance(t, Tensor):
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dim() != 3:
             raise ValueError(f"{name} must have shape [batch, time, dim], got {_shape(t)}")
         if not t.dtype.is_floating_point:
             raise ValueError(f"{name} must be a floating tensor, got dtype {t.dtype}")
-    b = query.shape[0]
-    if key.shape[0] != b or value.shape[0] != b:
-        raise ValueError(
-            f"batch sizes differ: query {_shape(query)}, key {_shape(key)}, value {_shape(value)}"
-        )
+    if len({t.shape[0] for _, t, _ in named}) > 1:
+        raise ValueError("batch sizes differ: " + ", ".join(f"{n} {_shape(t)}"
+                                                             for n, t, _ in named))
     if key.shape[1] != value.shape[1]:
-        raise ValueError(
-            f"key and value must have the same time length: key {_shape(key)}, "
-            f"value {_shape(value)}"
-        )
-    for name, t, dim in (("query", query, query_dim), ("key", key, key_dim),
-                         ("value", value, value_dim)):
+        raise ValueError(f"key and value must have the same time length: key {_shape(key)}, "
+                         f"value {_shape(value)}")
+    for name, t, dim in named:
         if dim is not None and t.shape[-1] != dim:
-            raise ValueError(
-                f"{name} must have shape [batch, time, {dim}], got {_shape(t)}"
-            )
+            raise ValueError(f"{name} must have shape [batch, time, {dim}], got {_shape(t)}")
 
 
-def build_mask(
-    batch: int,
-    query_len: int,
-    key_len: int,
-    *,
-    key_lengths: Tensor | None = None,
-    key_mask: Tensor | None = None,
-    attn_mask: Tensor | None = None,
-    causal: bool = False,
-    num_heads: int | None = None,
-    device: torch.device | None = None,
-) -> Tensor | None:
+def build_mask(batch: int, query_len: int, key_len: int, *, key_lengths: Tensor | None = None,
+               key_mask: Tensor | None = None, attn_mask: Tensor | None = None,
+               causal: bool = False, num_heads: int | None = None,
+               device: torch.device | None = None) -> Tensor | None:
     """Every key-side mask combined (True = may attend), broadcastable to ``[batch, Tq, Tk]``
     (``[batch, heads or 1, Tq, Tk]`` when ``num_heads`` is given), or None.
     """
-    four_d = num_heads is not None
     parts: list[Tensor] = []
     if key_lengths is not None:
         if key_lengths.dim() != 1 or key_lengths.shape[0] != batch:
             raise ValueError(f"key_lengths must have shape [{batch}], got {_shape(key_lengths)}")
-        parts.append(lengths_to_mask(key_lengths.to(device), key_len, name="key_lengths")
-                     .unsqueeze(1))
+        parts.append(lengths_to_mask(key_lengths.to(device), key_len, name="key_lengths")[:, None])
     if key_mask is not None:
         if key_mask.dtype != torch.bool:
             raise ValueError(
-                f"key_mask must be a bool tensor (True = real key), got dtype {key_mask.dtype}"
-            )
+                f"key_mask must be a bool tensor (True = real key), got dtype {key_mask.dtype}")
         if tuple(key_mask.shape) != (batch, key_len):
             raise ValueError(f"key_mask must have shape [{batch}, {key_len}], "
                              f"got {_shape(key_mask)}")
-        parts.append(key_mask.to(device).unsqueeze(1))
+        parts.append(key_mask.to(device)[:, None])
     if attn_mask is not None:
         if attn_mask.dtype != torch.bool:
             raise ValueError(
-                f"attn_mask must be a bool tensor (True = may attend), got dtype {attn_mask.dtype}"
-            )
+                f"attn_mask must be a bool tensor (True = may attend), got dtype {attn_mask.dtype}")
         allowed = [(query_len, key_len), (batch, query_len, key_len)]
-        if four_d:
-            allowed.append((batch, num_heads, query_len, key_len))
-            allowed.append((batch, 1, query_len, key_len))
+        if num_heads is not None:
+            allowed += [(batch, num_heads, query_len, key_len), (batch, 1, query_len, key_len)]
         if tuple(attn_mask.shape) not in allowed:
             names = " or ".join(str(list(s)) for s in allowed)
             raise ValueError(f"attn_mask must have shape {names}, got {_shape(attn_mask)}")
         m = attn_mask.to(device)
-        if m.dim() == 2:
-            m = m.unsqueeze(0)
-        parts.append(m)
+        parts.append(m[None] if m.dim() == 2 else m)
     if causal:
-        parts.append(causal_mask(query_len, key_len, device).unsqueeze(0))
+        parts.append(causal_mask(query_len, key_len, device)[None])
     if not parts:
         return None
-    if four_d:
-        parts = [p if p.dim() == 4 else p.unsqueeze(1) for p in parts]
+    if num_heads is not None:
+        parts = [p if p.dim() == 4 else p[:, None] for p in parts]
     mask = parts[0]
     for p in parts[1:]:
         mask = mask & p
@@ -138,15 +109,17 @@ def query_mask_from_lengths(query_lengths: Tensor | None, batch: int, query_len:
     return lengths_to_mask(query_lengths.to(device), query_len, name="query_lengths")
 
 
+def select_rows(value: Any, index: Tensor) -> Any:
+    """A dataclass like ``value`` with rows ``index`` of its tensor fields (others kept)."""
+    return type(value)(*(v.index_select(0, index) if isinstance(v, Tensor) else v
+                         for v in (getattr(value, f.name) for f in fields(value))))
+
+
 @dataclass
 class AttentionMemory:
-    """What a mechanism precomputes once per source and reuses at every decoder step.
-
-    Attributes:
-        keys: the keys as the score needs them ``[batch, Tk, *]`` (e.g. ``W_k k``).
-        values: ``[batch, Tk, value_dim]``.
-        key_mask: ``[batch, Tk]`` bool (True = real key), or None when every key is real.
-        raw_keys: the keys as given, ``[batch, Tk, key_dim]``.
+    """What a mechanism precomputes once per source and reuses at every decoder step: ``keys``
+    as the score needs them ``[batch, Tk, *]`` (e.g. ``W_k k``), ``values [batch, Tk,
+    value_dim]``, ``key_mask [batch, Tk]`` (True = real key) or None, ``raw_keys`` as given.
     """
 
     keys: Tensor
@@ -156,45 +129,20 @@ class AttentionMemory:
 
     def reorder(self, index: Tensor) -> AttentionMemory:
         """Select batch rows (beam search): ``index [new_batch]`` into the batch dimension."""
-        return AttentionMemory(
-            self.keys.index_select(0, index),
-            self.values.index_select(0, index),
-            None if self.key_mask is None else self.key_mask.index_select(0, index),
-            self.raw_keys.index_select(0, index),
-        )
+        return select_rows(self, index)
 
 
 class TwoStepAttention(nn.Module):
-    """A mechanism in two steps: `memory` once per source, `attend` for each query; ``forward``
-    is both, with the common call signature (a mechanism's own options pass to `attend`).
+    """A mechanism in two steps: ``memory(key, value, *, key_lengths, key_mask)`` once per
+    source, ``attend(query, memory, **options)`` for each query; ``forward`` is both, with the
+    common call signature (a mechanism's own options pass to ``attend``).
     """
 
-    def memory(self, key: Tensor, value: Tensor | None = None, *,
-               key_lengths: Tensor | None = None,
-               key_mask: Tensor | None = None) -> AttentionMemory:  # pragma: no cover
-        raise NotImplementedError
-
-    def attend(self, query: Tensor, memory: AttentionMemory, **options: Any
-               ) -> AttentionOutput:  # pragma: no cover
-        raise NotImplementedError
-
-    def forward(
-        self,
-        query: Tensor,
-        key: Tensor,
-        value: Tensor | None = None,
-        *,
-        key_lengths: Tensor | None = None,
-        key_mask: Tensor | None = None,
-        query_lengths: Tensor | None = None,
-        attn_mask: Tensor | None = None,
-        causal: bool = False,
-        need_weights: bool = False,
-        **options: Any,
-    ) -> AttentionOutput:
+    def forward(self, query: Tensor, key: Tensor, value: Tensor | None = None, *,
+                key_lengths: Tensor | None = None, key_mask: Tensor | None = None,
+                **options: Any) -> AttentionOutput:
         memory = self.memory(key, value, key_lengths=key_lengths, key_mask=key_mask)
-        return self.attend(query, memory, query_lengths=query_lengths, attn_mask=attn_mask,
-                           causal=causal, need_weights=need_weights, **options)
+        return self.attend(query, memory, **options)
 
 
 class ScoreAttention(TwoStepAttention):
@@ -223,43 +171,23 @@ class ScoreAttention(TwoStepAttention):
         """Scores ``[batch, Tq, Tk]`` for raw ``query`` and ``key``."""
         return self.score_projected(query, self.project_keys(key))
 
-    def memory(
-        self,
-        key: Tensor,
-        value: Tensor | None = None,
-        *,
-        key_lengths: Tensor | None = None,
-        key_mask: Tensor | None = None,
-    ) -> AttentionMemory:
+    def memory(self, key: Tensor, value: Tensor | None = None, *,
+               key_lengths: Tensor | None = None,
+               key_mask: Tensor | None = None) -> AttentionMemory:
         """Precompute what does not depend on the query. ``key [batch, Tk, key_dim]``."""
         value = key if value is None else value
-        if key.dim() != 3 or value.dim() != 3 or key.shape[:2] != value.shape[:2]:
-            raise ValueError(
-                f"key and value must have shapes [batch, Tk, dim] with equal batch and Tk, "
-                f"got {_shape(key)} and {_shape(value)}"
-            )
-        if self.key_dim is not None and key.shape[-1] != self.key_dim:
-            raise ValueError(f"key must have shape [batch, time, {self.key_dim}], "
-                             f"got {_shape(key)}")
+        check_inputs(None, key, value, key_dim=self.key_dim)
         mask = build_mask(key.shape[0], 1, key.shape[1], key_lengths=key_lengths,
                           key_mask=key_mask, device=key.device)
         return AttentionMemory(self.project_keys(key), value,
                                None if mask is None else mask[:, 0], key)
 
-    def attend(
-        self,
-        query: Tensor,
-        memory: AttentionMemory,
-        *,
-        query_lengths: Tensor | None = None,
-        attn_mask: Tensor | None = None,
-        causal: bool = False,
-        need_weights: bool = False,
-        **options: Any,
-    ) -> AttentionOutput:
+    def attend(self, query: Tensor, memory: AttentionMemory, *,
+               query_lengths: Tensor | None = None, attn_mask: Tensor | None = None,
+               causal: bool = False, need_weights: bool = False,
+               **options: Any) -> AttentionOutput:
         """Attend from ``query [batch, Tq, query_dim]`` over ``memory``: the mask, the weights
-        (`distribution`), the context (`read`).
-        """
+        (`distribution`), the context (`read`)."""
         check_inputs(query, memory.raw_keys, memory.values, query_dim=self.query_dim)
         batch, tq, tk = query.shape[0], query.shape[1], memory.values.shape[1]
         mask = build_mask(batch, tq, tk, key_mask=memory.key_mask, attn_mask=attn_mask,
@@ -269,27 +197,15 @@ class ScoreAttention(TwoStepAttention):
 
     def distribution(self, query: Tensor, memory: AttentionMemory,
                      mask: Tensor | None) -> Tensor:
-        """The weights ``[batch, Tq, Tk]``: the masked softmax of the scores (a row with no
-        allowed key is all zeros)."""
+        """The weights ``[batch, Tq, Tk]``: the masked softmax of the scores."""
         return masked_softmax(self.score_projected(query, memory.keys), mask)
 
     def read(self, weights: Tensor, memory: AttentionMemory, query_lengths: Tensor | None,
              need_weights: bool) -> AttentionOutput:
         """``context = weights @ values``; the rows of padded queries are zeroed first."""
-        return read_values(weights, memory.values, query_lengths, need_weights)
-
-
-def read_values(weights: Tensor, values: Tensor, query_lengths: Tensor | None,
-                need_weights: bool, dropout: float = 0.0) -> AttentionOutput:
-    """``weights [batch, Tq, Tk]`` applied to ``values [batch, Tk, dim]`` -> ``[batch, Tq, dim]``.
-
-    Padded queries are zeroed; ``dropout`` (training) applies to the context only, so the weights
-    returned (``need_weights``) are the model's.
-    """
-    batch, tq = weights.shape[0], weights.shape[1]
-    qmask = query_mask_from_lengths(query_lengths, batch, tq, weights.device)
-    if qmask is not None:
-        weights = weights * qmask.unsqueeze(-1)
-    used = F.dropout(weights, dropout) if dropout > 0 else weights
-    context = torch.bmm(used.to(values.dtype), values)
-    return AttentionOutput(context, weights if need_weights else None)
+        qmask = query_mask_from_lengths(query_lengths, weights.shape[0], weights.shape[1],
+                                        weights.device)
+        if qmask is not None:
+            weights = weights * qmask.unsqueeze(-1)
+        context = torch.bmm(weights.to(memory.values.dtype), memory.values)
+        return AttentionOutput(context, weights if need_weights else None)

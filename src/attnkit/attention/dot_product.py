@@ -22,22 +22,13 @@ from attnkit.attention.base import (
     build_mask,
     check_inputs,
     query_mask_from_lengths,
-    read_values,
 )
-from attnkit.attention.masking import masked_softmax
+from attnkit.attention.masking import causal_mask, masked_softmax
 
 
-def fused_attention(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    mask: Tensor | None,
-    *,
-    causal_only: bool = False,
-    scale: float | None = None,
-    dropout_p: float = 0.0,
-    query_mask: Tensor | None = None,
-) -> Tensor:
+def fused_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, *,
+                    causal_only: bool = False, scale: float | None = None,
+                    dropout_p: float = 0.0, query_mask: Tensor | None = None) -> Tensor:
     """SDPA with attnkit's mask semantics: empty rows give zeros, never NaN.
 
     ``query [..., Tq, dk]``, ``key [..., Tk, dk]``, ``value [..., Tk, dv]`` -> ``[..., Tq, dv]``.
@@ -50,13 +41,10 @@ def fused_attention(
     if query.dim() == 3:
         # SDPA's fused CPU kernels take [batch, heads, T, dim] only; 3-D inputs would fall back
         # to the math kernel, which keeps the [Tq, Tk] weights for backward.
-        def one_head(t: Tensor | None) -> Tensor | None:
-            return None if t is None else t.unsqueeze(1)
-
-        out = fused_attention(one_head(query), one_head(key), one_head(value), one_head(mask),
-                              causal_only=causal_only, scale=scale, dropout_p=dropout_p,
-                              query_mask=one_head(query_mask))
-        return out.squeeze(1)
+        q, k, v, m, keep = (None if t is None else t.unsqueeze(1)
+                            for t in (query, key, value, mask, query_mask))
+        return fused_attention(q, k, v, m, causal_only=causal_only, scale=scale,
+                               dropout_p=dropout_p, query_mask=keep).squeeze(1)
     keep = query_mask
     if mask is not None:
         has_key = mask.any(dim=-1, keepdim=True)  # [..., Tq|1, 1]
@@ -76,18 +64,33 @@ def fused_attention(
     return out
 
 
+def dot_attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, *,
+                  causal_only: bool, need_weights: bool, scale: float | None = None,
+                  dropout_p: float = 0.0, query_mask: Tensor | None = None
+                  ) -> tuple[Tensor, Tensor | None]:
+    """``(context, weights or None)`` over ``[..., T, dim]``: `fused_attention` without the
+    weights, else the explicit masked softmax (dropout on the context only, so the weights are
+    the model's). ``query_mask [..., Tq]`` zeroes padded queries.
+    """
+    if not need_weights:
+        keep = None if query_mask is None else query_mask.unsqueeze(-1)
+        return fused_attention(query, key, value, mask, causal_only=causal_only, scale=scale,
+                               dropout_p=dropout_p, query_mask=keep), None
+    if causal_only:
+        mask = causal_mask(query.shape[-2], key.shape[-2], query.device)
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    weights = masked_softmax(torch.matmul(query, key.transpose(-2, -1)) * scale, mask)
+    if query_mask is not None:
+        weights = weights * query_mask.unsqueeze(-1)
+    used = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    return torch.matmul(used.to(value.dtype), value), weights
+
+
 class DotProductAttention(ScoreAttention):
     """Scaled dot-product attention (Vaswani et al. 2017) or Luong's "dot" score (``scaled=False``).
 
     The common call (`attnkit.attention.base`); ``dropout`` applies to the weights in training;
     the weights returned are those before dropout.
-
-    Example:
-        >>> att = DotProductAttention()
-        >>> q, k = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
-        >>> out = att(q, k, key_lengths=torch.tensor([7, 3]), need_weights=True)
-        >>> out.context.shape, out.weights.shape
-        (torch.Size([2, 5, 16]), torch.Size([2, 5, 7]))
     """
 
     def __init__(self, scaled: bool = True, dropout: float = 0.0):
@@ -106,43 +109,27 @@ class DotProductAttention(ScoreAttention):
     @staticmethod
     def _check_dims(query: Tensor, key: Tensor) -> None:
         if query.shape[-1] != key.shape[-1]:
-            raise ValueError(
-                f"dot-product attention needs query and key of the same feature size: "
-                f"query [batch, Tq, {key.shape[-1]}] for key {_shape(key)}, got {_shape(query)}"
-            )
+            raise ValueError(f"dot-product attention needs query and key of the same feature "
+                             f"size: query [batch, Tq, {key.shape[-1]}] for key {_shape(key)}, "
+                             f"got {_shape(query)}")
 
     def score_projected(self, query: Tensor, keys: Tensor) -> Tensor:
         """``query [batch, Tq, dim]``, ``keys [batch, Tk, dim]`` -> ``[batch, Tq, Tk]``."""
         self._check_dims(query, keys)
         return torch.bmm(query, keys.transpose(1, 2)) * self._scale(query.shape[-1])
 
-    def attend(
-        self,
-        query: Tensor,
-        memory: AttentionMemory,
-        *,
-        query_lengths: Tensor | None = None,
-        attn_mask: Tensor | None = None,
-        causal: bool = False,
-        need_weights: bool = False,
-    ) -> AttentionOutput:
+    def attend(self, query: Tensor, memory: AttentionMemory, *,
+               query_lengths: Tensor | None = None, attn_mask: Tensor | None = None,
+               causal: bool = False, need_weights: bool = False) -> AttentionOutput:
         """Attend from ``query [batch, Tq, dim]`` over a precomputed ``memory`` (see base)."""
         check_inputs(query, memory.raw_keys, memory.values)
         self._check_dims(query, memory.keys)
         batch, tq, tk = query.shape[0], query.shape[1], memory.values.shape[1]
-        qmask = query_mask_from_lengths(query_lengths, batch, tq, query.device)
         only_causal = causal and memory.key_mask is None and attn_mask is None
         mask = build_mask(batch, tq, tk, key_mask=memory.key_mask, attn_mask=attn_mask,
                           causal=causal and not only_causal, device=query.device)
-        p = self.dropout if self.training else 0.0
-        if not need_weights:
-            context = fused_attention(
-                query, memory.keys, memory.values, mask, causal_only=only_causal,
-                scale=self._scale(query.shape[-1]), dropout_p=p,
-                query_mask=None if qmask is None else qmask.unsqueeze(-1),
-            )
-            return AttentionOutput(context, None)
-        if only_causal:
-            mask = build_mask(batch, tq, tk, causal=True, device=query.device)
-        weights = masked_softmax(self.score_projected(query, memory.keys), mask)
-        return read_values(weights, memory.values, query_lengths, True, dropout=p)
+        return AttentionOutput(*dot_attention(
+            query, memory.keys, memory.values, mask, causal_only=only_causal,
+            need_weights=need_weights, scale=self._scale(query.shape[-1]),
+            dropout_p=self.dropout if self.training else 0.0,
+            query_mask=query_mask_from_lengths(query_lengths, batch, tq, query.device)))

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from attnkit.attention.additive import AdditiveAttention, ConcatAttention
 from attnkit.attention.base import ScoreAttention
+from attnkit.attention.dot_product import DotProductAttention
+from attnkit.attention.general import GeneralAttention
+from attnkit.attention.local import LocalAttention
 
 KINDS = ("dot", "scaled_dot", "general", "additive", "bahdanau", "concat", "local-m", "local-p")
 
@@ -22,36 +26,21 @@ def create(kind: str, query_dim: int, key_dim: int, *, units: int | None = None,
         window: half-width ``D`` of the local kinds (required there).
         **kw: passed on (``dropout``, ``memory_budget_mb``, ``bias``; for the local kinds
             ``score``, the inner kind, default ``"general"``, ``gaussian``, ``renormalize``).
-
-    Example:
-        >>> att = create("local-p", 8, 8, window=3, score="additive", units=16)
-        >>> type(att).__name__, type(att.inner).__name__
-        ('LocalAttention', 'AdditiveAttention')
     """
     if kind in ("dot", "scaled_dot"):
         if query_dim != key_dim:
             raise ValueError(f"attention kind {kind!r} needs query_dim == key_dim, got "
                              f"query_dim={query_dim} and key_dim={key_dim}; use 'general' or "
                              f"'additive' for different sizes")
-        # Imported here: dot_product is a sibling module that must not be needed to import this.
-        from attnkit.attention.dot_product import DotProductAttention
-
         mechanism = DotProductAttention(scaled=kind == "scaled_dot", **kw)
-        mechanism.query_dim = query_dim
-        mechanism.key_dim = key_dim
+        mechanism.query_dim, mechanism.key_dim = query_dim, key_dim
         return mechanism
     if kind == "general":
-        from attnkit.attention.general import GeneralAttention
-
         return GeneralAttention(query_dim, key_dim, **kw)
     if kind in ("additive", "bahdanau", "concat"):
-        from attnkit.attention.additive import AdditiveAttention, ConcatAttention
-
         cls = ConcatAttention if kind == "concat" else AdditiveAttention
         return cls(query_dim, key_dim, key_dim if units is None else units, **kw)
     if kind in ("local-m", "local-p"):
-        from attnkit.attention.local import LocalAttention
-
         if window is None:
             raise ValueError(f"attention kind {kind!r} needs window=D (the half-width)")
         inner_kind = kw.pop("score", "general")

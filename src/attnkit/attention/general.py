@@ -11,22 +11,15 @@ from attnkit.attention.base import ScoreAttention
 class GeneralAttention(ScoreAttention):
     """Bilinear attention of Luong et al. (2015), the "general" score ``q^T W k``.
 
-    ``W`` is ``[query_dim, key_dim]``; ``memory()`` projects the keys once per source as ``k W^T``,
-    so every decoder step is one batched matmul. The common call (`attnkit.attention.base`).
-
-    Example:
-        >>> att = GeneralAttention(query_dim=8, key_dim=6)
-        >>> out = att(torch.randn(2, 3, 8), torch.randn(2, 5, 6), need_weights=True)
-        >>> out.context.shape, out.weights.shape
-        (torch.Size([2, 3, 6]), torch.Size([2, 3, 5]))
+    ``W [query_dim, key_dim]``; ``memory()`` projects the keys once per source as ``k W^T``, so
+    every decoder step is one batched matmul. The common call (`attnkit.attention.base`).
     """
 
     def __init__(self, query_dim: int, key_dim: int):
         super().__init__()
         if query_dim < 1 or key_dim < 1:
             raise ValueError(f"query_dim and key_dim must be >= 1, got {query_dim}, {key_dim}")
-        self.query_dim = query_dim
-        self.key_dim = key_dim
+        self.query_dim, self.key_dim = query_dim, key_dim
         # nn.Linear(key_dim -> query_dim) holds W [query_dim, key_dim] and computes k W^T.
         self.weight_proj = nn.Linear(key_dim, query_dim, bias=False)
 

@@ -22,20 +22,15 @@ from attnkit.attention.base import (
 
 
 class HardAttentionOutput(AttentionOutput):
-    """An `AttentionOutput` (unpacks as ``context, weights``) with two more attributes.
-
-    Attributes:
-        log_prob: ``[batch, Tq]`` log-probability of each choice (0 where nothing was chosen).
-        index: ``[batch, Tq]`` int64 chosen key, -1 where nothing was chosen.
-    """
+    """An `AttentionOutput` (unpacks as ``context, weights``) with ``log_prob [batch, Tq]`` of
+    each choice and its int64 ``index [batch, Tq]`` (0 and -1 where nothing was chosen)."""
 
     log_prob: Tensor
     index: Tensor
 
     def __new__(cls, context: Tensor, weights: Tensor | None, log_prob: Tensor, index: Tensor):
         out = super().__new__(cls, context, weights)
-        out.log_prob = log_prob
-        out.index = index
+        out.log_prob, out.index = log_prob, index
         return out
 
 
@@ -47,17 +42,8 @@ class HardAttention(ScoreAttention):
         estimator: ``"straight_through"`` or ``"reinforce"``.
         baseline_momentum: ``m`` in ``baseline <- m * baseline + (1 - m) * mean(reward)``.
 
-    Shapes:
-        The common call (`attnkit.attention.base`) -> `HardAttentionOutput`: context ``[batch,
-        Tq, value_dim]``, weights ``[batch, Tq, Tk]`` one-hot, ``log_prob`` and ``index``.
-
-    Example (REINFORCE; ``reward`` is any per-example score, higher is better):
-        ```python
-        att = HardAttention(AdditiveAttention(8, 6, 16), estimator="reinforce")
-        out = att(query, key, key_lengths=lengths)
-        task_loss = criterion(head(out.context), target)                 # [batch]
-        loss = task_loss.mean() + att.reinforce_loss(out.log_prob, -task_loss.detach())
-        ```
+    The common call (`attnkit.attention.base`) -> `HardAttentionOutput`, weights one-hot; the
+    REINFORCE estimator with `reinforce_loss`: docs/concepts.md ("Examples").
     """
 
     def __init__(self, mechanism: ScoreAttention,
@@ -71,11 +57,9 @@ class HardAttention(ScoreAttention):
                              f"got {estimator!r}")
         if not 0.0 <= baseline_momentum < 1.0:
             raise ValueError(f"baseline_momentum must be in [0, 1), got {baseline_momentum}")
-        self.mechanism = mechanism
-        self.estimator = estimator
+        self.mechanism, self.estimator = mechanism, estimator
         self.baseline_momentum = baseline_momentum
-        self.query_dim = mechanism.query_dim
-        self.key_dim = mechanism.key_dim
+        self.query_dim, self.key_dim = mechanism.query_dim, mechanism.key_dim
         self.register_buffer("baseline", torch.zeros(()))
         # Whether `baseline` has seen a reward yet (the first reward initialises it).
         self.register_buffer("baseline_initialised", torch.zeros((), dtype=torch.bool))
@@ -86,11 +70,10 @@ class HardAttention(ScoreAttention):
     def score_projected(self, query: Tensor, keys: Tensor) -> Tensor:
         return self.mechanism.score_projected(query, keys)
 
-    def read(self, weights: Tensor, memory: AttentionMemory, query_lengths: Tensor | None,
+    def read(self, soft: Tensor, memory: AttentionMemory, query_lengths: Tensor | None,
              need_weights: bool) -> HardAttentionOutput:
         """Choose one key per query from the soft ``weights`` (the mechanism's masked softmax,
         `ScoreAttention.distribution`) and read its value."""
-        soft = weights
         batch, tq, tk = soft.shape
         valid = soft.detach().sum(-1) > 0  # rows with at least one real key
         qmask = query_mask_from_lengths(query_lengths, batch, tq, soft.device)

@@ -1,16 +1,9 @@
 """What incremental decoding keeps between steps: key/value storage, no attention arithmetic.
 
-`KeyValueCache` holds the self-attention keys/values, written in place into preallocated
-buffers that double when full; `SourceKeyValues` the cross-attention keys/values of the source,
-projected once per sentence. Both are values the decoding state carries, never module state
-(docs/concepts.md, "Incremental decoding").
-
-Example:
-    ```python
-    cache = KeyValueCache.empty(rows=4, heads=2, head_dim=8, capacity=16, like=x)
-    keys, values = cache.append(k, v)        # k, v [4, 2, 1, 8]; keys [4, 2, cache.length, 8]
-    cache.reorder(torch.tensor([0, 0, 2]))   # beam search: rows 0, 0 and 2 go on
-    ```
+`KeyValueCache` holds the self-attention keys/values in preallocated `GrowingBuffer` s;
+`SourceKeyValues` the cross-attention keys/values of the source, projected once per sentence.
+Both are values the decoding state carries, never module state (docs/concepts.md,
+"Incremental decoding").
 """
 
 from __future__ import annotations
@@ -20,19 +13,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from attnkit.attention.base import select_rows
+
 
 class GrowingBuffer:
-    """A tensor of rows ``data [rows, ..., capacity, ...]`` that grows along ``dim``, in place.
-
-    Preallocated for ``capacity`` positions (``length`` filled), doubling when full; reordering rows
-    copies only the filled positions.
-
-    Example:
-        ```python
-        tokens = GrowingBuffer(torch.empty(6, 8, dtype=torch.long), dim=1)
-        tokens.append(next_tokens.unsqueeze(1))    # [6, 1]
-        tokens.filled()                            # [6, 1]
-        ```
+    """A tensor of rows ``data [rows, ..., capacity, ...]`` that grows along ``dim``, in place:
+    ``length`` positions filled, doubling when full; reordering rows copies only the filled ones.
     """
 
     def __init__(self, data: Tensor, dim: int, length: int = 0):
@@ -75,9 +61,7 @@ class GrowingBuffer:
 
 @dataclass
 class KeyValueCache:
-    """Self-attention keys and values decoded so far: `GrowingBuffer` s of ``[rows, heads,
-    capacity, head_dim]``.
-    """
+    """Self-attention keys and values so far: ``[rows, heads, capacity, head_dim]`` buffers."""
 
     keys: GrowingBuffer
     values: GrowingBuffer
@@ -85,7 +69,7 @@ class KeyValueCache:
     @classmethod
     def empty(cls, rows: int, heads: int, head_dim: int, capacity: int,
               like: Tensor) -> KeyValueCache:
-        """An empty cache with room for ``capacity`` positions (dtype and device of ``like``)."""
+        """Room for ``capacity`` positions, in the dtype and device of ``like``."""
         shape = (rows, heads, max(capacity, 1), head_dim)
         return cls(GrowingBuffer(like.new_empty(shape), 2), GrowingBuffer(like.new_empty(shape), 2))
 
@@ -99,21 +83,16 @@ class KeyValueCache:
         return self.keys.append(keys), self.values.append(values)
 
     def reorder(self, rows: Tensor) -> None:
-        """Keep rows ``rows [new_rows]`` (beam search: the parents of the new hypotheses;
-        greedy: the sentences not finished). Only the filled positions are copied."""
+        """Keep rows ``rows [new_rows]`` (beam parents, or the sentences not finished)."""
         self.keys.reorder(rows)
         self.values.reorder(rows)
 
 
 @dataclass
 class SourceKeyValues:
-    """Cross-attention keys and values of the source, once per sentence.
-
-    Attributes:
-        keys, values: ``[sentences, heads, S, head_dim]``.
-        mask: ``[sentences, 1, 1, S]`` bool (True = real), or None when no sentence is padded.
-        empty: ``[sentences, 1, 1, 1]`` bool, True for a sentence without a source position, or
-            None.
+    """Cross-attention ``keys, values [sentences, heads, S, head_dim]`` of the source; ``mask
+    [sentences, 1, 1, S]`` (True = real) or None when no sentence is padded; ``empty
+    [sentences, 1, 1, 1]``, True for a sentence without a source position, or None.
     """
 
     keys: Tensor
@@ -123,7 +102,4 @@ class SourceKeyValues:
 
     def select(self, sentences: Tensor) -> SourceKeyValues:
         """Keep the sentences ``sentences [new_sentences]`` (the others are finished)."""
-        return SourceKeyValues(
-            self.keys.index_select(0, sentences), self.values.index_select(0, sentences),
-            None if self.mask is None else self.mask.index_select(0, sentences),
-            None if self.empty is None else self.empty.index_select(0, sentences))
+        return select_rows(self, sentences)

@@ -30,30 +30,14 @@ class LocalAttention(ScoreAttention):
         gaussian: multiply the window weights by the Gaussian (default: predictive mode only).
         renormalize: divide each row by its sum after the Gaussian (default False, as the paper).
 
-    Shapes:
-        The common call (`attnkit.attention.base`) plus ``query_positions [batch, Tq]`` ->
-        context ``[batch, Tq, value_dim]``, weights ``[batch, Tq, Tk]``.
-
-    Example:
-        >>> from attnkit.attention.general import GeneralAttention
-        >>> att = LocalAttention(GeneralAttention(8, 8), window=2)
-        >>> mem = att.memory(torch.randn(2, 10, 8))
-        >>> step = torch.full((2, 1), 4)  # decoder step 4 attends source positions 2..6
-        >>> att.attend(torch.randn(2, 1, 8), mem, query_positions=step).context.shape
-        torch.Size([2, 1, 8])
+    The common call (`attnkit.attention.base`) plus ``query_positions [batch, Tq]`` -> context
+    ``[batch, Tq, value_dim]``, weights ``[batch, Tq, Tk]``.
     """
 
-    def __init__(
-        self,
-        score: ScoreAttention,
-        window: int,
-        mode: Literal["monotonic", "predictive"] = "monotonic",
-        query_dim: int | None = None,
-        units: int | None = None,
-        *,
-        gaussian: bool | None = None,
-        renormalize: bool = False,
-    ):
+    def __init__(self, score: ScoreAttention, window: int,
+                 mode: Literal["monotonic", "predictive"] = "monotonic",
+                 query_dim: int | None = None, units: int | None = None, *,
+                 gaussian: bool | None = None, renormalize: bool = False):
         super().__init__()
         if not isinstance(score, ScoreAttention):
             raise ValueError(f"score must be a ScoreAttention, got {type(score).__name__}")
@@ -62,11 +46,8 @@ class LocalAttention(ScoreAttention):
         if mode not in ("monotonic", "predictive"):
             raise ValueError(f"mode must be 'monotonic' or 'predictive', got {mode!r}")
         # Not `self.score`: that name is ScoreAttention's score() method.
-        self.inner = score
-        self.window = window
-        self.mode = mode
+        self.inner, self.window, self.mode, self.renormalize = score, window, mode, renormalize
         self.gaussian = (mode == "predictive") if gaussian is None else gaussian
-        self.renormalize = renormalize
         self.query_dim = score.query_dim if query_dim is None else query_dim
         self.key_dim = score.key_dim
         if mode == "predictive":

@@ -18,8 +18,7 @@ def lengths_to_mask(lengths: Tensor, max_len: int, *, name: str = "lengths") -> 
         ValueError: lengths not 1-D integers, negative, or longer than ``max_len`` (``name`` in
             the message).
     """
-    if not isinstance(lengths, Tensor):
-        lengths = torch.as_tensor(lengths)
+    lengths = torch.as_tensor(lengths)
     if lengths.dim() != 1:
         raise ValueError(f"{name} must have shape [batch], got {tuple(lengths.shape)}")
     if lengths.dtype.is_floating_point or lengths.dtype == torch.bool or lengths.is_complex():
@@ -28,10 +27,8 @@ def lengths_to_mask(lengths: Tensor, max_len: int, *, name: str = "lengths") -> 
     # the batches a compiled training step gets were checked when they were built.
     if lengths.numel() and not torch.compiler.is_compiling() and (
             int(lengths.min()) < 0 or int(lengths.max()) > max_len):
-        raise ValueError(
-            f"{name} must lie in 0..{max_len} (the padded time dimension), "
-            f"got min {int(lengths.min())} and max {int(lengths.max())}"
-        )
+        raise ValueError(f"{name} must lie in 0..{max_len} (the padded time dimension), "
+                         f"got min {int(lengths.min())} and max {int(lengths.max())}")
     positions = torch.arange(max_len, device=lengths.device)
     return positions.unsqueeze(0) < lengths.unsqueeze(1)
 

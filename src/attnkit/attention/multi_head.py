@@ -21,9 +21,9 @@ from attnkit.attention.base import (
     check_inputs,
     query_mask_from_lengths,
 )
-from attnkit.attention.dot_product import fused_attention
+from attnkit.attention.dot_product import dot_attention
 from attnkit.attention.kv_cache import KeyValueCache, SourceKeyValues
-from attnkit.attention.masking import causal_mask, masked_softmax
+from attnkit.attention.masking import causal_mask
 from attnkit.attention.pooling import self_attention_max_pool
 from attnkit.positional import RotaryEmbedding
 
@@ -46,32 +46,15 @@ class MultiHeadAttention(nn.Module):
         rope, rope_base: rotary positions (`attnkit.positional.RotaryEmbedding`) on every head's
             queries and keys; ``forward`` then takes ``query_positions``/``key_positions``.
 
-    Shapes:
-        The common call (`attnkit.attention.base`) -> ``context [batch, Tq, out_dim]``,
-        ``weights [batch, heads, Tq, Tk]`` (before dropout). Incremental decoding: `attend_cached`
-        and `attend_source`.
-
-    Example:
-        >>> mha = MultiHeadAttention(64, num_heads=4)
-        >>> x = torch.randn(2, 10, 64)
-        >>> out = mha(x, x, key_lengths=torch.tensor([10, 6]), need_weights=True)
-        >>> out.context.shape, out.weights.shape
-        (torch.Size([2, 10, 64]), torch.Size([2, 4, 10, 10]))
+    The common call (`attnkit.attention.base`) -> ``context [batch, Tq, out_dim]``, ``weights
+    [batch, heads, Tq, Tk]`` (before dropout). Incremental decoding: `attend_cached` and
+    `attend_source`.
     """
 
-    def __init__(
-        self,
-        query_dim: int,
-        key_dim: int | None = None,
-        value_dim: int | None = None,
-        num_heads: int = 8,
-        head_dim: int | None = None,
-        bias: bool = True,
-        dropout: float = 0.0,
-        out_proj: bool = True,
-        rope: bool = False,
-        rope_base: float = 10000.0,
-    ):
+    def __init__(self, query_dim: int, key_dim: int | None = None, value_dim: int | None = None,
+                 num_heads: int = 8, head_dim: int | None = None, bias: bool = True,
+                 dropout: float = 0.0, out_proj: bool = True, rope: bool = False,
+                 rope_base: float = 10000.0):
         super().__init__()
         key_dim = query_dim if key_dim is None else key_dim
         value_dim = key_dim if value_dim is None else value_dim
@@ -109,8 +92,7 @@ class MultiHeadAttention(nn.Module):
 
     @classmethod
     def keras_2018(cls, nb_head: int, size_per_head: int, query_dim: int,
-                   key_dim: int | None = None, value_dim: int | None = None
-                   ) -> MultiHeadAttention:
+                   key_dim: int | None = None, value_dim: int | None = None) -> MultiHeadAttention:
         """The 2018 Keras ``Attention(nb_head, size_per_head)`` layer: no bias, no out_proj."""
         return cls(query_dim, key_dim, value_dim, num_heads=nb_head, head_dim=size_per_head,
                    bias=False, out_proj=False)
@@ -149,79 +131,56 @@ class MultiHeadAttention(nn.Module):
         # unbind, not tuple(): iterating a tensor goes through Python.
         return x.view(b, t, n, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
 
-    def _project(self, query: Tensor, key: Tensor, value: Tensor
-                 ) -> tuple[Tensor, Tensor, Tensor]:
+    def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, ...]:
         if self.packed and query is key and key is value:  # self-attention: one matmul
             return self._heads(F.linear(query, self.in_proj_weight, self.in_proj_bias), 3)
-        (wq, wk, wv), (bq, bk, bv) = self._proj_weights(), self._proj_biases()
-        (q,) = self._heads(F.linear(query, wq, bq), 1)
-        if self.packed and key is value:
-            bkv = None if bk is None else self.in_proj_bias[self.inner_dim:]
-            k, v = self._heads(F.linear(key, self.in_proj_weight[self.inner_dim:], bkv), 2)
-            return q, k, v
-        (k,) = self._heads(F.linear(key, wk, bk), 1)
-        (v,) = self._heads(F.linear(value, wv, bv), 1)
-        return q, k, v
+        return (*self._heads(self._query(query), 1), *self._project_kv(key, value))
 
-    def forward(
-        self,
-        query: Tensor,
-        key: Tensor,
-        value: Tensor | None = None,
-        *,
-        key_lengths: Tensor | None = None,
-        key_mask: Tensor | None = None,
-        query_lengths: Tensor | None = None,
-        attn_mask: Tensor | None = None,
-        causal: bool = False,
-        need_weights: bool = False,
-        query_positions: Tensor | None = None,
-        key_positions: Tensor | None = None,
-    ) -> AttentionOutput:
+    def _query(self, x: Tensor) -> Tensor:
+        return F.linear(x, self._proj_weights()[0], self._proj_biases()[0])
+
+    def _project_kv(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        if self.packed and key is value:  # one matmul for both
+            bias = None if self.in_proj_bias is None else self.in_proj_bias[self.inner_dim:]
+            return self._heads(F.linear(key, self.in_proj_weight[self.inner_dim:], bias), 2)
+        (_, wk, wv), (_, bk, bv) = self._proj_weights(), self._proj_biases()
+        return (*self._heads(F.linear(key, wk, bk), 1), *self._heads(F.linear(value, wv, bv), 1))
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor | None = None, *,
+                key_lengths: Tensor | None = None, key_mask: Tensor | None = None,
+                query_lengths: Tensor | None = None, attn_mask: Tensor | None = None,
+                causal: bool = False, need_weights: bool = False,
+                query_positions: Tensor | None = None,
+                key_positions: Tensor | None = None) -> AttentionOutput:
         value = key if value is None else value
         check_inputs(query, key, value, query_dim=self.query_dim, key_dim=self.key_dim,
                      value_dim=self.value_dim)
         if self.rope is None and (query_positions is not None or key_positions is not None):
             raise ValueError("query_positions/key_positions need rope=True")
         batch, tq, tk = query.shape[0], query.shape[1], key.shape[1]
-        device = query.device
-        qmask = query_mask_from_lengths(query_lengths, batch, tq, device)
+        qmask = query_mask_from_lengths(query_lengths, batch, tq, query.device)
         only_causal = causal and key_lengths is None and key_mask is None and attn_mask is None
         mask = build_mask(batch, tq, tk, key_lengths=key_lengths, key_mask=key_mask,
                           attn_mask=attn_mask, causal=causal and not only_causal,
-                          num_heads=self.num_heads, device=device)
+                          num_heads=self.num_heads, device=query.device)
         q, k, v = self._project(query, key, value)
         if self.rope is not None:
             q = self.rope.rotate(q, query_positions)
             k = self.rope.rotate(k, key_positions)
-        p = self.dropout if self.training else 0.0
-        weights = None
-        if not need_weights:
-            ctx = fused_attention(q, k, v, mask, causal_only=only_causal, dropout_p=p)
-        else:
-            if only_causal:
-                mask = build_mask(batch, tq, tk, causal=True, num_heads=self.num_heads,
-                                  device=device)
-            scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))
-            weights = masked_softmax(scores, mask)
-            if qmask is not None:
-                weights = weights * qmask[:, None, :, None]
-            ctx = torch.matmul(F.dropout(weights, p) if p > 0 else weights, v)
-        out = ctx.transpose(1, 2).reshape(batch, tq, self.inner_dim)
-        if self.out_proj is not None:
-            out = self.out_proj(out)
+        ctx, weights = dot_attention(
+            q, k, v, mask, causal_only=only_causal, need_weights=need_weights,
+            dropout_p=self.dropout if self.training else 0.0,
+            query_mask=None if qmask is None or not need_weights else qmask[:, None])
+        out = self._output(ctx.transpose(1, 2).reshape(batch, tq, self.inner_dim))
         if qmask is not None:
             out = out * qmask.unsqueeze(-1).to(out.dtype)
         return AttentionOutput(out, weights)
 
     def max_pool(self, x: Tensor, *, key_mask: Tensor | None = None,
                  query_mask: Tensor | None = None) -> Tensor:
-        """Self-attention over ``x`` then the max over the real queries (the 2018 Keras layer).
-
-        ``x [batch, T, query_dim]``, ``key_mask``/``query_mask [batch, T]`` bool -> ``[batch,
-        out_dim]``. Runs `self_attention_max_pool` when the layer is the 2018 one (no output
-        projection, rope or dropout), else `forward` then the max.
-        """
+        """Self-attention over ``x [batch, T, query_dim]`` then the max over the real queries
+        (``query_mask``) -> ``[batch, out_dim]``: `self_attention_max_pool` for the 2018 Keras
+        layer (no output projection, rope or dropout), else `forward` then the max."""
         if self.packed and self.out_proj is None and self.rope is None and not (
                 self.training and self.dropout > 0):
             check_inputs(x, x, x, query_dim=self.query_dim)
@@ -244,12 +203,9 @@ class MultiHeadAttention(nn.Module):
 
     def attend_cached(self, x: Tensor, cache: KeyValueCache, *,
                       need_weights: bool = False) -> AttentionOutput:
-        """Causal self-attention of new positions ``x [rows, t, query_dim]`` over all so far.
-
-        Their keys and values are appended to ``cache`` in place; equals `forward` (``causal=True``)
-        over the whole sequence at the new positions. Context ``[rows, t, out_dim]``, weights
-        ``[rows, heads, t, cache.length]``.
-        """
+        """Causal self-attention of new positions ``x [rows, t, query_dim]`` over all so far
+        (appended to ``cache``), as `forward` with ``causal=True`` over the whole sequence ->
+        context ``[rows, t, out_dim]``, weights ``[rows, heads, t, cache.length]``."""
         self._check_incremental("attend_cached", x)
         rows, t = x.shape[:2]
         start = cache.length
@@ -269,13 +225,7 @@ class MultiHeadAttention(nn.Module):
         """Project ``source [sentences, S, key_dim]`` once for `attend_source`, with its mask."""
         self._check_incremental("source_keys_values", source, self.key_dim)
         n, length = source.shape[:2]
-        if self.packed:
-            bias = None if self.in_proj_bias is None else self.in_proj_bias[self.inner_dim:]
-            k, v = self._heads(F.linear(source, self.in_proj_weight[self.inner_dim:], bias), 2)
-        else:
-            (_, wk, wv), (_, bk, bv) = self._proj_weights(), self._proj_biases()
-            (k,), (v,) = self._heads(F.linear(source, wk, bk), 1), self._heads(
-                F.linear(source, wv, bv), 1)
+        k, v = self._project_kv(source, source)
         mask = empty = None
         if key_lengths is not None and bool((key_lengths < length).any()):
             mask = build_mask(n, 1, length, key_lengths=key_lengths, num_heads=self.num_heads,
@@ -289,22 +239,17 @@ class MultiHeadAttention(nn.Module):
 
     def attend_source(self, x: Tensor, source: SourceKeyValues, *,
                       need_weights: bool = False) -> AttentionOutput:
-        """Cross-attention of ``x [sentences * g, t, query_dim]`` over a source projected once.
-
-        The ``g`` rows of a sentence (its beams) attend to its one copy of the keys and values.
-        Context ``[sentences * g, t, out_dim]``, weights ``[sentences * g, heads, t, S]``.
-        """
+        """Cross-attention of ``x [sentences * g, t, query_dim]`` (a sentence's ``g`` beams) over
+        its one copy of the source -> ``[sentences * g, t, out_dim]``, weights ``[sentences * g,
+        heads, t, S]``."""
         self._check_incremental("attend_source", x)
         n, h, length, hd = source.keys.shape
         rows, t = x.shape[:2]
         if rows % n:
-            raise ValueError(f"x has {rows} rows, not a multiple of the {n} sentences of the "
-                             f"source")
+            raise ValueError(f"x has {rows} rows, not a multiple of the {n} sentences")
         g = rows // n
-        (wq, _, _), (bq, _, _) = self._proj_weights(), self._proj_biases()
         # [n*g, t, h*hd] -> [n, h, g*t, hd]: a sentence's hypotheses are its queries.
-        q = F.linear(x, wq, bq).view(n, g, t, h, hd).permute(0, 3, 1, 2, 4).reshape(n, h, g * t,
-                                                                                  hd)
+        q = self._query(x).view(n, g, t, h, hd).permute(0, 3, 1, 2, 4).reshape(n, h, g * t, hd)
         ctx, weights = self._attend_heads(q, source.keys, source.values, source.mask,
                                           need_weights)
         if source.empty is not None:
@@ -312,8 +257,7 @@ class MultiHeadAttention(nn.Module):
             weights = None if weights is None else weights.masked_fill(source.empty, 0.0)
         out = ctx.view(n, h, g, t, hd).permute(0, 2, 3, 1, 4).reshape(rows, t, self.inner_dim)
         if weights is not None:
-            weights = weights.view(n, h, g, t, length).transpose(1, 2).reshape(rows, h, t,
-                                                                               length)
+            weights = weights.view(n, h, g, t, length).transpose(1, 2).reshape(rows, h, t, length)
         return AttentionOutput(self._output(out), weights)
 
     def _attend_heads(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
@@ -331,8 +275,7 @@ class MultiHeadAttention(nn.Module):
             if mask is not None:
                 scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
             return torch.matmul(torch.softmax(scores, dim=-1), v), None
-        weights = masked_softmax(torch.matmul(q, k.transpose(-2, -1)) * scale, mask)
-        return torch.matmul(weights, v), weights
+        return dot_attention(q, k, v, mask, causal_only=False, need_weights=True)
 
     def _output(self, out: Tensor) -> Tensor:
         return out if self.out_proj is None else self.out_proj(out)
@@ -377,14 +320,4 @@ class MultiHeadAttention(nn.Module):
         if (self.in_proj_bias is None) != (mha.in_proj_bias is None):
             raise ValueError(f"bias mismatch: this module bias={self.in_proj_bias is not None},"
                              f" the torch module bias={mha.in_proj_bias is not None}")
-        with torch.no_grad():
-            if self.packed:
-                self.in_proj_weight.copy_(mha.in_proj_weight)
-            else:
-                self.q_proj_weight.copy_(mha.q_proj_weight)
-                self.k_proj_weight.copy_(mha.k_proj_weight)
-                self.v_proj_weight.copy_(mha.v_proj_weight)
-            self.out_proj.weight.copy_(mha.out_proj.weight)
-            if self.in_proj_bias is not None:
-                self.in_proj_bias.copy_(mha.in_proj_bias)
-                self.out_proj.bias.copy_(mha.out_proj.bias)
+        self.load_state_dict(mha.state_dict())

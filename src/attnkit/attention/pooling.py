@@ -1,11 +1,7 @@
-"""Multi-head self-attention followed by global max pooling over the queries, with a backward
-that visits only the winning queries.
-
-``pooled[b, h*dv + j] = max_{q real} context[b, h, q, j]``, ``context = masked_softmax(Q K^T *
-scale) V`` per head: the 2018 Keras sentiment model's ``Attention(8, 16)`` layer and its
-``GlobalMaxPooling1D`` in one step. `max_pool_projected` runs the same forward from a projection
-made elsewhere. Masks are True = real; a batch row with no query pools to zeros. Why and how
-the backward is exact: docs/concepts.md ("Attention then max pooling").
+"""Multi-head self-attention then global max pooling over the queries (the 2018 Keras sentiment
+model's ``Attention(8, 16)`` and ``GlobalMaxPooling1D``), with a backward that visits only the
+winning queries: `self_attention_max_pool`, and `max_pool_projected` from a projection made
+elsewhere. Why the backward is exact: docs/concepts.md ("Attention then max pooling").
 """
 
 from __future__ import annotations
@@ -38,11 +34,8 @@ def _softmax(scores: Tensor, out: Tensor | None = None) -> Tensor:
 
 
 def _key_bias(key_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
-    """``[batch, Tk]``: 0 at real keys, ``finfo.min`` at masked ones; None without a mask.
-
-    An additive bias saves two passes over the scores against ``masked_fill`` and a product after
-    the softmax, and gives exact zeros (a sample without a key is zeroed by the caller).
-    """
+    """``[batch, Tk]``: 0 at real keys, ``finfo.min`` at masked ones (exact zeros after the
+    softmax, two passes fewer than ``masked_fill``); None without a mask."""
     if key_mask is None:
         return None
     bias = torch.zeros(key_mask.shape, dtype=dtype, device=key_mask.device)
@@ -210,29 +203,25 @@ class _SelfAttentionMaxPool(torch.autograd.Function):
         return grad_x, grad_weight, grad_bias, None, None, None, None, None
 
 
-def _check_masks(b: int, t: int, key_mask: Tensor | None, query_mask: Tensor | None) -> None:
+def _checked(b: int, t: int, d: int, key_mask: Tensor | None, query_mask: Tensor | None,
+             scale: float | None) -> float:
+    """The scale (None: ``1 / sqrt(d)``), once the masks are checked to be bool ``[b, t]``."""
     for name, mask in (("key_mask", key_mask), ("query_mask", query_mask)):
         if mask is not None and (mask.dtype != torch.bool or tuple(mask.shape) != (b, t)):
             raise ValueError(f"{name} must be a bool tensor [{b}, {t}] (True = real), got "
                              f"{mask.dtype} {tuple(mask.shape)}")
+    return 1.0 / math.sqrt(d) if scale is None else float(scale)
 
 
 def self_attention_max_pool(x: Tensor, weight: Tensor, bias: Tensor | None = None, *,
                             num_heads: int, key_mask: Tensor | None = None,
                             query_mask: Tensor | None = None,
                             scale: float | None = None) -> Tensor:
-    """Multi-head self-attention (packed projection, no output projection), then the max of each
-    context feature over the real queries.
-
-    Args:
-        x: ``[batch, T, dim]``.
-        weight, bias: ``[3 * num_heads * d, dim]`` and ``[3 * num_heads * d]`` or None, the packed
-            ``W_q; W_k; W_v`` (as ``MultiHeadAttention.in_proj_weight``).
-        key_mask, query_mask: ``[batch, T]`` bool (True = real key / takes part in the max).
-        scale: score scale; None = ``1 / sqrt(d)``.
-
-    Returns:
-        ``[batch, num_heads * d]`` (head-major), zeros for a row without a key or a query.
+    """Multi-head self-attention over ``x [batch, T, dim]`` (the packed ``W_q; W_k; W_v``
+    ``weight [3 * num_heads * d, dim]``, ``bias``, no output projection; ``scale`` None: ``1 /
+    sqrt(d)``), then the max of each context feature over the real queries -> ``[batch,
+    num_heads * d]`` (head-major), zeros for a row without a real key or query (``key_mask``,
+    ``query_mask [batch, T]`` bool, True = real).
     """
     if x.dim() != 3 or weight.dim() != 2 or weight.shape[1] != x.shape[-1]:
         raise ValueError(f"x must be [batch, T, dim] and weight [3*inner, dim], got "
@@ -243,9 +232,8 @@ def self_attention_max_pool(x: Tensor, weight: Tensor, bias: Tensor | None = Non
     if bias is not None and tuple(bias.shape) != (weight.shape[0],):
         raise ValueError(f"bias must be [{weight.shape[0]}], got {tuple(bias.shape)}")
     b, t = x.shape[:2]
-    _check_masks(b, t, key_mask, query_mask)
     d = weight.shape[0] // (3 * num_heads)
-    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    scale = _checked(b, t, d, key_mask, query_mask, scale)
     if b == 0 or t == 0:  # nothing to attend to: zeros (still a function of the inputs)
         return x.new_zeros(b, num_heads * d) + 0 * (x.sum() + weight.sum())
     for_backward = torch.is_grad_enabled() and any(
@@ -265,10 +253,7 @@ def self_attention_max_pool(x: Tensor, weight: Tensor, bias: Tensor | None = Non
 def max_pool_projected(qkv: Tensor, *, num_heads: int, key_mask: Tensor | None = None,
                        query_mask: Tensor | None = None, scale: float | None = None) -> Tensor:
     """`self_attention_max_pool` from its packed projection ``qkv [batch, T, 3 * num_heads * d]``
-    (``x W^T + bias``), for inference: no gradient.
-
-    The sentiment model gathers ``qkv`` from tables of every word's and position's projection
-    (`attnkit.models.sentiment`). Returns ``[batch, num_heads * d]``.
+    (``x W^T + bias``; the sentiment model gathers it from tables), for inference: no gradient.
     """
     if qkv.dim() != 3 or num_heads <= 0 or qkv.shape[-1] % (3 * num_heads):
         raise ValueError(f"qkv must be [batch, T, 3 * num_heads * d], got {tuple(qkv.shape)} "
@@ -277,9 +262,8 @@ def max_pool_projected(qkv: Tensor, *, num_heads: int, key_mask: Tensor | None =
         raise ValueError("max_pool_projected computes no gradient: run it under "
                          "torch.no_grad(), or self_attention_max_pool for training")
     b, t = qkv.shape[:2]
-    _check_masks(b, t, key_mask, query_mask)
     d = qkv.shape[-1] // (3 * num_heads)
-    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    scale = _checked(b, t, d, key_mask, query_mask, scale)
     if b == 0 or t == 0:
         return qkv.new_zeros(b, num_heads * d)
     pooled = _attend_and_pool(qkv, num_heads, d, _drop_full(key_mask), _drop_full(query_mask),

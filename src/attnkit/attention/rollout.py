@@ -3,11 +3,6 @@ position of the last layer, if attention were all that moved information.
 
 Each layer's head-mean attention is mixed with the identity for the residual connection and
 the layers are multiplied from the top down.
-
-Example:
-    ```python
-    rolled = attention_rollout([w1, w2])          # each [batch, heads, T, T] -> [batch, T, T]
-    cross = rollout_cross(cross_layers, encoder_layers)   # [batch, T_tgt, T_src]
 """
 
 from __future__ import annotations

@@ -18,9 +18,7 @@ from attnkit.attention.base import (
     AttentionOutput,
     TwoStepAttention,
     build_mask,
-    read_values,
 )
-from attnkit.attention.masking import masked_softmax
 
 
 @dataclass
@@ -29,11 +27,6 @@ class SpatialMemory(AttentionMemory):
 
     height: int = 0
     width: int = 0
-
-    def reorder(self, index: Tensor) -> SpatialMemory:
-        base = super().reorder(index)
-        return SpatialMemory(base.keys, base.values, base.key_mask, base.raw_keys,
-                             self.height, self.width)
 
 
 def _flatten_map(name: str, t: Tensor, batch: int | None = None,
@@ -62,18 +55,10 @@ class SpatialAttention(TwoStepAttention):
         gate: multiply the context by ``beta = sigmoid(W_b h)`` (one scalar per query).
         memory_budget_mb: passed to the additive score (blocks long inputs).
 
-    Shapes:
-        query ``[batch, Tq, query_dim]`` or ``[batch, query_dim]``; key ``[batch, C, H, W]``;
-        value ``[batch, Cv, H, W]`` (default key); masks ``[batch, H, W]`` / ``[batch, Tq, H,
-        W]`` or flattened (no ``key_lengths`` or ``causal``) -> context ``[batch, (Tq,) Cv]``,
-        weights ``[batch, (Tq,) H, W]``.
-
-    Example:
-        >>> att = SpatialAttention(query_dim=32, channels=64, units=48)
-        >>> mem = att.memory(torch.randn(2, 64, 7, 7))          # once per image
-        >>> out = att.attend(torch.randn(2, 32), mem, need_weights=True)
-        >>> out.context.shape, out.weights.shape
-        (torch.Size([2, 64]), torch.Size([2, 7, 7]))
+    Shapes: query ``[batch, Tq, query_dim]`` or ``[batch, query_dim]``; key ``[batch, C, H,
+    W]``; value ``[batch, Cv, H, W]`` (default key); masks ``[batch, H, W]`` / ``[batch, Tq, H,
+    W]`` or flattened (no ``key_lengths`` or ``causal``) -> context ``[batch, (Tq,) Cv]``,
+    weights ``[batch, (Tq,) H, W]``.
     """
 
     def __init__(self, query_dim: int, channels: int, units: int, gate: bool = True, *,
@@ -128,8 +113,8 @@ class SpatialAttention(TwoStepAttention):
             attn_mask = attn_mask.flatten(-2)
         mask = build_mask(batch, tq, hw, key_mask=memory.key_mask, attn_mask=attn_mask,
                           device=query.device)
-        weights = masked_softmax(self.score.score_projected(query, memory.keys), mask)
-        context, weights = read_values(weights, memory.values, query_lengths, True)
+        weights = self.score.distribution(query, memory, mask)
+        context, weights = self.score.read(weights, memory, query_lengths, True)
         if self.gate is not None:
             context = context * torch.sigmoid(self.gate(query)).to(context.dtype)
         weights = weights.view(batch, tq, memory.height, memory.width)

@@ -17,22 +17,8 @@ from attnkit.viz.text import normalize_scores, shade_text_ansi, shade_text_html
 from attnkit.viz.translation_page import TranslationExample, translation_page
 
 __all__ = [
-    "CaptionExample",
-    "HtmlReport",
-    "Review",
-    "TokenView",
-    "TranslationExample",
-    "alignment_figure",
-    "alignment_svg",
-    "attention_grid",
-    "caption_page",
-    "normalize_scores",
-    "overlay_image",
-    "plot_alignment",
-    "sentiment_page",
-    "shade_text_ansi",
-    "shade_text_html",
-    "token_spans",
-    "translation_page",
-    "upsample_map",
+    "CaptionExample", "HtmlReport", "Review", "TokenView", "TranslationExample",
+    "alignment_figure", "alignment_svg", "attention_grid", "caption_page", "normalize_scores",
+    "overlay_image", "plot_alignment", "sentiment_page", "shade_text_ansi", "shade_text_html",
+    "token_spans", "translation_page", "upsample_map",
 ]

@@ -6,6 +6,7 @@ touches the user's global backend or pyplot state.
 
 from __future__ import annotations
 
+import base64
 import io
 import os
 from collections.abc import Iterable
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
+from PIL import Image
 
 from attnkit.fileio import atomic_write_bytes
 
@@ -32,17 +34,14 @@ def to_numpy(x, name: str) -> np.ndarray:
 
 def as_paths(path_or_paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
     """One path or several as a list of Paths whose extensions we can write."""
-    if isinstance(path_or_paths, (str, os.PathLike)):
-        paths = [Path(path_or_paths)]
-    else:
-        paths = [Path(p) for p in path_or_paths]
+    one = isinstance(path_or_paths, (str, os.PathLike))
+    paths = [Path(p) for p in ([path_or_paths] if one else path_or_paths)]
     if not paths:
         raise ValueError("no output path given")
     for p in paths:
         if p.suffix.lower() not in FORMATS:
-            raise ValueError(
-                f"{p}: unsupported figure extension {p.suffix!r}; use one of {sorted(FORMATS)}"
-            )
+            raise ValueError(f"{p}: unsupported figure extension {p.suffix!r}; "
+                             f"use one of {sorted(FORMATS)}")
     return paths
 
 
@@ -61,3 +60,18 @@ def figure_bytes(fig: Figure, fmt: str, dpi: int = 100) -> bytes:
 def save_figure(fig: Figure, paths: list[Path], dpi: int = 100) -> list[Path]:
     """Write ``fig`` to every path (format from the extension), each atomically."""
     return [atomic_write_bytes(p, figure_bytes(fig, FORMATS[p.suffix.lower()], dpi)) for p in paths]
+
+
+def png_data_uri(image: np.ndarray | bytes, max_side: int | None = None) -> str:
+    """A uint8 image (or PNG bytes) as a base64 PNG data URI; an image with a side over
+    ``max_side`` is shrunk first (bicubic)."""
+    if not isinstance(image, bytes):
+        pil = Image.fromarray(image)
+        if max_side is not None and max(pil.size) > max_side:
+            k = max_side / max(pil.size)
+            pil = pil.resize((max(1, round(pil.width * k)), max(1, round(pil.height * k))),
+                             Image.Resampling.BICUBIC)
+        buf = io.BytesIO()
+        pil.save(buf, format="PNG", optimize=max_side is not None)
+        image = buf.getvalue()
+    return "data:image/png;base64," + base64.b64encode(image).decode("ascii")

@@ -4,43 +4,26 @@
 as word buttons and a slider, and the image with the selected word's map over it, upsampled
 bilinearly and blended as `attnkit.viz.overlay.overlay_image` does (docs/concepts.md,
 "Explorer pages").
-
-Example:
-    >>> ex = CaptionExample(np.zeros((64, 64, 3), np.uint8), ["a", "dog"], np.ones((2, 7, 7)))
-    >>> page = caption_page([ex], {"model": "show-attend-tell"}, "caption.html")
 """
 
 from __future__ import annotations
 
-import base64
-import io
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-from PIL import Image
-
-from attnkit.viz._save import to_numpy
-from attnkit.viz.explorer import (
-    coerce,
-    encode_weights,
-    explorer_page,
-    page_file,
-    palette_data,
-    script_source,
-)
-from attnkit.viz.overlay import check_image
+from attnkit.viz import explorer
+from attnkit.viz._save import png_data_uri
+from attnkit.viz.overlay import check_image, check_maps
 from attnkit.viz.palettes import WEIGHTS_ON_IMAGE
 
 # Larger images are shrunk before embedding: the page stays small and the map (often 7x7 or
 # 14x14) has no detail finer than this anyway.
 MAX_IMAGE_SIDE = 384
 
-BODY, CSS, JS = (page_file(f"caption_page.{kind}") for kind in ("html", "css", "js"))
-# The policy source of its script: the live page of `attnkit serve`, which frames this page,
-# lists it in its own policy.
-SCRIPT_SOURCE = script_source(JS)
+FILES = explorer.app_files("caption_page")
+# The policy source of its script, listed by `attnkit serve`'s live page, which frames this page.
+SCRIPT_SOURCE = explorer.script_source(FILES["script"])
 
 
 @dataclass(frozen=True)
@@ -56,38 +39,16 @@ class CaptionExample:
     methods: Mapping[str, object] = field(default_factory=dict)
 
 
-def _png_uri(img: np.ndarray) -> str:
-    pil = Image.fromarray(img)
-    side = max(pil.size)
-    if side > MAX_IMAGE_SIDE:
-        k = MAX_IMAGE_SIDE / side
-        pil = pil.resize((max(1, round(pil.width * k)), max(1, round(pil.height * k))),
-                         Image.Resampling.BICUBIC)
-    buf = io.BytesIO()
-    pil.save(buf, format="PNG", optimize=True)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
 def _example_data(item, k: int) -> dict:
-    item = coerce(item, CaptionExample, f"caption example {k}")
+    item = explorer.coerce(item, CaptionExample, f"caption example {k}")
     img = check_image(item.image)
-    m = to_numpy(item.maps, "maps")
-    n = len(item.words)
-    if m.ndim != 3 or m.shape[0] != n or 0 in m.shape[1:]:
-        raise ValueError(f"caption example {k}: maps must be [n, h, w] with n = len(words) = {n}, "
-                         f"got {list(m.shape)}")
-    if n == 0:
+    m = check_maps(item.maps, item.words, f"caption example {k}: ")
+    if not item.words:
         raise ValueError(f"caption example {k}: the caption has no words")
-    methods = {}
-    for name, values in dict(item.methods).items():
-        mm = to_numpy(values, f"caption example {k}: method {name}")
-        if mm.shape != m.shape:
-            raise ValueError(f"caption example {k}: method {name!r} must be shaped like the "
-                             f"maps {list(m.shape)}, got {list(mm.shape)}")
-        methods[str(name)] = encode_weights(mm, f"caption example {k}: method {name}")
-    return {"methods": methods, "png": _png_uri(img), "aspect": img.shape[1] / img.shape[0],
+    return {"methods": explorer.encode_methods(item.methods, m.shape, f"caption example {k}"),
+            "png": png_data_uri(img, MAX_IMAGE_SIDE), "aspect": img.shape[1] / img.shape[0],
             "words": [str(w) for w in item.words], "h": int(m.shape[1]), "w": int(m.shape[2]),
-            "maps": encode_weights(m, f"caption example {k}: maps"),
+            "maps": explorer.encode_weights(m, f"caption example {k}: maps"),
             "refs": [str(r) for r in item.references]}
 
 
@@ -113,11 +74,10 @@ def caption_page(images: Sequence[CaptionExample | Mapping], summary: Mapping[st
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
     data = {"images": [_example_data(e, k) for k, e in enumerate(images)], "alpha": alpha,
-            "palettes": palette_data(WEIGHTS_ON_IMAGE), "seq": WEIGHTS_ON_IMAGE,
+            "palettes": explorer.palette_data(WEIGHTS_ON_IMAGE), "seq": WEIGHTS_ON_IMAGE,
             "order": [str(m) for m in order]}
     legend = ("The bright patch shows where the model looked in the image while it chose the "
               "selected word of its caption (dark = ignored).",
               "Pick a word with its button, the slider or the arrow keys; untick \u201cshow "
               "attention\u201d to see the plain image.", *([note] if note else []))
-    return explorer_page(title, legend, summary, body=BODY, data=data, script=JS, css=CSS,
-                         path=path)
+    return explorer.explorer_page(title, legend, summary, data=data, path=path, **FILES)

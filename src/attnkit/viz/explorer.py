@@ -33,6 +33,13 @@ def page_file(name: str, package: str = __package__) -> str:
 SHELL, SHARED_JS = Template(page_file("explorer.html")), page_file("explorer.js")
 
 
+def app_files(name: str) -> dict[str, str]:
+    """An app page's ``<name>.html``, ``.css`` and ``.js``, as `explorer_page`'s ``body``,
+    ``css`` and ``script``."""
+    return {key: page_file(f"{name}.{ext}") for key, ext in (("body", "html"), ("css", "css"),
+                                                               ("script", "js"))}
+
+
 def json_for_script(obj) -> str:
     """``obj`` as JSON that no string in it can end the page's data block: ``<``, ``>`` and ``&``
     as ``\\uXXXX`` escapes (the same characters to ``JSON.parse``).
@@ -61,6 +68,18 @@ def encode_weights(values, name: str = "weights") -> dict:
     return {"b64": base64.b64encode(q.tobytes()).decode("ascii"), "scale": scale}
 
 
+def encode_methods(methods: Mapping[str, object], shape: tuple[int, ...], where: str) -> dict:
+    """Other explanations by name, each checked to be shaped ``shape``, as `encode_weights`."""
+    out = {}
+    for name, values in dict(methods).items():
+        m = to_numpy(values, f"{where}: method {name}")
+        if m.shape != shape:
+            raise ValueError(f"{where}: method {name!r} must be shaped {list(shape)}, "
+                             f"got {list(m.shape)}")
+        out[str(name)] = encode_weights(m, f"{where}: method {name}")
+    return out
+
+
 def _shown(value: object) -> str:
     """A summary value as a reader wants it: whole numbers with thousands separators, other
     numbers to 4 significant digits (no float noise), a mapping as ``key: value`` pairs."""
@@ -79,11 +98,9 @@ def summary_html(summary: Mapping[str, object] | None) -> str:
     """The run summary box: each key and value escaped (see `_shown` for the formatting)."""
     if not summary:
         return ""
-    rows = []
-    for key, value in summary.items():
-        rows.append(f"<dt>{html.escape(str(key))}</dt><dd>{html.escape(_shown(value))}</dd>")
-    return ('<section class="summary" aria-label="run summary"><dl>' + "".join(rows)
-            + "</dl></section>")
+    rows = "".join(f"<dt>{html.escape(str(key))}</dt><dd>{html.escape(_shown(value))}</dd>"
+                   for key, value in summary.items())
+    return f'<section class="summary" aria-label="run summary"><dl>{rows}</dl></section>'
 
 
 def palette_data(*names: str) -> dict[str, str]:
@@ -94,9 +111,8 @@ def palette_data(*names: str) -> dict[str, str]:
 def script_source(script: str) -> str:
     """The Content-Security-Policy source (``'sha256-...'``) that lets a page built with the
     app script ``script`` run it: a page that shows such pages in frames lists it too."""
-    js = _page_script(script)
-    return "'sha256-" + base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode(
-        "ascii") + "'"
+    digest = hashlib.sha256(_page_script(script).encode("utf-8")).digest()
+    return f"'sha256-{base64.b64encode(digest).decode('ascii')}'"
 
 
 def explorer_page(title: str, legend: tuple[str, ...], summary: Mapping[str, object] | None, *,
@@ -119,11 +135,14 @@ def explorer_page(title: str, legend: tuple[str, ...], summary: Mapping[str, obj
     for directive, sources in (csp or {}).items():
         policy.setdefault(directive, []).extend(s for s in sources
                                                 if s not in policy[directive])
-    return finish_page(SHELL.substitute(
+    page = SHELL.substitute(
         csp="; ".join(f"{k} {' '.join(v)}" for k, v in policy.items()),
         title=html.escape(str(title)), css=css, body=body, summary=summary_html(summary),
         legend="".join(f"<p>{html.escape(line)}</p>" for line in legend),
-        data=json_for_script(data), js=_page_script(script)), path)
+        data=json_for_script(data), js=_page_script(script))
+    if path is not None:
+        atomic_write_text(Path(path), page)
+    return page
 
 
 def _page_script(script: str) -> str:
@@ -145,10 +164,3 @@ def coerce(item: object, cls: type, what: str) -> object:
         except TypeError as err:
             raise ValueError(f"{what}: {err}") from err
     raise ValueError(f"{what} must be a {cls.__name__} or a dict, got {type(item).__name__}")
-
-
-def finish_page(text: str, path: str | os.PathLike | None) -> str:
-    """Write ``text`` atomically to ``path`` when given; return it either way."""
-    if path is not None:
-        atomic_write_text(Path(path), text)
-    return text

@@ -29,34 +29,14 @@ MIN_SIDE_INCHES = 3.0
 MIN_FONT_PT = 6.0
 
 
-def _label_step(cell_pt: float) -> int:
-    """Show every k-th token label so that a MIN_FONT_PT label fits in k cells."""
-    return max(1, math.ceil(MIN_FONT_PT * 1.2 / cell_pt))
-
-
-def _thinned_ticks(ax, tokens: Sequence[str], step: int, axis: str, font: float) -> None:
-    # parse_math=False: tokens such as "$5" must be shown literally, not as mathtext.
-    pos = list(range(0, len(tokens), step))
-    labels = [str(tokens[i]) for i in pos]
-    if axis == "x":
-        ax.set_xticks(pos)
-        ax.set_xticklabels(labels, rotation=90, fontsize=font, parse_math=False)
-    else:
-        ax.set_yticks(pos)
-        ax.set_yticklabels(labels, fontsize=font, parse_math=False)
-
-
-def check_alignment(
-    weights, source_tokens: Sequence[str], target_tokens: Sequence[str]
-) -> np.ndarray:
+def check_alignment(weights, source_tokens: Sequence[str], target_tokens: Sequence[str]
+                    ) -> np.ndarray:
     """``weights`` as a float array ``[Tq, Tk]``; ValueError naming the expected shape."""
     w = to_numpy(weights, "weights")
     tq, tk = len(target_tokens), len(source_tokens)
     if w.ndim != 2 or w.shape != (tq, tk):
-        raise ValueError(
-            f"weights must have shape [Tq, Tk] = [len(target_tokens)={tq}, "
-            f"len(source_tokens)={tk}], got {list(w.shape)}"
-        )
+        raise ValueError(f"weights must have shape [Tq, Tk] = [len(target_tokens)={tq}, "
+                         f"len(source_tokens)={tk}], got {list(w.shape)}")
     if tq == 0 or tk == 0:
         raise ValueError(f"need at least one source and one target token, got [{tq}, {tk}]")
     w = w.astype(np.float64)
@@ -65,14 +45,8 @@ def check_alignment(
     return w
 
 
-def alignment_figure(
-    weights,
-    source_tokens: Sequence[str],
-    target_tokens: Sequence[str],
-    *,
-    title: str | None = None,
-    cmap: str = WEIGHTS,
-) -> Figure:
+def alignment_figure(weights, source_tokens: Sequence[str], target_tokens: Sequence[str], *,
+                     title: str | None = None, cmap: str = WEIGHTS) -> Figure:
     """The alignment heatmap Figure of ``weights [Tq, Tk]`` (row ``i``: target token ``i``).
 
     The figure grows with the token counts up to ``MAX_SIDE_INCHES``, then the cells shrink; once
@@ -83,7 +57,8 @@ def alignment_figure(
     tq, tk = w.shape
     cell = min(CELL_INCHES, MAX_SIDE_INCHES / max(tq, tk, 1))
     font = float(np.clip(cell * 72 * 0.42, MIN_FONT_PT, 10.0))
-    step = _label_step(cell * 72)
+    # Show every k-th token label so that a MIN_FONT_PT label fits in k cells.
+    step = max(1, math.ceil(MIN_FONT_PT * 1.2 / (cell * 72)))
     width = max(MIN_SIDE_INCHES, tk * cell + 2.5)  # + room for y labels and the colour bar
     height = max(MIN_SIDE_INCHES, tq * cell + 2.0)  # + room for rotated x labels and title
 
@@ -92,8 +67,12 @@ def alignment_figure(
     ax = fig.add_subplot(1, 1, 1)
     vmax = float(w.max()) if w.size and w.max() > 0 else 1.0
     image = ax.imshow(w, cmap=cmap, aspect="equal", interpolation="nearest", vmin=0.0, vmax=vmax)
-    _thinned_ticks(ax, source_tokens, step, "x", font)
-    _thinned_ticks(ax, target_tokens, step, "y", font)
+    for axis, tokens in (("x", source_tokens), ("y", target_tokens)):
+        pos = range(0, len(tokens), step)
+        getattr(ax, f"set_{axis}ticks")(pos)
+        # parse_math=False: tokens such as "$5" must be shown literally, not as mathtext.
+        getattr(ax, f"set_{axis}ticklabels")([str(tokens[i]) for i in pos], fontsize=font,
+                                             parse_math=False, rotation=90 if axis == "x" else 0)
     every = "" if step == 1 else f" (one label every {step} tokens)"
     ax.set_xlabel("source" + every)
     ax.set_ylabel("target")
@@ -110,16 +89,9 @@ def alignment_figure(
     return fig
 
 
-def plot_alignment(
-    weights,
-    source_tokens: Sequence[str],
-    target_tokens: Sequence[str],
-    path_or_paths: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
-    *,
-    title: str | None = None,
-    cmap: str = WEIGHTS,
-    dpi: int = 100,
-) -> Figure:
+def plot_alignment(weights, source_tokens: Sequence[str], target_tokens: Sequence[str],
+                   path_or_paths: str | os.PathLike | Iterable[str | os.PathLike] | None = None, *,
+                   title: str | None = None, cmap: str = WEIGHTS, dpi: int = 100) -> Figure:
     """Draw ``weights [Tq, Tk]`` (rows: target tokens, columns: source) and return the Figure.
 
     Each of ``path_or_paths`` (None: none) is written atomically in the format of its extension

@@ -29,10 +29,17 @@ def check_image(image) -> np.ndarray:
     """``image`` as uint8 ``[H, W, 3]``; a ValueError names the expected shape otherwise."""
     img = to_numpy(image, "image")
     if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
-        raise ValueError(
-            f"image must be uint8 [H, W, 3], got {img.dtype} {list(img.shape)}"
-        )
+        raise ValueError(f"image must be uint8 [H, W, 3], got {img.dtype} {list(img.shape)}")
     return img
+
+
+def check_maps(maps, words: Sequence[str], where: str = "") -> np.ndarray:
+    """``maps`` as an array ``[n, h, w]``, one map per word; ValueError naming the shape."""
+    m = to_numpy(maps, "maps")
+    if m.ndim != 3 or m.shape[0] != len(words) or 0 in m.shape[1:]:
+        raise ValueError(f"{where}maps must have shape [n, h, w] with n = len(words) = "
+                         f"{len(words)}, got {list(m.shape)}")
+    return m
 
 
 def upsample_map(attention_map, height: int, width: int) -> np.ndarray:
@@ -68,18 +75,10 @@ def overlay_image(image, attention_map, *, alpha: float = 0.5,
     return np.clip(np.rint(out), 0, 255).astype(np.uint8)
 
 
-def attention_grid(
-    image,
-    maps,
-    words: Sequence[str],
-    path: str | os.PathLike | Sequence[str | os.PathLike] | None = None,
-    *,
-    cols: int | None = None,
-    alpha: float = 0.5,
-    cmap: str = WEIGHTS_ON_IMAGE,
-    show_image: bool = True,
-    dpi: int = 100,
-) -> Figure:
+def attention_grid(image, maps, words: Sequence[str],
+                   path: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *,
+                   cols: int | None = None, alpha: float = 0.5, cmap: str = WEIGHTS_ON_IMAGE,
+                   show_image: bool = True, dpi: int = 100) -> Figure:
     """One panel per word (``maps [n, h, w]``, ``n`` ``words``): its map over ``image``, each scaled
     by its own peak, with one colour bar; returns the Figure.
 
@@ -87,12 +86,7 @@ def attention_grid(
     show_image, 5)``; ``show_image`` puts the plain image first. ValueError for mismatched shapes.
     """
     img = check_image(image)
-    m = to_numpy(maps, "maps")
-    if m.ndim != 3 or m.shape[0] != len(words):
-        raise ValueError(
-            f"maps must have shape [n, h, w] with n = len(words) = {len(words)}, "
-            f"got {list(m.shape)}"
-        )
+    m = check_maps(maps, words)
     paths = None if path is None else as_paths(path)
     panels = [("image", img)] if show_image else []
     panels += [(str(w), overlay_image(img, m[i], alpha=alpha, cmap=cmap))

@@ -5,10 +5,6 @@ dark -> bright over an image; signed contributions with ``SIGNED`` (ColorBrewer 
 negative, blue = positive); weights beside signed views with greys (``WEIGHTS_BESIDE_SIGNED``).
 `lut` samples a palette into ``LEVELS`` sRGB colours, the table the pages' JavaScript gets too
 (docs/concepts.md, "Explanations you can see").
-
-Example:
-    >>> rgb = colors_for([0.0, 0.5, 1.0], WEIGHTS)   # uint8 [3, 3]
-    >>> signed_to_unit([-2.0, 0.0, 1.0])             # array([0.  , 0.5 , 0.75])
 """
 
 from __future__ import annotations

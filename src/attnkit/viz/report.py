@@ -8,9 +8,7 @@ and ``add_svg``'s SVG are inserted as given: pass fragments made by attnkit.viz
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,28 +16,20 @@ from string import Template
 
 import numpy as np
 from matplotlib.figure import Figure
-from PIL import Image
 
 from attnkit.fileio import atomic_write_bytes
-from attnkit.viz._save import figure_bytes, to_numpy
+from attnkit.viz._save import figure_bytes, png_data_uri, to_numpy
 from attnkit.viz.explorer import page_file
 
 PAGE = Template(page_file("report.html"))
 
 
-def _png_data_uri(png: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-
-
-def _image_png(image) -> bytes:
+def _checked_image(image) -> np.ndarray:
     img = to_numpy(image, "image")
     if img.dtype != np.uint8 or not (img.ndim == 2 or (img.ndim == 3 and img.shape[2] in (3, 4))):
-        raise ValueError(
-            f"image must be uint8 [H, W], [H, W, 3] or [H, W, 4], got {img.dtype} {list(img.shape)}"
-        )
-    buf = io.BytesIO()
-    Image.fromarray(img).save(buf, format="PNG")
-    return buf.getvalue()
+        raise ValueError(f"image must be uint8 [H, W], [H, W, 3] or [H, W, 4], "
+                         f"got {img.dtype} {list(img.shape)}")
+    return img
 
 
 class HtmlReport:
@@ -64,10 +54,8 @@ class HtmlReport:
     def add_text(self, text: str, *, preformatted: bool = False) -> HtmlReport:
         """A paragraph of escaped text (line breaks kept); ``preformatted`` uses ``<pre>``."""
         escaped = html.escape(str(text))
-        if preformatted:
-            self._blocks.append(f"<pre>{escaped}</pre>")
-        else:
-            self._blocks.append("<p>" + escaped.replace("\n", "<br>\n") + "</p>")
+        self._blocks.append(f"<pre>{escaped}</pre>" if preformatted
+                            else "<p>" + escaped.replace("\n", "<br>\n") + "</p>")
         return self
 
     def add_tokens(self, tokens_html: str) -> HtmlReport:
@@ -75,15 +63,13 @@ class HtmlReport:
         self._blocks.append(f'<p class="attnkit-tokens">{tokens_html}</p>')
         return self
 
-    def add_figure(
-        self, figure: Figure | np.ndarray, *, caption: str | None = None, dpi: int = 100
-    ) -> HtmlReport:
+    def add_figure(self, figure: Figure | np.ndarray, *, caption: str | None = None,
+                   dpi: int = 100) -> HtmlReport:
         """Embed a matplotlib Figure or a uint8 image ``[H, W, 3]`` as a base64 PNG."""
-        png = figure_bytes(figure, "png", dpi=dpi) if isinstance(figure, Figure) else _image_png(
-            figure
-        )
+        uri = png_data_uri(figure_bytes(figure, "png", dpi=dpi) if isinstance(figure, Figure)
+                           else _checked_image(figure))
         alt = html.escape(caption or "figure", quote=True)
-        self._blocks.append(self._figure(f'<img src="{_png_data_uri(png)}" alt="{alt}">', caption))
+        self._blocks.append(self._figure(f'<img src="{uri}" alt="{alt}">', caption))
         return self
 
     def add_svg(self, svg: str, *, caption: str | None = None) -> HtmlReport:
@@ -97,15 +83,10 @@ class HtmlReport:
     def add_table(self, rows: Sequence[Sequence[object]], *, header: Sequence[object] | None = None
                   ) -> HtmlReport:
         """A table of escaped cells (numbers are shown with ``str``)."""
-        out = ["<table>"]
-        if header is not None:
-            cells = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
-            out.append(f"<tr>{cells}</tr>")
-        for row in rows:
-            cells = "".join(f"<td>{html.escape(str(c))}</td>" for c in row)
-            out.append(f"<tr>{cells}</tr>")
-        out.append("</table>")
-        self._blocks.append("\n".join(out))
+        cells = [] if header is None else ["".join(f"<th>{html.escape(str(h))}</th>"
+                                                   for h in header)]
+        cells += ["".join(f"<td>{html.escape(str(c))}</td>" for c in row) for row in rows]
+        self._blocks.append("\n".join(["<table>", *(f"<tr>{r}</tr>" for r in cells), "</table>"]))
         return self
 
     @staticmethod

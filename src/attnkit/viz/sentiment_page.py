@@ -4,11 +4,6 @@
 probability and its label, and a colour bar. Signed contributions use the diverging palette
 (red = towards negative, blue = towards positive), weights greys (docs/concepts.md, "Explorer
 pages"); token positions come from the caller or `attnkit.viz.spans.token_spans`.
-
-Example:
-    >>> r = Review("Great film!", ["great", "film"], 0.93,
-    ...            [TokenView("contribution", [1.2, 0.1], signed=True)])
-    >>> page = sentiment_page([r], {"model": "bilstm + attention"}, "sentiment.html")
 """
 
 from __future__ import annotations
@@ -20,18 +15,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attnkit.viz import explorer
 from attnkit.viz._save import to_numpy
-from attnkit.viz.explorer import coerce, explorer_page, page_file, palette_data, script_source
 from attnkit.viz.palettes import SIGNED, WEIGHTS_BESIDE_SIGNED
 from attnkit.viz.spans import token_spans
 
 # IMDB reviews carry HTML line breaks as text; the page shows them as line breaks.
 _BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
 
-BODY, CSS, JS = (page_file(f"sentiment_page.{kind}") for kind in ("html", "css", "js"))
-# The policy source of its script: the live page of `attnkit serve`, which frames this page,
-# lists it in its own policy.
-SCRIPT_SOURCE = script_source(JS)
+FILES = explorer.app_files("sentiment_page")
+# The policy source of its script, listed by `attnkit serve`'s live page, which frames this page.
+SCRIPT_SOURCE = explorer.script_source(FILES["script"])
 
 
 @dataclass(frozen=True)
@@ -92,7 +86,8 @@ def _segments(text: str, spans: Sequence[tuple[int, int] | None]) -> list[list]:
     return out
 
 
-def _view_data(view: TokenView, n: int, where: str) -> dict:
+def _view_data(view: TokenView | Mapping, n: int, where: str) -> dict:
+    view = explorer.coerce(view, TokenView, where)
     v = to_numpy(view.values, f"{where} values").astype(np.float64)
     if v.shape != (n,):
         raise ValueError(f"{where} {view.name!r}: values must be [T] = [{n}] (one per token), "
@@ -107,15 +102,14 @@ def _view_data(view: TokenView, n: int, where: str) -> dict:
 
 
 def _review_data(item, k: int) -> dict:
-    r = coerce(item, Review, f"review {k}")
+    r = explorer.coerce(item, Review, f"review {k}")
     text, tokens = str(r.text), [str(t) for t in r.tokens]
     if not 0.0 <= float(r.prob) <= 1.0:
         raise ValueError(f"review {k}: prob must be in [0, 1], got {r.prob}")
     spans = token_spans(text, tokens) if r.spans is None else list(r.spans)
     if len(spans) != len(tokens):
         raise ValueError(f"review {k}: {len(spans)} spans for {len(tokens)} tokens")
-    views = [_view_data(coerce(v, TokenView, f"review {k} view"), len(tokens), f"review {k} view")
-             for v in r.views]
+    views = [_view_data(v, len(tokens), f"review {k} view") for v in r.views]
     if not views:
         raise ValueError(f"review {k}: needs at least one view (per-token scores)")
     return {"segments": _segments(text, spans), "tokens": tokens, "prob": float(r.prob),
@@ -135,12 +129,11 @@ def sentiment_page(reviews: Sequence[Review | Mapping], summary: Mapping[str, ob
     if not reviews:
         raise ValueError("sentiment_page needs at least one review")
     data = {"reviews": [_review_data(r, k) for k, r in enumerate(reviews)],
-            "palettes": palette_data(SIGNED, WEIGHTS_BESIDE_SIGNED), "signed": SIGNED,
+            "palettes": explorer.palette_data(SIGNED, WEIGHTS_BESIDE_SIGNED), "signed": SIGNED,
             "weights": WEIGHTS_BESIDE_SIGNED}
     legend = ("The review is shown as written; each word the model read is shaded: red pushed "
               "the verdict towards negative, blue towards positive (or, for a weight view, "
               "darker grey = more weight).",
               "Pick a review, a method and a view below; hover over or Tab to a word for its "
               "exact score.", *([note] if note else []))
-    return explorer_page(title, legend, summary, body=BODY, data=data, script=JS, css=CSS,
-                         path=path)
+    return explorer.explorer_page(title, legend, summary, data=data, path=path, **FILES)

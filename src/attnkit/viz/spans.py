@@ -23,12 +23,8 @@ def _lowered_index(text: str) -> tuple[str, list[int]]:
     ``str.lower`` can change lengths ("İ" -> "i̇", two characters), so positions in the lowered
     text are mapped back through this table rather than assumed equal.
     """
-    low, origin = [], []
-    for i, ch in enumerate(text):
-        for c in ch.lower():
-            low.append(c)
-            origin.append(i)
-    return "".join(low), origin
+    pairs = [(c, i) for i, ch in enumerate(text) for c in ch.lower()]
+    return "".join(c for c, _ in pairs), [i for _, i in pairs]
 
 
 def _find(low: str, needle: str, cursor: int, from_end: bool) -> int:
@@ -48,9 +44,8 @@ def _find(low: str, needle: str, cursor: int, from_end: bool) -> int:
     return first
 
 
-def token_spans(
-    text: str, tokens: Sequence[str], *, from_end: bool = False
-) -> list[tuple[int, int] | None]:
+def token_spans(text: str, tokens: Sequence[str], *,
+                from_end: bool = False) -> list[tuple[int, int] | None]:
     """Character span ``(start, end)`` of each of the ``T`` ``tokens`` in ``text``, or None.
 
     ``from_end`` matches from the end backwards (the model kept the last tokens of a long text),

@@ -21,22 +21,17 @@ def _checked_scores(tokens: Sequence[str], scores) -> np.ndarray:
     """``scores`` as float64 ``[T]``; ValueError unless 1-D, ``len(tokens)`` long and finite."""
     s = to_numpy(scores, "scores").astype(np.float64)
     if s.ndim != 1 or s.shape[0] != len(tokens):
-        raise ValueError(
-            f"scores must have shape [T] = [len(tokens)={len(tokens)}], got {list(s.shape)}"
-        )
+        raise ValueError(f"scores must have shape [T] = [len(tokens)={len(tokens)}], "
+                         f"got {list(s.shape)}")
     if not np.all(np.isfinite(s)):
         raise ValueError("scores contain NaN or infinity")
     return s
 
 
 def normalize_scores(tokens: Sequence[str], scores) -> np.ndarray:
-    """Scores ``[T]`` divided by their max and clipped to [0, 1] (all-zero stays zero).
-
-    Raises:
-        ValueError: ``scores`` is not 1-D with ``len(tokens)`` entries, or is not finite.
-    """
-    s = _checked_scores(tokens, scores)
-    s = np.clip(s, 0.0, None)
+    """Scores ``[T]`` divided by their max and clipped to [0, 1] (all-zero stays zero);
+    ValueError unless 1-D, ``len(tokens)`` long and finite."""
+    s = np.clip(_checked_scores(tokens, scores), 0.0, None)
     top = s.max() if s.size else 0.0
     return s / top if top > 0 else s
 
@@ -48,21 +43,8 @@ def _unit_and_palette(tokens: Sequence[str], scores, signed: bool) -> tuple[np.n
     return signed_to_unit(_checked_scores(tokens, scores)), SIGNED
 
 
-def _fg_for(rgb: np.ndarray) -> str:
-    # Light text on dark backgrounds, by relative luminance, so tokens stay readable.
-    luminance = 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
-    return "97" if luminance < 128 else "30"
-
-
-def shade_text_ansi(
-    tokens: Sequence[str],
-    scores,
-    *,
-    color: bool = True,
-    truecolor: bool = True,
-    sep: str = " ",
-    signed: bool = False,
-) -> str:
+def shade_text_ansi(tokens: Sequence[str], scores, *, color: bool = True, truecolor: bool = True,
+                    sep: str = " ", signed: bool = False) -> str:
     """Tokens with ANSI background shading, darker = higher score (``scores [T]``); one string.
 
     ``color=False`` gives plain ``token(0.42)`` for logs and pipes; ``truecolor=False`` uses the
@@ -84,15 +66,14 @@ def shade_text_ansi(
         elif signed:
             # 256-colour cube: reds below the middle, blues above, light grey near it.
             bg = "48;5;" + ("160" if v < 0.35 else "33" if v > 0.65 else "252")
-            rgb = np.array([215.0, 0.0, 0.0]) if v < 0.35 else (
-                np.array([0.0, 135.0, 255.0]) if v > 0.65 else np.array([208.0, 208.0, 208.0]))
+            rgb = (215, 0, 0) if v < 0.35 else (0, 135, 255) if v > 0.65 else (208, 208, 208)
         else:
             # Grey ramp 232 (darkest) .. 255 (lightest): 24 steps.
             level = 23 - int(round(v * 23))
             bg = f"48;5;{232 + level}"
-            grey = 8 + 10 * level
-            rgb = np.array([grey, grey, grey], dtype=float)
-        parts.append(f"\x1b[{bg};{_fg_for(rgb)}m{t}\x1b[0m")
+            rgb = (8 + 10 * level,) * 3
+        fg = "97" if text_color(rgb) == "#fff" else "30"  # light text on dark backgrounds
+        parts.append(f"\x1b[{bg};{fg}m{t}\x1b[0m")
     return sep.join(parts)
 
 
@@ -103,12 +84,8 @@ def shade_text_html(tokens: Sequence[str], scores, *, sep: str = " ", digits: in
     """
     s, palette = _unit_and_palette(tokens, scores, signed)
     raw = to_numpy(scores, "scores").astype(np.float64)
-    spans = []
-    for t, rgb, x in zip(tokens, colors_for(s, palette).tolist(), raw, strict=True):
-        fg = text_color(rgb)
-        spans.append(
-            f'<span class="attnkit-token" style="background-color: rgb({rgb[0]},{rgb[1]},'
-            f'{rgb[2]}); color: {fg}; padding: 0 2px; border-radius: 3px" '
-            f'title="{x:.{digits}f}">{html.escape(str(t))}</span>'
-        )
-    return sep.join(spans)
+    return sep.join(
+        f'<span class="attnkit-token" style="background-color: rgb({r},{g},{b}); color: '
+        f'{text_color((r, g, b))}; padding: 0 2px; border-radius: 3px" '
+        f'title="{x:.{digits}f}">{html.escape(str(t))}</span>'
+        for t, (r, g, b), x in zip(tokens, colors_for(s, palette).tolist(), raw, strict=True))

@@ -3,10 +3,6 @@
 `translation_page` writes one self-contained page: an example picker, a method and a layer/head
 selector, the two sentences as words to hover or Tab to, and the matrix in a scrolling box with
 sticky labels (docs/concepts.md, "Explorer pages").
-
-Example:
-    >>> ex = TranslationExample(["le", "chat"], ["the", "cat"], np.eye(2))
-    >>> page = translation_page([ex], {"model": "rnn"}, "translate.html")
 """
 
 from __future__ import annotations
@@ -15,21 +11,13 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from attnkit.viz import explorer
 from attnkit.viz._save import to_numpy
-from attnkit.viz.explorer import (
-    coerce,
-    encode_weights,
-    explorer_page,
-    page_file,
-    palette_data,
-    script_source,
-)
 from attnkit.viz.palettes import WEIGHTS
 
-BODY, CSS, JS = (page_file(f"translation_page.{kind}") for kind in ("html", "css", "js"))
-# The policy source of its script: the live page of `attnkit serve`, which frames this page,
-# lists it in its own policy.
-SCRIPT_SOURCE = script_source(JS)
+FILES = explorer.app_files("translation_page")
+# The policy source of its script, listed by `attnkit serve`'s live page, which frames this page.
+SCRIPT_SOURCE = explorer.script_source(FILES["script"])
 
 
 @dataclass(frozen=True)
@@ -60,44 +48,30 @@ def _example_data(ex: TranslationExample, k: int) -> dict:
     w = to_numpy(ex.attention, "attention")
     t, s = len(ex.target_tokens), len(ex.source_tokens)
     if w.ndim not in (2, 3, 4) or w.shape[-2:] != (t, s):
-        raise ValueError(
-            f"example {k}: attention must be [layers, heads, T_tgt, T_src], [heads, T_tgt, T_src] "
-            f"or [T_tgt, T_src] with T_tgt = {t} target tokens and T_src = {s} source tokens, "
-            f"got {list(w.shape)}")
+        raise ValueError(f"example {k}: attention must be [layers, heads, T_tgt, T_src], [heads, "
+                         f"T_tgt, T_src] or [T_tgt, T_src] with T_tgt = {t} target tokens and "
+                         f"T_src = {s} source tokens, got {list(w.shape)}")
     if t == 0 or s == 0:
         raise ValueError(f"example {k}: needs at least one source and one target token")
     w4 = w.reshape((1,) * (4 - w.ndim) + w.shape)
-    methods = {}
-    for name, values in dict(ex.methods).items():
-        m = to_numpy(values, f"example {k}: method {name}")
-        if m.shape != (t, s):
-            raise ValueError(f"example {k}: method {name!r} must be [T_tgt, T_src] = "
-                             f"[{t}, {s}], got {list(m.shape)}")
-        methods[str(name)] = encode_weights(m, f"example {k}: method {name}")
-    links = []
-    for i, j in ex.links:
-        if not (0 <= int(i) < s and 0 <= int(j) < t):
+    links = [[int(i), int(j)] for i, j in ex.links]
+    for i, j in links:
+        if not (0 <= i < s and 0 <= j < t):
             raise ValueError(f"example {k}: link {i}-{j} names a token beyond the sentence "
                              f"({s} source, {t} target tokens)")
-        links.append([int(i), int(j)])
-    return {"methods": methods, "links": links,
+    return {"methods": explorer.encode_methods(ex.methods, (t, s), f"example {k}"), "links": links,
             "src": [str(x) for x in ex.source_tokens], "tgt": [str(x) for x in ex.target_tokens],
             "L": int(w4.shape[0]), "H": int(w4.shape[1]), "T": t, "S": s,
-            "w": encode_weights(w4, f"example {k}: attention"),
+            "w": explorer.encode_weights(w4, f"example {k}: attention"),
             "refs": [str(r) for r in ex.references],
             "scores": [[str(a), str(b)] for a, b in dict(ex.scores).items()]}
 
 
-def translation_page(
-    examples: Sequence[TranslationExample | Mapping],
-    summary: Mapping[str, object] | None,
-    path: str | os.PathLike | None = None,
-    *,
-    title: str = "Translation: where the model looked",
-    metrics: Mapping[str, object] | None = None,
-    order: Sequence[str] = (),
-    note: str | None = None,
-) -> str:
+def translation_page(examples: Sequence[TranslationExample | Mapping],
+                     summary: Mapping[str, object] | None, path: str | os.PathLike | None = None,
+                     *, title: str = "Translation: where the model looked",
+                     metrics: Mapping[str, object] | None = None, order: Sequence[str] = (),
+                     note: str | None = None) -> str:
     """Build (and optionally write to ``path``, atomically) the translation explorer page's HTML.
 
     Args:
@@ -111,11 +85,12 @@ def translation_page(
     """
     if not examples:
         raise ValueError("translation_page needs at least one example")
-    examples = [coerce(e, TranslationExample, f"translation example {k}")
+    examples = [explorer.coerce(e, TranslationExample, f"translation example {k}")
                 for k, e in enumerate(examples)]
     data = {"examples": [_example_data(e, k) for k, e in enumerate(examples)],
             "metrics": [[str(a), str(b)] for a, b in dict(metrics or {}).items()],
-            "palettes": palette_data(WEIGHTS), "seq": WEIGHTS, "order": [str(m) for m in order]}
+            "palettes": explorer.palette_data(WEIGHTS), "seq": WEIGHTS,
+            "order": [str(m) for m in order]}
     heads = any(e["L"] * e["H"] > 1 for e in data["examples"])
     methods = any(e["methods"] for e in data["examples"])
     legend = ("Each row of the grid is an output word and each column a source word: the darker "
@@ -127,5 +102,4 @@ def translation_page(
               + ("; the method picker shows other explanations of the same words (gradient "
                  "attributions: how much each source word's vector changed the output word)."
                  if methods else "."), *([note] if note else []))
-    return explorer_page(title, legend, summary, body=BODY, data=data, script=JS, css=CSS,
-                         path=path)
+    return explorer.explorer_page(title, legend, summary, data=data, path=path, **FILES)
