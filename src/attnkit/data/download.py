@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 
 from tqdm.auto import tqdm
 
-from attnkit.data.compressed import outside_reason
+from attnkit.data.compressed import outside_reason, unsafe_name
 from attnkit.errors import DataError, DownloadError
 from attnkit.fileio import file_sha256
 
@@ -32,10 +32,7 @@ _USER_AGENT = "Mozilla/5.0 (compatible; attnkit)"
 
 def cache_dir() -> Path:
     """The download cache: ``$ATTNKIT_CACHE`` if set, else ``~/.cache/attnkit`` (not created)."""
-    env = os.environ.get("ATTNKIT_CACHE")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "attnkit"
+    return Path(os.environ.get("ATTNKIT_CACHE") or Path.home() / ".cache" / "attnkit").expanduser()
 
 
 def fetch(url: str, *, sha256: str, filename: str | None = None,
@@ -93,13 +90,6 @@ def fetch(url: str, *, sha256: str, filename: str | None = None,
     return target
 
 
-def _check_inside(dest: Path, name: str, archive: Path) -> None:
-    """DataError naming the member if ``name`` would land outside ``dest``."""
-    why = outside_reason(dest, name)
-    if why is not None:
-        raise DataError(f"archive member {name!r} {why}", path=str(archive))
-
-
 def safe_extract(archive: str | os.PathLike, dest: str | os.PathLike) -> list[Path]:
     """Extract a ``.zip`` or ``.tar[.gz]`` archive (told by its content) into ``dest``; the files,
     in archive order. A name with ``..`` or absolute, a link out of ``dest``, or a device or FIFO
@@ -123,16 +113,17 @@ def _extract_zip(archive: Path, dest: Path) -> list[Path]:
     with zipfile.ZipFile(archive) as zf:
         infos = zf.infolist()
         for info in infos:
-            _check_inside(dest, info.filename, archive)
-            if stat.S_ISLNK(info.external_attr >> 16):
+            why = outside_reason(dest, info.filename)
+            if why is None and stat.S_ISLNK(info.external_attr >> 16):
                 # zipfile writes a link as a file holding its target, but other unzip tools
                 # make real links: one pointing out is refused all the same.
                 target = zf.read(info).decode("utf-8", errors="replace")
                 resolved = ((dest / info.filename.replace("\\", "/")).parent / target).resolve()
                 if not target or re.match(r"^([A-Za-z]:|/)", target) \
                         or not resolved.is_relative_to(dest):
-                    raise DataError(f"archive member {info.filename!r} is a link to {target!r}, "
-                                    "outside the destination", path=str(archive))
+                    why = f"is a link to {target!r}, outside the destination"
+            if why is not None:
+                raise DataError(f"archive member {info.filename!r} {why}", path=str(archive))
         extracted = [(info, Path(zf.extract(info, dest))) for info in infos]
     return [path for info, path in extracted if not info.is_dir()]
 
@@ -141,14 +132,14 @@ def _extract_tar(archive: Path, dest: Path) -> list[Path]:
     with tarfile.open(archive) as tf:
         members = tf.getmembers()
         for m in members:
-            # tarfile's data filter refuses links out of dest, devices and FIFOs, but only as
-            # it extracts; here it runs first, so nothing is written on a refusal. Absolute
-            # names it would strip rather than refuse (`_check_inside` refuses them).
-            _check_inside(dest, m.name, archive)
+            # tarfile's data filter (links out of dest, devices, FIFOs) runs on every member
+            # first, so nothing is written on a refusal; absolute names it strips are refused.
             try:
                 tarfile.data_filter(m, str(dest))
+                why = unsafe_name(m.name)
             except tarfile.FilterError as exc:
-                raise DataError(f"archive member {m.name!r} refused: {exc}",
-                                path=str(archive)) from None
+                why = f"refused: {exc}"
+            if why is not None:
+                raise DataError(f"archive member {m.name!r} {why}", path=str(archive))
         tf.extractall(dest, members=members, filter="data")
     return [(dest / m.name).resolve() for m in members if m.isfile()]
