@@ -9,8 +9,7 @@ finds the kept tokens in the text as written."""
 from __future__ import annotations
 
 import collections
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,10 +19,9 @@ from torch import Tensor
 
 from attnkit.data.classification_text import pad_sequences, tokenizer_from_json
 from attnkit.data.imdb import Review
+from attnkit.data.text_codec import CHUNK_CHARS, text_chunks
 from attnkit.data.vocab import Vocab
 
-# Longer texts are tokenized piece by piece (cut at whitespace, which no token spans).
-CHUNK_CHARS = 1 << 16
 PADDING_SIDES = ("pre", "post")
 
 
@@ -61,26 +59,6 @@ def collate(items) -> tuple[Tensor, Tensor, Tensor]:
     """List of dataset items -> ``ids [batch, maxlen]``, ``lengths [batch]``, ``labels [batch]``."""
     ids, lengths, labels = zip(*items, strict=True)
     return torch.stack(ids), torch.stack(lengths), torch.stack(labels)
-
-
-def text_chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
-    """``text`` in consecutive pieces of at most about ``size`` characters, cut at whitespace
-    outside an HTML line break, so that tokenizing the pieces gives the tokens of the whole
-    (a single token longer than ``size / 2`` characters is cut)."""
-    start = 0
-    while len(text) - start > size:
-        end = start + size
-        cut = max(text.rfind(c, start + size // 2, end) for c in " \n\t\r")
-        if cut < 0:
-            cut = end
-        else:
-            br = re.search(r"<br\s*$", text[max(start, cut - 16):cut], re.IGNORECASE)
-            if br is not None:  # the break's own whitespace: cut before the "<" instead
-                cut -= len(br.group())
-        cut = max(cut, start + 1)
-        yield text[start:cut]
-        start = cut
-    yield text[start:]
 
 
 @dataclass

@@ -5,6 +5,7 @@ holding them, so one line of ten million words costs one chunk at a time."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 
 from attnkit.data.subword import SubwordModel
@@ -13,21 +14,25 @@ from attnkit.data.text import detokenize, tokenize
 SRC_LANG, TGT_LANG = "en", "fr"
 Pair = tuple[str, str]
 TokenPair = tuple[list[str], list[str]]
-# Texts longer than this are tokenized chunk by chunk (cut at spaces): about 10k words each.
+# Texts longer than this are tokenized chunk by chunk (cut at whitespace): about 10k words each.
 CHUNK_CHARS = 1 << 16
 
 
 def text_chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
-    """``text`` in consecutive pieces of at most ``size`` characters, cut at a space when there
-    is one in the piece (a token never spans a space, so tokens stay whole)."""
+    """``text`` in consecutive pieces of at most ``size`` characters, cut at the piece's last
+    whitespace outside an HTML line break when it has one, so that tokens stay whole."""
     start = 0
-    while start < len(text):
-        end = min(len(text), start + size)
-        if end < len(text):
-            space = text.rfind(" ", start + 1, end)
-            end = space if space > start else end
-        yield text[start:end]
-        start = end
+    while len(text) - start > size:
+        end = start + size
+        cut = max(text.rfind(c, start + 1, end) for c in " \n\t\r")
+        if cut < 0:
+            cut = end
+        else:  # a line break's own whitespace: cut before its "<" instead
+            br = re.search(r"<br\s*$", text[max(start, cut - 16):cut], re.IGNORECASE)
+            cut = max(cut - len(br.group()), start + 1) if br is not None else cut
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
 
 
 class TextCodec:
@@ -71,9 +76,6 @@ class TextCodec:
 
     def encode_capped(self, text: str, lang: str, limit: int) -> tuple[list[str], int]:
         """The first ``limit`` tokens of ``text`` and the number of tokens after them."""
-        if len(text) <= CHUNK_CHARS:
-            tokens = self.encode(text, lang)
-            return tokens[:limit], max(0, len(tokens) - limit)
         kept: list[str] = []
         cut = 0
         for chunk in text_chunks(text):
@@ -89,8 +91,5 @@ class TextCodec:
 
 
 def word_count(text: str, lang: str) -> int:
-    """The number of words of ``text`` (`tokenize`), counted chunk by
-    chunk so that a huge text is never held as one list of words."""
-    if len(text) <= CHUNK_CHARS:
-        return len(tokenize(text, lang))
+    """The number of words of ``text`` (`tokenize`), counted chunk by chunk."""
     return sum(len(tokenize(chunk, lang)) for chunk in text_chunks(text))
