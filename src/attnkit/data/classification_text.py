@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from attnkit.data.batching import pad_ids
+from attnkit.data.subword import SubwordModel
 from attnkit.data.vocab import PAD, UNK, Vocab
 
 SPECIALS = (PAD, UNK)
@@ -45,16 +46,13 @@ class WordTokenizer:
         return {"kind": self.kind}
 
 
-class CharTokenizer:
+class CharTokenizer(WordTokenizer):
     """One token per non-whitespace character after `clean_text`: ``"好 电影"`` -> 好 电 影"""
 
     kind = "char"
 
     def tokenize(self, text: str) -> list[str]:
         return [c for c in clean_text(text) if not c.isspace()]
-
-    def to_json(self) -> dict:
-        return {"kind": self.kind}
 
 
 class SubwordTokenizer:
@@ -63,8 +61,6 @@ class SubwordTokenizer:
     kind = "subword"
 
     def __init__(self, model_path: str | os.PathLike):
-        from attnkit.data.subword import SubwordModel
-
         self.model_path = str(model_path)
         self._model = SubwordModel(model_path)
 
@@ -72,8 +68,6 @@ class SubwordTokenizer:
     def train(cls, texts: Iterable[str], model_path: str | os.PathLike, *,
               vocab_size: int = 8000) -> SubwordTokenizer:
         """Train a unigram model on ``texts`` (cleaned like the word tokenizer) and write it."""
-        from attnkit.data.subword import SubwordModel
-
         SubwordModel.train((clean_text(t) for t in texts), model_path, vocab_size=vocab_size,
                            character_coverage=0.9995)
         return cls(model_path)
@@ -88,26 +82,20 @@ class SubwordTokenizer:
 def tokenizer_from_json(obj: dict, folder: str | os.PathLike | None = None):
     """Rebuild a tokenizer from `to_json`; ``folder`` holds a subword model file."""
     kind = obj.get("kind")
-    if kind == "word":
-        return WordTokenizer()
-    if kind == "char":
-        return CharTokenizer()
     if kind == "subword":
         return SubwordTokenizer(Path(folder or ".") / obj["model"])
-    raise ValueError(f"unknown tokenizer kind {kind!r}; expected 'word', 'char' or 'subword'")
+    if kind not in ("word", "char"):
+        raise ValueError(f"unknown tokenizer kind {kind!r}; expected 'word', 'char' or 'subword'")
+    return WordTokenizer() if kind == "word" else CharTokenizer()
 
 
 def make_tokenizer(kind: str, train_texts: Sequence[str] = (), folder: str | os.PathLike = ".",
                    subword_vocab_size: int = 8000):
     """``kind`` in word | char | subword (subword trains on ``train_texts`` into ``folder``)."""
-    if kind == "word":
-        return WordTokenizer()
-    if kind == "char":
-        return CharTokenizer()
     if kind == "subword":
         return SubwordTokenizer.train(train_texts, Path(folder) / "subword.model",
                                       vocab_size=subword_vocab_size)
-    raise ValueError(f"tokenizer must be 'word', 'char' or 'subword', got {kind!r}")
+    return tokenizer_from_json({"kind": kind})
 
 
 def build_vocab(tokenized: Iterable[Sequence[str]], num_words: int) -> Vocab:

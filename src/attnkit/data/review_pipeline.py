@@ -42,17 +42,12 @@ class ReadReview:
         return self.unknown / len(self.tokens) if self.tokens else 0.0
 
 
-class EncodedReviews(torch.utils.data.Dataset):
+class EncodedReviews(torch.utils.data.TensorDataset):
     """Padded reviews as tensors: item ``i`` = ``(ids [maxlen], length [], label [])``."""
 
     def __init__(self, ids: Tensor, lengths: Tensor, labels: Tensor):
+        super().__init__(ids, lengths, labels)
         self.ids, self.lengths, self.labels = ids, lengths, labels
-
-    def __len__(self) -> int:
-        return self.ids.shape[0]
-
-    def __getitem__(self, i: int):
-        return self.ids[i], self.lengths[i], self.labels[i]
 
 
 def collate(items) -> tuple[Tensor, Tensor, Tensor]:
