@@ -308,6 +308,14 @@ def _is_tar(path: Path) -> bool:
     return path.name.endswith((".tar.gz", ".tgz", ".tar"))
 
 
+def _split_in(folder: Path, split: str) -> Path | None:
+    """The ``<split>.jsonl[.gz]`` / ``<split>.csv`` file or the aclImdb root in ``folder``."""
+    for ext in (".jsonl.gz", ".jsonl", ".csv"):
+        if (folder / f"{split}{ext}").is_file():
+            return folder / f"{split}{ext}"
+    return next((r for r in (folder, folder / "aclImdb") if (r / split).is_dir()), None)
+
+
 def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | None = None,
                text_column: str = "text", label_column: str = "label") -> list[Review]:
     """Reviews of ``split`` from whatever ``path`` is: a folder with ``<split>.jsonl[.gz]`` or
@@ -315,24 +323,19 @@ def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | N
     ``.csv`` file (whatever ``split`` is); or ``"download"`` (the official archive, cached)."""
     _check_split(split)
     stats = stats or ReadStats()
-    if str(path) == "download":
-        path = download_imdb()
-    path = Path(path)
+    path = download_imdb() if str(path) == "download" else Path(path)
     if path.is_dir():
-        for candidate in (f"{split}.jsonl.gz", f"{split}.jsonl", f"{split}.csv"):
-            if (path / candidate).is_file():
-                return load_split(path / candidate, split, skip_bad=skip_bad, stats=stats,
-                                  text_column=text_column, label_column=label_column)
-        for root in (path, path / "aclImdb"):
-            if (root / split).is_dir():
-                return read_folder(root, split, skip_bad=skip_bad, stats=stats)
-        raise DataError(f"no {split}.jsonl.gz, {split}.jsonl, {split}.csv or aclImdb/{split}/ "
-                        "in this folder", path=str(path))
+        found = _split_in(path, split)
+        if found is None:
+            raise DataError(f"no {split}.jsonl.gz, {split}.jsonl, {split}.csv or "
+                            f"aclImdb/{split}/ in this folder", path=str(path))
+        if found.is_dir():
+            return read_folder(found, split, skip_bad=skip_bad, stats=stats)
+        path = found
     data_file(path)
     if _is_tar(path):
         return read_tar(path, split, skip_bad=skip_bad, stats=stats)
-    suffixes = [s.lower() for s in path.suffixes]
-    if ".csv" in suffixes:
+    if ".csv" in [s.lower() for s in path.suffixes]:
         return read_csv(path, text_column=text_column, label_column=label_column,
                         skip_bad=skip_bad, stats=stats)
     return read_jsonl(path, skip_bad=skip_bad, stats=stats)
@@ -343,10 +346,7 @@ def has_split(path, split: str) -> bool:
     path = Path(path)
     if str(path) == "download" or _is_tar(path):
         return True
-    if not path.is_dir():
-        return False
-    return any((path / f"{split}{ext}").is_file() for ext in (".jsonl.gz", ".jsonl", ".csv")) \
-        or (path / split).is_dir() or (path / "aclImdb" / split).is_dir()
+    return path.is_dir() and _split_in(path, split) is not None
 
 
 def split_validation(items: Sequence, fraction: float, seed: int) -> tuple[list, list]:
