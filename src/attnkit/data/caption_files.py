@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -35,13 +35,12 @@ class CaptionSet:
 
     Attributes:
         items: images with at least one caption, in order of first appearance.
-        skipped: records left out (malformed, or whose image is missing or outside the folder).
-        problems: one message per skipped record; ``drops``: the same by reason.
+        problems: one message per record left out (malformed, or whose image is missing or
+            outside the folder); ``drops``: the same by reason; ``skipped``: their number.
         missing_images: the distinct image names not found in the folder, in order.
     """
 
     items: list[CaptionedImage]
-    skipped: int = 0
     problems: list[str] = field(default_factory=list)
     drops: DropReport = field(default_factory=DropReport)
     missing_images: list[str] = field(default_factory=list)
@@ -50,15 +49,13 @@ class CaptionSet:
     def __len__(self) -> int:
         return len(self.items)
 
+    @property
+    def skipped(self) -> int:
+        return self.drops.total
+
     def report(self) -> str:
         """One line per reason records were skipped (``""`` if none)."""
         return self.drops.format(self.source)
-
-    def select(self, names) -> CaptionSet:
-        """Only the images whose file name is in ``names`` (e.g. from `read_image_list`)."""
-        keep = set(names)
-        items = [it for it in self.items if it.image.name in keep]
-        return replace(self, items=items, problems=list(self.problems))
 
 
 _MISSING_REASON = "whose image is missing"
@@ -92,11 +89,9 @@ class _Collector:
                         line=line)
         if not (skip if skip is not None else not self.strict):
             raise err
-        self.result.skipped += 1
         self.result.problems.append(str(err))
-        if place is None:
-            place = f"{path}: {member}" if member else where(path, line)
-        self.result.drops.add(reason, place)
+        self.result.drops.add(reason, place or (f"{path}: {member}" if member
+                                                else where(path, line)))
 
     def add(self, name: str, caption: str, path: Path, line: int | None, member: str = "") -> None:
         """Keep ``caption`` of image ``name`` unless the image is missing or outside the folder;
@@ -225,16 +220,6 @@ def read_coco_captions(json_file: str | os.PathLike, image_dir: str | os.PathLik
 
 # The most pixels an image may have to be decoded (a 40-megapixel photo; pass more explicitly).
 MAX_PIXELS = 40_000_000
-
-
-def read_image_list(path: str | os.PathLike) -> list[str]:
-    """Image names from a split file (one per line, e.g. ``Flickr_8k.trainImages.txt``)."""
-    path = Path(path)
-    try:
-        text = read_data(path).decode("utf-8-sig")  # a byte-order mark may open the file
-    except UnicodeDecodeError as err:
-        raise DataError(f"cannot read image list: {err}", path=str(path)) from err
-    return [ln.strip() for ln in text.splitlines() if ln.strip()]
 
 
 def load_image(path: str | os.PathLike, size: int, *, crop: bool = False,
