@@ -34,12 +34,10 @@ def bucket_batch_plan(
     lens = np.asarray(lengths, dtype=np.int64)
     if lens.ndim != 1:
         raise ValueError(f"lengths must have shape [num_examples], got {lens.shape}")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if max_tokens is not None and max_tokens < 1:
-        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-    if pool_batches < 1:
-        raise ValueError(f"pool_batches must be >= 1, got {pool_batches}")
+    sizes = {"batch_size": batch_size, "max_tokens": max_tokens, "pool_batches": pool_batches}
+    for name, value in sizes.items():
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
     pool_size = batch_size * pool_batches
 
     def plan(epoch: int, seed: int) -> list[list[int]]:
@@ -75,14 +73,6 @@ def _chunk(order: np.ndarray, lens: np.ndarray, batch_size: int, max_tokens: int
     if current:
         batches.append(current)
     return batches
-
-
-def padding_fraction(batches: Sequence[Sequence[int]], lengths: Sequence[int]) -> float:
-    """Share of padded positions: ``1 - real tokens / (sum over batches of size * longest)``."""
-    lens = np.asarray(lengths, dtype=np.int64)
-    padded = sum(len(b) * int(lens[list(b)].max()) for b in batches if len(b))
-    real = sum(int(lens[list(b)].sum()) for b in batches)
-    return 0.0 if padded == 0 else 1.0 - real / padded
 
 
 def pad_ids(rows: Sequence[Sequence[int]], pad: int, *, width: int | None = None,
