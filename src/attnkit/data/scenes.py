@@ -26,10 +26,6 @@ COLOURS: dict[str, tuple[int, int, int]] = {
 FACINGS = ("left", "right")
 KINDS = ("odd_colour", "two_groups", "same_facing", "odd_facing")
 NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
-VOCABULARY = sorted(
-    set(COLOURS) | set(FACINGS) | set(NUMBERS.values()) | {"a", "duck", "ducks", "among", "and",
-                                                            "facing"}
-)
 MIN_SIZE, MAX_SIZE = 32, 256
 GRID = 3  # ducks live in distinct cells of a GRID x GRID layout: no overlap, at most 9
 
