@@ -60,8 +60,8 @@ def read_pair_file(path: Path, *, strict: bool = False, log: Log = _quiet) -> li
     """The pairs of an ``english<TAB>french`` file (maybe gzip); skipped lines are logged by reason
     (``strict``: a DataError instead). DataError: unreadable, or no pair at all."""
     result = read_pairs(path, strict=strict)
-    if result.dropped:
-        log(result.report())
+    if result.drops.total:
+        log(result.drops.format(str(path)))
     if not result.pairs:
         raise DataError("no sentence pairs found (expected english<TAB>french lines)",
                         path=str(path))
