@@ -81,8 +81,8 @@ def real_splits(spec: str, size: int, valid_fraction: float, seed: int,
     """
     kind, captions, image_dir = parse_spec(spec)
     read = _READERS[kind](captions, image_dir, missing_images="skip")
-    if read.skipped and log is not None:
-        log(read.report())
+    if read.drops.total and log is not None:
+        log(read.drops.format(str(captions)))
     items = read.items
     if len(items) < 3:
         raise DataError(f"need at least 3 captioned images, found {len(items)}",

@@ -36,7 +36,7 @@ class CaptionSet:
     Attributes:
         items: images with at least one caption, in order of first appearance.
         problems: one message per record left out (malformed, or whose image is missing or
-            outside the folder); ``drops``: the same by reason; ``skipped``: their number.
+            outside the folder); ``drops``: the same by reason.
         missing_images: the distinct image names not found in the folder, in order.
     """
 
@@ -44,18 +44,9 @@ class CaptionSet:
     problems: list[str] = field(default_factory=list)
     drops: DropReport = field(default_factory=DropReport)
     missing_images: list[str] = field(default_factory=list)
-    source: str | None = None
 
     def __len__(self) -> int:
         return len(self.items)
-
-    @property
-    def skipped(self) -> int:
-        return self.drops.total
-
-    def report(self) -> str:
-        """One line per reason records were skipped (``""`` if none)."""
-        return self.drops.format(self.source)
 
 
 _MISSING_REASON = "whose image is missing"
@@ -64,8 +55,7 @@ _MISSING_REASON = "whose image is missing"
 class _Collector:
     """Gathers captions per image and applies the strict / missing-image policies."""
 
-    def __init__(self, source: Path, image_dir: Path, strict: bool, missing_images: str,
-                 check_images: bool):
+    def __init__(self, image_dir: Path, strict: bool, missing_images: str, check_images: bool):
         if missing_images not in _MISSING:
             raise ValueError(f"missing_images must be one of {_MISSING}, got {missing_images!r}")
         if not image_dir.is_dir():
@@ -74,7 +64,7 @@ class _Collector:
         self.missing_images, self.check_images = missing_images, check_images
         self.captions: dict[str, list[str]] = {}
         self.image_problem: dict[str, str | None] = {}
-        self.result = CaptionSet([], source=str(source))
+        self.result = CaptionSet([])
 
     def bad(self, reason: str, message: str, path: Path, line: int | None = None, *,
             member: str = "", skip: bool | None = None, place: str | None = None) -> None:
@@ -146,7 +136,7 @@ def read_flickr_tokens(token_file: str | os.PathLike, image_dir: str | os.PathLi
             (``missing_images="error"``) or an image name outside the folder.
     """
     path = Path(token_file)
-    col = _Collector(path, Path(image_dir), strict, missing_images, check_images)
+    col = _Collector(Path(image_dir), strict, missing_images, check_images)
     raw_lines = read_data(path).splitlines()
     for lineno, raw in enumerate(raw_lines, start=1):
         try:
@@ -180,7 +170,7 @@ def read_coco_captions(json_file: str | os.PathLike, image_dir: str | os.PathLik
     bad record is named by its member, e.g. ``annotations[12]: missing 'caption'``.
     """
     path = Path(json_file)
-    col = _Collector(path, Path(image_dir), strict, missing_images, check_images)
+    col = _Collector(Path(image_dir), strict, missing_images, check_images)
     try:
         text = read_data(path).decode("utf-8-sig")   # a byte-order mark may open the file
     except UnicodeDecodeError as err:

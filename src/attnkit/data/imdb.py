@@ -60,14 +60,6 @@ class ReadStats:
     read: int = 0
     drops: DropReport = field(default_factory=DropReport)
 
-    @property
-    def skipped(self) -> int:
-        return self.drops.total
-
-    def report(self, source: str | None = None) -> str:
-        """One line per reason records were skipped (``""`` if none)."""
-        return self.drops.format(source)
-
 
 def parse_label(value, *, path: str, line: int | None = None) -> int:
     """``0``/``1``/``"0"``/``"1"``/``"neg"``/``"pos"`` -> 0 or 1, else DataError."""
