@@ -68,15 +68,14 @@ def read_pair_file(path: Path, *, strict: bool = False, log: Log = _quiet) -> li
     return result.pairs
 
 
-def split_files(folder: Path) -> dict[str, Path] | None:
-    """``{"train", "valid", "test"}`` files of ``folder``, or None when one is missing."""
-    found = {}
-    for split in SPLITS:
-        for ext in EXTENSIONS:
-            if (folder / f"{split}{ext}").is_file():
-                found[split] = folder / f"{split}{ext}"
-                break
-    return found if len(found) == len(SPLITS) else None
+def split_files(folder: Path) -> dict[str, Path]:
+    """``{"train", "valid", "test"}`` files of ``folder``; DataError when one is missing."""
+    found = {split: next((folder / f"{split}{ext}" for ext in EXTENSIONS
+                          if (folder / f"{split}{ext}").is_file()), None) for split in SPLITS}
+    if None in found.values():
+        raise DataError("folder needs train, valid and test .tsv[.gz] or .txt[.gz] files",
+                        path=str(folder))
+    return found
 
 
 def data_spec(data: str, seed: int = 0, train_size: int | None = None) -> dict[str, Any]:
@@ -95,9 +94,7 @@ def data_spec(data: str, seed: int = 0, train_size: int | None = None) -> dict[s
         return {"kind": "tatoeba", "split_seed": seed, "split_rule": SPLIT_RULE}
     path = Path(data)
     if path.is_dir():
-        if split_files(path) is None:
-            raise DataError("folder needs train, valid and test .tsv[.gz] or .txt[.gz] files",
-                            path=str(path))
+        split_files(path)
         return {"kind": "folder", "path": str(path.resolve())}
     if not path.exists():
         raise DataError("no such file or folder (expected synthetic, tatoeba, a pairs file or a "
@@ -120,11 +117,8 @@ def load_splits(spec: dict[str, Any], *, progress: bool = True, strict: bool = F
     if kind == "synthetic":
         return synthetic_splits(spec["seed"], spec["train"], spec["valid"], spec["test"])
     if kind == "folder":
-        files = split_files(Path(spec["path"]))
-        if files is None:
-            raise DataError("train/valid/test files are missing", path=spec["path"])
         return {split: read_pair_file(path, strict=strict, log=log)
-                for split, path in files.items()}
+                for split, path in split_files(Path(spec["path"])).items()}
     if kind in ("tatoeba", "file"):
         path = tatoeba_fra_eng(progress=progress) if kind == "tatoeba" else Path(spec["path"])
         return split_by_source(read_pair_file(path, strict=strict, log=log),
@@ -142,9 +136,5 @@ def eval_pairs(data: str | None, run_spec: dict[str, Any], *, strict: bool = Fal
     if data in NAMED:
         return load_splits(data_spec(data), strict=strict, log=log)["test"]
     path = Path(data)
-    if path.is_dir():
-        files = split_files(path)
-        if files is None:
-            raise DataError("folder has no train/valid/test files", path=str(path))
-        return read_pair_file(files["test"], strict=strict, log=log)
-    return read_pair_file(data_file(path), strict=strict, log=log)
+    path = split_files(path)["test"] if path.is_dir() else data_file(path)
+    return read_pair_file(path, strict=strict, log=log)
