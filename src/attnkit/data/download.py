@@ -6,7 +6,6 @@ members would land outside the destination (``../x``, ``/etc/x``, a link out) be
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
@@ -61,7 +60,6 @@ def fetch(url: str, *, sha256: str, filename: str | None = None,
     fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{filename}.", suffix=".part")
     tmp = Path(tmp_name)
     try:
-        digest = hashlib.sha256()
         with os.fdopen(fd, "wb") as out:
             try:
                 # Some hosts (manythings.org among them) refuse urllib's default User-Agent.
@@ -76,13 +74,13 @@ def fetch(url: str, *, sha256: str, filename: str | None = None,
                 try:
                     for block in iter(lambda: response.read(_CHUNK), b""):
                         out.write(block)
-                        digest.update(block)
                         bar.update(len(block))
                 except (urllib.error.URLError, OSError) as exc:
                     raise DownloadError(f"download of {url} was interrupted: {exc}") from exc
-        if digest.hexdigest() != expected:
+        got = file_sha256(tmp)
+        if got != expected:
             raise DownloadError(f"checksum mismatch for {url}: expected sha256 {expected}, got "
-                                f"{digest.hexdigest()}; the downloaded file was deleted (a newer "
+                                f"{got}; the downloaded file was deleted (a newer "
                                 "upstream file? pass a local path instead)")
         os.replace(tmp, target)
     finally:
