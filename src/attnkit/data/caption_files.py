@@ -106,12 +106,10 @@ class _Collector:
 
     def _check_image(self, name: str) -> str | None:
         """Why captions of ``name`` cannot be kept (escapes the folder, or missing), or None."""
-        unsafe = outside_reason(self.root, name)
-        if unsafe is not None:
-            return unsafe
-        if self.check_images and not (self.image_dir / name).is_file():
-            return _MISSING_REASON
-        return None
+        why = outside_reason(self.root, name)
+        if why is None and self.check_images and not (self.image_dir / name).is_file():
+            why = _MISSING_REASON
+        return why
 
     def finish(self) -> CaptionSet:
         self.result.items = [CaptionedImage(self.image_dir / n, tuple(c))
@@ -288,11 +286,7 @@ def _to_rgb(im: Image.Image) -> Image.Image:
         # Scale 16-bit / float grayscale into 8 bits instead of letting convert() clip it.
         arr = np.asarray(im, dtype=np.float64)
         top = float(arr.max()) if arr.size else 0.0
-        if im.mode == "F" and top <= 1.0:
-            scale = 255.0  # float images in [0, 1]
-        elif top <= 255.0:
-            scale = 1.0  # already 8-bit values in a wider type
-        else:
-            scale = 255.0 / 65535.0  # 16-bit range
+        # A float image in [0, 1], 8-bit values in a wider type, else the 16-bit range.
+        scale = 255.0 if im.mode == "F" and top <= 1.0 else 1.0 if top <= 255.0 else 255 / 65535
         return Image.fromarray(np.clip(arr * scale, 0, 255).astype(np.uint8)).convert("RGB")
     return im.convert("RGB")

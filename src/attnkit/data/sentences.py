@@ -50,16 +50,11 @@ def split_sentences(text: str, language: str = "en") -> Sentences:
                 continue
             if sentences:
                 gap += piece[:len(piece) - len(piece.lstrip())]
-                breaks.append(_break(gap))
+                newlines = gap.count("\n")  # what a reader sees of the whitespace between
+                breaks.append("\n\n" if newlines >= 2 else "\n" if newlines else " ")
             sentences.append(core)
             gap = piece[len(piece.rstrip()):]
     return Sentences(sentences, breaks)
-
-
-def _break(gap: str) -> str:
-    """The whitespace between two sentences, reduced to what a reader sees of it."""
-    newlines = gap.count("\n")
-    return "\n\n" if newlines >= 2 else "\n" if newlines else " "
 
 
 def readable_sentences(text: str, language: str,

@@ -197,8 +197,7 @@ def _predicate(rng: random.Random) -> tuple[list, list]:
     en = subj.en + [en_be] + (["not"] if negated else []) + (["be"] if tense == "future" else [])
     fr_be = {"present": ("est", "sont"), "past": ("était", "étaient"),
              "future": ("sera", "seront")}[tense][plural]
-    forms = ADJECTIVES[adj][0]
-    fr_adj = forms[(2 if plural else 0) + (subj.gender == "f")]
+    fr_adj = ADJECTIVES[adj][0][(2 if plural else 0) + (subj.gender == "f")]
     fr = subj.fr + (["ne", fr_be, "pas"] if negated else [fr_be]) + [fr_adj]
     return en + [adj], fr
 

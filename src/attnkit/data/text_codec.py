@@ -43,15 +43,11 @@ class TextCodec:
 
     def encode(self, text: str, lang: str) -> list[str]:
         """The tokens of ``text`` (``lang``: ``"en"`` or ``"fr"``; subwords ignore it)."""
-        if self.subword is None:
-            return tokenize(text, lang)
-        return self.subword.encode(text)
+        return tokenize(text, lang) if self.subword is None else self.subword.encode(text)
 
     def decode(self, tokens: Sequence[str], lang: str) -> str:
         """The text of ``tokens``: the inverse of `encode`."""
-        if self.subword is None:
-            return detokenize(tokens, lang)
-        return self.subword.decode(tokens)
+        return detokenize(tokens, lang) if self.subword is None else self.subword.decode(tokens)
 
     def encode_with_spans(self, text: str, lang: str) -> tuple[list[str], list[tuple[int, int]]]:
         """The tokens of ``text`` (those of `encode`) and the ``(start, end)`` characters of each:
