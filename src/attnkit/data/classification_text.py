@@ -101,8 +101,6 @@ def make_tokenizer(kind: str, train_texts: Sequence[str] = (), folder: str | os.
 def build_vocab(tokenized: Iterable[Sequence[str]], num_words: int) -> Vocab:
     """The ``num_words`` most frequent tokens, specials included (``<pad>`` = 0, ``<unk>`` = 1),
     ties broken by the token string: every id is ``< num_words``, as with Keras' ``num_words``."""
-    if num_words < 2:
-        raise ValueError(f"num_words must be >= 2 (padding and unknown), got {num_words}")
     return Vocab.build(tokenized, max_size=num_words, specials=SPECIALS)
 
 

@@ -70,13 +70,13 @@ def parse_label(value, *, path: str, line: int | None = None) -> int:
     return _LABELS[key]
 
 
-def _check_text(text, *, path: str, line: int | None) -> str:
+def _review(text, label, *, path: str, line: int | None) -> Review:
     if not isinstance(text, str):
         raise BadRecord("with a text that is not a string",
                         f"text must be a string, got {type(text).__name__}", path=path, line=line)
     if not text.strip():
         raise BadRecord("with an empty review", "empty review", path=path, line=line)
-    return text
+    return Review(text, parse_label(label, path=path, line=line))
 
 
 def _review_file(f, where: str, label: int) -> Review:
@@ -86,8 +86,7 @@ def _review_file(f, where: str, label: int) -> Review:
     if len(data) > MAX_LINE_BYTES:
         raise BadRecord("longer than a review can be", f"more than {MAX_LINE_BYTES:,} bytes: "
                         "not a review", path=where)
-    return Review(_check_text(decode_line(data, where, None, True), path=where, line=None),
-                  label)
+    return _review(decode_line(data, where, None, True), label, path=where, line=None)
 
 
 def _collect(records: Iterator, name, stats: ReadStats | None, skip_bad: bool) -> list[Review]:
@@ -128,8 +127,7 @@ def _jsonl_records(path: Path) -> Iterator:
                             raise BadRecord("without a 'text' or a 'label' field",
                                             f"missing field {key!r} (need \"text\" and "
                                             "\"label\")", path=name, line=lineno)
-                    yield Review(_check_text(obj["text"], path=name, line=lineno),
-                                 parse_label(obj["label"], path=name, line=lineno))
+                    yield _review(obj["text"], obj["label"], path=name, line=lineno)
                 except DataError as exc:
                     yield exc
     except CORRUPT_STREAM as exc:
@@ -163,8 +161,7 @@ def _csv_records(path: Path, text_column: str, label_column: str) -> Iterator:
             continue
         try:
             _check_utf8(row.values(), path=name, line=lineno)
-            yield Review(_check_text(row[text_column] or "", path=name, line=lineno),
-                         parse_label(row[label_column], path=name, line=lineno))
+            yield _review(row[text_column] or "", row[label_column], path=name, line=lineno)
         except DataError as exc:
             yield exc
 
