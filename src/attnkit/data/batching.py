@@ -23,14 +23,9 @@ def bucket_batch_plan(
     pool_batches: int = 50,
 ) -> BatchPlan:
     """A bucketing batch plan: ``plan(epoch, seed) -> list[list[int]]``, a pure function covering
-    every index once.
-
-    Args:
-        lengths: each example's length (e.g. ``max(len(src), len(tgt))``).
-        max_tokens: optional cap on padded tokens per batch (a longer example is alone).
-        shuffle: False gives one length-sorted order for every epoch and seed (evaluation).
-        pool_batches: pool size in batches; larger pools mean less padding, less randomness.
-    """
+    every index once. ``max_tokens``: a cap on padded tokens per batch (a longer example is
+    alone); ``shuffle=False``: one length-sorted order (evaluation); ``pool_batches``: the pool
+    size in batches (larger: less padding, less randomness)."""
     lens = np.asarray(lengths, dtype=np.int64)
     if lens.ndim != 1:
         raise ValueError(f"lengths must have shape [num_examples], got {lens.shape}")

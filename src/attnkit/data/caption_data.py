@@ -74,11 +74,8 @@ def real_splits(spec: str, size: int, valid_fraction: float, seed: int,
                 log: Callable[[str], None] | None = None) -> dict[str, CaptionData]:
     """The ``names`` splits of a real data set (others' images are not read): shuffled by ``seed``,
     ``round(valid_fraction * N)`` (at least one) valid, as many test, the rest train; ``"all"``
-    is every image. Skipped captions are reported to ``log``.
-
-    Raises:
-        DataError: a bad spec, unreadable files, or fewer than 3 captioned images.
-    """
+    is every image. Skipped captions are reported to ``log``. DataError: a bad spec, unreadable
+    files, or fewer than 3 captioned images."""
     kind, captions, image_dir = parse_spec(spec)
     read = _READERS[kind](captions, image_dir, missing_images="skip")
     if read.drops.total and log is not None:

@@ -31,14 +31,9 @@ class CaptionedImage:
 
 @dataclass
 class CaptionSet:
-    """Result of a reader.
-
-    Attributes:
-        items: images with at least one caption, in order of first appearance.
-        problems: one message per record left out (malformed, or whose image is missing or
-            outside the folder); ``drops``: the same by reason.
-        missing_images: the distinct image names not found in the folder, in order.
-    """
+    """A reader's ``items`` (images with a caption, in order of first appearance), one message
+    per record left out (``problems``; ``drops``: by reason), and the distinct image names not
+    found in the folder (``missing_images``)."""
 
     items: list[CaptionedImage]
     problems: list[str] = field(default_factory=list)
@@ -68,13 +63,8 @@ class _Collector:
 
     def bad(self, reason: str, message: str, path: Path, line: int | None = None, *,
             member: str = "", skip: bool | None = None, place: str | None = None) -> None:
-        """Raise ``message`` or count the record under ``reason``.
-
-        Args:
-            member: names a JSON record ("annotations[3]") where there is no line.
-            skip: skip rather than raise (default: ``not strict``).
-            place: what the report shows for this record (default: file:line or member).
-        """
+        """Raise ``message`` or (``skip``, default ``not strict``) count the record under
+        ``reason`` at ``place`` (default: file:line, or the JSON ``member``)."""
         err = DataError(f"{member}: {message}" if member else message, path=str(path),
                         line=line)
         if not (skip if skip is not None else not self.strict):
@@ -122,17 +112,10 @@ def read_flickr_tokens(token_file: str | os.PathLike, image_dir: str | os.PathLi
                        check_images: bool = True) -> CaptionSet:
     """Read a Flickr8k/Flickr30k token file (``name.jpg#k<TAB>caption`` per line).
 
-    Args:
-        strict: raise on a malformed line (no tab, no image name, empty caption, bad UTF-8).
-        missing_images: "error" or "skip" for captions whose image file is absent (the real
-            Flickr8k file names one, ``2258277193_586949ec62.jpg.1``).
-        check_images: look for each image file at all (a name outside ``image_dir`` is always
-            refused).
-
-    Raises:
-        DataError: ``path:line: message`` for the first bad line (strict), a missing image
-            (``missing_images="error"``) or an image name outside the folder.
-    """
+    ``strict``: raise (``path:line: message``) on a malformed line: no tab, no image name, empty
+    caption, bad UTF-8. ``missing_images``: "error" or "skip" for captions whose image file is
+    absent (the real Flickr8k file names one). ``check_images``: look for each image file at all
+    (a name outside ``image_dir`` is always refused)."""
     path = Path(token_file)
     col = _Collector(Path(image_dir), strict, missing_images, check_images)
     raw_lines = read_data(path).splitlines()
@@ -212,14 +195,9 @@ MAX_PIXELS = 40_000_000
 
 def load_image(path: str | os.PathLike, size: int, *, crop: bool = False,
                max_pixels: int | None = MAX_PIXELS) -> np.ndarray:
-    """Read an image as uint8 ``[size, size, 3]`` RGB (any mode; EXIF rotation applied).
-
-    ``crop``: centre-crop to a square first (else stretch). ``max_pixels``: the most pixels
-    decoded, counted from the header before decoding (a 500 KB PNG can declare 13000 x 13000).
-
-    Raises:
-        DataError: missing, unreadable, truncated, not an image, or over ``max_pixels`` (named).
-    """
+    """Read an image as uint8 ``[size, size, 3]`` RGB (any mode; EXIF rotation applied);
+    ``crop``: centre-crop to a square first (else stretch). DataError: unreadable, not an image,
+    or over ``max_pixels``, counted from the header before decoding."""
     if size < 1:
         raise ValueError(f"size must be >= 1, got {size}")
     path = Path(path)
@@ -255,11 +233,8 @@ def read_image(image: str | os.PathLike | np.ndarray, size: int, display_size: i
                max_pixels: int | None = MAX_PIXELS
                ) -> tuple[np.ndarray, np.ndarray, str, tuple[int, int]]:
     """An image to caption (a file or a uint8 ``[H, W, 3]`` array) -> ``(pixels [size, size, 3],
-    shown [display_size, display_size, 3], name ("<array>" for an array), (width, height))``.
-
-    Raises:
-        DataError: a file that cannot be read as an image. UsageError: a malformed array.
-    """
+    shown [display_size, display_size, 3], name ("<array>" for an array), (width, height))``;
+    DataError for a file that is not an image, UsageError for a malformed array."""
     if isinstance(image, np.ndarray):
         if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
             raise UsageError(f"image must be uint8 [H, W, 3], got {image.dtype} "

@@ -1,8 +1,6 @@
-"""Checksummed downloads into a cache folder, and archive extraction that cannot escape it.
-
-Every dataset goes through `fetch`, checked against a SHA-256 written in the code: a changed
-upstream file fails loudly instead of changing results. `safe_extract` refuses archives whose
-members would land outside the destination (``../x``, ``/etc/x``, a link out) before writing."""
+"""Checksummed downloads into a cache folder (`fetch`: a changed upstream file fails loudly
+instead of changing results), and archive extraction that cannot escape its folder
+(`safe_extract` refuses ``../x``, ``/etc/x`` or a link out before writing anything)."""
 
 from __future__ import annotations
 
@@ -38,12 +36,7 @@ def fetch(url: str, *, sha256: str, filename: str | None = None,
           cache: str | os.PathLike | None = None, progress: bool = True) -> Path:
     """Download ``url`` (``http(s)://`` or ``file://``) into ``cache`` (default `cache_dir`) once
     and return the path; a cached file whose checksum matches is reused offline, a download
-    renamed into place only once its ``sha256`` matched.
-
-    Raises:
-        DownloadError: the download failed or its checksum did not match (the file is deleted).
-        ValueError: ``sha256`` is not 64 hex digits, or no file name comes from ``url``.
-    """
+    renamed into place only once its ``sha256`` matched (else DownloadError)."""
     expected = sha256.strip().lower()
     if not _SHA256_RE.match(expected):
         raise ValueError(f"sha256 must be 64 hex digits, got {sha256!r}")

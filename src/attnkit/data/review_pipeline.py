@@ -58,14 +58,8 @@ def collate(items) -> tuple[Tensor, Tensor, Tensor]:
 
 @dataclass
 class TextPipeline:
-    """Text -> padded ids.
-
-    Args:
-        tokenizer: anything with ``tokenize(text) -> list[str]`` and ``to_json()``.
-        vocab: the token ids (``<pad>`` = 0, ``<unk>`` = 1).
-        padding: ``"pre"`` (padding before the tokens) or ``"post"``.
-        truncating: ``"pre"`` (keep the LAST ``maxlen`` tokens) or ``"post"`` (the first).
-    """
+    """Text -> padded ids: a tokenizer (``tokenize(text)``, ``to_json()``), the vocabulary
+    (``<pad>`` = 0, ``<unk>`` = 1), ``maxlen``, ``padding`` and ``truncating`` (`pad_sequences`)."""
 
     tokenizer: Any
     vocab: Vocab

@@ -80,11 +80,8 @@ def split_files(folder: Path) -> dict[str, Path]:
 
 def data_spec(data: str, seed: int = 0, train_size: int | None = None) -> dict[str, Any]:
     """The JSON description of ``data`` that `load_splits` turns back into pairs (``seed`` makes
-    the synthetic corpus and the split; ``train_size``: synthetic training pairs, default 20000).
-
-    Raises:
-        DataError: no such file or folder, or a folder without the three split files.
-    """
+    the synthetic corpus and the split; ``train_size``: synthetic training pairs, default 20000);
+    DataError: no such file or folder, or a folder without the three split files."""
     if data == "synthetic":
         sizes = dict(SYNTHETIC_SIZES)
         if train_size is not None:
