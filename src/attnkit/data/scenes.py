@@ -152,10 +152,7 @@ def _draw_duck(draw: ImageDraw.ImageDraw, x: float, y: float, w: float, facing: 
 def generate_scene(rng: np.random.Generator | int, size: int = 64) -> Scene:
     """One random scene ``size`` pixels square (32-256) from ``rng`` (a Generator advanced in place,
     or an int seed)."""
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        rng = np.random.default_rng(int(rng))
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy Generator or an int seed, got {type(rng).__name__}")
+    rng = np.random.default_rng(rng)  # a Generator comes back as it is
     if not MIN_SIZE <= size <= MAX_SIZE:
         raise ValueError(f"size must be in [{MIN_SIZE}, {MAX_SIZE}] pixels, got {size}")
 
