@@ -76,9 +76,11 @@ class _Collector:
     def add(self, name: str, caption: str, path: Path, line: int | None, member: str = "") -> None:
         """Keep ``caption`` of image ``name`` unless the image is missing or outside the folder;
         ``member`` names a JSON record ("annotations[3]") where there is no line."""
-        first_time = name not in self.image_problem
-        if first_time:
-            self.image_problem[name] = self._check_image(name)
+        if name not in self.image_problem:  # why its captions cannot be kept, or None
+            why = outside_reason(self.root, name)
+            if why is None and self.check_images and not (self.image_dir / name).is_file():
+                why = _MISSING_REASON
+            self.image_problem[name] = why
         problem = self.image_problem[name]
         if problem is None:
             self.captions.setdefault(name, []).append(caption)
@@ -86,24 +88,17 @@ class _Collector:
             self.bad(_MISSING_REASON, f"image {name!r} not found in {self.image_dir} "
                      "(missing_images='skip' leaves such captions out)", path, line,
                      member=member, skip=self.missing_images == "skip", place=name)
-            if first_time:
-                self.result.missing_images.append(name)
         else:
             # Not a missing file but a name that escapes the folder: either policy may skip it.
             self.bad("whose image name leaves the image folder",
                      f"image name {name!r} {problem}", path, line, member=member,
                      skip=not self.strict or self.missing_images == "skip")
 
-    def _check_image(self, name: str) -> str | None:
-        """Why captions of ``name`` cannot be kept (escapes the folder, or missing), or None."""
-        why = outside_reason(self.root, name)
-        if why is None and self.check_images and not (self.image_dir / name).is_file():
-            why = _MISSING_REASON
-        return why
-
     def finish(self) -> CaptionSet:
         self.result.items = [CaptionedImage(self.image_dir / n, tuple(c))
                              for n, c in self.captions.items()]
+        self.result.missing_images = [n for n, why in self.image_problem.items()
+                                      if why == _MISSING_REASON]
         return self.result
 
 
