@@ -30,8 +30,7 @@ _EN_CLITIC = re.compile(r"^(.+?)('(?:s|re|ve|ll|d|m))$", re.IGNORECASE)
 # Detokenization classes.
 _ATTACH_LEFT = {".", ",", "...", "\u2026", ")", "]", "}"}
 _ATTACH_RIGHT = {"(", "[", "{"}
-_FR_SPACED = {"?", "!", ":", ";", "%", "\u203d"}
-_EN_LEFT = {"?", "!", ":", ";", "%", "\u203d"}
+_SPACED_IN_FR = {"?", "!", ":", ";", "%", "\u203d"}  # French spaces them, English does not
 
 
 def _check_lang(lang: str) -> None:
@@ -100,32 +99,23 @@ def detokenize(tokens: Sequence[str], lang: str, *, french_space: str = " ") -> 
             own = ""
         elif tok == '"':
             open_double = not open_double
-            if open_double:
-                after = ""
-            else:
-                own = ""
+            own, after = (" ", "") if open_double else ("", None)
         elif tok in _ATTACH_RIGHT:
             after = ""
         elif lang == "fr":
-            if tok in _FR_SPACED or tok == "»":
+            if tok in _SPACED_IN_FR or tok == "»":
                 own = french_space
             elif tok == "«":
                 after = french_space
             elif len(tok) > 1 and tok.endswith("'") and _is_word(tok):
                 after = ""
-        else:
-            if tok in _EN_LEFT:
-                own = ""
-            elif tok == "$":
-                after = ""
-            elif tok.lower() == "n't" or (len(tok) > 1 and tok[0] == "'" and _is_word(tok)):
-                own = ""
-            elif tok == "'":
-                # Possessive of a plural ("students'") after a word, else an opening quote.
-                if i > 0 and _is_word(tokens[i - 1]):
-                    own = ""
-                else:
-                    after = ""
+        elif tok in _SPACED_IN_FR or tok.lower() == "n't" \
+                or (len(tok) > 1 and tok[0] == "'" and _is_word(tok)):
+            own = ""
+        elif tok == "'" and i > 0 and _is_word(tokens[i - 1]):
+            own = ""  # the possessive of a plural ("students'")
+        elif tok in ("$", "'"):
+            after = ""  # a currency sign, an opening quote
         if parts:
             parts.append(forced if forced is not None else own)
         parts.append(tok)
