@@ -41,9 +41,8 @@ def test_missing_file_folder_and_device(tmp_path):
 @pytest.fixture
 def small_caps(monkeypatch):
     """Caps of 100 bytes a line and 1,000 a file, so a bomb is small."""
-    for module in (compressed, imdb):
-        monkeypatch.setattr(module, "MAX_LINE_BYTES", 100)
-        monkeypatch.setattr(module, "MAX_DATA_BYTES", 1000)
+    monkeypatch.setattr(compressed, "MAX_LINE_BYTES", 100)
+    monkeypatch.setattr(compressed, "MAX_DATA_BYTES", 1000)
 
 
 def test_a_long_line_or_a_long_file_is_one_error(tmp_path, small_caps):

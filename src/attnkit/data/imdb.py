@@ -18,19 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from attnkit.data.compressed import (
-    CORRUPT_STREAM,
-    MAX_DATA_BYTES,
-    MAX_LINE_BYTES,
-    capped_lines,
-    data_file,
-    decode_line,
-    open_maybe_gzip,
-    outside_reason,
-    read_data_stream,
-    too_much_data,
-    unsafe_name,
-)
+from attnkit.data import compressed
 from attnkit.data.drops import BadRecord, DropReport, parse_json
 from attnkit.errors import DataError
 
@@ -82,11 +70,11 @@ def _review(text, label, *, path: str, line: int | None) -> Review:
 def _review_file(f, where: str, label: int) -> Review:
     """The review in an open file (folder or tar member): at most `MAX_LINE_BYTES`, UTF-8
     (a byte-order mark may open it), not blank."""
-    data = f.read(MAX_LINE_BYTES + 1)
-    if len(data) > MAX_LINE_BYTES:
-        raise BadRecord("longer than a review can be", f"more than {MAX_LINE_BYTES:,} bytes: "
-                        "not a review", path=where)
-    return _review(decode_line(data, where, None, True), label, path=where, line=None)
+    data = f.read(compressed.MAX_LINE_BYTES + 1)
+    if len(data) > compressed.MAX_LINE_BYTES:
+        raise BadRecord("longer than a review can be",
+                        f"more than {compressed.MAX_LINE_BYTES:,} bytes: not a review", path=where)
+    return _review(compressed.decode_line(data, where, None, True), label, path=where, line=None)
 
 
 def _collect(records: Iterator, name, stats: ReadStats | None, skip_bad: bool) -> list[Review]:
@@ -101,8 +89,8 @@ def _collect(records: Iterator, name, stats: ReadStats | None, skip_bad: bool) -
             stats.drops.add_error(item)
             continue
         total += len(item.text)
-        if total > MAX_DATA_BYTES:
-            raise DataError(too_much_data(), path=str(name))
+        if total > compressed.MAX_DATA_BYTES:
+            raise DataError(compressed.too_much_data(), path=str(name))
         out.append(item)
         stats.read += 1
     return out
@@ -111,10 +99,10 @@ def _collect(records: Iterator, name, stats: ReadStats | None, skip_bad: bool) -
 def _jsonl_records(path: Path) -> Iterator:
     name = str(path)
     try:
-        with open_maybe_gzip(path) as f:
-            for lineno, raw in capped_lines(f, name):
+        with compressed.open_maybe_gzip(path) as f:
+            for lineno, raw in compressed.capped_lines(f, name):
                 try:
-                    text = decode_line(raw, name, lineno, lineno == 1)
+                    text = compressed.decode_line(raw, name, lineno, lineno == 1)
                     if not text.strip():  # a blank line, or a byte-order mark alone
                         continue
                     obj = parse_json(text, path=name, line=lineno)
@@ -130,16 +118,16 @@ def _jsonl_records(path: Path) -> Iterator:
                     yield _review(obj["text"], obj["label"], path=name, line=lineno)
                 except DataError as exc:
                     yield exc
-    except CORRUPT_STREAM as exc:
+    except compressed.CORRUPT_STREAM as exc:
         yield DataError(f"corrupt or truncated compressed file ({exc})", path=name)
 
 
 def _csv_records(path: Path, text_column: str, label_column: str) -> Iterator:
     name = str(path)
-    with open_maybe_gzip(path) as fb:
+    with compressed.open_maybe_gzip(path) as fb:
         try:
-            data = read_data_stream(fb, name)
-        except CORRUPT_STREAM as exc:
+            data = compressed.read_data_stream(fb, name)
+        except compressed.CORRUPT_STREAM as exc:
             yield DataError(f"corrupt or truncated compressed file ({exc})", path=name)
             return
     # Each undecodable byte becomes a lone surrogate, which valid UTF-8 never decodes to: the
@@ -205,12 +193,12 @@ def _folder_records(root: Path, split: str) -> Iterator:
         if not folder.is_dir():
             yield DataError(f"missing folder {split}/{label_name}", path=str(root))
             continue
-        why = outside_reason(base, f"{split}/{label_name}")
+        why = compressed.outside_reason(base, f"{split}/{label_name}")
         if why is not None:  # a symbolic link out of the data folder: not followed
             yield BadRecord("outside the data folder", f"folder {why}", path=str(folder))
             continue
         for file in sorted(folder.glob("*.txt")):
-            why = outside_reason(base, f"{split}/{label_name}/{file.name}")
+            why = compressed.outside_reason(base, f"{split}/{label_name}/{file.name}")
             try:
                 if why is not None:
                     raise BadRecord("outside the data folder", f"file {why}", path=str(file))
@@ -231,9 +219,9 @@ def _folder_records(root: Path, split: str) -> Iterator:
 def _tar_records(archive: Path, split: str) -> Iterator:
     name = str(archive)
     try:
-        with tarfile.open(data_file(archive), "r:*") as tar:
+        with tarfile.open(compressed.data_file(archive), "r:*") as tar:
             for member in tar:
-                why = unsafe_name(member.name)
+                why = compressed.unsafe_name(member.name)
                 if why is not None:
                     yield BadRecord("with an unsafe member name",
                                     f"unsafe member name {member.name!r} ({why})", path=name)
@@ -250,7 +238,7 @@ def _tar_records(archive: Path, split: str) -> Iterator:
                         yield exc
     except FileNotFoundError as exc:
         raise DataError("file not found", path=name) from exc
-    except (tarfile.TarError, *CORRUPT_STREAM, OSError) as exc:
+    except (tarfile.TarError, *compressed.CORRUPT_STREAM, OSError) as exc:
         yield DataError(f"corrupt, truncated or not a tar archive ({exc})", path=name)
 
 
@@ -321,7 +309,7 @@ def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | N
         if found.is_dir():
             return read_folder(found, split, skip_bad=skip_bad, stats=stats)
         path = found
-    data_file(path)
+    compressed.data_file(path)
     if _is_tar(path):
         return read_tar(path, split, skip_bad=skip_bad, stats=stats)
     if ".csv" in [s.lower() for s in path.suffixes]:
