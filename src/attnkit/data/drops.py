@@ -76,11 +76,7 @@ class DropReport:
         """Count a record refused with ``error``: its `BadRecord` reason, else its message
         (without the ``path:line:`` prefix)."""
         place = where(error.path, error.line) if error.path is not None else None
-        if isinstance(error, BadRecord):
-            reason = error.reason
-        else:
-            reason = str(error).removeprefix(f"{place}: ") if place else str(error)
-        self.add(reason, place)
+        self.add(getattr(error, "reason", None) or str(error).removeprefix(f"{place}: "), place)
 
     @property
     def total(self) -> int:

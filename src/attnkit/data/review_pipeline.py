@@ -70,16 +70,12 @@ class TextPipeline:
     def read(self, text: str) -> ReadReview:
         """The tokens of ``text`` the model sees (see `ReadReview`)."""
         keep_last = self.truncating == "pre"
-        kept: collections.deque[str] | list[str] = (
-            collections.deque(maxlen=self.maxlen) if keep_last else [])
+        kept: collections.deque[str] = collections.deque(maxlen=self.maxlen if keep_last else None)
         total = 0
         for piece in text_chunks(text, CHUNK_CHARS):
             tokens = self.tokenizer.tokenize(piece)
             total += len(tokens)
-            if keep_last:
-                kept.extend(tokens)
-            elif len(kept) < self.maxlen:
-                kept.extend(tokens[:self.maxlen - len(kept)])
+            kept.extend(tokens if keep_last else tokens[:self.maxlen - len(kept)])
         tokens = list(kept)
         ids = self.vocab.encode(tokens)
         unk = self.vocab.unk_id

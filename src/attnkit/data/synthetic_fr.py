@@ -59,9 +59,9 @@ ADJECTIVES = {
 NOUN_KIND = {form: n.kind for n in NOUNS for form in (n.en, n.en_pl)}
 
 # person keys: 1s 3s 1p 2p 3p (no "tu": "you" is always "vous")
-PRONOUNS = {  # english: (french, person, english verb class: "3s" or "base")
-    "I": ("je", "1s", "base"), "he": ("il", "3s", "3s"), "she": ("elle", "3s", "3s"),
-    "we": ("nous", "1p", "base"), "you": ("vous", "2p", "base"), "they": ("ils", "3p", "base"),
+PRONOUNS = {  # english: (french, person)
+    "I": ("je", "1s"), "he": ("il", "3s"), "she": ("elle", "3s"),
+    "we": ("nous", "1p"), "you": ("vous", "2p"), "they": ("ils", "3p"),
 }
 _AVOIR = {"1s": "ai", "3s": "a", "1p": "avons", "2p": "avez", "3p": "ont"}
 _FUTURE_END = {"1s": "ai", "3s": "a", "1p": "ons", "2p": "ez", "3p": "ont"}
@@ -146,11 +146,9 @@ def _noun_phrase(rng: random.Random, kinds, *, negated_object: bool = False) -> 
 
 def _subject(rng: random.Random, *, third_only: bool = False) -> _NP:
     if rng.random() < 0.45:
-        choices = ["he", "she", "they"] if third_only else list(PRONOUNS)
-        en = rng.choice(choices)
-        fr, person, _ = PRONOUNS[en]
-        gender = "f" if en == "she" else "m"
-        return _NP([en], [fr], gender, person.endswith("p"), person)
+        en = rng.choice(["he", "she", "they"] if third_only else list(PRONOUNS))
+        fr, person = PRONOUNS[en]
+        return _NP([en], [fr], "f" if en == "she" else "m", person.endswith("p"), person)
     return _noun_phrase(rng, _LIVING)
 
 
