@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from attnkit.data.compressed import outside_reason, read_data
+from attnkit.data.compressed import decode_line, outside_reason, read_data
 from attnkit.data.drops import DropReport, parse_json, where
 from attnkit.errors import DataError, UsageError
 
@@ -147,11 +147,7 @@ def read_coco_captions(json_file: str | os.PathLike, image_dir: str | os.PathLik
     """
     path = Path(json_file)
     col = _Collector(Path(image_dir), strict, missing_images, check_images)
-    try:
-        text = read_data(path).decode("utf-8-sig")   # a byte-order mark may open the file
-    except UnicodeDecodeError as err:
-        raise DataError("not valid UTF-8", path=str(path)) from err
-    data = parse_json(text, path=str(path))
+    data = parse_json(decode_line(read_data(path), path, None, True), path=str(path))
     if not isinstance(data, dict) or not all(isinstance(data.get(k), list)
                                              for k in ("images", "annotations")):
         raise DataError("expected an object with 'images' and 'annotations' lists", path=str(path))

@@ -29,8 +29,6 @@ class Vocab:
     def __init__(self, tokens: Sequence[str], specials: Sequence[str] = DEFAULT_SPECIALS):
         tokens = list(tokens)
         specials = tuple(specials)
-        if len(set(specials)) != len(specials):
-            raise ValueError(f"specials contain duplicates: {list(specials)}")
         if tuple(tokens[: len(specials)]) != specials:
             raise ValueError(f"the first tokens must be the specials {list(specials)}, "
                              f"got {tokens[: len(specials)]}")
