@@ -104,6 +104,15 @@ def build_vocab(tokenized: Iterable[Sequence[str]], num_words: int) -> Vocab:
     return Vocab.build(tokenized, max_size=num_words, specials=SPECIALS)
 
 
+def check_padding(maxlen: int, padding: str, truncating: str) -> None:
+    """ValueError unless ``maxlen >= 1`` and both sides are ``"pre"`` or ``"post"``."""
+    if padding not in ("pre", "post") or truncating not in ("pre", "post"):
+        raise ValueError(f"padding and truncating must be 'pre' or 'post', got {padding!r}, "
+                         f"{truncating!r}")
+    if maxlen < 1:
+        raise ValueError(f"maxlen must be >= 1, got {maxlen}")
+
+
 def pad_sequences(sequences: Sequence[Sequence[int]], maxlen: int, *, padding: str = "pre",
                   truncating: str = "pre", value: int = PAD_ID) -> tuple[Tensor, Tensor]:
     """Pad or truncate id lists to ``maxlen``, like ``keras.utils.pad_sequences`` -> ``(ids
@@ -111,11 +120,7 @@ def pad_sequences(sequences: Sequence[Sequence[int]], maxlen: int, *, padding: s
 
     ``padding``: ``"pre"`` (Keras' default: the real tokens of row ``b`` end the row) or
     ``"post"``; ``truncating``: ``"pre"`` (keep the LAST ``maxlen`` tokens) or ``"post"``."""
-    if padding not in ("pre", "post") or truncating not in ("pre", "post"):
-        raise ValueError(f"padding and truncating must be 'pre' or 'post', got {padding!r}, "
-                         f"{truncating!r}")
-    if maxlen < 1:
-        raise ValueError(f"maxlen must be >= 1, got {maxlen}")
+    check_padding(maxlen, padding, truncating)
     kept = [list(s)[-maxlen:] if truncating == "pre" else list(s)[:maxlen] for s in sequences]
     return (pad_ids(kept, value, width=maxlen, side=padding),
             torch.tensor([len(s) for s in kept], dtype=torch.long))

@@ -17,12 +17,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnkit.data.classification_text import pad_sequences, tokenizer_from_json
+from attnkit.data.classification_text import check_padding, pad_sequences, tokenizer_from_json
 from attnkit.data.imdb import Review
 from attnkit.data.text_codec import CHUNK_CHARS, text_chunks
 from attnkit.data.vocab import Vocab
-
-PADDING_SIDES = ("pre", "post")
 
 
 @dataclass(frozen=True)
@@ -117,12 +115,10 @@ class TextPipeline:
         if missing:
             raise ValueError(f"missing {', '.join(missing)}")
         maxlen = obj["maxlen"]
-        if not isinstance(maxlen, int) or isinstance(maxlen, bool) or maxlen < 1:
+        if not isinstance(maxlen, int) or isinstance(maxlen, bool):
             raise ValueError(f"maxlen must be a positive integer, got {maxlen!r}")
         padding, truncating = obj.get("padding", "pre"), obj.get("truncating", "pre")
-        if padding not in PADDING_SIDES or truncating not in PADDING_SIDES:
-            raise ValueError(f"padding and truncating must be 'pre' or 'post', got "
-                             f"{padding!r}, {truncating!r}")
+        check_padding(maxlen, padding, truncating)
         if not isinstance(obj["tokenizer"], dict):
             raise ValueError("tokenizer must be a JSON object")
         return cls(tokenizer_from_json(obj["tokenizer"], folder), vocab, maxlen, padding,
