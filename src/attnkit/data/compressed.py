@@ -34,10 +34,9 @@ def data_file(path: str | os.PathLike) -> Path:
     path = Path(path)
     try:
         mode = path.stat().st_mode
-    except FileNotFoundError:
-        raise DataError("no such file or folder", path=str(path)) from None
     except OSError as exc:
-        raise DataError(f"cannot read: {exc.strerror or exc}", path=str(path)) from None
+        raise DataError("no such file or folder" if isinstance(exc, FileNotFoundError)
+                        else f"cannot read: {exc.strerror or exc}", path=str(path)) from None
     if stat.S_ISDIR(mode):
         raise DataError("is a folder, not a data file", path=str(path))
     if not stat.S_ISREG(mode):

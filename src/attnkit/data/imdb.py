@@ -177,13 +177,12 @@ def _parse_csv(content: str) -> tuple[list[str], list[tuple[int, dict | csv.Erro
 
 def _check_utf8(values, *, path: str, line: int) -> None:
     """BadRecord if a field of a row holds an undecoded byte (see `_csv_records`)."""
-    for value in values:
-        for text in value if isinstance(value, list) else [value]:
-            bad = _UNDECODED.search(text) if isinstance(text, str) else None
-            if bad:
-                byte = ord(bad.group()) - 0xDC00
-                raise BadRecord("not valid UTF-8", f"not valid UTF-8 (byte 0x{byte:02x})",
-                                path=path, line=line)
+    texts = [t for v in values for t in (v if isinstance(v, list) else [v]) if isinstance(t, str)]
+    bad = _UNDECODED.search("".join(texts))
+    if bad:
+        byte = ord(bad.group()) - 0xDC00
+        raise BadRecord("not valid UTF-8", f"not valid UTF-8 (byte 0x{byte:02x})", path=path,
+                        line=line)
 
 
 def _folder_records(root: Path, split: str) -> Iterator:

@@ -18,11 +18,7 @@ from PIL import Image, ImageDraw
 Box = tuple[int, int, int, int]
 
 COLOURS: dict[str, tuple[int, int, int]] = {
-    "yellow": (240, 200, 30),
-    "blue": (40, 90, 220),
-    "red": (210, 40, 40),
-    "green": (40, 160, 60),
-}
+    "yellow": (240, 200, 30), "blue": (40, 90, 220), "red": (210, 40, 40), "green": (40, 160, 60)}
 FACINGS = ("left", "right")
 KINDS = ("odd_colour", "two_groups", "same_facing", "odd_facing")
 NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}

@@ -41,12 +41,9 @@ def _check_lang(lang: str) -> None:
 def normalize(text: str) -> str:
     """NFC, straight quotes, every Unicode space -> " ", format characters removed, trimmed."""
     text = unicodedata.normalize("NFC", text).translate(_QUOTE_MAP)
-    chars = []
-    for ch in text:
-        cat = unicodedata.category(ch)
-        if cat == "Cf":  # soft hyphen, zero-width space/joiners: invisible, not content
-            continue
-        chars.append(" " if ch.isspace() or cat == "Zs" else ch)
+    # Format characters (soft hyphen, zero-width space and joiners) are invisible, not content.
+    chars = [" " if ch.isspace() or unicodedata.category(ch) == "Zs" else ch
+             for ch in text if unicodedata.category(ch) != "Cf"]
     return " ".join("".join(chars).split())
 
 
