@@ -14,14 +14,8 @@ from torch import Tensor
 BatchPlan = Callable[[int, int], list[list[int]]]
 
 
-def bucket_batch_plan(
-    lengths: Sequence[int],
-    batch_size: int,
-    *,
-    max_tokens: int | None = None,
-    shuffle: bool = True,
-    pool_batches: int = 50,
-) -> BatchPlan:
+def bucket_batch_plan(lengths: Sequence[int], batch_size: int, *, max_tokens: int | None = None,
+                      shuffle: bool = True, pool_batches: int = 50) -> BatchPlan:
     """A bucketing batch plan: ``plan(epoch, seed) -> list[list[int]]``, a pure function covering
     every index once. ``max_tokens``: a cap on padded tokens per batch (a longer example is
     alone); ``shuffle=False``: one length-sorted order (evaluation); ``pool_batches``: the pool

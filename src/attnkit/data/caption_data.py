@@ -82,8 +82,7 @@ def real_splits(spec: str, size: int, valid_fraction: float, seed: int,
         log(read.drops.format(str(captions)))
     items = read.items
     if len(items) < 3:
-        raise DataError(f"need at least 3 captioned images, found {len(items)}",
-                        path=str(captions))
+        raise DataError(f"need at least 3 captioned images, found {len(items)}", path=str(captions))
     order = list(range(len(items)))
     random.Random(seed).shuffle(order)
     n_hold = max(1, round(valid_fraction * len(items)))
@@ -130,8 +129,7 @@ class CaptionDataset(torch.utils.data.Dataset):
     [n + 1, side, side]``: row ``t`` is the `box_coverage` of the ducks word ``t`` names, the
     target of supervised attention."""
 
-    def __init__(self, data: CaptionData, vocab: Vocab, max_len: int,
-                 map_side: int | None = None):
+    def __init__(self, data: CaptionData, vocab: Vocab, max_len: int, map_side: int | None = None):
         self.images = data.images
         self.ids = [vocab.encode(r[0][:max_len], add_bos=True, add_eos=True) for r in data.refs]
         self.maps = None

@@ -65,8 +65,7 @@ class _Collector:
             member: str = "", skip: bool | None = None, place: str | None = None) -> None:
         """Raise ``message`` or (``skip``, default ``not strict``) count the record under
         ``reason`` at ``place`` (default: file:line, or the JSON ``member``)."""
-        err = DataError(f"{member}: {message}" if member else message, path=str(path),
-                        line=line)
+        err = DataError(f"{member}: {message}" if member else message, path=str(path), line=line)
         if not (skip if skip is not None else not self.strict):
             raise err
         self.result.problems.append(str(err))
@@ -167,8 +166,7 @@ def read_coco_captions(json_file: str | os.PathLike, image_dir: str | os.PathLik
     for i, ann in enumerate(data["annotations"]):
         member = f"annotations[{i}]"
         if not isinstance(ann, dict) or "image_id" not in ann:
-            col.bad("annotations without an 'image_id'", "missing 'image_id'", path,
-                    member=member)
+            col.bad("annotations without an 'image_id'", "missing 'image_id'", path, member=member)
         elif not isinstance(ann.get("caption"), str) or not ann["caption"].strip():
             col.bad("annotations with an empty caption", "missing or empty 'caption'", path,
                     member=member)

@@ -83,8 +83,7 @@ class TextPipeline:
         """``ids [batch, maxlen]`` int64 and ``lengths [batch]`` (see `pad_sequences`)."""
         return self.pad([self.read(t) for t in texts])
 
-    def pad(self, reads: Sequence[ReadReview], width: int | None = None
-            ) -> tuple[Tensor, Tensor]:
+    def pad(self, reads: Sequence[ReadReview], width: int | None = None) -> tuple[Tensor, Tensor]:
         """Already read reviews -> ``ids [batch, width]`` (default ``maxlen``; a batch of
         short reviews may be cut to its longest), ``lengths [batch]``."""
         return pad_sequences([r.ids for r in reads], width or self.maxlen, padding=self.padding,

@@ -51,8 +51,7 @@ def split_by_source(pairs: Sequence[Pair], seed: int, rule: int = SPLIT_RULE
         raise DataError(f"need at least 3 distinct English sentences to split, got {len(order)}")
     random.Random(seed).shuffle(order)
     n_eval = eval_sources(len(order), rule)
-    parts = {"valid": order[:n_eval], "test": order[n_eval:2 * n_eval],
-             "train": order[2 * n_eval:]}
+    parts = {"valid": order[:n_eval], "test": order[n_eval:2 * n_eval], "train": order[2 * n_eval:]}
     return {name: [p for group in part for p in group] for name, part in parts.items()}
 
 
