@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 import tarfile
 import tempfile
-import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
@@ -58,17 +58,14 @@ def fetch(url: str, *, sha256: str, filename: str | None = None,
                 # Some hosts (manythings.org among them) refuse urllib's default User-Agent.
                 request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
                 response = urllib.request.urlopen(request, timeout=60)  # noqa: S310
-            except (urllib.error.URLError, OSError, ValueError) as exc:
+            except (OSError, ValueError) as exc:  # URLError is an OSError
                 raise DownloadError(f"could not download {url}: {exc}") from exc
             total = response.headers.get("Content-Length") if response.headers else None
-            with response, tqdm(total=int(total) if total and total.isdigit() else None,
-                                unit="B", unit_scale=True, desc=filename,
-                                disable=not progress) as bar:
+            with response, tqdm.wrapattr(out, "write", int(total) if total and total.isdigit()
+                                         else None, desc=filename, disable=not progress) as sink:
                 try:
-                    for block in iter(lambda: response.read(_CHUNK), b""):
-                        out.write(block)
-                        bar.update(len(block))
-                except (urllib.error.URLError, OSError) as exc:
+                    shutil.copyfileobj(response, sink, _CHUNK)
+                except OSError as exc:
                     raise DownloadError(f"download of {url} was interrupted: {exc}") from exc
         got = file_sha256(tmp)
         if got != expected:
