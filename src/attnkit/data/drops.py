@@ -88,18 +88,13 @@ class DropReport:
         return sum(r.count for r in self.reasons if r.reason == reason)
 
     def format(self, source: str | None = None) -> str:
-        """One header line, then one line per reason; ``""`` when nothing was dropped.
-
-        ``source`` names what was read ("fra.txt", "the training pairs"); it is left out if None.
-        """
+        """A header naming ``source`` (what was read, if given), then one line per reason;
+        ``""`` when nothing was dropped."""
         if not self.reasons:
             return ""
-        total = self.total
-        unit = self.unit if total == 1 else self.unit + "s"
-        lines = [f"dropped {total} {unit}" + (f" of {source}:" if source else ":")]
+        head = f"dropped {self.total} {self.unit}{'s' * (self.total != 1)}"
+        lines = [head + (f" of {source}:" if source else ":")]
         for r in self.reasons:
-            shown = ", ".join(r.examples)
-            if shown:
-                shown = f" ({'e.g. ' if r.count > 1 else ''}{shown})"
-            lines.append(f"  {r.count} {r.reason}{shown}")
+            shown = f" ({'e.g. ' if r.count > 1 else ''}{', '.join(r.examples)})"
+            lines.append(f"  {r.count} {r.reason}{shown if r.examples else ''}")
         return "\n".join(lines)
