@@ -29,10 +29,7 @@ class Sentences:
         """One output per sentence, joined by the text's breaks (else ValueError)."""
         if len(parts) != len(self.sentences):
             raise ValueError(f"{len(parts)} parts for {len(self.sentences)} sentences")
-        out = parts[0] if parts else ""
-        for gap, part in zip(self.breaks, parts[1:], strict=True):
-            out += gap + part
-        return out
+        return "".join(gap + part for gap, part in zip(["", *self.breaks], parts, strict=False))
 
 
 def split_sentences(text: str, language: str = "en") -> Sentences:
