@@ -64,12 +64,9 @@ def _noun(n: int) -> str:
 def caption_for(ducks: list[Duck]) -> tuple[str, list[str], dict[int, list[Box]]]:
     """The (kind, caption words, word_boxes) describing ``ducks``; ValueError when they fit none of
     the four templates."""
-    order = {c: i for i, c in enumerate(COLOURS)}
-    by_colour: dict[str, list[Duck]] = {}
-    for d in ducks:
-        by_colour.setdefault(d.colour, []).append(d)
-    # Larger group first; ties broken by the fixed colour order, so the caption is unique.
-    groups = sorted(by_colour.items(), key=lambda kv: (-len(kv[1]), order[kv[0]]))
+    groups = [(c, g) for c in COLOURS if (g := [d for d in ducks if d.colour == c])]
+    # Larger group first; ties keep the fixed colour order, so the caption is unique.
+    groups.sort(key=lambda kv: -len(kv[1]))
     boxes = lambda ds: [d.box for d in ds]  # noqa: E731
 
     if len(groups) == 2:
