@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
 
 from attnkit.data.batching import pad_ids
 from attnkit.data.caption_files import load_image, read_coco_captions, read_flickr_tokens
@@ -161,14 +162,9 @@ def collate(items, pad_id: int = 0) -> dict[str, Tensor]:
     """-> ``images [B, 3, S, S]``, ``tgt_in``/``tgt_out [B, T]`` (padded), ``lengths [B]``
     (+ ``maps [B, T, side, side]``, zero-padded, when the items carry attention targets)."""
     images, ids, *maps = zip(*items, strict=True)
-    width = max(len(s) for s in ids) - 1
     tgt = pad_ids(ids, pad_id)
     batch = {"images": torch.stack(images), "tgt_in": tgt[:, :-1], "tgt_out": tgt[:, 1:],
              "lengths": torch.tensor([len(s) - 1 for s in ids])}
     if maps:
-        side = maps[0][0].shape[-1]
-        padded = torch.zeros(len(ids), width, side, side)
-        for b, m in enumerate(maps[0]):
-            padded[b, :m.shape[0]] = m
-        batch["maps"] = padded
+        batch["maps"] = pad_sequence(list(maps[0]), batch_first=True)
     return batch
