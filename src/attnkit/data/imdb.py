@@ -26,6 +26,7 @@ IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
 # The published checksum (as pinned by TensorFlow Datasets and others).
 IMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"
 SPLITS = ("train", "test")
+_TAR = (".tar.gz", ".tgz", ".tar")
 _LABELS = {0: 0, 1: 1, "0": 0, "1": 1, "neg": 0, "pos": 1}
 # csv.field_size_limit takes a C long (32 bits on Windows).
 _C_LONG_MAX = 2**31 - 1
@@ -280,10 +281,6 @@ def download_imdb(cache_dir=None, *, url: str = IMDB_URL, sha256: str = IMDB_SHA
     return Path(fetch(url, sha256=sha256, cache=cache_dir, filename="aclImdb_v1.tar.gz"))
 
 
-def _is_tar(path: Path) -> bool:
-    return path.name.endswith((".tar.gz", ".tgz", ".tar"))
-
-
 def _split_in(folder: Path, split: str) -> Path | None:
     """The ``<split>.jsonl[.gz]`` / ``<split>.csv`` file or the aclImdb root in ``folder``."""
     for ext in (".jsonl.gz", ".jsonl", ".csv"):
@@ -309,7 +306,7 @@ def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | N
             return read_folder(found, split, skip_bad=skip_bad, stats=stats)
         path = found
     compressed.data_file(path)
-    if _is_tar(path):
+    if path.name.endswith(_TAR):
         return read_tar(path, split, skip_bad=skip_bad, stats=stats)
     if ".csv" in [s.lower() for s in path.suffixes]:
         return read_csv(path, text_column=text_column, label_column=label_column,
@@ -320,7 +317,7 @@ def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | N
 def has_split(path, split: str) -> bool:
     """Whether `load_split` would find a separate ``split`` at ``path`` (not one file)."""
     path = Path(path)
-    if str(path) == "download" or _is_tar(path):
+    if str(path) == "download" or path.name.endswith(_TAR):
         return True
     return path.is_dir() and _split_in(path, split) is not None
 

@@ -27,10 +27,6 @@ SPLIT_RULE = 2           # the split rule this code writes into a data spec (eva
 MIN_EVAL_SOURCES = 100
 
 
-def _quiet(_: str) -> None:
-    return None
-
-
 def eval_sources(sources: int, rule: int = SPLIT_RULE) -> int:
     """How many distinct English sentences go to validation (and as many to test): rule 2, 2% but
     at least `MIN_EVAL_SOURCES` or a tenth of a small corpus; rule 1 (older runs), 2%."""
@@ -55,11 +51,11 @@ def split_by_source(pairs: Sequence[Pair], seed: int, rule: int = SPLIT_RULE
     return {name: [p for group in part for p in group] for name, part in parts.items()}
 
 
-def read_pair_file(path: Path, *, strict: bool = False, log: Log = _quiet) -> list[Pair]:
+def read_pair_file(path: Path, *, strict: bool = False, log: Log | None = None) -> list[Pair]:
     """The pairs of an ``english<TAB>french`` file (maybe gzip); skipped lines are logged by reason
     (``strict``: a DataError instead). DataError: unreadable, or no pair at all."""
     result = read_pairs(path, strict=strict)
-    if result.drops.total:
+    if result.drops.total and log is not None:
         log(result.drops.format(str(path)))
     if not result.pairs:
         raise DataError("no sentence pairs found (expected english<TAB>french lines)",
@@ -106,7 +102,7 @@ def spec_name(spec: dict[str, Any]) -> str:
 
 
 def load_splits(spec: dict[str, Any], *, progress: bool = True, strict: bool = False,
-                log: Log = _quiet) -> dict[str, list[Pair]]:
+                log: Log | None = None) -> dict[str, list[Pair]]:
     """``{"train", "valid", "test"}`` lists of ``(english, french)`` for a `data_spec` (``strict``,
     ``log`` as `read_pair_file`); DataError: unreadable files or an unknown kind."""
     kind = spec.get("kind")
@@ -123,7 +119,7 @@ def load_splits(spec: dict[str, Any], *, progress: bool = True, strict: bool = F
 
 
 def eval_pairs(data: str | None, run_spec: dict[str, Any], *, strict: bool = False,
-               log: Log = _quiet) -> list[Pair]:
+               log: Log | None = None) -> list[Pair]:
     """The pairs an evaluation scores: for ``data`` None or the run's own corpus name, the run's
     test split; the other name, that corpus' default test split; a folder, its test file; a
     file, every pair in it."""
