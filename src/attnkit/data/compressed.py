@@ -17,7 +17,6 @@ from typing import BinaryIO
 from attnkit.data.drops import BadRecord
 from attnkit.errors import DataError
 
-GZIP_MAGIC = b"\x1f\x8b"
 # Far beyond any corpus this toolkit trains on (Tatoeba's pairs are 40 MB, IMDB's reviews
 # 130 MB), far below what would bring a 24 GB machine down once held as Python strings.
 MAX_DATA_BYTES = 512 << 20
@@ -52,7 +51,7 @@ def open_maybe_gzip(path: str | os.PathLike) -> BinaryIO:
     try:
         with open(path, "rb") as f:
             magic = f.read(2)
-        return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")
+        return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
     except OSError as exc:
         raise DataError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
 

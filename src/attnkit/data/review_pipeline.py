@@ -50,8 +50,7 @@ class EncodedReviews(torch.utils.data.TensorDataset):
 
 def collate(items) -> tuple[Tensor, Tensor, Tensor]:
     """List of dataset items -> ``ids [batch, maxlen]``, ``lengths [batch]``, ``labels [batch]``."""
-    ids, lengths, labels = zip(*items, strict=True)
-    return torch.stack(ids), torch.stack(lengths), torch.stack(labels)
+    return tuple(torch.stack(column) for column in zip(*items, strict=True))
 
 
 @dataclass

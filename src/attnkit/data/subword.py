@@ -47,11 +47,10 @@ class SubwordModel:
     """A trained sentencepiece model (the ``.model`` file written by `train`)."""
 
     def __init__(self, path: str | os.PathLike):
-        spm = _spm()
         self.path = Path(path)
         if not self.path.is_file():
             raise DataError("sentencepiece model file not found", path=str(self.path))
-        self._sp = spm.SentencePieceProcessor()
+        self._sp = _spm().SentencePieceProcessor()
         try:
             self._sp.Load(str(self.path))
         except (OSError, RuntimeError) as exc:

@@ -78,10 +78,8 @@ def data_spec(data: str, seed: int = 0, train_size: int | None = None) -> dict[s
     the synthetic corpus and the split; ``train_size``: synthetic training pairs, default 20000);
     DataError: no such file or folder, or a folder without the three split files."""
     if data == "synthetic":
-        sizes = dict(SYNTHETIC_SIZES)
-        if train_size is not None:
-            sizes["train"] = train_size
-        return {"kind": "synthetic", "seed": seed, **sizes}
+        return {"kind": "synthetic", "seed": seed, **SYNTHETIC_SIZES,
+                "train": SYNTHETIC_SIZES["train"] if train_size is None else train_size}
     if data == "tatoeba":
         return {"kind": "tatoeba", "split_seed": seed, "split_rule": SPLIT_RULE}
     path = Path(data)

@@ -120,12 +120,10 @@ class Vocab:
             i = int(raw)
             if not 0 <= i < len(self.itos):
                 raise ValueError(f"id {i} out of range for a vocabulary of size {len(self.itos)}")
-            if strip_specials:
-                if i == eos:
-                    break
-                if i in drop:
-                    continue
-            out.append(self.itos[i])
+            if strip_specials and i == eos:
+                break
+            if not (strip_specials and i in drop):
+                out.append(self.itos[i])
         return out
 
     # ------------------------------------------------------------------ persistence
