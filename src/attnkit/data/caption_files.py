@@ -189,7 +189,6 @@ def load_image(path: str | os.PathLike, size: int, *, crop: bool = False,
     or over ``max_pixels``, counted from the header before decoding."""
     if size < 1:
         raise ValueError(f"size must be >= 1, got {size}")
-    path = Path(path)
     try:
         with warnings.catch_warnings():
             # Pillow warns about images over its own limit; the budget below says it in a line.

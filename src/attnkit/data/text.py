@@ -48,8 +48,7 @@ def normalize(text: str) -> str:
 
 
 def _split_english(chunk: str) -> list[str]:
-    low = chunk.lower()
-    if low.endswith("n't") and len(chunk) > 3:
+    if chunk.lower().endswith("n't") and len(chunk) > 3:
         return [chunk[:-3], chunk[-3:]]
     m = _EN_CLITIC.match(chunk)
     if m and "'" not in m.group(1):
