@@ -153,9 +153,7 @@ class CaptionDataset(torch.utils.data.Dataset):
         return len(self.ids)
 
     def __getitem__(self, i: int):
-        if self.maps is not None:
-            return self.images[i], self.ids[i], self.maps[i]
-        return self.images[i], self.ids[i]
+        return (self.images[i], self.ids[i], *([] if self.maps is None else [self.maps[i]]))
 
 
 def collate(items, pad_id: int = 0) -> dict[str, Tensor]:

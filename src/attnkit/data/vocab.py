@@ -59,9 +59,8 @@ class Vocab:
             if isinstance(sentence, str):
                 raise ValueError("sentences must be token sequences, got a plain string")
             counts.update(sentence)
-        special_set = set(specials)
         ranked = sorted((tok for tok, c in counts.items() if c >= min_freq
-                         and tok not in special_set), key=lambda tok: (-counts[tok], tok))
+                         and tok not in specials), key=lambda tok: (-counts[tok], tok))
         if max_size is not None:
             ranked = ranked[: max_size - len(specials)]
         return cls(list(specials) + ranked, specials)
@@ -129,7 +128,6 @@ class Vocab:
     # ------------------------------------------------------------------ persistence
     def to_json(self, path: str | os.PathLike) -> None:
         """Write ``{"format", "version", "specials", "tokens"}`` atomically (temp file + rename)."""
-        path = Path(path)
         payload = {"format": _FORMAT, "version": _VERSION, "specials": list(self.specials),
                    "tokens": self.itos}
         atomic_write_text(path, json.dumps(payload, ensure_ascii=False, indent=0) + "\n")
