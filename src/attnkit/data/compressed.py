@@ -65,9 +65,8 @@ def capped_lines(stream: BinaryIO, path: str | os.PathLike) -> Iterator[tuple[in
         if not raw:
             return
         if len(raw) > MAX_LINE_BYTES:
-            raise DataError(f"a line longer than {MAX_LINE_BYTES:,} bytes, more than any "
-                            "record attnkit reads: not a data file?", path=str(path),
-                            line=number)
+            raise DataError(f"a line longer than {MAX_LINE_BYTES:,} bytes, more than any record "
+                            "attnkit reads: not a data file?", path=str(path), line=number)
         total += len(raw)
         if total > MAX_DATA_BYTES:
             raise DataError(too_much_data(), path=str(path), line=number)

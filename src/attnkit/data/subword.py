@@ -64,11 +64,9 @@ class SubwordModel:
         atomically; ``vocab_size`` is an upper bound (small corpora give fewer pieces)."""
         if model_type not in ("unigram", "bpe"):
             raise ValueError(f"model_type must be 'unigram' or 'bpe', got {model_type!r}")
-        spm = _spm()
-        path = Path(path)
         buffer = io.BytesIO()
         try:
-            spm.SentencePieceTrainer.train(
+            _spm().SentencePieceTrainer.train(
                 sentence_iterator=iter(t for t in texts if t.strip()), model_writer=buffer,
                 vocab_size=vocab_size, model_type=model_type, character_coverage=character_coverage,
                 seed_sentencepiece_size=seed_sentencepiece_size,
