@@ -200,8 +200,7 @@ def load_image(path: str | os.PathLike, size: int, *, crop: bool = False,
             width, height = im.size
             if max_pixels is not None and width * height > max_pixels:
                 raise DataError(f"the image is {width} x {height} pixels, more than the "
-                                f"{max_pixels:,} attnkit decodes (--max-pixels)",
-                                path=str(path))
+                                f"{max_pixels:,} attnkit decodes (--max-pixels)", path=str(path))
             im = ImageOps.exif_transpose(im)
             im.load()
             rgb = _to_rgb(im)

@@ -93,10 +93,8 @@ def caption_for(ducks: list[Duck]) -> tuple[str, list[str], dict[int, list[Box]]
                      rest[0].facing]
             wb = {i: boxes(odd) for i in (0, 1, 2, 4)} | {6: boxes(rest), 8: boxes(rest)}
             return "odd_facing", words, wb
-    raise ValueError(
-        "ducks fit no caption template: "
-        + ", ".join(f"{d.colour}/{d.facing}" for d in ducks)
-    )
+    raise ValueError("ducks fit no caption template: "
+                     + ", ".join(f"{d.colour}/{d.facing}" for d in ducks))
 
 
 def _sample_attributes(rng: np.random.Generator) -> list[tuple[str, str]]:

@@ -37,9 +37,8 @@ def _spm():
     try:
         import sentencepiece
     except ImportError as exc:  # optional dependency
-        raise ImportError(
-            "subword tokenization needs sentencepiece: pip install 'attnkit[subword]'"
-        ) from exc
+        raise ImportError("subword tokenization needs sentencepiece: "
+                          "pip install 'attnkit[subword]'") from exc
     return sentencepiece
 
 
