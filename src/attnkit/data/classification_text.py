@@ -64,14 +64,6 @@ class SubwordTokenizer:
         self.model_path = str(model_path)
         self._model = SubwordModel(model_path)
 
-    @classmethod
-    def train(cls, texts: Iterable[str], model_path: str | os.PathLike, *,
-              vocab_size: int = 8000) -> SubwordTokenizer:
-        """Train a unigram model on ``texts`` (cleaned like the word tokenizer) and write it."""
-        SubwordModel.train((clean_text(t) for t in texts), model_path, vocab_size=vocab_size,
-                           character_coverage=0.9995)
-        return cls(model_path)
-
     def tokenize(self, text: str) -> list[str]:
         return self._model.encode(clean_text(text))
 
@@ -91,10 +83,13 @@ def tokenizer_from_json(obj: dict, folder: str | os.PathLike | None = None):
 
 def make_tokenizer(kind: str, train_texts: Sequence[str] = (), folder: str | os.PathLike = ".",
                    subword_vocab_size: int = 8000):
-    """``kind`` in word | char | subword (subword trains on ``train_texts`` into ``folder``)."""
+    """``kind`` in word | char | subword (a unigram model trained on ``train_texts``, cleaned
+    like the word tokenizer, and written into ``folder``)."""
     if kind == "subword":
-        return SubwordTokenizer.train(train_texts, Path(folder) / "subword.model",
-                                      vocab_size=subword_vocab_size)
+        path = Path(folder) / "subword.model"
+        SubwordModel.train((clean_text(t) for t in train_texts), path,
+                           vocab_size=subword_vocab_size, character_coverage=0.9995)
+        return SubwordTokenizer(path)
     return tokenizer_from_json({"kind": kind})
 
 
