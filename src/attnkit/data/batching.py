@@ -73,10 +73,8 @@ def pad_ids(rows: Sequence[Sequence[int]], pad: int, *, width: int | None = None
     out = torch.full((len(rows), width), pad, dtype=torch.long)
     for i, r in enumerate(rows):
         ids = torch.as_tensor(list(r), dtype=torch.long)
-        if side == "pre":
-            out[i, width - len(ids):] = ids
-        else:
-            out[i, :len(ids)] = ids
+        start = width - len(ids) if side == "pre" else 0
+        out[i, start:start + len(ids)] = ids
     return out
 
 

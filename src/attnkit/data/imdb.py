@@ -295,7 +295,6 @@ def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | N
     ``<split>.csv``; an ``aclImdb`` folder (or its parent); ``*.tar.gz``; one ``.jsonl[.gz]`` or
     ``.csv`` file (whatever ``split`` is); or ``"download"`` (the official archive, cached)."""
     _check_split(split)
-    stats = stats or ReadStats()
     path = download_imdb() if str(path) == "download" else Path(path)
     if path.is_dir():
         found = _split_in(path, split)
@@ -317,9 +316,8 @@ def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | N
 def has_split(path, split: str) -> bool:
     """Whether `load_split` would find a separate ``split`` at ``path`` (not one file)."""
     path = Path(path)
-    if str(path) == "download" or path.name.endswith(_TAR):
-        return True
-    return path.is_dir() and _split_in(path, split) is not None
+    return str(path) == "download" or path.name.endswith(_TAR) \
+        or (path.is_dir() and _split_in(path, split) is not None)
 
 
 def split_validation(items: Sequence, fraction: float, seed: int) -> tuple[list, list]:

@@ -30,9 +30,8 @@ MIN_EVAL_SOURCES = 100
 def eval_sources(sources: int, rule: int = SPLIT_RULE) -> int:
     """How many distinct English sentences go to validation (and as many to test): rule 2, 2% but
     at least `MIN_EVAL_SOURCES` or a tenth of a small corpus; rule 1 (older runs), 2%."""
-    if rule == 1:
-        return max(1, sources // 50)
-    return max(1, sources // 50, min(MIN_EVAL_SOURCES, sources // 10))
+    floor = min(MIN_EVAL_SOURCES, sources // 10) if rule != 1 else 0
+    return max(1, sources // 50, floor)
 
 
 def split_by_source(pairs: Sequence[Pair], seed: int, rule: int = SPLIT_RULE
