@@ -228,12 +228,11 @@ def _tar_records(archive: Path, split: str) -> Iterator:
                     continue
                 parts = PurePosixPath(member.name).parts
                 # aclImdb/<split>/<pos|neg>/<id>_<rating>.txt
-                f = tar.extractfile(member) if (
-                    len(parts) == 4 and parts[1] == split and parts[2] in ("pos", "neg")
-                    and parts[3].endswith(".txt") and member.isfile()) else None
-                if f is not None:
+                if len(parts) == 4 and parts[1] == split and parts[2] in ("pos", "neg") \
+                        and parts[3].endswith(".txt") and member.isfile():
                     try:
-                        yield _review_file(f, f"{name}[{member.name}]", _LABELS[parts[2]])
+                        yield _review_file(tar.extractfile(member), f"{name}[{member.name}]",
+                                           _LABELS[parts[2]])
                     except DataError as exc:
                         yield exc
     except FileNotFoundError as exc:

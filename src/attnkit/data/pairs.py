@@ -21,10 +21,9 @@ TATOEBA_FRA_ENG_SHA256 = "161c93f18da3a7e6df611ed961426613260de8af06ccf8c79c977a
 
 @dataclass
 class PairsResult:
-    """What `read_pairs` found: the file, its ``(english, french)`` pairs in order (sides stripped),
-    and the skipped lines by reason with the first few ``file:line`` of each (``drops``)."""
+    """What `read_pairs` found: the ``(english, french)`` pairs in order (sides stripped), and the
+    skipped lines by reason with the first few ``file:line`` of each (``drops``)."""
 
-    path: Path
     pairs: list[tuple[str, str]] = field(default_factory=list)
     drops: DropReport = field(default_factory=lambda: DropReport("line"))
 
@@ -36,7 +35,7 @@ def read_pairs(path: str | os.PathLike, *, strict: bool = False) -> PairsResult:
         DataError: undecodable bytes (always), or the first bad line under ``strict``.
     """
     path = Path(path)
-    result = PairsResult(path)
+    result = PairsResult()
     with open_maybe_gzip(path) as stream:
         try:
             for number, raw in capped_lines(stream, path):
