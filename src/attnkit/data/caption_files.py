@@ -112,8 +112,7 @@ def read_flickr_tokens(token_file: str | os.PathLike, image_dir: str | os.PathLi
     (a name outside ``image_dir`` is always refused)."""
     path = Path(token_file)
     col = _Collector(Path(image_dir), strict, missing_images, check_images)
-    raw_lines = read_data(path).splitlines()
-    for lineno, raw in enumerate(raw_lines, start=1):
+    for lineno, raw in enumerate(read_data(path).splitlines(), start=1):
         try:
             # A byte-order mark may open the file; anywhere else it is part of the text.
             line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")

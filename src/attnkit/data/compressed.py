@@ -118,12 +118,9 @@ def outside_reason(root: Path, name: str) -> str | None:
     """Why ``root / name`` may not be opened (`unsafe_name`, or ``"resolves outside <root>"``
     through a symbolic link), or None. ``root`` is already resolved."""
     why = unsafe_name(name)
-    if why is not None:
-        return why
-    resolved = (root / name.replace("\\", "/")).resolve()
-    if resolved != root and root not in resolved.parents:
-        return f"resolves outside {root}"
-    return None
+    if why is None and not (root / name.replace("\\", "/")).resolve().is_relative_to(root):
+        why = f"resolves outside {root}"
+    return why
 
 
 def too_much_data() -> str:
