@@ -47,9 +47,7 @@ def bucket_batch_plan(lengths: Sequence[int], batch_size: int, *, max_tokens: in
 
 
 def _chunk(order: np.ndarray, lens: np.ndarray, batch_size: int, max_tokens: int | None):
-    batches: list[list[int]] = []
-    current: list[int] = []
-    longest = 0
+    batches, current, longest = [], [], 0
     for idx in order.tolist():
         n = int(lens[idx])
         grown = max(longest, n)

@@ -36,8 +36,7 @@ def split_sentences(text: str, language: str = "en") -> Sentences:
     """Cut ``text`` into sentences; ``language``: an ISO 639 code the splitter knows."""
     from sentencex import segment
 
-    sentences: list[str] = []
-    breaks: list[str] = []
+    sentences, breaks = [], []
     for p, paragraph in enumerate(_PARAGRAPH.split(text.strip())):
         gap = "\n\n" if p else ""
         for piece in segment(language, paragraph):

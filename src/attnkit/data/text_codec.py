@@ -53,9 +53,7 @@ class TextCodec:
         """The tokens of ``text`` (those of `encode`) and the ``(start, end)`` characters of each:
         each word is encoded alone and its characters shared out among its tokens by length (a
         ``▁`` word mark counts for nothing)."""
-        tokens: list[str] = []
-        spans: list[tuple[int, int]] = []
-        pos = 0
+        tokens, spans, pos = [], [], 0
         for word in text.split():
             start = text.index(word, pos)
             pos = start + len(word)
@@ -72,8 +70,7 @@ class TextCodec:
 
     def encode_capped(self, text: str, lang: str, limit: int) -> tuple[list[str], int]:
         """The first ``limit`` tokens of ``text`` and the number of tokens after them."""
-        kept: list[str] = []
-        cut = 0
+        kept, cut = [], 0
         for chunk in text_chunks(text):
             tokens = self.encode(chunk, lang)
             room = max(0, limit - len(kept))
