@@ -32,9 +32,7 @@ class Vocab:
         if tuple(tokens[: len(specials)]) != specials:
             raise ValueError(f"the first tokens must be the specials {list(specials)}, "
                              f"got {tokens[: len(specials)]}")
-        self.itos: list[str] = tokens
-        self.specials: tuple[str, ...] = specials
-        self.stoi: dict[str, int] = {}
+        self.itos, self.specials, self.stoi = tokens, specials, {}
         for i, tok in enumerate(tokens):
             if not isinstance(tok, str):
                 raise ValueError(f"token {i} is not a string: {tok!r}")
