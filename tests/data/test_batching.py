@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attnkit.data import batching
-from attnkit.data.batching import bucket_batch_plan, padding_fraction, plan_length_groups
+from attnkit.data.batching import bucket_batch_plan, plan_length_groups
 
 
 def _lengths(n=2000, seed=0):
@@ -46,6 +46,12 @@ def test_no_shuffle_is_sorted_and_fixed():
     assert plan(0, 0) == plan(3, 9)
     flat = [i for b in plan(0, 0) for i in b]
     assert [lengths[i] for i in flat] == sorted(lengths)
+
+
+def padding_fraction(batches, lengths) -> float:
+    """Share of padded positions: ``1 - real tokens / (sum over batches of size * longest)``."""
+    padded = sum(len(b) * max(lengths[i] for i in b) for b in batches if b)
+    return 1.0 - sum(lengths[i] for b in batches for i in b) / padded
 
 
 def test_less_padding_than_random_batches():

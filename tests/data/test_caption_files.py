@@ -8,7 +8,6 @@ from attnkit.data.caption_files import (
     load_image,
     read_coco_captions,
     read_flickr_tokens,
-    read_image_list,
 )
 from attnkit.errors import DataError
 
@@ -72,8 +71,7 @@ def test_flickr_tokens_grouped_in_order(tmp_path, image_dir):
     cs = read_flickr_tokens(f, image_dir)
     assert [it.image.name for it in cs.items] == ["rgb.jpg", "gray.png"]
     assert cs.items[0].captions == ("A red and blue picture .", "Two colours side by side .")
-    assert cs.items[0].image == image_dir / "rgb.jpg" and cs.skipped == 0
-    assert [it.image.name for it in cs.select(["gray.png"]).items] == ["gray.png"]
+    assert cs.items[0].image == image_dir / "rgb.jpg" and cs.drops.total == 0
 
 
 @pytest.mark.parametrize(
@@ -87,7 +85,7 @@ def test_flickr_malformed_line_names_file_and_line(tmp_path, image_dir, bad, mes
         read_flickr_tokens(f, image_dir)
     assert info.value.line == 2
     cs = read_flickr_tokens(f, image_dir, strict=False)
-    assert cs.skipped == 1 and len(cs) == 2 and "tok.txt:2" in cs.problems[0]
+    assert cs.drops.total == 1 and len(cs) == 2 and "tok.txt:2" in cs.problems[0]
 
 
 def test_flickr_missing_image(tmp_path, image_dir):
@@ -95,7 +93,7 @@ def test_flickr_missing_image(tmp_path, image_dir):
     with pytest.raises(DataError, match=r"tok\.txt:2: .*nope\.jpg\.1"):
         read_flickr_tokens(f, image_dir)
     cs = read_flickr_tokens(f, image_dir, missing_images="skip")
-    assert len(cs) == 1 and cs.skipped == 1
+    assert len(cs) == 1 and cs.drops.total == 1
     assert len(read_flickr_tokens(f, image_dir, check_images=False)) == 2
 
 
@@ -127,15 +125,14 @@ def test_coco_errors(tmp_path, image_dir):
     with pytest.raises(DataError, match=r"c\.json: annotations\[1\]: missing or empty 'caption'"):
         read_coco_captions(f, image_dir)
     cs = read_coco_captions(f, image_dir, strict=False)
-    assert cs.skipped == 2 and len(cs) == 1 and "annotations[2]" in cs.problems[1]
+    assert cs.drops.total == 2 and len(cs) == 1 and "annotations[2]" in cs.problems[1]
     f.write_text("[]")
     with pytest.raises(DataError, match="'images' and 'annotations'"):
         read_coco_captions(f, image_dir)
 
 
-def test_image_list_and_missing_folder(tmp_path):
-    f = _write(tmp_path / "Flickr_8k.trainImages.txt", "a.jpg\n\nb.jpg\n")
-    assert read_image_list(f) == ["a.jpg", "b.jpg"]
+def test_missing_image_folder(tmp_path):
+    f = _write(tmp_path / "Flickr8k.token.txt", "a.jpg#0\ta cap .\n")
     with pytest.raises(DataError, match="image folder not found"):
         read_flickr_tokens(f, tmp_path / "nowhere")
 
@@ -156,11 +153,12 @@ def test_flickr_missing_images_counted_with_their_names(tmp_path, names_dir):
     cs = read_flickr_tokens(f, names_dir, strict=False, missing_images="skip")
     assert [it.image.name for it in cs.items] == ["a.jpg"]
     assert cs.missing_images == ["gone.jpg", "lost.jpg"]
-    assert cs.drops.count("whose image is missing") == 3 and cs.skipped == 4
-    assert cs.report() == (f"dropped 4 records of {f}:\n"
+    assert cs.drops.count("whose image is missing") == 3 and cs.drops.total == 4
+    assert cs.drops.format(str(f)) == (f"dropped 4 records of {f}:\n"
                            "  3 whose image is missing (e.g. gone.jpg, lost.jpg)\n"
                            f"  1 without a tab ({f}:5)")
-    assert read_flickr_tokens(f, names_dir, strict=False, check_images=False).report() == (
+    unchecked = read_flickr_tokens(f, names_dir, strict=False, check_images=False)
+    assert unchecked.drops.format(str(f)) == (
         f"dropped 1 record of {f}:\n  1 without a tab ({f}:5)")
 
 
@@ -175,7 +173,7 @@ def test_flickr_names_outside_the_image_folder_are_refused(tmp_path, names_dir, 
             read_flickr_tokens(f, names_dir, **kwargs)
     for kwargs in ({"missing_images": "skip"}, {"strict": False}):
         cs = read_flickr_tokens(f, names_dir, **kwargs)
-        assert [it.image.name for it in cs.items] == ["a.jpg"] and cs.skipped == 1
+        assert [it.image.name for it in cs.items] == ["a.jpg"] and cs.drops.total == 1
         assert cs.drops.reasons[0].examples == [f"{f}:2"]
         assert cs.missing_images == []
 
@@ -201,7 +199,7 @@ def test_coco_missing_image_and_bad_records_reported(tmp_path, names_dir):
                                              {"image_id": 1, "caption": " "}]}))
     cs = read_coco_captions(f, names_dir, strict=False, missing_images="skip")
     assert cs.missing_images == ["gone.jpg"]
-    assert cs.report() == (f"dropped 3 records of {f}:\n"
+    assert cs.drops.format(str(f)) == (f"dropped 3 records of {f}:\n"
                            f"  1 images without an 'id' or a 'file_name' ({f}: images[2])\n"
                            "  1 whose image is missing (gone.jpg)\n"
                            f"  1 annotations with an empty caption ({f}: annotations[2])")
@@ -220,6 +218,3 @@ def test_byte_order_mark_accepted_at_the_start_of_every_caption_file(tmp_path, n
                                                  "annotations": [{"image_id": 1,
                                                                   "caption": "ok"}]}).encode())
     assert read_coco_captions(j, names_dir).items[0].captions == ("ok",)
-    lst = tmp_path / "Flickr_8k.trainImages.txt"
-    lst.write_bytes("\ufeffa.jpg\nb.jpg\n".encode())
-    assert read_image_list(lst) == ["a.jpg", "b.jpg"]

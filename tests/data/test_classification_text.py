@@ -7,10 +7,10 @@ import torch
 
 from attnkit.data.classification_text import (
     CharTokenizer,
-    SubwordTokenizer,
     WordTokenizer,
     build_vocab,
     clean_text,
+    make_tokenizer,
     pad_sequences,
     tokenizer_from_json,
 )
@@ -75,7 +75,7 @@ def test_subword_tokenizer_round_trip(tmp_path):
     texts = [f"the movie was {w} and the actors were {v}" for w in
              ("great", "awful", "boring", "wonderful", "terrible", "brilliant")
              for v in ("superb", "wooden", "fine", "dreadful")] * 5
-    tok = SubwordTokenizer.train(texts, tmp_path / "subword.model", vocab_size=60)
+    tok = make_tokenizer("subword", texts, tmp_path, subword_vocab_size=60)
     pieces = tok.tokenize("The movie was GREAT<br />")
     assert "".join(pieces).replace("\u2581", " ").strip() == "the movie was great"
     again = tokenizer_from_json(tok.to_json(), tmp_path)

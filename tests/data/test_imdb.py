@@ -64,7 +64,7 @@ def test_tar_reader_and_unsafe_member(tmp_path):
         assert str(bad) in str(err.value) and bad_name in str(err.value)
         stats = ReadStats()
         assert len(read_tar(bad, "train", skip_bad=True, stats=stats)) == 1
-        assert stats.skipped == 1
+        assert stats.drops.total == 1
 
 
 def _jsonl_gz(path, lines: list[bytes]):
@@ -96,7 +96,7 @@ def test_jsonl_labels_and_errors_name_file_and_line(tmp_path):
         assert err.value.path == str(bad) and err.value.line == 2
         stats = ReadStats()
         assert read_jsonl(bad, skip_bad=True, stats=stats) == [Review("ok", 0)]
-        assert (stats.read, stats.skipped) == (1, 1)
+        assert (stats.read, stats.drops.total) == (1, 1)
 
 
 def test_csv_reader(tmp_path):
@@ -170,7 +170,7 @@ def test_csv_field_longer_than_the_csv_module_default(tmp_path):
         stats = ReadStats()
         assert read_csv(path, skip_bad=skip_bad, stats=stats) == [Review(long_review, 1),
                                                                    Review("short", 0)]
-        assert stats.skipped == 0
+        assert stats.drops.total == 0
     import csv
     assert csv.field_size_limit() == 131_072   # the module-wide limit is left as it was
 
@@ -184,8 +184,8 @@ def test_csv_bad_byte_costs_its_record_only(tmp_path):
     stats = ReadStats()
     reviews = read_csv(path, skip_bad=True, stats=stats)
     assert [r.text for r in reviews] == ["one", "two", "three", "six", "multi\nline"]
-    assert (stats.read, stats.skipped) == (5, 1)
-    assert stats.report(str(path)) == (f"dropped 1 record of {path}:\n"
+    assert (stats.read, stats.drops.total) == (5, 1)
+    assert stats.drops.format(str(path)) == (f"dropped 1 record of {path}:\n"
                                        f"  1 not valid UTF-8 ({path}:5)")
 
 
@@ -195,7 +195,7 @@ def test_skipped_records_reported_by_reason(tmp_path):
                      b'{"text": "x", "label": 7}\n{"text": "", "label": 0}\n')
     stats = ReadStats()
     assert read_jsonl(path, skip_bad=True, stats=stats) == [Review("ok", 0)]
-    assert stats.report("r.jsonl") == (
+    assert stats.drops.format("r.jsonl") == (
         "dropped 4 records of r.jsonl:\n"
         f"  2 with an empty review (e.g. {path}:2, {path}:5)\n"
         f"  1 not valid JSON ({path}:3)\n"
@@ -253,7 +253,7 @@ def test_folder_does_not_follow_a_linked_folder_out(tmp_path):
         load_split(tmp_path, "test")
     stats = ReadStats()
     assert [r.label for r in load_split(tmp_path, "test", skip_bad=True, stats=stats)] == [1, 1]
-    assert (stats.skipped, stats.drops.reasons[0].examples) == (1, [str(neg)])
+    assert (stats.drops.total, stats.drops.reasons[0].examples) == (1, [str(neg)])
 
 
 def test_folder_unreadable_entry_is_a_data_error(tmp_path):

@@ -17,7 +17,7 @@ def test_plain_with_attribution(tmp_path):
     p.write_text(GOOD, encoding="utf-8")
     r = read_pairs(p)
     assert r.pairs == [("Go.", "Va !"), ("Hi.", "Salut.")]
-    assert (r.dropped, r.report()) == (0, "")
+    assert (r.drops.total, r.drops.format()) == (0, "")
 
 
 def test_gzip_detected_by_magic(tmp_path):
@@ -30,18 +30,18 @@ def test_bad_lines_counted_by_reason_with_line_numbers(tmp_path):
     p = tmp_path / "bad.tsv"
     p.write_text("A.\tB.\nno tab here\n\n\tonly french\nonly english\t  \r\nC.\tD.\r\n"
                  "still no tab\nnor here\n", encoding="utf-8")
-    r = read_pairs(p, max_examples_shown=2)
+    r = read_pairs(p)
     assert r.pairs == [("A.", "B."), ("C.", "D.")]
-    assert r.dropped == 5
+    assert r.drops.total == 5
     assert [(d.reason, d.count, d.examples) for d in r.drops.reasons] == [
-        ("without a tab", 3, [f"{p}:2", f"{p}:7"]),
+        ("without a tab", 3, [f"{p}:2", f"{p}:7", f"{p}:8"]),
         ("with an empty English side", 1, [f"{p}:4"]),
         ("with an empty French side", 1, [f"{p}:5"]),
     ]
-    assert r.report() == (f"dropped 5 lines of {p}:\n"
-                          f"  3 without a tab (e.g. {p}:2, {p}:7)\n"
-                          f"  1 with an empty English side ({p}:4)\n"
-                          f"  1 with an empty French side ({p}:5)")
+    assert r.drops.format(str(p)) == (f"dropped 5 lines of {p}:\n"
+                                      f"  3 without a tab (e.g. {p}:2, {p}:7, {p}:8)\n"
+                                      f"  1 with an empty English side ({p}:4)\n"
+                                      f"  1 with an empty French side ({p}:5)")
     with pytest.raises(DataError) as info:
         read_pairs(p, strict=True)
     assert info.value.line == 2 and f"{p}:2: line without a tab" in str(info.value)
@@ -52,7 +52,7 @@ def test_strict_names_the_first_bad_line_whatever_its_reason(tmp_path):
     p.write_text("A.\tB.\nC.\t \nno tab\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"bad\.tsv:2: line with an empty French side"):
         read_pairs(p, strict=True)
-    assert read_pairs(p).dropped == 2
+    assert read_pairs(p).drops.total == 2
 
 
 def test_byte_order_mark_only_opens_the_file(tmp_path):
@@ -91,7 +91,7 @@ def test_group_references():
 
 def test_shared_eng_fra(eng_fra_dir):
     r = read_pairs(eng_fra_dir / "test.tsv.gz")
-    assert len(r.pairs) == 2000 and r.dropped == 0
+    assert len(r.pairs) == 2000 and r.drops.total == 0
     groups = group_references(r.pairs)
     assert sum(len(refs) for _, refs in groups) == 2000
     assert any(len(refs) > 1 for _, refs in groups)

@@ -81,9 +81,9 @@ def test_good_lines_kept_bad_lines_counted(rows, newline, compress):
     with fuzz.temp_file(data, "pairs.tsv") as path:
         result = read_pairs(path)
     assert result.pairs == want
-    assert result.dropped == len(bad)
+    assert result.drops.total == len(bad)
     for entry in result.drops.reasons:
         numbers = [n for reason, n in bad if reason == entry.reason]
         assert entry.count == len(numbers)
         assert entry.examples == [f"{path}:{n}" for n in numbers[:3]]
-    assert len(result.report().splitlines()) == (len(result.drops.reasons) + 1 if bad else 0)
+    assert len(result.drops.format().splitlines()) == (len(result.drops.reasons) + 1 if bad else 0)

@@ -14,32 +14,19 @@ from torch import Tensor
 BatchPlan = Callable[[int, int], list[list[int]]]
 
 
-def bucket_batch_plan(
-    lengths: Sequence[int],
-    batch_size: int,
-    *,
-    max_tokens: int | None = None,
-    shuffle: bool = True,
-    pool_batches: int = 50,
-) -> BatchPlan:
+def bucket_batch_plan(lengths: Sequence[int], batch_size: int, *, max_tokens: int | None = None,
+                      shuffle: bool = True, pool_batches: int = 50) -> BatchPlan:
     """A bucketing batch plan: ``plan(epoch, seed) -> list[list[int]]``, a pure function covering
-    every index once.
-
-    Args:
-        lengths: each example's length (e.g. ``max(len(src), len(tgt))``).
-        max_tokens: optional cap on padded tokens per batch (a longer example is alone).
-        shuffle: False gives one length-sorted order for every epoch and seed (evaluation).
-        pool_batches: pool size in batches; larger pools mean less padding, less randomness.
-    """
+    every index once. ``max_tokens``: a cap on padded tokens per batch (a longer example is
+    alone); ``shuffle=False``: one length-sorted order (evaluation); ``pool_batches``: the pool
+    size in batches (larger: less padding, less randomness)."""
     lens = np.asarray(lengths, dtype=np.int64)
     if lens.ndim != 1:
         raise ValueError(f"lengths must have shape [num_examples], got {lens.shape}")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if max_tokens is not None and max_tokens < 1:
-        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-    if pool_batches < 1:
-        raise ValueError(f"pool_batches must be >= 1, got {pool_batches}")
+    sizes = {"batch_size": batch_size, "max_tokens": max_tokens, "pool_batches": pool_batches}
+    for name, value in sizes.items():
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
     pool_size = batch_size * pool_batches
 
     def plan(epoch: int, seed: int) -> list[list[int]]:
@@ -60,9 +47,7 @@ def bucket_batch_plan(
 
 
 def _chunk(order: np.ndarray, lens: np.ndarray, batch_size: int, max_tokens: int | None):
-    batches: list[list[int]] = []
-    current: list[int] = []
-    longest = 0
+    batches, current, longest = [], [], 0
     for idx in order.tolist():
         n = int(lens[idx])
         grown = max(longest, n)
@@ -77,14 +62,6 @@ def _chunk(order: np.ndarray, lens: np.ndarray, batch_size: int, max_tokens: int
     return batches
 
 
-def padding_fraction(batches: Sequence[Sequence[int]], lengths: Sequence[int]) -> float:
-    """Share of padded positions: ``1 - real tokens / (sum over batches of size * longest)``."""
-    lens = np.asarray(lengths, dtype=np.int64)
-    padded = sum(len(b) * int(lens[list(b)].max()) for b in batches if len(b))
-    real = sum(int(lens[list(b)].sum()) for b in batches)
-    return 0.0 if padded == 0 else 1.0 - real / padded
-
-
 def pad_ids(rows: Sequence[Sequence[int]], pad: int, *, width: int | None = None,
             side: str = "post") -> Tensor:
     """Id sequences (any may be empty, none longer than ``width``; None: the longest) as one
@@ -94,10 +71,8 @@ def pad_ids(rows: Sequence[Sequence[int]], pad: int, *, width: int | None = None
     out = torch.full((len(rows), width), pad, dtype=torch.long)
     for i, r in enumerate(rows):
         ids = torch.as_tensor(list(r), dtype=torch.long)
-        if side == "pre":
-            out[i, width - len(ids):] = ids
-        else:
-            out[i, :len(ids)] = ids
+        start = width - len(ids) if side == "pre" else 0
+        out[i, start:start + len(ids)] = ids
     return out
 
 

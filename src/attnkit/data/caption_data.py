@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
 
 from attnkit.data.batching import pad_ids
 from attnkit.data.caption_files import load_image, read_coco_captions, read_flickr_tokens
@@ -74,19 +75,15 @@ def real_splits(spec: str, size: int, valid_fraction: float, seed: int,
                 log: Callable[[str], None] | None = None) -> dict[str, CaptionData]:
     """The ``names`` splits of a real data set (others' images are not read): shuffled by ``seed``,
     ``round(valid_fraction * N)`` (at least one) valid, as many test, the rest train; ``"all"``
-    is every image. Skipped captions are reported to ``log``.
-
-    Raises:
-        DataError: a bad spec, unreadable files, or fewer than 3 captioned images.
-    """
+    is every image. Skipped captions are reported to ``log``. DataError: a bad spec, unreadable
+    files, or fewer than 3 captioned images."""
     kind, captions, image_dir = parse_spec(spec)
     read = _READERS[kind](captions, image_dir, missing_images="skip")
-    if read.skipped and log is not None:
-        log(read.report())
+    if read.drops.total and log is not None:
+        log(read.drops.format(str(captions)))
     items = read.items
     if len(items) < 3:
-        raise DataError(f"need at least 3 captioned images, found {len(items)}",
-                        path=str(captions))
+        raise DataError(f"need at least 3 captioned images, found {len(items)}", path=str(captions))
     order = list(range(len(items)))
     random.Random(seed).shuffle(order)
     n_hold = max(1, round(valid_fraction * len(items)))
@@ -133,8 +130,7 @@ class CaptionDataset(torch.utils.data.Dataset):
     [n + 1, side, side]``: row ``t`` is the `box_coverage` of the ducks word ``t`` names, the
     target of supervised attention."""
 
-    def __init__(self, data: CaptionData, vocab: Vocab, max_len: int,
-                 map_side: int | None = None):
+    def __init__(self, data: CaptionData, vocab: Vocab, max_len: int, map_side: int | None = None):
         self.images = data.images
         self.ids = [vocab.encode(r[0][:max_len], add_bos=True, add_eos=True) for r in data.refs]
         self.maps = None
@@ -157,23 +153,16 @@ class CaptionDataset(torch.utils.data.Dataset):
         return len(self.ids)
 
     def __getitem__(self, i: int):
-        if self.maps is not None:
-            return self.images[i], self.ids[i], self.maps[i]
-        return self.images[i], self.ids[i]
+        return (self.images[i], self.ids[i], *([] if self.maps is None else [self.maps[i]]))
 
 
 def collate(items, pad_id: int = 0) -> dict[str, Tensor]:
     """-> ``images [B, 3, S, S]``, ``tgt_in``/``tgt_out [B, T]`` (padded), ``lengths [B]``
     (+ ``maps [B, T, side, side]``, zero-padded, when the items carry attention targets)."""
     images, ids, *maps = zip(*items, strict=True)
-    width = max(len(s) for s in ids) - 1
     tgt = pad_ids(ids, pad_id)
     batch = {"images": torch.stack(images), "tgt_in": tgt[:, :-1], "tgt_out": tgt[:, 1:],
              "lengths": torch.tensor([len(s) - 1 for s in ids])}
     if maps:
-        side = maps[0][0].shape[-1]
-        padded = torch.zeros(len(ids), width, side, side)
-        for b, m in enumerate(maps[0]):
-            padded[b, :m.shape[0]] = m
-        batch["maps"] = padded
+        batch["maps"] = pad_sequence(list(maps[0]), batch_first=True)
     return batch

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from attnkit.data.compressed import outside_reason, read_data
+from attnkit.data.compressed import decode_line, outside_reason, read_data
 from attnkit.data.drops import DropReport, parse_json, where
 from attnkit.errors import DataError, UsageError
 
@@ -31,34 +31,17 @@ class CaptionedImage:
 
 @dataclass
 class CaptionSet:
-    """Result of a reader.
-
-    Attributes:
-        items: images with at least one caption, in order of first appearance.
-        skipped: records left out (malformed, or whose image is missing or outside the folder).
-        problems: one message per skipped record; ``drops``: the same by reason.
-        missing_images: the distinct image names not found in the folder, in order.
-    """
+    """A reader's ``items`` (images with a caption, in order of first appearance), one message
+    per record left out (``problems``; ``drops``: by reason), and the distinct image names not
+    found in the folder (``missing_images``)."""
 
     items: list[CaptionedImage]
-    skipped: int = 0
     problems: list[str] = field(default_factory=list)
     drops: DropReport = field(default_factory=DropReport)
     missing_images: list[str] = field(default_factory=list)
-    source: str | None = None
 
     def __len__(self) -> int:
         return len(self.items)
-
-    def report(self) -> str:
-        """One line per reason records were skipped (``""`` if none)."""
-        return self.drops.format(self.source)
-
-    def select(self, names) -> CaptionSet:
-        """Only the images whose file name is in ``names`` (e.g. from `read_image_list`)."""
-        keep = set(names)
-        items = [it for it in self.items if it.image.name in keep]
-        return replace(self, items=items, problems=list(self.problems))
 
 
 _MISSING_REASON = "whose image is missing"
@@ -67,8 +50,7 @@ _MISSING_REASON = "whose image is missing"
 class _Collector:
     """Gathers captions per image and applies the strict / missing-image policies."""
 
-    def __init__(self, source: Path, image_dir: Path, strict: bool, missing_images: str,
-                 check_images: bool):
+    def __init__(self, image_dir: Path, strict: bool, missing_images: str, check_images: bool):
         if missing_images not in _MISSING:
             raise ValueError(f"missing_images must be one of {_MISSING}, got {missing_images!r}")
         if not image_dir.is_dir():
@@ -77,33 +59,27 @@ class _Collector:
         self.missing_images, self.check_images = missing_images, check_images
         self.captions: dict[str, list[str]] = {}
         self.image_problem: dict[str, str | None] = {}
-        self.result = CaptionSet([], source=str(source))
+        self.result = CaptionSet([])
 
     def bad(self, reason: str, message: str, path: Path, line: int | None = None, *,
             member: str = "", skip: bool | None = None, place: str | None = None) -> None:
-        """Raise ``message`` or count the record under ``reason``.
-
-        Args:
-            member: names a JSON record ("annotations[3]") where there is no line.
-            skip: skip rather than raise (default: ``not strict``).
-            place: what the report shows for this record (default: file:line or member).
-        """
-        err = DataError(f"{member}: {message}" if member else message, path=str(path),
-                        line=line)
+        """Raise ``message`` or (``skip``, default ``not strict``) count the record under
+        ``reason`` at ``place`` (default: file:line, or the JSON ``member``)."""
+        err = DataError(f"{member}: {message}" if member else message, path=str(path), line=line)
         if not (skip if skip is not None else not self.strict):
             raise err
-        self.result.skipped += 1
         self.result.problems.append(str(err))
-        if place is None:
-            place = f"{path}: {member}" if member else where(path, line)
-        self.result.drops.add(reason, place)
+        self.result.drops.add(reason, place or (f"{path}: {member}" if member
+                                                else where(path, line)))
 
     def add(self, name: str, caption: str, path: Path, line: int | None, member: str = "") -> None:
         """Keep ``caption`` of image ``name`` unless the image is missing or outside the folder;
         ``member`` names a JSON record ("annotations[3]") where there is no line."""
-        first_time = name not in self.image_problem
-        if first_time:
-            self.image_problem[name] = self._check_image(name)
+        if name not in self.image_problem:  # why its captions cannot be kept, or None
+            why = outside_reason(self.root, name)
+            if why is None and self.check_images and not (self.image_dir / name).is_file():
+                why = _MISSING_REASON
+            self.image_problem[name] = why
         problem = self.image_problem[name]
         if problem is None:
             self.captions.setdefault(name, []).append(caption)
@@ -111,26 +87,17 @@ class _Collector:
             self.bad(_MISSING_REASON, f"image {name!r} not found in {self.image_dir} "
                      "(missing_images='skip' leaves such captions out)", path, line,
                      member=member, skip=self.missing_images == "skip", place=name)
-            if first_time:
-                self.result.missing_images.append(name)
         else:
             # Not a missing file but a name that escapes the folder: either policy may skip it.
             self.bad("whose image name leaves the image folder",
                      f"image name {name!r} {problem}", path, line, member=member,
                      skip=not self.strict or self.missing_images == "skip")
 
-    def _check_image(self, name: str) -> str | None:
-        """Why captions of ``name`` cannot be kept (escapes the folder, or missing), or None."""
-        unsafe = outside_reason(self.root, name)
-        if unsafe is not None:
-            return unsafe
-        if self.check_images and not (self.image_dir / name).is_file():
-            return _MISSING_REASON
-        return None
-
     def finish(self) -> CaptionSet:
         self.result.items = [CaptionedImage(self.image_dir / n, tuple(c))
                              for n, c in self.captions.items()]
+        self.result.missing_images = [n for n, why in self.image_problem.items()
+                                      if why == _MISSING_REASON]
         return self.result
 
 
@@ -139,21 +106,13 @@ def read_flickr_tokens(token_file: str | os.PathLike, image_dir: str | os.PathLi
                        check_images: bool = True) -> CaptionSet:
     """Read a Flickr8k/Flickr30k token file (``name.jpg#k<TAB>caption`` per line).
 
-    Args:
-        strict: raise on a malformed line (no tab, no image name, empty caption, bad UTF-8).
-        missing_images: "error" or "skip" for captions whose image file is absent (the real
-            Flickr8k file names one, ``2258277193_586949ec62.jpg.1``).
-        check_images: look for each image file at all (a name outside ``image_dir`` is always
-            refused).
-
-    Raises:
-        DataError: ``path:line: message`` for the first bad line (strict), a missing image
-            (``missing_images="error"``) or an image name outside the folder.
-    """
+    ``strict``: raise (``path:line: message``) on a malformed line: no tab, no image name, empty
+    caption, bad UTF-8. ``missing_images``: "error" or "skip" for captions whose image file is
+    absent (the real Flickr8k file names one). ``check_images``: look for each image file at all
+    (a name outside ``image_dir`` is always refused)."""
     path = Path(token_file)
-    col = _Collector(path, Path(image_dir), strict, missing_images, check_images)
-    raw_lines = read_data(path).splitlines()
-    for lineno, raw in enumerate(raw_lines, start=1):
+    col = _Collector(Path(image_dir), strict, missing_images, check_images)
+    for lineno, raw in enumerate(read_data(path).splitlines(), start=1):
         try:
             # A byte-order mark may open the file; anywhere else it is part of the text.
             line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
@@ -185,12 +144,8 @@ def read_coco_captions(json_file: str | os.PathLike, image_dir: str | os.PathLik
     bad record is named by its member, e.g. ``annotations[12]: missing 'caption'``.
     """
     path = Path(json_file)
-    col = _Collector(path, Path(image_dir), strict, missing_images, check_images)
-    try:
-        text = read_data(path).decode("utf-8-sig")   # a byte-order mark may open the file
-    except UnicodeDecodeError as err:
-        raise DataError("not valid UTF-8", path=str(path)) from err
-    data = parse_json(text, path=str(path))
+    col = _Collector(Path(image_dir), strict, missing_images, check_images)
+    data = parse_json(decode_line(read_data(path), path, None, True), path=str(path))
     if not isinstance(data, dict) or not all(isinstance(data.get(k), list)
                                              for k in ("images", "annotations")):
         raise DataError("expected an object with 'images' and 'annotations' lists", path=str(path))
@@ -210,8 +165,7 @@ def read_coco_captions(json_file: str | os.PathLike, image_dir: str | os.PathLik
     for i, ann in enumerate(data["annotations"]):
         member = f"annotations[{i}]"
         if not isinstance(ann, dict) or "image_id" not in ann:
-            col.bad("annotations without an 'image_id'", "missing 'image_id'", path,
-                    member=member)
+            col.bad("annotations without an 'image_id'", "missing 'image_id'", path, member=member)
         elif not isinstance(ann.get("caption"), str) or not ann["caption"].strip():
             col.bad("annotations with an empty caption", "missing or empty 'caption'", path,
                     member=member)
@@ -227,29 +181,13 @@ def read_coco_captions(json_file: str | os.PathLike, image_dir: str | os.PathLik
 MAX_PIXELS = 40_000_000
 
 
-def read_image_list(path: str | os.PathLike) -> list[str]:
-    """Image names from a split file (one per line, e.g. ``Flickr_8k.trainImages.txt``)."""
-    path = Path(path)
-    try:
-        text = read_data(path).decode("utf-8-sig")  # a byte-order mark may open the file
-    except UnicodeDecodeError as err:
-        raise DataError(f"cannot read image list: {err}", path=str(path)) from err
-    return [ln.strip() for ln in text.splitlines() if ln.strip()]
-
-
 def load_image(path: str | os.PathLike, size: int, *, crop: bool = False,
                max_pixels: int | None = MAX_PIXELS) -> np.ndarray:
-    """Read an image as uint8 ``[size, size, 3]`` RGB (any mode; EXIF rotation applied).
-
-    ``crop``: centre-crop to a square first (else stretch). ``max_pixels``: the most pixels
-    decoded, counted from the header before decoding (a 500 KB PNG can declare 13000 x 13000).
-
-    Raises:
-        DataError: missing, unreadable, truncated, not an image, or over ``max_pixels`` (named).
-    """
+    """Read an image as uint8 ``[size, size, 3]`` RGB (any mode; EXIF rotation applied);
+    ``crop``: centre-crop to a square first (else stretch). DataError: unreadable, not an image,
+    or over ``max_pixels``, counted from the header before decoding."""
     if size < 1:
         raise ValueError(f"size must be >= 1, got {size}")
-    path = Path(path)
     try:
         with warnings.catch_warnings():
             # Pillow warns about images over its own limit; the budget below says it in a line.
@@ -261,8 +199,7 @@ def load_image(path: str | os.PathLike, size: int, *, crop: bool = False,
             width, height = im.size
             if max_pixels is not None and width * height > max_pixels:
                 raise DataError(f"the image is {width} x {height} pixels, more than the "
-                                f"{max_pixels:,} attnkit decodes (--max-pixels)",
-                                path=str(path))
+                                f"{max_pixels:,} attnkit decodes (--max-pixels)", path=str(path))
             im = ImageOps.exif_transpose(im)
             im.load()
             rgb = _to_rgb(im)
@@ -282,11 +219,8 @@ def read_image(image: str | os.PathLike | np.ndarray, size: int, display_size: i
                max_pixels: int | None = MAX_PIXELS
                ) -> tuple[np.ndarray, np.ndarray, str, tuple[int, int]]:
     """An image to caption (a file or a uint8 ``[H, W, 3]`` array) -> ``(pixels [size, size, 3],
-    shown [display_size, display_size, 3], name ("<array>" for an array), (width, height))``.
-
-    Raises:
-        DataError: a file that cannot be read as an image. UsageError: a malformed array.
-    """
+    shown [display_size, display_size, 3], name ("<array>" for an array), (width, height))``;
+    DataError for a file that is not an image, UsageError for a malformed array."""
     if isinstance(image, np.ndarray):
         if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
             raise UsageError(f"image must be uint8 [H, W, 3], got {image.dtype} "
@@ -313,11 +247,7 @@ def _to_rgb(im: Image.Image) -> Image.Image:
         # Scale 16-bit / float grayscale into 8 bits instead of letting convert() clip it.
         arr = np.asarray(im, dtype=np.float64)
         top = float(arr.max()) if arr.size else 0.0
-        if im.mode == "F" and top <= 1.0:
-            scale = 255.0  # float images in [0, 1]
-        elif top <= 255.0:
-            scale = 1.0  # already 8-bit values in a wider type
-        else:
-            scale = 255.0 / 65535.0  # 16-bit range
+        # A float image in [0, 1], 8-bit values in a wider type, else the 16-bit range.
+        scale = 255.0 if im.mode == "F" and top <= 1.0 else 1.0 if top <= 255.0 else 255 / 65535
         return Image.fromarray(np.clip(arr * scale, 0, 255).astype(np.uint8)).convert("RGB")
     return im.convert("RGB")

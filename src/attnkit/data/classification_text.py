@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from attnkit.data.batching import pad_ids
+from attnkit.data.subword import SubwordModel
 from attnkit.data.vocab import PAD, UNK, Vocab
 
 SPECIALS = (PAD, UNK)
@@ -45,16 +46,13 @@ class WordTokenizer:
         return {"kind": self.kind}
 
 
-class CharTokenizer:
+class CharTokenizer(WordTokenizer):
     """One token per non-whitespace character after `clean_text`: ``"好 电影"`` -> 好 电 影"""
 
     kind = "char"
 
     def tokenize(self, text: str) -> list[str]:
         return [c for c in clean_text(text) if not c.isspace()]
-
-    def to_json(self) -> dict:
-        return {"kind": self.kind}
 
 
 class SubwordTokenizer:
@@ -63,20 +61,8 @@ class SubwordTokenizer:
     kind = "subword"
 
     def __init__(self, model_path: str | os.PathLike):
-        from attnkit.data.subword import SubwordModel
-
         self.model_path = str(model_path)
         self._model = SubwordModel(model_path)
-
-    @classmethod
-    def train(cls, texts: Iterable[str], model_path: str | os.PathLike, *,
-              vocab_size: int = 8000) -> SubwordTokenizer:
-        """Train a unigram model on ``texts`` (cleaned like the word tokenizer) and write it."""
-        from attnkit.data.subword import SubwordModel
-
-        SubwordModel.train((clean_text(t) for t in texts), model_path, vocab_size=vocab_size,
-                           character_coverage=0.9995)
-        return cls(model_path)
 
     def tokenize(self, text: str) -> list[str]:
         return self._model.encode(clean_text(text))
@@ -88,34 +74,38 @@ class SubwordTokenizer:
 def tokenizer_from_json(obj: dict, folder: str | os.PathLike | None = None):
     """Rebuild a tokenizer from `to_json`; ``folder`` holds a subword model file."""
     kind = obj.get("kind")
-    if kind == "word":
-        return WordTokenizer()
-    if kind == "char":
-        return CharTokenizer()
     if kind == "subword":
         return SubwordTokenizer(Path(folder or ".") / obj["model"])
-    raise ValueError(f"unknown tokenizer kind {kind!r}; expected 'word', 'char' or 'subword'")
+    if kind not in ("word", "char"):
+        raise ValueError(f"unknown tokenizer kind {kind!r}; expected 'word', 'char' or 'subword'")
+    return WordTokenizer() if kind == "word" else CharTokenizer()
 
 
 def make_tokenizer(kind: str, train_texts: Sequence[str] = (), folder: str | os.PathLike = ".",
                    subword_vocab_size: int = 8000):
-    """``kind`` in word | char | subword (subword trains on ``train_texts`` into ``folder``)."""
-    if kind == "word":
-        return WordTokenizer()
-    if kind == "char":
-        return CharTokenizer()
+    """``kind`` in word | char | subword (a unigram model trained on ``train_texts``, cleaned
+    like the word tokenizer, and written into ``folder``)."""
     if kind == "subword":
-        return SubwordTokenizer.train(train_texts, Path(folder) / "subword.model",
-                                      vocab_size=subword_vocab_size)
-    raise ValueError(f"tokenizer must be 'word', 'char' or 'subword', got {kind!r}")
+        path = Path(folder) / "subword.model"
+        SubwordModel.train((clean_text(t) for t in train_texts), path,
+                           vocab_size=subword_vocab_size, character_coverage=0.9995)
+        return SubwordTokenizer(path)
+    return tokenizer_from_json({"kind": kind})
 
 
 def build_vocab(tokenized: Iterable[Sequence[str]], num_words: int) -> Vocab:
     """The ``num_words`` most frequent tokens, specials included (``<pad>`` = 0, ``<unk>`` = 1),
     ties broken by the token string: every id is ``< num_words``, as with Keras' ``num_words``."""
-    if num_words < 2:
-        raise ValueError(f"num_words must be >= 2 (padding and unknown), got {num_words}")
     return Vocab.build(tokenized, max_size=num_words, specials=SPECIALS)
+
+
+def check_padding(maxlen: int, padding: str, truncating: str) -> None:
+    """ValueError unless ``maxlen >= 1`` and both sides are ``"pre"`` or ``"post"``."""
+    if padding not in ("pre", "post") or truncating not in ("pre", "post"):
+        raise ValueError(f"padding and truncating must be 'pre' or 'post', got {padding!r}, "
+                         f"{truncating!r}")
+    if maxlen < 1:
+        raise ValueError(f"maxlen must be >= 1, got {maxlen}")
 
 
 def pad_sequences(sequences: Sequence[Sequence[int]], maxlen: int, *, padding: str = "pre",
@@ -125,11 +115,7 @@ def pad_sequences(sequences: Sequence[Sequence[int]], maxlen: int, *, padding: s
 
     ``padding``: ``"pre"`` (Keras' default: the real tokens of row ``b`` end the row) or
     ``"post"``; ``truncating``: ``"pre"`` (keep the LAST ``maxlen`` tokens) or ``"post"``."""
-    if padding not in ("pre", "post") or truncating not in ("pre", "post"):
-        raise ValueError(f"padding and truncating must be 'pre' or 'post', got {padding!r}, "
-                         f"{truncating!r}")
-    if maxlen < 1:
-        raise ValueError(f"maxlen must be >= 1, got {maxlen}")
+    check_padding(maxlen, padding, truncating)
     kept = [list(s)[-maxlen:] if truncating == "pre" else list(s)[:maxlen] for s in sequences]
     return (pad_ids(kept, value, width=maxlen, side=padding),
             torch.tensor([len(s) for s in kept], dtype=torch.long))

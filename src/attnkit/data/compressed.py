@@ -17,7 +17,6 @@ from typing import BinaryIO
 from attnkit.data.drops import BadRecord
 from attnkit.errors import DataError
 
-GZIP_MAGIC = b"\x1f\x8b"
 # Far beyond any corpus this toolkit trains on (Tatoeba's pairs are 40 MB, IMDB's reviews
 # 130 MB), far below what would bring a 24 GB machine down once held as Python strings.
 MAX_DATA_BYTES = 512 << 20
@@ -34,10 +33,9 @@ def data_file(path: str | os.PathLike) -> Path:
     path = Path(path)
     try:
         mode = path.stat().st_mode
-    except FileNotFoundError:
-        raise DataError("no such file or folder", path=str(path)) from None
     except OSError as exc:
-        raise DataError(f"cannot read: {exc.strerror or exc}", path=str(path)) from None
+        raise DataError("no such file or folder" if isinstance(exc, FileNotFoundError)
+                        else f"cannot read: {exc.strerror or exc}", path=str(path)) from None
     if stat.S_ISDIR(mode):
         raise DataError("is a folder, not a data file", path=str(path))
     if not stat.S_ISREG(mode):
@@ -53,7 +51,7 @@ def open_maybe_gzip(path: str | os.PathLike) -> BinaryIO:
     try:
         with open(path, "rb") as f:
             magic = f.read(2)
-        return gzip.open(path, "rb") if magic == GZIP_MAGIC else open(path, "rb")
+        return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
     except OSError as exc:
         raise DataError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
 
@@ -67,9 +65,8 @@ def capped_lines(stream: BinaryIO, path: str | os.PathLike) -> Iterator[tuple[in
         if not raw:
             return
         if len(raw) > MAX_LINE_BYTES:
-            raise DataError(f"a line longer than {MAX_LINE_BYTES:,} bytes, more than any "
-                            "record attnkit reads: not a data file?", path=str(path),
-                            line=number)
+            raise DataError(f"a line longer than {MAX_LINE_BYTES:,} bytes, more than any record "
+                            "attnkit reads: not a data file?", path=str(path), line=number)
         total += len(raw)
         if total > MAX_DATA_BYTES:
             raise DataError(too_much_data(), path=str(path), line=number)
@@ -121,12 +118,9 @@ def outside_reason(root: Path, name: str) -> str | None:
     """Why ``root / name`` may not be opened (`unsafe_name`, or ``"resolves outside <root>"``
     through a symbolic link), or None. ``root`` is already resolved."""
     why = unsafe_name(name)
-    if why is not None:
-        return why
-    resolved = (root / name.replace("\\", "/")).resolve()
-    if resolved != root and root not in resolved.parents:
-        return f"resolves outside {root}"
-    return None
+    if why is None and not (root / name.replace("\\", "/")).resolve().is_relative_to(root):
+        why = f"resolves outside {root}"
+    return why
 
 
 def too_much_data() -> str:

@@ -1,18 +1,15 @@
-"""Checksummed downloads into a cache folder, and archive extraction that cannot escape it.
-
-Every dataset goes through `fetch`, checked against a SHA-256 written in the code: a changed
-upstream file fails loudly instead of changing results. `safe_extract` refuses archives whose
-members would land outside the destination (``../x``, ``/etc/x``, a link out) before writing."""
+"""Checksummed downloads into a cache folder (`fetch`: a changed upstream file fails loudly
+instead of changing results), and archive extraction that cannot escape its folder
+(`safe_extract` refuses ``../x``, ``/etc/x`` or a link out before writing anything)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
+import shutil
 import stat
 import tarfile
 import tempfile
-import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
@@ -21,7 +18,7 @@ from pathlib import Path, PurePosixPath
 
 from tqdm.auto import tqdm
 
-from attnkit.data.compressed import outside_reason
+from attnkit.data.compressed import outside_reason, unsafe_name
 from attnkit.errors import DataError, DownloadError
 from attnkit.fileio import file_sha256
 
@@ -32,22 +29,14 @@ _USER_AGENT = "Mozilla/5.0 (compatible; attnkit)"
 
 def cache_dir() -> Path:
     """The download cache: ``$ATTNKIT_CACHE`` if set, else ``~/.cache/attnkit`` (not created)."""
-    env = os.environ.get("ATTNKIT_CACHE")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "attnkit"
+    return Path(os.environ.get("ATTNKIT_CACHE") or Path.home() / ".cache" / "attnkit").expanduser()
 
 
 def fetch(url: str, *, sha256: str, filename: str | None = None,
           cache: str | os.PathLike | None = None, progress: bool = True) -> Path:
     """Download ``url`` (``http(s)://`` or ``file://``) into ``cache`` (default `cache_dir`) once
     and return the path; a cached file whose checksum matches is reused offline, a download
-    renamed into place only once its ``sha256`` matched.
-
-    Raises:
-        DownloadError: the download failed or its checksum did not match (the file is deleted).
-        ValueError: ``sha256`` is not 64 hex digits, or no file name comes from ``url``.
-    """
+    renamed into place only once its ``sha256`` matched (else DownloadError)."""
     expected = sha256.strip().lower()
     if not _SHA256_RE.match(expected):
         raise ValueError(f"sha256 must be 64 hex digits, got {sha256!r}")
@@ -64,40 +53,29 @@ def fetch(url: str, *, sha256: str, filename: str | None = None,
     fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{filename}.", suffix=".part")
     tmp = Path(tmp_name)
     try:
-        digest = hashlib.sha256()
         with os.fdopen(fd, "wb") as out:
             try:
                 # Some hosts (manythings.org among them) refuse urllib's default User-Agent.
                 request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
                 response = urllib.request.urlopen(request, timeout=60)  # noqa: S310
-            except (urllib.error.URLError, OSError, ValueError) as exc:
+            except (OSError, ValueError) as exc:  # URLError is an OSError
                 raise DownloadError(f"could not download {url}: {exc}") from exc
             total = response.headers.get("Content-Length") if response.headers else None
-            with response, tqdm(total=int(total) if total and total.isdigit() else None,
-                                unit="B", unit_scale=True, desc=filename,
-                                disable=not progress) as bar:
+            with response, tqdm.wrapattr(out, "write", int(total) if total and total.isdigit()
+                                         else None, desc=filename, disable=not progress) as sink:
                 try:
-                    for block in iter(lambda: response.read(_CHUNK), b""):
-                        out.write(block)
-                        digest.update(block)
-                        bar.update(len(block))
-                except (urllib.error.URLError, OSError) as exc:
+                    shutil.copyfileobj(response, sink, _CHUNK)
+                except OSError as exc:
                     raise DownloadError(f"download of {url} was interrupted: {exc}") from exc
-        if digest.hexdigest() != expected:
+        got = file_sha256(tmp)
+        if got != expected:
             raise DownloadError(f"checksum mismatch for {url}: expected sha256 {expected}, got "
-                                f"{digest.hexdigest()}; the downloaded file was deleted (a newer "
+                                f"{got}; the downloaded file was deleted (a newer "
                                 "upstream file? pass a local path instead)")
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
     return target
-
-
-def _check_inside(dest: Path, name: str, archive: Path) -> None:
-    """DataError naming the member if ``name`` would land outside ``dest``."""
-    why = outside_reason(dest, name)
-    if why is not None:
-        raise DataError(f"archive member {name!r} {why}", path=str(archive))
 
 
 def safe_extract(archive: str | os.PathLike, dest: str | os.PathLike) -> list[Path]:
@@ -123,16 +101,17 @@ def _extract_zip(archive: Path, dest: Path) -> list[Path]:
     with zipfile.ZipFile(archive) as zf:
         infos = zf.infolist()
         for info in infos:
-            _check_inside(dest, info.filename, archive)
-            if stat.S_ISLNK(info.external_attr >> 16):
+            why = outside_reason(dest, info.filename)
+            if why is None and stat.S_ISLNK(info.external_attr >> 16):
                 # zipfile writes a link as a file holding its target, but other unzip tools
                 # make real links: one pointing out is refused all the same.
                 target = zf.read(info).decode("utf-8", errors="replace")
                 resolved = ((dest / info.filename.replace("\\", "/")).parent / target).resolve()
                 if not target or re.match(r"^([A-Za-z]:|/)", target) \
                         or not resolved.is_relative_to(dest):
-                    raise DataError(f"archive member {info.filename!r} is a link to {target!r}, "
-                                    "outside the destination", path=str(archive))
+                    why = f"is a link to {target!r}, outside the destination"
+            if why is not None:
+                raise DataError(f"archive member {info.filename!r} {why}", path=str(archive))
         extracted = [(info, Path(zf.extract(info, dest))) for info in infos]
     return [path for info, path in extracted if not info.is_dir()]
 
@@ -141,14 +120,14 @@ def _extract_tar(archive: Path, dest: Path) -> list[Path]:
     with tarfile.open(archive) as tf:
         members = tf.getmembers()
         for m in members:
-            # tarfile's data filter refuses links out of dest, devices and FIFOs, but only as
-            # it extracts; here it runs first, so nothing is written on a refusal. Absolute
-            # names it would strip rather than refuse (`_check_inside` refuses them).
-            _check_inside(dest, m.name, archive)
+            # tarfile's data filter (links out of dest, devices, FIFOs) runs on every member
+            # first, so nothing is written on a refusal; absolute names it strips are refused.
             try:
                 tarfile.data_filter(m, str(dest))
+                why = unsafe_name(m.name)
             except tarfile.FilterError as exc:
-                raise DataError(f"archive member {m.name!r} refused: {exc}",
-                                path=str(archive)) from None
+                why = f"refused: {exc}"
+            if why is not None:
+                raise DataError(f"archive member {m.name!r} {why}", path=str(archive))
         tf.extractall(dest, members=members, filter="data")
     return [(dest / m.name).resolve() for m in members if m.isfile()]

@@ -76,11 +76,7 @@ class DropReport:
         """Count a record refused with ``error``: its `BadRecord` reason, else its message
         (without the ``path:line:`` prefix)."""
         place = where(error.path, error.line) if error.path is not None else None
-        if isinstance(error, BadRecord):
-            reason = error.reason
-        else:
-            reason = str(error).removeprefix(f"{place}: ") if place else str(error)
-        self.add(reason, place)
+        self.add(getattr(error, "reason", None) or str(error).removeprefix(f"{place}: "), place)
 
     @property
     def total(self) -> int:
@@ -92,18 +88,13 @@ class DropReport:
         return sum(r.count for r in self.reasons if r.reason == reason)
 
     def format(self, source: str | None = None) -> str:
-        """One header line, then one line per reason; ``""`` when nothing was dropped.
-
-        ``source`` names what was read ("fra.txt", "the training pairs"); it is left out if None.
-        """
+        """A header naming ``source`` (what was read, if given), then one line per reason;
+        ``""`` when nothing was dropped."""
         if not self.reasons:
             return ""
-        total = self.total
-        unit = self.unit if total == 1 else self.unit + "s"
-        lines = [f"dropped {total} {unit}" + (f" of {source}:" if source else ":")]
+        head = f"dropped {self.total} {self.unit}{'s' * (self.total != 1)}"
+        lines = [head + (f" of {source}:" if source else ":")]
         for r in self.reasons:
-            shown = ", ".join(r.examples)
-            if shown:
-                shown = f" ({'e.g. ' if r.count > 1 else ''}{shown})"
-            lines.append(f"  {r.count} {r.reason}{shown}")
+            shown = f" ({'e.g. ' if r.count > 1 else ''}{', '.join(r.examples)})"
+            lines.append(f"  {r.count} {r.reason}{shown if r.examples else ''}")
         return "\n".join(lines)

@@ -18,19 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from attnkit.data.compressed import (
-    CORRUPT_STREAM,
-    MAX_DATA_BYTES,
-    MAX_LINE_BYTES,
-    capped_lines,
-    data_file,
-    decode_line,
-    open_maybe_gzip,
-    outside_reason,
-    read_data_stream,
-    too_much_data,
-    unsafe_name,
-)
+from attnkit.data import compressed
 from attnkit.data.drops import BadRecord, DropReport, parse_json
 from attnkit.errors import DataError
 
@@ -38,6 +26,7 @@ IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
 # The published checksum (as pinned by TensorFlow Datasets and others).
 IMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"
 SPLITS = ("train", "test")
+_TAR = (".tar.gz", ".tgz", ".tar")
 _LABELS = {0: 0, 1: 1, "0": 0, "1": 1, "neg": 0, "pos": 1}
 # csv.field_size_limit takes a C long (32 bits on Windows).
 _C_LONG_MAX = 2**31 - 1
@@ -60,14 +49,6 @@ class ReadStats:
     read: int = 0
     drops: DropReport = field(default_factory=DropReport)
 
-    @property
-    def skipped(self) -> int:
-        return self.drops.total
-
-    def report(self, source: str | None = None) -> str:
-        """One line per reason records were skipped (``""`` if none)."""
-        return self.drops.format(source)
-
 
 def parse_label(value, *, path: str, line: int | None = None) -> int:
     """``0``/``1``/``"0"``/``"1"``/``"neg"``/``"pos"`` -> 0 or 1, else DataError."""
@@ -78,24 +59,23 @@ def parse_label(value, *, path: str, line: int | None = None) -> int:
     return _LABELS[key]
 
 
-def _check_text(text, *, path: str, line: int | None) -> str:
+def _review(text, label, *, path: str, line: int | None) -> Review:
     if not isinstance(text, str):
         raise BadRecord("with a text that is not a string",
                         f"text must be a string, got {type(text).__name__}", path=path, line=line)
     if not text.strip():
         raise BadRecord("with an empty review", "empty review", path=path, line=line)
-    return text
+    return Review(text, parse_label(label, path=path, line=line))
 
 
 def _review_file(f, where: str, label: int) -> Review:
     """The review in an open file (folder or tar member): at most `MAX_LINE_BYTES`, UTF-8
     (a byte-order mark may open it), not blank."""
-    data = f.read(MAX_LINE_BYTES + 1)
-    if len(data) > MAX_LINE_BYTES:
-        raise BadRecord("longer than a review can be", f"more than {MAX_LINE_BYTES:,} bytes: "
-                        "not a review", path=where)
-    return Review(_check_text(decode_line(data, where, None, True), path=where, line=None),
-                  label)
+    data = f.read(compressed.MAX_LINE_BYTES + 1)
+    if len(data) > compressed.MAX_LINE_BYTES:
+        raise BadRecord("longer than a review can be",
+                        f"more than {compressed.MAX_LINE_BYTES:,} bytes: not a review", path=where)
+    return _review(compressed.decode_line(data, where, None, True), label, path=where, line=None)
 
 
 def _collect(records: Iterator, name, stats: ReadStats | None, skip_bad: bool) -> list[Review]:
@@ -110,8 +90,8 @@ def _collect(records: Iterator, name, stats: ReadStats | None, skip_bad: bool) -
             stats.drops.add_error(item)
             continue
         total += len(item.text)
-        if total > MAX_DATA_BYTES:
-            raise DataError(too_much_data(), path=str(name))
+        if total > compressed.MAX_DATA_BYTES:
+            raise DataError(compressed.too_much_data(), path=str(name))
         out.append(item)
         stats.read += 1
     return out
@@ -120,10 +100,10 @@ def _collect(records: Iterator, name, stats: ReadStats | None, skip_bad: bool) -
 def _jsonl_records(path: Path) -> Iterator:
     name = str(path)
     try:
-        with open_maybe_gzip(path) as f:
-            for lineno, raw in capped_lines(f, name):
+        with compressed.open_maybe_gzip(path) as f:
+            for lineno, raw in compressed.capped_lines(f, name):
                 try:
-                    text = decode_line(raw, name, lineno, lineno == 1)
+                    text = compressed.decode_line(raw, name, lineno, lineno == 1)
                     if not text.strip():  # a blank line, or a byte-order mark alone
                         continue
                     obj = parse_json(text, path=name, line=lineno)
@@ -136,20 +116,19 @@ def _jsonl_records(path: Path) -> Iterator:
                             raise BadRecord("without a 'text' or a 'label' field",
                                             f"missing field {key!r} (need \"text\" and "
                                             "\"label\")", path=name, line=lineno)
-                    yield Review(_check_text(obj["text"], path=name, line=lineno),
-                                 parse_label(obj["label"], path=name, line=lineno))
+                    yield _review(obj["text"], obj["label"], path=name, line=lineno)
                 except DataError as exc:
                     yield exc
-    except CORRUPT_STREAM as exc:
+    except compressed.CORRUPT_STREAM as exc:
         yield DataError(f"corrupt or truncated compressed file ({exc})", path=name)
 
 
 def _csv_records(path: Path, text_column: str, label_column: str) -> Iterator:
     name = str(path)
-    with open_maybe_gzip(path) as fb:
+    with compressed.open_maybe_gzip(path) as fb:
         try:
-            data = read_data_stream(fb, name)
-        except CORRUPT_STREAM as exc:
+            data = compressed.read_data_stream(fb, name)
+        except compressed.CORRUPT_STREAM as exc:
             yield DataError(f"corrupt or truncated compressed file ({exc})", path=name)
             return
     # Each undecodable byte becomes a lone surrogate, which valid UTF-8 never decodes to: the
@@ -171,8 +150,7 @@ def _csv_records(path: Path, text_column: str, label_column: str) -> Iterator:
             continue
         try:
             _check_utf8(row.values(), path=name, line=lineno)
-            yield Review(_check_text(row[text_column] or "", path=name, line=lineno),
-                         parse_label(row[label_column], path=name, line=lineno))
+            yield _review(row[text_column] or "", row[label_column], path=name, line=lineno)
         except DataError as exc:
             yield exc
 
@@ -200,13 +178,12 @@ def _parse_csv(content: str) -> tuple[list[str], list[tuple[int, dict | csv.Erro
 
 def _check_utf8(values, *, path: str, line: int) -> None:
     """BadRecord if a field of a row holds an undecoded byte (see `_csv_records`)."""
-    for value in values:
-        for text in value if isinstance(value, list) else [value]:
-            bad = _UNDECODED.search(text) if isinstance(text, str) else None
-            if bad:
-                byte = ord(bad.group()) - 0xDC00
-                raise BadRecord("not valid UTF-8", f"not valid UTF-8 (byte 0x{byte:02x})",
-                                path=path, line=line)
+    texts = [t for v in values for t in (v if isinstance(v, list) else [v]) if isinstance(t, str)]
+    bad = _UNDECODED.search("".join(texts))
+    if bad:
+        byte = ord(bad.group()) - 0xDC00
+        raise BadRecord("not valid UTF-8", f"not valid UTF-8 (byte 0x{byte:02x})", path=path,
+                        line=line)
 
 
 def _folder_records(root: Path, split: str) -> Iterator:
@@ -216,12 +193,12 @@ def _folder_records(root: Path, split: str) -> Iterator:
         if not folder.is_dir():
             yield DataError(f"missing folder {split}/{label_name}", path=str(root))
             continue
-        why = outside_reason(base, f"{split}/{label_name}")
+        why = compressed.outside_reason(base, f"{split}/{label_name}")
         if why is not None:  # a symbolic link out of the data folder: not followed
             yield BadRecord("outside the data folder", f"folder {why}", path=str(folder))
             continue
         for file in sorted(folder.glob("*.txt")):
-            why = outside_reason(base, f"{split}/{label_name}/{file.name}")
+            why = compressed.outside_reason(base, f"{split}/{label_name}/{file.name}")
             try:
                 if why is not None:
                     raise BadRecord("outside the data folder", f"file {why}", path=str(file))
@@ -242,26 +219,25 @@ def _folder_records(root: Path, split: str) -> Iterator:
 def _tar_records(archive: Path, split: str) -> Iterator:
     name = str(archive)
     try:
-        with tarfile.open(data_file(archive), "r:*") as tar:
+        with tarfile.open(compressed.data_file(archive), "r:*") as tar:
             for member in tar:
-                why = unsafe_name(member.name)
+                why = compressed.unsafe_name(member.name)
                 if why is not None:
                     yield BadRecord("with an unsafe member name",
                                     f"unsafe member name {member.name!r} ({why})", path=name)
                     continue
                 parts = PurePosixPath(member.name).parts
                 # aclImdb/<split>/<pos|neg>/<id>_<rating>.txt
-                f = tar.extractfile(member) if (
-                    len(parts) == 4 and parts[1] == split and parts[2] in ("pos", "neg")
-                    and parts[3].endswith(".txt") and member.isfile()) else None
-                if f is not None:
+                if len(parts) == 4 and parts[1] == split and parts[2] in ("pos", "neg") \
+                        and parts[3].endswith(".txt") and member.isfile():
                     try:
-                        yield _review_file(f, f"{name}[{member.name}]", _LABELS[parts[2]])
+                        yield _review_file(tar.extractfile(member), f"{name}[{member.name}]",
+                                           _LABELS[parts[2]])
                     except DataError as exc:
                         yield exc
     except FileNotFoundError as exc:
         raise DataError("file not found", path=name) from exc
-    except (tarfile.TarError, *CORRUPT_STREAM, OSError) as exc:
+    except (tarfile.TarError, *compressed.CORRUPT_STREAM, OSError) as exc:
         yield DataError(f"corrupt, truncated or not a tar archive ({exc})", path=name)
 
 
@@ -304,8 +280,12 @@ def download_imdb(cache_dir=None, *, url: str = IMDB_URL, sha256: str = IMDB_SHA
     return Path(fetch(url, sha256=sha256, cache=cache_dir, filename="aclImdb_v1.tar.gz"))
 
 
-def _is_tar(path: Path) -> bool:
-    return path.name.endswith((".tar.gz", ".tgz", ".tar"))
+def _split_in(folder: Path, split: str) -> Path | None:
+    """The ``<split>.jsonl[.gz]`` / ``<split>.csv`` file or the aclImdb root in ``folder``."""
+    for ext in (".jsonl.gz", ".jsonl", ".csv"):
+        if (folder / f"{split}{ext}").is_file():
+            return folder / f"{split}{ext}"
+    return next((r for r in (folder, folder / "aclImdb") if (r / split).is_dir()), None)
 
 
 def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | None = None,
@@ -314,25 +294,19 @@ def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | N
     ``<split>.csv``; an ``aclImdb`` folder (or its parent); ``*.tar.gz``; one ``.jsonl[.gz]`` or
     ``.csv`` file (whatever ``split`` is); or ``"download"`` (the official archive, cached)."""
     _check_split(split)
-    stats = stats or ReadStats()
-    if str(path) == "download":
-        path = download_imdb()
-    path = Path(path)
+    path = download_imdb() if str(path) == "download" else Path(path)
     if path.is_dir():
-        for candidate in (f"{split}.jsonl.gz", f"{split}.jsonl", f"{split}.csv"):
-            if (path / candidate).is_file():
-                return load_split(path / candidate, split, skip_bad=skip_bad, stats=stats,
-                                  text_column=text_column, label_column=label_column)
-        for root in (path, path / "aclImdb"):
-            if (root / split).is_dir():
-                return read_folder(root, split, skip_bad=skip_bad, stats=stats)
-        raise DataError(f"no {split}.jsonl.gz, {split}.jsonl, {split}.csv or aclImdb/{split}/ "
-                        "in this folder", path=str(path))
-    data_file(path)
-    if _is_tar(path):
+        found = _split_in(path, split)
+        if found is None:
+            raise DataError(f"no {split}.jsonl.gz, {split}.jsonl, {split}.csv or "
+                            f"aclImdb/{split}/ in this folder", path=str(path))
+        if found.is_dir():
+            return read_folder(found, split, skip_bad=skip_bad, stats=stats)
+        path = found
+    compressed.data_file(path)
+    if path.name.endswith(_TAR):
         return read_tar(path, split, skip_bad=skip_bad, stats=stats)
-    suffixes = [s.lower() for s in path.suffixes]
-    if ".csv" in suffixes:
+    if ".csv" in [s.lower() for s in path.suffixes]:
         return read_csv(path, text_column=text_column, label_column=label_column,
                         skip_bad=skip_bad, stats=stats)
     return read_jsonl(path, skip_bad=skip_bad, stats=stats)
@@ -341,12 +315,8 @@ def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | N
 def has_split(path, split: str) -> bool:
     """Whether `load_split` would find a separate ``split`` at ``path`` (not one file)."""
     path = Path(path)
-    if str(path) == "download" or _is_tar(path):
-        return True
-    if not path.is_dir():
-        return False
-    return any((path / f"{split}{ext}").is_file() for ext in (".jsonl.gz", ".jsonl", ".csv")) \
-        or (path / split).is_dir() or (path / "aclImdb" / split).is_dir()
+    return str(path) == "download" or path.name.endswith(_TAR) \
+        or (path.is_dir() and _split_in(path, split) is not None)
 
 
 def split_validation(items: Sequence, fraction: float, seed: int) -> tuple[list, list]:

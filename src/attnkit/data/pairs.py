@@ -21,44 +21,32 @@ TATOEBA_FRA_ENG_SHA256 = "161c93f18da3a7e6df611ed961426613260de8af06ccf8c79c977a
 
 @dataclass
 class PairsResult:
-    """What `read_pairs` found: the file, its ``(english, french)`` pairs in order (sides stripped),
-    and the skipped lines by reason with the first few ``file:line`` of each (``drops``)."""
+    """What `read_pairs` found: the ``(english, french)`` pairs in order (sides stripped), and the
+    skipped lines by reason with the first few ``file:line`` of each (``drops``)."""
 
-    path: Path
     pairs: list[tuple[str, str]] = field(default_factory=list)
     drops: DropReport = field(default_factory=lambda: DropReport("line"))
 
-    @property
-    def dropped(self) -> int:
-        """Number of skipped lines, all reasons together."""
-        return self.drops.total
 
-    def report(self) -> str:
-        """One line per reason lines were skipped (``""`` if none)."""
-        return self.drops.format(str(self.path))
-
-
-def read_pairs(path: str | os.PathLike, *, strict: bool = False,
-               max_examples_shown: int = 3) -> PairsResult:
+def read_pairs(path: str | os.PathLike, *, strict: bool = False) -> PairsResult:
     """Read ``english<TAB>french[<TAB>attribution...]`` lines (blanks, extra columns ignored).
 
-    ``strict``: raise on the first bad line instead of skipping it; ``max_examples_shown``: the
-    ``file:line`` places the report keeps per reason.
-
     Raises:
-        DataError: undecodable bytes (always), or a bad line under ``strict`` (file and line).
+        DataError: undecodable bytes (always), or the first bad line under ``strict``.
     """
     path = Path(path)
-    result = PairsResult(path, drops=DropReport("line", max_examples=max_examples_shown))
+    result = PairsResult()
     with open_maybe_gzip(path) as stream:
         try:
             for number, raw in capped_lines(stream, path):
                 line = decode_line(raw, path, number, number == 1).rstrip("\r\n")
                 if not line.strip():
                     continue
-                reason = _check_line(line)
+                english, french = [*line.split("\t"), ""][:2]
+                reason = ("without a tab" if "\t" not in line
+                          else "with an empty English side" if not english.strip()
+                          else "with an empty French side" if not french.strip() else None)
                 if reason is None:
-                    english, french = line.split("\t")[:2]
                     result.pairs.append((english.strip(), french.strip()))
                 elif strict:
                     raise DataError(f"line {reason} (expected english<TAB>french)",
@@ -68,18 +56,6 @@ def read_pairs(path: str | os.PathLike, *, strict: bool = False,
         except CORRUPT_STREAM as exc:
             raise DataError(f"corrupt gzip file: {exc}", path=str(path)) from exc
     return result
-
-
-def _check_line(line: str) -> str | None:
-    """The reason ``line`` is dropped (it reads after a count: "2 without a tab"), or None."""
-    if "\t" not in line:
-        return "without a tab"
-    english, french = line.split("\t")[:2]
-    if not english.strip():
-        return "with an empty English side"
-    if not french.strip():
-        return "with an empty French side"
-    return None
 
 
 def group_references(pairs: list[tuple[str, str]]) -> list[tuple[str, list[str]]]:

@@ -9,8 +9,7 @@ finds the kept tokens in the text as written."""
 from __future__ import annotations
 
 import collections
-import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,13 +17,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnkit.data.classification_text import pad_sequences, tokenizer_from_json
+from attnkit.data.classification_text import check_padding, pad_sequences, tokenizer_from_json
 from attnkit.data.imdb import Review
+from attnkit.data.text_codec import CHUNK_CHARS, text_chunks
 from attnkit.data.vocab import Vocab
-
-# Longer texts are tokenized piece by piece (cut at whitespace, which no token spans).
-CHUNK_CHARS = 1 << 16
-PADDING_SIDES = ("pre", "post")
 
 
 @dataclass(frozen=True)
@@ -44,55 +40,23 @@ class ReadReview:
         return self.unknown / len(self.tokens) if self.tokens else 0.0
 
 
-class EncodedReviews(torch.utils.data.Dataset):
+class EncodedReviews(torch.utils.data.TensorDataset):
     """Padded reviews as tensors: item ``i`` = ``(ids [maxlen], length [], label [])``."""
 
     def __init__(self, ids: Tensor, lengths: Tensor, labels: Tensor):
+        super().__init__(ids, lengths, labels)
         self.ids, self.lengths, self.labels = ids, lengths, labels
-
-    def __len__(self) -> int:
-        return self.ids.shape[0]
-
-    def __getitem__(self, i: int):
-        return self.ids[i], self.lengths[i], self.labels[i]
 
 
 def collate(items) -> tuple[Tensor, Tensor, Tensor]:
     """List of dataset items -> ``ids [batch, maxlen]``, ``lengths [batch]``, ``labels [batch]``."""
-    ids, lengths, labels = zip(*items, strict=True)
-    return torch.stack(ids), torch.stack(lengths), torch.stack(labels)
-
-
-def text_chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
-    """``text`` in consecutive pieces of at most about ``size`` characters, cut at whitespace
-    outside an HTML line break, so that tokenizing the pieces gives the tokens of the whole
-    (a single token longer than ``size / 2`` characters is cut)."""
-    start = 0
-    while len(text) - start > size:
-        end = start + size
-        cut = max(text.rfind(c, start + size // 2, end) for c in " \n\t\r")
-        if cut < 0:
-            cut = end
-        else:
-            br = re.search(r"<br\s*$", text[max(start, cut - 16):cut], re.IGNORECASE)
-            if br is not None:  # the break's own whitespace: cut before the "<" instead
-                cut -= len(br.group())
-        cut = max(cut, start + 1)
-        yield text[start:cut]
-        start = cut
-    yield text[start:]
+    return tuple(torch.stack(column) for column in zip(*items, strict=True))
 
 
 @dataclass
 class TextPipeline:
-    """Text -> padded ids.
-
-    Args:
-        tokenizer: anything with ``tokenize(text) -> list[str]`` and ``to_json()``.
-        vocab: the token ids (``<pad>`` = 0, ``<unk>`` = 1).
-        padding: ``"pre"`` (padding before the tokens) or ``"post"``.
-        truncating: ``"pre"`` (keep the LAST ``maxlen`` tokens) or ``"post"`` (the first).
-    """
+    """Text -> padded ids: a tokenizer (``tokenize(text)``, ``to_json()``), the vocabulary
+    (``<pad>`` = 0, ``<unk>`` = 1), ``maxlen``, ``padding`` and ``truncating`` (`pad_sequences`)."""
 
     tokenizer: Any
     vocab: Vocab
@@ -103,16 +67,12 @@ class TextPipeline:
     def read(self, text: str) -> ReadReview:
         """The tokens of ``text`` the model sees (see `ReadReview`)."""
         keep_last = self.truncating == "pre"
-        kept: collections.deque[str] | list[str] = (
-            collections.deque(maxlen=self.maxlen) if keep_last else [])
+        kept: collections.deque[str] = collections.deque(maxlen=self.maxlen if keep_last else None)
         total = 0
         for piece in text_chunks(text, CHUNK_CHARS):
             tokens = self.tokenizer.tokenize(piece)
             total += len(tokens)
-            if keep_last:
-                kept.extend(tokens)
-            elif len(kept) < self.maxlen:
-                kept.extend(tokens[:self.maxlen - len(kept)])
+            kept.extend(tokens if keep_last else tokens[:self.maxlen - len(kept)])
         tokens = list(kept)
         ids = self.vocab.encode(tokens)
         unk = self.vocab.unk_id
@@ -122,8 +82,7 @@ class TextPipeline:
         """``ids [batch, maxlen]`` int64 and ``lengths [batch]`` (see `pad_sequences`)."""
         return self.pad([self.read(t) for t in texts])
 
-    def pad(self, reads: Sequence[ReadReview], width: int | None = None
-            ) -> tuple[Tensor, Tensor]:
+    def pad(self, reads: Sequence[ReadReview], width: int | None = None) -> tuple[Tensor, Tensor]:
         """Already read reviews -> ``ids [batch, width]`` (default ``maxlen``; a batch of
         short reviews may be cut to its longest), ``lengths [batch]``."""
         return pad_sequences([r.ids for r in reads], width or self.maxlen, padding=self.padding,
@@ -154,12 +113,10 @@ class TextPipeline:
         if missing:
             raise ValueError(f"missing {', '.join(missing)}")
         maxlen = obj["maxlen"]
-        if not isinstance(maxlen, int) or isinstance(maxlen, bool) or maxlen < 1:
+        if not isinstance(maxlen, int) or isinstance(maxlen, bool):
             raise ValueError(f"maxlen must be a positive integer, got {maxlen!r}")
         padding, truncating = obj.get("padding", "pre"), obj.get("truncating", "pre")
-        if padding not in PADDING_SIDES or truncating not in PADDING_SIDES:
-            raise ValueError(f"padding and truncating must be 'pre' or 'post', got "
-                             f"{padding!r}, {truncating!r}")
+        check_padding(maxlen, padding, truncating)
         if not isinstance(obj["tokenizer"], dict):
             raise ValueError("tokenizer must be a JSON object")
         return cls(tokenizer_from_json(obj["tokenizer"], folder), vocab, maxlen, padding,

@@ -18,18 +18,10 @@ from PIL import Image, ImageDraw
 Box = tuple[int, int, int, int]
 
 COLOURS: dict[str, tuple[int, int, int]] = {
-    "yellow": (240, 200, 30),
-    "blue": (40, 90, 220),
-    "red": (210, 40, 40),
-    "green": (40, 160, 60),
-}
+    "yellow": (240, 200, 30), "blue": (40, 90, 220), "red": (210, 40, 40), "green": (40, 160, 60)}
 FACINGS = ("left", "right")
 KINDS = ("odd_colour", "two_groups", "same_facing", "odd_facing")
 NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
-VOCABULARY = sorted(
-    set(COLOURS) | set(FACINGS) | set(NUMBERS.values()) | {"a", "duck", "ducks", "among", "and",
-                                                            "facing"}
-)
 MIN_SIZE, MAX_SIZE = 32, 256
 GRID = 3  # ducks live in distinct cells of a GRID x GRID layout: no overlap, at most 9
 
@@ -72,12 +64,9 @@ def _noun(n: int) -> str:
 def caption_for(ducks: list[Duck]) -> tuple[str, list[str], dict[int, list[Box]]]:
     """The (kind, caption words, word_boxes) describing ``ducks``; ValueError when they fit none of
     the four templates."""
-    order = {c: i for i, c in enumerate(COLOURS)}
-    by_colour: dict[str, list[Duck]] = {}
-    for d in ducks:
-        by_colour.setdefault(d.colour, []).append(d)
-    # Larger group first; ties broken by the fixed colour order, so the caption is unique.
-    groups = sorted(by_colour.items(), key=lambda kv: (-len(kv[1]), order[kv[0]]))
+    groups = [(c, g) for c in COLOURS if (g := [d for d in ducks if d.colour == c])]
+    # Larger group first; ties keep the fixed colour order, so the caption is unique.
+    groups.sort(key=lambda kv: -len(kv[1]))
     boxes = lambda ds: [d.box for d in ds]  # noqa: E731
 
     if len(groups) == 2:
@@ -104,10 +93,8 @@ def caption_for(ducks: list[Duck]) -> tuple[str, list[str], dict[int, list[Box]]
                      rest[0].facing]
             wb = {i: boxes(odd) for i in (0, 1, 2, 4)} | {6: boxes(rest), 8: boxes(rest)}
             return "odd_facing", words, wb
-    raise ValueError(
-        "ducks fit no caption template: "
-        + ", ".join(f"{d.colour}/{d.facing}" for d in ducks)
-    )
+    raise ValueError("ducks fit no caption template: "
+                     + ", ".join(f"{d.colour}/{d.facing}" for d in ducks))
 
 
 def _sample_attributes(rng: np.random.Generator) -> list[tuple[str, str]]:
@@ -156,10 +143,7 @@ def _draw_duck(draw: ImageDraw.ImageDraw, x: float, y: float, w: float, facing: 
 def generate_scene(rng: np.random.Generator | int, size: int = 64) -> Scene:
     """One random scene ``size`` pixels square (32-256) from ``rng`` (a Generator advanced in place,
     or an int seed)."""
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        rng = np.random.default_rng(int(rng))
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy Generator or an int seed, got {type(rng).__name__}")
+    rng = np.random.default_rng(rng)  # a Generator comes back as it is
     if not MIN_SIZE <= size <= MAX_SIZE:
         raise ValueError(f"size must be in [{MIN_SIZE}, {MAX_SIZE}] pixels, got {size}")
 

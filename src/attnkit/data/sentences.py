@@ -29,18 +29,14 @@ class Sentences:
         """One output per sentence, joined by the text's breaks (else ValueError)."""
         if len(parts) != len(self.sentences):
             raise ValueError(f"{len(parts)} parts for {len(self.sentences)} sentences")
-        out = parts[0] if parts else ""
-        for gap, part in zip(self.breaks, parts[1:], strict=True):
-            out += gap + part
-        return out
+        return "".join(gap + part for gap, part in zip(["", *self.breaks], parts, strict=False))
 
 
 def split_sentences(text: str, language: str = "en") -> Sentences:
     """Cut ``text`` into sentences; ``language``: an ISO 639 code the splitter knows."""
     from sentencex import segment
 
-    sentences: list[str] = []
-    breaks: list[str] = []
+    sentences, breaks = [], []
     for p, paragraph in enumerate(_PARAGRAPH.split(text.strip())):
         gap = "\n\n" if p else ""
         for piece in segment(language, paragraph):
@@ -50,16 +46,11 @@ def split_sentences(text: str, language: str = "en") -> Sentences:
                 continue
             if sentences:
                 gap += piece[:len(piece) - len(piece.lstrip())]
-                breaks.append(_break(gap))
+                newlines = gap.count("\n")  # what a reader sees of the whitespace between
+                breaks.append("\n\n" if newlines >= 2 else "\n" if newlines else " ")
             sentences.append(core)
             gap = piece[len(piece.rstrip()):]
     return Sentences(sentences, breaks)
-
-
-def _break(gap: str) -> str:
-    """The whitespace between two sentences, reduced to what a reader sees of it."""
-    newlines = gap.count("\n")
-    return "\n\n" if newlines >= 2 else "\n" if newlines else " "
 
 
 def readable_sentences(text: str, language: str,

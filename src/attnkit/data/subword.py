@@ -37,9 +37,8 @@ def _spm():
     try:
         import sentencepiece
     except ImportError as exc:  # optional dependency
-        raise ImportError(
-            "subword tokenization needs sentencepiece: pip install 'attnkit[subword]'"
-        ) from exc
+        raise ImportError("subword tokenization needs sentencepiece: "
+                          "pip install 'attnkit[subword]'") from exc
     return sentencepiece
 
 
@@ -47,11 +46,10 @@ class SubwordModel:
     """A trained sentencepiece model (the ``.model`` file written by `train`)."""
 
     def __init__(self, path: str | os.PathLike):
-        spm = _spm()
         self.path = Path(path)
         if not self.path.is_file():
             raise DataError("sentencepiece model file not found", path=str(self.path))
-        self._sp = spm.SentencePieceProcessor()
+        self._sp = _spm().SentencePieceProcessor()
         try:
             self._sp.Load(str(self.path))
         except (OSError, RuntimeError) as exc:
@@ -65,11 +63,9 @@ class SubwordModel:
         atomically; ``vocab_size`` is an upper bound (small corpora give fewer pieces)."""
         if model_type not in ("unigram", "bpe"):
             raise ValueError(f"model_type must be 'unigram' or 'bpe', got {model_type!r}")
-        spm = _spm()
-        path = Path(path)
         buffer = io.BytesIO()
         try:
-            spm.SentencePieceTrainer.train(
+            _spm().SentencePieceTrainer.train(
                 sentence_iterator=iter(t for t in texts if t.strip()), model_writer=buffer,
                 vocab_size=vocab_size, model_type=model_type, character_coverage=character_coverage,
                 seed_sentencepiece_size=seed_sentencepiece_size,

@@ -9,20 +9,12 @@ Grammar: docs/concepts.md, "Data"."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from collections import namedtuple
 
 # ----------------------------------------------------------------------------- lexicon
-# noun: english singular, english plural, french singular, french plural, gender, class
-
-
-@dataclass(frozen=True)
-class _Noun:
-    en: str
-    en_pl: str
-    fr: str
-    fr_pl: str
-    gender: str  # "m" | "f"
-    kind: str    # "animal" | "person" | "object" | "place" | "food" (which verbs/adjectives fit)
+# A noun's gender is "m" or "f"; its kind (animal, person, object, place, food) says which
+# verbs and adjectives fit it.
+_Noun = namedtuple("_Noun", "en en_pl fr fr_pl gender kind")
 
 
 def _n(en, fr, gender, kind, en_pl=None, fr_pl=None):
@@ -67,23 +59,17 @@ ADJECTIVES = {
 NOUN_KIND = {form: n.kind for n in NOUNS for form in (n.en, n.en_pl)}
 
 # person keys: 1s 3s 1p 2p 3p (no "tu": "you" is always "vous")
-PRONOUNS = {  # english: (french, person, english verb class: "3s" or "base")
-    "I": ("je", "1s", "base"), "he": ("il", "3s", "3s"), "she": ("elle", "3s", "3s"),
-    "we": ("nous", "1p", "base"), "you": ("vous", "2p", "base"), "they": ("ils", "3p", "base"),
+PRONOUNS = {  # english: (french, person)
+    "I": ("je", "1s"), "he": ("il", "3s"), "she": ("elle", "3s"),
+    "we": ("nous", "1p"), "you": ("vous", "2p"), "they": ("ils", "3p"),
 }
 _AVOIR = {"1s": "ai", "3s": "a", "1p": "avons", "2p": "avez", "3p": "ont"}
 _FUTURE_END = {"1s": "ai", "3s": "a", "1p": "ons", "2p": "ez", "3p": "ont"}
 
 
-@dataclass(frozen=True)
-class _Verb:
-    en: str
-    en_3s: str
-    en_past: str
-    present: dict  # person -> form
-    pp: str        # past participle (masculine singular)
-    future_stem: str
-    objects: tuple  # allowed object kinds; "pronoun" allows him/her
+# present: person -> form; pp: the past participle (masculine singular); objects: the noun
+# kinds it takes ("pronoun" allows him/her).
+_Verb = namedtuple("_Verb", "en en_3s en_past present pp future_stem objects")
 
 
 def _er(stem, pres_stem=None):
@@ -130,13 +116,7 @@ def _starts_with_vowel(word: str) -> bool:
 
 
 # ----------------------------------------------------------------------------- phrases
-@dataclass
-class _NP:
-    en: list
-    fr: list
-    gender: str
-    plural: bool
-    person: str
+_NP = namedtuple("_NP", "en fr gender plural person")
 
 
 def _noun_phrase(rng: random.Random, kinds, *, negated_object: bool = False) -> _NP:
@@ -154,28 +134,21 @@ def _noun_phrase(rng: random.Random, kinds, *, negated_object: bool = False) -> 
         # After a negation the indefinite article becomes "de"; English says "any" in plural.
         fr_det = "de"
         en_det = "any" if plural else en_det
-    en = [en_det]
-    fr = [fr_det]
-    en_noun = noun.en_pl if plural else noun.en
-    fr_noun = noun.fr_pl if plural else noun.fr
-    if adj is None:
-        en.append(en_noun)
-        fr.append(fr_noun)
-    else:
+    en_noun, fr_noun = (noun.en_pl, noun.fr_pl) if plural else (noun.en, noun.fr)
+    en, fr = [en_det, en_noun], [fr_det, fr_noun]
+    if adj is not None:
         forms, before, _ = ADJECTIVES[adj]
         fr_adj = forms[(2 if plural else 0) + (noun.gender == "f")]
-        en += [adj, en_noun]
-        fr += [fr_adj, fr_noun] if before else [fr_noun, fr_adj]
+        en = [en_det, adj, en_noun]
+        fr = [fr_det, fr_adj, fr_noun] if before else [fr_det, fr_noun, fr_adj]
     return _NP(en, fr, noun.gender, plural, "3p" if plural else "3s")
 
 
 def _subject(rng: random.Random, *, third_only: bool = False) -> _NP:
     if rng.random() < 0.45:
-        choices = ["he", "she", "they"] if third_only else list(PRONOUNS)
-        en = rng.choice(choices)
-        fr, person, _ = PRONOUNS[en]
-        gender = "f" if en == "she" else "m"
-        return _NP([en], [fr], gender, person.endswith("p"), person)
+        en = rng.choice(["he", "she", "they"] if third_only else list(PRONOUNS))
+        fr, person = PRONOUNS[en]
+        return _NP([en], [fr], "f" if en == "she" else "m", person.endswith("p"), person)
     return _noun_phrase(rng, _LIVING)
 
 
@@ -188,36 +161,25 @@ def _transitive(rng: random.Random) -> tuple[list, list]:
     person = subj.person
     third_sg = person == "3s"
 
-    # English verb group.
-    if tense == "present":
-        if negated:
-            en_verb = ["does" if third_sg else "do", "not", verb.en]
-        else:
-            en_verb = [verb.en_3s if third_sg else verb.en]
-    elif tense == "past":
-        en_verb = ["did", "not", verb.en] if negated else [verb.en_past]
-    else:
-        en_verb = ["will", "not", verb.en] if negated else ["will", verb.en]
+    aux = {"present": "does" if third_sg else "do", "past": "did", "future": "will"}[tense]
+    plain = {"present": [verb.en_3s if third_sg else verb.en], "past": [verb.en_past],
+             "future": ["will", verb.en]}[tense]
+    en_verb = [aux, "not", verb.en] if negated else plain
 
     # French verb group: [ne] [pronoun] finite [pas] [participle]
-    obj_pron_fr, obj_en, obj_fr, pp_suffix = None, [], [], ""
     if use_pronoun:
-        obj_en = [rng.choice(["him", "her"])]
-        obj_pron_fr = "le" if obj_en[0] == "him" else "la"
-        pp_suffix = "e" if obj_en[0] == "her" else ""  # agreement with a preceding object
+        her = rng.choice(["him", "her"]) == "her"
+        obj_en, obj_fr, pronoun = ["her" if her else "him"], [], ["la" if her else "le"]
+        pp_suffix = "e" if her else ""  # agreement with a preceding object
     else:
         kinds = tuple(k for k in verb.objects if k != "pronoun")
         np = _noun_phrase(rng, kinds, negated_object=negated)
-        obj_en, obj_fr = np.en, np.fr
-    if tense == "present":
-        finite, participle = verb.present[person], None
-    elif tense == "past":
-        finite, participle = _AVOIR[person], verb.pp + pp_suffix
-    else:
-        finite, participle = verb.future_stem + _FUTURE_END[person], None
-    fr_verb = (["ne"] if negated else []) + ([obj_pron_fr] if obj_pron_fr else []) + [finite]
-    fr_verb += ["pas"] if negated else []
-    fr_verb += [participle] if participle else []
+        obj_en, obj_fr, pronoun, pp_suffix = np.en, np.fr, [], ""
+    finite = {"present": verb.present[person], "past": _AVOIR[person],
+              "future": verb.future_stem + _FUTURE_END[person]}[tense]
+    participle = [verb.pp + pp_suffix] if tense == "past" else []
+    ne, pas = (["ne"], ["pas"]) if negated else ([], [])
+    fr_verb = ne + pronoun + [finite] + pas + participle
     return subj.en + en_verb + obj_en, subj.fr + fr_verb + obj_fr
 
 
@@ -233,27 +195,21 @@ def _predicate(rng: random.Random) -> tuple[list, list]:
     en = subj.en + [en_be] + (["not"] if negated else []) + (["be"] if tense == "future" else [])
     fr_be = {"present": ("est", "sont"), "past": ("était", "étaient"),
              "future": ("sera", "seront")}[tense][plural]
-    forms = ADJECTIVES[adj][0]
-    fr_adj = forms[(2 if plural else 0) + (subj.gender == "f")]
+    fr_adj = ADJECTIVES[adj][0][(2 if plural else 0) + (subj.gender == "f")]
     fr = subj.fr + (["ne", fr_be, "pas"] if negated else [fr_be]) + [fr_adj]
     return en + [adj], fr
 
 
 # ----------------------------------------------------------------------------- surface
 def _english_surface(words: list) -> str:
-    out = []
-    for i, w in enumerate(words):
-        if w == "a" and i + 1 < len(words) and words[i + 1][0] in "aeiou":
-            w = "an"
-        out.append(w)
-    text = " ".join(out)
+    text = " ".join("an" if w == "a" and nxt[0] in "aeiou" else w
+                    for w, nxt in zip(words, [*words[1:], " "], strict=True))
     return text[0].upper() + text[1:] + "."
 
 
 def _french_surface(words: list) -> str:
     out = ""
-    for i, w in enumerate(words):
-        nxt = words[i + 1] if i + 1 < len(words) else None
+    for w, nxt in zip(words, [*words[1:], None], strict=True):
         if nxt is not None and _starts_with_vowel(nxt):
             if w in _ELIDE:
                 out += _ELIDE[w]  # the apostrophe glues it to the next word

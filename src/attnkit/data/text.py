@@ -30,8 +30,7 @@ _EN_CLITIC = re.compile(r"^(.+?)('(?:s|re|ve|ll|d|m))$", re.IGNORECASE)
 # Detokenization classes.
 _ATTACH_LEFT = {".", ",", "...", "\u2026", ")", "]", "}"}
 _ATTACH_RIGHT = {"(", "[", "{"}
-_FR_SPACED = {"?", "!", ":", ";", "%", "\u203d"}
-_EN_LEFT = {"?", "!", ":", ";", "%", "\u203d"}
+_SPACED_IN_FR = {"?", "!", ":", ";", "%", "\u203d"}  # French spaces them, English does not
 
 
 def _check_lang(lang: str) -> None:
@@ -42,18 +41,14 @@ def _check_lang(lang: str) -> None:
 def normalize(text: str) -> str:
     """NFC, straight quotes, every Unicode space -> " ", format characters removed, trimmed."""
     text = unicodedata.normalize("NFC", text).translate(_QUOTE_MAP)
-    chars = []
-    for ch in text:
-        cat = unicodedata.category(ch)
-        if cat == "Cf":  # soft hyphen, zero-width space/joiners: invisible, not content
-            continue
-        chars.append(" " if ch.isspace() or cat == "Zs" else ch)
+    # Format characters (soft hyphen, zero-width space and joiners) are invisible, not content.
+    chars = [" " if ch.isspace() or unicodedata.category(ch) == "Zs" else ch
+             for ch in text if unicodedata.category(ch) != "Cf"]
     return " ".join("".join(chars).split())
 
 
 def _split_english(chunk: str) -> list[str]:
-    low = chunk.lower()
-    if low.endswith("n't") and len(chunk) > 3:
+    if chunk.lower().endswith("n't") and len(chunk) > 3:
         return [chunk[:-3], chunk[-3:]]
     m = _EN_CLITIC.match(chunk)
     if m and "'" not in m.group(1):
@@ -100,32 +95,23 @@ def detokenize(tokens: Sequence[str], lang: str, *, french_space: str = " ") -> 
             own = ""
         elif tok == '"':
             open_double = not open_double
-            if open_double:
-                after = ""
-            else:
-                own = ""
+            own, after = (" ", "") if open_double else ("", None)
         elif tok in _ATTACH_RIGHT:
             after = ""
         elif lang == "fr":
-            if tok in _FR_SPACED or tok == "»":
+            if tok in _SPACED_IN_FR or tok == "»":
                 own = french_space
             elif tok == "«":
                 after = french_space
             elif len(tok) > 1 and tok.endswith("'") and _is_word(tok):
                 after = ""
-        else:
-            if tok in _EN_LEFT:
-                own = ""
-            elif tok == "$":
-                after = ""
-            elif tok.lower() == "n't" or (len(tok) > 1 and tok[0] == "'" and _is_word(tok)):
-                own = ""
-            elif tok == "'":
-                # Possessive of a plural ("students'") after a word, else an opening quote.
-                if i > 0 and _is_word(tokens[i - 1]):
-                    own = ""
-                else:
-                    after = ""
+        elif tok in _SPACED_IN_FR or tok.lower() == "n't" \
+                or (len(tok) > 1 and tok[0] == "'" and _is_word(tok)):
+            own = ""
+        elif tok == "'" and i > 0 and _is_word(tokens[i - 1]):
+            own = ""  # the possessive of a plural ("students'")
+        elif tok in ("$", "'"):
+            after = ""  # a currency sign, an opening quote
         if parts:
             parts.append(forced if forced is not None else own)
         parts.append(tok)

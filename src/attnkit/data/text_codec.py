@@ -5,6 +5,7 @@ holding them, so one line of ten million words costs one chunk at a time."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 
 from attnkit.data.subword import SubwordModel
@@ -13,21 +14,25 @@ from attnkit.data.text import detokenize, tokenize
 SRC_LANG, TGT_LANG = "en", "fr"
 Pair = tuple[str, str]
 TokenPair = tuple[list[str], list[str]]
-# Texts longer than this are tokenized chunk by chunk (cut at spaces): about 10k words each.
+# Texts longer than this are tokenized chunk by chunk (cut at whitespace): about 10k words each.
 CHUNK_CHARS = 1 << 16
 
 
 def text_chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
-    """``text`` in consecutive pieces of at most ``size`` characters, cut at a space when there
-    is one in the piece (a token never spans a space, so tokens stay whole)."""
+    """``text`` in consecutive pieces of at most ``size`` characters, cut at the piece's last
+    whitespace outside an HTML line break when it has one, so that tokens stay whole."""
     start = 0
-    while start < len(text):
-        end = min(len(text), start + size)
-        if end < len(text):
-            space = text.rfind(" ", start + 1, end)
-            end = space if space > start else end
-        yield text[start:end]
-        start = end
+    while len(text) - start > size:
+        end = start + size
+        cut = max(text.rfind(c, start + 1, end) for c in " \n\t\r")
+        if cut < 0:
+            cut = end
+        else:  # a line break's own whitespace: cut before its "<" instead
+            br = re.search(r"<br\s*$", text[max(start, cut - 16):cut], re.IGNORECASE)
+            cut = max(cut - len(br.group()), start + 1) if br is not None else cut
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
 
 
 class TextCodec:
@@ -38,23 +43,17 @@ class TextCodec:
 
     def encode(self, text: str, lang: str) -> list[str]:
         """The tokens of ``text`` (``lang``: ``"en"`` or ``"fr"``; subwords ignore it)."""
-        if self.subword is None:
-            return tokenize(text, lang)
-        return self.subword.encode(text)
+        return tokenize(text, lang) if self.subword is None else self.subword.encode(text)
 
     def decode(self, tokens: Sequence[str], lang: str) -> str:
         """The text of ``tokens``: the inverse of `encode`."""
-        if self.subword is None:
-            return detokenize(tokens, lang)
-        return self.subword.decode(tokens)
+        return detokenize(tokens, lang) if self.subword is None else self.subword.decode(tokens)
 
     def encode_with_spans(self, text: str, lang: str) -> tuple[list[str], list[tuple[int, int]]]:
         """The tokens of ``text`` (those of `encode`) and the ``(start, end)`` characters of each:
         each word is encoded alone and its characters shared out among its tokens by length (a
         ``▁`` word mark counts for nothing)."""
-        tokens: list[str] = []
-        spans: list[tuple[int, int]] = []
-        pos = 0
+        tokens, spans, pos = [], [], 0
         for word in text.split():
             start = text.index(word, pos)
             pos = start + len(word)
@@ -71,11 +70,7 @@ class TextCodec:
 
     def encode_capped(self, text: str, lang: str, limit: int) -> tuple[list[str], int]:
         """The first ``limit`` tokens of ``text`` and the number of tokens after them."""
-        if len(text) <= CHUNK_CHARS:
-            tokens = self.encode(text, lang)
-            return tokens[:limit], max(0, len(tokens) - limit)
-        kept: list[str] = []
-        cut = 0
+        kept, cut = [], 0
         for chunk in text_chunks(text):
             tokens = self.encode(chunk, lang)
             room = max(0, limit - len(kept))
@@ -89,8 +84,5 @@ class TextCodec:
 
 
 def word_count(text: str, lang: str) -> int:
-    """The number of words of ``text`` (`tokenize`), counted chunk by
-    chunk so that a huge text is never held as one list of words."""
-    if len(text) <= CHUNK_CHARS:
-        return len(tokenize(text, lang))
+    """The number of words of ``text`` (`tokenize`), counted chunk by chunk."""
     return sum(len(tokenize(chunk, lang)) for chunk in text_chunks(text))

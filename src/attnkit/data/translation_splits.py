@@ -27,16 +27,11 @@ SPLIT_RULE = 2           # the split rule this code writes into a data spec (eva
 MIN_EVAL_SOURCES = 100
 
 
-def _quiet(_: str) -> None:
-    return None
-
-
 def eval_sources(sources: int, rule: int = SPLIT_RULE) -> int:
     """How many distinct English sentences go to validation (and as many to test): rule 2, 2% but
     at least `MIN_EVAL_SOURCES` or a tenth of a small corpus; rule 1 (older runs), 2%."""
-    if rule == 1:
-        return max(1, sources // 50)
-    return max(1, sources // 50, min(MIN_EVAL_SOURCES, sources // 10))
+    floor = min(MIN_EVAL_SOURCES, sources // 10) if rule != 1 else 0
+    return max(1, sources // 50, floor)
 
 
 def split_by_source(pairs: Sequence[Pair], seed: int, rule: int = SPLIT_RULE
@@ -51,53 +46,44 @@ def split_by_source(pairs: Sequence[Pair], seed: int, rule: int = SPLIT_RULE
         raise DataError(f"need at least 3 distinct English sentences to split, got {len(order)}")
     random.Random(seed).shuffle(order)
     n_eval = eval_sources(len(order), rule)
-    parts = {"valid": order[:n_eval], "test": order[n_eval:2 * n_eval],
-             "train": order[2 * n_eval:]}
+    parts = {"valid": order[:n_eval], "test": order[n_eval:2 * n_eval], "train": order[2 * n_eval:]}
     return {name: [p for group in part for p in group] for name, part in parts.items()}
 
 
-def read_pair_file(path: Path, *, strict: bool = False, log: Log = _quiet) -> list[Pair]:
+def read_pair_file(path: Path, *, strict: bool = False, log: Log | None = None) -> list[Pair]:
     """The pairs of an ``english<TAB>french`` file (maybe gzip); skipped lines are logged by reason
     (``strict``: a DataError instead). DataError: unreadable, or no pair at all."""
     result = read_pairs(path, strict=strict)
-    if result.dropped:
-        log(result.report())
+    if result.drops.total and log is not None:
+        log(result.drops.format(str(path)))
     if not result.pairs:
         raise DataError("no sentence pairs found (expected english<TAB>french lines)",
                         path=str(path))
     return result.pairs
 
 
-def split_files(folder: Path) -> dict[str, Path] | None:
-    """``{"train", "valid", "test"}`` files of ``folder``, or None when one is missing."""
-    found = {}
-    for split in SPLITS:
-        for ext in EXTENSIONS:
-            if (folder / f"{split}{ext}").is_file():
-                found[split] = folder / f"{split}{ext}"
-                break
-    return found if len(found) == len(SPLITS) else None
+def split_files(folder: Path) -> dict[str, Path]:
+    """``{"train", "valid", "test"}`` files of ``folder``; DataError when one is missing."""
+    found = {split: next((folder / f"{split}{ext}" for ext in EXTENSIONS
+                          if (folder / f"{split}{ext}").is_file()), None) for split in SPLITS}
+    if None in found.values():
+        raise DataError("folder needs train, valid and test .tsv[.gz] or .txt[.gz] files",
+                        path=str(folder))
+    return found
 
 
 def data_spec(data: str, seed: int = 0, train_size: int | None = None) -> dict[str, Any]:
     """The JSON description of ``data`` that `load_splits` turns back into pairs (``seed`` makes
-    the synthetic corpus and the split; ``train_size``: synthetic training pairs, default 20000).
-
-    Raises:
-        DataError: no such file or folder, or a folder without the three split files.
-    """
+    the synthetic corpus and the split; ``train_size``: synthetic training pairs, default 20000);
+    DataError: no such file or folder, or a folder without the three split files."""
     if data == "synthetic":
-        sizes = dict(SYNTHETIC_SIZES)
-        if train_size is not None:
-            sizes["train"] = train_size
-        return {"kind": "synthetic", "seed": seed, **sizes}
+        return {"kind": "synthetic", "seed": seed, **SYNTHETIC_SIZES,
+                "train": SYNTHETIC_SIZES["train"] if train_size is None else train_size}
     if data == "tatoeba":
         return {"kind": "tatoeba", "split_seed": seed, "split_rule": SPLIT_RULE}
     path = Path(data)
     if path.is_dir():
-        if split_files(path) is None:
-            raise DataError("folder needs train, valid and test .tsv[.gz] or .txt[.gz] files",
-                            path=str(path))
+        split_files(path)
         return {"kind": "folder", "path": str(path.resolve())}
     if not path.exists():
         raise DataError("no such file or folder (expected synthetic, tatoeba, a pairs file or a "
@@ -113,18 +99,15 @@ def spec_name(spec: dict[str, Any]) -> str:
 
 
 def load_splits(spec: dict[str, Any], *, progress: bool = True, strict: bool = False,
-                log: Log = _quiet) -> dict[str, list[Pair]]:
+                log: Log | None = None) -> dict[str, list[Pair]]:
     """``{"train", "valid", "test"}`` lists of ``(english, french)`` for a `data_spec` (``strict``,
     ``log`` as `read_pair_file`); DataError: unreadable files or an unknown kind."""
     kind = spec.get("kind")
     if kind == "synthetic":
         return synthetic_splits(spec["seed"], spec["train"], spec["valid"], spec["test"])
     if kind == "folder":
-        files = split_files(Path(spec["path"]))
-        if files is None:
-            raise DataError("train/valid/test files are missing", path=spec["path"])
         return {split: read_pair_file(path, strict=strict, log=log)
-                for split, path in files.items()}
+                for split, path in split_files(Path(spec["path"])).items()}
     if kind in ("tatoeba", "file"):
         path = tatoeba_fra_eng(progress=progress) if kind == "tatoeba" else Path(spec["path"])
         return split_by_source(read_pair_file(path, strict=strict, log=log),
@@ -133,7 +116,7 @@ def load_splits(spec: dict[str, Any], *, progress: bool = True, strict: bool = F
 
 
 def eval_pairs(data: str | None, run_spec: dict[str, Any], *, strict: bool = False,
-               log: Log = _quiet) -> list[Pair]:
+               log: Log | None = None) -> list[Pair]:
     """The pairs an evaluation scores: for ``data`` None or the run's own corpus name, the run's
     test split; the other name, that corpus' default test split; a folder, its test file; a
     file, every pair in it."""
@@ -142,9 +125,5 @@ def eval_pairs(data: str | None, run_spec: dict[str, Any], *, strict: bool = Fal
     if data in NAMED:
         return load_splits(data_spec(data), strict=strict, log=log)["test"]
     path = Path(data)
-    if path.is_dir():
-        files = split_files(path)
-        if files is None:
-            raise DataError("folder has no train/valid/test files", path=str(path))
-        return read_pair_file(files["test"], strict=strict, log=log)
-    return read_pair_file(data_file(path), strict=strict, log=log)
+    path = split_files(path)["test"] if path.is_dir() else data_file(path)
+    return read_pair_file(path, strict=strict, log=log)

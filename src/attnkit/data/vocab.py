@@ -29,14 +29,10 @@ class Vocab:
     def __init__(self, tokens: Sequence[str], specials: Sequence[str] = DEFAULT_SPECIALS):
         tokens = list(tokens)
         specials = tuple(specials)
-        if len(set(specials)) != len(specials):
-            raise ValueError(f"specials contain duplicates: {list(specials)}")
         if tuple(tokens[: len(specials)]) != specials:
             raise ValueError(f"the first tokens must be the specials {list(specials)}, "
                              f"got {tokens[: len(specials)]}")
-        self.itos: list[str] = tokens
-        self.specials: tuple[str, ...] = specials
-        self.stoi: dict[str, int] = {}
+        self.itos, self.specials, self.stoi = tokens, specials, {}
         for i, tok in enumerate(tokens):
             if not isinstance(tok, str):
                 raise ValueError(f"token {i} is not a string: {tok!r}")
@@ -61,9 +57,8 @@ class Vocab:
             if isinstance(sentence, str):
                 raise ValueError("sentences must be token sequences, got a plain string")
             counts.update(sentence)
-        special_set = set(specials)
         ranked = sorted((tok for tok, c in counts.items() if c >= min_freq
-                         and tok not in special_set), key=lambda tok: (-counts[tok], tok))
+                         and tok not in specials), key=lambda tok: (-counts[tok], tok))
         if max_size is not None:
             ranked = ranked[: max_size - len(specials)]
         return cls(list(specials) + ranked, specials)
@@ -122,18 +117,15 @@ class Vocab:
             i = int(raw)
             if not 0 <= i < len(self.itos):
                 raise ValueError(f"id {i} out of range for a vocabulary of size {len(self.itos)}")
-            if strip_specials:
-                if i == eos:
-                    break
-                if i in drop:
-                    continue
-            out.append(self.itos[i])
+            if strip_specials and i == eos:
+                break
+            if not (strip_specials and i in drop):
+                out.append(self.itos[i])
         return out
 
     # ------------------------------------------------------------------ persistence
     def to_json(self, path: str | os.PathLike) -> None:
         """Write ``{"format", "version", "specials", "tokens"}`` atomically (temp file + rename)."""
-        path = Path(path)
         payload = {"format": _FORMAT, "version": _VERSION, "specials": list(self.specials),
                    "tokens": self.itos}
         atomic_write_text(path, json.dumps(payload, ensure_ascii=False, indent=0) + "\n")

@@ -52,8 +52,8 @@ def load_reviews(path, split: str, skip_bad: bool) -> list[Review]:
     """The reviews of ``path``'s ``split`` (what was skipped reported on stderr); DataError."""
     stats = ReadStats()
     reviews = load_split(path, split, skip_bad=skip_bad, stats=stats)
-    if stats.skipped and is_main_process():
-        stderr_log(stats.report(f"{path} ({split})"))
+    if stats.drops.total and is_main_process():
+        stderr_log(stats.drops.format(f"{path} ({split})"))
     if not reviews:
         raise DataError(f"no {split} reviews found", path=str(path))
     return reviews
