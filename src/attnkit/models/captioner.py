@@ -15,8 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -26,15 +25,14 @@ from attnkit.attention.base import AttentionMemory
 from attnkit.attention.hard import HardAttention
 from attnkit.attention.spatial import SpatialAttention
 from attnkit.models.cnn_encoder import ConvEncoder
-from attnkit.models.config import SpecialIds
+from attnkit.models.config import SpecialIds, check_choices
 from attnkit.models.losses import masked_cross_entropy
-from attnkit.models.step import StepOutput, Weights, check_weights
+from attnkit.models.rnn_encoder import check_teacher_input
+from attnkit.models.step import StepOutput, Weights, check_weights, stacked_steps
 
 ATTENTIONS = ("soft", "hard")
 INIT_POOLS = ("mean", "mean+max", "none", "glimpse")
 CONFIG_VERSION = 2
-# The defaults before version 2, for model.json files written without a "version" key.
-VERSION_1_DEFAULTS = {"init_pool": "mean+max", "global_context": False}
 
 
 @dataclass
@@ -51,7 +49,7 @@ class CaptionerConfig(SpecialIds):
         init_pool, glimpses: what ``h_0, c_0`` come from (``"mean"``, ``"mean+max"``, ``"none"``
             or ``"glimpse"``) and attention hops per word (docs/concepts.md, "The captioner").
         global_context: squeeze-and-excitation gates in the encoder (`ConvEncoder`).
-        version: the ``model.json`` format (version 1 lacks `VERSION_1_DEFAULTS`).
+        version: the ``model.json`` format.
     """
 
     vocab_size: int = 0
@@ -75,39 +73,16 @@ class CaptionerConfig(SpecialIds):
     def __post_init__(self) -> None:
         if self.vocab_size <= 4:
             raise ValueError(f"vocab_size must exceed the 4 specials, got {self.vocab_size}")
-        if self.attention not in ATTENTIONS:
-            raise ValueError(f"attention must be one of {ATTENTIONS}, got {self.attention!r}")
+        check_choices(self, attention=ATTENTIONS, init_pool=INIT_POOLS)
         if min(self.channels, self.emb_dim, self.hidden, self.attention_units,
                self.max_caption_len, self.glimpses) < 1:
             raise ValueError("channels, emb_dim, hidden, attention_units, max_caption_len and "
                              "glimpses must be >= 1")
-        if self.init_pool not in INIT_POOLS:
-            raise ValueError(f"init_pool must be one of {INIT_POOLS}, got {self.init_pool!r}")
         if self.doubly_stochastic < 0:
             raise ValueError(f"doubly_stochastic must be >= 0, got {self.doubly_stochastic}")
         if self.version != CONFIG_VERSION:
-            raise ValueError(f"version must be {CONFIG_VERSION} (older files load through "
-                             f"from_dict), got {self.version!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CaptionerConfig:
-        """Inverse of `to_dict`; a dict without ``"version"`` is version 1.
-
-        Raises:
-            ValueError: unknown keys (named), or a version this code does not know.
-        """
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"unknown captioner config keys: {unknown}")
-        version = data.get("version", 1)
-        if version not in (1, CONFIG_VERSION):
-            raise ValueError(f"captioner config version {version!r} is not one this attnkit "
-                             f"reads (1 or {CONFIG_VERSION}; a newer attnkit wrote it?)")
-        defaults = VERSION_1_DEFAULTS if version == 1 else {}
-        return cls(**{**defaults, **data, "version": CONFIG_VERSION})
+            raise ValueError(f"captioner config version {self.version!r} is not one this "
+                             f"attnkit reads ({CONFIG_VERSION}; a newer attnkit wrote it?)")
 
 
 @dataclass
@@ -283,12 +258,7 @@ class Captioner(nn.Module):
             word_logits, state, alpha = self.word_step(tokens[:, i], state)
             words.append(word_logits)
             maps.append(alpha.flatten(1))
-        scores = torch.stack(words, 1) if logits else None
-        rows = None
-        if weights != "none":
-            rows = torch.stack(maps, 1)
-            rows = rows[:, :, None, None] if weights == "all" else rows
-        return StepOutput(scores, state, rows, None)
+        return stacked_steps(words, maps, state, weights, logits)
 
     def reorder(self, state: CaptionState, rows: Tensor,
                 sentences: Tensor | None = None) -> CaptionState:
@@ -296,16 +266,9 @@ class Captioner(nn.Module):
 
     def forward(self, images: Tensor, tgt_in: Tensor, *,
                 location_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        if tgt_in.dim() != 2 or tgt_in.shape[0] != images.shape[0]:
-            raise ValueError(f"tgt_in must have shape [{images.shape[0]}, T], "
-                             f"got {tuple(tgt_in.shape)}")
-        state = self.encode(images, location_mask=location_mask)
-        logits, alphas = [], []
-        for t in range(tgt_in.shape[1]):
-            step_logits, state, alpha = self.word_step(tgt_in[:, t], state)
-            logits.append(step_logits)
-            alphas.append(alpha)
-        return torch.stack(logits, 1), torch.stack(alphas, 1)
+        check_teacher_input(images, tgt_in)
+        out = self.step(tgt_in, self.encode(images, location_mask=location_mask), weights="last")
+        return out.logits, out.weights.unflatten(-1, (out.state.height, out.state.width))
 
 
 def doubly_stochastic_penalty(alphas: Tensor, lengths: Tensor) -> Tensor:
@@ -346,7 +309,7 @@ def caption_loss(model: Captioner, images: Tensor, tgt_in: Tensor, tgt_out: Tens
     ``tgt_in``/``tgt_out [batch, T]`` (BOS + words, words + EOS, padded); ``lengths [batch]``.
     """
     logits, alphas = model(images, tgt_in)
-    ce, count = masked_cross_entropy(logits, tgt_out, lengths=lengths)
+    ce, count = masked_cross_entropy(logits, tgt_out, pad_id=model.config.pad_id)
     lam = model.config.doubly_stochastic
     loss = ce + lam * doubly_stochastic_penalty(alphas, lengths) if lam > 0 else ce
     if supervision > 0 and target_maps is not None:

@@ -9,7 +9,7 @@ logits ``[batch]``. Padding, the CPU speed path: docs/concepts.md, "Sentiment"; 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -18,6 +18,7 @@ from attnkit.attention.masking import lengths_to_mask, masked_softmax
 from attnkit.attention.multi_head import MultiHeadAttention
 from attnkit.attention.pooling import max_pool_projected
 from attnkit.data.batching import plan_length_groups
+from attnkit.models.config import JsonConfig, check_choices
 from attnkit.positional import SinusoidalPositionalEncoding
 
 # `logits_by_length` gathers the 2018 model's projections from `projection_tables` from this
@@ -27,7 +28,7 @@ TABLE_TOKENS_PER_WORD = 4
 
 
 @dataclass
-class SentimentConfig:
+class SentimentConfig(JsonConfig):
     """Everything that defines a `SentimentClassifier` (saved as JSON in the run).
 
     Args:
@@ -67,22 +68,9 @@ class SentimentConfig:
         """The 2018 Keras model (see the module doc); ``overrides`` change single fields."""
         return cls(**overrides)
 
-    @classmethod
-    def from_dict(cls, obj: dict) -> SentimentConfig:
-        unknown = set(obj) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown SentimentConfig fields {sorted(unknown)}")
-        return cls(**obj)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
     def check(self) -> None:
-        choices = {"block": ("plain", "transformer"), "positional": ("sinusoidal", "learned",
-                   "none"), "pooling": ("max", "attention"), "padding": ("pre", "post")}
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        check_choices(self, block=("plain", "transformer"), positional=("sinusoidal", "learned",
+                      "none"), pooling=("max", "attention"), padding=("pre", "post"))
         if self.block == "transformer" and self.num_heads * self.head_dim != self.embed_dim:
             raise ValueError(f"transformer blocks need num_heads * head_dim == embed_dim, got "
                              f"{self.num_heads} * {self.head_dim} != {self.embed_dim}")

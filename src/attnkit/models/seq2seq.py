@@ -22,7 +22,7 @@ from attnkit.attention.base import ScoreAttention
 from attnkit.models.config import RNNSeq2SeqConfig
 from attnkit.models.rnn_decoder import RNNDecoder, RNNDecoderState
 from attnkit.models.rnn_encoder import RNNEncoder, check_teacher_input
-from attnkit.models.step import StepOutput, Weights, check_weights
+from attnkit.models.step import StepOutput, Weights, check_weights, stacked_steps
 
 
 class RNNSeq2Seq(nn.Module):
@@ -71,12 +71,7 @@ class RNNSeq2Seq(nn.Module):
             step_logits, state, w = self.decoder.step(tokens[:, i], state, weights != "none")
             scores.append(step_logits)
             attn.append(w)
-        rows = None
-        if weights != "none" and attn[0] is not None:
-            rows = torch.stack(attn, dim=1)
-            if weights == "all":
-                rows = rows[:, :, None, None]
-        return StepOutput(torch.stack(scores, dim=1) if logits else None, state, rows, None)
+        return stacked_steps(scores, attn, state, weights, logits)
 
     def reorder(self, state: RNNDecoderState, rows: Tensor,
                 sentences: Tensor | None = None) -> RNNDecoderState:

@@ -149,9 +149,8 @@ class TransformerSeq2Seq(nn.Module):
         if c.tie_embeddings:
             self.out.weight = self.tgt_embedding.weight
 
-    def _embed(self, emb: nn.Embedding, tokens: Tensor, offset: int = 0) -> Tensor:
-        x = emb(tokens) * math.sqrt(self.config.d_model)
-        return self.drop(self.positions(x, offset))
+    def _embed(self, vectors: Tensor) -> Tensor:
+        return self.drop(self.positions(vectors * math.sqrt(self.config.d_model), 0))
 
     @property
     def source_embedding(self) -> nn.Embedding:
@@ -163,10 +162,7 @@ class TransformerSeq2Seq(nn.Module):
         """``src [batch, S]`` -> (normalised encoder output ``[batch, S, d]``, the layers'
         self-attention ``[batch, layers, heads, S, S]`` when ``keep_weights``)."""
         check_tokens(src, src_lengths)
-        if embedded is None:
-            x = self._embed(self.src_embedding, src)
-        else:
-            x = self.drop(self.positions(embedded * math.sqrt(self.config.d_model), 0))
+        x = self._embed(self.src_embedding(src) if embedded is None else embedded)
         weights = []
         for layer in self.encoder_layers:
             if keep_weights:
@@ -249,18 +245,11 @@ class TransformerSeq2Seq(nn.Module):
         """The whole prefix through every layer (the uncached reference): the last ``t``
         positions' outputs and cross weights."""
         state.prefix = torch.cat([state.prefix, tokens], dim=1)
-        rows, t = tokens.shape[0], tokens.shape[1]
-        per = rows // state.source.shape[0]
-        memory = state.source.repeat_interleave(per, dim=0)
-        lengths = state.src_lengths.repeat_interleave(per, dim=0)
-        y = self._embed(self.tgt_embedding, state.prefix)
-        hidden, cross = [], []
-        for layer, want in zip(self.decoder_layers, wants, strict=True):
-            y, w = layer(y, memory, lengths, need_weights=want)
-            hidden.append(y[:, -t:])
-            cross.append(None if w is None else w[:, :, -t:])
+        t, per = tokens.shape[1], tokens.shape[0] // state.source.shape[0]
+        hidden, cross = self._decoder(state.prefix, state.source.repeat_interleave(per, dim=0),
+                                      state.src_lengths.repeat_interleave(per, dim=0), wants)
         state.length += t
-        return hidden, cross
+        return [h[:, -t:] for h in hidden], [None if w is None else w[:, :, -t:] for w in cross]
 
     def reorder(self, state: TransformerState, rows: Tensor,
                 sentences: Tensor | None = None) -> TransformerState:
@@ -278,23 +267,26 @@ class TransformerSeq2Seq(nn.Module):
                 out.encoder_weights = state.encoder_weights.index_select(0, sentences)
         return out
 
-    def decode(self, tgt_in: Tensor, memory: Tensor, src_lengths: Tensor,
-               need_weights: bool = False) -> tuple[Tensor, list[Tensor | None]]:
-        """Teacher-forced decoder pass: ``tgt_in [batch, T]`` over ``memory [batch, S, d]`` ->
-        ``(logits [batch, T, V], cross weights per layer or None)``."""
-        y = self._embed(self.tgt_embedding, tgt_in)
-        weights = []
-        for layer in self.decoder_layers:
-            y, w = layer(y, memory, src_lengths, need_weights=need_weights)
-            weights.append(w)
-        return self.out(self.decoder_norm(y)), weights
+    def _decoder(self, tgt_in: Tensor, memory: Tensor, src_lengths: Tensor, wants: list[bool]
+                 ) -> tuple[list[Tensor], list[Tensor | None]]:
+        """Teacher-forced decoder layers over ``memory [rows, S, d]``: per layer its output
+        ``[rows, T, d]`` and cross weights ``[rows, heads, T, S]`` (where ``wants``, else None)."""
+        y = self._embed(self.tgt_embedding(tgt_in))
+        hidden, cross = [], []
+        for layer, want in zip(self.decoder_layers, wants, strict=True):
+            y, w = layer(y, memory, src_lengths, need_weights=want)
+            hidden.append(y)
+            cross.append(w)
+        return hidden, cross
 
     def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor,
                 need_weights: bool = False):
         check_teacher_input(src, tgt_in)
         src_lengths = src_lengths.to(src.device)
         memory, _ = self._encoder(src, src_lengths, None, keep_weights=False)
-        logits, weights = self.decode(tgt_in, memory, src_lengths, need_weights=need_weights)
+        hidden, weights = self._decoder(tgt_in, memory, src_lengths,
+                                        [need_weights] * len(self.decoder_layers))
+        logits = self.out(self.decoder_norm(hidden[-1]))
         return (logits, weights) if need_weights else logits
 
 
