@@ -14,20 +14,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from attnkit.attention import factory
 from attnkit.attention.base import AttentionMemory, ScoreAttention
 from attnkit.models.rnn_encoder import RNNState
 
 # Mechanisms whose score is a plain dot product of query and key (no learned projection).
 # (The local kinds wrap the factory's default "general" score, which takes any sizes.)
 EQUAL_DIM_KINDS = {"dot", "scaled_dot"}
-
-
-def make_attention(kind: str, query_dim: int, key_dim: int, units: int | None,
-                   window: int) -> ScoreAttention:
-    """Build an attnkit score mechanism through the attention factory."""
-    from attnkit.attention import factory  # lazy: keeps model import light, factory optional
-
-    return factory.create(kind, query_dim, key_dim, units=units, window=window)
 
 
 def _select(state: RNNState, index: Tensor) -> RNNState:
@@ -116,8 +109,8 @@ class RNNDecoder(nn.Module):
             if attention_module is None and attention in EQUAL_DIM_KINDS and enc_dim != hidden:
                 self.key_proj = nn.Linear(enc_dim, hidden, bias=False)
                 key_dim = hidden
-            self.attention = attention_module or make_attention(
-                attention, hidden, key_dim, attention_units, window)
+            self.attention = attention_module or factory.create(
+                attention, hidden, key_dim, units=attention_units, window=window)
             ctx_dim = enc_dim
         else:
             self.attention = None
