@@ -12,11 +12,11 @@ from attnkit.decoding import beam_search, greedy_decode
 from attnkit.models.captioner import (
     Captioner,
     CaptionerConfig,
+    ConvEncoder,
     attention_supervision_penalty,
     caption_loss,
     doubly_stochastic_penalty,
 )
-from attnkit.models.cnn_encoder import ConvEncoder
 
 # Small convolutions and per-word steps: a second thread only spins on a shared CPU.
 pytestmark = pytest.mark.usefixtures("one_thread")

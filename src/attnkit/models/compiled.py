@@ -25,8 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.export import Dim
 
-from attnkit.models.rnn_encoder import check_tokens
-from attnkit.models.step import StepOutput, Weights
+from attnkit.models.step import StepOutput, Weights, check_tokens
 from attnkit.models.transformer import TransformerSeq2Seq
 
 GRAPHS = ("encoder", "step")
@@ -206,10 +205,7 @@ class CompiledTransformer(nn.Module):
         t, (n, g) = state.length, state.self_keys.shape[2:4]
         if t >= state.self_keys.shape[0]:
             _grow(state, 2 * state.self_keys.shape[0])
-        if t >= state.positions.shape[0]:
-            state.positions = self.model._position_table(2 * t + 2, state.source)
-            if t >= state.positions.shape[0]:             # learned positions: past max_len
-                self.model.positions.encoding(1, t)        # raises, naming max_len
+        self.model._grown_positions(state, t + 1)
         past = max(t, 1)          # the first step: one position, masked out
         out, keys, values = self._step(tokens.reshape(n, g), tokens.new_tensor([t]),
                                        state.self_keys[:past], state.self_values[:past],

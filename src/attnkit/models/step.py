@@ -23,6 +23,29 @@ def check_weights(weights: str) -> None:
         raise ValueError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
 
 
+def check_tokens(src: Tensor, src_lengths: Tensor) -> None:
+    """Raise ValueError unless ``src [batch, S]`` ints and ``src_lengths [batch]`` in 1..S."""
+    if src.dim() != 2 or src.dtype.is_floating_point:
+        raise ValueError(f"src must be integer token ids [batch, S], got {tuple(src.shape)} "
+                         f"{src.dtype}")
+    if src_lengths.dim() != 1 or src_lengths.shape[0] != src.shape[0]:
+        raise ValueError(f"src_lengths must have shape [{src.shape[0]}], "
+                         f"got {tuple(src_lengths.shape)}")
+    # Not while compiling: a read of values would cut the graph (`lengths_to_mask`).
+    if src_lengths.numel() and not torch.compiler.is_compiling() and (
+            int(src_lengths.min()) < 1 or int(src_lengths.max()) > src.shape[1]):
+        raise ValueError(f"src_lengths must lie in 1..{src.shape[1]} (the padded source length), "
+                         f"got {src_lengths.tolist()}")
+
+
+def check_targets(src: Tensor, tgt_in: Tensor) -> None:
+    """Raise ValueError unless ``tgt_in`` is ``[batch, T]``, one target per source (what every
+    encoder-decoder's teacher-forced forward takes)."""
+    if tgt_in.dim() != 2 or tgt_in.shape[0] != src.shape[0]:
+        raise ValueError(f"tgt_in must have shape [{src.shape[0]}, T], "
+                         f"got {tuple(tgt_in.shape)}")
+
+
 class StepOutput(NamedTuple):
     """What ``step`` returns.
 

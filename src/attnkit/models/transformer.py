@@ -25,8 +25,7 @@ from torch import Tensor, nn
 from attnkit.attention.kv_cache import KeyValueCache, SourceKeyValues
 from attnkit.attention.multi_head import MultiHeadAttention
 from attnkit.models.config import TransformerConfig
-from attnkit.models.rnn_encoder import check_teacher_input, check_tokens
-from attnkit.models.step import StepOutput, Weights, check_weights
+from attnkit.models.step import StepOutput, Weights, check_targets, check_tokens, check_weights
 from attnkit.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
 
@@ -45,14 +44,12 @@ class EncoderLayer(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, lengths: Tensor, need_weights: bool = False):
-        """``x [batch, S, d]`` -> the layer's output, and with ``need_weights`` also its
-        self-attention ``[batch, heads, S, S]``."""
+        """``x [batch, S, d]`` -> the layer's output and its self-attention ``[batch, heads, S,
+        S]`` (None without ``need_weights``)."""
         h = self.norm1(x)
         out = self.attn(h, h, key_lengths=lengths, need_weights=need_weights)
         x = x + self.drop(out.context)
-        x = x + self.drop(self.ff(self.norm2(x)))
-        return (x, out.weights) if need_weights else x
-
+        return x + self.drop(self.ff(self.norm2(x))), out.weights
 
 
 class DecoderLayer(nn.Module):
@@ -165,11 +162,8 @@ class TransformerSeq2Seq(nn.Module):
         x = self._embed(self.src_embedding(src) if embedded is None else embedded)
         weights = []
         for layer in self.encoder_layers:
-            if keep_weights:
-                x, w = layer(x, src_lengths, need_weights=True)
-                weights.append(w)
-            else:
-                x = layer(x, src_lengths)
+            x, w = layer(x, src_lengths, need_weights=keep_weights)
+            weights.append(w)
         return self.encoder_norm(x), torch.stack(weights, 1) if keep_weights else None
 
     def encode(self, src: Tensor, src_lengths: Tensor, *, beams: int = 1,
@@ -202,6 +196,15 @@ class TransformerSeq2Seq(nn.Module):
             length = min(length, self.config.max_len)
         return self.positions.encoding(length, device=like.device, dtype=like.dtype)
 
+    def _grown_positions(self, state: TransformerState, end: int) -> Tensor:
+        """``state.positions``, grown (doubled) to hold ``end`` positions; ValueError naming
+        ``max_len`` for learned positions past it."""
+        if end > state.positions.shape[0]:
+            state.positions = self._position_table(max(end, 2 * state.positions.shape[0]),
+                                                   state.source)
+            self.positions.encoding(1, end - 1)  # learned positions past max_len raise here
+        return state.positions
+
     def step(self, tokens: Tensor, state: TransformerState, *, weights: Weights = "none",
              logits: bool = True) -> StepOutput:
         """Feed ``tokens [rows, t]`` (the step API): a `StepOutput` with each layer's output
@@ -224,13 +227,8 @@ class TransformerSeq2Seq(nn.Module):
     def _cached_step(self, tokens: Tensor, state: TransformerState, wants: list[bool]
                      ) -> tuple[list[Tensor], list[Tensor | None]]:
         start, t = state.length, tokens.shape[1]
-        if start + t > state.positions.shape[0]:
-            state.positions = self._position_table(max(start + t, 2 * state.positions.shape[0]),
-                                                   state.source)
-            if start + t > state.positions.shape[0]:  # learned positions: past max_len
-                self.positions.encoding(t, start)      # raises, naming max_len
         y = self.tgt_embedding(tokens) * math.sqrt(self.config.d_model)
-        y = y + state.positions[start:start + t]
+        y = y + self._grown_positions(state, start + t)[start:start + t]
         hidden, cross = [], []
         for layer, cache, source, want in zip(self.decoder_layers, state.caches, state.sources,
                                               wants, strict=True):
@@ -281,7 +279,7 @@ class TransformerSeq2Seq(nn.Module):
 
     def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor,
                 need_weights: bool = False):
-        check_teacher_input(src, tgt_in)
+        check_targets(src, tgt_in)
         src_lengths = src_lengths.to(src.device)
         memory, _ = self._encoder(src, src_lengths, None, keep_weights=False)
         hidden, weights = self._decoder(tgt_in, memory, src_lengths,
