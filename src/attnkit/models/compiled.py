@@ -203,8 +203,9 @@ class CompiledTransformer(nn.Module):
             raise ValueError("the compiled decoder feeds one token a row and computes no "
                              f"weights, got tokens {tuple(tokens.shape)}, weights {weights!r}")
         t, (n, g) = state.length, state.self_keys.shape[2:4]
-        if t >= state.self_keys.shape[0]:
-            _grow(state, 2 * state.self_keys.shape[0])
+        if t >= state.self_keys.shape[0]:  # full: doubled, the written positions kept
+            state.self_keys, state.self_values = (torch.cat([c, torch.zeros_like(c)])
+                                                  for c in (state.self_keys, state.self_values))
         self.model._grown_positions(state, t + 1)
         past = max(t, 1)          # the first step: one position, masked out
         out, keys, values = self._step(tokens.reshape(n, g), tokens.new_tensor([t]),
@@ -237,12 +238,3 @@ class CompiledTransformer(nn.Module):
             out.src_values = state.src_values.index_select(1, sentences)
             out.src_bias = state.src_bias.index_select(0, sentences)
         return out
-
-
-def _grow(state: GraphState, capacity: int) -> None:
-    """Give the self-attention cache room for ``capacity`` positions (the written ones kept)."""
-    for name in ("self_keys", "self_values"):
-        old = getattr(state, name)
-        new = old.new_zeros(capacity, *old.shape[1:])
-        new[:old.shape[0]] = old
-        setattr(state, name, new)

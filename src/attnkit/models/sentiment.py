@@ -166,8 +166,8 @@ class SentimentClassifier(nn.Module):
         if self.learned_pos is not None:
             nn.init.normal_(self.learned_pos.weight, std=0.02)
         self.embed_drop = nn.Dropout(cfg.block_dropout)
+        width = d
         if cfg.block == "plain":
-            width = d
             layers = []
             for _ in range(cfg.num_layers):
                 layers.append(MultiHeadAttention(width, num_heads=cfg.num_heads,
@@ -175,12 +175,9 @@ class SentimentClassifier(nn.Module):
                                                  out_proj=cfg.attn_out_proj))
                 width = d if cfg.attn_out_proj else cfg.num_heads * cfg.head_dim
             self.layers = nn.ModuleList(layers)
-            self.final_norm = None
         else:
-            width = d
             self.layers = nn.ModuleList(_TransformerBlock(cfg) for _ in range(cfg.num_layers))
-            self.final_norm = nn.LayerNorm(d)
-        self.width = width
+        self.final_norm = nn.LayerNorm(d) if cfg.block == "transformer" else None
         self.pool_score = nn.Linear(width, 1) if cfg.pooling == "attention" else None
         self.dropout = nn.Dropout(cfg.dropout)
         self.classifier = nn.Linear(width, 1)
@@ -213,10 +210,9 @@ class SentimentClassifier(nn.Module):
         mask = lengths_to_mask(lengths, time, name="lengths")
         return mask.flip(-1) if self.config.padding == "pre" else mask
 
-    def _positions(self, mask: Tensor) -> Tensor:
-        """``[batch, time]`` positions: from the first real token (masked) or the first slot."""
-        if not self.config.mask_padding:
-            return torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
+    @staticmethod
+    def _positions(mask: Tensor) -> Tensor:
+        """``[batch, time]`` positions from the first real token (masked mode)."""
         return (mask.long().cumsum(-1) - 1).clamp_min(0)
 
     def _sinusoid_table(self, time: int, like: Tensor) -> Tensor:
