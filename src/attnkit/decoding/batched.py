@@ -78,13 +78,12 @@ def decode_many(model: StepModel, src_ids: Sequence[Sequence[int]], *, beam: int
     other options are `beam_search`'s.
     """
     device = next(model.parameters()).device
-    pad = model.config.pad_id
     options = {"max_len_ratio": max_len_ratio, "max_len_offset": max_len_offset,
               "max_len": max_len, "need_weights": need_weights, "use_cache": use_cache}
     out: list[Hypothesis | None] = [None] * len(src_ids)
-    lengths = [len(s) for s in src_ids]
-    for idx in length_batches(lengths, batch_size=batch_size, max_tokens=max_tokens, beam=beam):
-        src, src_len = padded_sources([src_ids[i] for i in idx], pad, device)
+    for idx in length_batches([len(s) for s in src_ids], batch_size=batch_size,
+                              max_tokens=max_tokens, beam=beam):
+        src, src_len = padded_sources([src_ids[i] for i in idx], model.config.pad_id, device)
         if beam > 1:
             hyps = beam_search(model, src, src_len, beam_size=beam, alpha=alpha, **options)
         else:

@@ -119,9 +119,6 @@ def greedy_decode(model: StepModel, src: Tensor, src_lengths: Tensor, *,
                 else:
                     tokens[b].append(tok)
     attn = torch.stack(attn_steps, 1) if attn_steps else None  # [batch, T, ..., S]
-    lengths = src_lengths.tolist()
-    out = []
-    for b in range(batch):
-        a = None if attn is None else attn[b, : len(tokens[b]), ..., : lengths[b]].float().cpu()
-        out.append(Hypothesis(tokens[b], a, total[b], ended[b]))
-    return out
+    return [Hypothesis(tokens[b], None if attn is None else
+                       attn[b, :len(tokens[b]), ..., :n].float().cpu(), total[b], ended[b])
+            for b, n in enumerate(src_lengths.tolist())]

@@ -159,15 +159,6 @@ class CaptionState:
     source: Tensor | None = None
     encoder_weights: None = None
 
-    def reorder(self, rows: Tensor, images: Tensor | None = None) -> CaptionState:
-        """Keep rows ``rows`` and, when some captions finished, the images ``images``."""
-        query = None if self.query is None else self.query.index_select(0, rows)
-        keep = images is not None
-        return CaptionState(self.h.index_select(0, rows), self.c.index_select(0, rows),
-                            self.memory.reorder(images) if keep else self.memory, self.height,
-                            self.width, query,
-                            self.source.index_select(0, images) if keep else self.source)
-
 
 def _mlp(cin: int, cout: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(cin, cout), nn.ReLU(), nn.Linear(cout, cout))
@@ -255,7 +246,7 @@ class Captioner(nn.Module):
         state = CaptionState(h0, c0, memory, height, width, query, flat)
         if beams > 1:
             rows = torch.arange(batch, device=flat.device).repeat_interleave(beams)
-            state = state.reorder(rows)
+            state = self.reorder(state, rows)
         return state
 
     def _initial_state(self, flat: Tensor, location_mask: Tensor | None
@@ -315,8 +306,14 @@ class Captioner(nn.Module):
         return stacked_steps(words, maps, state, weights, logits)
 
     def reorder(self, state: CaptionState, rows: Tensor,
-                sentences: Tensor | None = None) -> CaptionState:
-        return state.reorder(rows, sentences)
+                images: Tensor | None = None) -> CaptionState:
+        """Keep rows ``rows`` and, when some captions finished, the images ``images``."""
+        query = None if state.query is None else state.query.index_select(0, rows)
+        keep = images is not None
+        return CaptionState(state.h.index_select(0, rows), state.c.index_select(0, rows),
+                            state.memory.reorder(images) if keep else state.memory,
+                            state.height, state.width, query,
+                            state.source.index_select(0, images) if keep else state.source)
 
     def forward(self, images: Tensor, tgt_in: Tensor, *,
                 location_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:

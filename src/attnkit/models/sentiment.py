@@ -429,9 +429,6 @@ class SentimentClassifier(nn.Module):
             sub_ids, sub_len = ids[rows], lengths[rows]
             if self.config.mask_padding and sub_ids.numel():  # (unmasked, padding is input)
                 part = sorted_lengths[start:start + batch_size]
-                keep = max(part[-1], 1)
-                sub_ids = sub_ids[:, time - keep:] if self.config.padding == "pre" \
-                    else sub_ids[:, :keep]
                 logits = self._head(self._pool_by_length(sub_ids, sub_len, part, tables))
             elif tables is not None and sub_ids.numel():
                 logits = self._head(self._pool_projected(sub_ids, sub_len, True, tables))

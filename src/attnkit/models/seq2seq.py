@@ -122,21 +122,6 @@ class RNNDecoderState:
     cached: bool = True
     encoder_weights: None = None
 
-    def reorder(self, rows: Tensor, sentences: Tensor | None = None) -> RNNDecoderState:
-        """Keep rows ``rows`` and, when some finished, the sentences ``sentences``."""
-        keep = sentences is not None
-        return RNNDecoderState(
-            _select(self.hidden, rows),
-            self.memory.reorder(sentences) if keep and self.memory is not None else self.memory,
-            None if self.feed is None else self.feed.index_select(0, rows),
-            self.context.index_select(0, sentences) if keep and self.context is not None
-            else self.context,
-            self.source.index_select(0, sentences) if keep else self.source,
-            self.src_lengths.index_select(0, sentences) if keep else self.src_lengths,
-            self.step,
-            self.cached,
-        )
-
 
 class RNNDecoder(nn.Module):
     """The GRU/LSTM decoder of an `RNNSeq2SeqConfig` over encoder outputs of ``enc_dim``.
@@ -279,7 +264,20 @@ class RNNSeq2Seq(nn.Module):
 
     def reorder(self, state: RNNDecoderState, rows: Tensor,
                 sentences: Tensor | None = None) -> RNNDecoderState:
-        return state.reorder(rows, sentences)
+        """Keep rows ``rows`` and, when some finished, the sentences ``sentences``."""
+        keep = sentences is not None
+        return RNNDecoderState(
+            _select(state.hidden, rows),
+            state.memory.reorder(sentences) if keep and state.memory is not None
+            else state.memory,
+            None if state.feed is None else state.feed.index_select(0, rows),
+            state.context.index_select(0, sentences) if keep and state.context is not None
+            else state.context,
+            state.source.index_select(0, sentences) if keep else state.source,
+            state.src_lengths.index_select(0, sentences) if keep else state.src_lengths,
+            state.step,
+            state.cached,
+        )
 
     def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor,
                 need_weights: bool = False):
