@@ -61,12 +61,8 @@ class ConvEncoder(nn.Module):
         self.image_size = image_size
         steps = int(math.log2(ratio))
         width = [max(8, channels >> (steps - 1 - i)) for i in range(steps)]  # doubles up to C
-        layers, cin = [], 3
-        for w in width:
-            layers.append(_block(cin, w, 2))
-            cin = w
-        layers.append(_block(cin, channels, 1))
-        self.net = nn.Sequential(*layers)
+        stride2 = (_block(cin, w, 2) for cin, w in zip([3, *width[:-1]], width, strict=True))
+        self.net = nn.Sequential(*stride2, _block(width[-1], channels, 1))
         # Squeeze-and-excitation (Hu et al., 2018): channel gates from the image mean. The
         # product lets a location say "I am red AND red is the minority here" while background
         # locations, whose object channels are ~0, stay empty: relational facts live at the
@@ -76,11 +72,9 @@ class ConvEncoder(nn.Module):
                         if global_context else None)
 
     def forward(self, images: Tensor) -> Tensor:
-        if (not isinstance(images, Tensor) or images.dim() != 4 or images.shape[1] != 3
-                or tuple(images.shape[2:]) != (self.image_size, self.image_size)):
-            got = tuple(images.shape) if isinstance(images, Tensor) else type(images).__name__
+        if images.dim() != 4 or tuple(images.shape[1:]) != (3, self.image_size, self.image_size):
             raise ValueError(f"images must have shape [batch, 3, {self.image_size}, "
-                             f"{self.image_size}], got {got}")
+                             f"{self.image_size}], got {tuple(images.shape)}")
         x = images.float() / 255.0 if images.dtype == torch.uint8 else images.float()
         feats = self.net(x - 0.5)  # centred input; BatchNorm does the rest
         if self.context is not None:

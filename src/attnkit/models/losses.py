@@ -14,8 +14,6 @@ def masked_cross_entropy(logits: Tensor, targets: Tensor, *, pad_id: int,
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:
         raise ValueError(f"logits must be [batch, T, V] and targets [batch, T]; got "
                          f"{tuple(logits.shape)} and {tuple(targets.shape)}")
-    if not 0.0 <= label_smoothing < 1.0:
-        raise ValueError(f"label_smoothing must lie in [0, 1), got {label_smoothing}")
     mask = targets != pad_id
     count = int(mask.sum())
     if count == 0:

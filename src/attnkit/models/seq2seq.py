@@ -153,17 +153,15 @@ class RNNDecoder(nn.Module):
         rnn_cls = nn.LSTM if c.cell == "lstm" else nn.GRU
         self.rnn = rnn_cls(rnn_in, c.hidden, num_layers=c.layers, batch_first=True,
                            dropout=c.dropout if c.layers > 1 else 0.0)
-        if c.style == "bahdanau":
-            self.readout = nn.Linear(c.hidden + ctx_dim + c.emb_dim, c.hidden)
-        else:
-            self.readout = nn.Linear(ctx_dim + c.hidden, c.hidden)  # W_c of h~ = tanh(W_c [c; h])
+        # Bahdanau reads out [s; c; e], Luong W_c of h~ = tanh(W_c [c; h]).
+        self.readout = nn.Linear(ctx_dim + c.hidden + (c.emb_dim if c.style == "bahdanau" else 0),
+                                 c.hidden)
         self.out = nn.Linear(c.hidden, c.tgt_vocab)
 
     def init_state(self, enc_out: Tensor, src_lengths: Tensor, enc_state: RNNState,
                    beams: int = 1, use_cache: bool = True) -> RNNDecoderState:
         """The state before the first step, ``beams`` rows per sentence."""
-        memory = None
-        context = None
+        memory = context = None
         if self.attention is not None:
             keys = enc_out if self.key_proj is None else self.key_proj(enc_out)
             memory = self.attention.memory(keys, enc_out, key_lengths=src_lengths)
@@ -172,9 +170,8 @@ class RNNDecoder(nn.Module):
         if beams > 1:
             enc_state = _select(enc_state, torch.arange(
                 enc_out.shape[0], device=enc_out.device).repeat_interleave(beams))
-        feed = None
-        if self.style == "luong":
-            feed = enc_out.new_zeros(enc_out.shape[0] * beams, self.hidden)
+        feed = enc_out.new_zeros(enc_out.shape[0] * beams, self.hidden) \
+            if self.style == "luong" else None
         return RNNDecoderState(enc_state, memory, feed, context, enc_out, src_lengths,
                                cached=use_cache)
 
@@ -205,8 +202,7 @@ class RNNDecoder(nn.Module):
         if self.style == "bahdanau":
             context, weights = self._attend(_top(state.hidden), state)
             out, hidden = self.rnn(torch.cat([emb, context], -1).unsqueeze(1), state.hidden)
-            s = out[:, 0]
-            readout = torch.tanh(self.readout(torch.cat([s, context, emb], -1)))
+            readout = torch.tanh(self.readout(torch.cat([out[:, 0], context, emb], -1)))
             feed = None
         else:
             out, hidden = self.rnn(torch.cat([emb, state.feed], -1).unsqueeze(1), state.hidden)
