@@ -339,21 +339,17 @@ class SentimentClassifier(nn.Module):
         """Masked mode: ``ids [batch, time]`` -> pooled ``[batch, width]`` in input order,
         rows encoded in length groups (`plan_length_groups`) each cut to its longest row
         (docs/concepts.md, "Sentiment"). ``sorted_lengths``: validated, ascending lengths
-        (`logits_by_length`: the batch is then neither sorted nor masked here); ``tables``:
+        (`logits_by_length`: the batch is then not sorted here); ``tables``:
         `projection_tables` (inference)."""
         if sorted_lengths is None:
             self._check_shapes(ids, lengths)
         batch, time = ids.shape
+        # The mask validates the lengths before they pick columns.
+        bigram_ids = self._bigram_ids(ids, self.real_mask(lengths, time))
         order = None
-        if sorted_lengths is None:
-            mask = self.real_mask(lengths, time)  # validates lengths before they pick columns
-            bigram_ids = self._bigram_ids(ids, mask)
-            if ids.device.type == "cpu":  # (on a GPU, reading the lengths would wait for it)
-                order = torch.argsort(lengths, stable=True)
-                sorted_lengths = lengths[order].tolist()
-        else:
-            bigram_ids = self._bigram_ids(
-                ids, None if sorted_lengths[0] == time else self.real_mask(lengths, time))
+        if sorted_lengths is None and ids.device.type == "cpu":  # (a GPU would wait for it)
+            order = torch.argsort(lengths, stable=True)
+            sorted_lengths = lengths[order].tolist()
         sizes = [batch]
         if ids.device.type == "cpu" and batch >= 2 * self.min_group_rows:
             sizes = plan_length_groups(sorted_lengths, max_groups=self.length_groups,

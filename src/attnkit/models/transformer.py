@@ -132,10 +132,8 @@ class TransformerSeq2Seq(nn.Module):
             nn.init.normal_(emb.weight, std=d ** -0.5)  # with the sqrt(d) scale: unit variance
             with torch.no_grad():
                 emb.weight[c.pad_id].zero_()
-        if c.positional == "learned":
-            self.positions = LearnedPositionalEmbedding(c.max_len, d)
-        else:
-            self.positions = SinusoidalPositionalEncoding(d)
+        self.positions = LearnedPositionalEmbedding(c.max_len, d) if c.positional == "learned" \
+            else SinusoidalPositionalEncoding(d)
         self.drop = nn.Dropout(c.dropout)
         self.encoder_layers = nn.ModuleList(
             EncoderLayer(d, c.heads, c.ff_dim, c.dropout) for _ in range(c.layers))
@@ -178,17 +176,16 @@ class TransformerSeq2Seq(nn.Module):
         src_lengths = src_lengths.to(src.device)
         source, enc_weights = self._encoder(src, src_lengths, embedded, weights == "all")
         # Room for a typical output: the caches and the table double when a sentence is longer.
-        capacity = 2 * src.shape[1] + 8
-        positions = self._position_table(capacity, source)
-        state = TransformerState(source, src_lengths, positions, encoder_weights=enc_weights)
+        capacity, rows = 2 * src.shape[1] + 8, src.shape[0] * beams
+        state = TransformerState(source, src_lengths, self._position_table(capacity, source),
+                                 encoder_weights=enc_weights)
         if use_cache:
-            rows = src.shape[0] * beams
             state.caches = tuple(layer.self_attn.start_cache(rows, capacity, source)
                                  for layer in self.decoder_layers)
             state.sources = tuple(layer.cross_attn.source_keys_values(source, src_lengths)
                                   for layer in self.decoder_layers)
         else:
-            state.prefix = src.new_empty(src.shape[0] * beams, 0)
+            state.prefix = src.new_empty(rows, 0)
         return state
 
     def _position_table(self, length: int, like: Tensor) -> Tensor:
