@@ -43,13 +43,9 @@ def max_lengths(src_lengths: Tensor, max_len_ratio: float, max_len_offset: int,
     ``ceil(ratio * src_len) + offset``, capped at ``max_len``; at least 1."""
     if max_len_ratio <= 0:
         raise ValueError(f"max_len_ratio must be > 0, got {max_len_ratio}")
-    limits = []
-    for n in src_lengths.tolist():
-        limit = math.ceil(max_len_ratio * n) + max_len_offset
-        if max_len is not None:
-            limit = min(limit, max_len)
-        limits.append(max(1, limit))
-    return limits
+    cap = math.inf if max_len is None else max_len
+    return [max(1, min(math.ceil(max_len_ratio * n) + max_len_offset, cap))
+            for n in src_lengths.tolist()]
 
 
 @contextlib.contextmanager
@@ -96,7 +92,4 @@ def replace_unk(output_tokens: Sequence[str], attention: Tensor | None,
     if n_src == 0:
         return out
     best = attention[:, :n_src].argmax(dim=-1).tolist()
-    for i, word in enumerate(out):
-        if word == unk:
-            out[i] = source_tokens[best[i]]
-    return out
+    return [source_tokens[best[i]] if word == unk else word for i, word in enumerate(out)]

@@ -57,15 +57,17 @@ class GraphState:
     encoder_weights: Tensor | None = None
 
 
-class EncoderGraph(nn.Module):
+class _Graph(nn.Module):
+    def __init__(self, model: TransformerSeq2Seq):
+        super().__init__()
+        self.model = model
+
+
+class EncoderGraph(_Graph):
     """``src [N, S], src_lengths [N]`` -> (encoder output ``[N, S, d]``, cross keys and values
     ``[L, N, H, S, hd]``, score bias ``[N, 1, 1, S]``): `TransformerSeq2Seq.encode`'s
     arithmetic, without its checks (made before) or branches on values (every length is
     >= 1, so every row has a key)."""
-
-    def __init__(self, model: TransformerSeq2Seq):
-        super().__init__()
-        self.model = model
 
     def forward(self, src: Tensor, src_lengths: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         m = self.model
@@ -92,15 +94,11 @@ class EncoderGraph(nn.Module):
         return source, torch.stack(keys), torch.stack(values), bias
 
 
-class StepGraph(nn.Module):
+class StepGraph(_Graph):
     """One decoder step: ``tokens [N, g]`` at ``position [1]`` over the cache ``[T, L, N, g, H,
     hd]`` (positions ``< position`` attended) and the source -> (logits ``[N, g, V]``, new keys
     and values ``[L, N, g, H, hd]``); as `attnkit.models.transformer.DecoderLayer.step`.
     """
-
-    def __init__(self, model: TransformerSeq2Seq):
-        super().__init__()
-        self.model = model
 
     def forward(self, tokens: Tensor, position: Tensor, self_keys: Tensor, self_values: Tensor,
                 src_keys: Tensor, src_values: Tensor, src_bias: Tensor, positions: Tensor
