@@ -5,11 +5,6 @@ at about the same step), cut by a sentence count and/or a token budget (padded r
 beam), so a batch of short sentences can be much larger. By default `decode_many` batches by
 tokens only (`DECODE_MAX_TOKENS`): the more rows a small model's step holds, the cheaper each,
 up to where its log-probabilities leave the CPU caches (docs/results.md).
-
-Example:
-    ```python
-    hyps = decode_many(model, [[5, 6, 7], [8, 9]], beam=5, need_weights=False)
-    ```
 """
 
 from __future__ import annotations

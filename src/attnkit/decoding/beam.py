@@ -6,11 +6,6 @@ fairseq: each step keeps the ``2 * beam`` best extensions of every sentence; a s
 once it has ``beam`` finished hypotheses or at its length limit; the answer has the best score
 normalised by ``length_norm`` (``"gnmt"``: ``/ ((5 + L) / 6) ** alpha``; ``"simple"``:
 ``/ L ** alpha``; ``alpha=0`` favours short outputs). ``beam_size=1`` is greedy decoding.
-
-Example:
-    ```python
-    hyps = beam_search(model, src, src_lengths, beam_size=5, alpha=0.6)
-    ```
 """
 
 from __future__ import annotations

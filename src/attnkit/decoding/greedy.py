@@ -4,12 +4,6 @@ Works with any model of the step API (`attnkit.models.step`). A sentence leaves 
 soon as it is finished, so the remaining steps run on the sentences still being decoded only.
 `greedy_steps` is the decoder itself, a generator of one `GreedyStep` per decoder step (a server
 streams them); `greedy_decode` runs it to the end and returns whole hypotheses.
-
-Example:
-    ```python
-    hyps = greedy_decode(model, batch["src"], batch["src_lengths"])
-    hyps[0].tokens, hyps[0].attention      # ids, [len(tokens), src_len]
-    ```
 """
 
 from __future__ import annotations

@@ -4,13 +4,6 @@ The head scores every (target piece, source piece) pair of a forced decoding fro
 frozen model computed (decoder states, encoder outputs, cross-attention weights, the distance
 from the diagonal) and is trained against alignment labels in both directions
 (docs/concepts.md, "The alignment head"). The translation model is never changed.
-
-Example:
-    ```python
-    head = AlignmentHead(AlignmentHeadConfig(d_model=256, layers=3, heads=4))
-    scores = head(query, memory, features, src_mask, tgt_mask)     # [batch, n, S]
-    loss = alignment_loss(scores, labels, src_mask, tgt_mask)
-    ```
 """
 
 from __future__ import annotations

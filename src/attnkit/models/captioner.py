@@ -44,11 +44,6 @@ class ConvEncoder(nn.Module):
         feature_size: side of the output map (``S / feature_size`` a power of two).
         channels: output channels ``C``; the stride-2 blocks double their width up to it.
         global_context: squeeze-and-excitation gates from the whole image's mean feature.
-
-    Example:
-        >>> enc = ConvEncoder(64, 8, 64)
-        >>> enc(torch.zeros(2, 3, 64, 64, dtype=torch.uint8)).shape
-        torch.Size([2, 64, 8, 8])
     """
 
     def __init__(self, image_size: int = 64, feature_size: int = 8, channels: int = 64, *,
@@ -164,12 +159,6 @@ class Captioner(nn.Module):
     ``model(images [batch, 3, S, S], tgt_in [batch, T], location_mask=None)`` -> ``(logits
     [batch, T, V], alphas [batch, T, H, W])``, teacher-forced; images uint8 (0..255) or float
     (0..1); ``location_mask [batch, H, W]`` bool, True = may be attended.
-
-    Example:
-        >>> model = Captioner(CaptionerConfig(vocab_size=20))
-        >>> logits, alphas = model(torch.zeros(2, 3, 64, 64), torch.ones(2, 5, dtype=torch.long))
-        >>> logits.shape, alphas.shape
-        (torch.Size([2, 5, 20]), torch.Size([2, 5, 8, 8]))
     """
 
     def __init__(self, config: CaptionerConfig):

@@ -6,12 +6,6 @@ the previous state, ``"luong"`` from the new one with input feeding; ``attention
 fixed-length baseline. Any attnkit score works (`attnkit.attention.factory.create`); its memory
 is computed once per source and shared by a sentence's beams. The equations: docs/concepts.md
 ("The RNN decoder").
-
-Example:
-    ```python
-    model = RNNSeq2Seq(RNNSeq2SeqConfig(src_vocab=100, tgt_vocab=120, style="luong"))
-    logits = model(src, src_lengths, tgt_in)          # [batch, T, 120]
-    ```
 """
 
 from __future__ import annotations

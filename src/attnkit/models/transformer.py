@@ -3,14 +3,6 @@
 Attention is `attnkit.attention.multi_head.MultiHeadAttention`, positions come from
 `attnkit.positional`. ``forward`` trains on the whole target at once; decoding uses the step
 API (`attnkit.models.step`), incremental by default (docs/concepts.md, "Incremental decoding").
-
-Example:
-    ```python
-    model = TransformerSeq2Seq(TransformerConfig(src_vocab=100, tgt_vocab=120, d_model=64,
-                                                 heads=4, layers=2, ff_dim=128))
-    logits, cross = model(src, src_lengths, tgt_in, need_weights=True)
-    # logits [batch, T, 120]; cross: 2 tensors [batch, 4, T, S]
-    ```
 """
 
 from __future__ import annotations
