@@ -62,19 +62,9 @@ def test_label_smoothing_formula(eps):
     torch.testing.assert_close(loss, by_hand)
 
 
-def test_lengths_mask_equals_pad_mask():
-    logits, targets = _data()
-    lengths = (targets != 0).sum(1)
-    a, _ = masked_cross_entropy(logits, targets, pad_id=0)
-    b, _ = masked_cross_entropy(logits, targets, lengths=lengths)
-    torch.testing.assert_close(a, b)
-
-
 def test_bad_input():
     logits, targets = _data()
     with pytest.raises(ValueError, match=r"\[batch, T, V\]"):
         masked_cross_entropy(logits[0], targets, pad_id=0)
-    with pytest.raises(ValueError, match="pad_id or lengths"):
-        masked_cross_entropy(logits, targets)
     loss, count = masked_cross_entropy(logits, torch.zeros_like(targets), pad_id=0)
     assert count == 0 and loss.item() == 0.0

@@ -5,11 +5,6 @@ at about the same step), cut by a sentence count and/or a token budget (padded r
 beam), so a batch of short sentences can be much larger. By default `decode_many` batches by
 tokens only (`DECODE_MAX_TOKENS`): the more rows a small model's step holds, the cheaper each,
 up to where its log-probabilities leave the CPU caches (docs/results.md).
-
-Example:
-    ```python
-    hyps = decode_many(model, [[5, 6, 7], [8, 9]], beam=5, need_weights=False)
-    ```
 """
 
 from __future__ import annotations
@@ -78,13 +73,12 @@ def decode_many(model: StepModel, src_ids: Sequence[Sequence[int]], *, beam: int
     other options are `beam_search`'s.
     """
     device = next(model.parameters()).device
-    pad = model.config.pad_id
     options = {"max_len_ratio": max_len_ratio, "max_len_offset": max_len_offset,
               "max_len": max_len, "need_weights": need_weights, "use_cache": use_cache}
     out: list[Hypothesis | None] = [None] * len(src_ids)
-    lengths = [len(s) for s in src_ids]
-    for idx in length_batches(lengths, batch_size=batch_size, max_tokens=max_tokens, beam=beam):
-        src, src_len = padded_sources([src_ids[i] for i in idx], pad, device)
+    for idx in length_batches([len(s) for s in src_ids], batch_size=batch_size,
+                              max_tokens=max_tokens, beam=beam):
+        src, src_len = padded_sources([src_ids[i] for i in idx], model.config.pad_id, device)
         if beam > 1:
             hyps = beam_search(model, src, src_len, beam_size=beam, alpha=alpha, **options)
         else:

@@ -6,16 +6,9 @@ fairseq: each step keeps the ``2 * beam`` best extensions of every sentence; a s
 once it has ``beam`` finished hypotheses or at its length limit; the answer has the best score
 normalised by ``length_norm`` (``"gnmt"``: ``/ ((5 + L) / 6) ** alpha``; ``"simple"``:
 ``/ L ** alpha``; ``alpha=0`` favours short outputs). ``beam_size=1`` is greedy decoding.
-
-Example:
-    ```python
-    hyps = beam_search(model, src, src_lengths, beam_size=5, alpha=0.6)
-    ```
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -77,16 +70,6 @@ def beam_search(model: StepModel, src: Tensor, src_lengths: Tensor, *, beam_size
     return search.best()
 
 
-@dataclass
-class _Candidates:
-    """The ``2k`` best extensions of every active sentence at one step, best first: scores
-    ``[m, 2k]``, the rows they extend (indices of the current rows) and their tokens."""
-
-    scores: Tensor
-    rows: Tensor
-    tokens: Tensor
-
-
 class _Search:
     """The bookkeeping of the search (module docs): the live scores and histories of every
     row, which extensions finish, which stay alive, when a sentence is done."""
@@ -121,14 +104,15 @@ class _Search:
         width = min(2 * k, vocab)
         row_best, row_tokens = best_tokens(logits, width)
         cand = (self.scores.view(-1, 1) + row_best).view(m, k * width)
-        top_scores, top_idx = cand.topk(min(2 * k, k * width), dim=-1)
+        # The 2k best extensions of every active sentence, best first: scores [m, 2k], the
+        # rows they extend and their tokens.
+        c_scores, c_idx = cand.topk(min(2 * k, k * width), dim=-1)
         block = torch.arange(m, device=cand.device).unsqueeze(1) * k
-        c = _Candidates(top_scores, top_idx // width + block,
-                        row_tokens.view(m, k * width).gather(1, top_idx))
-        slot = self.slot[:c.scores.shape[1]]
-        valid = c.scores > float("-inf")
+        c_rows, c_tokens = c_idx // width + block, row_tokens.view(m, k * width).gather(1, c_idx)
+        slot = self.slot[:c_scores.shape[1]]
+        valid = c_scores > float("-inf")
         at_limit = (t + 1 >= self.limits[self.active]).unsqueeze(1)
-        ends = (c.tokens == self.eos_id) | at_limit
+        ends = (c_tokens == self.eos_id) | at_limit
         # Among the first k, an ending extension finishes while the sentence has room left;
         # the first k extensions that do not end stay alive (candidates are best first).
         finishing = ends & valid & (slot < k)
@@ -139,7 +123,7 @@ class _Search:
         done = (self.done_count[self.active] >= k) | at_limit[:, 0] | ~staying.any(1)
         hits = finishing.nonzero().tolist()
         if hits:
-            self._finish(t, c, hits, weights)
+            self._finish(t, c_rows.tolist(), c_tokens.tolist(), c_scores.tolist(), hits, weights)
         keep = (~done).nonzero()[:, 0]
         if keep.shape[0] == 0:
             return None
@@ -147,9 +131,9 @@ class _Search:
         # (never extended) and points at a row of its own sentence's block.
         order = torch.where(staying, slot, slot + 2 * k).argsort(dim=1)[:, :k]
         alive = staying.gather(1, order)
-        scores = c.scores.gather(1, order).masked_fill(~alive, float("-inf"))
-        rows = torch.where(alive, c.rows.gather(1, order), block)
-        tokens = torch.where(alive, c.tokens.gather(1, order), self.pad_id)
+        scores = c_scores.gather(1, order).masked_fill(~alive, float("-inf"))
+        rows = torch.where(alive, c_rows.gather(1, order), block)
+        tokens = torch.where(alive, c_tokens.gather(1, order), self.pad_id)
         sentences = None
         if keep.shape[0] < m:
             sentences = keep
@@ -164,14 +148,13 @@ class _Search:
             self.attention.append(weights.index_select(0, rows).unsqueeze(1))
         return rows, tokens, sentences
 
-    def _finish(self, t: int, c: _Candidates, hits: list[list[int]],
+    def _finish(self, t: int, rows: list, tokens: list, scores: list, hits: list[list[int]],
                 weights: Tensor | None) -> None:
         """Copy out the hypotheses that finish at step ``t`` (``hits``: their (sentence block,
-        candidate) positions)."""
+        candidate) positions among the candidates' ``rows``, ``tokens`` and ``scores``)."""
         history = self.tokens.filled()
         past = None if self.attention is None else self.attention.filled()
-        active, rows = self.active.tolist(), c.rows.tolist()
-        tokens, scores = c.tokens.tolist(), c.scores.tolist()
+        active = self.active.tolist()
         for i, j in hits:
             b, row, tok, score = active[i], rows[i][j], tokens[i][j], scores[i][j]
             ended = tok == self.eos_id

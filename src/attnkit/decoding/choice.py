@@ -5,11 +5,6 @@ log-probability for every word of the vocabulary.
 `top_k` finds exactly ``torch.topk``'s values by searching only the ``k`` chunks of `CHUNK`
 tokens with the largest maxima (why that is exact: docs/concepts.md, "Choosing the next
 tokens"; its timings: docs/results.md).
-
-Example:
-    ```python
-    log_probs, tokens = best_tokens(logits, 2 * beam)   # logits [rows, V] -> [rows, 2 * beam]
-    ```
 """
 
 from __future__ import annotations
@@ -27,11 +22,6 @@ def top_k(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
     Returns ``(values [rows, k], positions [rows, k] int64)``. The values equal ``scores.topk(k)``
     exactly; among equal values the positions may differ, except for ``k = 1`` (the first
     maximum, as ``torch.argmax``).
-
-    Example:
-        ```python
-        top_k(torch.tensor([[0.1, 3.0, 2.0, 2.5]]), 2)   # ([[3.0, 2.5]], [[1, 3]])
-        ```
     """
     rows, width = scores.shape
     if not 1 <= k <= width:

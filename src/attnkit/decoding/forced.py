@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from attnkit.data.batching import pad_ids
+from attnkit.decoding.batched import padded_sources
 from attnkit.decoding.hypothesis import inference
 from attnkit.models.step import StepModel
 
@@ -73,8 +74,7 @@ def forced_decode(model: StepModel, src_ids: Sequence[Sequence[int]],
         rows = order[start:start + batch_size]
         if any(not src_ids[k] for k in rows):
             raise ValueError("an empty source has nothing to attend to")
-        src = pad_ids([src_ids[k] for k in rows], c.pad_id).to(device)
-        lengths = torch.tensor([len(src_ids[k]) for k in rows], device=device)
+        src, lengths = padded_sources([src_ids[k] for k in rows], c.pad_id, device)
         tgt_in = pad_ids([[c.bos_id, *tgt_ids[k]] for k in rows], c.pad_id).to(device)
         gold = pad_ids([[*tgt_ids[k], c.eos_id] for k in rows], c.pad_id).to(device)
         with inference(model):

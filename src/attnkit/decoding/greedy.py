@@ -4,12 +4,6 @@ Works with any model of the step API (`attnkit.models.step`). A sentence leaves 
 soon as it is finished, so the remaining steps run on the sentences still being decoded only.
 `greedy_steps` is the decoder itself, a generator of one `GreedyStep` per decoder step (a server
 streams them); `greedy_decode` runs it to the end and returns whole hypotheses.
-
-Example:
-    ```python
-    hyps = greedy_decode(model, batch["src"], batch["src_lengths"])
-    hyps[0].tokens, hyps[0].attention      # ids, [len(tokens), src_len]
-    ```
 """
 
 from __future__ import annotations
@@ -119,9 +113,6 @@ def greedy_decode(model: StepModel, src: Tensor, src_lengths: Tensor, *,
                 else:
                     tokens[b].append(tok)
     attn = torch.stack(attn_steps, 1) if attn_steps else None  # [batch, T, ..., S]
-    lengths = src_lengths.tolist()
-    out = []
-    for b in range(batch):
-        a = None if attn is None else attn[b, : len(tokens[b]), ..., : lengths[b]].float().cpu()
-        out.append(Hypothesis(tokens[b], a, total[b], ended[b]))
-    return out
+    return [Hypothesis(tokens[b], None if attn is None else
+                       attn[b, :len(tokens[b]), ..., :n].float().cpu(), total[b], ended[b])
+            for b, n in enumerate(src_lengths.tolist())]

@@ -4,30 +4,24 @@ The head scores every (target piece, source piece) pair of a forced decoding fro
 frozen model computed (decoder states, encoder outputs, cross-attention weights, the distance
 from the diagonal) and is trained against alignment labels in both directions
 (docs/concepts.md, "The alignment head"). The translation model is never changed.
-
-Example:
-    ```python
-    head = AlignmentHead(AlignmentHeadConfig(d_model=256, layers=3, heads=4))
-    scores = head(query, memory, features, src_mask, tgt_mask)     # [batch, n, S]
-    loss = alignment_loss(scores, labels, src_mask, tgt_mask)
-    ```
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from attnkit.attention.masking import masked_softmax
+from attnkit.models.config import JsonConfig
 
 EPS = 1e-6
 
 
 @dataclass
-class AlignmentHeadConfig:
+class AlignmentHeadConfig(JsonConfig):
     """The sizes of an `AlignmentHead`: the model's ``d_model``, ``layers``, ``heads``; the
     query ``layer`` (-1 the last); ``d_head`` of the bilinear score; ``attention_features``.
     """
@@ -43,16 +37,6 @@ class AlignmentHeadConfig:
     def features(self) -> int:
         """Per-cell features of the linear part: 2 rows x layers x heads, and the diagonal."""
         return (2 * self.layers * self.heads if self.attention_features else 0) + 1
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, obj: dict) -> AlignmentHeadConfig:
-        known = {f.name for f in fields(cls)}
-        if set(obj) - known:
-            raise ValueError(f"unknown alignment head fields {sorted(set(obj) - known)}")
-        return cls(**obj)
 
 
 def cell_features(attention: Tensor, n: int, s: int) -> Tensor:

@@ -6,17 +6,14 @@ hard: `HardAttention`); `caption_loss` adds the doubly stochastic regulariser. I
 API of the translation models (`attnkit.models.step`), so `attnkit.decoding` decodes it. The
 equations and the choices of ``init_pool``: docs/concepts.md ("The captioner").
 
-Example:
-    ```python
-    model = Captioner(CaptionerConfig(vocab_size=30))
-    logits, alphas = model(images, tgt_in)        # [B, T, 30], [B, T, 8, 8]
-    ```
+`ConvEncoder` is trained from scratch (no pretrained backbone offline), with a small
+receptive field so that attending to a location means looking at that part of the image.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -25,16 +22,60 @@ from attnkit.attention.additive import AdditiveAttention
 from attnkit.attention.base import AttentionMemory
 from attnkit.attention.hard import HardAttention
 from attnkit.attention.spatial import SpatialAttention
-from attnkit.models.cnn_encoder import ConvEncoder
-from attnkit.models.config import SpecialIds
+from attnkit.models.config import SpecialIds, check_choices
 from attnkit.models.losses import masked_cross_entropy
-from attnkit.models.step import StepOutput, Weights, check_weights
+from attnkit.models.step import StepOutput, Weights, check_targets, check_weights, stacked_steps
 
 ATTENTIONS = ("soft", "hard")
 INIT_POOLS = ("mean", "mean+max", "none", "glimpse")
 CONFIG_VERSION = 2
-# The defaults before version 2, for model.json files written without a "version" key.
-VERSION_1_DEFAULTS = {"init_pool": "mean+max", "global_context": False}
+
+
+def _block(cin: int, cout: int, stride: int) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False),
+                         nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+
+class ConvEncoder(nn.Module):
+    """Stride-2 conv blocks, then a stride-1 one: ``[batch, 3, S, S] -> [batch, C, S/2^k, S/2^k]``.
+
+    Args:
+        image_size: input side ``S`` in pixels (images uint8 0..255 or float 0..1).
+        feature_size: side of the output map (``S / feature_size`` a power of two).
+        channels: output channels ``C``; the stride-2 blocks double their width up to it.
+        global_context: squeeze-and-excitation gates from the whole image's mean feature.
+    """
+
+    def __init__(self, image_size: int = 64, feature_size: int = 8, channels: int = 64, *,
+                 global_context: bool = False):
+        super().__init__()
+        ratio = image_size // feature_size if feature_size > 0 else 0
+        if ratio < 2 or ratio * feature_size != image_size or ratio & (ratio - 1):
+            raise ValueError(f"image_size / feature_size must be a power of two >= 2, got "
+                             f"{image_size} / {feature_size}")
+        self.image_size = image_size
+        steps = int(math.log2(ratio))
+        width = [max(8, channels >> (steps - 1 - i)) for i in range(steps)]  # doubles up to C
+        stride2 = (_block(cin, w, 2) for cin, w in zip([3, *width[:-1]], width, strict=True))
+        self.net = nn.Sequential(*stride2, _block(width[-1], channels, 1))
+        # Squeeze-and-excitation (Hu et al., 2018): channel gates from the image mean. The
+        # product lets a location say "I am red AND red is the minority here" while background
+        # locations, whose object channels are ~0, stay empty: relational facts live at the
+        # objects, where attention can find them.
+        self.context = (nn.Sequential(nn.Linear(channels, channels), nn.ReLU(),
+                                      nn.Linear(channels, channels))
+                        if global_context else None)
+
+    def forward(self, images: Tensor) -> Tensor:
+        if images.dim() != 4 or tuple(images.shape[1:]) != (3, self.image_size, self.image_size):
+            raise ValueError(f"images must have shape [batch, 3, {self.image_size}, "
+                             f"{self.image_size}], got {tuple(images.shape)}")
+        x = images.float() / 255.0 if images.dtype == torch.uint8 else images.float()
+        feats = self.net(x - 0.5)  # centred input; BatchNorm does the rest
+        if self.context is not None:
+            gate = torch.sigmoid(self.context(feats.mean((2, 3))))  # [batch, C]
+            feats = feats * (2.0 * gate)[:, :, None, None]  # 2x: the identity at gate 0.5
+        return feats
 
 
 @dataclass
@@ -51,7 +92,7 @@ class CaptionerConfig(SpecialIds):
         init_pool, glimpses: what ``h_0, c_0`` come from (``"mean"``, ``"mean+max"``, ``"none"``
             or ``"glimpse"``) and attention hops per word (docs/concepts.md, "The captioner").
         global_context: squeeze-and-excitation gates in the encoder (`ConvEncoder`).
-        version: the ``model.json`` format (version 1 lacks `VERSION_1_DEFAULTS`).
+        version: the ``model.json`` format.
     """
 
     vocab_size: int = 0
@@ -75,39 +116,16 @@ class CaptionerConfig(SpecialIds):
     def __post_init__(self) -> None:
         if self.vocab_size <= 4:
             raise ValueError(f"vocab_size must exceed the 4 specials, got {self.vocab_size}")
-        if self.attention not in ATTENTIONS:
-            raise ValueError(f"attention must be one of {ATTENTIONS}, got {self.attention!r}")
+        check_choices(self, attention=ATTENTIONS, init_pool=INIT_POOLS)
         if min(self.channels, self.emb_dim, self.hidden, self.attention_units,
                self.max_caption_len, self.glimpses) < 1:
             raise ValueError("channels, emb_dim, hidden, attention_units, max_caption_len and "
                              "glimpses must be >= 1")
-        if self.init_pool not in INIT_POOLS:
-            raise ValueError(f"init_pool must be one of {INIT_POOLS}, got {self.init_pool!r}")
         if self.doubly_stochastic < 0:
             raise ValueError(f"doubly_stochastic must be >= 0, got {self.doubly_stochastic}")
         if self.version != CONFIG_VERSION:
-            raise ValueError(f"version must be {CONFIG_VERSION} (older files load through "
-                             f"from_dict), got {self.version!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CaptionerConfig:
-        """Inverse of `to_dict`; a dict without ``"version"`` is version 1.
-
-        Raises:
-            ValueError: unknown keys (named), or a version this code does not know.
-        """
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"unknown captioner config keys: {unknown}")
-        version = data.get("version", 1)
-        if version not in (1, CONFIG_VERSION):
-            raise ValueError(f"captioner config version {version!r} is not one this attnkit "
-                             f"reads (1 or {CONFIG_VERSION}; a newer attnkit wrote it?)")
-        defaults = VERSION_1_DEFAULTS if version == 1 else {}
-        return cls(**{**defaults, **data, "version": CONFIG_VERSION})
+            raise ValueError(f"captioner config version {self.version!r} is not one this "
+                             f"attnkit reads ({CONFIG_VERSION}; a newer attnkit wrote it?)")
 
 
 @dataclass
@@ -130,15 +148,6 @@ class CaptionState:
     source: Tensor | None = None
     encoder_weights: None = None
 
-    def reorder(self, rows: Tensor, images: Tensor | None = None) -> CaptionState:
-        """Keep rows ``rows`` and, when some captions finished, the images ``images``."""
-        query = None if self.query is None else self.query.index_select(0, rows)
-        keep = images is not None
-        return CaptionState(self.h.index_select(0, rows), self.c.index_select(0, rows),
-                            self.memory.reorder(images) if keep else self.memory, self.height,
-                            self.width, query,
-                            self.source.index_select(0, images) if keep else self.source)
-
 
 def _mlp(cin: int, cout: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(cin, cout), nn.ReLU(), nn.Linear(cout, cout))
@@ -150,12 +159,6 @@ class Captioner(nn.Module):
     ``model(images [batch, 3, S, S], tgt_in [batch, T], location_mask=None)`` -> ``(logits
     [batch, T, V], alphas [batch, T, H, W])``, teacher-forced; images uint8 (0..255) or float
     (0..1); ``location_mask [batch, H, W]`` bool, True = may be attended.
-
-    Example:
-        >>> model = Captioner(CaptionerConfig(vocab_size=20))
-        >>> logits, alphas = model(torch.zeros(2, 3, 64, 64), torch.ones(2, 5, dtype=torch.long))
-        >>> logits.shape, alphas.shape
-        (torch.Size([2, 5, 20]), torch.Size([2, 5, 8, 8]))
     """
 
     def __init__(self, config: CaptionerConfig):
@@ -226,7 +229,7 @@ class Captioner(nn.Module):
         state = CaptionState(h0, c0, memory, height, width, query, flat)
         if beams > 1:
             rows = torch.arange(batch, device=flat.device).repeat_interleave(beams)
-            state = state.reorder(rows)
+            state = self.reorder(state, rows)
         return state
 
     def _initial_state(self, flat: Tensor, location_mask: Tensor | None
@@ -283,29 +286,23 @@ class Captioner(nn.Module):
             word_logits, state, alpha = self.word_step(tokens[:, i], state)
             words.append(word_logits)
             maps.append(alpha.flatten(1))
-        scores = torch.stack(words, 1) if logits else None
-        rows = None
-        if weights != "none":
-            rows = torch.stack(maps, 1)
-            rows = rows[:, :, None, None] if weights == "all" else rows
-        return StepOutput(scores, state, rows, None)
+        return stacked_steps(words, maps, state, weights, logits)
 
     def reorder(self, state: CaptionState, rows: Tensor,
-                sentences: Tensor | None = None) -> CaptionState:
-        return state.reorder(rows, sentences)
+                images: Tensor | None = None) -> CaptionState:
+        """Keep rows ``rows`` and, when some captions finished, the images ``images``."""
+        query = None if state.query is None else state.query.index_select(0, rows)
+        keep = images is not None
+        return CaptionState(state.h.index_select(0, rows), state.c.index_select(0, rows),
+                            state.memory.reorder(images) if keep else state.memory,
+                            state.height, state.width, query,
+                            state.source.index_select(0, images) if keep else state.source)
 
     def forward(self, images: Tensor, tgt_in: Tensor, *,
                 location_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        if tgt_in.dim() != 2 or tgt_in.shape[0] != images.shape[0]:
-            raise ValueError(f"tgt_in must have shape [{images.shape[0]}, T], "
-                             f"got {tuple(tgt_in.shape)}")
-        state = self.encode(images, location_mask=location_mask)
-        logits, alphas = [], []
-        for t in range(tgt_in.shape[1]):
-            step_logits, state, alpha = self.word_step(tgt_in[:, t], state)
-            logits.append(step_logits)
-            alphas.append(alpha)
-        return torch.stack(logits, 1), torch.stack(alphas, 1)
+        check_targets(images, tgt_in)
+        out = self.step(tgt_in, self.encode(images, location_mask=location_mask), weights="last")
+        return out.logits, out.weights.unflatten(-1, (out.state.height, out.state.width))
 
 
 def doubly_stochastic_penalty(alphas: Tensor, lengths: Tensor) -> Tensor:
@@ -346,7 +343,7 @@ def caption_loss(model: Captioner, images: Tensor, tgt_in: Tensor, tgt_out: Tens
     ``tgt_in``/``tgt_out [batch, T]`` (BOS + words, words + EOS, padded); ``lengths [batch]``.
     """
     logits, alphas = model(images, tgt_in)
-    ce, count = masked_cross_entropy(logits, tgt_out, lengths=lengths)
+    ce, count = masked_cross_entropy(logits, tgt_out, pad_id=model.config.pad_id)
     lam = model.config.doubly_stochastic
     loss = ce + lam * doubly_stochastic_penalty(alphas, lengths) if lam > 0 else ce
     if supervision > 0 and target_maps is not None:

@@ -25,8 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.export import Dim
 
-from attnkit.models.rnn_encoder import check_tokens
-from attnkit.models.step import StepOutput, Weights
+from attnkit.models.step import StepOutput, Weights, check_tokens
 from attnkit.models.transformer import TransformerSeq2Seq
 
 GRAPHS = ("encoder", "step")
@@ -58,15 +57,17 @@ class GraphState:
     encoder_weights: Tensor | None = None
 
 
-class EncoderGraph(nn.Module):
+class _Graph(nn.Module):
+    def __init__(self, model: TransformerSeq2Seq):
+        super().__init__()
+        self.model = model
+
+
+class EncoderGraph(_Graph):
     """``src [N, S], src_lengths [N]`` -> (encoder output ``[N, S, d]``, cross keys and values
     ``[L, N, H, S, hd]``, score bias ``[N, 1, 1, S]``): `TransformerSeq2Seq.encode`'s
     arithmetic, without its checks (made before) or branches on values (every length is
     >= 1, so every row has a key)."""
-
-    def __init__(self, model: TransformerSeq2Seq):
-        super().__init__()
-        self.model = model
 
     def forward(self, src: Tensor, src_lengths: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         m = self.model
@@ -93,15 +94,11 @@ class EncoderGraph(nn.Module):
         return source, torch.stack(keys), torch.stack(values), bias
 
 
-class StepGraph(nn.Module):
+class StepGraph(_Graph):
     """One decoder step: ``tokens [N, g]`` at ``position [1]`` over the cache ``[T, L, N, g, H,
     hd]`` (positions ``< position`` attended) and the source -> (logits ``[N, g, V]``, new keys
     and values ``[L, N, g, H, hd]``); as `attnkit.models.transformer.DecoderLayer.step`.
     """
-
-    def __init__(self, model: TransformerSeq2Seq):
-        super().__init__()
-        self.model = model
 
     def forward(self, tokens: Tensor, position: Tensor, self_keys: Tensor, self_values: Tensor,
                 src_keys: Tensor, src_values: Tensor, src_bias: Tensor, positions: Tensor
@@ -204,12 +201,10 @@ class CompiledTransformer(nn.Module):
             raise ValueError("the compiled decoder feeds one token a row and computes no "
                              f"weights, got tokens {tuple(tokens.shape)}, weights {weights!r}")
         t, (n, g) = state.length, state.self_keys.shape[2:4]
-        if t >= state.self_keys.shape[0]:
-            _grow(state, 2 * state.self_keys.shape[0])
-        if t >= state.positions.shape[0]:
-            state.positions = self.model._position_table(2 * t + 2, state.source)
-            if t >= state.positions.shape[0]:             # learned positions: past max_len
-                self.model.positions.encoding(1, t)        # raises, naming max_len
+        if t >= state.self_keys.shape[0]:  # full: doubled, the written positions kept
+            state.self_keys, state.self_values = (torch.cat([c, torch.zeros_like(c)])
+                                                  for c in (state.self_keys, state.self_values))
+        self.model._grown_positions(state, t + 1)
         past = max(t, 1)          # the first step: one position, masked out
         out, keys, values = self._step(tokens.reshape(n, g), tokens.new_tensor([t]),
                                        state.self_keys[:past], state.self_values[:past],
@@ -241,12 +236,3 @@ class CompiledTransformer(nn.Module):
             out.src_values = state.src_values.index_select(1, sentences)
             out.src_bias = state.src_bias.index_select(0, sentences)
         return out
-
-
-def _grow(state: GraphState, capacity: int) -> None:
-    """Give the self-attention cache room for ``capacity`` positions (the written ones kept)."""
-    for name in ("self_keys", "self_values"):
-        old = getattr(state, name)
-        new = old.new_zeros(capacity, *old.shape[1:])
-        new[:old.shape[0]] = old
-        setattr(state, name, new)

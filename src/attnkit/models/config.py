@@ -1,15 +1,7 @@
-"""Model configurations as plain dataclasses that round-trip through JSON.
+"""Model configurations: plain dataclasses that round-trip through JSON (`JsonConfig`).
 
-The translate app writes ``config.to_dict()`` into ``RUN/config.json`` and rebuilds the exact
-network later with `attnkit.models.build_model` (``config_from_dict`` + constructor), so
-every field here is a JSON scalar.
-
-Example:
-    ```python
-    cfg = RNNSeq2SeqConfig(src_vocab=100, tgt_vocab=120, attention="additive")
-    same = config_from_dict(json.loads(json.dumps(cfg.to_dict())))
-    assert same == cfg
-    ```
+The translate app writes ``config.to_dict()`` into ``RUN/config.json`` and rebuilds the network
+with `attnkit.models.build_model` (``config_from_dict`` + constructor).
 """
 
 from __future__ import annotations
@@ -23,8 +15,36 @@ RNN_CELLS = ("gru", "lstm")
 DECODER_STYLES = ("bahdanau", "luong")
 
 
+def check_choices(config: Any, **choices: tuple) -> None:
+    """ValueError unless each named field of ``config`` is one of its allowed values."""
+    for name, allowed in choices.items():
+        if getattr(config, name) not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}, got {getattr(config, name)!r}")
+
+
+def _check_vocabs(config: RNNSeq2SeqConfig | TransformerConfig) -> None:
+    if config.src_vocab <= 0 or config.tgt_vocab <= 0:
+        raise ValueError(f"src_vocab and tgt_vocab must be > 0, got {config.src_vocab}, "
+                         f"{config.tgt_vocab}")
+
+
+class JsonConfig:
+    """A dataclass of JSON scalars: ``to_dict`` and its inverse ``from_dict``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Any:
+        """Inverse of `to_dict`; unknown keys raise ValueError (naming them)."""
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown {cls.__name__} keys: {unknown}")
+        return cls(**data)
+
+
 @dataclass
-class SpecialIds:
+class SpecialIds(JsonConfig):
     """Token ids the models need: padding, begin and end of sentence, unknown word."""
 
     pad_id: int = 0
@@ -62,24 +82,13 @@ class RNNSeq2SeqConfig(SpecialIds):
     arch: str = "rnn"
 
     def __post_init__(self) -> None:
-        if self.src_vocab <= 0 or self.tgt_vocab <= 0:
-            raise ValueError(f"src_vocab and tgt_vocab must be > 0, got {self.src_vocab}, "
-                             f"{self.tgt_vocab}")
-        if self.cell not in RNN_CELLS:
-            raise ValueError(f"cell must be one of {RNN_CELLS}, got {self.cell!r}")
-        if self.style not in DECODER_STYLES:
-            raise ValueError(f"style must be one of {DECODER_STYLES}, got {self.style!r}")
-        if self.attention not in ATTENTION_KINDS:
-            raise ValueError(f"attention must be one of {ATTENTION_KINDS}, "
-                             f"got {self.attention!r}")
+        _check_vocabs(self)
+        check_choices(self, cell=RNN_CELLS, style=DECODER_STYLES, attention=ATTENTION_KINDS)
         if not 0.0 <= self.teacher_forcing_ratio <= 1.0:
             raise ValueError(f"teacher_forcing_ratio must lie in [0, 1], "
                              f"got {self.teacher_forcing_ratio}")
         if self.layers < 1 or self.hidden < 1 or self.emb_dim < 1:
             raise ValueError("layers, hidden and emb_dim must be >= 1")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -109,33 +118,22 @@ class TransformerConfig(SpecialIds):
     arch: str = "transformer"
 
     def __post_init__(self) -> None:
-        if self.src_vocab <= 0 or self.tgt_vocab <= 0:
-            raise ValueError(f"src_vocab and tgt_vocab must be > 0, got {self.src_vocab}, "
-                             f"{self.tgt_vocab}")
+        _check_vocabs(self)
         if self.d_model % self.heads:
             raise ValueError(f"heads ({self.heads}) must divide d_model ({self.d_model})")
-        if self.positional not in ("sinusoidal", "learned"):
-            raise ValueError(f"positional must be 'sinusoidal' or 'learned', "
-                             f"got {self.positional!r}")
+        check_choices(self, positional=("sinusoidal", "learned"))
         if self.share_embeddings and self.src_vocab != self.tgt_vocab:
             raise ValueError(f"share_embeddings needs one joint vocabulary, got src_vocab "
                              f"{self.src_vocab} != tgt_vocab {self.tgt_vocab}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 CONFIG_CLASSES = {"rnn": RNNSeq2SeqConfig, "transformer": TransformerConfig}
 
 
 def config_from_dict(data: dict[str, Any]) -> RNNSeq2SeqConfig | TransformerConfig:
-    """Rebuild a config from `to_dict` output; unknown keys raise ValueError (naming them)."""
+    """Rebuild a translation model's config from `to_dict` output (its ``arch`` picks the class);
+    unknown keys raise ValueError (naming them)."""
     arch = data.get("arch", "rnn")
     if arch not in CONFIG_CLASSES:
         raise ValueError(f"unknown model arch {arch!r}; expected one of {sorted(CONFIG_CLASSES)}")
-    cls = CONFIG_CLASSES[arch]
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"unknown {arch} model config keys: {unknown}")
-    return cls(**data)
+    return CONFIG_CLASSES[arch].from_dict(data)

@@ -9,7 +9,7 @@ logits ``[batch]``. Padding, the CPU speed path: docs/concepts.md, "Sentiment"; 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -18,6 +18,7 @@ from attnkit.attention.masking import lengths_to_mask, masked_softmax
 from attnkit.attention.multi_head import MultiHeadAttention
 from attnkit.attention.pooling import max_pool_projected
 from attnkit.data.batching import plan_length_groups
+from attnkit.models.config import JsonConfig, check_choices
 from attnkit.positional import SinusoidalPositionalEncoding
 
 # `logits_by_length` gathers the 2018 model's projections from `projection_tables` from this
@@ -27,7 +28,7 @@ TABLE_TOKENS_PER_WORD = 4
 
 
 @dataclass
-class SentimentConfig:
+class SentimentConfig(JsonConfig):
     """Everything that defines a `SentimentClassifier` (saved as JSON in the run).
 
     Args:
@@ -67,22 +68,9 @@ class SentimentConfig:
         """The 2018 Keras model (see the module doc); ``overrides`` change single fields."""
         return cls(**overrides)
 
-    @classmethod
-    def from_dict(cls, obj: dict) -> SentimentConfig:
-        unknown = set(obj) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown SentimentConfig fields {sorted(unknown)}")
-        return cls(**obj)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
     def check(self) -> None:
-        choices = {"block": ("plain", "transformer"), "positional": ("sinusoidal", "learned",
-                   "none"), "pooling": ("max", "attention"), "padding": ("pre", "post")}
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        check_choices(self, block=("plain", "transformer"), positional=("sinusoidal", "learned",
+                      "none"), pooling=("max", "attention"), padding=("pre", "post"))
         if self.block == "transformer" and self.num_heads * self.head_dim != self.embed_dim:
             raise ValueError(f"transformer blocks need num_heads * head_dim == embed_dim, got "
                              f"{self.num_heads} * {self.head_dim} != {self.embed_dim}")
@@ -178,8 +166,8 @@ class SentimentClassifier(nn.Module):
         if self.learned_pos is not None:
             nn.init.normal_(self.learned_pos.weight, std=0.02)
         self.embed_drop = nn.Dropout(cfg.block_dropout)
+        width = d
         if cfg.block == "plain":
-            width = d
             layers = []
             for _ in range(cfg.num_layers):
                 layers.append(MultiHeadAttention(width, num_heads=cfg.num_heads,
@@ -187,12 +175,9 @@ class SentimentClassifier(nn.Module):
                                                  out_proj=cfg.attn_out_proj))
                 width = d if cfg.attn_out_proj else cfg.num_heads * cfg.head_dim
             self.layers = nn.ModuleList(layers)
-            self.final_norm = None
         else:
-            width = d
             self.layers = nn.ModuleList(_TransformerBlock(cfg) for _ in range(cfg.num_layers))
-            self.final_norm = nn.LayerNorm(d)
-        self.width = width
+        self.final_norm = nn.LayerNorm(d) if cfg.block == "transformer" else None
         self.pool_score = nn.Linear(width, 1) if cfg.pooling == "attention" else None
         self.dropout = nn.Dropout(cfg.dropout)
         self.classifier = nn.Linear(width, 1)
@@ -225,10 +210,9 @@ class SentimentClassifier(nn.Module):
         mask = lengths_to_mask(lengths, time, name="lengths")
         return mask.flip(-1) if self.config.padding == "pre" else mask
 
-    def _positions(self, mask: Tensor) -> Tensor:
-        """``[batch, time]`` positions: from the first real token (masked) or the first slot."""
-        if not self.config.mask_padding:
-            return torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
+    @staticmethod
+    def _positions(mask: Tensor) -> Tensor:
+        """``[batch, time]`` positions from the first real token (masked mode)."""
         return (mask.long().cumsum(-1) - 1).clamp_min(0)
 
     def _sinusoid_table(self, time: int, like: Tensor) -> Tensor:
@@ -355,21 +339,17 @@ class SentimentClassifier(nn.Module):
         """Masked mode: ``ids [batch, time]`` -> pooled ``[batch, width]`` in input order,
         rows encoded in length groups (`plan_length_groups`) each cut to its longest row
         (docs/concepts.md, "Sentiment"). ``sorted_lengths``: validated, ascending lengths
-        (`logits_by_length`: the batch is then neither sorted nor masked here); ``tables``:
+        (`logits_by_length`: the batch is then not sorted here); ``tables``:
         `projection_tables` (inference)."""
         if sorted_lengths is None:
             self._check_shapes(ids, lengths)
         batch, time = ids.shape
+        # The mask validates the lengths before they pick columns.
+        bigram_ids = self._bigram_ids(ids, self.real_mask(lengths, time))
         order = None
-        if sorted_lengths is None:
-            mask = self.real_mask(lengths, time)  # validates lengths before they pick columns
-            bigram_ids = self._bigram_ids(ids, mask)
-            if ids.device.type == "cpu":  # (on a GPU, reading the lengths would wait for it)
-                order = torch.argsort(lengths, stable=True)
-                sorted_lengths = lengths[order].tolist()
-        else:
-            bigram_ids = self._bigram_ids(
-                ids, None if sorted_lengths[0] == time else self.real_mask(lengths, time))
+        if sorted_lengths is None and ids.device.type == "cpu":  # (a GPU would wait for it)
+            order = torch.argsort(lengths, stable=True)
+            sorted_lengths = lengths[order].tolist()
         sizes = [batch]
         if ids.device.type == "cpu" and batch >= 2 * self.min_group_rows:
             sizes = plan_length_groups(sorted_lengths, max_groups=self.length_groups,
@@ -445,9 +425,6 @@ class SentimentClassifier(nn.Module):
             sub_ids, sub_len = ids[rows], lengths[rows]
             if self.config.mask_padding and sub_ids.numel():  # (unmasked, padding is input)
                 part = sorted_lengths[start:start + batch_size]
-                keep = max(part[-1], 1)
-                sub_ids = sub_ids[:, time - keep:] if self.config.padding == "pre" \
-                    else sub_ids[:, :keep]
                 logits = self._head(self._pool_by_length(sub_ids, sub_len, part, tables))
             elif tables is not None and sub_ids.numel():
                 logits = self._head(self._pool_projected(sub_ids, sub_len, True, tables))

@@ -1,28 +1,213 @@
-"""RNN encoder-decoder for translation: training forward + the step API decoders use.
+"""The RNN encoder-decoder for translation (`RNNSeq2Seq`): training forward + the step API.
 
-Every translation model in attnkit (this one and `TransformerSeq2Seq`) has the step API of
-`attnkit.models.step` (``encode``, ``step``, ``reorder``), which is all `attnkit.decoding`
-relies on, plus ``forward(src [B, S], src_lengths [B], tgt_in [B, T]) -> logits [B, T, V]`` for
-training and ``config`` with ``pad_id``, ``bos_id``, ``eos_id``, ``unk_id`` and ``to_dict()``.
-
-Example:
-    ```python
-    cfg = RNNSeq2SeqConfig(src_vocab=100, tgt_vocab=120, attention="general", style="luong")
-    model = RNNSeq2Seq(cfg)
-    logits = model(src, src_lengths, tgt_in)          # [batch, T, 120]
-    ```
+`RNNEncoder` runs a (bi)GRU/LSTM over packed sequences (padding never enters the recurrence);
+`RNNDecoder` advances one token per call in either classic style: ``"bahdanau"`` attends from
+the previous state, ``"luong"`` from the new one with input feeding; ``attention="none"`` is the
+fixed-length baseline. Any attnkit score works (`attnkit.attention.factory.create`); its memory
+is computed once per source and shared by a sentence's beams. The equations: docs/concepts.md
+("The RNN decoder").
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attnkit.attention.base import ScoreAttention
+from attnkit.attention import factory
+from attnkit.attention.base import AttentionMemory
 from attnkit.models.config import RNNSeq2SeqConfig
-from attnkit.models.rnn_decoder import RNNDecoder, RNNDecoderState
-from attnkit.models.rnn_encoder import RNNEncoder, check_teacher_input
-from attnkit.models.step import StepOutput, Weights, check_weights
+from attnkit.models.step import (
+    StepOutput,
+    Weights,
+    check_targets,
+    check_tokens,
+    check_weights,
+    stacked_steps,
+)
+
+RNNState = Tensor | tuple[Tensor, Tensor]  # GRU: h; LSTM: (h, c), each [layers, batch, hidden]
+# Mechanisms whose score is a plain dot product of query and key (no learned projection).
+# (The local kinds wrap the factory's default "general" score, which takes any sizes.)
+EQUAL_DIM_KINDS = {"dot", "scaled_dot"}
+
+
+class RNNEncoder(nn.Module):
+    """Embedding + multi-layer (bi)directional GRU/LSTM of an `RNNSeq2SeqConfig`.
+
+    ``encoder(src [batch, S], src_lengths [batch])`` -> ``(outputs [batch, S, hidden * dirs],
+    state)``, padded outputs zero; ``state [layers, batch, hidden]`` (``(h, c)`` for LSTM) is
+    ``tanh(W [h_fwd; h_bwd])`` per layer.
+    """
+
+    def __init__(self, c: RNNSeq2SeqConfig):
+        super().__init__()
+        self.cell, self.layers = c.cell, c.layers
+        self.directions = 2 if c.bidirectional else 1
+        self.out_dim = c.hidden * self.directions
+        self.embedding = nn.Embedding(c.src_vocab, c.emb_dim, padding_idx=c.pad_id)
+        self.dropout = nn.Dropout(c.dropout)
+        rnn_cls = nn.LSTM if c.cell == "lstm" else nn.GRU
+        self.rnn = rnn_cls(c.emb_dim, c.hidden, num_layers=c.layers, batch_first=True,
+                           bidirectional=c.bidirectional,
+                           dropout=c.dropout if c.layers > 1 else 0.0)
+        self.bridge_h = nn.Linear(self.out_dim, c.hidden)
+        self.bridge_c = nn.Linear(self.out_dim, c.hidden) if c.cell == "lstm" else None
+
+    def _merge_directions(self, h: Tensor) -> Tensor:
+        # [layers * dirs, batch, hidden] -> [layers, batch, dirs * hidden]
+        h = h.view(self.layers, self.directions, h.shape[1], -1)
+        return torch.cat([h[:, d] for d in range(self.directions)], dim=-1)
+
+    def forward(self, src: Tensor, src_lengths: Tensor,
+                embedded: Tensor | None = None) -> tuple[Tensor, RNNState]:
+        """``src [batch, S]`` -> (outputs ``[batch, S, out_dim]``, the decoder's initial state);
+        ``embedded [batch, S, emb_dim]`` replaces ``self.embedding(src)``."""
+        check_tokens(src, src_lengths)
+        emb = self.dropout(self.embedding(src) if embedded is None else embedded)
+        packed = pack_padded_sequence(emb, src_lengths.cpu(), batch_first=True,
+                                      enforce_sorted=False)
+        out, final = self.rnn(packed)
+        outputs, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])
+        if self.cell == "lstm":
+            h, c = final
+            state: RNNState = (torch.tanh(self.bridge_h(self._merge_directions(h))),
+                               self.bridge_c(self._merge_directions(c)))
+        else:
+            state = torch.tanh(self.bridge_h(self._merge_directions(final)))
+        return outputs, state
+
+
+def _select(state: RNNState, index: Tensor) -> RNNState:
+    if isinstance(state, tuple):
+        return tuple(s.index_select(1, index) for s in state)  # type: ignore[return-value]
+    return state.index_select(1, index)
+
+
+def _top(state: RNNState) -> Tensor:
+    h = state[0] if isinstance(state, tuple) else state
+    return h[-1]
+
+
+@dataclass
+class RNNDecoderState:
+    """Everything the decoder carries between steps (rows: ``beams`` per sentence).
+
+    Attributes:
+        hidden: ``[layers, rows, hidden]`` (a pair for LSTM).
+        memory: the attention memory, one per sentence, or None for ``attention="none"``.
+        feed: Luong input feeding ``h~_{t-1}`` ``[rows, hidden]``, else None.
+        context: the fixed context ``[sentences, hidden]`` of the no-attention baseline, else None.
+        source, src_lengths: the encoder output ``[sentences, S, enc_dim]``, ``[sentences]``.
+        step: index of the next target position (local-m centres its window on it).
+        cached: reuse the memory's key projection (False: the reference path recomputes it).
+        encoder_weights: always None.
+    """
+
+    hidden: RNNState
+    memory: AttentionMemory | None
+    feed: Tensor | None
+    context: Tensor | None
+    source: Tensor
+    src_lengths: Tensor
+    step: int = 0
+    cached: bool = True
+    encoder_weights: None = None
+
+
+class RNNDecoder(nn.Module):
+    """The GRU/LSTM decoder of an `RNNSeq2SeqConfig` over encoder outputs of ``enc_dim``.
+
+    ``init_state(enc_out [batch, S, enc_dim], src_lengths, enc_state, beams, use_cache)`` ->
+    `RNNDecoderState`; ``step(prev_tokens [batch], state)`` -> ``(logits [batch, vocab], state,
+    weights [batch, S] or None)``.
+    """
+
+    def __init__(self, c: RNNSeq2SeqConfig, enc_dim: int):
+        super().__init__()
+        self.style, self.hidden = c.style, c.hidden
+        # Luong's local-m aligns target step t with source position t: the step is passed on.
+        self.monotonic = c.attention == "local-m"
+        self.embedding = nn.Embedding(c.tgt_vocab, c.emb_dim, padding_idx=c.pad_id)
+        self.dropout = nn.Dropout(c.dropout)
+        self.key_proj: nn.Module | None = None
+        self.attention = None
+        ctx_dim = c.hidden
+        if c.attention != "none":
+            key_dim = ctx_dim = enc_dim
+            if c.attention in EQUAL_DIM_KINDS and enc_dim != c.hidden:
+                self.key_proj = nn.Linear(enc_dim, c.hidden, bias=False)
+                key_dim = c.hidden
+            self.attention = factory.create(c.attention, c.hidden, key_dim,
+                                            units=c.attention_units, window=c.window)
+        # Bahdanau feeds the context with the embedding; Luong feeds h~_{t-1} (input feeding).
+        rnn_in = c.emb_dim + (ctx_dim if c.style == "bahdanau" else c.hidden)
+        rnn_cls = nn.LSTM if c.cell == "lstm" else nn.GRU
+        self.rnn = rnn_cls(rnn_in, c.hidden, num_layers=c.layers, batch_first=True,
+                           dropout=c.dropout if c.layers > 1 else 0.0)
+        # Bahdanau reads out [s; c; e], Luong W_c of h~ = tanh(W_c [c; h]).
+        self.readout = nn.Linear(ctx_dim + c.hidden + (c.emb_dim if c.style == "bahdanau" else 0),
+                                 c.hidden)
+        self.out = nn.Linear(c.hidden, c.tgt_vocab)
+
+    def init_state(self, enc_out: Tensor, src_lengths: Tensor, enc_state: RNNState,
+                   beams: int = 1, use_cache: bool = True) -> RNNDecoderState:
+        """The state before the first step, ``beams`` rows per sentence."""
+        memory = context = None
+        if self.attention is not None:
+            keys = enc_out if self.key_proj is None else self.key_proj(enc_out)
+            memory = self.attention.memory(keys, enc_out, key_lengths=src_lengths)
+        else:
+            context = _top(enc_state)
+        if beams > 1:
+            enc_state = _select(enc_state, torch.arange(
+                enc_out.shape[0], device=enc_out.device).repeat_interleave(beams))
+        feed = enc_out.new_zeros(enc_out.shape[0] * beams, self.hidden) \
+            if self.style == "luong" else None
+        return RNNDecoderState(enc_state, memory, feed, context, enc_out, src_lengths,
+                               cached=use_cache)
+
+    def _attend(self, query: Tensor, state: RNNDecoderState) -> tuple[Tensor, Tensor | None]:
+        """``query [rows, hidden]`` -> (context ``[rows, ctx_dim]``, weights ``[rows, S]``):
+        the rows of a sentence are its queries over its one memory."""
+        sentences = state.source.shape[0]
+        per = query.shape[0] // sentences
+        if state.memory is None:
+            return state.context.repeat_interleave(per, dim=0), None  # type: ignore[union-attr]
+        memory = state.memory
+        if not state.cached:
+            memory = self.attention.memory(memory.raw_keys, memory.values,
+                                           key_mask=memory.key_mask)
+        extra = {}
+        if self.monotonic:
+            extra["query_positions"] = torch.full((sentences, per), state.step,
+                                                  device=query.device)
+        out = self.attention.attend(query.view(sentences, per, -1), memory, need_weights=True,
+                                    **extra)
+        return out.context.reshape(query.shape[0], -1), out.weights.reshape(query.shape[0], -1)
+
+    def step(self, prev_tokens: Tensor, state: RNNDecoderState,
+             need_weights: bool = True) -> tuple[Tensor, RNNDecoderState, Tensor | None]:
+        # Score attention computes its weights anyway (they give the context); need_weights
+        # only decides whether they are returned.
+        emb = self.dropout(self.embedding(prev_tokens))
+        if self.style == "bahdanau":
+            context, weights = self._attend(_top(state.hidden), state)
+            out, hidden = self.rnn(torch.cat([emb, context], -1).unsqueeze(1), state.hidden)
+            readout = torch.tanh(self.readout(torch.cat([out[:, 0], context, emb], -1)))
+            feed = None
+        else:
+            out, hidden = self.rnn(torch.cat([emb, state.feed], -1).unsqueeze(1), state.hidden)
+            h = out[:, 0]
+            context, weights = self._attend(h, state)
+            readout = torch.tanh(self.readout(torch.cat([context, h], -1)))
+            feed = readout
+        logits = self.out(self.dropout(readout))
+        new_state = RNNDecoderState(hidden, state.memory, feed, state.context, state.source,
+                                    state.src_lengths, state.step + 1, state.cached)
+        return logits, new_state, weights if need_weights else None
 
 
 class RNNSeq2Seq(nn.Module):
@@ -30,19 +215,13 @@ class RNNSeq2Seq(nn.Module):
 
     ``model(src [batch, S], src_lengths [batch], tgt_in [batch, T], need_weights=False)`` ->
     ``logits [batch, T, tgt_vocab]`` (and attention ``[batch, T, S]`` or None).
-    ``attention_module``: a custom `ScoreAttention` for the decoder.
     """
 
-    def __init__(self, config: RNNSeq2SeqConfig, attention_module: ScoreAttention | None = None):
+    def __init__(self, config: RNNSeq2SeqConfig):
         super().__init__()
         self.config = config
-        c = config
-        self.encoder = RNNEncoder(c.src_vocab, c.emb_dim, c.hidden, c.layers, c.cell,
-                                  c.bidirectional, c.dropout, dec_hidden=c.hidden,
-                                  pad_id=c.pad_id)
-        self.decoder = RNNDecoder(c.tgt_vocab, c.emb_dim, c.hidden, self.encoder.out_dim,
-                                  c.layers, c.cell, c.style, c.attention, c.attention_units,
-                                  c.window, c.dropout, c.pad_id, attention_module)
+        self.encoder = RNNEncoder(config)
+        self.decoder = RNNDecoder(config, self.encoder.out_dim)
 
     @property
     def source_embedding(self) -> nn.Embedding:
@@ -71,20 +250,28 @@ class RNNSeq2Seq(nn.Module):
             step_logits, state, w = self.decoder.step(tokens[:, i], state, weights != "none")
             scores.append(step_logits)
             attn.append(w)
-        rows = None
-        if weights != "none" and attn[0] is not None:
-            rows = torch.stack(attn, dim=1)
-            if weights == "all":
-                rows = rows[:, :, None, None]
-        return StepOutput(torch.stack(scores, dim=1) if logits else None, state, rows, None)
+        return stacked_steps(scores, attn, state, weights, logits)
 
     def reorder(self, state: RNNDecoderState, rows: Tensor,
                 sentences: Tensor | None = None) -> RNNDecoderState:
-        return state.reorder(rows, sentences)
+        """Keep rows ``rows`` and, when some finished, the sentences ``sentences``."""
+        keep = sentences is not None
+        return RNNDecoderState(
+            _select(state.hidden, rows),
+            state.memory.reorder(sentences) if keep and state.memory is not None
+            else state.memory,
+            None if state.feed is None else state.feed.index_select(0, rows),
+            state.context.index_select(0, sentences) if keep and state.context is not None
+            else state.context,
+            state.source.index_select(0, sentences) if keep else state.source,
+            state.src_lengths.index_select(0, sentences) if keep else state.src_lengths,
+            state.step,
+            state.cached,
+        )
 
     def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor,
                 need_weights: bool = False):
-        check_teacher_input(src, tgt_in)
+        check_targets(src, tgt_in)
         state = self.encode(src, src_lengths, beams=1, use_cache=True, weights="none")
         ratio = self.config.teacher_forcing_ratio
         sample = self.training and ratio < 1.0

@@ -3,14 +3,6 @@
 Attention is `attnkit.attention.multi_head.MultiHeadAttention`, positions come from
 `attnkit.positional`. ``forward`` trains on the whole target at once; decoding uses the step
 API (`attnkit.models.step`), incremental by default (docs/concepts.md, "Incremental decoding").
-
-Example:
-    ```python
-    model = TransformerSeq2Seq(TransformerConfig(src_vocab=100, tgt_vocab=120, d_model=64,
-                                                 heads=4, layers=2, ff_dim=128))
-    logits, cross = model(src, src_lengths, tgt_in, need_weights=True)
-    # logits [batch, T, 120]; cross: 2 tensors [batch, 4, T, S]
-    ```
 """
 
 from __future__ import annotations
@@ -25,8 +17,7 @@ from torch import Tensor, nn
 from attnkit.attention.kv_cache import KeyValueCache, SourceKeyValues
 from attnkit.attention.multi_head import MultiHeadAttention
 from attnkit.models.config import TransformerConfig
-from attnkit.models.rnn_encoder import check_teacher_input, check_tokens
-from attnkit.models.step import StepOutput, Weights, check_weights
+from attnkit.models.step import StepOutput, Weights, check_targets, check_tokens, check_weights
 from attnkit.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
 
@@ -45,14 +36,12 @@ class EncoderLayer(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, lengths: Tensor, need_weights: bool = False):
-        """``x [batch, S, d]`` -> the layer's output, and with ``need_weights`` also its
-        self-attention ``[batch, heads, S, S]``."""
+        """``x [batch, S, d]`` -> the layer's output and its self-attention ``[batch, heads, S,
+        S]`` (None without ``need_weights``)."""
         h = self.norm1(x)
         out = self.attn(h, h, key_lengths=lengths, need_weights=need_weights)
         x = x + self.drop(out.context)
-        x = x + self.drop(self.ff(self.norm2(x)))
-        return (x, out.weights) if need_weights else x
-
+        return x + self.drop(self.ff(self.norm2(x))), out.weights
 
 
 class DecoderLayer(nn.Module):
@@ -135,10 +124,8 @@ class TransformerSeq2Seq(nn.Module):
             nn.init.normal_(emb.weight, std=d ** -0.5)  # with the sqrt(d) scale: unit variance
             with torch.no_grad():
                 emb.weight[c.pad_id].zero_()
-        if c.positional == "learned":
-            self.positions = LearnedPositionalEmbedding(c.max_len, d)
-        else:
-            self.positions = SinusoidalPositionalEncoding(d)
+        self.positions = LearnedPositionalEmbedding(c.max_len, d) if c.positional == "learned" \
+            else SinusoidalPositionalEncoding(d)
         self.drop = nn.Dropout(c.dropout)
         self.encoder_layers = nn.ModuleList(
             EncoderLayer(d, c.heads, c.ff_dim, c.dropout) for _ in range(c.layers))
@@ -149,9 +136,8 @@ class TransformerSeq2Seq(nn.Module):
         if c.tie_embeddings:
             self.out.weight = self.tgt_embedding.weight
 
-    def _embed(self, emb: nn.Embedding, tokens: Tensor, offset: int = 0) -> Tensor:
-        x = emb(tokens) * math.sqrt(self.config.d_model)
-        return self.drop(self.positions(x, offset))
+    def _embed(self, vectors: Tensor) -> Tensor:
+        return self.drop(self.positions(vectors * math.sqrt(self.config.d_model), 0))
 
     @property
     def source_embedding(self) -> nn.Embedding:
@@ -163,17 +149,11 @@ class TransformerSeq2Seq(nn.Module):
         """``src [batch, S]`` -> (normalised encoder output ``[batch, S, d]``, the layers'
         self-attention ``[batch, layers, heads, S, S]`` when ``keep_weights``)."""
         check_tokens(src, src_lengths)
-        if embedded is None:
-            x = self._embed(self.src_embedding, src)
-        else:
-            x = self.drop(self.positions(embedded * math.sqrt(self.config.d_model), 0))
+        x = self._embed(self.src_embedding(src) if embedded is None else embedded)
         weights = []
         for layer in self.encoder_layers:
-            if keep_weights:
-                x, w = layer(x, src_lengths, need_weights=True)
-                weights.append(w)
-            else:
-                x = layer(x, src_lengths)
+            x, w = layer(x, src_lengths, need_weights=keep_weights)
+            weights.append(w)
         return self.encoder_norm(x), torch.stack(weights, 1) if keep_weights else None
 
     def encode(self, src: Tensor, src_lengths: Tensor, *, beams: int = 1,
@@ -188,23 +168,31 @@ class TransformerSeq2Seq(nn.Module):
         src_lengths = src_lengths.to(src.device)
         source, enc_weights = self._encoder(src, src_lengths, embedded, weights == "all")
         # Room for a typical output: the caches and the table double when a sentence is longer.
-        capacity = 2 * src.shape[1] + 8
-        positions = self._position_table(capacity, source)
-        state = TransformerState(source, src_lengths, positions, encoder_weights=enc_weights)
+        capacity, rows = 2 * src.shape[1] + 8, src.shape[0] * beams
+        state = TransformerState(source, src_lengths, self._position_table(capacity, source),
+                                 encoder_weights=enc_weights)
         if use_cache:
-            rows = src.shape[0] * beams
             state.caches = tuple(layer.self_attn.start_cache(rows, capacity, source)
                                  for layer in self.decoder_layers)
             state.sources = tuple(layer.cross_attn.source_keys_values(source, src_lengths)
                                   for layer in self.decoder_layers)
         else:
-            state.prefix = src.new_empty(src.shape[0] * beams, 0)
+            state.prefix = src.new_empty(rows, 0)
         return state
 
     def _position_table(self, length: int, like: Tensor) -> Tensor:
         if isinstance(self.positions, LearnedPositionalEmbedding):
             length = min(length, self.config.max_len)
         return self.positions.encoding(length, device=like.device, dtype=like.dtype)
+
+    def _grown_positions(self, state: TransformerState, end: int) -> Tensor:
+        """``state.positions``, grown (doubled) to hold ``end`` positions; ValueError naming
+        ``max_len`` for learned positions past it."""
+        if end > state.positions.shape[0]:
+            state.positions = self._position_table(max(end, 2 * state.positions.shape[0]),
+                                                   state.source)
+            self.positions.encoding(1, end - 1)  # learned positions past max_len raise here
+        return state.positions
 
     def step(self, tokens: Tensor, state: TransformerState, *, weights: Weights = "none",
              logits: bool = True) -> StepOutput:
@@ -228,13 +216,8 @@ class TransformerSeq2Seq(nn.Module):
     def _cached_step(self, tokens: Tensor, state: TransformerState, wants: list[bool]
                      ) -> tuple[list[Tensor], list[Tensor | None]]:
         start, t = state.length, tokens.shape[1]
-        if start + t > state.positions.shape[0]:
-            state.positions = self._position_table(max(start + t, 2 * state.positions.shape[0]),
-                                                   state.source)
-            if start + t > state.positions.shape[0]:  # learned positions: past max_len
-                self.positions.encoding(t, start)      # raises, naming max_len
         y = self.tgt_embedding(tokens) * math.sqrt(self.config.d_model)
-        y = y + state.positions[start:start + t]
+        y = y + self._grown_positions(state, start + t)[start:start + t]
         hidden, cross = [], []
         for layer, cache, source, want in zip(self.decoder_layers, state.caches, state.sources,
                                               wants, strict=True):
@@ -249,18 +232,11 @@ class TransformerSeq2Seq(nn.Module):
         """The whole prefix through every layer (the uncached reference): the last ``t``
         positions' outputs and cross weights."""
         state.prefix = torch.cat([state.prefix, tokens], dim=1)
-        rows, t = tokens.shape[0], tokens.shape[1]
-        per = rows // state.source.shape[0]
-        memory = state.source.repeat_interleave(per, dim=0)
-        lengths = state.src_lengths.repeat_interleave(per, dim=0)
-        y = self._embed(self.tgt_embedding, state.prefix)
-        hidden, cross = [], []
-        for layer, want in zip(self.decoder_layers, wants, strict=True):
-            y, w = layer(y, memory, lengths, need_weights=want)
-            hidden.append(y[:, -t:])
-            cross.append(None if w is None else w[:, :, -t:])
+        t, per = tokens.shape[1], tokens.shape[0] // state.source.shape[0]
+        hidden, cross = self._decoder(state.prefix, state.source.repeat_interleave(per, dim=0),
+                                      state.src_lengths.repeat_interleave(per, dim=0), wants)
         state.length += t
-        return hidden, cross
+        return [h[:, -t:] for h in hidden], [None if w is None else w[:, :, -t:] for w in cross]
 
     def reorder(self, state: TransformerState, rows: Tensor,
                 sentences: Tensor | None = None) -> TransformerState:
@@ -278,23 +254,26 @@ class TransformerSeq2Seq(nn.Module):
                 out.encoder_weights = state.encoder_weights.index_select(0, sentences)
         return out
 
-    def decode(self, tgt_in: Tensor, memory: Tensor, src_lengths: Tensor,
-               need_weights: bool = False) -> tuple[Tensor, list[Tensor | None]]:
-        """Teacher-forced decoder pass: ``tgt_in [batch, T]`` over ``memory [batch, S, d]`` ->
-        ``(logits [batch, T, V], cross weights per layer or None)``."""
-        y = self._embed(self.tgt_embedding, tgt_in)
-        weights = []
-        for layer in self.decoder_layers:
-            y, w = layer(y, memory, src_lengths, need_weights=need_weights)
-            weights.append(w)
-        return self.out(self.decoder_norm(y)), weights
+    def _decoder(self, tgt_in: Tensor, memory: Tensor, src_lengths: Tensor, wants: list[bool]
+                 ) -> tuple[list[Tensor], list[Tensor | None]]:
+        """Teacher-forced decoder layers over ``memory [rows, S, d]``: per layer its output
+        ``[rows, T, d]`` and cross weights ``[rows, heads, T, S]`` (where ``wants``, else None)."""
+        y = self._embed(self.tgt_embedding(tgt_in))
+        hidden, cross = [], []
+        for layer, want in zip(self.decoder_layers, wants, strict=True):
+            y, w = layer(y, memory, src_lengths, need_weights=want)
+            hidden.append(y)
+            cross.append(w)
+        return hidden, cross
 
     def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor,
                 need_weights: bool = False):
-        check_teacher_input(src, tgt_in)
+        check_targets(src, tgt_in)
         src_lengths = src_lengths.to(src.device)
         memory, _ = self._encoder(src, src_lengths, None, keep_weights=False)
-        logits, weights = self.decode(tgt_in, memory, src_lengths, need_weights=need_weights)
+        hidden, weights = self._decoder(tgt_in, memory, src_lengths,
+                                        [need_weights] * len(self.decoder_layers))
+        logits = self.out(self.decoder_norm(hidden[-1]))
         return (logits, weights) if need_weights else logits
 
 

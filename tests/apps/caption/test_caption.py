@@ -285,21 +285,6 @@ def test_a_locked_run_is_refused_naming_the_holder(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == [".lock"]
 
 
-def test_a_run_with_a_version_1_model_loads(tmp_path):
-    out = tmp_path / "old"
-    app.train("synthetic", out, **TINY, init_pool="mean+max", global_context=False)
-    # A model.json without "version" or the fields whose default changed since.
-    model = json.loads((out / "model.json").read_text())
-    for key in ("version", "init_pool", "global_context"):
-        del model[key]
-    (out / "model.json").write_text(json.dumps(model))
-    loaded = app.load_run(out)
-    assert loaded.model.config.init_pool == "mean+max"
-    assert app.evaluate(loaded)["examples"] == 2
-    result = app.train(None, out, resume=True, epochs=2)  # and it resumes
-    assert result.stop_reason == "completed"
-
-
 @pytest.mark.parametrize("damage, message", [
     ({"config.json": b"{not json"}, "not valid JSON"),
     ({"config.json": b'{"app": "caption\xff"}'}, "not UTF-8"),
