@@ -26,6 +26,7 @@ from fastapi import Depends, FastAPI, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from fastapi_offline import FastAPIOffline
+from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
@@ -147,9 +148,7 @@ async def models(request: Request) -> s.ModelsResponse:
 @service("/metrics", keyed=True, response_class=PlainTextResponse, responses=s.errors(401))
 async def metrics(request: Request) -> Response:
     """The Prometheus text format (`attnkit.server.prometheus`)."""
-    state = state_of(request)
-    body, content_type = state.metrics.render()
-    return Response(body, media_type=content_type)
+    return Response(state_of(request).metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
 @service("/favicon.ico", include_in_schema=False)

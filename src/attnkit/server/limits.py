@@ -1,16 +1,15 @@
-"""What a client may hold of a server: connections, the time to send a request's headers and
-body, the log lines it causes, and a request's headers, host, body bytes, texts and image.
+"""What a client may hold of a server: connections, header and body time, log lines, and a
+request's headers, host, body bytes, texts and image (docs/guide/serve.md, "Errors and limits").
 
-`GuardedHTTP` (uvicorn's protocol with `GuardedConfig`'s limits) adds the header and body
-deadlines and the connection cap uvicorn lacks (docs/results.md, "Serving"); `RequestLimits`
-(ASGI) refuses oversized headers, unknown hosts (`Hosts`) and bodies over ``--max-body-bytes``;
-`Repeated`, `OneLine` and `Lines` keep the log bounded and one line a record; `checked_image`
-reads an image's header only. The limits: docs/guide/serve.md ("Errors and limits").
+`GuardedHTTP` adds to uvicorn the deadlines and connection cap it lacks; `RequestLimits` (ASGI)
+refuses large headers, unknown hosts and large bodies; `Repeated`, `OneLine` and `Lines` keep the
+log bounded and one line a record.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import ipaddress
 import logging
@@ -20,7 +19,6 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from uvicorn import Config
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from attnkit.server.errors import ApiError, error_response, raw_error
@@ -37,20 +35,10 @@ BAD_REQUEST = raw_error(400, "bad_request", "the request is not valid HTTP/1.1: 
                         "number), or headers over 16 KiB")
 
 
-class GuardedConfig(Config):
-    """uvicorn's settings and the limits `GuardedHTTP` reads (a worker gets them with the
-    rest: uvicorn hands its settings to the processes it spawns)."""
-
-    def __init__(self, app: Any, *, max_connections: int, header_timeout: float,
-                 body_timeout: float, **kw: Any):
-        super().__init__(app, **kw)
-        self.max_connections, self.header_timeout = max_connections, header_timeout
-        self.body_timeout = body_timeout
-
-
 class GuardedHTTP(AutoHTTPProtocol):
     """uvicorn's HTTP protocol with a header deadline, a body deadline, a connection cap, and
-    its own 400 (a request it cannot parse) in the API's JSON."""
+    its own 400 (a request it cannot parse) in the API's JSON; its limits are the
+    `ServeOptions` that `attnkit.server.main.uvicorn_config` sets as ``config.serve``."""
 
     refused = False
     _deadline: Any = None   # one timer per connection, moved only when it fires (`_late`)
@@ -58,7 +46,7 @@ class GuardedHTTP(AutoHTTPProtocol):
     _timed: Any = None      # the request whose body that is
 
     def connection_made(self, transport: Any) -> None:
-        if len(self.connections) >= self.config.max_connections:
+        if len(self.connections) >= self.config.serve.max_connections:
             self.refused = True
             transport.write(REFUSAL)
             transport.close()
@@ -66,17 +54,17 @@ class GuardedHTTP(AutoHTTPProtocol):
                         len(self.connections))
             return
         super().connection_made(transport)
-        self._arm(self.config.header_timeout)
+        self._arm(self.config.serve.header_timeout_s)
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
         if self.cycle is not None and self.cycle is not self._timed:
             self._timed = self.cycle   # its headers are in: its body has its own time
-            self._arm(self.config.body_timeout)
+            self._arm(self.config.serve.body_timeout_s)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        self._arm(self.config.header_timeout)   # the next request's headers have the same
+        self._arm(self.config.serve.header_timeout_s)   # the next request's headers have the same
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.refused:
@@ -106,17 +94,17 @@ class GuardedHTTP(AutoHTTPProtocol):
             return
         if cycle is None or cycle.response_complete:   # no request's headers (idle too)
             log.warning("closed a connection that sent no complete request headers in %g s "
-                        "(--header-timeout)", self.config.header_timeout)
+                        "(--header-timeout)", self.config.serve.header_timeout_s)
             self.transport.close()
         elif cycle is not self._timed:   # a pipelined request, begun without new bytes
             self._timed = cycle
-            self._arm(self.config.body_timeout)
+            self._arm(self.config.serve.body_timeout_s)
         elif cycle.more_body and not cycle.response_started:
             if cycle.scope.get(BODY_LATE):   # told, and still no answer
                 self.transport.close()
                 return
             log.warning("answered 408 to a request whose body was not all in %g s "
-                        "(--body-timeout)", self.config.body_timeout)
+                        "(--body-timeout)", self.config.serve.body_timeout_s)
             # The app reading the body answers 408 (`RequestLimits`); woken here.
             cycle.scope[BODY_LATE] = True
             cycle.message_event.set()
@@ -222,17 +210,10 @@ class Hosts:
         except ValueError:
             address = None
         self.wildcard = address is not None and address.is_unspecified
-        self._seen: dict[bytes, bool] = {}
+        self.allows = functools.lru_cache(1024)(self._allows)   # any value a client likes
 
-    def allows(self, value: bytes) -> bool:
-        verdict = self._seen.get(value)
-        if verdict is None:
-            if len(self._seen) > 1000:
-                self._seen.clear()   # a client may send as many values as it likes
-            verdict = self._seen[value] = self._allows(value.decode("latin-1").lower())
-        return verdict
-
-    def _allows(self, host: str) -> bool:
+    def _allows(self, value: bytes) -> bool:
+        host = value.decode("latin-1").lower()
         name = host.rpartition("]")[0].lstrip("[") if host.startswith("[") else (
             host.rpartition(":")[0] if host.count(":") == 1 else host)
         name = name.rstrip(".")
