@@ -27,15 +27,13 @@ from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel
 from starlette.concurrency import run_in_threadpool
 
 from attnkit import __version__
 from attnkit.errors import AttnkitError
-from attnkit.server import errors
-from attnkit.server import schemas as s
 from attnkit.server.batching import Job
-from attnkit.server.errors import ApiError
+from attnkit.server.errors import HANDLERS, ApiError
 from attnkit.server.limits import RequestLimits, check_texts, checked_image
 from attnkit.server.loaded_runs import ServedRun, load_runs
 from attnkit.server.options import ServeOptions
@@ -66,18 +64,258 @@ LEGEND = ("Pick a run, type a sentence or a review (or drop an image on a captio
           "answer.")
 
 
+def unicode_text(text: str) -> str:
+    """``text``; a lone surrogate fails here (422), not in the answer's encoding (a 500)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("holds a lone surrogate (such as \\ud800): not Unicode text") from None
+    return text
+
+
+Text = Annotated[str, AfterValidator(unicode_text)]
+RunName = Annotated[Text, Field(max_length=100, description="the name of a loaded run")]
+
+
+class ApiRequest(BaseModel):
+    """What every request may ask. Strict: an unknown field (a misspelt ``"atention"``), a
+    value of the wrong type (``"beam": "5"``) and a text that is not Unicode are refused."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    run: RunName | None = Field(None, description="a loaded run's name (None: the only run "
+                                "of this app)")
+    page: bool = Field(False, description="also return the app's explorer page "
+                       "(self-contained HTML)")
+
+
+class TranslationRequest(ApiRequest):
+    """What both translate routes may ask."""
+
+    unk_replace: bool = Field(True, description="replace an output <unk> by the most "
+                              "attended source token")
+    split: bool = Field(True, description="cut each text into sentences, translate them and "
+                        "join them, keeping its paragraphs (false: each text is one sentence)")
+
+
+class TranslateRequest(TranslationRequest):
+    """``POST /v1/translate``."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"texts": ["The cat does not see her."], "beam": 5, "attention": True}]})
+    texts: list[Text] = Field(min_length=1, description="the English texts")
+    beam: int = Field(1, ge=1, le=32, description="beam size (1: greedy)")
+    alpha: float = Field(0.6, ge=0, le=5, description="length penalty of beam search")
+    attention: bool = Field(False, description="each target token's attention over the source")
+
+
+class TranslateStreamRequest(TranslationRequest):
+    """``POST /v1/translate/stream``: a text, decoded greedily, sentence after sentence, token
+    by token."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"text": "The cat does not see her."}]})
+    text: Text = Field(description="the English text")
+    attention: bool = Field(True, description="send each token's attention row")
+
+
+class SentimentRequest(ApiRequest):
+    """``POST /v1/sentiment``."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"texts": ["A slow start, but a moving, beautiful film."]}]})
+    texts: list[Text] = Field(min_length=1, description="the reviews")
+    attention: bool = Field(True, description="each token's weight and signed contribution")
+
+
+class PredictRequest(ApiRequest):
+    """``POST /v1/predict``: any loaded run whose app reads text (a plugin app's too)."""
+
+    run: RunName
+    texts: list[Text] = Field(min_length=1, description="the inputs, as the app reads them")
+    attention: bool = Field(True, description="return the attention")
+
+
+class CaptionForm(BaseModel):
+    """``POST /v1/caption``: a multipart form (``-F file=@duck.png``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    file: UploadFile = File(description="the image (PNG, JPEG, GIF, BMP, WebP, TIFF...)")
+    run: RunName | None = None
+    beam: int = Field(1, ge=1, le=32, description="beam size (1: greedy)")
+    page: bool = Field(False, description="also return the explorer page of the image")
+
+
+class Translation(BaseModel):
+    """One translated sentence (`attnkit.apps.translate.TranslationPrediction`)."""
+
+    source: str
+    text: str
+    tokens: list[str] = Field(description="the output words (subword pieces joined)")
+    source_tokens: list[str] = Field(description="the words the model read (subword pieces "
+                                     "joined)")
+    score: float = Field(description="log-probability of the output")
+    unknown: float = Field(description="share of the source's words unknown to the run")
+    unknown_words: list[str] = Field(description="those words")
+    warning: str | None = Field(description="why the translation is likely wrong (words the "
+                                "run cannot read, an output stuck in a loop or that the model "
+                                "is unsure of), or None")
+    truncated: int = Field(description="source tokens cut off (the model reads no more)")
+    weights: list[list[float]] | None = Field(description="[target][source] attention over words "
+                                              "(a source word sums its pieces, an output word "
+                                              "averages them), if asked (a text of several "
+                                              "sentences: in sentences)")
+    sentences: list[Translation] | None = Field(None, description="a text of several "
+                                                "sentences: each one's translation, in order")
+
+
+class Answer(BaseModel):
+    """What every prediction route answers: its run, and its page if asked."""
+
+    run: str
+    page: str | None
+
+
+class TranslateResponse(Answer):
+    translations: list[Translation]
+
+
+class Sentiment(BaseModel):
+    """One review's sentiment (`attnkit.apps.sentiment.prediction.SentimentPrediction`)."""
+
+    text: str
+    prob: float | None = Field(description="P(positive); None: no word the model reads")
+    label: str = Field(description="positive, negative or empty")
+    tokens: list[str]
+    weights: list[float] | None = Field(description="each token's share of the decision")
+    contributions: list[float] | None = Field(description="each token's push towards positive")
+    spans: list[list[int] | None] | None = Field(description="where each token is in the text")
+    unknown: float
+    truncated: int
+    explanations: dict[str, list[float]] | None = Field(None, description="other per-token "
+                                                        "explanations, by method")
+    shown: str = Field("attention", description="the method to read first; why: one sentence")
+    why: str | None = None
+
+
+class SentimentResponse(Answer):
+    results: list[Sentiment]
+
+
+class Caption(BaseModel):
+    """One image's caption (`attnkit.apps.caption.CaptionPrediction`)."""
+
+    image: str = Field(description="the uploaded file's name")
+    caption: str
+    words: list[str]
+    weights: list[list[list[float]]] = Field(description="[word][row][column]: where each word "
+                                             "looked, over the model's feature map")
+    unknown: float
+    truncated: int = Field(description="1 when the image was resized to the model's input")
+    original_size: list[int] = Field(description="[width, height]")
+
+
+class CaptionResponse(Answer):
+    captions: list[Caption]
+
+
+class PredictResponse(Answer):
+    app: str
+    predictions: list[dict[str, Any]] = Field(description="each the app's Prediction.to_dict")
+
+
+class StreamStart(BaseModel):
+    """A ``start`` event, one per sentence: the words its attention rows are over."""
+
+    run: str
+    sentence: int = Field(description="which sentence of the text, 0 = the first")
+    source: str = Field(description="the sentence")
+    source_tokens: list[str]
+
+
+class StreamToken(BaseModel):
+    """A ``token`` event, one per output word (a subword run's word once its last piece is
+    chosen), with its attention over the source words."""
+
+    sentence: int = Field(description="which sentence of the text, 0 = the first")
+    index: int
+    token: str
+    weights: list[float] | None
+
+
+class StreamFinal(Answer):
+    """The ``final`` event: the whole translation, as ``/v1/translate`` answers it."""
+
+    translation: Translation
+
+
+class ModelInfo(BaseModel):
+    name: str
+    app: str
+    inputs: str = Field(description="what the app reads: sentence, review, image...")
+    engine: str | None
+    decoding: str | None = Field(None, description="compiled or eager: how a Transformer run "
+                                 "decodes now (it switches to compiled once that is ready)")
+    streams: bool = Field(description="served by /v1/translate/stream")
+    summary: dict[str, Any]
+    test_metrics: dict[str, Any] | None
+
+
+class ModelsResponse(BaseModel):
+    models: list[ModelInfo]
+    limits: dict[str, float]
+
+
+class Status(BaseModel):
+    status: str
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="stable, for programs (too_many_texts, unknown_run...)")
+    message: str = Field(description="for people")
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+class StreamEvent(RootModel[StreamStart | StreamToken | StreamFinal | ErrorResponse]):
+    """The ``data`` of a ``/v1/translate/stream`` event (an ``error`` if the server fails)."""
+
+
+WHEN = {400: "the body is not JSON (invalid_json), not a readable form or request "
+             "(bad_request), or headers over 16 KiB (headers_too_large)",
+        401: "an API key is asked and missing or unknown",
+        404: "unknown run",
+        408: "the body did not all arrive within the server's --body-timeout",
+        413: "over a limit: body, texts, characters, image bytes or pixels",
+        415: "the upload is no image this server reads",
+        421: "a Host header this server does not answer for (a server without keys)",
+        422: "a field unknown, missing, of the wrong type or not Unicode; an input the model "
+             "refuses",
+        429: "the model's queue is full (see Retry-After)",
+        500: "the server failed (its log says why)",
+        503: "no answer within the deadline, or the server is starting or stopping"}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """A route's error answers for its OpenAPI ``responses``: JSON, whatever the route's own
+    media type (`ErrorResponse` is in the components as a `StreamEvent`)."""
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+    return {s: {"description": WHEN[s], "content": error} for s in statuses}
+
+
 def service(path: str, *, methods: tuple[str, ...] = ("GET",), keyed: bool = False,
             responses: dict | None = None, **settings: Any) -> Callable:
     """A decorator: the server's own route ``path`` (``methods``; ``keyed``: asks for a key
     when the server has keys)."""
     return _route(path, keyed, methods=list(methods), tags=["server"],
-                  responses={**s.errors(500), **(responses or {})}, **settings)
+                  responses={**error_responses(500), **(responses or {})}, **settings)
 
 
 def predict(path: str, *, responses: dict | None = None, **settings: Any) -> Callable:
     """A decorator: the prediction route ``POST /v1{path}``, keyed."""
     return _route("/v1" + path, True, methods=["POST"], tags=["predict"], responses={
-        **s.errors(400, 401, 404, 408, 413, 421, 422, 429, 500, 503), **(responses or {})},
+        **error_responses(400, 401, 404, 408, 413, 421, 422, 429, 500, 503), **(responses or {})},
         **settings)
 
 
@@ -102,7 +340,7 @@ def create_app(options: ServeOptions, runs: dict[str, ServedRun] | None = None) 
     options.check()
     state = ServerState(options, load_runs(options) if runs is None else runs)
     app = FastAPIOffline(title="attnkit", version=__version__, description=DESCRIPTION,
-                         lifespan=state.lifespan, exception_handlers=errors.HANDLERS,
+                         lifespan=state.lifespan, exception_handlers=HANDLERS,
                          redoc_url=None, static_url="/docs/static",
                          swagger_ui_parameters={"validatorUrl": None})
     app.state.server = state
@@ -120,13 +358,13 @@ def create_app(options: ServeOptions, runs: dict[str, ServedRun] | None = None) 
     return app
 
 
-@service("/healthz", response_model=s.Status)
+@service("/healthz", response_model=Status)
 async def healthz() -> dict[str, str]:
     """Alive: the process answers (a liveness probe)."""
     return {"status": "ok"}
 
 
-@service("/readyz", response_model=s.Status, responses=s.errors(503))
+@service("/readyz", response_model=Status, responses=error_responses(503))
 async def readyz(request: Request) -> dict[str, str]:
     """Ready: every model loaded, its queues running, no stop begun (503 otherwise)."""
     state = state_of(request)
@@ -136,16 +374,16 @@ async def readyz(request: Request) -> dict[str, str]:
     return {"status": "ready"}
 
 
-@service("/v1/models", keyed=True, responses=s.errors(401))
-async def models(request: Request) -> s.ModelsResponse:
+@service("/v1/models", keyed=True, responses=error_responses(401))
+async def models(request: Request) -> ModelsResponse:
     """Every loaded run (its app, name, model summary and test metrics) and the limits a
     request must keep."""
     state = state_of(request)
-    return s.ModelsResponse(models=[run.info() for run in state.runs.values()],
+    return ModelsResponse(models=[run.info() for run in state.runs.values()],
                             limits=state.options.limits())
 
 
-@service("/metrics", keyed=True, response_class=PlainTextResponse, responses=s.errors(401))
+@service("/metrics", keyed=True, response_class=PlainTextResponse, responses=error_responses(401))
 async def metrics(request: Request) -> Response:
     """The Prometheus text format (`attnkit.server.prometheus`)."""
     return Response(state_of(request).metrics.render(), media_type=CONTENT_TYPE_LATEST)
@@ -173,7 +411,7 @@ async def live_page(request: Request) -> HTMLResponse:
                                        "Referrer-Policy": "no-referrer"})
 
 
-def attention_options(run: ServedRun, body: s.TranslationRequest) -> dict[str, Any]:
+def attention_options(run: ServedRun, body: TranslationRequest) -> dict[str, Any]:
     """The translate app's options for the attention a request asks (422 if the run has
     none; without it there is nothing to replace an ``<unk>`` from) and its ``split``."""
     engine = run.loaded.engine
@@ -194,8 +432,8 @@ def translation(p: Any, attention: bool) -> dict[str, Any]:
     return row if attention else {**row, "weights": None}
 
 
-@predict("/translate", response_model=s.TranslateResponse)
-async def translate(body: s.TranslateRequest, request: Request) -> dict[str, Any]:
+@predict("/translate", response_model=TranslateResponse)
+async def translate(body: TranslateRequest, request: Request) -> dict[str, Any]:
     """Translate ``texts``, sentence by sentence; with ``attention``, each target token's
     attention over the source tokens (``weights[target][source]``, each sentence's own)."""
     state = state_of(request)
@@ -207,7 +445,7 @@ async def translate(body: s.TranslateRequest, request: Request) -> dict[str, Any
             "translations": [translation(p, body.attention) for p in preds]}
 
 
-async def started(body: s.TranslateStreamRequest, request: Request
+async def started(body: TranslateStreamRequest, request: Request
                   ) -> AsyncIterator[tuple[ServedRun, Job]]:
     """A dependency: the run and job of a stream whose decoding has started; when the stream
     ends or its client leaves, the job stops costing decoder steps."""
@@ -223,9 +461,9 @@ async def started(body: s.TranslateStreamRequest, request: Request
 
 
 @predict("/translate/stream", response_class=EventSourceResponse, responses={200: {
-    "model": s.StreamEvent, "description": "Server-Sent Events (start, token..., final), "
+    "model": StreamEvent, "description": "Server-Sent Events (start, token..., final), "
     "each one's data this schema"}})
-async def translate_stream(body: s.TranslateStreamRequest, request: Request,
+async def translate_stream(body: TranslateStreamRequest, request: Request,
                            stream: Annotated[tuple[ServedRun, Job], Depends(started)]
                            ) -> AsyncIterator[ServerSentEvent]:
     """Translate a text greedily, sentence after sentence (as ``/v1/translate`` cuts it),
@@ -236,20 +474,20 @@ async def translate_stream(body: s.TranslateStreamRequest, request: Request,
     while (event := await job.events.get())[0] != "end":
         kind, value = event
         if kind in ("start", "token"):   # the app's SentenceStart and StreamedToken
-            data = (s.StreamStart(run=run.name, **value.event()) if kind == "start" else
-                    s.StreamToken(**value.event()))
+            data = (StreamStart(run=run.name, **value.event()) if kind == "start" else
+                    StreamToken(**value.event()))
         elif kind == "final":
-            data = s.StreamFinal(run=run.name, translation=translation(value, body.attention),
+            data = StreamFinal(run=run.name, translation=translation(value, body.attention),
                                  page=await state.page(run, [value], body.page))
         else:
             log.error("stream of run %s failed", run.name, exc_info=value)
-            data = s.ErrorResponse(error={"code": "internal", "message": "the server failed "
+            data = ErrorResponse(error={"code": "internal", "message": "the server failed "
                                           "mid-stream; its log says why"})
         yield ServerSentEvent(event=kind, data=data)
 
 
-@predict("/sentiment", response_model=s.SentimentResponse)
-async def sentiment(body: s.SentimentRequest, request: Request) -> dict[str, Any]:
+@predict("/sentiment", response_model=SentimentResponse)
+async def sentiment(body: SentimentRequest, request: Request) -> dict[str, Any]:
     """The sentiment of each review: label, P(positive), and (``attention``) each token's
     share, signed contribution and the most faithful method's scores (``shown``, ``why``)."""
     state = state_of(request)
@@ -262,17 +500,7 @@ async def sentiment(body: s.SentimentRequest, request: Request) -> dict[str, Any
             "page": await state.page(run, preds, body.page)}
 
 
-class CaptionForm(BaseModel):
-    """``POST /v1/caption``: a multipart form (``-F file=@duck.png``)."""
-
-    model_config = ConfigDict(extra="forbid")
-    file: UploadFile = File(description="the image (PNG, JPEG, GIF, BMP, WebP, TIFF...)")
-    run: s.RunName | None = None
-    beam: int = Field(1, ge=1, le=32, description="beam size (1: greedy)")
-    page: bool = Field(False, description="also return the explorer page of the image")
-
-
-@predict("/caption", response_model=s.CaptionResponse, responses=s.errors(415))
+@predict("/caption", response_model=CaptionResponse, responses=error_responses(415))
 async def caption(form: Annotated[CaptionForm, Form()], request: Request) -> dict[str, Any]:
     """Caption an uploaded image, with where each word looked (a map over the model's feature
     grid). Its header is checked first: bytes, pixels, an image at all."""
@@ -299,8 +527,8 @@ async def caption(form: Annotated[CaptionForm, Form()], request: Request) -> dic
             "captions": [{**p.to_dict(), "image": name} for p in preds]}
 
 
-@predict("/predict", response_model=s.PredictResponse)
-async def predict_any(body: s.PredictRequest, request: Request) -> dict[str, Any]:
+@predict("/predict", response_model=PredictResponse)
+async def predict_any(body: PredictRequest, request: Request) -> dict[str, Any]:
     """Predictions of any loaded run whose app reads text (each the app's
     ``Prediction.to_dict``): the route of an app a package adds."""
     state = state_of(request)
