@@ -75,6 +75,7 @@ def unicode_text(text: str) -> str:
 
 Text = Annotated[str, AfterValidator(unicode_text)]
 RunName = Annotated[Text, Field(max_length=100, description="the name of a loaded run")]
+Beam = Annotated[int, Field(ge=1, le=32, description="beam size (1: greedy)")]
 
 
 class ApiRequest(BaseModel):
@@ -82,10 +83,8 @@ class ApiRequest(BaseModel):
     value of the wrong type (``"beam": "5"``) and a text that is not Unicode are refused."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-    run: RunName | None = Field(None, description="a loaded run's name (None: the only run "
-                                "of this app)")
-    page: bool = Field(False, description="also return the app's explorer page "
-                       "(self-contained HTML)")
+    run: RunName | None = Field(None, description="a loaded run (None: the app's only run)")
+    page: bool = Field(False, description="also return the app's explorer page (HTML)")
 
 
 class TranslationRequest(ApiRequest):
@@ -103,7 +102,7 @@ class TranslateRequest(TranslationRequest):
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"texts": ["The cat does not see her."], "beam": 5, "attention": True}]})
     texts: list[Text] = Field(min_length=1, description="the English texts")
-    beam: int = Field(1, ge=1, le=32, description="beam size (1: greedy)")
+    beam: Beam = 1
     alpha: float = Field(0.6, ge=0, le=5, description="length penalty of beam search")
     attention: bool = Field(False, description="each target token's attention over the source")
 
@@ -141,7 +140,7 @@ class CaptionForm(BaseModel):
     model_config = ConfigDict(extra="forbid")
     file: UploadFile = File(description="the image (PNG, JPEG, GIF, BMP, WebP, TIFF...)")
     run: RunName | None = None
-    beam: int = Field(1, ge=1, le=32, description="beam size (1: greedy)")
+    beam: Beam = 1
     page: bool = Field(False, description="also return the explorer page of the image")
 
 
@@ -151,21 +150,17 @@ class Translation(BaseModel):
     source: str
     text: str
     tokens: list[str] = Field(description="the output words (subword pieces joined)")
-    source_tokens: list[str] = Field(description="the words the model read (subword pieces "
-                                     "joined)")
+    source_tokens: list[str] = Field(description="the words read (subword pieces joined)")
     score: float = Field(description="log-probability of the output")
     unknown: float = Field(description="share of the source's words unknown to the run")
     unknown_words: list[str] = Field(description="those words")
-    warning: str | None = Field(description="why the translation is likely wrong (words the "
-                                "run cannot read, an output stuck in a loop or that the model "
-                                "is unsure of), or None")
+    warning: str | None = Field(description="why the translation is likely wrong (unknown "
+                                "words, a loop, an unsure model), or None")
     truncated: int = Field(description="source tokens cut off (the model reads no more)")
-    weights: list[list[float]] | None = Field(description="[target][source] attention over words "
-                                              "(a source word sums its pieces, an output word "
-                                              "averages them), if asked (a text of several "
-                                              "sentences: in sentences)")
-    sentences: list[Translation] | None = Field(None, description="a text of several "
-                                                "sentences: each one's translation, in order")
+    weights: list[list[float]] | None = Field(description="[target][source] attention over "
+                                              "words, if asked (several sentences: in each)")
+    sentences: list[Translation] | None = Field(None, description="several sentences: each "
+                                                "one's translation, in order")
 
 
 class Answer(BaseModel):
@@ -191,8 +186,7 @@ class Sentiment(BaseModel):
     spans: list[list[int] | None] | None = Field(description="where each token is in the text")
     unknown: float
     truncated: int
-    explanations: dict[str, list[float]] | None = Field(None, description="other per-token "
-                                                        "explanations, by method")
+    explanations: dict[str, list[float]] | None = Field(None, description="by method")
     shown: str = Field("attention", description="the method to read first; why: one sentence")
     why: str | None = None
 
@@ -207,8 +201,8 @@ class Caption(BaseModel):
     image: str = Field(description="the uploaded file's name")
     caption: str
     words: list[str]
-    weights: list[list[list[float]]] = Field(description="[word][row][column]: where each word "
-                                             "looked, over the model's feature map")
+    weights: list[list[list[float]]] = Field(description="[word][row][column] over the model's "
+                                             "feature map")
     unknown: float
     truncated: int = Field(description="1 when the image was resized to the model's input")
     original_size: list[int] = Field(description="[width, height]")
@@ -253,8 +247,7 @@ class ModelInfo(BaseModel):
     app: str
     inputs: str = Field(description="what the app reads: sentence, review, image...")
     engine: str | None
-    decoding: str | None = Field(None, description="compiled or eager: how a Transformer run "
-                                 "decodes now (it switches to compiled once that is ready)")
+    decoding: str | None = Field(None, description="compiled or eager (a Transformer run)")
     streams: bool = Field(description="served by /v1/translate/stream")
     summary: dict[str, Any]
     test_metrics: dict[str, Any] | None
@@ -290,38 +283,26 @@ WHEN = {400: "the body is not JSON (invalid_json), not a readable form or reques
         413: "over a limit: body, texts, characters, image bytes or pixels",
         415: "the upload is no image this server reads",
         421: "a Host header this server does not answer for (a server without keys)",
-        422: "a field unknown, missing, of the wrong type or not Unicode; an input the model "
-             "refuses",
+        422: "a field unknown, missing, of the wrong type or not Unicode; an input refused",
         429: "the model's queue is full (see Retry-After)",
         500: "the server failed (its log says why)",
         503: "no answer within the deadline, or the server is starting or stopping"}
+PREDICT_ERRORS = (400, 401, 404, 408, 413, 421, 422, 429, 503)
 
 
-def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """A route's error answers for its OpenAPI ``responses``: JSON, whatever the route's own
-    media type (`ErrorResponse` is in the components as a `StreamEvent`)."""
+def route(path: str, *errors: int, methods: tuple[str, ...] = ("POST",), keyed: bool = True,
+          responses: dict | None = None, **settings: Any) -> Callable:
+    """A decorator: ``path`` as a route of the app (`create_app` adds it), answering
+    ``errors`` and 500 as JSON whatever its own media type; ``keyed``: asks for a key when
+    the server has keys. A POST is tagged a prediction."""
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
-    return {s: {"description": WHEN[s], "content": error} for s in statuses}
+    settings["responses"] = {**{s: {"description": WHEN[s], "content": error}
+                                for s in (*errors, 500)}, **(responses or {})}
+    tags = ["predict" if methods == ("POST",) else "server"]
 
-
-def service(path: str, *, methods: tuple[str, ...] = ("GET",), keyed: bool = False,
-            responses: dict | None = None, **settings: Any) -> Callable:
-    """A decorator: the server's own route ``path`` (``methods``; ``keyed``: asks for a key
-    when the server has keys)."""
-    return _route(path, keyed, methods=list(methods), tags=["server"],
-                  responses={**error_responses(500), **(responses or {})}, **settings)
-
-
-def predict(path: str, *, responses: dict | None = None, **settings: Any) -> Callable:
-    """A decorator: the prediction route ``POST /v1{path}``, keyed."""
-    return _route("/v1" + path, True, methods=["POST"], tags=["predict"], responses={
-        **error_responses(400, 401, 404, 408, 413, 421, 422, 429, 500, 503), **(responses or {})},
-        **settings)
-
-
-def _route(path: str, keyed: bool, **settings: Any) -> Callable:
     def add(endpoint: Callable) -> Callable:
-        ROUTES.append((path, endpoint, keyed, settings))
+        ROUTES.append((path, endpoint, keyed, {"methods": list(methods), "tags": tags,
+                                               **settings}))
         return endpoint
     return add
 
@@ -358,13 +339,13 @@ def create_app(options: ServeOptions, runs: dict[str, ServedRun] | None = None) 
     return app
 
 
-@service("/healthz", response_model=Status)
+@route("/healthz", methods=("GET",), keyed=False, response_model=Status)
 async def healthz() -> dict[str, str]:
     """Alive: the process answers (a liveness probe)."""
     return {"status": "ok"}
 
 
-@service("/readyz", response_model=Status, responses=error_responses(503))
+@route("/readyz", 503, methods=("GET",), keyed=False, response_model=Status)
 async def readyz(request: Request) -> dict[str, str]:
     """Ready: every model loaded, its queues running, no stop begun (503 otherwise)."""
     state = state_of(request)
@@ -374,7 +355,7 @@ async def readyz(request: Request) -> dict[str, str]:
     return {"status": "ready"}
 
 
-@service("/v1/models", keyed=True, responses=error_responses(401))
+@route("/v1/models", 401, methods=("GET",))
 async def models(request: Request) -> ModelsResponse:
     """Every loaded run (its app, name, model summary and test metrics) and the limits a
     request must keep."""
@@ -383,18 +364,19 @@ async def models(request: Request) -> ModelsResponse:
                             limits=state.options.limits())
 
 
-@service("/metrics", keyed=True, response_class=PlainTextResponse, responses=error_responses(401))
+@route("/metrics", 401, methods=("GET",), response_class=PlainTextResponse)
 async def metrics(request: Request) -> Response:
     """The Prometheus text format (`attnkit.server.prometheus`)."""
     return Response(state_of(request).metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
-@service("/favicon.ico", include_in_schema=False)
+@route("/favicon.ico", methods=("GET",), keyed=False, include_in_schema=False)
 async def favicon() -> Response:
     return Response(status_code=204)   # no icon, and no 404 in a browser's console
 
 
-@service("/", methods=("GET", "HEAD"), response_class=HTMLResponse, include_in_schema=False)
+@route("/", methods=("GET", "HEAD"), keyed=False, response_class=HTMLResponse,
+       include_in_schema=False)
 async def live_page(request: Request) -> HTMLResponse:
     """The live page of this server's runs (module docstring)."""
     state = state_of(request)
@@ -432,7 +414,7 @@ def translation(p: Any, attention: bool) -> dict[str, Any]:
     return row if attention else {**row, "weights": None}
 
 
-@predict("/translate", response_model=TranslateResponse)
+@route("/v1/translate", *PREDICT_ERRORS, response_model=TranslateResponse)
 async def translate(body: TranslateRequest, request: Request) -> dict[str, Any]:
     """Translate ``texts``, sentence by sentence; with ``attention``, each target token's
     attention over the source tokens (``weights[target][source]``, each sentence's own)."""
@@ -460,9 +442,9 @@ async def started(body: TranslateStreamRequest, request: Request
         yield run, job
 
 
-@predict("/translate/stream", response_class=EventSourceResponse, responses={200: {
-    "model": StreamEvent, "description": "Server-Sent Events (start, token..., final), "
-    "each one's data this schema"}})
+@route("/v1/translate/stream", *PREDICT_ERRORS, response_class=EventSourceResponse,
+       responses={200: {"model": StreamEvent, "description": "Server-Sent Events (start, "
+                        "token..., final), each one's data this schema"}})
 async def translate_stream(body: TranslateStreamRequest, request: Request,
                            stream: Annotated[tuple[ServedRun, Job], Depends(started)]
                            ) -> AsyncIterator[ServerSentEvent]:
@@ -486,7 +468,7 @@ async def translate_stream(body: TranslateStreamRequest, request: Request,
         yield ServerSentEvent(event=kind, data=data)
 
 
-@predict("/sentiment", response_model=SentimentResponse)
+@route("/v1/sentiment", *PREDICT_ERRORS, response_model=SentimentResponse)
 async def sentiment(body: SentimentRequest, request: Request) -> dict[str, Any]:
     """The sentiment of each review: label, P(positive), and (``attention``) each token's
     share, signed contribution and the most faithful method's scores (``shown``, ``why``)."""
@@ -500,7 +482,7 @@ async def sentiment(body: SentimentRequest, request: Request) -> dict[str, Any]:
             "page": await state.page(run, preds, body.page)}
 
 
-@predict("/caption", response_model=CaptionResponse, responses=error_responses(415))
+@route("/v1/caption", *PREDICT_ERRORS, 415, response_model=CaptionResponse)
 async def caption(form: Annotated[CaptionForm, Form()], request: Request) -> dict[str, Any]:
     """Caption an uploaded image, with where each word looked (a map over the model's feature
     grid). Its header is checked first: bytes, pixels, an image at all."""
@@ -527,7 +509,7 @@ async def caption(form: Annotated[CaptionForm, Form()], request: Request) -> dic
             "captions": [{**p.to_dict(), "image": name} for p in preds]}
 
 
-@predict("/predict", response_model=PredictResponse)
+@route("/v1/predict", *PREDICT_ERRORS, response_model=PredictResponse)
 async def predict_any(body: PredictRequest, request: Request) -> dict[str, Any]:
     """Predictions of any loaded run whose app reads text (each the app's
     ``Prediction.to_dict``): the route of an app a package adds."""
