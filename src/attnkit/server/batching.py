@@ -15,7 +15,6 @@ import asyncio
 import bisect
 import contextlib
 import itertools
-import logging
 import math
 import operator
 import time
@@ -29,7 +28,6 @@ from attnkit.server.errors import ApiError
 from attnkit.server.prometheus import Metrics
 
 RETRY_AFTER = {"Retry-After": "1"}   # seconds, when a queue is full or a deadline passed
-log = logging.getLogger("attnkit.server")
 
 
 class ModelThread:
@@ -85,10 +83,6 @@ class Share(NamedTuple):
     start: int
     end: int
 
-    @property
-    def inputs(self) -> list[Any]:
-        return self.job.inputs[self.start:self.end]
-
 
 class Gatherer:
     """One model's queue and gathering loop; a subclass runs a batch (`dispatch`): a list
@@ -117,9 +111,8 @@ class Gatherer:
     async def stop(self) -> None:
         """Stop once the batch running now is answered; requests still waiting get 503."""
         self._stopping = True
-        if self._task is not None:
-            self._wake.set()
-            await self._task
+        self._wake.set()
+        await self._task
         for job in self._pending:
             if not job.future.done():
                 job.future.set_exception(ApiError(503, "shutting_down", "the server is "
@@ -144,7 +137,8 @@ class Gatherer:
                   asyncio.Queue() if stream else None, seq=self.arrivals)
         bisect.insort(self._pending, job, key=PLACE)
         self.arrivals += 1
-        self._count(+1)
+        self.depth += 1
+        self.series["queue_depth"].inc()   # a run's plain and stream queues add up
         self._wake.set()
 
         def expire() -> None:
@@ -158,11 +152,8 @@ class Gatherer:
     def _leave(self, job: Job, timer: asyncio.TimerHandle) -> None:
         timer.cancel()
         job.abandoned = True   # answered, past its deadline, or its client left
-        self._count(-1)
-
-    def _count(self, change: int) -> None:
-        self.depth += change
-        self.series["queue_depth"].inc(change)   # a run's plain and stream queues add up
+        self.depth -= 1
+        self.series["queue_depth"].dec()
 
     async def dispatch(self, batch: list[Share]) -> None:
         """Run one batch while holding the thread's turn; resolve each finished job's
@@ -299,7 +290,7 @@ class Batcher(Gatherer):
     def _outcomes(self, batch: list[Share]) -> list[list[Any] | AttnkitError]:
         """On the model thread: each share's results, or the error of its own inputs."""
         try:
-            results = self.predict([x for share in batch for x in share.inputs],
+            results = self.predict([x for job, a, b in batch for x in job.inputs[a:b]],
                                    batch[0].job.options)
         except AttnkitError as exc:   # each alone: only the bad one gets the error
             return [exc] if len(batch) == 1 else [self._outcomes([s])[0] for s in batch]

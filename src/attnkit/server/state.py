@@ -1,10 +1,6 @@
-"""What one server process holds, and what every route asks of it: the run a request names,
-the explorer page of an answer, whether it carries a valid key.
-
-`ServerState` is the server's only state: the loaded runs, the options, the metrics, the model
-thread and each run's queues. Nothing a request brings is kept once it is answered, so any
-process or replica answers any request. Keys (``--api-keys``) are checked by `require_key`
-over FastAPI's ``HTTPBearer``, in constant time.
+"""`ServerState`, all that one server process holds (runs, options, metrics, the model thread,
+each run's queues; nothing of a request once it is answered), and what every route asks of it:
+the run a request names, an answer's explorer page, a valid key (`require_key`).
 """
 
 from __future__ import annotations
@@ -44,10 +40,6 @@ class ServerState:
     streams: dict[str, StreamBatcher] = field(default_factory=dict)
     ready: bool = False
     draining: bool = False
-    keys: tuple[bytes, ...] = field(init=False)   # the API keys, encoded once
-
-    def __post_init__(self) -> None:
-        self.keys = tuple(k.encode() for k in self.options.api_keys)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _: Any) -> AsyncIterator[None]:
@@ -125,8 +117,7 @@ class ServerState:
 
 
 def state_of(request: Request) -> ServerState:
-    """The server's state, as a route reads it (a plain call: as a FastAPI dependency it cost
-    a walk of the dependency tree per request)."""
+    """The server's state (a plain call: a FastAPI dependency walks its tree per request)."""
     return request.app.state.server
 
 
@@ -138,9 +129,9 @@ async def require_key(request: Request, given: Annotated[HTTPAuthorizationCreden
         ApiError: 401 with ``WWW-Authenticate: Bearer``.
     """
     key = given.credentials.encode() if given is not None else b""
-    keys = state_of(request).keys
+    keys = state_of(request).options.api_keys
     # Every key is compared (no early exit), each in constant time.
-    if keys and not sum(hmac.compare_digest(key, k) for k in keys):
+    if keys and not sum(hmac.compare_digest(key, k.encode()) for k in keys):
         raise ApiError(401, "unauthorized", "unknown API key" if given else "this server asks "
                        "for an API key: send 'Authorization: Bearer KEY'",
                        {"WWW-Authenticate": "Bearer"})
