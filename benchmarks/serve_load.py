@@ -304,7 +304,7 @@ def served_in_process(arguments: Sequence[str]) -> tuple[Any, dict[str, Any]]:
     from attnkit.cli.main import build_parser
     from attnkit.cli.serve import options_of
     from attnkit.server import app
-    from attnkit.server.loaded_runs import load_runs
+    from attnkit.server.state import load_runs
 
     options = options_of(build_parser(["serve"]).parse_args(["serve", *arguments]))
     run = load_runs(options)["bench"]

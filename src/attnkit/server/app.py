@@ -35,10 +35,9 @@ from attnkit.errors import AttnkitError
 from attnkit.server.batching import Job
 from attnkit.server.errors import HANDLERS, ApiError
 from attnkit.server.limits import RequestLimits, check_texts, checked_image
-from attnkit.server.loaded_runs import ServedRun, load_runs
 from attnkit.server.options import ServeOptions
 from attnkit.server.prometheus import MetricsMiddleware
-from attnkit.server.state import ServerState, require_key, state_of
+from attnkit.server.state import ServedRun, ServerState, load_runs, require_key, state_of
 from attnkit.viz.caption_page import SCRIPT_SOURCE as CAPTION_SCRIPT
 from attnkit.viz.explorer import explorer_page, page_file, palette_data
 from attnkit.viz.palettes import WEIGHTS

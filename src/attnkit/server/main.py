@@ -187,8 +187,8 @@ def worker_app(options: ServeOptions, folder: str, parent: int) -> Any:
 def _serve_workers(options: ServeOptions) -> int:
     from uvicorn.supervisors import Multiprocess
 
-    from attnkit.server.loaded_runs import check_run
     from attnkit.server.prometheus import MULTIPROC_ENV
+    from attnkit.server.state import check_run
 
     for spec in options.runs:
         check_run(spec, options)

@@ -1,6 +1,8 @@
-"""`ServerState`, all that one server process holds (runs, options, metrics, the model thread,
-each run's queues; nothing of a request once it is answered), and what every route asks of it:
-the run a request names, an answer's explorer page, a valid key (`require_key`).
+"""The runs one server process holds and all else it holds: `load_runs` loads every ``--run``
+(its app: the ``"app"`` of its ``config.json``, or of an export's ``attnkit.json``) before the
+server listens; `ServerState` holds them, the options, the metrics, the model thread and each
+run's queues (nothing of a request once it is answered), and gives every route the run a
+request names, an answer's explorer page and a valid key (`require_key`).
 """
 
 from __future__ import annotations
@@ -8,21 +10,147 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-from collections.abc import AsyncIterator, Sequence
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
-from attnkit.apps import Prediction
-from attnkit.errors import UsageError
+from attnkit.apps import APPS, App, Loaded, Prediction
+from attnkit.apps.results import TEST_METRICS
+from attnkit.apps.run_files import read_json_object
+from attnkit.errors import CheckpointError, UsageError
 from attnkit.server.batching import Batcher, ModelThread, StreamBatcher
 from attnkit.server.errors import ApiError
-from attnkit.server.loaded_runs import ServedRun
-from attnkit.server.options import IMAGE_CHARS, ServeOptions
+from attnkit.server.options import IMAGE_CHARS, RunSpec, ServeOptions
 from attnkit.server.prometheus import Metrics
+
+log = logging.getLogger("attnkit.server")
+# What declares a folder's app: an export's settings first (it also holds CTranslate2's own
+# config.json, which names no app), then a training run's config.
+APP_FILES = (("attnkit.json", "ctranslate2"), ("config.json", None))
+
+
+@dataclass
+class ServedRun:
+    """One loaded run: its name in requests, its `App`, the loaded run and its
+    ``test_metrics.json`` (None: none, or unreadable)."""
+
+    name: str
+    app: App
+    loaded: Loaded
+    test_metrics: dict[str, Any] | None
+
+    @property
+    def streams(self) -> bool:
+        """Whether ``/v1/translate/stream`` can run it (attnkit's engine of a translate run)."""
+        return hasattr(self.app, "stream") and getattr(self.loaded.engine, "streams", False)
+
+    def predict(self, inputs: list[Any], options: dict[str, Any]) -> list[Any]:
+        return self.app.predict(self.loaded, inputs, **options)
+
+    def open_stream(self, texts: list[str], options: dict[str, Any]) -> Iterator[Any]:
+        return self.app.stream(self.loaded, texts, **options)
+
+    def summary(self) -> dict[str, Any]:
+        """The run's summary for pages, named by its name: no path of the server's disk."""
+        out = self.loaded.summary()
+        out["run"] = self.name
+        if "data" in out and ("/" in out["data"] or os.sep in out["data"]):
+            out["data"] = Path(out["data"]).name
+        return out
+
+    def info(self) -> dict[str, Any]:
+        """What ``GET /v1/models`` shows of it."""
+        engine = self.loaded.engine
+        return {"name": self.name, "app": self.app.name, "inputs": self.app.inputs,
+                "engine": getattr(engine, "name", None),
+                "decoding": getattr(engine, "path", None), "streams": self.streams,
+                "summary": self.summary(), "test_metrics": self.test_metrics}
+
+    def compile(self, mode: str) -> None:
+        """Compiled decoding for a run whose engine has it (`attnkit.server.options.COMPILE`):
+        ``"on"`` now, ``"auto"`` in a thread of its own while the eager engine answers (the
+        engine switches when it is ready, with a log line), ``"off"`` never."""
+        build = getattr(self.loaded.engine, "compile", None)
+        if build is None or mode == "off":
+            return
+        if mode == "on":
+            build(log=log.info)
+            return
+
+        def background() -> None:
+            if build(log=log.info):
+                log.info("%s: decoding switched to the compiled engine", self.name)
+
+        threading.Thread(target=background, name=f"compile {self.name}", daemon=True).start()
+
+
+def app_of(folder: Path) -> tuple[str, str | None]:
+    """The app a run folder declares, and the engine it needs (None: the app's default).
+
+    Raises:
+        CheckpointError: no such folder, or one that declares no app.
+    """
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder}: no such run folder")
+    for name, engine in APP_FILES:
+        if (folder / name).exists():
+            app = read_json_object(folder / name, "the run's settings", root=folder).get("app")
+            if not isinstance(app, str):
+                raise CheckpointError(f"{folder / name}: names no app")
+            return app, engine
+    raise CheckpointError(f"{folder}: not a run folder (no config.json)")
+
+
+def check_run(spec: RunSpec, options: ServeOptions) -> tuple[App, str | None]:
+    """The app of a ``--run`` and the engine to run it with, before anything is loaded.
+
+    Raises:
+        CheckpointError: not a run folder.
+        UsageError: an app this attnkit does not have.
+    """
+    name, needed = app_of(spec.path)
+    if name not in APPS.names():
+        raise UsageError(f"{spec.path} is a run of the app {name!r}, which this attnkit does "
+                         f"not have (apps: {', '.join(APPS.names())})")
+    return APPS[name], options.engine or needed
+
+
+def load_runs(options: ServeOptions) -> dict[str, ServedRun]:
+    """Every ``--run``, loaded in order.
+
+    Raises:
+        CheckpointError: not a run folder, broken files (the first failure).
+        UsageError: an app this attnkit does not have, an engine that cannot run it.
+    """
+    runs = {}
+    for spec in options.runs:
+        app, engine = check_run(spec, options)
+        loaded = app.load(spec.path, device=options.device, engine=engine)
+        runs[spec.name] = ServedRun(spec.name, app, loaded, _test_metrics(spec.path))
+        log.info("loaded %s (%s): %s", spec.name, app.name, loaded.description)
+        if options.compile == "on":
+            runs[spec.name].compile("on")
+    return runs
+
+
+def _test_metrics(folder: Path) -> dict[str, Any] | None:
+    if not (folder / TEST_METRICS).exists():
+        return None
+    try:
+        metrics = read_json_object(folder / TEST_METRICS, "the run's test metrics", root=folder)
+    except CheckpointError as exc:   # not part of the model: served without its scores
+        log.warning("%s", exc)
+        return None
+    return {k: v for k, v in metrics.items() if k != "run"}   # a path of the trainer's disk
+
 
 BEARER = HTTPBearer(auto_error=False, description="a key of the server's --api-keys file")
 

@@ -1,4 +1,4 @@
-"""Which app a folder is a run of (no web stack needed)."""
+"""Which app a folder is a run of."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import json
 import pytest
 
 from attnkit.errors import CheckpointError
-from attnkit.server.loaded_runs import app_of
+
+pytest.importorskip("fastapi", reason="the serve extra is missing")
+from attnkit.server.state import app_of  # noqa: E402
 
 
 def test_the_app_of_a_run_and_of_a_ctranslate2_export(tmp_path):
