@@ -360,7 +360,7 @@ async def models(request: Request) -> ModelsResponse:
     request must keep."""
     state = state_of(request)
     return ModelsResponse(models=[run.info() for run in state.runs.values()],
-                            limits=state.options.limits())
+                          limits=state.options.limits())
 
 
 @route("/metrics", 401, methods=("GET",), response_class=PlainTextResponse)
@@ -459,11 +459,11 @@ async def translate_stream(body: TranslateStreamRequest, request: Request,
                     StreamToken(**value.event()))
         elif kind == "final":
             data = StreamFinal(run=run.name, translation=translation(value, body.attention),
-                                 page=await state.page(run, [value], body.page))
+                               page=await state.page(run, [value], body.page))
         else:
             log.error("stream of run %s failed", run.name, exc_info=value)
             data = ErrorResponse(error={"code": "internal", "message": "the server failed "
-                                          "mid-stream; its log says why"})
+                                        "mid-stream; its log says why"})
         yield ServerSentEvent(event=kind, data=data)
 
 

@@ -22,9 +22,6 @@ from starlette.exceptions import HTTPException
 from attnkit.errors import AttnkitError
 
 log = logging.getLogger("attnkit.server")
-# The code of an error that carries none of ours.
-CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
-         415: "unsupported_media_type", 422: "invalid_request", 429: "overloaded"}
 
 
 class ApiError(HTTPException):
@@ -62,7 +59,8 @@ def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
         message = f"no such route: {request.method} {request.url.path}"
     elif status == 405:
         message = f"{request.method} is not allowed on {request.url.path}"
-    return error_response(status, CODES.get(status, "error"), message, exc.headers)
+    code = HTTPStatus(status).phrase.lower().replace(" ", "_")   # not_found...
+    return error_response(status, code, message, exc.headers)
 
 
 def _not_json() -> JSONResponse:
