@@ -140,13 +140,7 @@ class OneLine(logging.Filter):
     lines. Put after `Repeated`, which reads the template."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if record.exc_info or record.exc_text:
-            message += "\n" + (record.exc_text or logging.Formatter().formatException(
-                record.exc_info))
-        if record.stack_info:
-            message += "\n" + record.stack_info
-        record.msg, record.args = printable(message), None
+        record.msg, record.args = printable(logging.Formatter().format(record)), None
         record.exc_info = record.exc_text = record.stack_info = None
         return True
 
