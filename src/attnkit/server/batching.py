@@ -55,6 +55,7 @@ class Job:
     inputs: list[Any]
     work: list[float]
     options: dict[str, Any]
+    key: Hashable   # the options, hashable: a batch is of one key
     arrived: float
     future: asyncio.Future
     events: asyncio.Queue | None = None
@@ -63,10 +64,6 @@ class Job:
     turns: int = 0
     taken: int = 0
     results: list[Any] = field(default_factory=list)
-    key: Hashable = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.key = tuple(sorted(self.options.items()))
 
     @property
     def left(self) -> int:
@@ -133,7 +130,7 @@ class Gatherer:
                            f"(the limit is {self.max_queue}); retry later", RETRY_AFTER)
         loop = asyncio.get_running_loop()
         job = Job(list(inputs), list(work) if work is not None else [1] * len(inputs),
-                  dict(options), loop.time(), loop.create_future(),
+                  dict(options), tuple(sorted(options.items())), loop.time(), loop.create_future(),
                   asyncio.Queue() if stream else None, seq=self.arrivals)
         bisect.insort(self._pending, job, key=PLACE)
         self.arrivals += 1

@@ -135,11 +135,10 @@ class ServeOptions:
         for name in names:
             if names.count(name) > 1:
                 raise UsageError(f"two runs are named {name!r}: name them with --run NAME=PATH")
-        if self.engine is not None and self.engine not in ENGINES:
-            raise UsageError(f"--engine must be one of {', '.join(ENGINES)}; got {self.engine!r}")
-        if self.compile not in COMPILE:
-            raise UsageError(f"--compile must be one of {', '.join(COMPILE)}; got "
-                             f"{self.compile!r}")
+        for name, allowed in (("engine", (None, *ENGINES)), ("compile", COMPILE)):
+            if getattr(self, name) not in allowed:
+                raise UsageError(f"--{name} must be one of {', '.join(filter(None, allowed))}; "
+                                 f"got {getattr(self, name)!r}")
         for name in ("port", "workers", "max_batch", "max_batch_chars", "max_queue",
                      "max_body_bytes", "max_texts", "max_chars", "max_image_bytes", "max_pixels",
                      "max_connections", "threads"):

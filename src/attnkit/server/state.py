@@ -92,35 +92,28 @@ class ServedRun:
         threading.Thread(target=background, name=f"compile {self.name}", daemon=True).start()
 
 
-def app_of(folder: Path) -> tuple[str, str | None]:
-    """The app a run folder declares, and the engine it needs (None: the app's default).
+def check_run(spec: RunSpec, options: ServeOptions) -> tuple[App, str | None]:
+    """The app a ``--run`` folder declares and the engine to run it with (None: the app's
+    default), before anything is loaded.
 
     Raises:
         CheckpointError: no such folder, or one that declares no app.
-    """
-    if not folder.is_dir():
-        raise CheckpointError(f"{folder}: no such run folder")
-    for name, engine in APP_FILES:
-        if (folder / name).exists():
-            app = read_json_object(folder / name, "the run's settings", root=folder).get("app")
-            if not isinstance(app, str):
-                raise CheckpointError(f"{folder / name}: names no app")
-            return app, engine
-    raise CheckpointError(f"{folder}: not a run folder (no config.json)")
-
-
-def check_run(spec: RunSpec, options: ServeOptions) -> tuple[App, str | None]:
-    """The app of a ``--run`` and the engine to run it with, before anything is loaded.
-
-    Raises:
-        CheckpointError: not a run folder.
         UsageError: an app this attnkit does not have.
     """
-    name, needed = app_of(spec.path)
-    if name not in APPS.names():
-        raise UsageError(f"{spec.path} is a run of the app {name!r}, which this attnkit does "
+    folder = spec.path
+    if not folder.is_dir():
+        raise CheckpointError(f"{folder}: no such run folder")
+    found = [(name, engine) for name, engine in APP_FILES if (folder / name).exists()]
+    if not found:
+        raise CheckpointError(f"{folder}: not a run folder (no config.json)")
+    name, needed = found[0]
+    app = read_json_object(folder / name, "the run's settings", root=folder).get("app")
+    if not isinstance(app, str):
+        raise CheckpointError(f"{folder / name}: names no app")
+    if app not in APPS.names():
+        raise UsageError(f"{folder} is a run of the app {app!r}, which this attnkit does "
                          f"not have (apps: {', '.join(APPS.names())})")
-    return APPS[name], options.engine or needed
+    return APPS[app], options.engine or needed
 
 
 def load_runs(options: ServeOptions) -> dict[str, ServedRun]:
