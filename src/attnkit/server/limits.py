@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import io
-import ipaddress
 import logging
 import re
 import time
@@ -22,7 +21,7 @@ from typing import Any
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from attnkit.server.errors import ApiError, error_response, raw_error
-from attnkit.server.options import ServeOptions, is_loopback
+from attnkit.server.options import ServeOptions, ip_of, is_loopback
 
 log = logging.getLogger("attnkit.server")
 FORM_OVERHEAD = 64 << 10   # the multipart form around an image: boundaries, other fields
@@ -199,11 +198,7 @@ class Hosts:
         self.names = {"localhost", bound, *(h.strip("[]").lower().rstrip(".")
                                            for h in options.allowed_hosts)}
         self.loopback = is_loopback(options.host)
-        try:
-            address = ipaddress.ip_address(bound)
-        except ValueError:
-            address = None
-        self.wildcard = address is not None and address.is_unspecified
+        self.wildcard = getattr(ip_of(bound), "is_unspecified", False)
         self.allows = functools.lru_cache(1024)(self._allows)   # any value a client likes
 
     def _allows(self, value: bytes) -> bool:
@@ -211,13 +206,9 @@ class Hosts:
         name = host.rpartition("]")[0].lstrip("[") if host.startswith("[") else (
             host.rpartition(":")[0] if host.count(":") == 1 else host)
         name = name.rstrip(".")
-        if name in self.names:
-            return True
-        try:
-            address = ipaddress.ip_address(name)
-        except ValueError:
-            return False   # a name nobody allowed
-        return self.wildcard or (self.loopback and address.is_loopback)
+        ip = ip_of(name)   # None: a name
+        return name in self.names or (ip is not None and (
+            self.wildcard or (self.loopback and ip.is_loopback)))
 
 
 class RequestLimits:
@@ -235,16 +226,11 @@ class RequestLimits:
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
-        host = declared = None
-        for name, value in scope["headers"]:
-            size += len(name) + len(value) + 4
-            if name == b"host":
-                host = value
-            elif name == b"content-length":
-                declared = value
+        size = (len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+                + sum(len(name) + len(value) + 4 for name, value in scope["headers"]))
+        headers = dict(scope["headers"])   # the last of a name, as ever
         limit = self.limit if scope["path"] != "/v1/caption" else self.image_limit
-        error = self._refused(size, host, declared, limit)
+        error = self._refused(size, headers.get(b"host"), headers.get(b"content-length"), limit)
         if error is not None:
             return await error_response(error.status_code, error.code, error.detail,
                                         error.headers)(scope, receive, send)

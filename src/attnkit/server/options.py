@@ -50,12 +50,18 @@ def parse_run(text: str) -> RunSpec:
     return RunSpec(name, Path(path))
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is reachable from this machine only (``localhost``, ``127.x``, ``::1``)."""
+def ip_of(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """``host`` (``[::1]`` too) as an IP address; None for a name."""
     try:
-        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+        return ipaddress.ip_address(host.strip("[]"))
     except ValueError:
-        return False   # a name: it may resolve to anything
+        return None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only (``localhost``, ``127.x``, ``::1``;
+    not a name, which may resolve to anything)."""
+    return host == "localhost" or getattr(ip_of(host), "is_loopback", False)
 
 
 def read_api_keys(path: str | os.PathLike) -> frozenset[str]:
