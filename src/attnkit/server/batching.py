@@ -199,7 +199,6 @@ class Gatherer:
         that has had fewer turns, a new one included."""
         batch: list[Share] = []
         kept: list[Job] = []
-        again: list[Job] = []
         size, work, full = 0, 0.0, False
         for job in self._pending:
             if job.abandoned:
@@ -218,10 +217,8 @@ class Gatherer:
             job.taken += n
             job.turns += 1
             if job.left:
-                again.append(job)
-        for job in again:
-            bisect.insort(kept, job, key=PLACE)
-        self._pending = kept
+                kept.append(job)
+        self._pending = sorted(kept, key=PLACE)   # in line again, by its turns
         return batch
 
     def _fits(self, job: Job, size: int, work: float) -> int:
