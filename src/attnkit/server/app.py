@@ -1,11 +1,7 @@
-"""`create_app`: the FastAPI application of ``attnkit serve``, its routes and its live page.
-
-Metrics (outermost), the body limit, the error handlers, the routes (``/healthz``,
-``/readyz``, ``/v1/models``, ``/metrics``, the live page at ``/``, and the predictions under
-``/v1``), FastAPI's offline API docs at ``/docs``, and a lifespan that starts and stops the
-model thread. The live page's files are ``live_page.html``, ``.css`` and ``.js`` beside this
-module. What each route and the stream do: docs/guide/serve.md and docs/concepts.md ("The
-server").
+"""`create_app`: the FastAPI application of ``attnkit serve``: its routes, their pydantic
+bodies (strict requests; FastAPI validates every answer and builds the OpenAPI schema from them)
+and the live page (``live_page.html``, ``.css``, ``.js`` beside this module). What each route
+does: docs/guide/serve.md and docs/concepts.md ("The server").
 
 Example:
     ```python

@@ -220,8 +220,7 @@ class ServerState:
         """``run``'s results of ``inputs``, batched with others (errors: `Gatherer.queued`);
         each input's work is its characters (an image: `IMAGE_CHARS`) times its beam size."""
         beam = options.get("beam") or options.get("beam_size") or 1
-        text = run.app.inputs != "image"
-        work = [(len(x) if text and isinstance(x, str) else IMAGE_CHARS) * beam for x in inputs]
+        work = [(len(x) if run.app.inputs != "image" else IMAGE_CHARS) * beam for x in inputs]
         return await self.batchers[run.name].submit(inputs, options, self.options.timeout_s,
                                                     work)
 
