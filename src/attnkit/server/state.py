@@ -156,7 +156,6 @@ class ServerState:
     options: ServeOptions
     runs: dict[str, ServedRun]
     metrics: Metrics = field(default_factory=Metrics)
-    thread: ModelThread | None = None
     batchers: dict[str, Batcher] = field(default_factory=dict)
     streams: dict[str, StreamBatcher] = field(default_factory=dict)
     ready: bool = False
@@ -166,14 +165,14 @@ class ServerState:
     async def lifespan(self, _: Any) -> AsyncIterator[None]:
         """The app's lifespan: the model thread and every run's queues start; at the stop,
         the queues stop once the requests in flight are answered, then the thread."""
-        o, self.thread = self.options, ModelThread()
+        o, thread = self.options, ModelThread()
         queue = {"max_batch": o.max_batch, "max_work": o.max_batch_chars,
                  "max_wait_s": o.max_wait_ms / 1000, "max_queue": o.max_queue,
                  "metrics": self.metrics}
         for name, run in self.runs.items():
-            self.batchers[name] = Batcher(name, run.predict, self.thread, **queue)
+            self.batchers[name] = Batcher(name, run.predict, thread, **queue)
             if run.streams:
-                self.streams[name] = StreamBatcher(name, run.open_stream, self.thread, **queue)
+                self.streams[name] = StreamBatcher(name, run.open_stream, thread, **queue)
         gatherers = (*self.batchers.values(), *self.streams.values())
         for gatherer in gatherers:
             gatherer.start()
@@ -187,7 +186,7 @@ class ServerState:
             self.ready, self.draining = False, True
             for gatherer in gatherers:
                 await gatherer.stop()
-            await asyncio.to_thread(self.thread.close)
+            await asyncio.to_thread(thread.close)
 
     def run_for(self, app: str | None, name: str | None, *, inputs: str | None = None
                 ) -> ServedRun:
