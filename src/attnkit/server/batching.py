@@ -30,19 +30,16 @@ from attnkit.server.prometheus import Metrics
 RETRY_AFTER = {"Retry-After": "1"}   # seconds, when a queue is full or a deadline passed
 
 
-class ModelThread:
+class ModelThread(ThreadPoolExecutor):
     """The process's model thread; ``turn`` is held while a model call runs, so that the next
     batch is taken once the thread is free."""
 
     def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnkit-model")
+        super().__init__(max_workers=1, thread_name_prefix="attnkit-model")
         self.turn = asyncio.Lock()
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        return await asyncio.get_running_loop().run_in_executor(self, fn, *args)
 
 
 @dataclass(eq=False)

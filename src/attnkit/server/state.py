@@ -186,7 +186,7 @@ class ServerState:
             self.ready, self.draining = False, True
             for gatherer in gatherers:
                 await gatherer.stop()
-            await asyncio.to_thread(thread.close)
+            await asyncio.to_thread(thread.shutdown)
 
     def run_for(self, app: str | None, name: str | None, *, inputs: str | None = None
                 ) -> ServedRun:
