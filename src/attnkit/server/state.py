@@ -216,7 +216,7 @@ class ServerState:
 
     async def submit(self, run: ServedRun, inputs: Sequence[Any], options: dict[str, Any]
                      ) -> list[Any]:
-        """``run``'s results of ``inputs``, batched with others (errors: `Gatherer.queued`);
+        """``run``'s results of ``inputs``, batched with others (errors: `Gatherer._admit`);
         each input's work is its characters (an image: `IMAGE_CHARS`) times its beam size."""
         beam = options.get("beam") or options.get("beam_size") or 1
         work = [(len(x) if run.app.inputs != "image" else IMAGE_CHARS) * beam for x in inputs]
