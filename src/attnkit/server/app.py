@@ -85,8 +85,7 @@ class ApiRequest(BaseModel):
 class TranslationRequest(ApiRequest):
     """What both translate routes may ask."""
 
-    unk_replace: bool = Field(True, description="replace an output <unk> by the most "
-                              "attended source token")
+    unk_replace: bool = Field(True, description="an output <unk> is its most attended source")
     split: bool = Field(True, description="cut each text into sentences, translate them and "
                         "join them, keeping its paragraphs (false: each text is one sentence)")
 
@@ -154,8 +153,7 @@ class Translation(BaseModel):
     truncated: int = Field(description="source tokens cut off (the model reads no more)")
     weights: list[list[float]] | None = Field(description="[target][source] attention over "
                                               "words, if asked (several sentences: in each)")
-    sentences: list[Translation] | None = Field(None, description="several sentences: each "
-                                                "one's translation, in order")
+    sentences: list[Translation] | None = Field(None, description="each sentence's, in order")
 
 
 class Answer(BaseModel):
@@ -270,8 +268,7 @@ class StreamEvent(RootModel[StreamStart | StreamToken | StreamFinal | ErrorRespo
     """The ``data`` of a ``/v1/translate/stream`` event (an ``error`` if the server fails)."""
 
 
-WHEN = {400: "the body is not JSON (invalid_json), not a readable form or request "
-             "(bad_request), or headers over 16 KiB (headers_too_large)",
+WHEN = {400: "not JSON (invalid_json), unreadable (bad_request), headers over 16 KiB",
         401: "an API key is asked and missing or unknown",
         404: "unknown run",
         408: "the body did not all arrive within the server's --body-timeout",
