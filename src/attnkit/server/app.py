@@ -85,7 +85,8 @@ class ApiRequest(BaseModel):
 class TranslationRequest(ApiRequest):
     """What both translate routes may ask."""
 
-    unk_replace: bool = Field(True, description="an output <unk> is its most attended source")
+    unk_replace: bool = Field(True, description="replace an output <unk> by the most "
+                              "attended source token")
     split: bool = Field(True, description="cut each text into sentences, translate them and "
                         "join them, keeping its paragraphs (false: each text is one sentence)")
 
@@ -240,7 +241,7 @@ class ModelInfo(BaseModel):
     app: str
     inputs: str = Field(description="what the app reads: sentence, review, image...")
     engine: str | None
-    decoding: str | None = Field(None, description="compiled or eager (a Transformer run)")
+    decoding: str | None = Field(None, description="compiled or eager: how it decodes now")
     streams: bool = Field(description="served by /v1/translate/stream")
     summary: dict[str, Any]
     test_metrics: dict[str, Any] | None
