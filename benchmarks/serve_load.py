@@ -304,15 +304,14 @@ def served_in_process(arguments: Sequence[str]) -> tuple[Any, dict[str, Any]]:
     from attnkit.cli.main import build_parser
     from attnkit.cli.serve import options_of
     from attnkit.server import app
-    from attnkit.server.loaded_runs import load_runs
-    from attnkit.server.schemas import TranslateRequest
+    from attnkit.server.state import load_runs
 
     options = options_of(build_parser(["serve"]).parse_args(["serve", *arguments]))
     run = load_runs(options)["bench"]
     # The engine the server ends up serving with: compiled once its background build is
     # done (`Server.wait_for_decoding` waits for the same there).
     run.compile("off" if options.compile == "off" else "on")
-    body = TranslateRequest(texts=["x"])
+    body = app.TranslateRequest(texts=["x"])
     return run, {"beam": body.beam, "alpha": body.alpha, **app.attention_options(run, body)}
 
 

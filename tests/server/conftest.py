@@ -52,8 +52,8 @@ def tiny_runs(tmp_path_factory) -> dict[str, tuple[Path, list]]:
 def loaded_runs(tiny_runs):
     """The three runs loaded once (named translate, sentiment, caption)."""
     pytest.importorskip("fastapi", reason="the serve extra is missing")
-    from attnkit.server.loaded_runs import load_runs
     from attnkit.server.options import RunSpec, ServeOptions
+    from attnkit.server.state import load_runs
 
     specs = [RunSpec(name, path) for name, (path, _) in tiny_runs.items()]
     return load_runs(ServeOptions(runs=specs))

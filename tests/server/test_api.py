@@ -441,8 +441,8 @@ def test_several_runs_of_one_app_need_a_name(server, loaded_runs):
     from fastapi.testclient import TestClient
 
     from attnkit.server.app import create_app
-    from attnkit.server.loaded_runs import ServedRun
     from attnkit.server.options import RunSpec, ServeOptions
+    from attnkit.server.state import ServedRun
 
     t = loaded_runs["translate"]
     runs = {n: ServedRun(n, t.app, t.loaded, None) for n in ("fr1", "fr2")}
@@ -694,8 +694,8 @@ def test_a_run_without_attention_says_so(loaded_runs, one_thread):
     from fastapi.testclient import TestClient
 
     from attnkit.server.app import create_app
-    from attnkit.server.loaded_runs import ServedRun
     from attnkit.server.options import RunSpec, ServeOptions
+    from attnkit.server.state import ServedRun
 
     t = loaded_runs["translate"]
 

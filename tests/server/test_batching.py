@@ -50,7 +50,7 @@ def run(coro_fn, **settings):
             return await coro_fn(batcher, model)
         finally:
             await batcher.stop()
-            thread.close()
+            thread.shutdown()
     return asyncio.run(main())
 
 
@@ -223,7 +223,7 @@ def test_a_run_gathers_while_another_run_holds_the_model_thread():
             return idle.calls
         finally:
             await a.stop(), await b.stop()
-            thread.close()
+            thread.shutdown()
     assert [c[0] for c in asyncio.run(main())] == [["p", "q", "r"]]
 
 
@@ -263,7 +263,7 @@ def test_a_run_waiting_for_its_clients_leaves_the_thread_to_another_run():
             return other.called[0] - asked, [c[0] for c in slow.calls]
         finally:
             await a.stop(), await b.stop()
-            thread.close()
+            thread.shutdown()
     waited, calls = asyncio.run(main())
     assert calls == [["x", "y"], ["x2"]]
     assert waited < 0.05, waited

@@ -1,11 +1,7 @@
-"""`create_app`: the FastAPI application of ``attnkit serve``, its routes and its live page.
-
-Metrics (outermost), the body limit, the error handlers, the routes (``/healthz``,
-``/readyz``, ``/v1/models``, ``/metrics``, the live page at ``/``, and the predictions under
-``/v1``), FastAPI's offline API docs at ``/docs``, and a lifespan that starts and stops the
-model thread. The live page's files are ``live_page.html``, ``.css`` and ``.js`` beside this
-module. What each route and the stream do: docs/guide/serve.md and docs/concepts.md ("The
-server").
+"""`create_app`: the FastAPI application of ``attnkit serve``: its routes, their pydantic
+bodies (strict requests; FastAPI validates every answer and builds the OpenAPI schema from them)
+and the live page (``live_page.html``, ``.css``, ``.js`` beside this module). What each route
+does: docs/guide/serve.md and docs/concepts.md ("The server").
 
 Example:
     ```python
@@ -26,20 +22,18 @@ from fastapi import Depends, FastAPI, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from fastapi_offline import FastAPIOffline
-from pydantic import BaseModel, ConfigDict, Field
+from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel
 from starlette.concurrency import run_in_threadpool
 
 from attnkit import __version__
 from attnkit.errors import AttnkitError
-from attnkit.server import errors
-from attnkit.server import schemas as s
 from attnkit.server.batching import Job
-from attnkit.server.errors import ApiError
+from attnkit.server.errors import HANDLERS, ApiError
 from attnkit.server.limits import RequestLimits, check_texts, checked_image
-from attnkit.server.loaded_runs import ServedRun, load_runs
 from attnkit.server.options import ServeOptions
 from attnkit.server.prometheus import MetricsMiddleware
-from attnkit.server.state import ServerState, require_key, state_of
+from attnkit.server.state import ServedRun, ServerState, load_runs, require_key, state_of
 from attnkit.viz.caption_page import SCRIPT_SOURCE as CAPTION_SCRIPT
 from attnkit.viz.explorer import explorer_page, page_file, palette_data
 from attnkit.viz.palettes import WEIGHTS
@@ -65,24 +59,243 @@ LEGEND = ("Pick a run, type a sentence or a review (or drop an image on a captio
           "answer.")
 
 
-def service(path: str, *, methods: tuple[str, ...] = ("GET",), keyed: bool = False,
-            responses: dict | None = None, **settings: Any) -> Callable:
-    """A decorator: the server's own route ``path`` (``methods``; ``keyed``: asks for a key
-    when the server has keys)."""
-    return _route(path, keyed, methods=list(methods), tags=["server"],
-                  responses={**s.errors(500), **(responses or {})}, **settings)
+def unicode_text(text: str) -> str:
+    """``text``; a lone surrogate fails here (422), not in the answer's encoding (a 500)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("holds a lone surrogate (such as \\ud800): not Unicode text") from None
+    return text
 
 
-def predict(path: str, *, responses: dict | None = None, **settings: Any) -> Callable:
-    """A decorator: the prediction route ``POST /v1{path}``, keyed."""
-    return _route("/v1" + path, True, methods=["POST"], tags=["predict"], responses={
-        **s.errors(400, 401, 404, 408, 413, 421, 422, 429, 500, 503), **(responses or {})},
-        **settings)
+Text = Annotated[str, AfterValidator(unicode_text)]
+RunName = Annotated[Text, Field(max_length=100, description="the name of a loaded run")]
+Beam = Annotated[int, Field(ge=1, le=32, description="beam size (1: greedy)")]
 
 
-def _route(path: str, keyed: bool, **settings: Any) -> Callable:
+class ApiRequest(BaseModel):
+    """What every request may ask. Strict: an unknown field (a misspelt ``"atention"``), a
+    value of the wrong type (``"beam": "5"``) and a text that is not Unicode are refused."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    run: RunName | None = Field(None, description="a loaded run (None: the app's only run)")
+    page: bool = Field(False, description="also return the app's explorer page (HTML)")
+
+
+class TranslationRequest(ApiRequest):
+    """What both translate routes may ask."""
+
+    unk_replace: bool = Field(True, description="replace an output <unk> by the most "
+                              "attended source token")
+    split: bool = Field(True, description="cut each text into sentences, translate them and "
+                        "join them, keeping its paragraphs (false: each text is one sentence)")
+
+
+class TranslateRequest(TranslationRequest):
+    """``POST /v1/translate``."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"texts": ["The cat does not see her."], "beam": 5, "attention": True}]})
+    texts: list[Text] = Field(min_length=1, description="the English texts")
+    beam: Beam = 1
+    alpha: float = Field(0.6, ge=0, le=5, description="length penalty of beam search")
+    attention: bool = Field(False, description="each target token's attention over the source")
+
+
+class TranslateStreamRequest(TranslationRequest):
+    """``POST /v1/translate/stream``: a text, decoded greedily, sentence after sentence, token
+    by token."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"text": "The cat does not see her."}]})
+    text: Text = Field(description="the English text")
+    attention: bool = Field(True, description="send each token's attention row")
+
+
+class SentimentRequest(ApiRequest):
+    """``POST /v1/sentiment``."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"texts": ["A slow start, but a moving, beautiful film."]}]})
+    texts: list[Text] = Field(min_length=1, description="the reviews")
+    attention: bool = Field(True, description="each token's weight and signed contribution")
+
+
+class PredictRequest(ApiRequest):
+    """``POST /v1/predict``: any loaded run whose app reads text (a plugin app's too)."""
+
+    run: RunName
+    texts: list[Text] = Field(min_length=1, description="the inputs, as the app reads them")
+    attention: bool = Field(True, description="return the attention")
+
+
+class CaptionForm(BaseModel):
+    """``POST /v1/caption``: a multipart form (``-F file=@duck.png``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    file: UploadFile = File(description="the image (PNG, JPEG, GIF, BMP, WebP, TIFF...)")
+    run: RunName | None = None
+    beam: Beam = 1
+    page: bool = Field(False, description="also return the explorer page of the image")
+
+
+class Translation(BaseModel):
+    """One translated sentence (`attnkit.apps.translate.TranslationPrediction`)."""
+
+    source: str
+    text: str
+    tokens: list[str] = Field(description="the output words (subword pieces joined)")
+    source_tokens: list[str] = Field(description="the words read (subword pieces joined)")
+    score: float = Field(description="log-probability of the output")
+    unknown: float = Field(description="share of the source's words unknown to the run")
+    unknown_words: list[str] = Field(description="those words")
+    warning: str | None = Field(description="why the translation is likely wrong (unknown "
+                                "words, a loop, an unsure model), or None")
+    truncated: int = Field(description="source tokens cut off (the model reads no more)")
+    weights: list[list[float]] | None = Field(description="[target][source] attention over "
+                                              "words, if asked (several sentences: in each)")
+    sentences: list[Translation] | None = Field(None, description="each sentence's, in order")
+
+
+class Answer(BaseModel):
+    """What every prediction route answers: its run, and its page if asked."""
+
+    run: str
+    page: str | None
+
+
+class TranslateResponse(Answer):
+    translations: list[Translation]
+
+
+class Sentiment(BaseModel):
+    """One review's sentiment (`attnkit.apps.sentiment.prediction.SentimentPrediction`)."""
+
+    text: str
+    prob: float | None = Field(description="P(positive); None: no word the model reads")
+    label: str = Field(description="positive, negative or empty")
+    tokens: list[str]
+    weights: list[float] | None = Field(description="each token's share of the decision")
+    contributions: list[float] | None = Field(description="each token's push towards positive")
+    spans: list[list[int] | None] | None = Field(description="where each token is in the text")
+    unknown: float
+    truncated: int
+    explanations: dict[str, list[float]] | None = Field(None, description="by method")
+    shown: str = Field("attention", description="the method to read first; why: one sentence")
+    why: str | None = None
+
+
+class SentimentResponse(Answer):
+    results: list[Sentiment]
+
+
+class Caption(BaseModel):
+    """One image's caption (`attnkit.apps.caption.CaptionPrediction`)."""
+
+    image: str = Field(description="the uploaded file's name")
+    caption: str
+    words: list[str]
+    weights: list[list[list[float]]] = Field(description="[word][row][column] over the model's "
+                                             "feature map")
+    unknown: float
+    truncated: int = Field(description="1 when the image was resized to the model's input")
+    original_size: list[int] = Field(description="[width, height]")
+
+
+class CaptionResponse(Answer):
+    captions: list[Caption]
+
+
+class PredictResponse(Answer):
+    app: str
+    predictions: list[dict[str, Any]] = Field(description="each the app's Prediction.to_dict")
+
+
+class StreamStart(BaseModel):
+    """A ``start`` event, one per sentence: the words its attention rows are over."""
+
+    run: str
+    sentence: int = Field(description="which sentence of the text, 0 = the first")
+    source: str = Field(description="the sentence")
+    source_tokens: list[str]
+
+
+class StreamToken(BaseModel):
+    """A ``token`` event, one per output word (a subword run's word once its last piece is
+    chosen), with its attention over the source words."""
+
+    sentence: int = Field(description="which sentence of the text, 0 = the first")
+    index: int
+    token: str
+    weights: list[float] | None
+
+
+class StreamFinal(Answer):
+    """The ``final`` event: the whole translation, as ``/v1/translate`` answers it."""
+
+    translation: Translation
+
+
+class ModelInfo(BaseModel):
+    name: str
+    app: str
+    inputs: str = Field(description="what the app reads: sentence, review, image...")
+    engine: str | None
+    decoding: str | None = Field(None, description="compiled or eager: how it decodes now")
+    streams: bool = Field(description="served by /v1/translate/stream")
+    summary: dict[str, Any]
+    test_metrics: dict[str, Any] | None
+
+
+class ModelsResponse(BaseModel):
+    models: list[ModelInfo]
+    limits: dict[str, float]
+
+
+class Status(BaseModel):
+    status: str
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="stable, for programs (too_many_texts, unknown_run...)")
+    message: str = Field(description="for people")
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+class StreamEvent(RootModel[StreamStart | StreamToken | StreamFinal | ErrorResponse]):
+    """The ``data`` of a ``/v1/translate/stream`` event (an ``error`` if the server fails)."""
+
+
+WHEN = {400: "not JSON (invalid_json), unreadable (bad_request), headers over 16 KiB",
+        401: "an API key is asked and missing or unknown",
+        404: "unknown run",
+        408: "the body did not all arrive within the server's --body-timeout",
+        413: "over a limit: body, texts, characters, image bytes or pixels",
+        415: "the upload is no image this server reads",
+        421: "a Host header this server does not answer for (a server without keys)",
+        422: "a field unknown, missing, of the wrong type or not Unicode; an input refused",
+        429: "the model's queue is full (see Retry-After)",
+        500: "the server failed (its log says why)",
+        503: "no answer within the deadline, or the server is starting or stopping"}
+PREDICT_ERRORS = (400, 401, 404, 408, 413, 421, 422, 429, 503)
+
+
+def route(path: str, *errors: int, methods: tuple[str, ...] = ("POST",), keyed: bool = True,
+          responses: dict | None = None, **settings: Any) -> Callable:
+    """A decorator: ``path`` as a route of the app (`create_app` adds it), answering
+    ``errors`` and 500 as JSON whatever its own media type; ``keyed``: asks for a key when
+    the server has keys. A POST is tagged a prediction."""
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+    settings["responses"] = {**{s: {"description": WHEN[s], "content": error}
+                                for s in (*errors, 500)}, **(responses or {})}
+    tags = ["predict" if methods == ("POST",) else "server"]
+
     def add(endpoint: Callable) -> Callable:
-        ROUTES.append((path, endpoint, keyed, settings))
+        ROUTES.append((path, endpoint, keyed, {"methods": list(methods), "tags": tags,
+                                               **settings}))
         return endpoint
     return add
 
@@ -101,7 +314,7 @@ def create_app(options: ServeOptions, runs: dict[str, ServedRun] | None = None) 
     options.check()
     state = ServerState(options, load_runs(options) if runs is None else runs)
     app = FastAPIOffline(title="attnkit", version=__version__, description=DESCRIPTION,
-                         lifespan=state.lifespan, exception_handlers=errors.HANDLERS,
+                         lifespan=state.lifespan, exception_handlers=HANDLERS,
                          redoc_url=None, static_url="/docs/static",
                          swagger_ui_parameters={"validatorUrl": None})
     app.state.server = state
@@ -119,13 +332,13 @@ def create_app(options: ServeOptions, runs: dict[str, ServedRun] | None = None) 
     return app
 
 
-@service("/healthz", response_model=s.Status)
+@route("/healthz", methods=("GET",), keyed=False, response_model=Status)
 async def healthz() -> dict[str, str]:
     """Alive: the process answers (a liveness probe)."""
     return {"status": "ok"}
 
 
-@service("/readyz", response_model=s.Status, responses=s.errors(503))
+@route("/readyz", 503, methods=("GET",), keyed=False, response_model=Status)
 async def readyz(request: Request) -> dict[str, str]:
     """Ready: every model loaded, its queues running, no stop begun (503 otherwise)."""
     state = state_of(request)
@@ -135,29 +348,28 @@ async def readyz(request: Request) -> dict[str, str]:
     return {"status": "ready"}
 
 
-@service("/v1/models", keyed=True, responses=s.errors(401))
-async def models(request: Request) -> s.ModelsResponse:
+@route("/v1/models", 401, methods=("GET",))
+async def models(request: Request) -> ModelsResponse:
     """Every loaded run (its app, name, model summary and test metrics) and the limits a
     request must keep."""
     state = state_of(request)
-    return s.ModelsResponse(models=[run.info() for run in state.runs.values()],
-                            limits=state.options.limits())
+    return ModelsResponse(models=[run.info() for run in state.runs.values()],
+                          limits=state.options.limits())
 
 
-@service("/metrics", keyed=True, response_class=PlainTextResponse, responses=s.errors(401))
+@route("/metrics", 401, methods=("GET",), response_class=PlainTextResponse)
 async def metrics(request: Request) -> Response:
     """The Prometheus text format (`attnkit.server.prometheus`)."""
-    state = state_of(request)
-    body, content_type = state.metrics.render()
-    return Response(body, media_type=content_type)
+    return Response(state_of(request).metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
-@service("/favicon.ico", include_in_schema=False)
+@route("/favicon.ico", methods=("GET",), keyed=False, include_in_schema=False)
 async def favicon() -> Response:
     return Response(status_code=204)   # no icon, and no 404 in a browser's console
 
 
-@service("/", methods=("GET", "HEAD"), response_class=HTMLResponse, include_in_schema=False)
+@route("/", methods=("GET", "HEAD"), keyed=False, response_class=HTMLResponse,
+       include_in_schema=False)
 async def live_page(request: Request) -> HTMLResponse:
     """The live page of this server's runs (module docstring)."""
     state = state_of(request)
@@ -174,7 +386,7 @@ async def live_page(request: Request) -> HTMLResponse:
                                        "Referrer-Policy": "no-referrer"})
 
 
-def attention_options(run: ServedRun, body: s.TranslationRequest) -> dict[str, Any]:
+def attention_options(run: ServedRun, body: TranslationRequest) -> dict[str, Any]:
     """The translate app's options for the attention a request asks (422 if the run has
     none; without it there is nothing to replace an ``<unk>`` from) and its ``split``."""
     engine = run.loaded.engine
@@ -195,8 +407,8 @@ def translation(p: Any, attention: bool) -> dict[str, Any]:
     return row if attention else {**row, "weights": None}
 
 
-@predict("/translate", response_model=s.TranslateResponse)
-async def translate(body: s.TranslateRequest, request: Request) -> dict[str, Any]:
+@route("/v1/translate", *PREDICT_ERRORS, response_model=TranslateResponse)
+async def translate(body: TranslateRequest, request: Request) -> dict[str, Any]:
     """Translate ``texts``, sentence by sentence; with ``attention``, each target token's
     attention over the source tokens (``weights[target][source]``, each sentence's own)."""
     state = state_of(request)
@@ -208,7 +420,7 @@ async def translate(body: s.TranslateRequest, request: Request) -> dict[str, Any
             "translations": [translation(p, body.attention) for p in preds]}
 
 
-async def started(body: s.TranslateStreamRequest, request: Request
+async def started(body: TranslateStreamRequest, request: Request
                   ) -> AsyncIterator[tuple[ServedRun, Job]]:
     """A dependency: the run and job of a stream whose decoding has started; when the stream
     ends or its client leaves, the job stops costing decoder steps."""
@@ -223,10 +435,10 @@ async def started(body: s.TranslateStreamRequest, request: Request
         yield run, job
 
 
-@predict("/translate/stream", response_class=EventSourceResponse, responses={200: {
-    "model": s.StreamEvent, "description": "Server-Sent Events (start, token..., final), "
-    "each one's data this schema"}})
-async def translate_stream(body: s.TranslateStreamRequest, request: Request,
+@route("/v1/translate/stream", *PREDICT_ERRORS, response_class=EventSourceResponse,
+       responses={200: {"model": StreamEvent, "description": "Server-Sent Events (start, "
+                        "token..., final), each one's data this schema"}})
+async def translate_stream(body: TranslateStreamRequest, request: Request,
                            stream: Annotated[tuple[ServedRun, Job], Depends(started)]
                            ) -> AsyncIterator[ServerSentEvent]:
     """Translate a text greedily, sentence after sentence (as ``/v1/translate`` cuts it),
@@ -237,20 +449,20 @@ async def translate_stream(body: s.TranslateStreamRequest, request: Request,
     while (event := await job.events.get())[0] != "end":
         kind, value = event
         if kind in ("start", "token"):   # the app's SentenceStart and StreamedToken
-            data = (s.StreamStart(run=run.name, **value.event()) if kind == "start" else
-                    s.StreamToken(**value.event()))
+            data = (StreamStart(run=run.name, **value.event()) if kind == "start" else
+                    StreamToken(**value.event()))
         elif kind == "final":
-            data = s.StreamFinal(run=run.name, translation=translation(value, body.attention),
-                                 page=await state.page(run, [value], body.page))
+            data = StreamFinal(run=run.name, translation=translation(value, body.attention),
+                               page=await state.page(run, [value], body.page))
         else:
             log.error("stream of run %s failed", run.name, exc_info=value)
-            data = s.ErrorResponse(error={"code": "internal", "message": "the server failed "
-                                          "mid-stream; its log says why"})
+            data = ErrorResponse(error={"code": "internal", "message": "the server failed "
+                                        "mid-stream; its log says why"})
         yield ServerSentEvent(event=kind, data=data)
 
 
-@predict("/sentiment", response_model=s.SentimentResponse)
-async def sentiment(body: s.SentimentRequest, request: Request) -> dict[str, Any]:
+@route("/v1/sentiment", *PREDICT_ERRORS, response_model=SentimentResponse)
+async def sentiment(body: SentimentRequest, request: Request) -> dict[str, Any]:
     """The sentiment of each review: label, P(positive), and (``attention``) each token's
     share, signed contribution and the most faithful method's scores (``shown``, ``why``)."""
     state = state_of(request)
@@ -263,17 +475,7 @@ async def sentiment(body: s.SentimentRequest, request: Request) -> dict[str, Any
             "page": await state.page(run, preds, body.page)}
 
 
-class CaptionForm(BaseModel):
-    """``POST /v1/caption``: a multipart form (``-F file=@duck.png``)."""
-
-    model_config = ConfigDict(extra="forbid")
-    file: UploadFile = File(description="the image (PNG, JPEG, GIF, BMP, WebP, TIFF...)")
-    run: s.RunName | None = None
-    beam: int = Field(1, ge=1, le=32, description="beam size (1: greedy)")
-    page: bool = Field(False, description="also return the explorer page of the image")
-
-
-@predict("/caption", response_model=s.CaptionResponse, responses=s.errors(415))
+@route("/v1/caption", *PREDICT_ERRORS, 415, response_model=CaptionResponse)
 async def caption(form: Annotated[CaptionForm, Form()], request: Request) -> dict[str, Any]:
     """Caption an uploaded image, with where each word looked (a map over the model's feature
     grid). Its header is checked first: bytes, pixels, an image at all."""
@@ -300,8 +502,8 @@ async def caption(form: Annotated[CaptionForm, Form()], request: Request) -> dic
             "captions": [{**p.to_dict(), "image": name} for p in preds]}
 
 
-@predict("/predict", response_model=s.PredictResponse)
-async def predict_any(body: s.PredictRequest, request: Request) -> dict[str, Any]:
+@route("/v1/predict", *PREDICT_ERRORS, response_model=PredictResponse)
+async def predict_any(body: PredictRequest, request: Request) -> dict[str, Any]:
     """Predictions of any loaded run whose app reads text (each the app's
     ``Prediction.to_dict``): the route of an app a package adds."""
     state = state_of(request)

@@ -15,8 +15,8 @@ import asyncio
 import bisect
 import contextlib
 import itertools
-import logging
 import math
+import operator
 import time
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,22 +28,18 @@ from attnkit.server.errors import ApiError
 from attnkit.server.prometheus import Metrics
 
 RETRY_AFTER = {"Retry-After": "1"}   # seconds, when a queue is full or a deadline passed
-log = logging.getLogger("attnkit.server")
 
 
-class ModelThread:
+class ModelThread(ThreadPoolExecutor):
     """The process's model thread; ``turn`` is held while a model call runs, so that the next
     batch is taken once the thread is free."""
 
     def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnkit-model")
+        super().__init__(max_workers=1, thread_name_prefix="attnkit-model")
         self.turn = asyncio.Lock()
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        return await asyncio.get_running_loop().run_in_executor(self, fn, *args)
 
 
 @dataclass(eq=False)
@@ -56,6 +52,7 @@ class Job:
     inputs: list[Any]
     work: list[float]
     options: dict[str, Any]
+    key: Hashable   # the options, hashable: a batch is of one key
     arrived: float
     future: asyncio.Future
     events: asyncio.Queue | None = None
@@ -64,19 +61,13 @@ class Job:
     turns: int = 0
     taken: int = 0
     results: list[Any] = field(default_factory=list)
-    key: Hashable = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.key = tuple(sorted(self.options.items()))
 
     @property
     def left(self) -> int:
         return len(self.inputs) - self.taken
 
 
-def place(job: Job) -> tuple[int, int]:
-    """A job's place in line: fewer turns first, then the earlier arrival."""
-    return job.turns, job.seq
+PLACE = operator.attrgetter("turns", "seq")   # a job's place in line: fewer turns, then arrival
 
 
 class Share(NamedTuple):
@@ -85,23 +76,6 @@ class Share(NamedTuple):
     job: Job
     start: int
     end: int
-
-    @property
-    def inputs(self) -> list[Any]:
-        return self.job.inputs[self.start:self.end]
-
-
-@dataclass
-class Answered:
-    """The last batch's answers: when they went out (event-loop time), to how many requests,
-    the arrival count then, and how long the next batch may wait for those clients to return
-    (a quarter of that batch's own time: the model never idles waiting for longer than a
-    quarter of the time it just decoded)."""
-
-    at: float = 0.0
-    requests: int = 0
-    arrivals: int = 0
-    window: float = 0.0
 
 
 class Gatherer:
@@ -118,55 +92,34 @@ class Gatherer:
         self.depth = 0   # requests admitted and not yet answered
         self.arrivals = 0   # requests admitted so far
         self._pending: list[Job] = []   # the line, by (turns, seq)
-        self._answered = Answered()
+        # Until when (loop time) the next batch waits for the clients the last one answered
+        # to come back (a quarter of its time), and the arrival count that says they have.
+        self._returning = (0.0, 0)
         self._wake = self._task = None
         self._stopping = False
 
     def start(self) -> None:
         self._wake = asyncio.Event()
         self._task = asyncio.create_task(self._loop(), name=f"attnkit-gather-{self.name}")
-        self._task.add_done_callback(self._ended)
-
-    def _ended(self, task: asyncio.Task) -> None:
-        # A loop that died of a bug would leave every later request to its deadline: say why.
-        if not task.cancelled() and task.exception() is not None:
-            log.error("the queue of run %s stopped", self.name, exc_info=task.exception())
 
     async def stop(self) -> None:
         """Stop once the batch running now is answered; requests still waiting get 503."""
         self._stopping = True
-        if self._task is not None:
-            self._wake.set()
-            await self._task
+        self._wake.set()
+        await self._task
         for job in self._pending:
             if not job.future.done():
                 job.future.set_exception(ApiError(503, "shutting_down", "the server is "
                                                   "shutting down"))
 
-    @contextlib.asynccontextmanager
-    async def queued(self, inputs: Sequence[Any], options: dict[str, Any], timeout: float,
-                     stream: bool = False, work: Sequence[float] | None = None
-                     ) -> AsyncIterator[Job]:
-        """A request, admitted and awaited: yields its job once all its inputs ran (a
-        stream's: started); leaving frees its place and abandons it. ``work``: each input's
-        (None: 1 each).
+    def _admit(self, inputs: Sequence[Any], options: dict[str, Any], timeout: float,
+               stream: bool, work: Sequence[float] | None) -> tuple[Job, asyncio.TimerHandle]:
+        """A job in line (``work``: each input's; None: 1 each) and the timer of its deadline.
 
         Raises:
             ApiError: 429 when the model holds ``max_queue`` requests (with ``Retry-After``);
                 503 when the queue is not running or ``timeout`` seconds pass first.
-            AttnkitError: an input the app refuses.
         """
-        job, timer = self._admit(inputs, options, timeout, stream, work)
-        try:
-            await job.future
-            timer.cancel()
-            yield job
-        finally:
-            self._leave(job, timer)
-
-    def _admit(self, inputs: Sequence[Any], options: dict[str, Any], timeout: float,
-               stream: bool, work: Sequence[float] | None) -> tuple[Job, asyncio.TimerHandle]:
-        """A job in line and the timer of its deadline (errors: `queued`)."""
         if self._wake is None or self._stopping:
             raise ApiError(503, "not_ready", "the server is starting or stopping")
         if self.depth >= self.max_queue:
@@ -174,11 +127,12 @@ class Gatherer:
                            f"(the limit is {self.max_queue}); retry later", RETRY_AFTER)
         loop = asyncio.get_running_loop()
         job = Job(list(inputs), list(work) if work is not None else [1] * len(inputs),
-                  dict(options), loop.time(), loop.create_future(),
+                  dict(options), tuple(sorted(options.items())), loop.time(), loop.create_future(),
                   asyncio.Queue() if stream else None, seq=self.arrivals)
-        bisect.insort(self._pending, job, key=place)
+        bisect.insort(self._pending, job, key=PLACE)
         self.arrivals += 1
-        self._count(+1)
+        self.depth += 1
+        self.series["queue_depth"].inc()   # a run's plain and stream queues add up
         self._wake.set()
 
         def expire() -> None:
@@ -192,11 +146,8 @@ class Gatherer:
     def _leave(self, job: Job, timer: asyncio.TimerHandle) -> None:
         timer.cancel()
         job.abandoned = True   # answered, past its deadline, or its client left
-        self._count(-1)
-
-    def _count(self, change: int) -> None:
-        self.depth += change
-        self.series["queue_depth"].inc(change)   # a run's plain and stream queues add up
+        self.depth -= 1
+        self.series["queue_depth"].dec()
 
     async def dispatch(self, batch: list[Share]) -> None:
         """Run one batch while holding the thread's turn; resolve each finished job's
@@ -204,41 +155,30 @@ class Gatherer:
         raise NotImplementedError
 
     async def _loop(self) -> None:
-        loop = asyncio.get_running_loop()
         while not self._stopping:
             if not self._live():
                 self._wake.clear()
                 await self._wake.wait()
                 continue
             first = self._pending[0]
-            while (self._inputs(first.key) < self.max_batch and not self._stopping
-                   and loop.time() < first.arrived + self.max_wait_s):
-                self._wake.clear()
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(),
-                                           first.arrived + self.max_wait_s - loop.time())
-            await self._await_returning(first.key)
+            await self._wait(first.key, first.arrived + self.max_wait_s)
+            # Clients that wait for each answer would otherwise settle into two alternating
+            # half-size batches. A lone client never waits.
+            await self._wait(first.key, *self._returning)
             async with self.thread.turn:
                 # Taken now that the thread is free: all that gathered meanwhile goes along.
                 if self._live() and not self._stopping:
                     await self.dispatch(self._take(self._pending[0].key))
 
-    async def _await_returning(self, key: Hashable) -> None:
-        """Give the clients the last batch answered a moment to come back.
-
-        Clients that wait for each answer would otherwise settle into two alternating half-size
-        batches; waiting until as many requests have arrived as it answered (at most
-        `Answered.window` seconds) lets them decode together. The wait holds no turn of the
-        thread; a lone client never waits.
-        """
+    async def _wait(self, key: Hashable, until: float, arrivals: float = math.inf) -> None:
+        """Wait, holding no turn of the thread, until ``until`` (loop time), a full batch of
+        ``key``, ``arrivals`` requests in all, or a stop."""
         loop = asyncio.get_running_loop()
-        deadline = self._answered.at + self._answered.window
-        while (self.arrivals - self._answered.arrivals < self._answered.requests
-               and self._inputs(key) < self.max_batch and not self._stopping
-               and loop.time() < deadline):
+        while (self.arrivals < arrivals and self._inputs(key) < self.max_batch
+               and not self._stopping and loop.time() < until):
             self._wake.clear()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), deadline - loop.time())
+                await asyncio.wait_for(self._wake.wait(), until - loop.time())
 
     def _live(self) -> bool:
         """Drop the abandoned jobs at the head; whether one is left."""
@@ -256,7 +196,6 @@ class Gatherer:
         that has had fewer turns, a new one included."""
         batch: list[Share] = []
         kept: list[Job] = []
-        again: list[Job] = []
         size, work, full = 0, 0.0, False
         for job in self._pending:
             if job.abandoned:
@@ -275,10 +214,8 @@ class Gatherer:
             job.taken += n
             job.turns += 1
             if job.left:
-                again.append(job)
-        for job in again:
-            bisect.insort(kept, job, key=place)
-        self._pending = kept
+                kept.append(job)
+        self._pending = sorted(kept, key=PLACE)   # in line again, by its turns
         return batch
 
     def _fits(self, job: Job, size: int, work: float) -> int:
@@ -304,9 +241,12 @@ class Batcher(Gatherer):
 
     async def submit(self, inputs: Sequence[Any], options: dict[str, Any], timeout: float,
                      work: Sequence[float] | None = None) -> list[Any]:
-        """The results of ``inputs``, computed in batches with others (errors: `queued`;
-        `queued` itself is not used here: a context manager costs a request two more
-        coroutines)."""
+        """The results of ``inputs``, computed in batches with others.
+
+        Raises:
+            ApiError: as `Gatherer._admit`.
+            AttnkitError: an input the app refuses.
+        """
         job, timer = self._admit(inputs, options, timeout, False, work)
         try:
             return await job.future
@@ -335,13 +275,13 @@ class Batcher(Gatherer):
                     continue
                 job.future.set_result(job.results)
             answered += 1
-        self._answered = Answered(asyncio.get_running_loop().time(), answered, self.arrivals,
-                                  seconds / 4)
+        self._returning = (asyncio.get_running_loop().time() + seconds / 4,
+                           self.arrivals + answered)
 
     def _outcomes(self, batch: list[Share]) -> list[list[Any] | AttnkitError]:
         """On the model thread: each share's results, or the error of its own inputs."""
         try:
-            results = self.predict([x for share in batch for x in share.inputs],
+            results = self.predict([x for job, a, b in batch for x in job.inputs[a:b]],
                                    batch[0].job.options)
         except AttnkitError as exc:   # each alone: only the bad one gets the error
             return [exc] if len(batch) == 1 else [self._outcomes([s])[0] for s in batch]
@@ -360,14 +300,22 @@ class StreamBatcher(Gatherer):
         self.series["tokens"] = self.metrics.tokens.labels(name)
         self._running: set[asyncio.Task] = set()
 
-    def stream(self, text: str, options: dict[str, Any], timeout: float
-               ) -> contextlib.AbstractAsyncContextManager[Job]:
-        """One text's stream (`queued`): ``job.events`` gives a ``("start", SentenceStart)``
-        per sentence, a ``("token", StreamedToken)`` per token, ``("final", prediction)`` or
-        ``("error", exception)``, then ``("end", None)``. A text the app refuses raises
-        here, never joining a batch."""
+    @contextlib.asynccontextmanager
+    async def stream(self, text: str, options: dict[str, Any], timeout: float
+                     ) -> AsyncIterator[Job]:
+        """One text's stream, yielded once started; leaving abandons it. ``job.events`` gives
+        a ``("start", SentenceStart)`` per sentence, a ``("token", StreamedToken)`` per token,
+        ``("final", prediction)`` or ``("error", exception)``, then ``("end", None)``. A text
+        the app refuses raises here, never joining a batch (other errors: `Gatherer._admit`).
+        """
         self.open_stream([text], options)   # reads the text only: the generator waits
-        return self.queued([text], options, timeout, stream=True)
+        job, timer = self._admit([text], options, timeout, True, None)
+        try:
+            await job.future
+            timer.cancel()
+            yield job
+        finally:
+            self._leave(job, timer)
 
     async def stop(self) -> None:
         await super().stop()

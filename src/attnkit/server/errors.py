@@ -9,7 +9,6 @@ traceback in the log only) onto the same shape.
 
 from __future__ import annotations
 
-import json
 import logging
 from http import HTTPStatus
 from typing import Any
@@ -22,9 +21,6 @@ from starlette.exceptions import HTTPException
 from attnkit.errors import AttnkitError
 
 log = logging.getLogger("attnkit.server")
-# The code of an error that carries none of ours.
-CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
-         415: "unsupported_media_type", 422: "invalid_request", 429: "overloaded"}
 
 
 class ApiError(HTTPException):
@@ -45,11 +41,10 @@ def raw_error(status: int, code: str, message: str, headers: dict[str, str] | No
               ) -> bytes:
     """The same error as the bytes of a whole HTTP/1.1 response that closes its connection:
     what the HTTP protocol writes itself, where no app answers."""
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
-    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", "content-type: application/json",
-             *(f"{k}: {v}" for k, v in (headers or {}).items()), "connection: close",
-             f"content-length: {len(body)}"]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii") + body
+    r = error_response(status, code, message, {**(headers or {}), "connection": "close"})
+    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}".encode(),
+             *(b"%s: %s" % kv for kv in r.raw_headers)]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + r.body
 
 
 def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
@@ -62,7 +57,8 @@ def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
         message = f"no such route: {request.method} {request.url.path}"
     elif status == 405:
         message = f"{request.method} is not allowed on {request.url.path}"
-    return error_response(status, CODES.get(status, "error"), message, exc.headers)
+    code = HTTPStatus(status).phrase.lower().replace(" ", "_")   # not_found...
+    return error_response(status, code, message, exc.headers)
 
 
 def _not_json() -> JSONResponse:

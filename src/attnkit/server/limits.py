@@ -1,18 +1,16 @@
-"""What a client may hold of a server: connections, the time to send a request's headers and
-body, the log lines it causes, and a request's headers, host, body bytes, texts and image.
+"""What a client may hold of a server: connections, header and body time, log lines, and a
+request's headers, host, body bytes, texts and image (docs/guide/serve.md, "Errors and limits").
 
-`GuardedHTTP` (uvicorn's protocol with `GuardedConfig`'s limits) adds the header and body
-deadlines and the connection cap uvicorn lacks (docs/results.md, "Serving"); `RequestLimits`
-(ASGI) refuses oversized headers, unknown hosts (`Hosts`) and bodies over ``--max-body-bytes``;
-`Repeated`, `OneLine` and `Lines` keep the log bounded and one line a record; `checked_image`
-reads an image's header only. The limits: docs/guide/serve.md ("Errors and limits").
+`GuardedHTTP` adds to uvicorn the deadlines and connection cap it lacks; `RequestLimits` (ASGI)
+refuses large headers, unknown hosts and large bodies; `Repeated`, `OneLine` and `Lines` keep the
+log bounded and one line a record.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
-import ipaddress
 import logging
 import re
 import time
@@ -20,11 +18,10 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from uvicorn import Config
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from attnkit.server.errors import ApiError, error_response, raw_error
-from attnkit.server.options import ServeOptions, is_loopback
+from attnkit.server.options import ServeOptions, ip_of, is_loopback
 
 log = logging.getLogger("attnkit.server")
 FORM_OVERHEAD = 64 << 10   # the multipart form around an image: boundaries, other fields
@@ -37,20 +34,10 @@ BAD_REQUEST = raw_error(400, "bad_request", "the request is not valid HTTP/1.1: 
                         "number), or headers over 16 KiB")
 
 
-class GuardedConfig(Config):
-    """uvicorn's settings and the limits `GuardedHTTP` reads (a worker gets them with the
-    rest: uvicorn hands its settings to the processes it spawns)."""
-
-    def __init__(self, app: Any, *, max_connections: int, header_timeout: float,
-                 body_timeout: float, **kw: Any):
-        super().__init__(app, **kw)
-        self.max_connections, self.header_timeout = max_connections, header_timeout
-        self.body_timeout = body_timeout
-
-
 class GuardedHTTP(AutoHTTPProtocol):
     """uvicorn's HTTP protocol with a header deadline, a body deadline, a connection cap, and
-    its own 400 (a request it cannot parse) in the API's JSON."""
+    its own 400 (a request it cannot parse) in the API's JSON; its limits are the
+    `ServeOptions` that `attnkit.server.main.uvicorn_config` sets as ``config.serve``."""
 
     refused = False
     _deadline: Any = None   # one timer per connection, moved only when it fires (`_late`)
@@ -58,7 +45,7 @@ class GuardedHTTP(AutoHTTPProtocol):
     _timed: Any = None      # the request whose body that is
 
     def connection_made(self, transport: Any) -> None:
-        if len(self.connections) >= self.config.max_connections:
+        if len(self.connections) >= self.config.serve.max_connections:
             self.refused = True
             transport.write(REFUSAL)
             transport.close()
@@ -66,17 +53,17 @@ class GuardedHTTP(AutoHTTPProtocol):
                         len(self.connections))
             return
         super().connection_made(transport)
-        self._arm(self.config.header_timeout)
+        self._arm(self.config.serve.header_timeout_s)
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
         if self.cycle is not None and self.cycle is not self._timed:
             self._timed = self.cycle   # its headers are in: its body has its own time
-            self._arm(self.config.body_timeout)
+            self._arm(self.config.serve.body_timeout_s)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        self._arm(self.config.header_timeout)   # the next request's headers have the same
+        self._arm(self.config.serve.header_timeout_s)   # the next request's headers have the same
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.refused:
@@ -106,17 +93,17 @@ class GuardedHTTP(AutoHTTPProtocol):
             return
         if cycle is None or cycle.response_complete:   # no request's headers (idle too)
             log.warning("closed a connection that sent no complete request headers in %g s "
-                        "(--header-timeout)", self.config.header_timeout)
+                        "(--header-timeout)", self.config.serve.header_timeout_s)
             self.transport.close()
         elif cycle is not self._timed:   # a pipelined request, begun without new bytes
             self._timed = cycle
-            self._arm(self.config.body_timeout)
+            self._arm(self.config.serve.body_timeout_s)
         elif cycle.more_body and not cycle.response_started:
             if cycle.scope.get(BODY_LATE):   # told, and still no answer
                 self.transport.close()
                 return
             log.warning("answered 408 to a request whose body was not all in %g s "
-                        "(--body-timeout)", self.config.body_timeout)
+                        "(--body-timeout)", self.config.serve.body_timeout_s)
             # The app reading the body answers 408 (`RequestLimits`); woken here.
             cycle.scope[BODY_LATE] = True
             cycle.message_event.set()
@@ -152,13 +139,7 @@ class OneLine(logging.Filter):
     lines. Put after `Repeated`, which reads the template."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if record.exc_info or record.exc_text:
-            message += "\n" + (record.exc_text or logging.Formatter().formatException(
-                record.exc_info))
-        if record.stack_info:
-            message += "\n" + record.stack_info
-        record.msg, record.args = printable(message), None
+        record.msg, record.args = printable(logging.Formatter().format(record)), None
         record.exc_info = record.exc_text = record.stack_info = None
         return True
 
@@ -217,32 +198,17 @@ class Hosts:
         self.names = {"localhost", bound, *(h.strip("[]").lower().rstrip(".")
                                            for h in options.allowed_hosts)}
         self.loopback = is_loopback(options.host)
-        try:
-            address = ipaddress.ip_address(bound)
-        except ValueError:
-            address = None
-        self.wildcard = address is not None and address.is_unspecified
-        self._seen: dict[bytes, bool] = {}
+        self.wildcard = getattr(ip_of(bound), "is_unspecified", False)
+        self.allows = functools.lru_cache(1024)(self._allows)   # any value a client likes
 
-    def allows(self, value: bytes) -> bool:
-        verdict = self._seen.get(value)
-        if verdict is None:
-            if len(self._seen) > 1000:
-                self._seen.clear()   # a client may send as many values as it likes
-            verdict = self._seen[value] = self._allows(value.decode("latin-1").lower())
-        return verdict
-
-    def _allows(self, host: str) -> bool:
+    def _allows(self, value: bytes) -> bool:
+        host = value.decode("latin-1").lower()
         name = host.rpartition("]")[0].lstrip("[") if host.startswith("[") else (
             host.rpartition(":")[0] if host.count(":") == 1 else host)
         name = name.rstrip(".")
-        if name in self.names:
-            return True
-        try:
-            address = ipaddress.ip_address(name)
-        except ValueError:
-            return False   # a name nobody allowed
-        return self.wildcard or (self.loopback and address.is_loopback)
+        ip = ip_of(name)   # None: a name
+        return name in self.names or (ip is not None and (
+            self.wildcard or (self.loopback and ip.is_loopback)))
 
 
 class RequestLimits:
@@ -260,16 +226,11 @@ class RequestLimits:
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
-        host = declared = None
-        for name, value in scope["headers"]:
-            size += len(name) + len(value) + 4
-            if name == b"host":
-                host = value
-            elif name == b"content-length":
-                declared = value
+        size = (len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+                + sum(len(name) + len(value) + 4 for name, value in scope["headers"]))
+        headers = dict(scope["headers"])   # the last of a name, as ever
         limit = self.limit if scope["path"] != "/v1/caption" else self.image_limit
-        error = self._refused(size, host, declared, limit)
+        error = self._refused(size, headers.get(b"host"), headers.get(b"content-length"), limit)
         if error is not None:
             return await error_response(error.status_code, error.code, error.detail,
                                         error.headers)(scope, receive, send)

@@ -139,9 +139,9 @@ def uvicorn_config(app: Any, options: ServeOptions, **more: Any) -> Any:
     """uvicorn's settings: the guarded protocol and its limits, the drain, and the log
     (uvicorn's lines and the server's on stderr, a repeated one once per 10 s; the access
     log's every line; each record one line, escaped: `attnkit.server.limits.OneLine`)."""
-    from uvicorn.config import LOGGING_CONFIG
+    from uvicorn.config import LOGGING_CONFIG, Config
 
-    from attnkit.server.limits import GuardedConfig, GuardedHTTP
+    from attnkit.server.limits import GuardedHTTP
 
     log = copy.deepcopy(LOGGING_CONFIG)
     log["filters"] = {"repeated": {"()": "attnkit.server.limits.Repeated"},
@@ -155,11 +155,11 @@ def uvicorn_config(app: Any, options: ServeOptions, **more: Any) -> Any:
     for name, handler in (("attnkit.server", "default"), ("asyncio", "default"),
                           ("attnkit.access", "lines")):
         log["loggers"][name] = {"handlers": [handler], "level": "INFO", "propagate": False}
-    return GuardedConfig(app, lifespan="on", log_config=log, access_log=False,
-                         http=GuardedHTTP, max_connections=options.max_connections,
-                         header_timeout=options.header_timeout_s,
-                         body_timeout=options.body_timeout_s, server_header=False,
-                         timeout_graceful_shutdown=max(options.drain_seconds, 0.001), **more)
+    config = Config(app, lifespan="on", log_config=log, access_log=False, http=GuardedHTTP,
+                    server_header=False,
+                    timeout_graceful_shutdown=max(options.drain_seconds, 0.001), **more)
+    config.serve = options   # `GuardedHTTP`'s limits; a worker gets them with the rest
+    return config
 
 
 def worker_app(options: ServeOptions, folder: str, parent: int) -> Any:
@@ -187,8 +187,8 @@ def worker_app(options: ServeOptions, folder: str, parent: int) -> Any:
 def _serve_workers(options: ServeOptions) -> int:
     from uvicorn.supervisors import Multiprocess
 
-    from attnkit.server.loaded_runs import check_run
     from attnkit.server.prometheus import MULTIPROC_ENV
+    from attnkit.server.state import check_run
 
     for spec in options.runs:
         check_run(spec, options)

@@ -50,12 +50,18 @@ def parse_run(text: str) -> RunSpec:
     return RunSpec(name, Path(path))
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is reachable from this machine only (``localhost``, ``127.x``, ``::1``)."""
+def ip_of(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """``host`` (``[::1]`` too) as an IP address; None for a name."""
     try:
-        return host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+        return ipaddress.ip_address(host.strip("[]"))
     except ValueError:
-        return False   # a name: it may resolve to anything
+        return None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only (``localhost``, ``127.x``, ``::1``;
+    not a name, which may resolve to anything)."""
+    return host == "localhost" or getattr(ip_of(host), "is_loopback", False)
 
 
 def read_api_keys(path: str | os.PathLike) -> frozenset[str]:
@@ -135,11 +141,10 @@ class ServeOptions:
         for name in names:
             if names.count(name) > 1:
                 raise UsageError(f"two runs are named {name!r}: name them with --run NAME=PATH")
-        if self.engine is not None and self.engine not in ENGINES:
-            raise UsageError(f"--engine must be one of {', '.join(ENGINES)}; got {self.engine!r}")
-        if self.compile not in COMPILE:
-            raise UsageError(f"--compile must be one of {', '.join(COMPILE)}; got "
-                             f"{self.compile!r}")
+        for name, allowed in (("engine", (None, *ENGINES)), ("compile", COMPILE)):
+            if getattr(self, name) not in allowed:
+                raise UsageError(f"--{name} must be one of {', '.join(filter(None, allowed))}; "
+                                 f"got {getattr(self, name)!r}")
         for name in ("port", "workers", "max_batch", "max_batch_chars", "max_queue",
                      "max_body_bytes", "max_texts", "max_chars", "max_image_bytes", "max_pixels",
                      "max_connections", "threads"):

@@ -8,19 +8,13 @@ processes share ``PROMETHEUS_MULTIPROC_DIR``. Routes and methods are labelled fr
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
 from typing import Any
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    generate_latest,
-)
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from attnkit.server.limits import printable
 
@@ -53,14 +47,14 @@ class Metrics:
         self.tokens = Counter("attnkit_streamed_tokens", "Tokens sent by streams", ("run",),
                               **kw)
 
-    def render(self) -> tuple[bytes, str]:
-        """The text exposition and its content type."""
+    def render(self) -> bytes:
+        """The text exposition."""
         registry = self.registry
         if registry is None:
             from prometheus_client import multiprocess
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)
-        return generate_latest(registry), CONTENT_TYPE_LATEST
+        return generate_latest(registry)
 
 
 class MetricsMiddleware:
@@ -69,8 +63,10 @@ class MetricsMiddleware:
     status, milliseconds."""
 
     def __init__(self, app: Any, metrics: Metrics, access_log: bool = False):
-        self.app, self.metrics, self.access_log = app, metrics, access_log
-        self._series: dict[tuple[str, str, int], tuple[Any, Any]] = {}   # bounded, as labels
+        self.app, self.access_log = app, access_log
+        # Once per series (bounded, as the labels): prometheus-client's labels() takes a lock.
+        self._series = functools.cache(lambda route, method, status: (
+            metrics.requests.labels(route, method, str(status)), metrics.latency.labels(route)))
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -88,11 +84,7 @@ class MetricsMiddleware:
             seconds = time.perf_counter() - start
             route = getattr(scope.get("route"), "path", None) or "other"
             method = scope["method"] if scope["method"] in METHODS else "other"
-            series = self._series.get((route, method, status))
-            if series is None:   # prometheus-client's labels() takes a lock and builds keys
-                series = self._series[route, method, status] = (
-                    self.metrics.requests.labels(route, method, str(status)),
-                    self.metrics.latency.labels(route))
+            series = self._series(route, method, status)
             series[0].inc()
             series[1].observe(seconds)
             if self.access_log:   # uvicorn's own access line has no time
