@@ -76,7 +76,7 @@ def make_trainer(prep: SentimentPrepared, out: Path, *, log: Log,
                                                            early_stopping_patience=None)
     return Trainer(model, cfg, out, train_dataset=train_set, collate_fn=collate,
                    loss_fn=bce_loss, evaluate_fn=evaluate_fn if evaluate else None,
-                   run_metadata=metadata, then=None if test_set is None else FINAL_EVALUATION,
+                   run_metadata=metadata, next_stage=None if test_set is None else FINAL_EVALUATION,
                    # Its fused attention-pooling kernel cuts a compiled graph: compile=auto
                    # leaves it eager (docs/results.md, "Compiled training").
                    compile_pays=False)
