@@ -1,19 +1,15 @@
 """Weights and full training checkpoints: safetensors + JSON, atomic writes, checksums.
 
-* ``save_weights`` / ``load_weights``: one ``.safetensors`` file with the model's state dict,
-  JSON metadata and, in its header, a sha256 of the tensor bytes and one of the header's
-  metadata (``best.safetensors``). Files of header format 1 (no metadata checksum, written
-  before it existed) are still read, their tensors verified as then.
+* ``save_weights`` / ``load_weights``: one ``.safetensors`` file (``best.safetensors``) with the
+  model's state dict (tied tensors stored once, by safetensors' ``save_model``), JSON metadata
+  and, in its header, a sha256 of the tensors and one of the header.
 * ``save_checkpoint`` / ``load_checkpoint``: the folder ``RUN/last/`` with ``model.safetensors``,
-  ``optimizer.safetensors`` (the optimizer's tensors) and ``state.json`` (format version,
-  sha256 of both files, optimizer scalars and param groups, scheduler, RNG states of every rank,
-  data position). The folder is written next to the old one and swapped in, so a crash at any
-  moment leaves a complete checkpoint (``last/`` or ``last.prev/``).
+  ``optimizer.safetensors`` and ``state.json`` (format version, sha256 of both files, optimizer
+  scalars, RNG states of every rank, data position), written beside the old one and swapped
+  in, so a crash at any moment leaves a complete checkpoint (``last/`` or ``last.prev/``).
 
-Nothing is pickled and ``torch.load`` is never called. Every problem with a file (missing,
-truncated, altered, from another model, no space left to write it) raises
-`attnkit.errors.CheckpointError`. A run killed mid-write leaves hidden ``.<name>.*.tmp``
-files or folders; `remove_stale_temporaries` clears them when the next fit starts.
+Nothing is pickled. Every problem with a file (missing, truncated, altered, from another model,
+no space left to write it) raises `attnkit.errors.CheckpointError`.
 """
 
 from __future__ import annotations
@@ -25,31 +21,29 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import safetensors.torch
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
 from torch import nn
 
 from attnkit.errors import CheckpointError
 from attnkit.fileio import atomic_path, file_sha256, read_regular_file
 
 FORMAT_VERSION = 1
-_META_KEY = "attnkit"
-# Header format of a safetensors file: "2" adds _HEADER_SUM over every header entry (the JSON
-# metadata included); files without "attnkit_format" are format 1 (tensors checksum only).
-HEADER_FORMAT = "2"
-_FORMAT_KEY = "attnkit_format"
+# The header entries attnkit writes in a safetensors file (safetensors' save_model adds one
+# per tied tensor it leaves out, naming the one it keeps); "3" stores tied tensors that way.
+HEADER_FORMAT = "3"
+_META_KEY, _TENSORS_SUM, _FORMAT_KEY = "attnkit", "attnkit_sha256", "attnkit_format"
 _HEADER_SUM = "attnkit_header_sha256"
+_OURS = (_META_KEY, _TENSORS_SUM, "format", _FORMAT_KEY, _HEADER_SUM)
 # Temporaries: ".<name>.<random>.tmp" of attnkit.fileio.atomic_path and save_checkpoint, and
 # ".tmp<6 random>" of safetensors' own writer (it writes beside the target, then renames).
 _TEMPORARY = re.compile(r"^(\..+\.[A-Za-z0-9_]+\.tmp|\.tmp[A-Za-z0-9]{6})$")
-
-
 # The largest state.json a checkpoint holds (positions, RNG states, optimizer layout).
 STATE_LIMIT = 64 << 20
 
@@ -64,74 +58,27 @@ def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
-def _dedupe(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """Drop tied tensors (safetensors refuses shared storage); return ``(tensors, aliases)``."""
-    seen: dict[tuple, str] = {}
-    tensors: dict[str, torch.Tensor] = {}
-    aliases: dict[str, str] = {}
-    for name, t in state.items():
-        key = (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape),
-               t.stride(), t.dtype)
-        if t.numel() and key in seen:
-            aliases[name] = seen[key]
-            continue
-        seen[key] = name
-        tensors[name] = t.detach().cpu().contiguous()
-    return tensors, aliases
-
-
 def header_sha256(header: dict[str, str]) -> str:
-    """sha256 over every entry of a safetensors ``__metadata__`` header but the checksum's own."""
-    body = {k: v for k, v in header.items() if k != _HEADER_SUM}
+    """sha256 over the entries of a safetensors ``__metadata__`` header that attnkit wrote."""
+    body = {k: header.get(k) for k in _OURS if k != _HEADER_SUM}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
-def save_tensors(path: str | os.PathLike, tensors: dict[str, torch.Tensor],
-                 metadata: dict[str, Any] | None = None,
-                 aliases: dict[str, str] | None = None) -> None:
-    """Write ``tensors`` + JSON ``metadata`` + checksums to a safetensors file, atomically.
-
-    Raises:
-        CheckpointError: the disk is full (the message says how much the file needs).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _write_tensors(path, tensors, metadata, aliases, shown=path, needed=None)
-
-
 def _write_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, Any] | None,
-                   aliases: dict[str, str] | None, *, shown: Path, needed: int | None) -> None:
-    """`save_tensors`; a full disk is reported as writing ``shown`` (``needed`` bytes,
-    default: this file's size)."""
-    header = {
-        _META_KEY: json.dumps(metadata or {}),
-        "attnkit_sha256": tensors_sha256(tensors),
-        "attnkit_aliases": json.dumps(aliases or {}),
-        "format": "pt",
-        _FORMAT_KEY: HEADER_FORMAT,
-    }
+                   save: Callable[[str, dict[str, str]], None], *, shown: Path,
+                   needed: int) -> None:
+    """``save(file name, header)`` to ``path`` atomically, the header holding ``metadata`` and
+    the checksums of ``tensors`` and of itself; a full disk is reported as writing ``shown``
+    (``needed`` bytes)."""
+    header = {_META_KEY: json.dumps(metadata or {}), _TENSORS_SUM: tensors_sha256(tensors),
+              "format": "pt", _FORMAT_KEY: HEADER_FORMAT}
     header[_HEADER_SUM] = header_sha256(header)
-    if needed is None:
-        needed = _tensor_bytes(tensors) + len(json.dumps(header))
     with _disk_full_as_error(shown, needed), atomic_path(path) as tmp:
-        save_file(tensors, str(tmp), metadata=header)
+        save(str(tmp), header)
 
 
 def _tensor_bytes(tensors: dict[str, torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors.values())
-
-
-def _is_disk_full(error: BaseException) -> bool:
-    # safetensors reports the OS error inside its own SafetensorError message.
-    return (isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
-            or "No space left on device" in str(error) or "Disk quota exceeded" in str(error))
-
-
-def _human_bytes(n: int) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} bytes"
 
 
 @contextmanager
@@ -140,18 +87,21 @@ def _disk_full_as_error(shown: Path, needed: int) -> Iterator[None]:
     try:
         yield
     except (OSError, SafetensorError) as e:
-        if not _is_disk_full(e):
+        # safetensors reports the OS error inside its own SafetensorError message.
+        if not (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+                or "No space left on device" in str(e) or "Disk quota exceeded" in str(e)):
             raise
+        size = next((f"{needed / unit:.1f} {name}" for name, unit in
+                     (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)) if needed >= unit),
+                    f"{needed} bytes")
         raise CheckpointError(f"cannot write {shown}: no space left on device (needs about "
-                              f"{_human_bytes(needed)})") from e
+                              f"{size})") from e
 
 
 def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Read and verify a file written by `save_tensors`; aliases are filled back in.
-
-    Returns:
-        ``(tensors, metadata)``. Raises CheckpointError on a missing, truncated or altered file.
-    """
+    """Read and verify a file written by `save_weights` (tied tensors filled back in) or as
+    ``optimizer.safetensors``: ``(tensors, metadata)``. Raises CheckpointError on a missing,
+    truncated, altered or foreign file."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint file is missing")
@@ -162,34 +112,22 @@ def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
         raise CheckpointError(f"{path}: not a readable safetensors file (truncated or "
                               f"corrupted?): {e}") from e
-    expected = header.get("attnkit_sha256")
-    if expected is None:
+    fmt = header.get(_FORMAT_KEY)
+    if fmt is None:
         raise CheckpointError(f"{path}: no attnkit checksum in the header; not written by "
                               "attnkit.training.checkpoint")
-    _verify_header(path, header)
-    if tensors_sha256(tensors) != expected:
-        raise CheckpointError(f"{path}: checksum mismatch, the file was altered or corrupted")
-    try:
-        metadata = json.loads(header.get(_META_KEY, "{}"))
-        aliases = json.loads(header.get("attnkit_aliases", "{}"))
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{path}: metadata in the header is not valid JSON: {e}") from e
-    for alias, target in aliases.items():
-        tensors[alias] = tensors[target]
-    return tensors, metadata
-
-
-def _verify_header(path: Path, header: dict[str, str]) -> None:
-    """Check the header checksum; a file with neither it nor a format mark is format 1."""
-    fmt = header.get(_FORMAT_KEY)
-    if fmt is None and _HEADER_SUM not in header:
-        return  # format 1: only the tensors are checksummed
     if fmt != HEADER_FORMAT:
         raise CheckpointError(f"{path}: header format {fmt!r} is not supported (expected "
-                              f"{HEADER_FORMAT!r}); altered, or written by a newer attnkit")
+                              f"{HEADER_FORMAT!r}); altered, or written by another attnkit")
     if header.get(_HEADER_SUM) != header_sha256(header):
         raise CheckpointError(f"{path}: checksum mismatch in the header metadata, the file was "
                               "altered or corrupted")
+    for name, kept in header.items():   # a tied tensor save_model left out
+        if name not in _OURS and kept in tensors:
+            tensors[name] = tensors[kept]
+    if tensors_sha256(tensors) != header[_TENSORS_SUM]:
+        raise CheckpointError(f"{path}: checksum mismatch, the file was altered or corrupted")
+    return tensors, json.loads(header[_META_KEY])
 
 
 def save_weights(model: nn.Module, path: str | os.PathLike,
@@ -201,8 +139,15 @@ def save_weights(model: nn.Module, path: str | os.PathLike,
         save_weights(model, "run/best.safetensors", {"step": 100, "val_loss": 0.3})
         ```
     """
-    tensors, aliases = _dedupe(model.state_dict())
-    save_tensors(path, tensors, metadata, aliases)
+    _save_model(model, Path(path), metadata, shown=Path(path))
+
+
+def _save_model(model: nn.Module, path: Path, metadata: dict[str, Any] | None, *, shown: Path,
+                needed: int | None = None) -> None:
+    state = model.state_dict()
+    _write_tensors(path, state, metadata,
+                   lambda file, header: safetensors.torch.save_model(model, file, header),
+                   shown=shown, needed=needed or _tensor_bytes(state) + (64 << 10))
 
 
 def load_weights(model: nn.Module, path: str | os.PathLike, *,
@@ -224,20 +169,15 @@ def load_weights(model: nn.Module, path: str | os.PathLike, *,
 def check_state_fits(expected: dict[str, torch.Tensor], got: dict[str, torch.Tensor],
                      path: str | os.PathLike) -> None:
     """CheckpointError naming keys/shapes when ``got`` is not a state dict for ``expected``."""
-    missing = sorted(set(expected) - set(got))
-    unexpected = sorted(set(got) - set(expected))
-    shapes = [f"{k}: model {list(expected[k].shape)} vs file {list(got[k].shape)}"
-              for k in sorted(set(expected) & set(got))
-              if tuple(expected[k].shape) != tuple(got[k].shape)]
-    if missing or unexpected or shapes:
-        parts = []
-        if missing:
-            parts.append(f"missing keys {missing[:5]}{' ...' if len(missing) > 5 else ''}")
-        if unexpected:
-            parts.append(f"unexpected keys {unexpected[:5]}"
-                         f"{' ...' if len(unexpected) > 5 else ''}")
-        if shapes:
-            parts.append(f"shape mismatch {shapes[:5]}{' ...' if len(shapes) > 5 else ''}")
+    problems = {
+        "missing keys": sorted(set(expected) - set(got)),
+        "unexpected keys": sorted(set(got) - set(expected)),
+        "shape mismatch": [f"{k}: model {list(expected[k].shape)} vs file {list(got[k].shape)}"
+                           for k in sorted(set(expected) & set(got))
+                           if tuple(expected[k].shape) != tuple(got[k].shape)]}
+    parts = [f"{what} {names[:5]}{' ...' if len(names) > 5 else ''}"
+             for what, names in problems.items() if names]
+    if parts:
         raise CheckpointError(f"{path}: checkpoint is from another model: " + "; ".join(parts))
 
 
@@ -296,16 +236,18 @@ def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
                                   "is never written through a link: put the folder itself "
                                   "there")
     folder.parent.mkdir(parents=True, exist_ok=True)
-    model_tensors, aliases = _dedupe(model.state_dict())
     opt_tensors, opt_rest = flatten_optimizer(optimizer.state_dict())
     # Both files plus headers and state.json: what the new folder takes beside the old one.
-    needed = _tensor_bytes(model_tensors) + _tensor_bytes(opt_tensors) + (64 << 10)
+    needed = _tensor_bytes(model.state_dict()) + _tensor_bytes(opt_tensors) + (64 << 10)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
     try:
         os.chmod(tmp, 0o755)
-        for name, tensors, names in (("model.safetensors", model_tensors, aliases),
-                                     ("optimizer.safetensors", opt_tensors, None)):
-            _write_tensors(tmp / name, tensors, None, names, shown=folder / name, needed=needed)
+        _save_model(model, tmp / "model.safetensors", None, shown=folder / "model.safetensors",
+                    needed=needed)
+        _write_tensors(tmp / "optimizer.safetensors", opt_tensors, None,
+                       lambda file, header: safetensors.torch.save_file(opt_tensors, file,
+                                                                        metadata=header),
+                       shown=folder / "optimizer.safetensors", needed=needed)
         body = {
             "format_version": FORMAT_VERSION,
             "sha256": {name: file_sha256(tmp / name)
