@@ -1,12 +1,5 @@
-"""Where a run stands: the part of ``RUN/last/state.json`` that makes a resume exact.
-
-Example:
-    >>> pos = TrainPosition.from_dict({"epoch": 1, "batch": 2, "global_step": 8})
-    >>> pos.global_step, pos.best, pos.window.count
-    (8, None, 0.0)
-    >>> TrainPosition.from_dict(pos.to_dict()) == pos
-    True
-"""
+"""Where a run stands (`TrainPosition`): the part of ``RUN/last/state.json`` that makes a
+resume exact."""
 
 from __future__ import annotations
 
@@ -48,15 +41,6 @@ class LossWindow:
     def to_list(self) -> list[float]:
         return [self.loss_sum, self.count, self.samples, self.start]
 
-    @classmethod
-    def from_list(cls, values: list[float], start: float) -> LossWindow:
-        """Inverse of `to_list`; checkpoints before ``start`` was kept store 3 values,
-        and ``start`` (their ``elapsed``) fills in."""
-        if len(values) == 3:
-            values = [*values, start]
-        loss_sum, count, samples, start = values
-        return cls(float(loss_sum), float(count), int(samples), float(start))
-
 
 @dataclass
 class TrainPosition:
@@ -77,7 +61,7 @@ class TrainPosition:
         epochs_asked: the ``epochs`` it was given when it ended (a resume asking for more
             goes on).
         compiled: whether its steps run compiled (`attnkit.training.compiling`): a resume
-            runs them the same way (None: not decided yet, or a checkpoint from before).
+            runs them the same way (None: not decided yet).
     """
 
     epoch: int = 0
@@ -106,22 +90,15 @@ class TrainPosition:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainPosition:
-        """Inverse of `to_dict`; keys missing in older checkpoints take their defaults.
-
-        Raises:
-            CheckpointError: ``data`` is not a dict or has keys no version ever wrote.
-        """
+        """Inverse of `to_dict`; CheckpointError when ``data`` is not a dict or has keys no
+        version ever wrote."""
         if not isinstance(data, dict):
             raise CheckpointError(f"checkpoint position must be a JSON object, got "
                                   f"{type(data).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
         if unknown:
             raise CheckpointError(f"checkpoint position has unknown fields {unknown}; written "
                                   "by a newer attnkit?")
-        values = dict(data)
-        elapsed = float(values.get("elapsed", 0.0))
-        for name in ("window", "eval_window"):
-            values[name] = (LossWindow.from_list(values[name], start=elapsed) if name in values
-                            else LossWindow(start=elapsed))
-        return cls(**values)
+        windows = {name: LossWindow(*data[name]) for name in ("window", "eval_window")
+                   if name in data}
+        return cls(**{**data, **windows})

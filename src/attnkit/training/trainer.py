@@ -42,9 +42,9 @@ from attnkit.training.checkpoint import (
 from attnkit.training.compiling import CompileFailed, StepModule, resolve_compile
 from attnkit.training.config import TrainConfig
 from attnkit.training.distributed import (
-    all_gather_json,
+    all_gather,
     all_reduce_sum,
-    broadcast_json,
+    broadcast,
     run_on_main,
     setup,
     shard,
@@ -525,7 +525,7 @@ class Trainer:
     def _checkpoint(self, pos: TrainPosition) -> None:
         """Write ``RUN/last`` (rank 0); every rank raises if it failed (e.g. a full disk)."""
         pos.elapsed = self._elapsed()
-        rng = all_gather_json(get_rng_state(), self.info)
+        rng = all_gather(get_rng_state(), self.info)
         state = {"position": pos.to_dict(), "rng": rng, "world_size": self.info.world_size,
                  "config": self.cfg.to_dict()}
         run_on_main(self.info, lambda: save_checkpoint(
@@ -566,30 +566,20 @@ class Trainer:
 
     def _run_evaluate_fn(self) -> dict[str, float]:
         """``evaluate_fn(model)`` on rank 0 in eval mode; its dict on every rank."""
-        cfg, info, model = self.cfg, self.info, self.model
-        payload: dict[str, Any] = {}
-        failure: BaseException | None = None
-        if info.is_main:
-            model.eval()
+        def evaluate() -> dict[str, float]:
+            self.model.eval()
             try:
-                with torch.no_grad(), torch.autocast(info.device.type, dtype=torch.bfloat16,
-                                                     enabled=self.amp):
-                    metrics = {k: float(v) for k, v in self.evaluate_fn(model).items()}
-                for key in (cfg.select_metric, cfg.select_tiebreak):
-                    if key is not None and key not in metrics:
-                        raise ValueError(f"evaluate_fn returned {sorted(metrics)}, which lacks "
-                                         f"the selection key {key!r}")
-                payload = {"metrics": metrics}
-            except Exception as e:  # re-raised below, after the other ranks are told
-                failure, payload = e, {"error": f"{type(e).__name__}: {e}"}
+                with torch.no_grad(), torch.autocast(self.info.device.type,
+                                                     dtype=torch.bfloat16, enabled=self.amp):
+                    metrics = {k: float(v) for k, v in self.evaluate_fn(self.model).items()}
             finally:
-                model.train()
-        payload = broadcast_json(payload, info)
-        if failure is not None:
-            raise failure
-        if "error" in payload:
-            raise TrainingError(f"evaluate_fn failed on rank 0: {payload['error']}")
-        return payload["metrics"]
+                self.model.train()
+            for key in (self.cfg.select_metric, self.cfg.select_tiebreak):
+                if key is not None and key not in metrics:
+                    raise ValueError(f"evaluate_fn returned {sorted(metrics)}, which lacks the "
+                                     f"selection key {key!r}")
+            return metrics
+        return broadcast(run_on_main(self.info, evaluate), self.info)
 
     def _is_better(self, value: float, tiebreak: float | None, pos: TrainPosition) -> bool:
         """Does an evaluation with ``select_metric = value`` beat ``pos.best``?"""
