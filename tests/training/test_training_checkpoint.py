@@ -7,7 +7,7 @@ import errno
 import json
 
 import pytest
-import safetensors.torch
+import safetensors
 import torch
 from torch import nn
 
@@ -190,7 +190,7 @@ def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(tmp_path, m
     folder = tmp_path / "last"
     save_checkpoint(folder, model, opt, {"position": {"global_step": 2}})
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
-    monkeypatch.setattr(safetensors.torch, "save_file", _disk_full(kind))
+    monkeypatch.setattr(checkpoint, "save_file", _disk_full(kind))
     with pytest.raises(CheckpointError, match=r"cannot write .*last/model.safetensors: no "
                        r"space left on device \(needs about [\d.]+ (kB|bytes)\)"):
         save_checkpoint(folder, model, opt, {"position": {"global_step": 3}})
@@ -207,7 +207,7 @@ def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(tmp_path, m
 def test_other_write_errors_are_not_called_disk_full(tmp_path, monkeypatch):
     def denied(tensors, filename, metadata=None):
         raise OSError(errno.EACCES, "Permission denied")
-    monkeypatch.setattr(safetensors.torch, "save_file", denied)
+    monkeypatch.setattr(checkpoint, "save_file", denied)
     with pytest.raises(PermissionError):
         save_weights(_model(), tmp_path / "w.safetensors")
 

@@ -269,8 +269,8 @@ def test_resume_over_a_corrupt_best_is_refused(tmp_path):
 
 
 def test_disk_full_at_a_checkpoint_stops_the_run_and_keeps_the_last_one(tmp_path, monkeypatch):
-    import safetensors.torch
-    real_save_file = safetensors.torch.save_file
+    from attnkit.training import checkpoint
+    real_save_file = checkpoint.save_file
     writes = {"n": 0}
 
     def fills_up(tensors, filename, metadata=None):
@@ -280,7 +280,7 @@ def test_disk_full_at_a_checkpoint_stops_the_run_and_keeps_the_last_one(tmp_path
                 raise OSError(errno.ENOSPC, "No space left on device")
         real_save_file(tensors, filename, metadata=metadata)
 
-    monkeypatch.setattr(safetensors.torch, "save_file", fills_up)
+    monkeypatch.setattr(checkpoint, "save_file", fills_up)
     cfg = task.script_config(epochs=3, checkpoint_every=4)
     with pytest.raises(CheckpointError, match=r"cannot write .*last/model.safetensors: no "
                        "space left on device"):

@@ -1,8 +1,8 @@
 """Weights and full training checkpoints: safetensors + JSON, atomic writes, checksums.
 
 * ``save_weights`` / ``load_weights``: one ``.safetensors`` file (``best.safetensors``) with the
-  model's state dict (tied tensors stored once, by safetensors' ``save_model``), JSON metadata
-  and, in its header, a sha256 of the tensors and one of the header.
+  model's state dict (tied tensors stored once), JSON metadata and, in its header, a sha256
+  of the tensors and one of the header.
 * ``save_checkpoint`` / ``load_checkpoint``: the folder ``RUN/last/`` with ``model.safetensors``,
   ``optimizer.safetensors`` and ``state.json`` (format version, sha256 of both files, optimizer
   scalars, RNG states of every rank, data position), written beside the old one and swapped
@@ -21,26 +21,23 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import safetensors.torch
 import torch
 from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 from torch import nn
 
 from attnkit.errors import CheckpointError
 from attnkit.fileio import atomic_path, file_sha256, read_regular_file
 
 FORMAT_VERSION = 1
-# The header entries attnkit writes in a safetensors file (safetensors' save_model adds one
-# per tied tensor it leaves out, naming the one it keeps); "3" stores tied tensors that way.
-HEADER_FORMAT = "3"
-_META_KEY, _TENSORS_SUM, _FORMAT_KEY = "attnkit", "attnkit_sha256", "attnkit_format"
-_HEADER_SUM = "attnkit_header_sha256"
-_OURS = (_META_KEY, _TENSORS_SUM, "format", _FORMAT_KEY, _HEADER_SUM)
+# Header format of a safetensors file: "2" checksums every header entry (_HEADER_SUM).
+HEADER_FORMAT = "2"
+_META_KEY, _FORMAT_KEY, _HEADER_SUM = "attnkit", "attnkit_format", "attnkit_header_sha256"
 # Temporaries: ".<name>.<random>.tmp" of attnkit.fileio.atomic_path and save_checkpoint, and
 # ".tmp<6 random>" of safetensors' own writer (it writes beside the target, then renames).
 _TEMPORARY = re.compile(r"^(\..+\.[A-Za-z0-9_]+\.tmp|\.tmp[A-Za-z0-9]{6})$")
@@ -58,23 +55,37 @@ def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
-def header_sha256(header: dict[str, str]) -> str:
-    """sha256 over the entries of a safetensors ``__metadata__`` header that attnkit wrote."""
-    body = {k: header.get(k) for k in _OURS if k != _HEADER_SUM}
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+def _json_sha256(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+
+def _dedupe(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Drop tied tensors (safetensors refuses shared storage); return ``(tensors, aliases)``."""
+    seen: dict[tuple, str] = {}
+    tensors: dict[str, torch.Tensor] = {}
+    aliases: dict[str, str] = {}
+    for name, t in state.items():
+        key = (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape),
+               t.stride(), t.dtype)
+        if t.numel() and key in seen:
+            aliases[name] = seen[key]
+            continue
+        seen[key] = name
+        tensors[name] = t.detach().cpu().contiguous()
+    return tensors, aliases
 
 
 def _write_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, Any] | None,
-                   save: Callable[[str, dict[str, str]], None], *, shown: Path,
-                   needed: int) -> None:
-    """``save(file name, header)`` to ``path`` atomically, the header holding ``metadata`` and
-    the checksums of ``tensors`` and of itself; a full disk is reported as writing ``shown``
-    (``needed`` bytes)."""
-    header = {_META_KEY: json.dumps(metadata or {}), _TENSORS_SUM: tensors_sha256(tensors),
-              "format": "pt", _FORMAT_KEY: HEADER_FORMAT}
-    header[_HEADER_SUM] = header_sha256(header)
-    with _disk_full_as_error(shown, needed), atomic_path(path) as tmp:
-        save(str(tmp), header)
+                   aliases: dict[str, str] | None, *, shown: Path, needed: int | None) -> None:
+    """``tensors`` + JSON ``metadata`` + checksums to a safetensors file, atomically; a full disk
+    is reported as writing ``shown`` (``needed`` bytes, default: this file's size)."""
+    header = {_META_KEY: json.dumps(metadata or {}), "attnkit_sha256": tensors_sha256(tensors),
+              "attnkit_aliases": json.dumps(aliases or {}), "format": "pt",
+              _FORMAT_KEY: HEADER_FORMAT}
+    header[_HEADER_SUM] = _json_sha256(header)
+    with _disk_full_as_error(shown, needed or _tensor_bytes(tensors) + len(json.dumps(header))):
+        with atomic_path(path) as tmp:
+            save_file(tensors, str(tmp), metadata=header)
 
 
 def _tensor_bytes(tensors: dict[str, torch.Tensor]) -> int:
@@ -114,19 +125,19 @@ def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict
                               f"corrupted?): {e}") from e
     fmt = header.get(_FORMAT_KEY)
     if fmt is None:
-        raise CheckpointError(f"{path}: no attnkit checksum in the header; not written by "
-                              "attnkit.training.checkpoint")
+        raise CheckpointError(f"{path}: no attnkit header format; not written by "
+                              "attnkit.training.checkpoint (or by an older attnkit)")
     if fmt != HEADER_FORMAT:
         raise CheckpointError(f"{path}: header format {fmt!r} is not supported (expected "
-                              f"{HEADER_FORMAT!r}); altered, or written by another attnkit")
-    if header.get(_HEADER_SUM) != header_sha256(header):
+                              f"{HEADER_FORMAT!r}); altered, or written by a newer attnkit")
+    if header.get(_HEADER_SUM) != _json_sha256({k: v for k, v in header.items()
+                                                if k != _HEADER_SUM}):
         raise CheckpointError(f"{path}: checksum mismatch in the header metadata, the file was "
                               "altered or corrupted")
-    for name, kept in header.items():   # a tied tensor save_model left out
-        if name not in _OURS and kept in tensors:
-            tensors[name] = tensors[kept]
-    if tensors_sha256(tensors) != header[_TENSORS_SUM]:
+    if tensors_sha256(tensors) != header.get("attnkit_sha256"):
         raise CheckpointError(f"{path}: checksum mismatch, the file was altered or corrupted")
+    for alias, target in json.loads(header["attnkit_aliases"]).items():
+        tensors[alias] = tensors[target]
     return tensors, json.loads(header[_META_KEY])
 
 
@@ -139,15 +150,8 @@ def save_weights(model: nn.Module, path: str | os.PathLike,
         save_weights(model, "run/best.safetensors", {"step": 100, "val_loss": 0.3})
         ```
     """
-    _save_model(model, Path(path), metadata, shown=Path(path))
-
-
-def _save_model(model: nn.Module, path: Path, metadata: dict[str, Any] | None, *, shown: Path,
-                needed: int | None = None) -> None:
-    state = model.state_dict()
-    _write_tensors(path, state, metadata,
-                   lambda file, header: safetensors.torch.save_model(model, file, header),
-                   shown=shown, needed=needed or _tensor_bytes(state) + (64 << 10))
+    tensors, aliases = _dedupe(model.state_dict())
+    _write_tensors(Path(path), tensors, metadata, aliases, shown=Path(path), needed=None)
 
 
 def load_weights(model: nn.Module, path: str | os.PathLike, *,
@@ -213,10 +217,6 @@ def unflatten_optimizer(tensors: dict[str, torch.Tensor], rest: dict) -> dict[st
 
 # ---- the full checkpoint folder ----
 
-def _body_checksum(body: dict) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
 def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
                     optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
     """Write ``folder`` (e.g. ``RUN/last``) with model, optimizer and JSON ``state``.
@@ -238,16 +238,14 @@ def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
     folder.parent.mkdir(parents=True, exist_ok=True)
     opt_tensors, opt_rest = flatten_optimizer(optimizer.state_dict())
     # Both files plus headers and state.json: what the new folder takes beside the old one.
-    needed = _tensor_bytes(model.state_dict()) + _tensor_bytes(opt_tensors) + (64 << 10)
+    model_tensors, aliases = _dedupe(model.state_dict())
+    needed = _tensor_bytes(model_tensors) + _tensor_bytes(opt_tensors) + (64 << 10)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
     try:
         os.chmod(tmp, 0o755)
-        _save_model(model, tmp / "model.safetensors", None, shown=folder / "model.safetensors",
-                    needed=needed)
-        _write_tensors(tmp / "optimizer.safetensors", opt_tensors, None,
-                       lambda file, header: safetensors.torch.save_file(opt_tensors, file,
-                                                                        metadata=header),
-                       shown=folder / "optimizer.safetensors", needed=needed)
+        for name, tensors, names in (("model.safetensors", model_tensors, aliases),
+                                     ("optimizer.safetensors", opt_tensors, None)):
+            _write_tensors(tmp / name, tensors, None, names, shown=folder / name, needed=needed)
         body = {
             "format_version": FORMAT_VERSION,
             "sha256": {name: file_sha256(tmp / name)
@@ -255,7 +253,7 @@ def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
             "optimizer": opt_rest,
             "state": state,
         }
-        doc = {"checksum": _body_checksum(body), **body}
+        doc = {"checksum": _json_sha256(body), **body}
         with _disk_full_as_error(folder / "state.json", needed):
             (tmp / "state.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
         _swap_in(tmp, folder)
@@ -330,7 +328,7 @@ def load_checkpoint(folder: str | os.PathLike, model: nn.Module,
     if not isinstance(doc, dict) or "checksum" not in doc:
         raise CheckpointError(f"{path}: not an attnkit checkpoint (no checksum)")
     checksum = doc.pop("checksum")
-    if _body_checksum(doc) != checksum:
+    if _json_sha256(doc) != checksum:
         raise CheckpointError(f"{path}: checksum mismatch, the file was altered")
     if doc.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(f"{path}: format version {doc.get('format_version')} is not "
