@@ -154,8 +154,7 @@ def save_weights(model: nn.Module, path: str | os.PathLike,
     _write_tensors(Path(path), tensors, metadata, aliases, shown=Path(path), needed=None)
 
 
-def load_weights(model: nn.Module, path: str | os.PathLike, *,
-                 device: torch.device | str | None = None) -> dict[str, Any]:
+def load_weights(model: nn.Module, path: str | os.PathLike) -> dict[str, Any]:
     """Load weights written by `save_weights` into ``model``; return their metadata.
 
     Raises:
@@ -164,8 +163,6 @@ def load_weights(model: nn.Module, path: str | os.PathLike, *,
     """
     tensors, metadata = load_tensors(path)
     check_state_fits(model.state_dict(), tensors, path)
-    if device is not None:
-        tensors = {k: v.to(device) for k, v in tensors.items()}
     model.load_state_dict(tensors, strict=True)
     return metadata
 

@@ -146,7 +146,7 @@ class Heartbeat:
         if self.next_stage:
             took = self.validation_seconds
             line += f" + {self.next_stage}" + ("" if took is None else
-                                         f" (a validation took {_duration(took)})")
+                                               f" (a validation took {_duration(took)})")
         say(f"[attnkit.training] {line}")
         return line
 

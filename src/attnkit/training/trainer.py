@@ -50,10 +50,9 @@ from attnkit.training.distributed import (
     shard,
     teardown,
 )
-from attnkit.training.metrics_log import METRICS_LOG
 from attnkit.training.position import LossWindow, TrainPosition
 from attnkit.training.progress import Heartbeat, progress_bar, progress_line, say
-from attnkit.training.run_folder import check_checkpoint_files
+from attnkit.training.run_folder import METRICS_LOG, check_checkpoint_files
 from attnkit.training.seeding import get_rng_state, seed_everything, set_rng_state
 from attnkit.training.signals import StopRequest
 
@@ -237,15 +236,28 @@ class Trainer:
             pos = self._resume() if resume else self._fresh_start()
             self.amp = resolve_amp(self.cfg.amp, info.device)
             self.total_steps = self.cfg.epochs * len(self._plan(0))
-            if pos.compiled is None:   # a fresh run
-                pos.compiled = self._resolve_compile()
+            if pos.compiled is None:   # a fresh run: decided once (a step that fails to
+                # compile is redone eagerly, which ranks cannot agree on: one process only)
+                pos.compiled = resolve_compile(
+                    self.cfg.compile, info.device, pays=self.compile_pays,
+                    steps=self.total_steps, max_minutes=self.cfg.max_minutes)
+                if pos.compiled and info.distributed:
+                    self._say("note: compiled training runs in one process; under torchrun "
+                              "the step runs eagerly")
+                    pos.compiled = False
             self._write_config(pos.compiled)
             budget = None if self.cfg.max_minutes is None else 60 * self.cfg.max_minutes
             self.heartbeat = Heartbeat(
                 self.cfg.progress and info.is_main and not sys.stderr.isatty(),
                 self.total_steps, budget_seconds=budget, next_stage=self.next_stage,
                 evaluations=self._evaluations())
-            self.step = self._step_module(pos.compiled)
+            step_module: nn.Module = _LossModule(self.model, self.loss_fn)
+            if info.distributed:
+                step_module = nn.parallel.DistributedDataParallel(
+                    step_module, device_ids=[info.device.index]
+                    if info.device.type == "cuda" else None,
+                    find_unused_parameters=self.cfg.find_unused_parameters)
+            self.step = StepModule(step_module, pos.compiled)
             self.elapsed0, self.t0 = pos.elapsed, time.monotonic()
             if resume and (pos.epoch >= self.cfg.epochs or (
                     pos.stopped == "early_stopping" and self.cfg.epochs <= pos.epochs_asked)):
@@ -268,7 +280,14 @@ class Trainer:
                                         "no batches")
                 bar = progress_bar(self.cfg.progress and self.info.is_main, len(plan),
                                    pos.batch, pos.epoch, self.cfg.epochs)
-                for batch in self._loader(plan[pos.batch:]):
+                # This rank's share of each global batch left in the epoch, collated.
+                shards = [shard(b, self.info.rank, self.info.world_size)
+                          for b in plan[pos.batch:]]
+                for batch in DataLoader(self.dataset, batch_sampler=shards,
+                                        collate_fn=self.collate_fn,
+                                        num_workers=self.cfg.num_workers,
+                                        pin_memory=self.info.device.type == "cuda",
+                                        generator=torch.Generator().manual_seed(self.cfg.seed)):
                     totals, lr = self._step(pos, batch, stop)
                     self._count_step(pos, totals, lr, len(plan[pos.batch]), bar)
                     # A signal first, then the time budget.
@@ -353,26 +372,6 @@ class Trainer:
                 {**self.run_metadata, "train": self.cfg.to_dict(), "runtime": runtime},
                 indent=2))
 
-    def _resolve_compile(self) -> bool:
-        """`resolve_compile` of this run; one process only (a step that fails to compile is
-        redone eagerly, which ranks cannot agree on)."""
-        compiled = resolve_compile(self.cfg.compile, self.info.device, pays=self.compile_pays,
-                                   steps=self.total_steps, max_minutes=self.cfg.max_minutes)
-        if compiled and self.info.distributed:
-            self._say("note: compiled training runs in one process; under torchrun the step "
-                      "runs eagerly")
-            return False
-        return compiled
-
-    def _step_module(self, compiled: bool) -> StepModule:
-        step_module: nn.Module = _LossModule(self.model, self.loss_fn)
-        if self.info.distributed:
-            step_module = nn.parallel.DistributedDataParallel(
-                step_module, device_ids=[self.info.device.index]
-                if self.info.device.type == "cuda" else None,
-                find_unused_parameters=self.cfg.find_unused_parameters)
-        return StepModule(step_module, compiled)
-
     def _plan(self, epoch: int) -> list[list[int]]:
         plan = self.batch_plan(epoch, self.cfg.seed)
         n, world = len(self.dataset), self.info.world_size
@@ -384,15 +383,6 @@ class Trainer:
                 raise TrainingError(f"batch {i} of epoch {epoch} indexes outside the dataset "
                                     f"(0..{n - 1})")
         return plan
-
-    def _loader(self, batches: list[list[int]]) -> DataLoader:
-        """This rank's share of each global batch in ``batches``, collated."""
-        info = self.info
-        return DataLoader(self.dataset, batch_sampler=[shard(b, info.rank, info.world_size)
-                                                       for b in batches],
-                          collate_fn=self.collate_fn, num_workers=self.cfg.num_workers,
-                          pin_memory=info.device.type == "cuda",
-                          generator=torch.Generator().manual_seed(self.cfg.seed))
 
     # ---------------------------------------------------------------- one step
     def _step(self, pos: TrainPosition, batch: Any,
@@ -409,9 +399,7 @@ class Trainer:
                                 self.total_steps)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        if not self.step.compiled:
-            return self._update(pos, batch, stop), lr
-        rng = get_rng_state()
+        rng = get_rng_state() if self.step.compiled else None
         try:
             return self._update(pos, batch, stop), lr
         except CompileFailed as failed:
@@ -475,7 +463,6 @@ class Trainer:
             self.heartbeat.tick(step=pos.global_step, epoch=pos.epoch, epochs=self.cfg.epochs,
                                 samples_per_s=pos.eval_window.samples_per_s(now), elapsed=now)
         if pos.global_step % self.cfg.log_every_steps == 0:
-            now = self._elapsed()
             self._log({"kind": "train", "step": pos.global_step, "epoch": pos.epoch,
                        "loss": pos.window.mean_loss(), "lr": lr,
                        "samples_per_s": pos.window.samples_per_s(now), "elapsed": now})

@@ -24,7 +24,7 @@ from attnkit.data.review_pipeline import EncodedReviews, collate
 from attnkit.decoding.hypothesis import inference
 from attnkit.models.sentiment import SentimentClassifier, count_parameters
 from attnkit.training import LossOutput, Trainer, TrainResult
-from attnkit.training.metrics_log import read_evaluations
+from attnkit.training.run_folder import read_evaluations
 
 # Test accuracy after epochs 1-5 of the 2018 Keras script on this machine (it validated on test).
 KERAS2018_TEST_CURVE = (0.850, 0.857, 0.838, 0.815, 0.814)
