@@ -7,7 +7,7 @@ import json
 import pytest
 
 from attnkit.errors import CheckpointError
-from attnkit.training.position import LossWindow, TrainPosition
+from attnkit.training.trainer import LossWindow, TrainPosition
 
 
 def test_round_trip_through_json():

@@ -234,8 +234,8 @@ def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
                                   "there")
     folder.parent.mkdir(parents=True, exist_ok=True)
     opt_tensors, opt_rest = flatten_optimizer(optimizer.state_dict())
-    # Both files plus headers and state.json: what the new folder takes beside the old one.
     model_tensors, aliases = _dedupe(model.state_dict())
+    # Both files plus headers and state.json: what the new folder takes beside the old one.
     needed = _tensor_bytes(model_tensors) + _tensor_bytes(opt_tensors) + (64 << 10)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
     try:
@@ -285,29 +285,20 @@ def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
     folders (`save_checkpoint`), and ``.tmpXXXXXX`` files (safetensors' writer). Call it
     only when nothing writes into ``folder``, e.g. when a fit starts.
     """
-    removed = []
-    folder = Path(folder)
-    if not folder.is_dir():
-        return removed
-    for path in sorted(folder.iterdir()):
-        if not _TEMPORARY.match(path.name):
-            continue
+    removed = [path for path in sorted(Path(folder).glob(".*")) if _TEMPORARY.match(path.name)]
+    for path in removed:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         else:
             path.unlink()
-        removed.append(path)
     return removed
 
 
 def checkpoint_folder(folder: str | os.PathLike) -> Path:
     """``folder`` if present, else the ``.prev`` copy a crash mid-swap left; else error."""
-    folder = Path(folder)
-    if (folder / "state.json").exists():
-        return folder
-    prev = _prev(folder)
-    if (prev / "state.json").exists():
-        return prev
+    for candidate in (Path(folder), _prev(Path(folder))):
+        if (candidate / "state.json").exists():
+            return candidate
     raise CheckpointError(f"{folder}: no checkpoint found (state.json is missing); "
                           "start the run without resume")
 

@@ -52,7 +52,6 @@ class CompileFailed(Exception):
 
     def __init__(self, cause: BaseException):
         super().__init__(f"{type(cause).__name__}: {first_line(cause)}")
-        self.cause = cause
 
 
 class StepModule:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -160,10 +161,8 @@ def checked_train_config(values: Mapping[str, Any]) -> TrainConfig:
     try:
         cfg = TrainConfig(**values)
     except (TypeError, ValueError, RuntimeError) as exc:
-        message = str(exc)
-        for f in dataclasses.fields(TrainConfig):
-            message = message.replace(f"TrainConfig.{f.name}", "--" + f.name.replace("_", "-"))
-        raise UsageError(message) from None
+        raise UsageError(re.sub(r"TrainConfig\.([a-z]\w*)", lambda m: "--" + m[1].replace("_", "-"),
+                                str(exc))) from None
     checked_device(cfg.device)
     return cfg
 

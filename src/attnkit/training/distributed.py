@@ -80,15 +80,13 @@ def setup(device_name: str, timeout_minutes: float = 60.0) -> DistInfo:
     """
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = resolve_device(device_name, local_rank)
+    device = resolve_device(device_name, int(os.environ.get("LOCAL_RANK", "0")))
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    created = False
-    if world > 1 and not dist.is_initialized():
-        backend = "nccl" if device.type == "cuda" else "gloo"
-        dist.init_process_group(backend, timeout=datetime.timedelta(minutes=timeout_minutes))
-        created = True
+    created = world > 1 and not dist.is_initialized()
+    if created:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
+                                timeout=datetime.timedelta(minutes=timeout_minutes))
     if dist.is_initialized():
         world, rank = dist.get_world_size(), dist.get_rank()
     return DistInfo(rank, world, device, created)

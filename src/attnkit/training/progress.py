@@ -24,8 +24,7 @@ def _number(value: float) -> str:
 
 
 def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    hours, rest = divmod(seconds, 3600)
+    hours, rest = divmod(int(seconds), 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
         return f"{hours}h{minutes:02d}m{secs:02d}s"

@@ -9,6 +9,7 @@ so the gradient is exactly that of the mean over all ``count_total`` items, as i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -50,7 +51,6 @@ from attnkit.training.distributed import (
     shard,
     teardown,
 )
-from attnkit.training.position import LossWindow, TrainPosition
 from attnkit.training.progress import Heartbeat, progress_bar, progress_line, say
 from attnkit.training.run_folder import METRICS_LOG, check_checkpoint_files
 from attnkit.training.seeding import get_rng_state, seed_everything, set_rng_state
@@ -143,8 +143,7 @@ class _LossModule(nn.Module):
 
     def __init__(self, model: nn.Module, loss_fn: Callable) -> None:
         super().__init__()
-        self.model = model
-        self.loss_fn = loss_fn
+        self.model, self.loss_fn = model, loss_fn
 
     def forward(self, batch: Any) -> tuple[Tensor, Tensor]:
         out = self.loss_fn(self.model, batch)
@@ -154,6 +153,94 @@ class _LossModule(nn.Module):
                             f"got {type(out).__name__}")
         loss, count = out
         return loss, torch.as_tensor(count, dtype=torch.float64).detach()
+
+
+@dataclass
+class LossWindow:
+    """Training loss and samples summed since ``start`` (run seconds, see ``elapsed``).
+
+    Args:
+        loss_sum: sum over steps of ``mean loss * count`` (all ranks).
+        count: sum of ``count`` (the items the losses are means over, e.g. tokens).
+        samples: examples trained on (global batch sizes).
+        start: the run's ``elapsed`` when the window opened.
+    """
+
+    loss_sum: float = 0.0
+    count: float = 0.0
+    samples: int = 0
+    start: float = 0.0
+
+    def add(self, loss_sum: float, count: float, samples: int) -> None:
+        self.loss_sum += loss_sum
+        self.count += count
+        self.samples += samples
+
+    def mean_loss(self) -> float:
+        return self.loss_sum / self.count if self.count > 0 else float("nan")
+
+    def samples_per_s(self, now: float) -> float:
+        """Throughput from ``start`` to ``now`` (both in run seconds)."""
+        return self.samples / max(now - self.start, 1e-9)
+
+
+@dataclass
+class TrainPosition:
+    """The state of a run that a checkpoint restores (besides weights, optimizer and RNGs).
+
+    Args:
+        epoch: current epoch (0-based); ``batch``: next batch of its plan.
+        global_step: optimizer steps done.
+        best, best_tiebreak, best_step: the best ``select_metric`` so far, its tie-break value
+            and its step (None before the first evaluation).
+        bad_evals: evaluations in a row without improvement (early stopping).
+        last_metrics, last_eval_step: the latest evaluation.
+        elapsed: seconds of training over all ``fit`` calls (time between them not counted).
+        window: train loss since the last ``metrics.jsonl`` train line.
+        eval_window: train loss since the last evaluation (its ``train.log`` line).
+        stopped: ``"completed"`` or ``"early_stopping"`` once the run has ended for good
+            (None while it can go on: not started, stopped by a signal or the time budget).
+        epochs_asked: the ``epochs`` it was given when it ended (a resume asking for more
+            goes on).
+        compiled: whether its steps run compiled (`attnkit.training.compiling`): a resume
+            runs them the same way (None: not decided yet).
+    """
+
+    epoch: int = 0
+    batch: int = 0
+    global_step: int = 0
+    best: float | None = None
+    best_tiebreak: float | None = None
+    best_step: int | None = None
+    bad_evals: int = 0
+    last_metrics: dict[str, float] = field(default_factory=dict)
+    last_eval_step: int | None = None
+    elapsed: float = 0.0
+    window: LossWindow = field(default_factory=LossWindow)
+    eval_window: LossWindow = field(default_factory=LossWindow)
+    stopped: str | None = None
+    epochs_asked: int = 0
+    compiled: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict (the ``"position"`` of ``state.json``), the windows as lists."""
+        return {**dataclasses.asdict(self), "window": dataclasses.astuple(self.window),
+                "eval_window": dataclasses.astuple(self.eval_window)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainPosition:
+        """Inverse of `to_dict`; CheckpointError when ``data`` is not a dict or has keys no
+        version ever wrote."""
+        if not isinstance(data, dict):
+            raise CheckpointError(f"checkpoint position must be a JSON object, got "
+                                  f"{type(data).__name__}")
+        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise CheckpointError(f"checkpoint position has unknown fields {unknown}; written "
+                                  "by a newer attnkit?")
+        windows = {name: LossWindow(*data[name]) for name in ("window", "eval_window")
+                   if name in data}
+        return cls(**{**data, **windows})
 
 
 class StepTotals(NamedTuple):
@@ -208,8 +295,7 @@ class Trainer:
             raise ValueError("early_stopping_patience needs an evaluate_fn")
         self.model, self.cfg, self.run_dir = model, cfg, Path(run_dir)
         self.dataset, self.collate_fn, self.loss_fn = train_dataset, collate_fn, loss_fn
-        self.evaluate_fn, self.next_stage = evaluate_fn, next_stage
-        self.compile_pays = compile_pays
+        self.evaluate_fn, self.next_stage, self.compile_pays = evaluate_fn, next_stage, compile_pays
         self.batch_plan = batch_plan or default_batch_plan(len(train_dataset), cfg.batch_size)
         self.run_metadata = dict(run_metadata or {})
 
@@ -523,8 +609,22 @@ class Trainer:
     def _evaluate(self, pos: TrainPosition) -> bool:
         """Run evaluate_fn on rank 0, broadcast, update best/patience; True = stop early."""
         cfg, step = self.cfg, pos.global_step
+
+        def evaluate() -> dict[str, float]:   # on rank 0 in eval mode; its dict on every rank
+            self.model.eval()
+            try:
+                with torch.no_grad(), torch.autocast(self.info.device.type,
+                                                     dtype=torch.bfloat16, enabled=self.amp):
+                    metrics = {k: float(v) for k, v in self.evaluate_fn(self.model).items()}
+            finally:
+                self.model.train()
+            for key in (cfg.select_metric, cfg.select_tiebreak):
+                if key is not None and key not in metrics:
+                    raise ValueError(f"evaluate_fn returned {sorted(metrics)}, which lacks the "
+                                     f"selection key {key!r}")
+            return metrics
         start = time.monotonic()
-        metrics = self._run_evaluate_fn()
+        metrics = broadcast(run_on_main(self.info, evaluate), self.info)
         self.heartbeat.validated(time.monotonic() - start)
         pos.last_metrics, pos.last_eval_step = metrics, step
         self._log({"kind": "eval", "step": step, "epoch": pos.epoch, "elapsed": pos.elapsed,
@@ -541,40 +641,20 @@ class Trainer:
         value = metrics[cfg.select_metric]
         tiebreak = metrics[cfg.select_tiebreak] if cfg.select_tiebreak is not None else None
         if self._is_better(value, tiebreak, pos):
-            pos.best, pos.best_step, pos.bad_evals = value, step, 0
-            pos.best_tiebreak = tiebreak
+            pos.best, pos.best_tiebreak, pos.best_step, pos.bad_evals = value, tiebreak, step, 0
             run_on_main(self.info, lambda: save_weights(
                 self.model, self.run_dir / "best.safetensors",
                 {"step": step, "epoch": pos.epoch, "metrics": metrics}))
         else:
             pos.bad_evals += 1
-        patience = cfg.early_stopping_patience
-        return patience is not None and pos.bad_evals >= patience
-
-    def _run_evaluate_fn(self) -> dict[str, float]:
-        """``evaluate_fn(model)`` on rank 0 in eval mode; its dict on every rank."""
-        def evaluate() -> dict[str, float]:
-            self.model.eval()
-            try:
-                with torch.no_grad(), torch.autocast(self.info.device.type,
-                                                     dtype=torch.bfloat16, enabled=self.amp):
-                    metrics = {k: float(v) for k, v in self.evaluate_fn(self.model).items()}
-            finally:
-                self.model.train()
-            for key in (self.cfg.select_metric, self.cfg.select_tiebreak):
-                if key is not None and key not in metrics:
-                    raise ValueError(f"evaluate_fn returned {sorted(metrics)}, which lacks the "
-                                     f"selection key {key!r}")
-            return metrics
-        return broadcast(run_on_main(self.info, evaluate), self.info)
+        return (cfg.early_stopping_patience is not None
+                and pos.bad_evals >= cfg.early_stopping_patience)
 
     def _is_better(self, value: float, tiebreak: float | None, pos: TrainPosition) -> bool:
         """Does an evaluation with ``select_metric = value`` beat ``pos.best``?"""
         best = pos.best
-        if not math.isfinite(value):
-            return False
-        if best is None:
-            return True
+        if best is None or not math.isfinite(value):
+            return math.isfinite(value)
         if value != best:
             return value < best if self.cfg.select_mode == "min" else value > best
         # An exact tie: the lower tie-break value wins, if there is one.
