@@ -1,14 +1,7 @@
-"""Compiled training steps (``TrainConfig.compile``): what ``"auto"`` decides, the step
-compiled by ``torch.compile`` (Inductor), and the eager step a failed compile falls back to.
-
-What is compiled is the step's ``loss_fn(model, batch)`` (forward and loss, one graph whose
-backward AOTAutograd compiles with it); the gradient clip and the fused AdamW stay eager. Every
-size of a batch is dynamic from the first step, and sizes that happen to be equal are not taken
-for one (no duck sizing): which compiled graph runs a batch depends on its shape alone (sizes 0
-and 1 get graphs of their own), never on the batches before it, so a resumed process runs the
-kernels the first one ran. Inductor keeps its files in the user's private cache
-(`attnkit.compiler.prepare_cache`), so the same model compiles again in seconds. Speeds and
-compile times: benchmarks/train_speed.py (docs/results.md, "Compiled training").
+"""Compiled training steps (``TrainConfig.compile``): what ``"auto"`` decides
+(`resolve_compile`), and the `StepModule` that runs the step compiled by ``torch.compile``
+(Inductor) or eagerly, the fallback of a failed compile. How sizes stay dynamic and why a
+resumed process runs the same kernels: docs/concepts.md, "Compiled training steps".
 """
 
 from __future__ import annotations

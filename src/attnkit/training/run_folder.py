@@ -1,30 +1,12 @@
-"""The run folder a training writes into: one set of rules, the same for every caller.
-
-A run folder holds the trainer's files (``config.json``, ``metrics.jsonl``, ``train.log``,
-``best.safetensors``, ``last/``; `attnkit.training.Trainer`), what the caller adds (an app's
-pipeline files and test metrics) and, while a process trains into it, ``.lock`` (its PID
-inside). The rules:
-
-* A folder that holds a run is never trained into again unless the caller says ``overwrite``
-  (which empties it first) or ``resume`` (`check_new_run`, `check_resumable`; nothing is
-  written by either).
-* Only one process trains into a folder at a time (`RunLock`, taken by `claim_run`); a second
-  one fails at once naming the holder's PID.
-* The weights a run offers are ``best.safetensors`` and ``last/model.safetensors``
-  (`weights_file`).
-* A resume reads and replaces only the run's own files: ``last/`` a link, or a checkpoint file
-  that leads out of the run, is one error before anything is read or moved
-  (`check_checkpoint_files`); the run resumes once the link is replaced by the real folder.
-* A model a run's config describes is bounded before it is built (`checked_sizes`,
-  `build_bounded`: counted on the meta device) and loaded from the run's weights
-  (`load_model`); a resume keeps the run's stored threads (`stored_threads`).
+"""The run folder a training writes into: one set of rules, the same for every caller
+(docs/concepts.md, "The run folder"). Start at `check_new_run` / `check_resumable` (before
+any data is read), `claim_run` (create and lock it), `weights_file` and `load_model`.
 
 Example:
     ```python
     check_new_run("runs/fr", overwrite=False)   # before reading any data
     with claim_run("runs/fr") as run:
         ...                                     # write pipeline files, train
-    weights_file("runs/fr", "best")             # runs/fr/best.safetensors, checked
     ```
 """
 
