@@ -348,7 +348,9 @@ class Trainer:
             if resume and (pos.epoch >= self.cfg.epochs or (
                     pos.stopped == "early_stopping" and self.cfg.epochs <= pos.epochs_asked)):
                 # The run had ended for good: there is nothing to train.
-                return self._finish(pos, pos.stopped or "completed", None, finished_before=True)
+                return TrainResult(self.run_dir, pos.stopped or "completed", pos.global_step,
+                                   pos.epoch, pos.best, pos.best_step, dict(pos.last_metrics),
+                                   pos.elapsed, finished_before=True)
             return self._train(pos)
         finally:
             teardown(info)
@@ -662,26 +664,22 @@ class Trainer:
             pos.best_tiebreak is None or tiebreak < pos.best_tiebreak)
 
     # ---------------------------------------------------------------- the end
-    def _finish(self, pos: TrainPosition, stop_reason: str | None, signal_name: str | None,
-                finished_before: bool = False) -> TrainResult:
+    def _finish(self, pos: TrainPosition, stop_reason: str,
+                signal_name: str | None) -> TrainResult:
         """Final weights without evaluate_fn, the result, and what to tell the user."""
-        stop_reason = stop_reason or "completed"
-        if not finished_before:
-            if self.evaluate_fn is None:
-                run_on_main(self.info, lambda: save_weights(
-                    self.model, self.run_dir / "best.safetensors",
-                    {"step": pos.global_step, "epoch": pos.epoch, "metrics": {}}))
-            pos.elapsed = self._elapsed()
+        if self.evaluate_fn is None:
+            run_on_main(self.info, lambda: save_weights(
+                self.model, self.run_dir / "best.safetensors",
+                {"step": pos.global_step, "epoch": pos.epoch, "metrics": {}}))
         if stop_reason == "signal":
             self._say(f"stopped by {signal_name} after step {pos.global_step}; checkpoint "
                       f"saved in {self.run_dir / 'last'}. Resume with --resume {self.run_dir} "
                       "(Trainer.fit(resume=True)).")
-        elif stop_reason in ("max_minutes", "early_stopping") and not finished_before:
+        elif stop_reason in ("max_minutes", "early_stopping"):
             self._say(f"stopped ({stop_reason}) after step {pos.global_step}; best "
                       f"{self.cfg.select_metric} = {pos.best} at step {pos.best_step}")
         return TrainResult(self.run_dir, stop_reason, pos.global_step, pos.epoch, pos.best,
-                           pos.best_step, dict(pos.last_metrics), pos.elapsed, signal_name,
-                           finished_before)
+                           pos.best_step, dict(pos.last_metrics), self._elapsed(), signal_name)
 
     # ---------------------------------------------------------------- messages
     def _log(self, record: dict[str, Any]) -> None:
