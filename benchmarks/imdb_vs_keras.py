@@ -186,7 +186,7 @@ def run_attnkit(n: int, mode: str, threads: int, window_batches: int,
         reuse_freed_memory()     # as the attnkit command does at start
     from attnkit.models.sentiment import SentimentClassifier, SentimentConfig
     from attnkit.training import TrainConfig
-    from attnkit.training.amp import resolve_amp
+    from attnkit.training.amp import autocast, resolve_amp
     from attnkit.training.trainer import build_optimizer
 
     torch.set_num_threads(threads)
@@ -203,7 +203,7 @@ def run_attnkit(n: int, mode: str, threads: int, window_batches: int,
 
     def step(s: int) -> None:
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        with autocast(amp, cpu):
             logits = model(ids[s:s + BATCH], lengths[s:s + BATCH])
         loss = loss_fn(logits.float(), labels[s:s + BATCH])
         loss.backward()
@@ -219,7 +219,7 @@ def run_attnkit(n: int, mode: str, threads: int, window_batches: int,
     result = summarize(ends, start, n, window_batches)
     model.eval()
     infer_ids, infer_lengths = ids[:infer_n], lengths[:infer_n]
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+    with autocast(amp, cpu):
         model.logits_by_length(ids[:5 * BATCH], lengths[:5 * BATCH], batch_size=BATCH)
         passes = []
         for _ in range(infer_reps):

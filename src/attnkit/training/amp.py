@@ -8,6 +8,7 @@ float32 (docs/DEVELOPING.md), so ``"auto"`` keeps float32 and an explicit ``True
 from __future__ import annotations
 
 import warnings
+from contextlib import AbstractContextManager, nullcontext
 
 import torch
 
@@ -41,3 +42,10 @@ def _bf16_is_fast(device: torch.device) -> bool:
     if device.type == "cpu":
         return cpu_has_native_bf16()
     return False
+
+
+def autocast(enabled: bool, device: torch.device) -> AbstractContextManager:
+    """A fresh bf16 autocast context for ``device`` when ``enabled``, else a no-op one."""
+    if not enabled:
+        return nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16)

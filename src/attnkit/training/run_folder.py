@@ -187,17 +187,15 @@ def check_checkpoint_files(run: str | os.PathLike) -> None:
             folder or file itself; the run then resumes).
     """
     run = Path(run)
-    for folder in (run / CHECKPOINT, run / f"{CHECKPOINT}.prev"):
+    folders = (run / CHECKPOINT, run / f"{CHECKPOINT}.prev")
+    for folder in folders:
         if folder.is_symlink():
             raise CheckpointError(f"{folder} is a link to {os.path.realpath(folder)}; a resume "
                                   "replaces the checkpoint folder and never moves or deletes "
                                   "through a link: put the folder itself there")
-    names = ["best.safetensors"] + [f"{folder}/{name}" for folder in (CHECKPOINT,
-                                                                      f"{CHECKPOINT}.prev")
-                                    for name in CHECKPOINT_FILES]
-    for name in names:
-        if os.path.lexists(run / name):
-            check_inside(run / name, "a checkpoint file", run)
+    for path in [run / "best.safetensors", *(f / n for f in folders for n in CHECKPOINT_FILES)]:
+        if os.path.lexists(path):
+            check_inside(path, "a checkpoint file", run)
 
 
 def next_step(run: str | os.PathLike) -> str:

@@ -30,7 +30,7 @@ from torch.utils.data import DataLoader
 from attnkit.errors import CheckpointError, TrainingError
 from attnkit.fileio import append_text, atomic_write_text, truncate_file
 from attnkit.machine import machine_info
-from attnkit.training.amp import resolve_amp
+from attnkit.training.amp import autocast, resolve_amp
 from attnkit.training.checkpoint import (
     check_state_fits,
     checkpoint_folder,
@@ -151,8 +151,7 @@ class _LossModule(nn.Module):
                 and out[0].dim() == 0):
             raise TypeError("loss_fn must return LossOutput(loss=scalar Tensor, count=number), "
                             f"got {type(out).__name__}")
-        loss, count = out
-        return loss, torch.as_tensor(count, dtype=torch.float64).detach()
+        return out[0], torch.as_tensor(out[1], dtype=torch.float64).detach()
 
 
 @dataclass
@@ -453,9 +452,8 @@ class Trainer:
         if self.info.is_main:
             runtime = {"amp_resolved": self.amp, "compile_resolved": compiled,
                        "device": str(self.info.device), "world_size": self.info.world_size,
-                       "machine": machine_info()}
-            if compile_error is not None:
-                runtime["compile_error"] = compile_error
+                       "machine": machine_info(),
+                       **({} if compile_error is None else {"compile_error": compile_error})}
             atomic_write_text(self.run_dir / "config.json", json.dumps(
                 {**self.run_metadata, "train": self.cfg.to_dict(), "runtime": runtime},
                 indent=2))
@@ -508,7 +506,7 @@ class Trainer:
         cfg, info = self.cfg, self.info
         error: BaseException | None = None
         try:
-            with torch.autocast(info.device.type, dtype=torch.bfloat16, enabled=self.amp):
+            with autocast(self.amp, info.device):
                 loss, count = self.step(batch)
             local = [float(loss.detach()) * float(count), float(count)]
         except Exception as e:  # re-raised below, once every rank knows
@@ -615,8 +613,7 @@ class Trainer:
         def evaluate() -> dict[str, float]:   # on rank 0 in eval mode; its dict on every rank
             self.model.eval()
             try:
-                with torch.no_grad(), torch.autocast(self.info.device.type,
-                                                     dtype=torch.bfloat16, enabled=self.amp):
+                with torch.no_grad(), autocast(self.amp, self.info.device):
                     metrics = {k: float(v) for k, v in self.evaluate_fn(self.model).items()}
             finally:
                 self.model.train()
