@@ -49,7 +49,7 @@ from attnkit.apps.run_files import CONFIG_FILE  # noqa: E402
 from attnkit.fileio import read_json  # noqa: E402
 from attnkit.machine import machine_info, machine_line  # noqa: E402
 from attnkit.training import seed_everything  # noqa: E402
-from attnkit.training.metrics_log import METRICS_LOG  # noqa: E402
+from attnkit.training.run_folder import METRICS_LOG  # noqa: E402
 from imdb_vs_keras import OthersMeter  # noqa: E402
 
 MODES = {"eager": "off", "compiled": "on"}

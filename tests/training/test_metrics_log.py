@@ -1,4 +1,4 @@
-"""Reading the trainer's metrics.jsonl back (attnkit.training.metrics_log)."""
+"""Reading the trainer's metrics.jsonl back (attnkit.training.run_folder.read_evaluations)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from attnkit.errors import CheckpointError
-from attnkit.training.metrics_log import METRICS_LOG, read_evaluations
+from attnkit.training.run_folder import METRICS_LOG, read_evaluations
 
 
 def test_read_evaluations_keeps_the_eval_lines_in_order(tmp_path):

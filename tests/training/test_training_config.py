@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-import torch
 
 from attnkit.errors import CheckpointError
 from attnkit.training import TrainConfig
@@ -15,7 +14,7 @@ from attnkit.training.config import (
     stored_train_config,
     trainer_options,
 )
-from attnkit.training.schedule import apply_lr, lr_factor
+from attnkit.training.trainer import lr_factor
 
 
 def test_config_json_round_trip():
@@ -51,13 +50,6 @@ def test_schedules_by_hand():
     assert lr_factor("cosine", 14, 4, 14) == pytest.approx(0.0)
     assert lr_factor("inverse_sqrt", 3, 4, 100) == 1.0
     assert lr_factor("inverse_sqrt", 15, 4, 100) == pytest.approx(math.sqrt(4 / 16))
-
-
-def test_apply_lr_sets_every_group():
-    p1, p2 = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(2))
-    opt = torch.optim.AdamW([{"params": [p1]}, {"params": [p2]}], lr=1.0)
-    assert apply_lr(opt, 0.1, 0.5) == pytest.approx(0.05)
-    assert all(g["lr"] == pytest.approx(0.05) for g in opt.param_groups)
 
 
 def test_trainer_options_names_patience_as_the_trainer_does():

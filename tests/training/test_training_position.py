@@ -1,4 +1,4 @@
-"""TrainPosition: JSON round trip, positions of older checkpoints, unknown keys."""
+"""TrainPosition: JSON round trip, unknown keys."""
 
 from __future__ import annotations
 
@@ -7,12 +7,7 @@ import json
 import pytest
 
 from attnkit.errors import CheckpointError
-from attnkit.training.position import LossWindow, TrainPosition
-
-# The "position" of a state.json written before TrainPosition existed (a plain dict).
-OLD = {"epoch": 1, "batch": 2, "global_step": 8, "best": 0.5, "best_step": 5, "bad_evals": 0,
-       "last_metrics": {"loss": 0.5}, "last_eval_step": 5, "elapsed": 12.5,
-       "window": [3.0, 48.0, 48]}
+from attnkit.training.trainer import LossWindow, TrainPosition
 
 
 def test_round_trip_through_json():
@@ -24,19 +19,9 @@ def test_round_trip_through_json():
     assert TrainPosition.from_dict(json.loads(json.dumps(pos.to_dict()))) == pos
 
 
-def test_old_positions_take_defaults():
-    pos = TrainPosition.from_dict(OLD)
-    assert (pos.epoch, pos.batch, pos.global_step, pos.best, pos.best_step) == (1, 2, 8, 0.5, 5)
-    assert pos.best_tiebreak is None  # absent before tie-breaks existed
-    # The window keeps its sums; it opened at the checkpoint as far as anyone can tell.
-    assert pos.window == LossWindow(3.0, 48.0, 48, 12.5)
-    assert pos.eval_window == LossWindow(0.0, 0.0, 0, 12.5)
-    assert TrainPosition.from_dict({}) == TrainPosition()
-
-
 def test_unknown_fields_are_refused():
     with pytest.raises(CheckpointError, match=r"unknown fields \['future'\]"):
-        TrainPosition.from_dict({**OLD, "future": 1})
+        TrainPosition.from_dict({"epoch": 1, "future": 1})
     with pytest.raises(CheckpointError, match="JSON object"):
         TrainPosition.from_dict([1, 2])
 

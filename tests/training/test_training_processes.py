@@ -138,7 +138,7 @@ ddp(torch.ones(2, 3)).sum().backward()
 alive = weakref.ref(ddp)
 del ddp  # DDP sits in a reference cycle: this alone does not free it (nor its group)
 print("before", alive() is not None)
-D.teardown(D.DistInfo(0, 1, 0, torch.device("cpu"), created_group=True))
+D.teardown(D.DistInfo(0, 1, torch.device("cpu"), created_group=True))
 print("after", alive() is not None, dist.is_initialized())
 """
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from attnkit.training.progress import Heartbeat, append_line, progress_line
+from attnkit.training.progress import Heartbeat, progress_line
 
 
 def test_progress_line():
@@ -27,13 +27,6 @@ def test_progress_line():
                          elapsed=1.0, metrics={"loss": 0.5, "test_loss": 0.6,
                                                "test_accuracy": 0.9})
     assert "val loss 0.5  test loss 0.6  test accuracy 0.9" in line and "val test" not in line
-
-
-def test_append_line(tmp_path):
-    path = tmp_path / "train.log"
-    append_line(path, "a")
-    append_line(path, "b")
-    assert path.read_text() == "a\nb\n"
 
 
 def test_heartbeat_after_the_first_step_then_every_interval(capsys):
@@ -100,7 +93,7 @@ def test_piped_output_gets_a_first_line_within_seconds(tmp_path):
 
 def test_the_time_left_names_what_runs_after_training(capsys):
     now = [0.0]
-    beat = Heartbeat(True, total_steps=10, clock=lambda: now[0], then="the test evaluation")
+    beat = Heartbeat(True, total_steps=10, clock=lambda: now[0], next_stage="the test evaluation")
     first = beat.tick(step=1, epoch=0, epochs=1, samples_per_s=1.0, elapsed=0.0)
     assert first.endswith("left ~? (timed from the next steps) + the test evaluation")
     beat.validated(75.0)

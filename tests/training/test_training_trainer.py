@@ -227,30 +227,6 @@ def test_train_log_appended_on_resume_emptied_by_a_fresh_run(tmp_path):
     assert len((tmp_path / "train.log").read_text().splitlines()) == 2  # steps 5 and 6
 
 
-def test_resume_from_a_checkpoint_with_the_old_plain_dict_position(tmp_path):
-    # Checkpoints written before TrainPosition: no best_tiebreak/eval_window, a 3-value window.
-    from attnkit.training.checkpoint import _body_checksum
-    cfg = task.script_config(epochs=3, checkpoint_every=4)
-    task.make_trainer(tmp_path / "full", cfg).fit()
-    cut = tmp_path / "cut"
-    crashing = crash_at_call(11)
-    with pytest.raises(RuntimeError):
-        task.make_trainer(cut, cfg, loss=crashing).fit()
-    path = cut / "last" / "state.json"
-    doc = json.loads(path.read_text())
-    doc.pop("checksum")
-    pos = doc["state"]["position"]
-    assert pos["global_step"] == 8
-    for key in ("best_tiebreak", "eval_window"):
-        del pos[key]
-    pos["window"] = pos["window"][:3]
-    path.write_text(json.dumps({"checksum": _body_checksum(doc), **doc}))
-    assert task.make_trainer(cut, cfg).fit(resume=True).global_step == 18
-    assert metric_lines(cut) == metric_lines(tmp_path / "full")
-    want, got = last_params(tmp_path / "full"), last_params(cut)
-    assert all(torch.equal(want[k], got[k]) for k in want)
-
-
 def test_resume_with_best_but_no_last_says_start_again(tmp_path):
     # A kill -9 during the first checkpoint write: best.safetensors (and config.json) exist,
     # last/ does not, and the half-written checkpoint folder is still there.

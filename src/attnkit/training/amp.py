@@ -1,14 +1,8 @@
-"""``TrainConfig.amp`` -> whether a run trains under bf16 autocast.
+"""``TrainConfig.amp`` -> whether a run trains under bf16 autocast (`resolve_amp`).
 
 ``"auto"`` turns bf16 on only where it is fast: CUDA devices with bf16, and CPUs with native
-bf16 dot products (AMX-BF16, AVX512-BF16). Elsewhere a CPU emulates bf16 and a matmul under
-autocast is 10-40x slower than in float32 (AVX2), so ``"auto"`` keeps float32 and an explicit
-``True``/``"on"`` warns. On AMX the same matmuls run 2-7x faster than float32.
-
-Example:
-    >>> import torch
-    >>> resolve_amp("off", torch.device("cpu"))
-    False
+bf16 dot products (AMX-BF16, AVX512-BF16). Elsewhere a CPU emulates bf16, far slower than
+float32 (docs/DEVELOPING.md), so ``"auto"`` keeps float32 and an explicit ``True``/``"on"`` warns.
 """
 
 from __future__ import annotations
@@ -24,15 +18,8 @@ AMP_CHOICES = ("auto", "on", "off", True, False)
 
 
 def resolve_amp(amp: bool | str, device: torch.device | str) -> bool:
-    """True when a run with ``TrainConfig.amp = amp`` on ``device`` uses bf16 autocast.
-
-    Args:
-        amp: ``"auto"``, ``True``/``"on"`` or ``False``/``"off"``.
-        device: the run's device (``torch.device`` or its name).
-
-    Raises:
-        ValueError: ``amp`` is none of the above.
-    """
+    """True when a run with ``TrainConfig.amp = amp`` on ``device`` uses bf16 autocast;
+    ValueError when ``amp`` is not one of `AMP_CHOICES`."""
     if amp not in AMP_CHOICES or not isinstance(amp, (bool, str)):
         raise ValueError(f"amp must be 'auto', 'on', 'off', True or False, got {amp!r}")
     device = torch.device(device)
@@ -41,8 +28,8 @@ def resolve_amp(amp: bool | str, device: torch.device | str) -> bool:
     on = amp in (True, "on")
     if on and device.type == "cpu" and not cpu_has_native_bf16():
         warnings.warn("amp is on but this CPU has no native bf16 (no AMX-BF16 or AVX512-BF16): "
-                      "bf16 autocast is much slower here than float32 (10-40x per matmul on "
-                      "AVX2); amp='auto' would use float32", RuntimeWarning, stacklevel=2)
+                      "bf16 autocast is much slower here than float32; amp='auto' would use "
+                      "float32", RuntimeWarning, stacklevel=2)
     return on
 
 

@@ -1,19 +1,15 @@
 """Weights and full training checkpoints: safetensors + JSON, atomic writes, checksums.
 
-* ``save_weights`` / ``load_weights``: one ``.safetensors`` file with the model's state dict,
-  JSON metadata and, in its header, a sha256 of the tensor bytes and one of the header's
-  metadata (``best.safetensors``). Files of header format 1 (no metadata checksum, written
-  before it existed) are still read, their tensors verified as then.
+* ``save_weights`` / ``load_weights``: one ``.safetensors`` file (``best.safetensors``) with the
+  model's state dict (tied tensors stored once), JSON metadata and, in its header, a sha256
+  of the tensors and one of the header.
 * ``save_checkpoint`` / ``load_checkpoint``: the folder ``RUN/last/`` with ``model.safetensors``,
-  ``optimizer.safetensors`` (the optimizer's tensors) and ``state.json`` (format version,
-  sha256 of both files, optimizer scalars and param groups, scheduler, RNG states of every rank,
-  data position). The folder is written next to the old one and swapped in, so a crash at any
-  moment leaves a complete checkpoint (``last/`` or ``last.prev/``).
+  ``optimizer.safetensors`` and ``state.json`` (format version, sha256 of both files, optimizer
+  scalars, RNG states of every rank, data position), written beside the old one and swapped
+  in, so a crash at any moment leaves a complete checkpoint (``last/`` or ``last.prev/``).
 
-Nothing is pickled and ``torch.load`` is never called. Every problem with a file (missing,
-truncated, altered, from another model, no space left to write it) raises
-`attnkit.errors.CheckpointError`. A run killed mid-write leaves hidden ``.<name>.*.tmp``
-files or folders; `remove_stale_temporaries` clears them when the next fit starts.
+Nothing is pickled. Every problem with a file (missing, truncated, altered, from another model,
+no space left to write it) raises `attnkit.errors.CheckpointError`.
 """
 
 from __future__ import annotations
@@ -39,17 +35,12 @@ from attnkit.errors import CheckpointError
 from attnkit.fileio import atomic_path, file_sha256, read_regular_file
 
 FORMAT_VERSION = 1
-_META_KEY = "attnkit"
-# Header format of a safetensors file: "2" adds _HEADER_SUM over every header entry (the JSON
-# metadata included); files without "attnkit_format" are format 1 (tensors checksum only).
+# Header format of a safetensors file: "2" checksums every header entry (_HEADER_SUM).
 HEADER_FORMAT = "2"
-_FORMAT_KEY = "attnkit_format"
-_HEADER_SUM = "attnkit_header_sha256"
+_META_KEY, _FORMAT_KEY, _HEADER_SUM = "attnkit", "attnkit_format", "attnkit_header_sha256"
 # Temporaries: ".<name>.<random>.tmp" of attnkit.fileio.atomic_path and save_checkpoint, and
 # ".tmp<6 random>" of safetensors' own writer (it writes beside the target, then renames).
 _TEMPORARY = re.compile(r"^(\..+\.[A-Za-z0-9_]+\.tmp|\.tmp[A-Za-z0-9]{6})$")
-
-
 # The largest state.json a checkpoint holds (positions, RNG states, optimizer layout).
 STATE_LIMIT = 64 << 20
 
@@ -62,6 +53,10 @@ def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
         h.update(f"{name}|{t.dtype}|{list(t.shape)}|".encode())
         h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
+
+
+def _json_sha256(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
 
 
 def _dedupe(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
@@ -80,58 +75,21 @@ def _dedupe(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], di
     return tensors, aliases
 
 
-def header_sha256(header: dict[str, str]) -> str:
-    """sha256 over every entry of a safetensors ``__metadata__`` header but the checksum's own."""
-    body = {k: v for k, v in header.items() if k != _HEADER_SUM}
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
-def save_tensors(path: str | os.PathLike, tensors: dict[str, torch.Tensor],
-                 metadata: dict[str, Any] | None = None,
-                 aliases: dict[str, str] | None = None) -> None:
-    """Write ``tensors`` + JSON ``metadata`` + checksums to a safetensors file, atomically.
-
-    Raises:
-        CheckpointError: the disk is full (the message says how much the file needs).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _write_tensors(path, tensors, metadata, aliases, shown=path, needed=None)
-
-
 def _write_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, Any] | None,
                    aliases: dict[str, str] | None, *, shown: Path, needed: int | None) -> None:
-    """`save_tensors`; a full disk is reported as writing ``shown`` (``needed`` bytes,
-    default: this file's size)."""
-    header = {
-        _META_KEY: json.dumps(metadata or {}),
-        "attnkit_sha256": tensors_sha256(tensors),
-        "attnkit_aliases": json.dumps(aliases or {}),
-        "format": "pt",
-        _FORMAT_KEY: HEADER_FORMAT,
-    }
-    header[_HEADER_SUM] = header_sha256(header)
-    if needed is None:
-        needed = _tensor_bytes(tensors) + len(json.dumps(header))
-    with _disk_full_as_error(shown, needed), atomic_path(path) as tmp:
-        save_file(tensors, str(tmp), metadata=header)
+    """``tensors`` + JSON ``metadata`` + checksums to a safetensors file, atomically; a full disk
+    is reported as writing ``shown`` (``needed`` bytes, default: this file's size)."""
+    header = {_META_KEY: json.dumps(metadata or {}), "attnkit_sha256": tensors_sha256(tensors),
+              "attnkit_aliases": json.dumps(aliases or {}), "format": "pt",
+              _FORMAT_KEY: HEADER_FORMAT}
+    header[_HEADER_SUM] = _json_sha256(header)
+    with _disk_full_as_error(shown, needed or _tensor_bytes(tensors) + len(json.dumps(header))):
+        with atomic_path(path) as tmp:
+            save_file(tensors, str(tmp), metadata=header)
 
 
 def _tensor_bytes(tensors: dict[str, torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors.values())
-
-
-def _is_disk_full(error: BaseException) -> bool:
-    # safetensors reports the OS error inside its own SafetensorError message.
-    return (isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
-            or "No space left on device" in str(error) or "Disk quota exceeded" in str(error))
-
-
-def _human_bytes(n: int) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} bytes"
 
 
 @contextmanager
@@ -140,18 +98,21 @@ def _disk_full_as_error(shown: Path, needed: int) -> Iterator[None]:
     try:
         yield
     except (OSError, SafetensorError) as e:
-        if not _is_disk_full(e):
+        # safetensors reports the OS error inside its own SafetensorError message.
+        if not (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+                or "No space left on device" in str(e) or "Disk quota exceeded" in str(e)):
             raise
+        size = next((f"{needed / unit:.1f} {name}" for name, unit in
+                     (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)) if needed >= unit),
+                    f"{needed} bytes")
         raise CheckpointError(f"cannot write {shown}: no space left on device (needs about "
-                              f"{_human_bytes(needed)})") from e
+                              f"{size})") from e
 
 
 def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Read and verify a file written by `save_tensors`; aliases are filled back in.
-
-    Returns:
-        ``(tensors, metadata)``. Raises CheckpointError on a missing, truncated or altered file.
-    """
+    """Read and verify a file written by `save_weights` (tied tensors filled back in) or as
+    ``optimizer.safetensors``: ``(tensors, metadata)``. Raises CheckpointError on a missing,
+    truncated, altered or foreign file."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint file is missing")
@@ -162,34 +123,22 @@ def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
         raise CheckpointError(f"{path}: not a readable safetensors file (truncated or "
                               f"corrupted?): {e}") from e
-    expected = header.get("attnkit_sha256")
-    if expected is None:
-        raise CheckpointError(f"{path}: no attnkit checksum in the header; not written by "
-                              "attnkit.training.checkpoint")
-    _verify_header(path, header)
-    if tensors_sha256(tensors) != expected:
-        raise CheckpointError(f"{path}: checksum mismatch, the file was altered or corrupted")
-    try:
-        metadata = json.loads(header.get(_META_KEY, "{}"))
-        aliases = json.loads(header.get("attnkit_aliases", "{}"))
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{path}: metadata in the header is not valid JSON: {e}") from e
-    for alias, target in aliases.items():
-        tensors[alias] = tensors[target]
-    return tensors, metadata
-
-
-def _verify_header(path: Path, header: dict[str, str]) -> None:
-    """Check the header checksum; a file with neither it nor a format mark is format 1."""
     fmt = header.get(_FORMAT_KEY)
-    if fmt is None and _HEADER_SUM not in header:
-        return  # format 1: only the tensors are checksummed
+    if fmt is None:
+        raise CheckpointError(f"{path}: no attnkit header format; not written by "
+                              "attnkit.training.checkpoint (or by an older attnkit)")
     if fmt != HEADER_FORMAT:
         raise CheckpointError(f"{path}: header format {fmt!r} is not supported (expected "
                               f"{HEADER_FORMAT!r}); altered, or written by a newer attnkit")
-    if header.get(_HEADER_SUM) != header_sha256(header):
+    if header.get(_HEADER_SUM) != _json_sha256({k: v for k, v in header.items()
+                                                if k != _HEADER_SUM}):
         raise CheckpointError(f"{path}: checksum mismatch in the header metadata, the file was "
                               "altered or corrupted")
+    if tensors_sha256(tensors) != header.get("attnkit_sha256"):
+        raise CheckpointError(f"{path}: checksum mismatch, the file was altered or corrupted")
+    for alias, target in json.loads(header["attnkit_aliases"]).items():
+        tensors[alias] = tensors[target]
+    return tensors, json.loads(header[_META_KEY])
 
 
 def save_weights(model: nn.Module, path: str | os.PathLike,
@@ -202,11 +151,10 @@ def save_weights(model: nn.Module, path: str | os.PathLike,
         ```
     """
     tensors, aliases = _dedupe(model.state_dict())
-    save_tensors(path, tensors, metadata, aliases)
+    _write_tensors(Path(path), tensors, metadata, aliases, shown=Path(path), needed=None)
 
 
-def load_weights(model: nn.Module, path: str | os.PathLike, *,
-                 device: torch.device | str | None = None) -> dict[str, Any]:
+def load_weights(model: nn.Module, path: str | os.PathLike) -> dict[str, Any]:
     """Load weights written by `save_weights` into ``model``; return their metadata.
 
     Raises:
@@ -215,8 +163,6 @@ def load_weights(model: nn.Module, path: str | os.PathLike, *,
     """
     tensors, metadata = load_tensors(path)
     check_state_fits(model.state_dict(), tensors, path)
-    if device is not None:
-        tensors = {k: v.to(device) for k, v in tensors.items()}
     model.load_state_dict(tensors, strict=True)
     return metadata
 
@@ -224,20 +170,15 @@ def load_weights(model: nn.Module, path: str | os.PathLike, *,
 def check_state_fits(expected: dict[str, torch.Tensor], got: dict[str, torch.Tensor],
                      path: str | os.PathLike) -> None:
     """CheckpointError naming keys/shapes when ``got`` is not a state dict for ``expected``."""
-    missing = sorted(set(expected) - set(got))
-    unexpected = sorted(set(got) - set(expected))
-    shapes = [f"{k}: model {list(expected[k].shape)} vs file {list(got[k].shape)}"
-              for k in sorted(set(expected) & set(got))
-              if tuple(expected[k].shape) != tuple(got[k].shape)]
-    if missing or unexpected or shapes:
-        parts = []
-        if missing:
-            parts.append(f"missing keys {missing[:5]}{' ...' if len(missing) > 5 else ''}")
-        if unexpected:
-            parts.append(f"unexpected keys {unexpected[:5]}"
-                         f"{' ...' if len(unexpected) > 5 else ''}")
-        if shapes:
-            parts.append(f"shape mismatch {shapes[:5]}{' ...' if len(shapes) > 5 else ''}")
+    problems = {
+        "missing keys": sorted(set(expected) - set(got)),
+        "unexpected keys": sorted(set(got) - set(expected)),
+        "shape mismatch": [f"{k}: model {list(expected[k].shape)} vs file {list(got[k].shape)}"
+                           for k in sorted(set(expected) & set(got))
+                           if tuple(expected[k].shape) != tuple(got[k].shape)]}
+    parts = [f"{what} {names[:5]}{' ...' if len(names) > 5 else ''}"
+             for what, names in problems.items() if names]
+    if parts:
         raise CheckpointError(f"{path}: checkpoint is from another model: " + "; ".join(parts))
 
 
@@ -273,10 +214,6 @@ def unflatten_optimizer(tensors: dict[str, torch.Tensor], rest: dict) -> dict[st
 
 # ---- the full checkpoint folder ----
 
-def _body_checksum(body: dict) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
 def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
                     optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
     """Write ``folder`` (e.g. ``RUN/last``) with model, optimizer and JSON ``state``.
@@ -296,8 +233,8 @@ def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
                                   "is never written through a link: put the folder itself "
                                   "there")
     folder.parent.mkdir(parents=True, exist_ok=True)
-    model_tensors, aliases = _dedupe(model.state_dict())
     opt_tensors, opt_rest = flatten_optimizer(optimizer.state_dict())
+    model_tensors, aliases = _dedupe(model.state_dict())
     # Both files plus headers and state.json: what the new folder takes beside the old one.
     needed = _tensor_bytes(model_tensors) + _tensor_bytes(opt_tensors) + (64 << 10)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
@@ -313,7 +250,7 @@ def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
             "optimizer": opt_rest,
             "state": state,
         }
-        doc = {"checksum": _body_checksum(body), **body}
+        doc = {"checksum": _json_sha256(body), **body}
         with _disk_full_as_error(folder / "state.json", needed):
             (tmp / "state.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
         _swap_in(tmp, folder)
@@ -348,29 +285,20 @@ def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
     folders (`save_checkpoint`), and ``.tmpXXXXXX`` files (safetensors' writer). Call it
     only when nothing writes into ``folder``, e.g. when a fit starts.
     """
-    removed = []
-    folder = Path(folder)
-    if not folder.is_dir():
-        return removed
-    for path in sorted(folder.iterdir()):
-        if not _TEMPORARY.match(path.name):
-            continue
+    removed = [path for path in sorted(Path(folder).glob(".*")) if _TEMPORARY.match(path.name)]
+    for path in removed:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
         else:
             path.unlink()
-        removed.append(path)
     return removed
 
 
 def checkpoint_folder(folder: str | os.PathLike) -> Path:
     """``folder`` if present, else the ``.prev`` copy a crash mid-swap left; else error."""
-    folder = Path(folder)
-    if (folder / "state.json").exists():
-        return folder
-    prev = _prev(folder)
-    if (prev / "state.json").exists():
-        return prev
+    for candidate in (Path(folder), _prev(Path(folder))):
+        if (candidate / "state.json").exists():
+            return candidate
     raise CheckpointError(f"{folder}: no checkpoint found (state.json is missing); "
                           "start the run without resume")
 
@@ -388,7 +316,7 @@ def load_checkpoint(folder: str | os.PathLike, model: nn.Module,
     if not isinstance(doc, dict) or "checksum" not in doc:
         raise CheckpointError(f"{path}: not an attnkit checkpoint (no checksum)")
     checksum = doc.pop("checksum")
-    if _body_checksum(doc) != checksum:
+    if _json_sha256(doc) != checksum:
         raise CheckpointError(f"{path}: checksum mismatch, the file was altered")
     if doc.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(f"{path}: format version {doc.get('format_version')} is not "

@@ -1,14 +1,7 @@
-"""Compiled training steps (``TrainConfig.compile``): what ``"auto"`` decides, the step
-compiled by ``torch.compile`` (Inductor), and the eager step a failed compile falls back to.
-
-What is compiled is the step's ``loss_fn(model, batch)`` (forward and loss, one graph whose
-backward AOTAutograd compiles with it); the gradient clip and the fused AdamW stay eager. Every
-size of a batch is dynamic from the first step, and sizes that happen to be equal are not taken
-for one (no duck sizing): which compiled graph runs a batch depends on its shape alone (sizes 0
-and 1 get graphs of their own), never on the batches before it, so a resumed process runs the
-kernels the first one ran. Inductor keeps its files in the user's private cache
-(`attnkit.compiler.prepare_cache`), so the same model compiles again in seconds. Speeds and
-compile times: benchmarks/train_speed.py (docs/results.md, "Compiled training").
+"""Compiled training steps (``TrainConfig.compile``): what ``"auto"`` decides
+(`resolve_compile`), and the `StepModule` that runs the step compiled by ``torch.compile``
+(Inductor) or eagerly, the fallback of a failed compile. How sizes stay dynamic and why a
+resumed process runs the same kernels: docs/concepts.md, "Compiled training steps".
 """
 
 from __future__ import annotations
@@ -33,20 +26,12 @@ AUTO_MIN_MINUTES = 10.0
 BACKEND = "inductor"
 
 
-def check_compile(value: Any) -> None:
-    """Raise ValueError unless ``value`` is one of `COMPILE_CHOICES`."""
-    if not isinstance(value, (bool, str)) or value not in COMPILE_CHOICES:
-        raise ValueError(f"TrainConfig.compile must be 'auto', 'on', 'off', True or False, "
-                         f"got {value!r}")
-
-
 def resolve_compile(value: bool | str, device: torch.device, *, pays: bool, steps: int,
                     max_minutes: float | None) -> bool:
     """Whether a run compiles its step: ``"on"``/True always, ``"off"``/False never;
     ``"auto"`` on a CPU when the app says its model trains faster compiled (``pays``) and the
     run plans at least `AUTO_MIN_STEPS` ``steps`` with no ``max_minutes`` budget below
     `AUTO_MIN_MINUTES`. A pure function of the settings: a seed keeps fixing a run."""
-    check_compile(value)
     if value != "auto":
         return value in (True, "on")
     long_enough = steps >= AUTO_MIN_STEPS and (max_minutes is None
@@ -60,20 +45,16 @@ class CompileFailed(Exception):
 
     def __init__(self, cause: BaseException):
         super().__init__(f"{type(cause).__name__}: {first_line(cause)}")
-        self.cause = cause
 
 
 class StepModule:
-    """The step's module, compiled or eager; ``compiled`` says which runs now.
-
-    Args:
-        module: the eager step (``batch -> (loss, count)``).
-        compiled: compile it (`compile_step`).
-    """
+    """The step's module (``batch -> (loss, count)``), compiled with every size dynamic when
+    ``compiled`` (at its first call), else eager; ``compiled`` says which runs now. What the
+    compiled module raises is raised as `CompileFailed`."""
 
     def __init__(self, module: nn.Module, compiled: bool):
         self.eager = module
-        self._compiled = compile_step(module) if compiled else None
+        self._compiled = torch.compile(module, dynamic=True, backend=BACKEND) if compiled else None
 
     @property
     def compiled(self) -> bool:
@@ -82,27 +63,21 @@ class StepModule:
     def __call__(self, batch: Any) -> Any:
         if self._compiled is None:
             return self.eager(batch)
-        return run_compiled(lambda: _call_without_duck_sizing(self._compiled, batch))
+        return _run_compiled(lambda: _call_without_duck_sizing(self._compiled, batch))
 
     def backward(self, loss: torch.Tensor) -> None:
         """``loss.backward()``; its compiled part may be compiled on this first call."""
         if self._compiled is None:
             loss.backward()
         else:
-            run_compiled(loss.backward)
+            _run_compiled(loss.backward)
 
     def fall_back(self) -> None:
         """Run eagerly from now on."""
         self._compiled = None
 
 
-def compile_step(module: nn.Module) -> nn.Module:
-    """``torch.compile(module)`` with every size dynamic (compiled at its first call)."""
-    return torch.compile(module, dynamic=True, backend=BACKEND)
-
-
-def run_compiled(call: Callable[[], Any]) -> Any:
-    """``call()``, any exception raised as `CompileFailed`."""
+def _run_compiled(call: Callable[[], Any]) -> Any:
     try:
         return call()
     except Exception as exc:  # told apart by running the step eagerly (see CompileFailed)

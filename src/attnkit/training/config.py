@@ -11,18 +11,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.training.amp import AMP_CHOICES
-from attnkit.training.compiling import check_compile
 from attnkit.training.distributed import checked_device
 
 SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
 # Budgets for which None is a value (no budget, never stop early), not "not given".
 NONE_IS_A_VALUE = ("max_minutes", "early_stopping_patience")
+_NONE_OR_POSITIVE = ("max_minutes", "grad_clip", "early_stopping_patience", "eval_every_steps",
+                     "checkpoint_every_steps")
 
 
 @dataclass
@@ -50,23 +52,16 @@ class TrainConfig:
         select_metric: key of ``evaluate_fn``'s dict used for best checkpoint and early stopping.
         select_mode: ``"min"`` or ``"max"``.
         select_tiebreak: another key of ``evaluate_fn``'s dict, lower is better (a validation
-            loss), that decides between evaluations whose ``select_metric`` is exactly equal.
-            Without it the first evaluation to reach a saturating metric (accuracy 1.0 on a
-            small validation set) stays the best checkpoint however long training goes on.
-            None = ties keep the earlier checkpoint (Keras' ``ModelCheckpoint``).
+            loss), that decides between evaluations whose ``select_metric`` is exactly equal
+            (a saturating accuracy); None = ties keep the earlier checkpoint.
         eval_every_steps: evaluate every N optimizer steps (None = at the end of each epoch).
         checkpoint_every_steps: write ``RUN/last`` every N steps (always also at each epoch end
             and when the run stops).
-        amp: bf16 autocast around ``loss_fn`` and ``evaluate_fn`` (no gradient scaler is needed
-            for bf16). ``"auto"``: on for CUDA devices with bf16 and CPUs with native bf16
-            (AMX-BF16, AVX512-BF16), float32 elsewhere; ``True``/``"on"``, ``False``/``"off"``
-            force it (see `attnkit.training.amp`). ``RUN/config.json`` records the
-            resolved choice under ``"runtime"``.
-        compile: compile the step (``loss_fn``'s forward and loss, and its backward) with
-            ``torch.compile``: ``"on"``/True, ``"off"``/False, or ``"auto"``: on a CPU when the
-            app measured its model faster compiled and the run is long enough to win back the
-            compile (`attnkit.training.compiling.resolve_compile`). ``RUN/config.json``
-            records the choice under ``"runtime"``; a resume runs the way the run ran.
+        amp: bf16 autocast around ``loss_fn`` and ``evaluate_fn``: ``"auto"`` where bf16 is
+            fast (`attnkit.training.amp`), ``True``/``"on"``, ``False``/``"off"``.
+        compile: ``torch.compile`` the step: ``"on"``/True, ``"off"``/False, or ``"auto"``
+            (`attnkit.training.compiling.resolve_compile`); a resume runs the way the run ran.
+            ``RUN/config.json`` records both choices under ``"runtime"``.
         progress: tqdm progress bar (rank 0, only when stderr is a terminal).
         log_every_steps: write a train line to ``metrics.jsonl`` every N steps.
         num_workers: DataLoader worker processes for collation (0 = in the main process).
@@ -107,35 +102,28 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming the field when a value is out of range."""
-        def positive(name: str, allow_none: bool = False) -> None:
-            value = getattr(self, name)
-            if value is None and allow_none:
-                return
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"TrainConfig.{name} must be a positive number, got {value!r}")
+        def bad(name: str, rule: str) -> ValueError:
+            return ValueError(f"TrainConfig.{name} must be {rule}, got {getattr(self, name)!r}")
 
-        for name in ("epochs", "batch_size", "log_every_steps"):
-            positive(name)
-        positive("lr")
-        for name in ("max_minutes", "grad_clip", "early_stopping_patience", "eval_every_steps",
-                     "checkpoint_every_steps"):
-            positive(name, allow_none=True)
-        if not math.isfinite(self.lr):
-            raise ValueError(f"TrainConfig.lr must be finite, got {self.lr!r}")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"TrainConfig.schedule must be one of {SCHEDULES}, "
-                             f"got {self.schedule!r}")
-        if not isinstance(self.amp, (bool, str)) or self.amp not in AMP_CHOICES:
-            raise ValueError(f"TrainConfig.amp must be 'auto', 'on', 'off', True or False, "
-                             f"got {self.amp!r}")
-        check_compile(self.compile)
-        if self.select_mode not in ("min", "max"):
-            raise ValueError(f"TrainConfig.select_mode must be 'min' or 'max', "
-                             f"got {self.select_mode!r}")
-        for name in ("warmup_steps", "weight_decay", "num_workers"):
+        def number(value: Any) -> bool:
+            return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+        for name in ("epochs", "batch_size", "log_every_steps", "lr", *_NONE_OR_POSITIVE):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"TrainConfig.{name} must be a number >= 0, got {value!r}")
+            if not (value is None and name in _NONE_OR_POSITIVE or number(value) and value > 0):
+                raise bad(name, "a positive number")
+        if not math.isfinite(self.lr):
+            raise bad("lr", "finite")
+        for name in ("warmup_steps", "weight_decay", "num_workers"):
+            if not (number(getattr(self, name)) and getattr(self, name) >= 0):
+                raise bad(name, "a number >= 0")
+        for name, allowed in (("schedule", SCHEDULES), ("select_mode", ("min", "max"))):
+            if getattr(self, name) not in allowed:
+                raise bad(name, f"one of {allowed}")
+        for name in ("amp", "compile"):
+            if not isinstance(getattr(self, name), (bool, str)) or getattr(
+                    self, name) not in AMP_CHOICES:
+                raise bad(name, "'auto', 'on', 'off', True or False")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -173,10 +161,8 @@ def checked_train_config(values: Mapping[str, Any]) -> TrainConfig:
     try:
         cfg = TrainConfig(**values)
     except (TypeError, ValueError, RuntimeError) as exc:
-        message = str(exc)
-        for f in dataclasses.fields(TrainConfig):
-            message = message.replace(f"TrainConfig.{f.name}", "--" + f.name.replace("_", "-"))
-        raise UsageError(message) from None
+        raise UsageError(re.sub(r"TrainConfig\.([a-z]\w*)", lambda m: "--" + m[1].replace("_", "-"),
+                                str(exc))) from None
     checked_device(cfg.device)
     return cfg
 

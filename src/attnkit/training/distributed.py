@@ -1,14 +1,12 @@
 """torchrun helpers: process group set-up, batch sharding and the few collectives the trainer uses.
 
 Everything here also works in a single process (world size 1), where collectives are no-ops.
-Objects travel as JSON bytes in uint8 tensors (never pickled).
 """
 
 from __future__ import annotations
 
 import datetime
 import gc
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +15,7 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
-from attnkit.errors import UsageError
+from attnkit.errors import TrainingError, UsageError
 
 
 @dataclass
@@ -26,7 +24,6 @@ class DistInfo:
 
     rank: int
     world_size: int
-    local_rank: int
     device: torch.device
     created_group: bool = False
 
@@ -61,20 +58,17 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
 
 
 def checked_device(name: str | None, *, flag: str = "--device") -> str:
-    """A device name torch accepts and this machine has (None: CPU; ``"auto"``: CUDA when
-    present, else CPU): `resolve_device` with its errors as one line naming ``flag``.
+    """`resolve_device` of ``name`` (None: CPU) with its errors as one line naming ``flag``.
 
     Raises:
         UsageError: an unknown device, or CUDA asked for where there is none.
     """
     try:
-        torch.device(name or "cpu") if name != "auto" else None
+        return str(resolve_device(name or "cpu"))
     except RuntimeError:
         raise UsageError(f"{flag} {name}: unknown device; use cpu, cuda, cuda:N or "
                          "auto") from None
-    try:
-        return str(resolve_device(name or "cpu"))
-    except (RuntimeError, ValueError) as exc:
+    except ValueError as exc:
         raise UsageError(f"{flag} {name}: {exc}") from None
 
 
@@ -86,18 +80,16 @@ def setup(device_name: str, timeout_minutes: float = 60.0) -> DistInfo:
     """
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = resolve_device(device_name, local_rank)
+    device = resolve_device(device_name, int(os.environ.get("LOCAL_RANK", "0")))
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    created = False
-    if world > 1 and not dist.is_initialized():
-        backend = "nccl" if device.type == "cuda" else "gloo"
-        dist.init_process_group(backend, timeout=datetime.timedelta(minutes=timeout_minutes))
-        created = True
+    created = world > 1 and not dist.is_initialized()
+    if created:
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
+                                timeout=datetime.timedelta(minutes=timeout_minutes))
     if dist.is_initialized():
         world, rank = dist.get_world_size(), dist.get_rank()
-    return DistInfo(rank, world, local_rank, device, created)
+    return DistInfo(rank, world, device, created)
 
 
 def teardown(info: DistInfo) -> None:
@@ -105,9 +97,7 @@ def teardown(info: DistInfo) -> None:
 
     A finished ``DistributedDataParallel`` wrapper lives in a reference cycle, and its reducer
     holds the group: left to itself, it is freed at interpreter exit, where the gloo group's
-    threads then race the shutdown (a rank aborted with "terminate called without an active
-    exception" in about 1 of 20 two-process runs on a busy CPU). Collecting it first frees the
-    group here, while the interpreter is whole.
+    threads then race the shutdown (a rank aborts). Collecting it first frees the group here.
     """
     if info.created_group and dist.is_initialized():
         gc.collect()
@@ -129,37 +119,21 @@ def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
     return t.tolist()
 
 
-def broadcast_json(obj: Any, info: DistInfo, src: int = 0) -> Any:
-    """Send a JSON-able object from ``src`` to every rank; returns it on all ranks."""
-    if not info.distributed:
-        return obj
-    device = _comm_device(info)
-    payload = json.dumps(obj).encode() if info.rank == src else b""
-    size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
-    dist.broadcast(size, src)
-    buf = torch.zeros(int(size.item()), dtype=torch.uint8, device=device)
-    if info.rank == src:
-        buf.copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
-    dist.broadcast(buf, src)
-    return json.loads(buf.cpu().numpy().tobytes().decode())
+def broadcast(obj: Any, info: DistInfo, src: int = 0) -> Any:
+    """``obj`` of rank ``src`` on every rank."""
+    box = [obj]
+    if info.distributed:
+        dist.broadcast_object_list(box, src)
+    return box[0]
 
 
-def all_gather_json(obj: Any, info: DistInfo) -> list[Any]:
-    """Every rank's JSON-able object, in rank order, on every rank."""
+def all_gather(obj: Any, info: DistInfo) -> list[Any]:
+    """Every rank's ``obj``, in rank order, on every rank."""
     if not info.distributed:
         return [obj]
-    device = _comm_device(info)
-    payload = json.dumps(obj).encode()
-    size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
-    sizes = [torch.zeros_like(size) for _ in range(info.world_size)]
-    dist.all_gather(sizes, size)
-    longest = max(int(s.item()) for s in sizes)
-    buf = torch.zeros(longest, dtype=torch.uint8, device=device)
-    buf[:len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
-    bufs = [torch.zeros_like(buf) for _ in range(info.world_size)]
-    dist.all_gather(bufs, buf)
-    return [json.loads(b[:int(s.item())].cpu().numpy().tobytes().decode())
-            for b, s in zip(bufs, sizes, strict=True)]
+    out: list[Any] = [None] * info.world_size
+    dist.all_gather_object(out, obj)
+    return out
 
 
 T = TypeVar("T")
@@ -172,8 +146,6 @@ def run_on_main(info: DistInfo, action: Callable[[], T]) -> T | None:
     re-raises it and every other rank raises `TrainingError` naming it,
     so no rank waits forever for a rank that failed.
     """
-    from attnkit.errors import TrainingError
-
     result: T | None = None
     error: Exception | None = None
     if info.is_main:
@@ -181,8 +153,7 @@ def run_on_main(info: DistInfo, action: Callable[[], T]) -> T | None:
             result = action()
         except Exception as e:  # re-raised below, after the other ranks are told
             error = e
-    message = broadcast_json(None if error is None else f"{type(error).__name__}: {error}",
-                             info)
+    message = broadcast(None if error is None else f"{type(error).__name__}: {error}", info)
     if error is not None:
         raise error
     if message is not None:

@@ -1,11 +1,6 @@
-"""What a person watching a run sees: the tqdm bar at a terminal, a heartbeat line at least
-once a minute elsewhere, and one line per evaluation.
-
-The evaluation line goes to stderr and to ``RUN/train.log`` (plain text, so a run started
-without a terminal, e.g. under nohup or a scheduler, can be followed with ``tail -f``). When
-stderr is not a terminal, `Heartbeat` prints where the run is (steps, samples/s, elapsed, time
-left: every phase still to come, validations included) after its first step and then every
-minute, so a long run never looks hung.
+"""What a person watching a run sees: the tqdm bar at a terminal, else a `Heartbeat` line
+after the first step and then every minute (so a long run never looks hung), and one line per
+evaluation (`progress_line`, on stderr and in ``RUN/train.log``, to follow with ``tail -f``).
 
 Example:
     >>> progress_line(step=120, epoch=1, epochs=3, train_loss=0.41234, samples_per_s=851.2,
@@ -20,9 +15,6 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
-
-from attnkit.fileio import append_text
 
 
 def _number(value: float) -> str:
@@ -32,8 +24,7 @@ def _number(value: float) -> str:
 
 
 def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    hours, rest = divmod(seconds, 3600)
+    hours, rest = divmod(int(seconds), 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
         return f"{hours}h{minutes:02d}m{secs:02d}s"
@@ -59,12 +50,6 @@ def progress_line(*, step: int, epoch: int, epochs: int, train_loss: float,
               + f" {_number(value)}" for name, value in metrics.items()]
     parts += [f"{samples_per_s:.0f} samples/s", _duration(elapsed)]
     return "  ".join(parts)
-
-
-def append_line(path: Path, line: str) -> None:
-    """Append ``line`` to the text file ``path`` (one write: a reader never sees half; a
-    link in its place is refused, so a run never writes outside its folder)."""
-    append_text(path, line + "\n")
 
 
 def say(message: str) -> None:
@@ -113,10 +98,9 @@ class Heartbeat:
         every: seconds between lines.
         budget_seconds: the run's time budget (``max_minutes``), None for none.
         clock: seconds, monotonic.
-        then: what runs after the last step, named in the time left (``"the test
-            evaluation"``), with how long one validation took once one has: the time left
-            otherwise ends where the training does, and a long final evaluation looks like a
-            hang.
+        next_stage: what runs after the last step, named in the time left (``"the test
+            evaluation"``) with how long one validation took, so that a long final
+            evaluation does not look like a hang.
         evaluations: ``(step, epoch) -> validations still to run`` from the step just done
             (its own included); None: the run validates nothing.
 
@@ -128,10 +112,10 @@ class Heartbeat:
 
     def __init__(self, enabled: bool, total_steps: int, every: float = 60.0,
                  budget_seconds: float | None = None, clock=time.monotonic,
-                 then: str | None = None,
+                 next_stage: str | None = None,
                  evaluations: Callable[[int, int], int] | None = None):
         self.enabled, self.total_steps, self.every = enabled, total_steps, every
-        self.budget_seconds, self.clock, self.then = budget_seconds, clock, then
+        self.budget_seconds, self.clock, self.next_stage = budget_seconds, clock, next_stage
         self.evaluations = evaluations
         self.validation_seconds: float | None = None
         self.validating = 0.0          # seconds spent validating since the first line
@@ -158,10 +142,10 @@ class Heartbeat:
         line = (f"step {step}/{self.total_steps}  epoch {epoch + 1}/{epochs}  "
                 f"{samples_per_s:.0f} samples/s  elapsed {_duration(elapsed)}  "
                 f"left {self._left(step, epoch, now, elapsed)}")
-        if self.then:
+        if self.next_stage:
             took = self.validation_seconds
-            line += f" + {self.then}" + ("" if took is None else
-                                         f" (a validation took {_duration(took)})")
+            line += f" + {self.next_stage}" + ("" if took is None else
+                                               f" (a validation took {_duration(took)})")
         say(f"[attnkit.training] {line}")
         return line
 

@@ -1,30 +1,12 @@
-"""The run folder a training writes into: one set of rules, the same for every caller.
-
-A run folder holds the trainer's files (``config.json``, ``metrics.jsonl``, ``train.log``,
-``best.safetensors``, ``last/``; `attnkit.training.Trainer`), what the caller adds (an app's
-pipeline files and test metrics) and, while a process trains into it, ``.lock`` (its PID
-inside). The rules:
-
-* A folder that holds a run is never trained into again unless the caller says ``overwrite``
-  (which empties it first) or ``resume`` (`check_new_run`, `check_resumable`; nothing is
-  written by either).
-* Only one process trains into a folder at a time (`RunLock`, taken by `claim_run`); a second
-  one fails at once naming the holder's PID.
-* The weights a run offers are ``best.safetensors`` and ``last/model.safetensors``
-  (`weights_file`).
-* A resume reads and replaces only the run's own files: ``last/`` a link, or a checkpoint file
-  that leads out of the run, is one error before anything is read or moved
-  (`check_checkpoint_files`); the run resumes once the link is replaced by the real folder.
-* A model a run's config describes is bounded before it is built (`checked_sizes`,
-  `build_bounded`: counted on the meta device) and loaded from the run's weights
-  (`load_model`); a resume keeps the run's stored threads (`stored_threads`).
+"""The run folder a training writes into: one set of rules, the same for every caller
+(docs/concepts.md, "The run folder"). Start at `check_new_run` / `check_resumable` (before
+any data is read), `claim_run` (create and lock it), `weights_file` and `load_model`.
 
 Example:
     ```python
     check_new_run("runs/fr", overwrite=False)   # before reading any data
     with claim_run("runs/fr") as run:
         ...                                     # write pipeline files, train
-    weights_file("runs/fr", "best")             # runs/fr/best.safetensors, checked
     ```
 """
 
@@ -32,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import shutil
 from collections.abc import Callable, Iterator, Mapping
@@ -42,12 +25,13 @@ from typing import Any
 import torch
 
 from attnkit.errors import CheckpointError, UsageError
-from attnkit.fileio import check_inside, checked_file
+from attnkit.fileio import MAX_VOCAB_BYTES, check_inside, checked_file, read_text
 from attnkit.settings import is_int
 from attnkit.training.checkpoint import load_weights
 from attnkit.training.distributed import checked_device
 
 LOCK_FILE = ".lock"
+METRICS_LOG = "metrics.jsonl"
 # The resumable checkpoint (`attnkit.training.checkpoint.save_checkpoint`) and its files.
 CHECKPOINT = "last"
 CHECKPOINT_FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
@@ -56,6 +40,8 @@ RUN_MARKERS = ("config.json", "best.safetensors", "last")
 # The most parameters a run's model may have (about 8 GB in float32): a config.json edited to
 # a size of 10^12 is refused before anything is allocated.
 MAX_PARAMETERS = 2_000_000_000
+_NOT_RESUMABLE = ("it was stopped before its first checkpoint, so it cannot be resumed; start "
+                  "it again with --overwrite")
 
 
 def is_run(folder: str | os.PathLike) -> bool:
@@ -102,7 +88,6 @@ class RunLock:
 
     def __init__(self, run: str | os.PathLike):
         self.path = Path(run) / LOCK_FILE
-        self._fd: int | None = None
 
     def __enter__(self) -> RunLock:
         try:
@@ -110,12 +95,7 @@ class RunLock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
             raise CheckpointError(_cannot_write(self.path.parent, exc)) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            busy = _busy(fd, self.path.parent)
-            os.close(fd)
-            raise busy from None
+        _lock(fd, self.path.parent)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         self._fd = fd
@@ -125,30 +105,29 @@ class RunLock:
     def check(run: str | os.PathLike) -> None:
         """Fail now if another process holds the lock, without creating or writing anything
         (so a run that would be refused is refused before it reads its data)."""
-        path = Path(run) / LOCK_FILE
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = os.open(Path(run) / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError:
             return   # no lock file (or none we can open): nothing holds it
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise _busy(fd, path.parent) from None
-        finally:
-            os.close(fd)
+        _lock(fd, Path(run))
+        os.close(fd)
 
     def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            os.ftruncate(self._fd, 0)
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        os.ftruncate(self._fd, 0)
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
 
 
-def _busy(fd: int, folder: Path) -> CheckpointError:
-    holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-    return CheckpointError(f"{folder} is being trained by another process (PID {holder}); "
-                           "wait for it or use another --out")
+def _lock(fd: int, folder: Path) -> None:
+    """``flock`` the open lock file ``fd``; when another process holds it, close ``fd`` and
+    raise one CheckpointError naming its PID."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise CheckpointError(f"{folder} is being trained by another process (PID {holder}); "
+                              "wait for it or use another --out") from None
 
 
 def _cannot_write(folder: Path, exc: OSError) -> str:
@@ -169,11 +148,8 @@ def check_new_run(out: str | os.PathLike, *, overwrite: bool) -> Path:
     if out.exists() and not out.is_dir():
         raise CheckpointError(f"{out}: exists and is not a folder")
     if is_run(out) and not overwrite:
-        if (out / "last").is_dir():
-            hint = f"continue it with --resume {out}, or replace it with --overwrite"
-        else:
-            hint = ("it was stopped before its first checkpoint, so it cannot be resumed; "
-                    "start it again with --overwrite")
+        hint = (f"continue it with --resume {out}, or replace it with --overwrite"
+                if (out / "last").is_dir() else _NOT_RESUMABLE)
         raise CheckpointError(f"{out} already holds a run; {hint}")
     RunLock.check(out)
     return out
@@ -211,17 +187,15 @@ def check_checkpoint_files(run: str | os.PathLike) -> None:
             folder or file itself; the run then resumes).
     """
     run = Path(run)
-    for folder in (run / CHECKPOINT, run / f"{CHECKPOINT}.prev"):
+    folders = (run / CHECKPOINT, run / f"{CHECKPOINT}.prev")
+    for folder in folders:
         if folder.is_symlink():
             raise CheckpointError(f"{folder} is a link to {os.path.realpath(folder)}; a resume "
                                   "replaces the checkpoint folder and never moves or deletes "
                                   "through a link: put the folder itself there")
-    names = ["best.safetensors"] + [f"{folder}/{name}" for folder in (CHECKPOINT,
-                                                                      f"{CHECKPOINT}.prev")
-                                    for name in CHECKPOINT_FILES]
-    for name in names:
-        if os.path.lexists(run / name):
-            check_inside(run / name, "a checkpoint file", run)
+    for path in [run / "best.safetensors", *(f / n for f in folders for n in CHECKPOINT_FILES)]:
+        if os.path.lexists(path):
+            check_inside(path, "a checkpoint file", run)
 
 
 def next_step(run: str | os.PathLike) -> str:
@@ -230,10 +204,7 @@ def next_step(run: str | os.PathLike) -> str:
     run = Path(run)
     if (run / "last").is_dir():
         return f"the run resumes with --resume {run}"
-    if is_run(run):
-        return ("it was stopped before its first checkpoint, so it cannot be resumed; start it "
-                "again with --overwrite")
-    return "no run was written yet; start it again"
+    return _NOT_RESUMABLE if is_run(run) else "no run was written yet; start it again"
 
 
 def clear_run(out: str | os.PathLike) -> None:
@@ -337,3 +308,30 @@ def load_model(factory: Callable[[], torch.nn.Module], run: Path, weights: str,
     load_weights(model, path)
     device = checked_device(device)
     return model.to(device).eval(), device
+
+
+def read_evaluations(run: str | os.PathLike) -> list[dict[str, Any]]:
+    """The evaluation lines of the trainer's ``RUN/metrics.jsonl`` (a JSON object per line:
+    ``{"kind": "train", ...}`` every ``log_every_steps``, ``{"kind": "eval", ...}`` per
+    evaluation), in order: each a dict with ``"epoch"`` (counted from 0), ``"step"`` and
+    ``evaluate_fn``'s metrics prefixed ``"val_"``.
+
+    Raises:
+        CheckpointError: no such file, not a regular file, over `MAX_VOCAB_BYTES`, or a line
+            that is not a JSON object (named with its number).
+    """
+    path = Path(run) / METRICS_LOG
+    text = read_text(path, "the run's metrics", root=run, limit=MAX_VOCAB_BYTES)
+    evaluations = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CheckpointError(f"{path} line {number}: not JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise CheckpointError(f"{path} line {number}: not a JSON object")
+        if record.get("kind") == "eval":
+            evaluations.append(record)
+    return evaluations

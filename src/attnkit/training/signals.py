@@ -1,11 +1,12 @@
-"""SIGINT/SIGTERM turn into a stop request: the trainer finishes the step, checkpoints, exits."""
+"""SIGINT/SIGTERM turn into a stop request (`StopRequest`: the trainer finishes the step,
+checkpoints, exits) or, outside its steps, into `Interrupted` (`interruptible`)."""
 
 from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from types import FrameType
 
 from attnkit.errors import Interrupted
@@ -13,12 +14,25 @@ from attnkit.errors import Interrupted
 __all__ = ["Interrupted", "StopRequest", "interruptible"]
 
 
-class StopRequest:
-    """Installs handlers for SIGINT and SIGTERM that record the signal instead of dying.
+@contextmanager
+def _handling(handle: Callable[[int, FrameType | None], None]) -> Iterator[None]:
+    """``handle`` SIGINT and SIGTERM while inside, then the previous handlers again; nothing
+    changes outside the main thread (where Python cannot install handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
 
-    A second SIGINT raises KeyboardInterrupt at once (the user insists). Use as a context
-    manager; the previous handlers come back on exit. Outside the main thread (where Python
-    cannot install handlers) it does nothing.
+
+class StopRequest:
+    """While used as a context manager, SIGINT and SIGTERM are recorded (``signum``,
+    ``name``) instead of killing the process; a second SIGINT raises KeyboardInterrupt at once
+    (the user insists).
 
     Example:
         >>> with StopRequest() as stop:
@@ -27,7 +41,7 @@ class StopRequest:
 
     def __init__(self) -> None:
         self.signum: int | None = None
-        self._previous: dict[int, object] = {}
+        self._handling = _handling(self._handle)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signum == signal.SIGINT and signum == signal.SIGINT:
@@ -39,36 +53,21 @@ class StopRequest:
         return None if self.signum is None else signal.Signals(self.signum).name
 
     def __enter__(self) -> StopRequest:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, self._handle)
+        self._handling.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
-        self._previous.clear()
+        self._handling.__exit__(None, None, None)
 
 
-@contextmanager
-def interruptible() -> Iterator[None]:
-    """While inside, SIGINT and SIGTERM raise `Interrupted` (a trainer's
-    `StopRequest` inside takes over during its steps, then gives them back).
+def interruptible() -> AbstractContextManager[None]:
+    """While inside, SIGINT and SIGTERM raise `Interrupted` (a trainer's `StopRequest` inside
+    takes over during its steps, then gives them back).
 
     Example:
         >>> with interruptible():
         ...     pass   # a SIGTERM here raises Interrupted instead of killing the process
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
     def handle(signum: int, frame: FrameType | None) -> None:
         raise Interrupted(signum)
-
-    previous = {sig: signal.signal(sig, handle) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
+    return _handling(handle)

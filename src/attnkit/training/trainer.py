@@ -9,6 +9,7 @@ so the gradient is exactly that of the mean over all ``count_total`` items, as i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -27,9 +28,8 @@ from torch.utils.data import DataLoader
 # TrainingError lives with the other error types; importing it here keeps
 # ``from attnkit.training.trainer import TrainingError`` working.
 from attnkit.errors import CheckpointError, TrainingError
-from attnkit.fileio import atomic_write_text, truncate_file
+from attnkit.fileio import append_text, atomic_write_text, truncate_file
 from attnkit.machine import machine_info
-from attnkit.training import distributed as D
 from attnkit.training.amp import autocast, resolve_amp
 from attnkit.training.checkpoint import (
     check_state_fits,
@@ -42,17 +42,17 @@ from attnkit.training.checkpoint import (
 )
 from attnkit.training.compiling import CompileFailed, StepModule, resolve_compile
 from attnkit.training.config import TrainConfig
-from attnkit.training.metrics_log import METRICS_LOG
-from attnkit.training.position import LossWindow, TrainPosition
-from attnkit.training.progress import (
-    Heartbeat,
-    append_line,
-    progress_bar,
-    progress_line,
-    say,
+from attnkit.training.distributed import (
+    all_gather,
+    all_reduce_sum,
+    broadcast,
+    run_on_main,
+    setup,
+    shard,
+    teardown,
 )
-from attnkit.training.run_folder import check_checkpoint_files
-from attnkit.training.schedule import apply_lr, lr_factor
+from attnkit.training.progress import Heartbeat, progress_bar, progress_line, say
+from attnkit.training.run_folder import METRICS_LOG, check_checkpoint_files
 from attnkit.training.seeding import get_rng_state, seed_everything, set_rng_state
 from attnkit.training.signals import StopRequest
 
@@ -101,14 +101,27 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("the model has no trainable parameters")
-    decay = [p for p in params if p.dim() >= 2]
-    rest = [p for p in params if p.dim() < 2]
     groups = [{"params": g, "weight_decay": wd}
-              for g, wd in ((decay, cfg.weight_decay), (rest, 0.0)) if g]
-    # The fused kernel does the whole update in one pass: 6-8x faster than the default
-    # (foreach) update for a 30k x 128 embedding on this CPU (benchmarked, same results).
+              for g, wd in (([p for p in params if p.dim() >= 2], cfg.weight_decay),
+                            ([p for p in params if p.dim() < 2], 0.0)) if g]
+    # The fused kernel does the whole update in one pass, with the same results.
     fused = all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
     return torch.optim.AdamW(groups, lr=cfg.lr, fused=fused)
+
+
+def lr_factor(schedule: str, step: int, warmup_steps: int, total_steps: int) -> float:
+    """Multiplier of the peak learning rate for optimizer step ``step`` (0-based): linear
+    warm-up ``(step + 1) / warmup_steps``, then ``constant`` 1, ``linear`` to 0 at
+    ``total_steps``, ``cosine`` ``0.5 (1 + cos(pi p))`` (``p``: the fraction of post-warm-up
+    steps done), or ``inverse_sqrt`` ``sqrt(max(warmup_steps, 1) / (step + 1))``."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    if schedule == "inverse_sqrt":
+        return math.sqrt(max(warmup_steps, 1) / (step + 1))
+    progress = min(max((step - warmup_steps) / max(total_steps - warmup_steps, 1), 0.0), 1.0)
+    return 1.0 - progress if schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
 def move_to_device(batch: Any, device: torch.device) -> Any:
@@ -130,8 +143,7 @@ class _LossModule(nn.Module):
 
     def __init__(self, model: nn.Module, loss_fn: Callable) -> None:
         super().__init__()
-        self.model = model
-        self.loss_fn = loss_fn
+        self.model, self.loss_fn = model, loss_fn
 
     def forward(self, batch: Any) -> tuple[Tensor, Tensor]:
         out = self.loss_fn(self.model, batch)
@@ -139,14 +151,105 @@ class _LossModule(nn.Module):
                 and out[0].dim() == 0):
             raise TypeError("loss_fn must return LossOutput(loss=scalar Tensor, count=number), "
                             f"got {type(out).__name__}")
-        loss, count = out
-        return loss, torch.as_tensor(count, dtype=torch.float64).detach()
+        return out[0], torch.as_tensor(out[1], dtype=torch.float64).detach()
 
 
-def _finite_or_none(metrics: dict[str, Any]) -> dict[str, Any]:
-    # metrics.jsonl must stay strict JSON: NaN/inf become null.
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-            for k, v in metrics.items()}
+@dataclass
+class LossWindow:
+    """Training loss and samples summed since ``start`` (run seconds, see ``elapsed``).
+
+    Args:
+        loss_sum: sum over steps of ``mean loss * count`` (all ranks).
+        count: sum of ``count`` (the items the losses are means over, e.g. tokens).
+        samples: examples trained on (global batch sizes).
+        start: the run's ``elapsed`` when the window opened.
+    """
+
+    loss_sum: float = 0.0
+    count: float = 0.0
+    samples: int = 0
+    start: float = 0.0
+
+    def add(self, loss_sum: float, count: float, samples: int) -> None:
+        self.loss_sum += loss_sum
+        self.count += count
+        self.samples += samples
+
+    def mean_loss(self) -> float:
+        return self.loss_sum / self.count if self.count > 0 else float("nan")
+
+    def samples_per_s(self, now: float) -> float:
+        """Throughput from ``start`` to ``now`` (both in run seconds)."""
+        return self.samples / max(now - self.start, 1e-9)
+
+
+@dataclass
+class TrainPosition:
+    """The state of a run that a checkpoint restores (besides weights, optimizer and RNGs).
+
+    Args:
+        epoch: current epoch (0-based); ``batch``: next batch of its plan.
+        global_step: optimizer steps done.
+        best, best_tiebreak, best_step: the best ``select_metric`` so far, its tie-break value
+            and its step (None before the first evaluation).
+        bad_evals: evaluations in a row without improvement (early stopping).
+        last_metrics, last_eval_step: the latest evaluation.
+        elapsed: seconds of training over all ``fit`` calls (time between them not counted).
+        window: train loss since the last ``metrics.jsonl`` train line.
+        eval_window: train loss since the last evaluation (its ``train.log`` line).
+        stopped: ``"completed"`` or ``"early_stopping"`` once the run has ended for good
+            (None while it can go on: not started, stopped by a signal or the time budget).
+        epochs_asked: the ``epochs`` it was given when it ended (a resume asking for more
+            goes on).
+        compiled: whether its steps run compiled (`attnkit.training.compiling`): a resume
+            runs them the same way (None: not decided yet).
+    """
+
+    epoch: int = 0
+    batch: int = 0
+    global_step: int = 0
+    best: float | None = None
+    best_tiebreak: float | None = None
+    best_step: int | None = None
+    bad_evals: int = 0
+    last_metrics: dict[str, float] = field(default_factory=dict)
+    last_eval_step: int | None = None
+    elapsed: float = 0.0
+    window: LossWindow = field(default_factory=LossWindow)
+    eval_window: LossWindow = field(default_factory=LossWindow)
+    stopped: str | None = None
+    epochs_asked: int = 0
+    compiled: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict (the ``"position"`` of ``state.json``), the windows as lists."""
+        return {**dataclasses.asdict(self), "window": dataclasses.astuple(self.window),
+                "eval_window": dataclasses.astuple(self.eval_window)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainPosition:
+        """Inverse of `to_dict`; CheckpointError when ``data`` is not a dict or has keys no
+        version ever wrote."""
+        if not isinstance(data, dict):
+            raise CheckpointError(f"checkpoint position must be a JSON object, got "
+                                  f"{type(data).__name__}")
+        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise CheckpointError(f"checkpoint position has unknown fields {unknown}; written "
+                                  "by a newer attnkit?")
+        windows = {name: LossWindow(*data[name]) for name in ("window", "eval_window")
+                   if name in data}
+        return cls(**{**data, **windows})
+
+
+class StepTotals(NamedTuple):
+    """One step's numbers summed over the ranks in one all-reduce (so all decide alike)."""
+
+    loss_sum: float  # sum of loss * count
+    count: float
+    failed: float  # ranks whose loss_fn raised
+    signalled: float  # ranks that caught SIGINT/SIGTERM
+    time_up: float  # ranks past max_minutes
 
 
 class Trainer:
@@ -165,8 +268,8 @@ class Trainer:
         batch_plan: ``(epoch, seed) -> list[list[int]]`` global batches, a pure function.
         run_metadata: JSON-able dict merged into ``RUN/config.json`` (train config under
             ``"train"``).
-        then: what the caller runs after training (``"the test evaluation"``): the progress
-            line's time left names it, with how long a validation took.
+        next_stage: the name of what the caller runs after training (``"the test
+            evaluation"``): the progress line's time left names it.
         compile_pays: the app measured its model faster compiled: ``compile="auto"`` may then
             compile it (`attnkit.training.compiling.resolve_compile`).
 
@@ -184,14 +287,14 @@ class Trainer:
                  loss_fn: Callable[[nn.Module, Any], LossOutput],
                  evaluate_fn: Callable[[nn.Module], dict[str, float]] | None = None,
                  batch_plan: Callable[[int, int], list[list[int]]] | None = None,
-                 run_metadata: dict[str, Any] | None = None, then: str | None = None,
+                 run_metadata: dict[str, Any] | None = None, next_stage: str | None = None,
                  compile_pays: bool = False) -> None:
         cfg.validate()
         if cfg.early_stopping_patience is not None and evaluate_fn is None:
             raise ValueError("early_stopping_patience needs an evaluate_fn")
         self.model, self.cfg, self.run_dir = model, cfg, Path(run_dir)
         self.dataset, self.collate_fn, self.loss_fn = train_dataset, collate_fn, loss_fn
-        self.evaluate_fn, self.then, self.compile_pays = evaluate_fn, then, compile_pays
+        self.evaluate_fn, self.next_stage, self.compile_pays = evaluate_fn, next_stage, compile_pays
         self.batch_plan = batch_plan or default_batch_plan(len(train_dataset), cfg.batch_size)
         self.run_metadata = dict(run_metadata or {})
 
@@ -208,74 +311,97 @@ class Trainer:
                 ``best.safetensors``, or a full disk while saving.
             TrainingError: non-finite loss, a failing rank, an unusable batch plan.
         """
-        info = D.setup(self.cfg.device)
+        # What one fit works with lives on self from here: info, optimizer, step, amp,
+        # total_steps, heartbeat and the clock (elapsed0: seconds of earlier fits, t0).
+        self.info = info = setup(self.cfg.device)
         try:
-            return self._fit(info, resume)
+            self.model.to(info.device)
+            self.model.train()
+            self.optimizer = build_optimizer(self.model, self.cfg)
+            pos = self._resume() if resume else self._fresh_start()
+            self.amp = resolve_amp(self.cfg.amp, info.device)
+            self.total_steps = self.cfg.epochs * len(self._plan(0))
+            if pos.compiled is None:   # a fresh run: decided once (a step that fails to
+                # compile is redone eagerly, which ranks cannot agree on: one process only)
+                pos.compiled = resolve_compile(
+                    self.cfg.compile, info.device, pays=self.compile_pays,
+                    steps=self.total_steps, max_minutes=self.cfg.max_minutes)
+                if pos.compiled and info.distributed:
+                    self._say("note: compiled training runs in one process; under torchrun "
+                              "the step runs eagerly")
+                    pos.compiled = False
+            self._write_config(pos.compiled)
+            budget = None if self.cfg.max_minutes is None else 60 * self.cfg.max_minutes
+            self.heartbeat = Heartbeat(
+                self.cfg.progress and info.is_main and not sys.stderr.isatty(),
+                self.total_steps, budget_seconds=budget, next_stage=self.next_stage,
+                evaluations=self._evaluations())
+            step_module: nn.Module = _LossModule(self.model, self.loss_fn)
+            if info.distributed:
+                step_module = nn.parallel.DistributedDataParallel(
+                    step_module, device_ids=[info.device.index]
+                    if info.device.type == "cuda" else None,
+                    find_unused_parameters=self.cfg.find_unused_parameters)
+            self.step = StepModule(step_module, pos.compiled)
+            self.elapsed0, self.t0 = pos.elapsed, time.monotonic()
+            if resume and (pos.epoch >= self.cfg.epochs or (
+                    pos.stopped == "early_stopping" and self.cfg.epochs <= pos.epochs_asked)):
+                # The run had ended for good: there is nothing to train.
+                return TrainResult(self.run_dir, pos.stopped or "completed", pos.global_step,
+                                   pos.epoch, pos.best, pos.best_step, dict(pos.last_metrics),
+                                   pos.elapsed, finished_before=True)
+            return self._train(pos)
         finally:
-            D.teardown(info)
+            teardown(info)
 
-    def _fit(self, info: D.DistInfo, resume: bool) -> TrainResult:
-        """Set up (or resume), then steps until a stop reason; each step may evaluate and
-        checkpoint (`_after_step`)."""
-        self.model.to(info.device)
-        self.model.train()
-        optimizer = build_optimizer(self.model, self.cfg)
-        pos = self._resume(info, optimizer) if resume else self._fresh_start(info)
-        amp = resolve_amp(self.cfg.amp, info.device)
-        total_steps = self.cfg.epochs * len(self._plan(0, info.world_size))
-        if pos.compiled is None:   # a fresh run, or a checkpoint from before compiled steps
-            pos.compiled = self._resolve_compile(info, total_steps)
-        self._write_config(info, amp, pos.compiled)
-        heartbeat = Heartbeat(self.cfg.progress and info.is_main and not sys.stderr.isatty(),
-                              total_steps, budget_seconds=None if self.cfg.max_minutes is None
-                              else 60 * self.cfg.max_minutes, then=self.then,
-                              evaluations=self._evaluations(total_steps))
-        fit = _Fit(info, optimizer, self._step_module(info, pos.compiled), amp, total_steps,
-                   _Clock(pos.elapsed, time.monotonic()), heartbeat)
-        if resume and self._finished(pos):
-            return self._finish(fit, pos, pos.stopped or "completed", None, finished_before=True)
-        stop_reason: str | None = None
+    def _train(self, pos: TrainPosition) -> TrainResult:
+        """Steps until a stop reason; each step may evaluate and checkpoint (`_after_step`)."""
+        stop_reason = signal_name = None
         if pos.stopped == "early_stopping":   # asked for more epochs: patience starts again
             pos.stopped, pos.bad_evals = None, 0
-        signal_name = None
         with StopRequest() as stop:
             while stop_reason is None:
-                plan = self._plan(pos.epoch, info.world_size)
+                plan = self._plan(pos.epoch)
                 if not plan:
                     raise TrainingError(f"batch_plan({pos.epoch}, {self.cfg.seed}) returned "
                                         "no batches")
-                bar = progress_bar(self.cfg.progress and info.is_main, len(plan), pos.batch,
-                                   pos.epoch, self.cfg.epochs)
-                for batch in self._loader(plan[pos.batch:], info):
-                    totals, lr = self._step(fit, pos, batch, stop)
-                    self._count_step(fit, pos, totals, lr, len(plan[pos.batch]), bar)
-                    stop_reason = _requested_stop(totals)
-                    if stop_reason == "signal":
-                        signal_name = _signal_name(stop)
-                    stop_reason = self._after_step(fit, pos, len(plan), stop_reason)
+                bar = progress_bar(self.cfg.progress and self.info.is_main, len(plan),
+                                   pos.batch, pos.epoch, self.cfg.epochs)
+                # This rank's share of each global batch left in the epoch, collated.
+                shards = [shard(b, self.info.rank, self.info.world_size)
+                          for b in plan[pos.batch:]]
+                for batch in DataLoader(self.dataset, batch_sampler=shards,
+                                        collate_fn=self.collate_fn,
+                                        num_workers=self.cfg.num_workers,
+                                        pin_memory=self.info.device.type == "cuda",
+                                        generator=torch.Generator().manual_seed(self.cfg.seed)):
+                    totals, lr = self._step(pos, batch, stop)
+                    self._count_step(pos, totals, lr, len(plan[pos.batch]), bar)
+                    # A signal first, then the time budget.
+                    stop_reason = ("signal" if totals.signalled else
+                                   "max_minutes" if totals.time_up else None)
+                    stop_reason = self._after_step(pos, len(plan), stop_reason)
                     if stop_reason is not None:
                         break
                 if bar is not None:
                     bar.close()
-            if stop.signum is not None and stop_reason != "signal":
-                # It came after the last step's agreement (during the final evaluation or
-                # checkpoint): the run is saved, but the caller must still hear of it.
-                stop_reason, signal_name = "signal", _signal_name(stop)
-        return self._finish(fit, pos, stop_reason or "completed", signal_name)
+            # A signal after the last step's agreement (during the final evaluation or
+            # checkpoint) leaves the run saved, but the caller must still hear of it.
+            if stop.signum is not None or stop_reason == "signal":
+                # Another rank may have caught it: ours, or SIGTERM (what torchrun forwards).
+                stop_reason, signal_name = "signal", stop.name or "SIGTERM"
+        return self._finish(pos, stop_reason, signal_name)
 
-    def _finished(self, pos: TrainPosition) -> bool:
-        """Whether a resumed run had already ended for good (completed its epochs, or stopped
-        early with no more epochs asked for): then there is nothing to train."""
-        if pos.epoch >= self.cfg.epochs:
-            return True
-        return pos.stopped == "early_stopping" and self.cfg.epochs <= pos.epochs_asked
+    def _elapsed(self) -> float:
+        """Training seconds over every fit call."""
+        return self.elapsed0 + time.monotonic() - self.t0
 
     # ---------------------------------------------------------------- set-up / resume
-    def _fresh_start(self, info: D.DistInfo) -> TrainPosition:
+    def _fresh_start(self) -> TrainPosition:
         """Seed, empty the logs, and remove what an earlier run left here."""
-        seed_everything(self.cfg.seed + info.rank)
+        seed_everything(self.cfg.seed + self.info.rank)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        if info.is_main:
+        if self.info.is_main:
             remove_stale_temporaries(self.run_dir)
             truncate_file(self.run_dir / METRICS_LOG, 0)
             truncate_file(self.run_dir / "train.log", 0)
@@ -287,8 +413,9 @@ class Trainer:
                     shutil.rmtree(old)
         return TrainPosition()
 
-    def _resume(self, info: D.DistInfo, optimizer: torch.optim.Optimizer) -> TrainPosition:
+    def _resume(self) -> TrainPosition:
         """Load ``RUN/last`` into the model and optimizer; restore RNGs and ``metrics.jsonl``."""
+        info = self.info
         # Before anything is removed, read or moved: a checkpoint linked out of the run.
         check_checkpoint_files(self.run_dir)
         if info.is_main:
@@ -300,14 +427,20 @@ class Trainer:
                 f"{self.run_dir} has no last/ checkpoint (the run was stopped before its first "
                 "checkpoint): no checkpoint found to resume; start it again with --overwrite "
                 "(Trainer.fit(resume=False))") from e
-        self._verify_best()
-        state = load_checkpoint(self.run_dir / "last", self.model, optimizer)
+        best = self.run_dir / "best.safetensors"
+        if best.exists():   # corrupt or foreign: the resume would end with it still damaged
+            try:
+                check_state_fits(self.model.state_dict(), load_tensors(best)[0], best)
+            except CheckpointError as e:
+                raise CheckpointError(f"{e}; the run cannot be resumed with it: start it "
+                                      "again with --overwrite (Trainer.fit(resume=False))") from e
+        state = load_checkpoint(self.run_dir / "last", self.model, self.optimizer)
         pos = TrainPosition.from_dict(state["position"])
         if len(state["rng"]) == info.world_size:
             set_rng_state(state["rng"][info.rank])
         else:
-            self._say(info, f"checkpoint has RNG states of {len(state['rng'])} ranks, this "
-                      f"run has {info.world_size}: reseeding (dropout draws will differ)")
+            self._say(f"checkpoint has RNG states of {len(state['rng'])} ranks, this run has "
+                      f"{info.world_size}: reseeding (dropout draws will differ)")
             seed_everything(self.cfg.seed + pos.global_step * 1009 + info.rank)
         metrics_path = self.run_dir / METRICS_LOG
         if info.is_main and os.path.lexists(metrics_path):
@@ -315,53 +448,19 @@ class Trainer:
             truncate_file(metrics_path, state["metrics_bytes"])
         return pos
 
-    def _verify_best(self) -> None:
-        """CheckpointError when ``RUN/best.safetensors`` exists but is corrupt or foreign: a
-        resume would otherwise go on and end with it still damaged."""
-        best = self.run_dir / "best.safetensors"
-        if not best.exists():
-            return
-        try:
-            tensors, _ = load_tensors(best)
-            check_state_fits(self.model.state_dict(), tensors, best)
-        except CheckpointError as e:
-            raise CheckpointError(f"{e}; the run cannot be resumed with it: start it again "
-                                  "with --overwrite (Trainer.fit(resume=False))") from e
-
-    def _write_config(self, info: D.DistInfo, amp: bool, compiled: bool,
-                      compile_error: str | None = None) -> None:
-        if info.is_main:
-            runtime = {"amp_resolved": amp, "compile_resolved": compiled,
-                       "device": str(info.device), "world_size": info.world_size,
-                       "machine": machine_info()}
-            if compile_error is not None:
-                runtime["compile_error"] = compile_error
+    def _write_config(self, compiled: bool, compile_error: str | None = None) -> None:
+        if self.info.is_main:
+            runtime = {"amp_resolved": self.amp, "compile_resolved": compiled,
+                       "device": str(self.info.device), "world_size": self.info.world_size,
+                       "machine": machine_info(),
+                       **({} if compile_error is None else {"compile_error": compile_error})}
             atomic_write_text(self.run_dir / "config.json", json.dumps(
                 {**self.run_metadata, "train": self.cfg.to_dict(), "runtime": runtime},
                 indent=2))
 
-    def _resolve_compile(self, info: D.DistInfo, total_steps: int) -> bool:
-        """`resolve_compile` of this run; one process only (a step that fails to compile is
-        redone eagerly, which ranks cannot agree on)."""
-        compiled = resolve_compile(self.cfg.compile, info.device, pays=self.compile_pays,
-                                   steps=total_steps, max_minutes=self.cfg.max_minutes)
-        if compiled and info.distributed:
-            self._say(info, "note: compiled training runs in one process; under torchrun "
-                      "the step runs eagerly")
-            return False
-        return compiled
-
-    def _step_module(self, info: D.DistInfo, compiled: bool) -> StepModule:
-        step_module: nn.Module = _LossModule(self.model, self.loss_fn)
-        if info.distributed:
-            step_module = nn.parallel.DistributedDataParallel(
-                step_module, device_ids=[info.device.index] if info.device.type == "cuda"
-                else None, find_unused_parameters=self.cfg.find_unused_parameters)
-        return StepModule(step_module, compiled)
-
-    def _plan(self, epoch: int, world: int) -> list[list[int]]:
+    def _plan(self, epoch: int) -> list[list[int]]:
         plan = self.batch_plan(epoch, self.cfg.seed)
-        n = len(self.dataset)
+        n, world = len(self.dataset), self.info.world_size
         for i, batch in enumerate(plan):
             if len(batch) < world:
                 raise TrainingError(f"batch {i} of epoch {epoch} has {len(batch)} examples, "
@@ -371,16 +470,8 @@ class Trainer:
                                     f"(0..{n - 1})")
         return plan
 
-    def _loader(self, batches: list[list[int]], info: D.DistInfo) -> DataLoader:
-        """This rank's share of each global batch in ``batches``, collated."""
-        shards = [D.shard(b, info.rank, info.world_size) for b in batches]
-        return DataLoader(self.dataset, batch_sampler=shards, collate_fn=self.collate_fn,
-                          num_workers=self.cfg.num_workers,
-                          pin_memory=info.device.type == "cuda",
-                          generator=torch.Generator().manual_seed(self.cfg.seed))
-
     # ---------------------------------------------------------------- one step
-    def _step(self, fit: _Fit, pos: TrainPosition, batch: Any,
+    def _step(self, pos: TrainPosition, batch: Any,
               stop: StopRequest) -> tuple[StepTotals, float]:
         """Forward, agree over ranks, backward and update; returns the totals and the lr.
 
@@ -388,42 +479,42 @@ class Trainer:
         works the compile failed, and the run goes on eagerly (one warning); an error of the
         step itself raises again from the eager step.
         """
-        cfg, info = self.cfg, fit.info
-        batch = move_to_device(batch, info.device)
-        lr = apply_lr(fit.optimizer, cfg.lr, lr_factor(
-            cfg.schedule, pos.global_step, cfg.warmup_steps, fit.total_steps))
-        if not fit.step.compiled:
-            return self._update(fit, pos, batch, stop), lr
-        rng = get_rng_state()
+        cfg = self.cfg
+        batch = move_to_device(batch, self.info.device)
+        lr = cfg.lr * lr_factor(cfg.schedule, pos.global_step, cfg.warmup_steps,
+                                self.total_steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        rng = get_rng_state() if self.step.compiled else None
         try:
-            return self._update(fit, pos, batch, stop), lr
+            return self._update(pos, batch, stop), lr
         except CompileFailed as failed:
             set_rng_state(rng)
-            fit.optimizer.zero_grad(set_to_none=True)
-            fit.step.fall_back()
-            totals = self._update(fit, pos, batch, stop)
+            self.optimizer.zero_grad(set_to_none=True)
+            self.step.fall_back()
+            totals = self._update(pos, batch, stop)
             pos.compiled = False
-            if info.is_main:
+            if self.info.is_main:
                 say(f"attnkit: warning: the training step could not be compiled ({failed}); "
                     "it runs eagerly, as with compile off")
-            self._write_config(info, fit.amp, False, compile_error=str(failed))
+            self._write_config(False, compile_error=str(failed))
             return totals, lr
 
-    def _update(self, fit: _Fit, pos: TrainPosition, batch: Any,
-                stop: StopRequest) -> StepTotals:
+    def _update(self, pos: TrainPosition, batch: Any, stop: StopRequest) -> StepTotals:
         """One step on ``batch`` (on the device): forward, totals over the ranks, backward,
         clip and the optimizer's update."""
-        cfg, info = self.cfg, fit.info
+        cfg, info = self.cfg, self.info
         error: BaseException | None = None
         try:
-            with autocast(fit.amp, info.device):
-                loss, count = fit.step(batch)
+            with autocast(self.amp, info.device):
+                loss, count = self.step(batch)
             local = [float(loss.detach()) * float(count), float(count)]
         except Exception as e:  # re-raised below, once every rank knows
             error, local = e, [0.0, 0.0]
-        totals = StepTotals.all_reduce(StepTotals(
-            *local, failed=error is not None, signalled=stop.signum is not None,
-            time_up=fit.clock.minutes() > (cfg.max_minutes or math.inf)), info)
+        minutes = (time.monotonic() - self.t0) / 60   # of this fit call, as max_minutes counts
+        totals = StepTotals(*all_reduce_sum(
+            [*local, error is not None, stop.signum is not None,
+             minutes > (cfg.max_minutes or math.inf)], info))
         if error is not None:
             raise error
         if totals.failed:
@@ -433,39 +524,37 @@ class Trainer:
                                 "rank")
         mean_loss = totals.loss_sum / totals.count
         if not math.isfinite(mean_loss):
-            self._nonfinite(info, mean_loss, pos)
-        fit.optimizer.zero_grad(set_to_none=True)
-        fit.step.backward(loss * (float(count) * info.world_size / totals.count))
+            self._nonfinite(mean_loss, pos)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step.backward(loss * (float(count) * info.world_size / totals.count))
         if cfg.grad_clip is not None:
             norm = nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
             if not math.isfinite(float(norm)):
-                self._nonfinite(info, float(norm), pos, what="gradient norm")
-        fit.optimizer.step()
+                self._nonfinite(float(norm), pos, what="gradient norm")
+        self.optimizer.step()
         return totals
 
-    def _count_step(self, fit: _Fit, pos: TrainPosition, totals: StepTotals, lr: float,
-                    samples: int, bar: Any) -> None:
+    def _count_step(self, pos: TrainPosition, totals: StepTotals, lr: float, samples: int,
+                    bar: Any) -> None:
         """Advance the position by the step just done; the bar and the train log lines."""
         pos.global_step += 1
         pos.batch += 1
         for window in (pos.window, pos.eval_window):
             window.add(totals.loss_sum, totals.count, samples)
+        now = self._elapsed()
         if bar is not None:
             bar.update(1)
             bar.set_postfix(loss=f"{totals.loss_sum / totals.count:.4f}", lr=f"{lr:.2e}")
         else:
-            now = fit.clock.elapsed()
-            fit.heartbeat.tick(step=pos.global_step, epoch=pos.epoch, epochs=self.cfg.epochs,
-                               samples_per_s=pos.eval_window.samples_per_s(now), elapsed=now)
+            self.heartbeat.tick(step=pos.global_step, epoch=pos.epoch, epochs=self.cfg.epochs,
+                                samples_per_s=pos.eval_window.samples_per_s(now), elapsed=now)
         if pos.global_step % self.cfg.log_every_steps == 0:
-            now = fit.clock.elapsed()
-            self._log(fit.info, {"kind": "train", "step": pos.global_step, "epoch": pos.epoch,
-                                 "loss": pos.window.mean_loss(), "lr": lr,
-                                 "samples_per_s": pos.window.samples_per_s(now),
-                                 "elapsed": now})
+            self._log({"kind": "train", "step": pos.global_step, "epoch": pos.epoch,
+                       "loss": pos.window.mean_loss(), "lr": lr,
+                       "samples_per_s": pos.window.samples_per_s(now), "elapsed": now})
             pos.window = LossWindow(start=now)
 
-    def _after_step(self, fit: _Fit, pos: TrainPosition, num_batches: int,
+    def _after_step(self, pos: TrainPosition, num_batches: int,
                     stop_reason: str | None) -> str | None:
         """Evaluate, close the epoch and checkpoint as the step just done requires.
 
@@ -479,8 +568,8 @@ class Trainer:
                    else end_of_epoch)
         if self.evaluate_fn is not None and (
                 regular or is_last or stop_reason == "max_minutes"):
-            pos.elapsed = fit.clock.elapsed()
-            if self._evaluate(fit, pos) and stop_reason is None:
+            pos.elapsed = self._elapsed()
+            if self._evaluate(pos) and stop_reason is None:
                 stop_reason = "early_stopping"
         if is_last and stop_reason is None:
             stop_reason = "completed"
@@ -491,213 +580,121 @@ class Trainer:
         if (end_of_epoch or stop_reason is not None or (
                 cfg.checkpoint_every_steps
                 and pos.global_step % cfg.checkpoint_every_steps == 0)):
-            self._checkpoint(fit, pos)
+            self._checkpoint(pos)
         return stop_reason
 
-    def _evaluations(self, total_steps: int) -> Callable[[int, int], int] | None:
+    def _evaluations(self) -> Callable[[int, int], int] | None:
         """``(step, epoch) -> validations still to run`` from a step about to be closed (its
         own included), as `_after_step` runs them: each ``eval_every_steps`` and at the last
         step, or at each epoch's end; None when there is no ``evaluate_fn``."""
         if self.evaluate_fn is None:
             return None
-        every, epochs = self.cfg.eval_every_steps, self.cfg.epochs
+        every, epochs, total = self.cfg.eval_every_steps, self.cfg.epochs, self.total_steps
         if every:
-            return lambda step, _: (total_steps // every - (step - 1) // every
-                                    + (1 if total_steps % every else 0))
+            return lambda step, _: (total // every - (step - 1) // every
+                                    + (1 if total % every else 0))
         return lambda _, epoch: epochs - epoch
 
-    # ---------------------------------------------------------------- checkpoint
-    def _checkpoint(self, fit: _Fit, pos: TrainPosition) -> None:
+    def _checkpoint(self, pos: TrainPosition) -> None:
         """Write ``RUN/last`` (rank 0); every rank raises if it failed (e.g. a full disk)."""
-        info = fit.info
-        pos.elapsed = fit.clock.elapsed()
-        rng = D.all_gather_json(get_rng_state(), info)
-
-        def save() -> None:
-            state = {"position": pos.to_dict(), "rng": rng, "world_size": info.world_size,
-                     "scheduler": {"name": self.cfg.schedule, "step": pos.global_step,
-                                   "warmup_steps": self.cfg.warmup_steps,
-                                   "total_steps": fit.total_steps},
-                     "scaler": None,  # bf16 autocast needs no gradient scaler
-                     "metrics_bytes": (self.run_dir / METRICS_LOG).stat().st_size,
-                     "config": self.cfg.to_dict()}
-            save_checkpoint(self.run_dir / "last", self.model, fit.optimizer, state)
-        D.run_on_main(info, save)
+        pos.elapsed = self._elapsed()
+        rng = all_gather(get_rng_state(), self.info)
+        state = {"position": pos.to_dict(), "rng": rng, "world_size": self.info.world_size,
+                 "config": self.cfg.to_dict()}
+        run_on_main(self.info, lambda: save_checkpoint(
+            self.run_dir / "last", self.model, self.optimizer,
+            {**state, "metrics_bytes": (self.run_dir / METRICS_LOG).stat().st_size}))
 
     # ---------------------------------------------------------------- evaluation
-    def _evaluate(self, fit: _Fit, pos: TrainPosition) -> bool:
+    def _evaluate(self, pos: TrainPosition) -> bool:
         """Run evaluate_fn on rank 0, broadcast, update best/patience; True = stop early."""
-        cfg, info = self.cfg, fit.info
+        cfg, step = self.cfg, pos.global_step
+
+        def evaluate() -> dict[str, float]:   # on rank 0 in eval mode; its dict on every rank
+            self.model.eval()
+            try:
+                with torch.no_grad(), autocast(self.amp, self.info.device):
+                    metrics = {k: float(v) for k, v in self.evaluate_fn(self.model).items()}
+            finally:
+                self.model.train()
+            for key in (cfg.select_metric, cfg.select_tiebreak):
+                if key is not None and key not in metrics:
+                    raise ValueError(f"evaluate_fn returned {sorted(metrics)}, which lacks the "
+                                     f"selection key {key!r}")
+            return metrics
         start = time.monotonic()
-        metrics = self._run_evaluate_fn(fit)
-        fit.heartbeat.validated(time.monotonic() - start)
-        step = pos.global_step
+        metrics = broadcast(run_on_main(self.info, evaluate), self.info)
+        self.heartbeat.validated(time.monotonic() - start)
         pos.last_metrics, pos.last_eval_step = metrics, step
-        self._log(info, {"kind": "eval", "step": step, "epoch": pos.epoch,
-                         "elapsed": pos.elapsed,
-                         **{f"val_{k}": v for k, v in metrics.items()}})
-        self._report_progress(fit, pos, metrics)
+        self._log({"kind": "eval", "step": step, "epoch": pos.epoch, "elapsed": pos.elapsed,
+                   **{f"val_{k}": v for k, v in metrics.items()}})
+        now = self._elapsed()
+        if self.info.is_main:   # the evaluation's line on stderr and in RUN/train.log
+            line = progress_line(step=step, epoch=pos.epoch, epochs=cfg.epochs,
+                                 train_loss=pos.eval_window.mean_loss(),
+                                 samples_per_s=pos.eval_window.samples_per_s(now),
+                                 elapsed=now, metrics=metrics)
+            append_text(self.run_dir / "train.log", line + "\n")
+            self._say(line)
+        pos.eval_window = LossWindow(start=now)
         value = metrics[cfg.select_metric]
         tiebreak = metrics[cfg.select_tiebreak] if cfg.select_tiebreak is not None else None
         if self._is_better(value, tiebreak, pos):
-            pos.best, pos.best_step, pos.bad_evals = value, step, 0
-            pos.best_tiebreak = tiebreak
-            D.run_on_main(info, lambda: save_weights(
+            pos.best, pos.best_tiebreak, pos.best_step, pos.bad_evals = value, tiebreak, step, 0
+            run_on_main(self.info, lambda: save_weights(
                 self.model, self.run_dir / "best.safetensors",
                 {"step": step, "epoch": pos.epoch, "metrics": metrics}))
         else:
             pos.bad_evals += 1
-        patience = cfg.early_stopping_patience
-        return patience is not None and pos.bad_evals >= patience
-
-    def _run_evaluate_fn(self, fit: _Fit) -> dict[str, float]:
-        """``evaluate_fn(model)`` on rank 0 in eval mode; its dict on every rank."""
-        cfg, info, model = self.cfg, fit.info, self.model
-        payload: dict[str, Any] = {}
-        failure: BaseException | None = None
-        if info.is_main:
-            model.eval()
-            try:
-                with torch.no_grad(), autocast(fit.amp, info.device):
-                    metrics = {k: float(v) for k, v in self.evaluate_fn(model).items()}
-                for key in (cfg.select_metric, cfg.select_tiebreak):
-                    if key is not None and key not in metrics:
-                        raise ValueError(f"evaluate_fn returned {sorted(metrics)}, which lacks "
-                                         f"the selection key {key!r}")
-                payload = {"metrics": metrics}
-            except Exception as e:  # re-raised below, after the other ranks are told
-                failure, payload = e, {"error": f"{type(e).__name__}: {e}"}
-            finally:
-                model.train()
-        payload = D.broadcast_json(payload, info)
-        if failure is not None:
-            raise failure
-        if "error" in payload:
-            raise TrainingError(f"evaluate_fn failed on rank 0: {payload['error']}")
-        return payload["metrics"]
+        return (cfg.early_stopping_patience is not None
+                and pos.bad_evals >= cfg.early_stopping_patience)
 
     def _is_better(self, value: float, tiebreak: float | None, pos: TrainPosition) -> bool:
         """Does an evaluation with ``select_metric = value`` beat ``pos.best``?"""
         best = pos.best
-        if not math.isfinite(value):
-            return False
-        if best is None:
-            return True
+        if best is None or not math.isfinite(value):
+            return math.isfinite(value)
         if value != best:
             return value < best if self.cfg.select_mode == "min" else value > best
         # An exact tie: the lower tie-break value wins, if there is one.
         return tiebreak is not None and math.isfinite(tiebreak) and (
             pos.best_tiebreak is None or tiebreak < pos.best_tiebreak)
 
-    def _report_progress(self, fit: _Fit, pos: TrainPosition, metrics: dict[str, float]) -> None:
-        """The evaluation's line on stderr and in ``RUN/train.log`` (rank 0)."""
-        now = fit.clock.elapsed()
-        if fit.info.is_main:
-            line = progress_line(step=pos.global_step, epoch=pos.epoch, epochs=self.cfg.epochs,
-                                 train_loss=pos.eval_window.mean_loss(),
-                                 samples_per_s=pos.eval_window.samples_per_s(now),
-                                 elapsed=now, metrics=metrics)
-            append_line(self.run_dir / "train.log", line)
-            self._say(fit.info, line)
-        pos.eval_window = LossWindow(start=now)
-
     # ---------------------------------------------------------------- the end
-    def _finish(self, fit: _Fit, pos: TrainPosition, stop_reason: str,
-                signal_name: str | None, finished_before: bool = False) -> TrainResult:
+    def _finish(self, pos: TrainPosition, stop_reason: str,
+                signal_name: str | None) -> TrainResult:
         """Final weights without evaluate_fn, the result, and what to tell the user."""
-        info, cfg = fit.info, self.cfg
-        if finished_before:
-            return TrainResult(self.run_dir, stop_reason, pos.global_step, pos.epoch, pos.best,
-                               pos.best_step, dict(pos.last_metrics), pos.elapsed, None, True)
         if self.evaluate_fn is None:
-            D.run_on_main(info, lambda: save_weights(
+            run_on_main(self.info, lambda: save_weights(
                 self.model, self.run_dir / "best.safetensors",
                 {"step": pos.global_step, "epoch": pos.epoch, "metrics": {}}))
-        result = TrainResult(self.run_dir, stop_reason, pos.global_step, pos.epoch, pos.best,
-                             pos.best_step, dict(pos.last_metrics), fit.clock.elapsed(),
-                             signal_name)
         if stop_reason == "signal":
-            self._say(info, f"stopped by {signal_name} after step {pos.global_step}; "
-                      f"checkpoint saved in {self.run_dir / 'last'}. Resume with "
-                      f"--resume {self.run_dir} (Trainer.fit(resume=True)).")
+            self._say(f"stopped by {signal_name} after step {pos.global_step}; checkpoint "
+                      f"saved in {self.run_dir / 'last'}. Resume with --resume {self.run_dir} "
+                      "(Trainer.fit(resume=True)).")
         elif stop_reason in ("max_minutes", "early_stopping"):
-            self._say(info, f"stopped ({stop_reason}) after step {pos.global_step}; "
-                      f"best {cfg.select_metric} = {pos.best} at step {pos.best_step}")
-        return result
+            self._say(f"stopped ({stop_reason}) after step {pos.global_step}; best "
+                      f"{self.cfg.select_metric} = {pos.best} at step {pos.best_step}")
+        return TrainResult(self.run_dir, stop_reason, pos.global_step, pos.epoch, pos.best,
+                           pos.best_step, dict(pos.last_metrics), self._elapsed(), signal_name)
 
     # ---------------------------------------------------------------- messages
-    def _log(self, info: D.DistInfo, record: dict[str, Any]) -> None:
-        if info.is_main:
-            append_line(self.run_dir / METRICS_LOG,
-                        json.dumps(_finite_or_none(record), allow_nan=False))
+    def _log(self, record: dict[str, Any]) -> None:
+        if self.info.is_main:   # metrics.jsonl stays strict JSON: NaN/inf become null
+            record = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                      for k, v in record.items()}
+            append_text(self.run_dir / METRICS_LOG, json.dumps(record, allow_nan=False) + "\n")
 
-    def _say(self, info: D.DistInfo, message: str) -> None:
-        if info.is_main:
+    def _say(self, message: str) -> None:
+        if self.info.is_main:
             say(f"[attnkit.training] {message}")
 
-    def _nonfinite(self, info: D.DistInfo, value: float, pos: TrainPosition,
-                   what: str = "training loss") -> None:
+    def _nonfinite(self, value: float, pos: TrainPosition, what: str = "training loss") -> None:
         last = self.run_dir / "last"
         where = (f"the last good checkpoint {last} is kept" if last.exists()
                  else "no checkpoint was written yet")
         message = (f"non-finite {what} ({value}) at step {pos.global_step + 1} "
                    f"(epoch {pos.epoch}); the run stops and {where}. Try a lower lr, "
                    "grad_clip, or warmup_steps.")
-        self._say(info, message)
+        self._say(message)
         raise TrainingError(message)
-
-
-class StepTotals(NamedTuple):
-    """One step's numbers summed over the ranks in one all-reduce (so all decide alike)."""
-
-    loss_sum: float  # sum of loss * count
-    count: float
-    failed: float  # ranks whose loss_fn raised
-    signalled: float  # ranks that caught SIGINT/SIGTERM
-    time_up: float  # ranks past max_minutes
-
-    @classmethod
-    def all_reduce(cls, local: StepTotals, info: D.DistInfo) -> StepTotals:
-        return cls(*D.all_reduce_sum([float(v) for v in local], info))
-
-
-@dataclass(frozen=True)
-class _Clock:
-    """Training seconds: ``elapsed0`` from earlier fit calls plus this one's since ``t0``."""
-
-    elapsed0: float
-    t0: float
-
-    def elapsed(self) -> float:
-        return self.elapsed0 + time.monotonic() - self.t0
-
-    def minutes(self) -> float:
-        """Minutes of this fit call (what ``max_minutes`` limits)."""
-        return (time.monotonic() - self.t0) / 60
-
-
-@dataclass(frozen=True)
-class _Fit:
-    """What one ``fit`` call works with; built at its start and dropped when it returns."""
-
-    info: D.DistInfo
-    optimizer: torch.optim.Optimizer
-    step: StepModule
-    amp: bool
-    total_steps: int
-    clock: _Clock
-    heartbeat: Heartbeat
-
-
-def _requested_stop(totals: StepTotals) -> str | None:
-    """The stop a rank asked for in this step: a signal first, then the time budget."""
-    if totals.signalled:
-        return "signal"
-    if totals.time_up:
-        return "max_minutes"
-    return None
-
-
-def _signal_name(stop: StopRequest) -> str:
-    # Another rank may have caught the signal; report ours, or SIGTERM (what torchrun forwards).
-    return stop.name or "SIGTERM"

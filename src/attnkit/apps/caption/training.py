@@ -39,5 +39,5 @@ def fit(prep: CaptionPrepared, out: Path, *, resume: bool, log: Log) -> TrainRes
                 "parameters": sum(p.numel() for p in model.parameters())}
     trainer = Trainer(model, prep.train, out, train_dataset=train_set,
                       collate_fn=lambda items: collate(items, vocab.pad_id), loss_fn=loss_fn,
-                      evaluate_fn=evaluate_fn, run_metadata=metadata, then=FINAL_EVALUATION)
+                      evaluate_fn=evaluate_fn, run_metadata=metadata, next_stage=FINAL_EVALUATION)
     return trainer.fit(resume=resume)

@@ -24,7 +24,7 @@ from attnkit.data.review_pipeline import EncodedReviews, collate
 from attnkit.decoding.hypothesis import inference
 from attnkit.models.sentiment import SentimentClassifier, count_parameters
 from attnkit.training import LossOutput, Trainer, TrainResult
-from attnkit.training.metrics_log import read_evaluations
+from attnkit.training.run_folder import read_evaluations
 
 # Test accuracy after epochs 1-5 of the 2018 Keras script on this machine (it validated on test).
 KERAS2018_TEST_CURVE = (0.850, 0.857, 0.838, 0.815, 0.814)
@@ -76,7 +76,7 @@ def make_trainer(prep: SentimentPrepared, out: Path, *, log: Log,
                                                            early_stopping_patience=None)
     return Trainer(model, cfg, out, train_dataset=train_set, collate_fn=collate,
                    loss_fn=bce_loss, evaluate_fn=evaluate_fn if evaluate else None,
-                   run_metadata=metadata, then=None if test_set is None else FINAL_EVALUATION,
+                   run_metadata=metadata, next_stage=None if test_set is None else FINAL_EVALUATION,
                    # Its fused attention-pooling kernel cuts a compiled graph: compile=auto
                    # leaves it eager (docs/results.md, "Compiled training").
                    compile_pays=False)

@@ -80,7 +80,7 @@ def make_trainer(prep: TranslatePrepared, out: Path, *, log: Log,
         evaluate_fn=valid_fn(pipeline, valid) if evaluate else None,
         batch_plan=bucket_batch_plan(dataset.lengths(), prep.train.batch_size,
                                      max_tokens=s.batch_tokens),
-        run_metadata=prep.metadata, then=FINAL_EVALUATION,
+        run_metadata=prep.metadata, next_stage=FINAL_EVALUATION,
         # The Transformer's step compiles to one graph (the RNN's, a loop over time, does not
         # pay): benchmarks/train_speed.py, docs/results.md ("Compiled training").
         compile_pays=config.arch == "transformer")
