@@ -1,12 +1,14 @@
 """torchrun helpers: process group set-up, batch sharding and the few collectives the trainer uses.
 
 Everything here also works in a single process (world size 1), where collectives are no-ops.
+Objects travel as JSON bytes in uint8 tensors (never pickled).
 """
 
 from __future__ import annotations
 
 import datetime
 import gc
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -119,21 +121,37 @@ def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
     return t.tolist()
 
 
-def broadcast(obj: Any, info: DistInfo, src: int = 0) -> Any:
-    """``obj`` of rank ``src`` on every rank."""
-    box = [obj]
-    if info.distributed:
-        dist.broadcast_object_list(box, src)
-    return box[0]
+def broadcast_json(obj: Any, info: DistInfo, src: int = 0) -> Any:
+    """Send a JSON-able object from ``src`` to every rank; returns it on all ranks."""
+    if not info.distributed:
+        return obj
+    device = _comm_device(info)
+    payload = json.dumps(obj).encode() if info.rank == src else b""
+    size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
+    dist.broadcast(size, src)
+    buf = torch.zeros(int(size.item()), dtype=torch.uint8, device=device)
+    if info.rank == src:
+        buf.copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
+    dist.broadcast(buf, src)
+    return json.loads(buf.cpu().numpy().tobytes().decode())
 
 
-def all_gather(obj: Any, info: DistInfo) -> list[Any]:
-    """Every rank's ``obj``, in rank order, on every rank."""
+def all_gather_json(obj: Any, info: DistInfo) -> list[Any]:
+    """Every rank's JSON-able object, in rank order, on every rank."""
     if not info.distributed:
         return [obj]
-    out: list[Any] = [None] * info.world_size
-    dist.all_gather_object(out, obj)
-    return out
+    device = _comm_device(info)
+    payload = json.dumps(obj).encode()
+    size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
+    sizes = [torch.zeros_like(size) for _ in range(info.world_size)]
+    dist.all_gather(sizes, size)
+    longest = max(int(s.item()) for s in sizes)
+    buf = torch.zeros(longest, dtype=torch.uint8, device=device)
+    buf[:len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+    bufs = [torch.zeros_like(buf) for _ in range(info.world_size)]
+    dist.all_gather(bufs, buf)
+    return [json.loads(b[:int(s.item())].cpu().numpy().tobytes().decode())
+            for b, s in zip(bufs, sizes, strict=True)]
 
 
 T = TypeVar("T")
@@ -153,7 +171,7 @@ def run_on_main(info: DistInfo, action: Callable[[], T]) -> T | None:
             result = action()
         except Exception as e:  # re-raised below, after the other ranks are told
             error = e
-    message = broadcast(None if error is None else f"{type(error).__name__}: {error}", info)
+    message = broadcast_json(None if error is None else f"{type(error).__name__}: {error}", info)
     if error is not None:
         raise error
     if message is not None:

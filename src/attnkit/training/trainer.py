@@ -43,9 +43,9 @@ from attnkit.training.checkpoint import (
 from attnkit.training.compiling import CompileFailed, StepModule, resolve_compile
 from attnkit.training.config import TrainConfig
 from attnkit.training.distributed import (
-    all_gather,
+    all_gather_json,
     all_reduce_sum,
-    broadcast,
+    broadcast_json,
     run_on_main,
     setup,
     shard,
@@ -598,7 +598,7 @@ class Trainer:
     def _checkpoint(self, pos: TrainPosition) -> None:
         """Write ``RUN/last`` (rank 0); every rank raises if it failed (e.g. a full disk)."""
         pos.elapsed = self._elapsed()
-        rng = all_gather(get_rng_state(), self.info)
+        rng = all_gather_json(get_rng_state(), self.info)
         state = {"position": pos.to_dict(), "rng": rng, "world_size": self.info.world_size,
                  "config": self.cfg.to_dict()}
         run_on_main(self.info, lambda: save_checkpoint(
@@ -623,7 +623,7 @@ class Trainer:
                                      f"selection key {key!r}")
             return metrics
         start = time.monotonic()
-        metrics = broadcast(run_on_main(self.info, evaluate), self.info)
+        metrics = broadcast_json(run_on_main(self.info, evaluate), self.info)
         self.heartbeat.validated(time.monotonic() - start)
         pos.last_metrics, pos.last_eval_step = metrics, step
         self._log({"kind": "eval", "step": step, "epoch": pos.epoch, "elapsed": pos.elapsed,
