@@ -32,7 +32,7 @@ def test_read_inputs_takes_arguments_or_stdin_and_refuses_empty(monkeypatch):
 
 def _train_args(argv):
     parser = argparse.ArgumentParser()
-    common.add_train_options(parser, data_default="synthetic")
+    common.add_train_options(parser)
     return parser.parse_args(argv)
 
 

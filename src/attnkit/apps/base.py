@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from attnkit.apps.outputs import REPORT, output_file, write_output
-from attnkit.apps.prediction import Prediction, write_page
+from attnkit.apps.prediction import Prediction
 from attnkit.apps.presentation import Presentation
 from attnkit.apps.results import (
     FINAL_EVALUATION,
@@ -158,6 +158,10 @@ class App(Presentation, ABC):
         stored = read_config(run_folder.check_resumable(out), self.name) if resume else None
         given = dict(settings) if isinstance(settings, Mapping) else {"data": settings}
         config = self.configure({**given, **overrides}, out, stored)
+        if stored is not None:
+            cfg = config.train
+            log(f"resuming {out} with its stored settings: seed {cfg.seed}, {cfg.epochs} epochs, "
+                f"budget {'none' if cfg.max_minutes is None else f'{cfg.max_minutes:g} minutes'}")
         trained_with = run_folder.stored_threads(stored) if stored is not None else None
         if threads is None:
             threads = trained_with or self.default_threads.get("train")
@@ -287,11 +291,6 @@ class App(Presentation, ABC):
         if not predictions:
             raise UsageError("nothing to show: no predictions")
         return type(predictions[0]).page(predictions, summary)
-
-    def write_page(self, predictions: Sequence[Prediction], path: str | os.PathLike,
-                   summary: dict[str, Any]) -> Path:
-        """`page` written to ``path`` (`attnkit.apps.prediction.write_page`)."""
-        return write_page(predictions, path, summary)
 
     def _loaded(self, run: Loaded | str | os.PathLike, *, device: str | None,
                 engine: str | None) -> Loaded:

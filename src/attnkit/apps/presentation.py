@@ -75,8 +75,3 @@ class Presentation:
     def training_report(self, run: Run) -> str | None:
         """A table printed after ``train`` (e.g. a learning curve), or None."""
         return None
-
-    def run_line(self, run: Run) -> str:
-        """The last line ``train`` prints (`attnkit.apps.results.Run.line` with the
-        ``headline``)."""
-        return run.line(self.headline)

@@ -44,7 +44,7 @@ def add_app_parser(subparsers: Any, app: Any) -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="train a run folder, then score its test split",
                        formatter_class=_formatter, epilog=epilog)
-    add_train_options(t, data_required=False, **app.train_help)
+    add_train_options(t, **app.train_help)
     _add_options(t, app.options, "train")
     # No default threads here: train tells "not given" (a resume keeps the run's) from given.
     t.set_defaults(func=functools.partial(run_train, app))
@@ -109,7 +109,7 @@ def run_train(app: Any, args: argparse.Namespace) -> int:
         report = app.training_report(run)
         if report:
             print(report)
-        print(app.run_line(run))
+        print(run.line(app.headline))
     return exit_code(run)
 
 
@@ -128,6 +128,7 @@ def run_eval(app: Any, args: argparse.Namespace) -> int:
 
 def run_predict(app: Any, args: argparse.Namespace) -> int:
     from attnkit.apps.outputs import FIGURE, PAGE, numbered_paths, output_file
+    from attnkit.apps.prediction import write_page
 
     apply_threads(args.threads)
     inputs = read_inputs(args.inputs, app.inputs)
@@ -154,7 +155,7 @@ def run_predict(app: Any, args: argparse.Namespace) -> int:
     for p, path in zip(preds, plots, strict=False):
         print(f"wrote {p.render(path)}", file=sys.stderr)
     if args.html:
-        print(f"wrote {app.write_page(preds, args.html, loaded.summary())}", file=sys.stderr)
+        print(f"wrote {write_page(preds, args.html, loaded.summary())}", file=sys.stderr)
     return 0
 
 

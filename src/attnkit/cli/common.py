@@ -20,31 +20,27 @@ AMP_CHOICES = {"auto": "auto", "on": True, "off": False}
 COMPILE_CHOICES = ("auto", "on", "off")
 
 
-def add_train_options(parser: argparse.ArgumentParser, *, data_default: str | None = None,
-                      data_required: bool = True, **help_text: str) -> None:
-    """Add the common ``train`` options to ``parser``; ``data_required=False`` leaves ``--data``
-    optional (a resume takes the run's), ``help_text`` overrides a help by dest name
-    (``lr="default 1e-3"``).
+def add_train_options(parser: argparse.ArgumentParser, **help_text: str) -> None:
+    """Add the common ``train`` options to ``parser``; ``help_text`` overrides a help by dest name
+    (``lr="default 1e-3"``). ``--data`` is optional: a resume takes the run's.
     """
-    def add(flag: str, dest: str, default_help: str | None = None, **kw) -> None:
-        parser.add_argument(flag, dest=dest, help=help_text.get(dest, default_help), **kw)
+    def add(flag: str, default_help: str | None = None, **kw) -> None:
+        dest = flag[2:].replace("-", "_")
+        parser.add_argument(flag, help=help_text.get(dest, default_help), **kw)
 
-    add("--data", "data", f"training data (default {data_default})" if data_default
-        else "training data", default=data_default,
-        required=data_default is None and data_required)
-    add("--out", "out", "the run folder to create", metavar="RUN")
-    add("--resume", "resume", "continue the interrupted run in RUN (or in --out) exactly; "
-        "its stored settings are kept", nargs="?", const=True, metavar="RUN")
-    add("--overwrite", "overwrite", "replace the run already in --out", action="store_true")
-    add("--epochs", "epochs", type=int)
-    add("--batch-size", "batch_size", type=int)
-    add("--lr", "lr", type=float)
-    add("--seed", "seed", "random seed: data split, initial weights, batch order (default 0)",
-        type=int)
-    add("--max-minutes", "max_minutes", "stop cleanly after this wall-clock budget "
-        "(0 = no budget; default none)", type=float)
-    add("--patience", "patience", "stop after N evaluations without a better validation "
-        "score (0 = never stop early; default 3)", type=int, metavar="N")
+    add("--data", "training data")
+    add("--out", "the run folder to create", metavar="RUN")
+    add("--resume", "continue the interrupted run in RUN (or in --out) exactly; its stored "
+        "settings are kept", nargs="?", const=True, metavar="RUN")
+    add("--overwrite", "replace the run already in --out", action="store_true")
+    add("--epochs", type=int)
+    add("--batch-size", type=int)
+    add("--lr", type=float)
+    add("--seed", "random seed: data split, initial weights, batch order (default 0)", type=int)
+    add("--max-minutes", "stop cleanly after this wall-clock budget (0 = no budget; default "
+        "none)", type=float)
+    add("--patience", "stop after N evaluations without a better validation score (0 = never "
+        "stop early; default 3)", type=int, metavar="N")
     add_runtime_options(parser, threads_help=help_text.get(
         "threads", "CPU threads for torch (default: torch's, one per core; a resume: the "
         "run's)"))
@@ -112,20 +108,15 @@ def train_target(args: argparse.Namespace) -> tuple[Path, bool]:
     return Path(args.out), resume
 
 
-def given(**options: Any) -> dict[str, Any]:
-    """The options the user gave (drops those left at None)."""
-    return {k: v for k, v in options.items() if v is not None}
-
-
 def train_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The common training options the user gave, as keyword arguments for ``train``.
     ``--max-minutes 0`` means no budget (None)."""
-    budget = args.max_minutes
-    out = given(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-                device=args.device, amp=None if args.amp is None else AMP_CHOICES[args.amp],
-                compile=args.compile, patience=args.patience)
-    if budget is not None:
-        out["max_minutes"] = None if budget == 0 else budget
+    out = {k: getattr(args, k) for k in ("epochs", "batch_size", "lr", "seed", "device",
+                                         "compile", "patience") if getattr(args, k) is not None}
+    if args.amp is not None:
+        out["amp"] = AMP_CHOICES[args.amp]
+    if args.max_minutes is not None:
+        out["max_minutes"] = args.max_minutes or None
     if args.no_progress:
         out["progress"] = False
     return out
@@ -183,13 +174,10 @@ def _valid_text(text: bytes | str, where: str) -> str:
     return clean
 
 
-def exit_code(result: Any) -> int:
+def exit_code(run: Any) -> int:
     """0, or ``128 + signal`` for a run stopped by a signal (143 for SIGTERM, 130 for
     SIGINT), as a shell expects of a killed command."""
-    name = getattr(result, "signal", None)
-    if getattr(result, "stop_reason", None) == "signal" and name:
-        return 128 + int(signal.Signals[name])
-    return 0
+    return 128 + int(signal.Signals[run.signal]) if run.stop_reason == "signal" else 0
 
 
 def example_epilog(*lines: str) -> str:

@@ -96,7 +96,7 @@ TRAIN_HELP = helps_of(TranslateSettings, ("epochs", "batch_size", "lr", "max_min
                                           "patience"))
 
 
-class TranslateApp(App, configure=preparation.configure, prepare=preparation.prepare,
+class TranslateApp(App, configure=TranslateSettings.configure, prepare=preparation.prepare,
                    reload=preparation.reload, fit=training.fit, load=preparation.load,
                    after_training=evaluation.after_training):
     """English -> French translation with attention (RNN or Transformer)."""
