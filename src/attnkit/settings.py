@@ -42,7 +42,6 @@ class Option:
     stage: str = "call"
     default: Any = None
     metavar: str | None = None
-    aliases: tuple[str, ...] = ()
     required: bool = False
 
     @property

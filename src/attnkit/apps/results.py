@@ -109,13 +109,9 @@ class Run:
                   if isinstance((self.test_metrics or {}).get(k), (int, float))]
         return line + (f"  test (its weights): {', '.join(scores)}" if scores else "")
 
-    stop_reason = property(lambda self: self.result.stop_reason)
-    signal = property(lambda self: self.result.signal)
-    epoch = property(lambda self: self.result.epoch)
-    global_step = property(lambda self: self.result.global_step)
-    best_metric = property(lambda self: self.result.best_metric)
-    best_step = property(lambda self: self.result.best_step)
-    elapsed = property(lambda self: self.result.elapsed)
+    def __getattr__(self, name: str) -> Any:
+        """The trainer's `TrainResult` fields (``stop_reason``, ``best_metric``, ``epoch``...)."""
+        return getattr(vars(self).get("result"), name)
 
 
 @dataclass
@@ -152,8 +148,11 @@ class RunSettings(Generic[SettingsT]):
 
 class AppSettings:
     """The base of a built-in app's settings dataclass: `configure`, the one path from the options
-    given to a new run's or a resume's `RunSettings`. The app writes `fresh` and `stored`, and
-    names the model and trainer options it takes beside its fields and what a resume applies.
+    given to a new run's or a resume's `RunSettings`. The app names the model and trainer
+    options it takes beside its fields and what a resume applies, and writes two class methods:
+    ``fresh(data, parts)``, a new run's `RunSettings` from the options by owner (``"settings"``,
+    ``"model"``, ``"train"``), and ``stored(config, out)``, the settings a run stored with the
+    values a resume compares the given ones with (CheckpointError).
     """
 
     app: ClassVar[str]
@@ -186,18 +185,6 @@ class AppSettings:
         return RunSettings(dataclasses.replace(old, **{k: v for k, v in changes.items()
                                                        if k in names}), train, stored)
 
-    @classmethod
-    def fresh(cls, data: Any, parts: dict[str, dict[str, Any]]) -> RunSettings:
-        """A new run's settings from ``data`` and the options by owner (``"settings"``,
-        ``"model"``, ``"train"``); UsageError."""
-        raise NotImplementedError
-
-    @classmethod
-    def stored(cls, config: dict[str, Any], out: Path) -> tuple[Any, dict[str, Any]]:
-        """The settings a run stored, and the values a resume compares the given ones with;
-        CheckpointError."""
-        raise NotImplementedError
-
     def resume_given(self, given: dict[str, Any]) -> dict[str, Any]:
         """The options given to a resume as the stored values read (a data path made absolute)."""
         return given
@@ -224,12 +211,10 @@ def write_test_metrics(run: Path, metrics: dict[str, Any], keys: tuple[str, ...]
     a note. Returns the file written (or that would have been).
     """
     path = run / TEST_METRICS
-    old: Any = {}
-    if path.is_file():
-        try:
-            old = read_json(path, "the run's test metrics", root=run)
-        except CheckpointError:
-            old = {}
+    try:
+        old = read_json(path, "the run's test metrics", root=run) if path.is_file() else {}
+    except CheckpointError:
+        old = {}
     old = old if isinstance(old, dict) else {}
     other = [k for k in keys if k in old and old[k] != metrics.get(k)]
     if other:

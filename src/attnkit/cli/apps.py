@@ -25,11 +25,7 @@ from attnkit.cli.common import (
     train_target,
 )
 
-RAW = argparse.RawDescriptionHelpFormatter
-
-
-def _formatter(prog: str) -> argparse.HelpFormatter:
-    return RAW(prog, max_help_position=32)
+_formatter = functools.partial(argparse.RawDescriptionHelpFormatter, max_help_position=32)
 
 
 def add_app_parser(subparsers: Any, app: Any) -> argparse.ArgumentParser:
@@ -38,37 +34,31 @@ def add_app_parser(subparsers: Any, app: Any) -> argparse.ArgumentParser:
     epilog = example_epilog(*app.examples) if app.examples else None
     parser = subparsers.add_parser(app.name, help=app.help, description=app.description,
                                    formatter_class=_formatter, epilog=epilog)
-    sub = parser.add_subparsers(dest="action", metavar="ACTION")
-    sub.required = True
-    threads = app.default_threads
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    threads = {c: app.default_threads.get(c) for c in ("eval", "predict")}
+    threads_help = {c: app.train_help.get("threads") if n else None for c, n in threads.items()}
 
-    t = sub.add_parser("train", help="train a run folder, then score its test split",
-                       formatter_class=_formatter, epilog=epilog)
+    def add(name: str, help: str, **kw: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, formatter_class=_formatter,
+                              **{"epilog": epilog, **kw})
+
+    t = add("train", "train a run folder, then score its test split")
     add_train_options(t, **app.train_help)
     _add_options(t, app.options, "train")
     # No default threads here: train tells "not given" (a resume keeps the run's) from given.
     t.set_defaults(func=functools.partial(run_train, app))
-
-    e = sub.add_parser("eval", help=f"score a run ({app.eval_help})", formatter_class=_formatter,
-                       epilog=epilog)
-    add_eval_options(e, app.eval_data_help, threads_help=app.train_help.get("threads")
-                     if "eval" in threads else None)
+    e = add("eval", f"score a run ({app.eval_help})")
+    add_eval_options(e, app.eval_data_help, threads_help=threads_help["eval"])
     _add_options(e, app.options, "eval")
-    e.set_defaults(func=functools.partial(run_eval, app), threads=threads.get("eval"))
-
-    p = sub.add_parser("predict", help=f"predict {app.inputs}s and show their attention",
-                       formatter_class=_formatter, epilog=epilog)
+    e.set_defaults(func=functools.partial(run_eval, app), threads=threads["eval"])
+    p = add("predict", f"predict {app.inputs}s and show their attention")
     add_predict_options(p, app.inputs.upper(), f"{app.inputs}s",
-                        threads_help=app.train_help.get("threads") if "predict" in threads
-                        else None, plot_aliases=app.plot_aliases)
+                        threads_help=threads_help["predict"], plot_aliases=app.plot_aliases)
     _add_options(p, app.options, "predict")
-    p.set_defaults(func=functools.partial(run_predict, app), threads=threads.get("predict"))
-
+    p.set_defaults(func=functools.partial(run_predict, app), threads=threads["predict"])
     for command in app.commands:
-        c = sub.add_parser(command.name, help=command.help, description=command.help,
-                           formatter_class=_formatter,
-                           epilog=example_epilog(*command.examples) if command.examples
-                           else epilog)
+        c = add(command.name, command.help, description=command.help,
+                epilog=example_epilog(*command.examples) if command.examples else epilog)
         _add_options(c, command.arguments, None)
         if command.runtime:
             add_runtime_options(c)
@@ -84,10 +74,10 @@ def _add_options(parser: argparse.ArgumentParser, options: Iterable[Any],
         if not o.flag.startswith("-"):
             parser.add_argument(o.name, type=o.type, help=o.help, metavar=o.metavar)
         elif o.type is None:
-            parser.add_argument(o.flag, *o.aliases, dest=o.name, action="store_const",
+            parser.add_argument(o.flag, dest=o.name, action="store_const",
                                 const=o.const, default=o.default, help=o.help)
         else:
-            parser.add_argument(o.flag, *o.aliases, dest=o.name, type=o.type,
+            parser.add_argument(o.flag, dest=o.name, type=o.type,
                                 choices=list(o.choices) if o.choices else None,
                                 default=o.default, help=o.help, metavar=o.metavar,
                                 required=o.required)

@@ -14,7 +14,7 @@ from pathlib import Path
 from attnkit.apps import run_files
 from attnkit.apps.results import Loaded, Log, Prepared, RunSettings, stderr_log
 from attnkit.apps.run_files import load_run, read_vocab
-from attnkit.apps.sentiment.settings import PRESETS, SentimentSettings, model_config
+from attnkit.apps.sentiment.settings import MODEL_SIZES, PRESETS, SentimentSettings, model_config
 from attnkit.data.classification_text import build_vocab, make_tokenizer
 from attnkit.data.imdb import ReadStats, Review, load_split, split_validation
 from attnkit.data.review_pipeline import TextPipeline
@@ -26,8 +26,6 @@ from attnkit.training.distributed import is_main_process
 APP = "sentiment"
 SentimentLoaded = Loaded[SentimentClassifier, TextPipeline]
 
-MODEL_SIZES = ("vocab_size", "maxlen", "embed_dim", "num_heads", "head_dim", "num_layers",
-               "ffn_dim", "bigram_buckets")
 
 
 @dataclass

@@ -16,8 +16,9 @@ from attnkit.apps.run_files import CONFIG_FILE
 from attnkit.data.imdb import has_split
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.models.sentiment import SentimentConfig
-from attnkit.settings import cases_text, check_settings, is_int, setting
+from attnkit.settings import cases_text, check_settings, is_number, setting
 from attnkit.training.config import checked_train_config
+from attnkit.training.run_folder import checked_sizes
 
 PRESETS: dict[str, dict] = {
     "keras2018": {
@@ -47,6 +48,9 @@ TRAIN_HELP = {
     name: f"{text} (default {cases_text({p: s['train'][name] for p, s in PRESETS.items()})})"
     for name, text in (("epochs", "passes over the training reviews"),
                        ("batch_size", "reviews per batch"), ("lr", "learning rate"))}
+# The model's sizes, checked before it is built (a stored model.json may have been edited).
+MODEL_SIZES = ("vocab_size", "maxlen", "embed_dim", "num_heads", "head_dim", "num_layers",
+               "ffn_dim", "bigram_buckets")
 # Model fields that come from the run's settings, not from model overrides.
 MODEL_FROM_SETTINGS = ("vocab_size", "maxlen", "mask_padding", "padding")
 
@@ -133,9 +137,7 @@ class SentimentSettings(AppSettings):
 
 def data_key(path: str | os.PathLike | None) -> str | None:
     """A data location as stored and compared: an absolute path, or ``"download"``."""
-    if path is None or str(path) == "download":
-        return None if path is None else "download"
-    return os.path.abspath(path)
+    return path and ("download" if str(path) == "download" else os.path.abspath(path))
 
 
 def model_config(settings: SentimentSettings) -> SentimentConfig:
@@ -149,15 +151,16 @@ def model_config(settings: SentimentSettings) -> SentimentConfig:
     cfg = SentimentConfig(**{**PRESETS[settings.preset]["model"], **overrides,
                              "vocab_size": settings.num_words, "maxlen": settings.maxlen,
                              "mask_padding": settings.mask_padding, "padding": settings.padding})
-    sizes = ("embed_dim", "num_heads", "head_dim", "num_layers", "ffn_dim")
-    bad = [f"{n}={getattr(cfg, n)!r}" for n in sizes if not is_int(getattr(cfg, n))
-           or getattr(cfg, n) < 1]
-    bad += [f"{n}={getattr(cfg, n)!r}" for n in ("dropout", "block_dropout")
-            if not isinstance(getattr(cfg, n), (int, float)) or not 0 <= getattr(cfg, n) < 1]
-    if bad:
-        raise UsageError(f"bad model setting(s) {', '.join(bad)}: sizes must be positive "
-                         "integers and dropouts in [0, 1)")
     try:
+        checked_sizes({n: getattr(cfg, n) for n in MODEL_SIZES}, "bad model settings",
+                      zero_ok=("bigram_buckets",))
+    except CheckpointError as exc:
+        raise UsageError(str(exc)) from None
+    bad = [n for n in ("dropout", "block_dropout") if not is_number(getattr(cfg, n))
+           or not 0 <= getattr(cfg, n) < 1]
+    try:
+        if bad:
+            raise ValueError(f"{', '.join(bad)} must be numbers in [0, 1)")
         cfg.check()
     except ValueError as exc:
         raise UsageError(f"bad model settings: {exc}") from None

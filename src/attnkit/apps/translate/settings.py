@@ -125,10 +125,6 @@ class TranslateSettings(AppSettings):
         given = getattr(self, name)
         return FIELDS[name].metadata["defaults"][self.arch] if given is None else given
 
-    def model_fields(self) -> dict[str, Any]:
-        """The sizes of this architecture's model, given or default, by model config name."""
-        return {MODEL_NAMES.get(n, n): self.value(n) for n in MODEL_FIELDS[self.arch]}
-
     def train_config(self) -> TrainConfig:
         """The trainer's settings (model selection on validation BLEU, early stopping)."""
         extra = {} if self.amp is None else {"amp": self.amp}
@@ -164,7 +160,7 @@ def build_model_config(s: TranslateSettings, src_vocab: Vocab, v: Vocab) -> Mode
     vocabularies' sizes and ids. UsageError: sizes the model refuses (heads not dividing
     d_model), a ``max_len`` beyond a Transformer's positions.
     """
-    fields = s.model_fields()
+    fields = {MODEL_NAMES.get(n, n): s.value(n) for n in MODEL_FIELDS[s.arch]}
     if s.arch == "rnn":
         fields.update(bidirectional=True, attention=s.attention, cell=s.cell, style=s.style)
     elif s.subword:   # one joint vocabulary: one embedding table for both languages
