@@ -17,19 +17,10 @@ from attnkit.errors import UsageError
 
 @dataclass(frozen=True)
 class Option:
-    """One command-line option of an app.
-
-    Args:
-        flag: ``"--beam"`` (without dashes: positional).
-        type: ``int``, ``float``, ``str``; None for a switch.
-        help: the help line (say the default).
-        commands: the commands that take it: ``"train"``, ``"eval"``, ``"predict"``.
-        dest: the setting or keyword it fills (default: the flag's name with ``_``).
-        const: a switch's value when given (False for ``--no-mask``).
-        stage: where an eval/predict value goes: ``"call"`` (a keyword of ``evaluate`` /
-            ``predict``) or ``"load"`` (of ``load``, e.g. ``--engine``).
-        default: the value when not given (None: the app decides).
-        required: the command needs it (a missing one is one error line).
+    """One command-line option of an app: ``flag`` (``"--beam"``; without dashes, positional),
+    ``type`` (None: a switch, giving ``const``), the ``commands`` that take it, the ``dest`` it
+    fills, and its ``stage``: a keyword of the ``"call"`` (``evaluate``/``predict``), of
+    ``"load"`` (``--engine``) or of how predictions are shown (``"show"``). The rest: argparse's.
     """
 
     flag: str
@@ -60,17 +51,10 @@ def setting(default: Any = None, help: str = "", *, shown: str | None = None,
             valid: tuple[Callable[[Any], bool], str] | None = None,
             choices: tuple[Any, ...] | None = None, commands: tuple[str, ...] = ("train",),
             flag: str | None = None, metavar: str | None = None, const: Any = True) -> Any:
-    """A dataclass field that is a setting (and, with ``help``, a command-line option).
-
-    Args:
-        help: the option's help, without the default (`options_of` adds it).
-        shown: what the help says the default is, when ``default`` does not say it.
-        defaults: the default by case when None stands for one (``{"rnn": 1,
-            "transformer": 2}``): the help lists them, and the app reads them from here.
-        low: an integer setting's least value.
-        valid: a number setting's test and what it wants (``(lambda x: 0 <= x < 1, "a number
-            in [0, 1)")``).
-        choices, commands, flag, metavar, const: as `Option`.
+    """A dataclass field that is a setting (and, with ``help``, a command-line option): its
+    ``help`` without the default (`options_of` adds it, or ``shown``), ``defaults`` by case when
+    None stands for one (``{"rnn": 1, "transformer": 2}``), ``low`` (an integer's least value),
+    ``valid`` (a number's test and what it wants); the rest as `Option`.
     """
     meta = {"help": help, "shown": shown, "defaults": defaults, "low": low, "valid": valid,
             "choices": choices, "commands": commands, "flag": flag, "metavar": metavar,
@@ -133,12 +117,6 @@ def options_of(settings: type, names: Iterable[str] | None = None) -> tuple[Opti
                           meta.get("choices"), f.name, meta["const"], metavar=meta.get(
                               "metavar", "N" if value_type is int else None)))
     return tuple(out)
-
-
-def helps_of(settings: type, names: Iterable[str]) -> dict[str, str]:
-    """The help of each of ``names`` by name (an app's ``train_help`` for the common options)."""
-    fields = {f.name: f for f in dataclasses.fields(settings)}
-    return {name: help_of(fields[name]) for name in names}
 
 
 def is_int(value: Any) -> bool:

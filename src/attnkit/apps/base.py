@@ -122,7 +122,6 @@ class App(Presentation, ABC):
     def after_training(self, loaded: Loaded, metrics: dict[str, Any], log: Log) -> None:
         """What the app shows once a run has its test metrics (figures, examples); nothing
         by default."""
-        return None
 
     # ------------------------------------------------------------------ the shared flow
     def train(self, settings: Mapping[str, Any] | str | os.PathLike | None = None,
@@ -212,23 +211,22 @@ class App(Presentation, ABC):
         saved by rank 0 (the others then reload it); a resume is reloaded by every rank before
         any write.
         """
-        def claim(prepare: bool) -> Prepared | None:
-            prepared = None
-            if prepare:
+        def claim() -> Prepared | None:
+            if not resume:
                 run_folder.check_new_run(out, overwrite=overwrite)
                 prepared = self.prepare(config, log)   # reads the data: before any write
             claimed.enter_context(run_folder.claim_run(out, resume=resume, overwrite=overwrite))
             if resume:   # again under the lock: the folder may have changed since the check
                 read_config(out, self.name)
-            if prepared is not None:
-                self.save(prepared, out)
+                return None
+            self.save(prepared, out)
             return prepared
 
         if resume:
             prepared = self.reload(config, out, log)   # a broken file stops it here
-            distributed.run_on_main(info, lambda: claim(prepare=False))
+            distributed.run_on_main(info, claim)
             return prepared
-        prepared = distributed.run_on_main(info, lambda: claim(prepare=True))
+        prepared = distributed.run_on_main(info, claim)
         return prepared if prepared is not None else self.reload(config, out, log)
 
     def _final_evaluation(self, run: Run, prepared: Prepared, log: Log) -> dict | None:

@@ -16,11 +16,6 @@ from pathlib import Path
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.fileio import atomic_write_bytes, read_json
 
-
-def _starts_with(*prefixes: bytes) -> Callable[[bytes, str], bool]:
-    return lambda head, suffix: head.lstrip().lower().startswith(prefixes)
-
-
 _FIGURE_MAGIC = {".png": (b"\x89png",), ".pdf": (b"%pdf",), ".svg": (b"<?xml", b"<svg")}
 _PHARAOH = re.compile(rb"^\s*(\d+[-p]\d+(\s+\d+[-p]\d+)*)?\s*$")
 
@@ -40,7 +35,8 @@ class OutputKind:
         return ("an " if self.name[0] in "aeiou" else "a ") + self.name
 
 
-PAGE = OutputKind("page", (".html", ".htm"), _starts_with(b"<!doctype html", b"<html"))
+PAGE = OutputKind("page", (".html", ".htm"), lambda head, suffix: head.lstrip().lower()
+                  .startswith((b"<!doctype html", b"<html")))
 REPORT = OutputKind("report", PAGE.suffixes, PAGE.sniff)
 FIGURE = OutputKind("figure", tuple(_FIGURE_MAGIC), lambda head, suffix: head.lstrip().lower()
                     .startswith(_FIGURE_MAGIC[suffix]))

@@ -150,16 +150,12 @@ def read_inputs(inputs: Sequence[str], what: str) -> list[str]:
         text = sys.stdin.read(fileio.MAX_TEXT_BYTES + 1)   # chars: at least as many bytes
         stream = io.BytesIO(text.encode("utf-8", "surrogateescape"))
     raw = fileio.read_user_input(stream, "stdin")
-    lines = [_valid_text(line, f"line {i} of stdin")
-             for i, line in enumerate(_lines(raw), 1)]
+    lines = [_valid_text(line.rstrip(b"\r"), f"line {i} of stdin")
+             for i, line in enumerate(raw.split(b"\n"), 1)]
     lines = [line for line in lines if line.strip()]
     if not lines:
         raise UsageError(f"no {what} given: stdin was empty")
     return lines
-
-
-def _lines(raw: bytes) -> list[bytes]:
-    return [line.rstrip(b"\r") for line in raw.split(b"\n")]
 
 
 def _valid_text(text: bytes | str, where: str) -> str:
