@@ -41,7 +41,7 @@ class Option:
         return self.dest or self.flag.lstrip("-").replace("-", "_")
 
 
-# The options every app's ``train`` takes (``attnkit.cli.common``), whatever its settings.
+# The options every app's ``train`` takes (``attnkit.cli.apps``), whatever its settings.
 COMMON = ("data", "epochs", "batch_size", "lr", "seed", "max_minutes", "patience", "device",
           "amp", "compile", "progress")
 

@@ -1,29 +1,188 @@
 """``attnkit APP train|eval|predict|...`` for every app in `attnkit.apps.APPS`, built from the
-app's declared options (the common ones, `attnkit.cli.common`, plus its own `Option` s and
-``commands``): argument parsing and printing only (the work is the app's).
+app's declared options: those every app shares, declared once here (listed in
+docs/guide/options.md; one left out is None, so an app tells "not given" from "given"), plus
+its own `Option` s and ``commands``. Argument parsing and printing only (the work is the app's).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import io
 import json
+import signal
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
-from attnkit.cli.common import (
-    add_eval_options,
-    add_predict_options,
-    add_runtime_options,
-    add_train_options,
-    apply_threads,
-    example_epilog,
-    exit_code,
-    read_inputs,
-    train_overrides,
-    train_target,
-)
+from attnkit import fileio
+from attnkit.errors import UsageError
+
+AMP_CHOICES = {"auto": "auto", "on": True, "off": False}
+COMPILE_CHOICES = ("auto", "on", "off")
+
+
+def add_train_options(parser: argparse.ArgumentParser, **help_text: str) -> None:
+    """Add the common ``train`` options to ``parser``; ``help_text`` overrides a help by dest name
+    (``lr="default 1e-3"``). ``--data`` is optional: a resume takes the run's.
+    """
+    def add(flag: str, default_help: str | None = None, **kw) -> None:
+        dest = flag[2:].replace("-", "_")
+        parser.add_argument(flag, help=help_text.get(dest, default_help), **kw)
+
+    add("--data", "training data")
+    add("--out", "the run folder to create", metavar="RUN")
+    add("--resume", "continue the interrupted run in RUN (or in --out) exactly; its stored "
+        "settings are kept", nargs="?", const=True, metavar="RUN")
+    add("--overwrite", "replace the run already in --out", action="store_true")
+    add("--epochs", type=int)
+    add("--batch-size", type=int)
+    add("--lr", type=float)
+    add("--seed", "random seed: data split, initial weights, batch order (default 0)", type=int)
+    add("--max-minutes", "stop cleanly after this wall-clock budget (0 = no budget; default "
+        "none)", type=float)
+    add("--patience", "stop after N evaluations without a better validation score (0 = never "
+        "stop early; default 3)", type=int, metavar="N")
+    add_runtime_options(parser, threads_help=help_text.get(
+        "threads", "CPU threads for torch (default: torch's, one per core; a resume: the "
+        "run's)"))
+    parser.add_argument("--amp", choices=list(AMP_CHOICES), default=None,
+                        help="bf16 autocast: auto (default) = on with CUDA or a CPU with native "
+                             "bf16 (AMX / AVX512-BF16), off otherwise")
+    parser.add_argument("--compile", choices=COMPILE_CHOICES, default=None,
+                        help="compile the training step with torch.compile: auto (default) = "
+                             "on a CPU for a model that trains faster compiled (translate's "
+                             "Transformer) in a run of at least 1000 steps and no budget under "
+                             "10 minutes; a resume runs the way the run ran")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_runtime_options(parser: argparse.ArgumentParser, *,
+                        threads_help: str | None = None) -> None:
+    """``--threads`` and ``--device``, for every command that runs a model (``threads_help``:
+    an app's own help, when it sets another default with ``parser.set_defaults``)."""
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help=threads_help or "CPU threads for torch (default: torch's, one per "
+                        "core)")
+    parser.add_argument("--device", default=None, help="auto | cpu | cuda | cuda:N "
+                        "(default: auto when training, cpu otherwise)")
+
+
+def add_eval_options(parser: argparse.ArgumentParser, data_help: str, *,
+                     threads_help: str | None = None) -> None:
+    """Add the common ``eval`` options (``--run --data --json --report`` + runtime)."""
+    parser.add_argument("--run", required=True, metavar="RUN", help="a trained run folder")
+    parser.add_argument("--data", help=data_help)
+    parser.add_argument("--json", action="store_true",
+                        help="print the metrics as one JSON object (the last line)")
+    parser.add_argument("--report", metavar="FILE.html",
+                        help="also write an HTML report with examples and their attention")
+    add_runtime_options(parser, threads_help=threads_help)
+
+
+def add_predict_options(parser: argparse.ArgumentParser, inputs: str, inputs_help: str, *,
+                        threads_help: str | None = None, plot_aliases: tuple[str, ...] = ()
+                        ) -> None:
+    """Add the common ``predict`` options; ``inputs`` names the positional inputs
+    (``plot_aliases``: other flags an app has always accepted for ``--plot``)."""
+    parser.add_argument("--run", required=True, metavar="RUN", help="a trained run folder")
+    parser.add_argument("inputs", nargs="*", metavar=inputs,
+                        help=f"{inputs_help} (none: read one per line from stdin)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object per input")
+    parser.add_argument("--html", metavar="FILE.html",
+                        help="also write an attention explorer page for the inputs")
+    parser.add_argument("--plot", *plot_aliases, dest="plot", metavar="FILE",
+                        help="also write each input's attention "
+                        "figure (.png/.svg/.pdf; several inputs: FILE-1.png, FILE-2.png, ...)")
+    add_runtime_options(parser, threads_help=threads_help)
+
+
+def train_target(args: argparse.Namespace) -> tuple[Path, bool]:
+    """The run folder and whether to resume, from ``--out`` and ``--resume [RUN]``."""
+    resume = args.resume is not None
+    if isinstance(args.resume, str):
+        if args.out and Path(args.out) != Path(args.resume):
+            raise UsageError(f"--resume {args.resume} and --out {args.out} name two folders; "
+                             "give one")
+        return Path(args.resume), True
+    if not args.out:
+        raise UsageError("give the run folder with --out RUN (or --resume RUN)")
+    return Path(args.out), resume
+
+
+def train_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The common training options the user gave, as keyword arguments for ``train``.
+    ``--max-minutes 0`` means no budget (None)."""
+    out = {k: getattr(args, k) for k in ("epochs", "batch_size", "lr", "seed", "device",
+                                         "compile", "patience") if getattr(args, k) is not None}
+    if args.amp is not None:
+        out["amp"] = AMP_CHOICES[args.amp]
+    if args.max_minutes is not None:
+        out["max_minutes"] = args.max_minutes or None
+    if args.no_progress:
+        out["progress"] = False
+    return out
+
+
+def apply_threads(threads: int | None) -> None:
+    """``torch.set_num_threads`` when ``--threads`` was given."""
+    if threads is None:
+        return
+    if threads < 1:
+        raise UsageError(f"--threads must be at least 1, got {threads}")
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def read_inputs(inputs: Sequence[str], what: str) -> list[str]:
+    """The inputs given as arguments, else the non-empty lines of stdin (capped by
+    `attnkit.fileio.MAX_TEXT_BYTES` and `MAX_TEXT_LINES`; bytes not UTF-8 become U+FFFD, with a
+    note). UsageError: no input, or a blank argument; DataError: stdin past a cap.
+    """
+    if inputs:
+        for i, text in enumerate(inputs, 1):
+            if not text.strip():
+                raise UsageError(f"{what} {i} is empty: nothing to predict")
+        return [_valid_text(text, f"{what} {i}") for i, text in enumerate(inputs, 1)]
+    if sys.stdin is None or sys.stdin.isatty():
+        raise UsageError(f"no {what} given: pass one as an argument or one per line on stdin")
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:   # a text stream in stdin's place (an embedding program, a test)
+        text = sys.stdin.read(fileio.MAX_TEXT_BYTES + 1)   # chars: at least as many bytes
+        stream = io.BytesIO(text.encode("utf-8", "surrogateescape"))
+    raw = fileio.read_user_input(stream, "stdin")
+    lines = [_valid_text(line.rstrip(b"\r"), f"line {i} of stdin")
+             for i, line in enumerate(raw.split(b"\n"), 1)]
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        raise UsageError(f"no {what} given: stdin was empty")
+    return lines
+
+
+def _valid_text(text: bytes | str, where: str) -> str:
+    """``text`` as valid Unicode: undecodable bytes (raw, or the surrogates Python keeps for
+    them in arguments) replaced by U+FFFD, with a note saying how many."""
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape")
+    clean = data.decode("utf-8", "replace")
+    bad = clean.count("\ufffd") - data.count("\ufffd".encode())
+    if bad:
+        print(f"attnkit: note: {where}: {bad} invalid UTF-8 sequence(s) replaced by U+FFFD",
+              file=sys.stderr)
+    return clean
+
+
+def exit_code(run: Any) -> int:
+    """0, or ``128 + signal`` for a run stopped by a signal (143 for SIGTERM, 130 for
+    SIGINT), as a shell expects of a killed command."""
+    return 128 + int(signal.Signals[run.signal]) if run.stop_reason == "signal" else 0
+
+
+def example_epilog(*lines: str) -> str:
+    """An argparse epilog listing examples (use with RawDescriptionHelpFormatter)."""
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
 
 _formatter = functools.partial(argparse.RawDescriptionHelpFormatter, max_help_position=32)
 
