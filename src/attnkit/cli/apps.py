@@ -69,35 +69,6 @@ def add_runtime_options(parser: argparse.ArgumentParser, *,
                         "(default: auto when training, cpu otherwise)")
 
 
-def add_eval_options(parser: argparse.ArgumentParser, data_help: str, *,
-                     threads_help: str | None = None) -> None:
-    """Add the common ``eval`` options (``--run --data --json --report`` + runtime)."""
-    parser.add_argument("--run", required=True, metavar="RUN", help="a trained run folder")
-    parser.add_argument("--data", help=data_help)
-    parser.add_argument("--json", action="store_true",
-                        help="print the metrics as one JSON object (the last line)")
-    parser.add_argument("--report", metavar="FILE.html",
-                        help="also write an HTML report with examples and their attention")
-    add_runtime_options(parser, threads_help=threads_help)
-
-
-def add_predict_options(parser: argparse.ArgumentParser, inputs: str, inputs_help: str, *,
-                        threads_help: str | None = None, plot_aliases: tuple[str, ...] = ()
-                        ) -> None:
-    """Add the common ``predict`` options; ``inputs`` names the positional inputs
-    (``plot_aliases``: other flags an app has always accepted for ``--plot``)."""
-    parser.add_argument("--run", required=True, metavar="RUN", help="a trained run folder")
-    parser.add_argument("inputs", nargs="*", metavar=inputs,
-                        help=f"{inputs_help} (none: read one per line from stdin)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object per input")
-    parser.add_argument("--html", metavar="FILE.html",
-                        help="also write an attention explorer page for the inputs")
-    parser.add_argument("--plot", *plot_aliases, dest="plot", metavar="FILE",
-                        help="also write each input's attention "
-                        "figure (.png/.svg/.pdf; several inputs: FILE-1.png, FILE-2.png, ...)")
-    add_runtime_options(parser, threads_help=threads_help)
-
-
 def train_target(args: argparse.Namespace) -> tuple[Path, bool]:
     """The run folder and whether to resume, from ``--out`` and ``--resume [RUN]``."""
     resume = args.resume is not None
@@ -195,7 +166,6 @@ def add_app_parser(subparsers: Any, app: Any) -> argparse.ArgumentParser:
                                    formatter_class=_formatter, epilog=epilog)
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     threads = {c: app.default_threads.get(c) for c in ("eval", "predict")}
-    threads_help = {c: app.train_help.get("threads") if n else None for c, n in threads.items()}
 
     def add(name: str, help: str, **kw: Any) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, formatter_class=_formatter,
@@ -207,14 +177,27 @@ def add_app_parser(subparsers: Any, app: Any) -> argparse.ArgumentParser:
     # No default threads here: train tells "not given" (a resume keeps the run's) from given.
     t.set_defaults(func=functools.partial(run_train, app))
     e = add("eval", f"score a run ({app.eval_help})")
-    add_eval_options(e, app.eval_data_help, threads_help=threads_help["eval"])
-    _add_options(e, app.options, "eval")
-    e.set_defaults(func=functools.partial(run_eval, app), threads=threads["eval"])
     p = add("predict", f"predict {app.inputs}s and show their attention")
-    add_predict_options(p, app.inputs.upper(), f"{app.inputs}s",
-                        threads_help=threads_help["predict"], plot_aliases=app.plot_aliases)
-    _add_options(p, app.options, "predict")
-    p.set_defaults(func=functools.partial(run_predict, app), threads=threads["predict"])
+    for q in (e, p):
+        q.add_argument("--run", required=True, metavar="RUN", help="a trained run folder")
+    e.add_argument("--data", help=app.eval_data_help)
+    e.add_argument("--json", action="store_true",
+                   help="print the metrics as one JSON object (the last line)")
+    e.add_argument("--report", metavar="FILE.html",
+                   help="also write an HTML report with examples and their attention")
+    p.add_argument("inputs", nargs="*", metavar=app.inputs.upper(),
+                   help=f"{app.inputs}s (none: read one per line from stdin)")
+    p.add_argument("--json", action="store_true", help="print one JSON object per input")
+    p.add_argument("--html", metavar="FILE.html",
+                   help="also write an attention explorer page for the inputs")
+    p.add_argument("--plot", *app.plot_aliases, dest="plot", metavar="FILE",
+                   help="also write each input's attention figure (.png/.svg/.pdf; several "
+                   "inputs: FILE-1.png, FILE-2.png, ...)")
+    for name, q, run in (("eval", e, run_eval), ("predict", p, run_predict)):
+        add_runtime_options(q, threads_help=app.train_help.get("threads")
+                            if threads[name] else None)
+        _add_options(q, app.options, name)
+        q.set_defaults(func=functools.partial(run, app), threads=threads[name])
     for command in app.commands:
         c = add(command.name, command.help, description=command.help,
                 epilog=example_epilog(*command.examples) if command.examples else epilog)
@@ -232,14 +215,11 @@ def _add_options(parser: argparse.ArgumentParser, options: Iterable[Any],
             continue
         if not o.flag.startswith("-"):
             parser.add_argument(o.name, type=o.type, help=o.help, metavar=o.metavar)
-        elif o.type is None:
-            parser.add_argument(o.flag, dest=o.name, action="store_const",
-                                const=o.const, default=o.default, help=o.help)
-        else:
-            parser.add_argument(o.flag, dest=o.name, type=o.type,
-                                choices=list(o.choices) if o.choices else None,
-                                default=o.default, help=o.help, metavar=o.metavar,
-                                required=o.required)
+            continue
+        kw = {"action": "store_const", "const": o.const} if o.type is None else {
+            "type": o.type, "choices": list(o.choices) if o.choices else None,
+            "metavar": o.metavar, "required": o.required}
+        parser.add_argument(o.flag, dest=o.name, default=o.default, help=o.help, **kw)
 
 
 def _values(args: argparse.Namespace, options: Iterable[Any], command: str,
