@@ -102,14 +102,12 @@ def help_of(field: dataclasses.Field) -> str:
     return f"{field.metadata['help']} (default {default_text(field)})"
 
 
-def options_of(settings: type, names: Iterable[str] | None = None) -> tuple[Option, ...]:
-    """The `Option` of each setting of ``settings`` with a help (those in `COMMON` left out),
-    or of ``names`` in that order.
-    """
-    fields = {f.name: f for f in dataclasses.fields(settings)
-              if f.metadata.get("help") and f.name not in COMMON}
+def options_of(settings: type) -> tuple[Option, ...]:
+    """The `Option` of each setting of ``settings`` with a help (those in `COMMON` left out)."""
     out = []
-    for f in (fields[n] for n in names) if names is not None else fields.values():
+    for f in dataclasses.fields(settings):
+        if not f.metadata.get("help") or f.name in COMMON:
+            continue
         meta, kind = f.metadata, _type(f)
         value_type = None if _switch(f) else (float if "float" in kind else
                                                int if "int" in kind else str)
@@ -156,18 +154,14 @@ def split_options(given: Mapping[str, Any], owners: Mapping[str, Iterable[str]],
     """``given`` options by owner (the first owner listing a name takes it); UsageError for a
     name no owner knows, listing the known ones (``what`` names them: ``"translate setting"``).
     """
-    parts: dict[str, dict[str, Any]] = {owner: {} for owner in owners}
-    unknown = []
-    for name, value in given.items():
-        owner = next((o for o, names in owners.items() if name in names), None)
-        if owner is None:
-            unknown.append(name)
-        else:
-            parts[owner][name] = value
+    known = {n for names in owners.values() for n in names}
+    unknown = sorted(set(given) - known)
     if unknown:
-        known = sorted({n for names in owners.values() for n in names})
-        raise UsageError(f"unknown {what}(s): {', '.join(sorted(unknown))} (known: "
-                         f"{', '.join(known)})")
+        raise UsageError(f"unknown {what}(s): {', '.join(unknown)} (known: "
+                         f"{', '.join(sorted(known))})")
+    parts: dict[str, dict[str, Any]] = {owner: {} for owner in owners}
+    for name, value in given.items():
+        parts[next(o for o, names in owners.items() if name in names)][name] = value
     return parts
 
 

@@ -66,4 +66,3 @@ class Presentation:
 
     def training_report(self, run: Run) -> str | None:
         """A table printed after ``train`` (e.g. a learning curve), or None."""
-        return None
