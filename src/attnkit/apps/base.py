@@ -99,8 +99,7 @@ class App(Presentation, ABC):
         """A trained run, ready to evaluate and predict."""
 
     @abstractmethod
-    def evaluation(self, loaded: Loaded, data: Any, *, report: int, **options: Any
-                   ) -> Evaluation:
+    def evaluation(self, loaded: Loaded, data: Any, *, report: int, **options: Any) -> Evaluation:
         """The metrics of ``loaded`` on ``data`` (None: the run's own test split), and with
         ``report > 0`` the report page of that many examples."""
 
@@ -178,8 +177,7 @@ class App(Presentation, ABC):
                 exc.hint = run_folder.next_step(out)
                 raise
 
-    def _train(self, config: Any, out: Path, *, resume: bool, overwrite: bool, log: Log
-               ) -> Run:
+    def _train(self, config: Any, out: Path, *, resume: bool, overwrite: bool, log: Log) -> Run:
         """`train` once the settings are known and the threads set."""
         main = distributed.is_main_process()
         info = distributed.setup(config.train.device)   # before preparation: rank 0 prepares alone

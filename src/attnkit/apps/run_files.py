@@ -99,5 +99,4 @@ def load_run(loaded: Callable[..., LoadedT], run: str | os.PathLike, app: str, *
     run_pipeline = pipeline(run, config, model_cfg)
     model, device = load_model(lambda: build(model_cfg), run, weights, device,
                                f"{run / model_file}")
-    return loaded(run, app, model, run_pipeline, config, device,
-                  description=describe(model_cfg))
+    return loaded(run, app, model, run_pipeline, config, device, description=describe(model_cfg))

@@ -244,8 +244,7 @@ def run_train(app: Any, args: argparse.Namespace) -> int:
 
 def run_eval(app: Any, args: argparse.Namespace) -> int:
     apply_threads(args.threads)
-    loaded = app.load(args.run, device=args.device,
-                      **_values(args, app.options, "eval", "load"))
+    loaded = app.load(args.run, device=args.device, **_values(args, app.options, "eval", "load"))
     metrics = app.evaluate(loaded, args.data, report=args.report,
                            **_values(args, app.options, "eval", "call"))
     print(json.dumps(app.json_metrics(metrics), ensure_ascii=False) if args.json
@@ -267,8 +266,7 @@ def run_predict(app: Any, args: argparse.Namespace) -> int:
         output_file(path, FIGURE)
     if args.html:
         output_file(args.html, PAGE)
-    loaded = app.load(args.run, device=args.device,
-                      **_values(args, app.options, "predict", "load"))
+    loaded = app.load(args.run, device=args.device, **_values(args, app.options, "predict", "load"))
     # Attention only as much as something shows: the page shows every layer and head, a
     # figure one row per token, JSON what the app gives by default, a text line what it needs.
     attention = ("all" if args.html else True if args.plot else None if args.json

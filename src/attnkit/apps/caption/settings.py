@@ -27,8 +27,7 @@ TRAIN_DEFAULTS = {"epochs": 40, "batch_size": 32, "lr": 2e-3, "schedule": "cosin
 # CaptionerConfig fields that follow from the data and the vocabulary, not from options.
 _DERIVED = ("vocab_size", "image_size", "feature_size", "max_caption_len", "pad_id", "bos_id",
             "eos_id", "unk_id", "arch", "version")
-MODEL_OPTIONS = tuple(f.name for f in dataclasses.fields(CaptionerConfig)
-                      if f.name not in _DERIVED)
+MODEL_OPTIONS = tuple(f.name for f in dataclasses.fields(CaptionerConfig) if f.name not in _DERIVED)
 MODEL_SIZES = ("vocab_size", "image_size", "feature_size", "channels", "emb_dim", "hidden",
                "attention_units", "max_caption_len", "glimpses")
 # The app chooses how checkpoints are selected (accuracy, or BLEU on real data).

@@ -52,8 +52,7 @@ def accuracy(model, data: EncodedReviews, batch_size: int = 256) -> dict[str, fl
     return {"loss": loss / n, "accuracy": int(((logits > 0).float() == labels).sum()) / n}
 
 
-def make_trainer(prep: SentimentPrepared, out: Path, *, log: Log,
-                 evaluate: bool = True) -> Trainer:
+def make_trainer(prep: SentimentPrepared, out: Path, *, log: Log, evaluate: bool = True) -> Trainer:
     """The run's model (seeded by the caller) and its `attnkit.training.Trainer` (without a
     validation when not ``evaluate``: `benchmarks/train_speed.py` times its steps)."""
     settings, pipeline, reviews = prep.config.settings, prep.pipeline, prep.reviews
@@ -72,8 +71,7 @@ def make_trainer(prep: SentimentPrepared, out: Path, *, log: Log,
                 "train_size": len(train_set), "valid_size": len(valid_set),
                 "test_size": 0 if test_set is None else len(test_set)}
     # Without a validation there is nothing to stop early on.
-    cfg = prep.train if evaluate else dataclasses.replace(prep.train,
-                                                           early_stopping_patience=None)
+    cfg = prep.train if evaluate else dataclasses.replace(prep.train, early_stopping_patience=None)
     return Trainer(model, cfg, out, train_dataset=train_set, collate_fn=collate,
                    loss_fn=bce_loss, evaluate_fn=evaluate_fn if evaluate else None,
                    run_metadata=metadata, then=None if test_set is None else FINAL_EVALUATION,
@@ -87,8 +85,7 @@ def fit(prep: SentimentPrepared, out: Path, *, resume: bool, log: Log) -> TrainR
     return make_trainer(prep, out, log=log).fit(resume=resume)
 
 
-def format_curve(run, baseline: Sequence[float] | None = None,
-                 best_step: int | None = None) -> str:
+def format_curve(run, baseline: Sequence[float] | None = None, best_step: int | None = None) -> str:
     """The per-epoch curve (``metrics.jsonl``) as a table, beside the 2018 Keras test accuracies
     (for a keras2018 run, unless ``baseline`` is given); the evaluation at ``best_step`` is
     marked as the one whose weights the run keeps (its test accuracy is the run's)."""

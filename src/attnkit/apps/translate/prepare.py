@@ -98,8 +98,7 @@ def prepare(config: RunSettings[TranslateSettings], log: Log) -> TranslatePrepar
     known = training_words(en for en, _ in splits["train"]) if s.subword else None
     if known is not None:
         files[WORDS_FILE] = known
-    pipeline = TranslatePipeline(codec, src_vocab, tgt_vocab, source_limit(model_config),
-                                 known)
+    pipeline = TranslatePipeline(codec, src_vocab, tgt_vocab, source_limit(model_config), known)
     log(f"data: {len(tokens)} training pairs, {len(splits['valid'])} valid, "
         f"{len(splits['test'])} test; vocabulary {len(src_vocab)} en / {len(tgt_vocab)} fr")
     valid = min(len(splits["valid"]), s.valid_sample or len(splits["valid"]))

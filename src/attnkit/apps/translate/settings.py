@@ -36,8 +36,7 @@ MODEL_NAMES = {"teacher_forcing": "teacher_forcing_ratio"}
 OPTION_FIELDS = ("label_smoothing", "max_len", "valid_sample", "min_freq", "max_vocab",
                  "subword", "batch_tokens", "examples")
 # What a --resume may change: budgets and how the run is watched, never what it computes.
-RESUME_APPLIES = ("epochs", "max_minutes", "device", "progress", "examples", "strict",
-                  "patience")
+RESUME_APPLIES = ("epochs", "max_minutes", "device", "progress", "examples", "strict", "patience")
 _RATE = (lambda x: 0 <= x < 1, "a number in [0, 1)")
 _POSITIVE = (lambda x: 0 < x < math.inf, "a positive number")
 
