@@ -20,7 +20,6 @@ from attnkit import fileio
 from attnkit.errors import UsageError
 
 AMP_CHOICES = {"auto": "auto", "on": True, "off": False}
-COMPILE_CHOICES = ("auto", "on", "off")
 
 
 def add_train_options(parser: argparse.ArgumentParser, **help_text: str) -> None:
@@ -47,15 +46,13 @@ def add_train_options(parser: argparse.ArgumentParser, **help_text: str) -> None
     add_runtime_options(parser, threads_help=help_text.get(
         "threads", "CPU threads for torch (default: torch's, one per core; a resume: the "
         "run's)"))
-    parser.add_argument("--amp", choices=list(AMP_CHOICES), default=None,
-                        help="bf16 autocast: auto (default) = on with CUDA or a CPU with native "
-                             "bf16 (AMX / AVX512-BF16), off otherwise")
-    parser.add_argument("--compile", choices=COMPILE_CHOICES, default=None,
-                        help="compile the training step with torch.compile: auto (default) = "
-                             "on a CPU for a model that trains faster compiled (translate's "
-                             "Transformer) in a run of at least 1000 steps and no budget under "
-                             "10 minutes; a resume runs the way the run ran")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add("--amp", "bf16 autocast: auto (default) = on with CUDA or a CPU with native bf16 (AMX / "
+        "AVX512-BF16), off otherwise", choices=list(AMP_CHOICES))
+    add("--compile", "compile the training step with torch.compile: auto (default) = on a CPU "
+        "for a model that trains faster compiled (translate's Transformer) in a run of at least "
+        "1000 steps and no budget under 10 minutes; a resume runs the way the run ran",
+        choices=("auto", "on", "off"))
+    add("--no-progress", "no progress bar", action="store_true")
 
 
 def add_runtime_options(parser: argparse.ArgumentParser, *,
