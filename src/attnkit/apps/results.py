@@ -1,5 +1,6 @@
 """The data an app's steps pass around: a loaded run, a finished training, an evaluation,
-prepared data; and the two logs every app uses. `Loaded` is generic in the model and the
+prepared data, a run's settings (`RunSettings`, made by the one configure/resume path of
+`AppSettings`); and the two logs every app uses. `Loaded` is generic in the model and the
 pipeline (``Loaded[SentimentClassifier, TextPipeline]``).
 """
 
