@@ -156,10 +156,6 @@ class App(Presentation, ABC):
         stored = read_config(run_folder.check_resumable(out), self.name) if resume else None
         given = dict(settings) if isinstance(settings, Mapping) else {"data": settings}
         config = self.configure({**given, **overrides}, out, stored)
-        if stored is not None:
-            cfg = config.train
-            log(f"resuming {out} with its stored settings: seed {cfg.seed}, {cfg.epochs} epochs, "
-                f"budget {'none' if cfg.max_minutes is None else f'{cfg.max_minutes:g} minutes'}")
         trained_with = run_folder.stored_threads(stored) if stored is not None else None
         if threads is None:
             threads = trained_with or self.default_threads.get("train")

@@ -100,6 +100,11 @@ def reload(plan: RunSettings[SentimentSettings], out: Path, log: Log) -> Sentime
     model = read_model_config(out)
     pipeline = load_pipeline(out)
     reviews = read_reviews(plan.settings, plan.train.seed)
+    if plan.stored is not None:
+        cfg, budget = plan.train, plan.train.max_minutes
+        log(f"resuming {out} with its stored settings: preset {plan.settings.preset}, seed "
+            f"{cfg.seed}, {cfg.epochs} epochs, budget "
+            f"{'none' if budget is None else f'{budget:g} minutes'}")
     return SentimentPrepared(plan, plan.train, reviews=reviews, pipeline=pipeline, model=model)
 
 

@@ -127,6 +127,9 @@ def reload(config: RunSettings[TranslateSettings], out: Path, log: Log) -> Trans
     tokens, _ = filter_by_length(pipeline.codec.encode_pairs(splits["train"]), s.max_len)
     metadata = {**{k: v for k, v in stored.items() if k not in ("train", "runtime")},
                 "format": FORMAT, "options": {name: getattr(s, name) for name in OPTION_FIELDS}}
+    if config.stored is not None:
+        log(f"resuming {out} (epochs {s.epochs}, budget "
+            f"{'none' if s.max_minutes is None else f'{s.max_minutes:g} min'})")
     return TranslatePrepared(config, config.train, splits=splits, pipeline=pipeline,
                              train_tokens=tokens, model_config=model_config, metadata=metadata)
 
