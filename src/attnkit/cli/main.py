@@ -104,44 +104,40 @@ def main(argv: list[str] | None = None) -> int:
     """
     with warnings.catch_warnings():
         warnings.showwarning = _one_line_warning
-        return _main(argv)
-
-
-def _main(argv: list[str] | None) -> int:
-    # Nothing heavy is imported before the ``try`` below: torch and the apps load inside it,
-    # so Ctrl-C while they load is the one line of KeyboardInterrupt, not a traceback.
-    argv = sys.argv[1:] if argv is None else list(argv)
-    # The command owns its process: freed tensors stay for reuse by the next step or request
-    # instead of going back to the system (attnkit.allocator; docs/results.md).
-    reuse_freed_memory()
-    if argv[:1] == ["serve"] and not {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(os.environ):
-        # Before torch loads OpenMP: its workers spin briefly between parallel regions, then
-        # sleep. A team spinning long starves the server's event loop, one that sleeps at once
-        # is woken at every operation of a decoder step (docs/results.md). A value the user
-        # set is kept.
-        os.environ.update(OMP_WAIT_POLICY="ACTIVE", GOMP_SPINCOUNT="10000")
-    try:
-        parser = build_parser(argv)
-        if not argv:
-            parser.print_help()
-            return 0
-        args = parser.parse_args(argv)
-        return int(args.func(args) or 0)
-    except AttnkitError as exc:
-        print(f"attnkit: error: {exc}", file=sys.stderr)
-        return 2
-    except Interrupted as exc:
-        print(f"attnkit: interrupted by {exc}" + (f"; {exc.hint}" if exc.hint else ""),
-              file=sys.stderr)
-        return 128 + exc.signum
-    except KeyboardInterrupt:
-        print("attnkit: interrupted", file=sys.stderr)
-        return 128 + signal.SIGINT
-    except BrokenPipeError:
-        # The reader went away (`attnkit ... | head`): not an error of ours. Point stdout at
-        # /dev/null so the interpreter's final flush does not raise again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141  # 128 + SIGPIPE, what a shell reports for a command killed by a closed pipe
+        # Nothing heavy is imported before the ``try`` below: torch and the apps load inside it,
+        # so Ctrl-C while they load is the one line of KeyboardInterrupt, not a traceback.
+        argv = sys.argv[1:] if argv is None else list(argv)
+        # The command owns its process: freed tensors stay for reuse by the next step or request
+        # instead of going back to the system (attnkit.allocator; docs/results.md).
+        reuse_freed_memory()
+        if argv[:1] == ["serve"] and not {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(os.environ):
+            # Before torch loads OpenMP: its workers spin briefly between parallel regions, then
+            # sleep. A team spinning long starves the server's event loop, one that sleeps at once
+            # is woken at every operation of a decoder step (docs/results.md). A value the user
+            # set is kept.
+            os.environ.update(OMP_WAIT_POLICY="ACTIVE", GOMP_SPINCOUNT="10000")
+        try:
+            parser = build_parser(argv)
+            if not argv:
+                parser.print_help()
+                return 0
+            args = parser.parse_args(argv)
+            return int(args.func(args) or 0)
+        except AttnkitError as exc:
+            print(f"attnkit: error: {exc}", file=sys.stderr)
+            return 2
+        except Interrupted as exc:
+            print(f"attnkit: interrupted by {exc}" + (f"; {exc.hint}" if exc.hint else ""),
+                  file=sys.stderr)
+            return 128 + exc.signum
+        except KeyboardInterrupt:
+            print("attnkit: interrupted", file=sys.stderr)
+            return 128 + signal.SIGINT
+        except BrokenPipeError:
+            # The reader went away (`attnkit ... | head`): not an error of ours. Point stdout at
+            # /dev/null so the interpreter's final flush does not raise again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 141  # 128 + SIGPIPE, what a shell reports for a command killed by a closed pipe
 
 
 if __name__ == "__main__":  # pragma: no cover
