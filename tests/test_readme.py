@@ -45,7 +45,8 @@ def test_the_demo_shows_a_sentence_its_model_was_checked_to_translate_right(tmp_
     import json
     import shlex
 
-    from attnkit.apps.translate.prepare import configure, prepare
+    from attnkit.apps.translate.prepare import prepare
+    from attnkit.apps.translate.settings import TranslateSettings
 
     demo = (README.parent / "scripts" / "demo.sh").read_text(encoding="utf-8")
     train = next(line for line in demo.splitlines() if "translate train" in line)
@@ -58,8 +59,8 @@ def test_the_demo_shows_a_sentence_its_model_was_checked_to_translate_right(tmp_
         assert DEMO_SENTENCE in page
     assert f"{DEMO_SENTENCE} -> {DEMO_OUTPUT}" in (
         README.parent / "docs" / "results.md").read_text(encoding="utf-8")
-    config = configure({"data": "synthetic", "epochs": 1, "max_minutes": None, "amp": False},
-                       tmp_path, None)
+    config = TranslateSettings.configure({"data": "synthetic", "epochs": 1, "max_minutes": None,
+                                          "amp": False}, tmp_path, None)
     prepared = prepare(config, lambda _: None)
     settings = {k: v for k, v in config.train.to_dict().items() if k not in ("device",
                                                                              "progress")}

@@ -17,19 +17,10 @@ from attnkit.errors import UsageError
 
 @dataclass(frozen=True)
 class Option:
-    """One command-line option of an app.
-
-    Args:
-        flag: ``"--beam"`` (without dashes: positional).
-        type: ``int``, ``float``, ``str``; None for a switch.
-        help: the help line (say the default).
-        commands: the commands that take it: ``"train"``, ``"eval"``, ``"predict"``.
-        dest: the setting or keyword it fills (default: the flag's name with ``_``).
-        const: a switch's value when given (False for ``--no-mask``).
-        stage: where an eval/predict value goes: ``"call"`` (a keyword of ``evaluate`` /
-            ``predict``) or ``"load"`` (of ``load``, e.g. ``--engine``).
-        default: the value when not given (None: the app decides).
-        required: the command needs it (a missing one is one error line).
+    """One command-line option of an app: ``flag`` (``"--beam"``; without dashes, positional),
+    ``type`` (None: a switch, giving ``const``), the ``commands`` that take it, the ``dest`` it
+    fills, and its ``stage``: a keyword of the ``"call"`` (``evaluate``/``predict``), of
+    ``"load"`` (``--engine``) or of how predictions are shown (``"show"``). The rest: argparse's.
     """
 
     flag: str
@@ -42,7 +33,6 @@ class Option:
     stage: str = "call"
     default: Any = None
     metavar: str | None = None
-    aliases: tuple[str, ...] = ()
     required: bool = False
 
     @property
@@ -51,7 +41,7 @@ class Option:
         return self.dest or self.flag.lstrip("-").replace("-", "_")
 
 
-# The options every app's ``train`` takes (``attnkit.cli.common``), whatever its settings.
+# The options every app's ``train`` takes (``attnkit.cli.apps``), whatever its settings.
 COMMON = ("data", "epochs", "batch_size", "lr", "seed", "max_minutes", "patience", "device",
           "amp", "compile", "progress")
 
@@ -61,17 +51,10 @@ def setting(default: Any = None, help: str = "", *, shown: str | None = None,
             valid: tuple[Callable[[Any], bool], str] | None = None,
             choices: tuple[Any, ...] | None = None, commands: tuple[str, ...] = ("train",),
             flag: str | None = None, metavar: str | None = None, const: Any = True) -> Any:
-    """A dataclass field that is a setting (and, with ``help``, a command-line option).
-
-    Args:
-        help: the option's help, without the default (`options_of` adds it).
-        shown: what the help says the default is, when ``default`` does not say it.
-        defaults: the default by case when None stands for one (``{"rnn": 1,
-            "transformer": 2}``): the help lists them, and the app reads them from here.
-        low: an integer setting's least value.
-        valid: a number setting's test and what it wants (``(lambda x: 0 <= x < 1, "a number
-            in [0, 1)")``).
-        choices, commands, flag, metavar, const: as `Option`.
+    """A dataclass field that is a setting (and, with ``help``, a command-line option): its
+    ``help`` without the default (`options_of` adds it, or ``shown``), ``defaults`` by case when
+    None stands for one (``{"rnn": 1, "transformer": 2}``), ``low`` (an integer's least value),
+    ``valid`` (a number's test and what it wants); the rest as `Option`.
     """
     meta = {"help": help, "shown": shown, "defaults": defaults, "low": low, "valid": valid,
             "choices": choices, "commands": commands, "flag": flag, "metavar": metavar,
@@ -119,14 +102,12 @@ def help_of(field: dataclasses.Field) -> str:
     return f"{field.metadata['help']} (default {default_text(field)})"
 
 
-def options_of(settings: type, names: Iterable[str] | None = None) -> tuple[Option, ...]:
-    """The `Option` of each setting of ``settings`` with a help (those in `COMMON` left out),
-    or of ``names`` in that order.
-    """
-    fields = {f.name: f for f in dataclasses.fields(settings)
-              if f.metadata.get("help") and f.name not in COMMON}
+def options_of(settings: type) -> tuple[Option, ...]:
+    """The `Option` of each setting of ``settings`` with a help (those in `COMMON` left out)."""
     out = []
-    for f in (fields[n] for n in names) if names is not None else fields.values():
+    for f in dataclasses.fields(settings):
+        if not f.metadata.get("help") or f.name in COMMON:
+            continue
         meta, kind = f.metadata, _type(f)
         value_type = None if _switch(f) else (float if "float" in kind else
                                                int if "int" in kind else str)
@@ -134,12 +115,6 @@ def options_of(settings: type, names: Iterable[str] | None = None) -> tuple[Opti
                           meta.get("choices"), f.name, meta["const"], metavar=meta.get(
                               "metavar", "N" if value_type is int else None)))
     return tuple(out)
-
-
-def helps_of(settings: type, names: Iterable[str]) -> dict[str, str]:
-    """The help of each of ``names`` by name (an app's ``train_help`` for the common options)."""
-    fields = {f.name: f for f in dataclasses.fields(settings)}
-    return {name: help_of(fields[name]) for name in names}
 
 
 def is_int(value: Any) -> bool:
@@ -179,18 +154,14 @@ def split_options(given: Mapping[str, Any], owners: Mapping[str, Iterable[str]],
     """``given`` options by owner (the first owner listing a name takes it); UsageError for a
     name no owner knows, listing the known ones (``what`` names them: ``"translate setting"``).
     """
-    parts: dict[str, dict[str, Any]] = {owner: {} for owner in owners}
-    unknown = []
-    for name, value in given.items():
-        owner = next((o for o, names in owners.items() if name in names), None)
-        if owner is None:
-            unknown.append(name)
-        else:
-            parts[owner][name] = value
+    known = {n for names in owners.values() for n in names}
+    unknown = sorted(set(given) - known)
     if unknown:
-        known = sorted({n for names in owners.values() for n in names})
-        raise UsageError(f"unknown {what}(s): {', '.join(sorted(unknown))} (known: "
-                         f"{', '.join(known)})")
+        raise UsageError(f"unknown {what}(s): {', '.join(unknown)} (known: "
+                         f"{', '.join(sorted(known))})")
+    parts: dict[str, dict[str, Any]] = {owner: {} for owner in owners}
+    for name, value in given.items():
+        parts[next(o for o, names in owners.items() if name in names)][name] = value
     return parts
 
 

@@ -23,6 +23,7 @@ import pytest
 from safetensors.numpy import load_file
 
 from attnkit.apps import APPS, App, Loaded, Prediction, Run
+from attnkit.apps.prediction import write_page
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.machine import torch_threads
 
@@ -136,7 +137,7 @@ def test_train_load_evaluate_predict_page(trained, name, tmp_path):
     assert sum(p.attention_rows().shape[0] for p in preds) > 0   # some output attended
     html = app.page(preds, loaded.summary())
     assert html.lstrip().lower().startswith("<!doctype html") and "attnkit-data" in html
-    assert app.write_page(preds, tmp_path / "page.html", loaded.summary()).is_file()
+    assert write_page(preds, tmp_path / "page.html", loaded.summary()).is_file()
 
 
 @pytest.mark.parametrize("name", APP_NAMES)

@@ -10,17 +10,16 @@ import pytest
 
 from attnkit.apps import caption, sentiment, translate
 from attnkit.apps.caption.settings import CaptionSettings, model_config, train_config
-from attnkit.apps.sentiment.settings import PRESETS, Settings
+from attnkit.apps.sentiment.settings import PRESETS, SentimentSettings
 from attnkit.apps.translate.settings import (
     TranslateSettings,
     build_model_config,
-    settings_from,
 )
 from attnkit.data.translation_splits import SYNTHETIC_SIZES
 from attnkit.data.vocab import Vocab
 from attnkit.settings import default_text, help_of
 
-APPS = ((translate.APP, TranslateSettings), (sentiment.APP, Settings),
+APPS = ((translate.APP, TranslateSettings), (sentiment.APP, SentimentSettings),
         (caption.APP, CaptionSettings))
 
 
@@ -53,7 +52,7 @@ def test_translate_helps_state_what_a_run_gets():
     helps = {o.name: o.help for o in translate.APP.options} | translate.APP.train_help
     vocab = Vocab.build([["a", "b"]])
     for arch in ("rnn", "transformer"):
-        s = settings_from({"arch": arch})
+        s = TranslateSettings(arch=arch)
         model, train = build_model_config(s, vocab, vocab), s.train_config()
         got = {"layers": model.layers, "dropout": model.dropout, "lr": train.lr,
                "schedule": train.schedule, "warmup": train.warmup_steps,
@@ -72,7 +71,7 @@ def test_translate_helps_state_what_a_run_gets():
 def test_sentiment_helps_state_each_presets_values():
     helps = {o.name: o.help for o in sentiment.APP.options} | sentiment.APP.train_help
     for preset, spec in PRESETS.items():
-        resolved = Settings(preset=preset, data="x").resolved()
+        resolved = SentimentSettings(preset=preset, data="x").resolved()
         for name in ("num_words", "maxlen", "valid_fraction", "tokenizer"):
             assert same(getattr(resolved, name), stated(helps[name], tuple(PRESETS))[preset])
         for name in ("epochs", "batch_size", "lr"):

@@ -1,4 +1,4 @@
-"""The options and exits every app's command shares (attnkit.cli.common, attnkit.cli.main)."""
+"""The options and exits every app's command shares (attnkit.cli.apps, attnkit.cli.main)."""
 
 import argparse
 import io
@@ -8,45 +8,45 @@ from types import SimpleNamespace
 
 import pytest
 
-from attnkit.cli import common
+from attnkit.cli import apps as cli_apps
 from attnkit.cli.main import main
 from attnkit.errors import UsageError
 
 
 def test_exit_code_is_128_plus_the_signal():
-    assert common.exit_code(SimpleNamespace(stop_reason="signal", signal="SIGTERM")) == 143
-    assert common.exit_code(SimpleNamespace(stop_reason="signal", signal="SIGINT")) == 130
-    assert common.exit_code(SimpleNamespace(stop_reason="completed", signal=None)) == 0
+    assert cli_apps.exit_code(SimpleNamespace(stop_reason="signal", signal="SIGTERM")) == 143
+    assert cli_apps.exit_code(SimpleNamespace(stop_reason="signal", signal="SIGINT")) == 130
+    assert cli_apps.exit_code(SimpleNamespace(stop_reason="completed", signal=None)) == 0
 
 
 def test_read_inputs_takes_arguments_or_stdin_and_refuses_empty(monkeypatch):
-    assert common.read_inputs(["a", "b"], "sentence") == ["a", "b"]
+    assert cli_apps.read_inputs(["a", "b"], "sentence") == ["a", "b"]
     with pytest.raises(UsageError, match="sentence 2 is empty"):
-        common.read_inputs(["a", "  "], "sentence")
+        cli_apps.read_inputs(["a", "  "], "sentence")
     monkeypatch.setattr(sys, "stdin", io.StringIO("one\n\n two\r\n"))
-    assert common.read_inputs([], "review") == ["one", " two"]
+    assert cli_apps.read_inputs([], "review") == ["one", " two"]
     monkeypatch.setattr(sys, "stdin", io.StringIO("\n \n"))
     with pytest.raises(UsageError, match="no review given: stdin was empty"):
-        common.read_inputs([], "review")
+        cli_apps.read_inputs([], "review")
 
 
 def _train_args(argv):
     parser = argparse.ArgumentParser()
-    common.add_train_options(parser, data_default="synthetic")
+    cli_apps.add_train_options(parser)
     return parser.parse_args(argv)
 
 
 def test_train_target_and_overrides_keep_only_what_was_given():
     args = _train_args(["--out", "r", "--seed", "3", "--amp", "off", "--max-minutes", "0"])
-    assert common.train_target(args) == (common.Path("r"), False)
-    assert common.train_overrides(args) == {"seed": 3, "amp": False, "max_minutes": None}
-    assert common.train_target(_train_args(["--resume", "r"])) == (common.Path("r"), True)
-    assert common.train_target(_train_args(["--out", "r", "--resume"])) == (
-        common.Path("r"), True)
+    assert cli_apps.train_target(args) == (cli_apps.Path("r"), False)
+    assert cli_apps.train_overrides(args) == {"seed": 3, "amp": False, "max_minutes": None}
+    assert cli_apps.train_target(_train_args(["--resume", "r"])) == (cli_apps.Path("r"), True)
+    assert cli_apps.train_target(_train_args(["--out", "r", "--resume"])) == (
+        cli_apps.Path("r"), True)
     with pytest.raises(UsageError, match="name two folders"):
-        common.train_target(_train_args(["--out", "a", "--resume", "b"]))
+        cli_apps.train_target(_train_args(["--out", "a", "--resume", "b"]))
     with pytest.raises(UsageError, match="--out RUN"):
-        common.train_target(_train_args([]))
+        cli_apps.train_target(_train_args([]))
 
 
 def test_argparse_mistakes_are_one_line(capsys):
@@ -82,10 +82,10 @@ def test_no_arguments_prints_help(capsys):
 
 def test_invalid_utf8_inputs_are_replaced_and_counted(capsys, monkeypatch):
     bad = b"ok \xff there".decode("utf-8", "surrogateescape")
-    assert common.read_inputs([bad], "sentence") == ["ok \ufffd there"]
+    assert cli_apps.read_inputs([bad], "sentence") == ["ok \ufffd there"]
     assert "sentence 1: 1 invalid UTF-8 sequence(s)" in capsys.readouterr().err
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a\xfeb\r\n\nc\n")))
-    assert common.read_inputs([], "review") == ["a\ufffdb", "c"]
+    assert cli_apps.read_inputs([], "review") == ["a\ufffdb", "c"]
 
 
 def test_a_warning_is_one_line_only_while_the_command_runs(capsys, monkeypatch):

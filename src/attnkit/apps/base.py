@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from attnkit.apps.outputs import REPORT, output_file, write_output
-from attnkit.apps.prediction import Prediction, write_page
+from attnkit.apps.prediction import Prediction
 from attnkit.apps.presentation import Presentation
 from attnkit.apps.results import (
     FINAL_EVALUATION,
@@ -99,8 +99,7 @@ class App(Presentation, ABC):
         """A trained run, ready to evaluate and predict."""
 
     @abstractmethod
-    def evaluation(self, loaded: Loaded, data: Any, *, report: int, **options: Any
-                   ) -> Evaluation:
+    def evaluation(self, loaded: Loaded, data: Any, *, report: int, **options: Any) -> Evaluation:
         """The metrics of ``loaded`` on ``data`` (None: the run's own test split), and with
         ``report > 0`` the report page of that many examples."""
 
@@ -122,7 +121,6 @@ class App(Presentation, ABC):
     def after_training(self, loaded: Loaded, metrics: dict[str, Any], log: Log) -> None:
         """What the app shows once a run has its test metrics (figures, examples); nothing
         by default."""
-        return None
 
     # ------------------------------------------------------------------ the shared flow
     def train(self, settings: Mapping[str, Any] | str | os.PathLike | None = None,
@@ -175,8 +173,7 @@ class App(Presentation, ABC):
                 exc.hint = run_folder.next_step(out)
                 raise
 
-    def _train(self, config: Any, out: Path, *, resume: bool, overwrite: bool, log: Log
-               ) -> Run:
+    def _train(self, config: Any, out: Path, *, resume: bool, overwrite: bool, log: Log) -> Run:
         """`train` once the settings are known and the threads set."""
         main = distributed.is_main_process()
         info = distributed.setup(config.train.device)   # before preparation: rank 0 prepares alone
@@ -208,23 +205,22 @@ class App(Presentation, ABC):
         saved by rank 0 (the others then reload it); a resume is reloaded by every rank before
         any write.
         """
-        def claim(prepare: bool) -> Prepared | None:
-            prepared = None
-            if prepare:
+        def claim() -> Prepared | None:
+            if not resume:
                 run_folder.check_new_run(out, overwrite=overwrite)
                 prepared = self.prepare(config, log)   # reads the data: before any write
             claimed.enter_context(run_folder.claim_run(out, resume=resume, overwrite=overwrite))
             if resume:   # again under the lock: the folder may have changed since the check
                 read_config(out, self.name)
-            if prepared is not None:
-                self.save(prepared, out)
+                return None
+            self.save(prepared, out)
             return prepared
 
         if resume:
             prepared = self.reload(config, out, log)   # a broken file stops it here
-            distributed.run_on_main(info, lambda: claim(prepare=False))
+            distributed.run_on_main(info, claim)
             return prepared
-        prepared = distributed.run_on_main(info, lambda: claim(prepare=True))
+        prepared = distributed.run_on_main(info, claim)
         return prepared if prepared is not None else self.reload(config, out, log)
 
     def _final_evaluation(self, run: Run, prepared: Prepared, log: Log) -> dict | None:
@@ -287,11 +283,6 @@ class App(Presentation, ABC):
         if not predictions:
             raise UsageError("nothing to show: no predictions")
         return type(predictions[0]).page(predictions, summary)
-
-    def write_page(self, predictions: Sequence[Prediction], path: str | os.PathLike,
-                   summary: dict[str, Any]) -> Path:
-        """`page` written to ``path`` (`attnkit.apps.prediction.write_page`)."""
-        return write_page(predictions, path, summary)
 
     def _loaded(self, run: Loaded | str | os.PathLike, *, device: str | None,
                 engine: str | None) -> Loaded:

@@ -16,23 +16,24 @@ from pathlib import Path
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.fileio import atomic_write_bytes, read_json
 
-
-def _starts_with(*prefixes: bytes) -> Callable[[bytes, str], bool]:
-    return lambda head, suffix: head.lstrip().lower().startswith(prefixes)
-
-
-_FIGURE_MAGIC = {".png": (b"\x89png",), ".pdf": (b"%pdf",), ".svg": (b"<?xml", b"<svg")}
+_MAGIC = {".html": (b"<!doctype html", b"<html"), ".htm": (b"<!doctype html", b"<html"),
+          ".png": (b"\x89png",), ".pdf": (b"%pdf",), ".svg": (b"<?xml", b"<svg")}
 _PHARAOH = re.compile(rb"^\s*(\d+[-p]\d+(\s+\d+[-p]\d+)*)?\s*$")
+
+
+def _magic(head: bytes, suffix: str) -> bool:
+    return head.lstrip().lower().startswith(_MAGIC[suffix])
 
 
 @dataclass(frozen=True)
 class OutputKind:
     """What an output file is: a name for messages, the extensions it may have, and how the
-    start of an existing file shows that it already is one (``sniff(head, suffix)``)."""
+    start of an existing file shows that it already is one (``sniff(head, suffix)``; by
+    default its format's magic bytes)."""
 
     name: str
     suffixes: tuple[str, ...]
-    sniff: Callable[[bytes, str], bool]
+    sniff: Callable[[bytes, str], bool] = _magic
 
     @property
     def a(self) -> str:
@@ -40,13 +41,10 @@ class OutputKind:
         return ("an " if self.name[0] in "aeiou" else "a ") + self.name
 
 
-PAGE = OutputKind("page", (".html", ".htm"), _starts_with(b"<!doctype html", b"<html"))
-REPORT = OutputKind("report", PAGE.suffixes, PAGE.sniff)
-FIGURE = OutputKind("figure", tuple(_FIGURE_MAGIC), lambda head, suffix: head.lstrip().lower()
-                    .startswith(_FIGURE_MAGIC[suffix]))
-FIGURE_OR_PAGE = OutputKind("figure or page", FIGURE.suffixes + PAGE.suffixes,
-                            lambda head, suffix: (PAGE if suffix in PAGE.suffixes else FIGURE)
-                            .sniff(head, suffix))
+PAGE = OutputKind("page", (".html", ".htm"))
+REPORT = OutputKind("report", PAGE.suffixes)
+FIGURE = OutputKind("figure", (".png", ".pdf", ".svg"))
+FIGURE_OR_PAGE = OutputKind("figure or page", FIGURE.suffixes + PAGE.suffixes)
 EXPORT = OutputKind("export folder", (), lambda head, suffix: False)
 ALIGNMENTS = OutputKind("alignment file", (".txt", ".wa", ".align", ".pharaoh"),
                         lambda head, suffix: bool(_PHARAOH.match(head.split(b"\n")[0])))

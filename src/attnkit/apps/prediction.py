@@ -42,12 +42,10 @@ class Prediction:
 
     def note(self) -> str | None:
         """One line on what the model could not read or see, or None."""
-        return None
 
     def warning(self) -> str | None:
         """One line when the model could not read enough of the input for its output to be
         trusted (``predict`` prints it as ``attnkit: warning:``), or None."""
-        return None
 
     def attention_rows(self) -> np.ndarray | None:
         """The attention as ``[rows, positions]``: one distribution over the input per output;

@@ -34,20 +34,12 @@ class Command:
 
 
 class Presentation:
-    """What the ``attnkit APP`` commands show of an app.
-
-    Class attributes:
-        help, description: a line for ``attnkit --help``, a paragraph for ``attnkit NAME --help``.
-        options: `attnkit.settings.Option` s the CLI adds for this app.
-        examples: command lines shown under ``attnkit NAME --help``.
-        commands: `Command` s beyond train / eval / predict.
-        headline: the test metrics a finished training prints on its last line.
-        train_help: the help of common train options where the app's defaults differ.
-        eval_help, eval_data_help: the help of ``eval`` and of its ``--data``.
-        default_threads: CPU threads by command where torch's default is not the fastest.
-        plot_aliases: other flags the app accepts for ``predict --plot``.
-        text_attention: the ``attention`` a plain-text ``predict`` asks for: None (the app's
-            default) when its line shows attention, False when not (nothing computes it).
+    """What the ``attnkit APP`` commands show of an app: ``help`` (for ``attnkit --help``),
+    ``description``, ``examples``, its `attnkit.settings.Option` s and extra `Command` s, the
+    ``headline`` test metrics of a training's last line, helps where its defaults differ
+    (``train_help``, ``eval_help``, ``eval_data_help``), ``default_threads`` by command,
+    ``plot_aliases`` for ``--plot``, and ``text_attention``: what a plain-text ``predict`` asks
+    for (None: the app's default; False when its line shows no attention).
     """
 
     help: ClassVar[str] = ""
@@ -74,9 +66,3 @@ class Presentation:
 
     def training_report(self, run: Run) -> str | None:
         """A table printed after ``train`` (e.g. a learning curve), or None."""
-        return None
-
-    def run_line(self, run: Run) -> str:
-        """The last line ``train`` prints (`attnkit.apps.results.Run.line` with the
-        ``headline``)."""
-        return run.line(self.headline)

@@ -76,10 +76,8 @@ class AppRegistry(Mapping[str, "App"]):
 
     def _targets(self) -> dict[str, tuple[str, str]]:
         """Name -> (``module:attribute``, where it comes from)."""
-        targets = {name: (target, "attnkit") for name, target in BUILTIN.items()}
-        for name, ep in self._plugins().items():
-            targets[name] = (ep.value, distribution(ep))
-        return targets
+        return {**{name: (target, "attnkit") for name, target in BUILTIN.items()},
+                **{name: (ep.value, distribution(ep)) for name, ep in self._plugins().items()}}
 
     def names(self) -> list[str]:
         """Every app name, without importing any app."""
@@ -109,11 +107,8 @@ class AppRegistry(Mapping[str, "App"]):
         if name in self._extra:
             return self._extra[name]
         if name not in self._loaded:
-            target = self._targets().get(name)
-            if target is None:
-                raise KeyError(name)
-            self._loaded[name] = _load(name, *target, timeout=None if name in BUILTIN
-                                       else PLUGIN_IMPORT_SECONDS)
+            self._loaded[name] = _load(name, *self._targets()[name], timeout=None
+                                       if name in BUILTIN else PLUGIN_IMPORT_SECONDS)
         return self._loaded[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -126,10 +121,9 @@ class AppRegistry(Mapping[str, "App"]):
 def distribution(ep: EntryPoint) -> str:
     """The package that declares ``ep``, for messages (``"the package 'attnkit-reverse
     0.1.0'"``)."""
-    dist = getattr(ep, "dist", None)
-    if dist is None:
-        return f"the entry point {ep.value!r}"
-    return f"the package '{dist.name} {dist.version}'"
+    dist = ep.dist
+    return (f"the entry point {ep.value!r}" if dist is None
+            else f"the package '{dist.name} {dist.version}'")
 
 
 def _load(name: str, target: str, origin: str, *, timeout: float | None = None) -> App:

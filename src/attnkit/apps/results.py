@@ -1,19 +1,29 @@
 """The data an app's steps pass around: a loaded run, a finished training, an evaluation,
-prepared data; and the two logs every app uses. `Loaded` is generic in the model and the
+prepared data, a run's settings (`RunSettings`, made by the one configure/resume path of
+`AppSettings`); and the two logs every app uses. `Loaded` is generic in the model and the
 pipeline (``Loaded[SentimentClassifier, TextPipeline]``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from attnkit.errors import CheckpointError
 from attnkit.fileio import read_json, write_json
+from attnkit.settings import check_resume, split_options
 from attnkit.training import TrainConfig, TrainResult
+from attnkit.training.config import (
+    budgets_given,
+    checked_train_config,
+    given_options,
+    stored_train_config,
+    trainer_options,
+)
 
 Log = Callable[[str], None]
 ModelT = TypeVar("ModelT")
@@ -25,6 +35,7 @@ TEST_METRICS = "test_metrics.json"
 FINAL_EVALUATION = "the test evaluation"
 # Fields of test_metrics.json that describe the training, kept when `eval` rewrites the file.
 TRAINING_FIELDS = ("stop_reason", "train_seconds", "run")
+TRAIN_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig))
 
 
 def quiet(_: str) -> None:
@@ -99,13 +110,9 @@ class Run:
                   if isinstance((self.test_metrics or {}).get(k), (int, float))]
         return line + (f"  test (its weights): {', '.join(scores)}" if scores else "")
 
-    stop_reason = property(lambda self: self.result.stop_reason)
-    signal = property(lambda self: self.result.signal)
-    epoch = property(lambda self: self.result.epoch)
-    global_step = property(lambda self: self.result.global_step)
-    best_metric = property(lambda self: self.result.best_metric)
-    best_step = property(lambda self: self.result.best_step)
-    elapsed = property(lambda self: self.result.elapsed)
+    def __getattr__(self, name: str) -> Any:
+        """The trainer's `TrainResult` fields (``stop_reason``, ``best_metric``, ``epoch``...)."""
+        return getattr(vars(self).get("result"), name)
 
 
 @dataclass
@@ -128,10 +135,9 @@ class TinyRun:
 
 @dataclass
 class RunSettings(Generic[SettingsT]):
-    """A training's validated settings, what every app's ``configure`` returns: the app's
-    ``settings``, the trainer's ``train`` config, on a resume the run's ``stored``
-    ``config.json``; ``spec``: the data spec (translate), ``model_options``: the model
-    options given (caption).
+    """A training's validated settings (`AppSettings.configure`'s): the app's ``settings``, the
+    trainer's ``train`` config, on a resume the run's ``stored`` ``config.json``; ``spec``: the
+    data spec (translate), ``model_options``: the model options given (caption).
     """
 
     settings: SettingsT
@@ -139,6 +145,50 @@ class RunSettings(Generic[SettingsT]):
     stored: dict[str, Any] | None = None
     spec: dict[str, Any] | None = None
     model_options: dict[str, Any] = field(default_factory=dict)
+
+
+class AppSettings:
+    """The base of a built-in app's settings dataclass: `configure`, the one path from the options
+    given to a new run's or a resume's `RunSettings`. The app names the model and trainer
+    options it takes beside its fields and what a resume applies, and writes two class methods:
+    ``fresh(data, parts)``, a new run's `RunSettings` from the options by owner (``"settings"``,
+    ``"model"``, ``"train"``), and ``stored(config, out)``, the settings a run stored with the
+    values a resume compares the given ones with (CheckpointError).
+    """
+
+    app: ClassVar[str]
+    model_options: ClassVar[tuple[str, ...]] = ()
+    train_options: ClassVar[tuple[str, ...]] = ()
+    resume_applies: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def configure(cls, given: dict[str, Any], out: Path, stored: dict[str, Any] | None
+                  ) -> RunSettings:
+        """`attnkit.apps.base.App.configure`: ``given`` holds ``data``, the settings' fields and
+        the model and trainer options (None: not given, but a None budget is no budget)."""
+        given = given_options(given)
+        data = given.pop("data", None)
+        names = {f.name for f in dataclasses.fields(cls)} - {"data"}
+        parts = split_options(given, {"settings": names, "model": cls.model_options, "train": (
+            *cls.train_options, "patience") if cls.train_options else ()}, f"{cls.app} option")
+        parts["model"].update(parts["settings"].pop("model_overrides", {}))
+        parts["train"] = trainer_options(parts["train"])
+        if stored is None:
+            return cls.fresh(data, parts)
+        old, kept = cls.stored(stored, out)
+        train = stored_train_config(stored, f"{out / 'config.json'}: bad \"train\" settings")
+        given = old.resume_given({**parts["settings"], **parts["model"], **parts["train"],
+                                  "data": data})
+        changes = {**check_resume({**kept, **train.to_dict()}, given, applied=cls.resume_applies),
+                   **budgets_given(given)}
+        train = checked_train_config({**train.to_dict(), **{
+            k: v for k, v in trainer_options(changes).items() if k in TRAIN_FIELDS}})
+        return RunSettings(dataclasses.replace(old, **{k: v for k, v in changes.items()
+                                                       if k in names}), train, stored)
+
+    def resume_given(self, given: dict[str, Any]) -> dict[str, Any]:
+        """The options given to a resume as the stored values read (a data path made absolute)."""
+        return given
 
 
 @dataclass
@@ -162,12 +212,10 @@ def write_test_metrics(run: Path, metrics: dict[str, Any], keys: tuple[str, ...]
     a note. Returns the file written (or that would have been).
     """
     path = run / TEST_METRICS
-    old: Any = {}
-    if path.is_file():
-        try:
-            old = read_json(path, "the run's test metrics", root=run)
-        except CheckpointError:
-            old = {}
+    try:
+        old = read_json(path, "the run's test metrics", root=run) if path.is_file() else {}
+    except CheckpointError:
+        old = {}
     old = old if isinstance(old, dict) else {}
     other = [k for k in keys if k in old and old[k] != metrics.get(k)]
     if other:

@@ -88,20 +88,10 @@ def load_run(loaded: Callable[..., LoadedT], run: str | os.PathLike, app: str, *
              pipeline: Callable[[Path, dict[str, Any], T], Any], build: Callable[[T], nn.Module],
              describe: Callable[[T], str], model_file: str, weights: str = "best",
              device: str | None = None) -> LoadedT:
-    """A trained run of ``app`` read in the order every app reads one: ``config.json``, the model
-    config, the pipeline, then the model with its ``weights`` (``"best"``/``"last"``) in eval mode
-    on ``device`` (None: CPU, ``"auto"``: CUDA when present), as ``loaded(run, app, model,
-    pipeline, config, device, description)``.
-
-    Args:
-        model_config: (run, config) -> the model's config, its sizes checked.
-        pipeline: (run, config, model config) -> the app's pipeline.
-        build: the model config -> the network; ``describe``: -> the model in a few words.
-        model_file: the file named when the model cannot be built (``"model.json"``).
-
-    Raises:
-        CheckpointError: not a run of ``app``, a broken file, no such weights.
-        UsageError: a bad device.
+    """A trained run of ``app`` read in the order every app reads one: ``config.json``,
+    ``model_config(run, config)``, ``pipeline(run, config, model config)``, then the model
+    (``build(model config)``, ``model_file`` named if it fails) with its ``weights`` in eval mode
+    on ``device`` (None: CPU), as ``loaded(...)``. CheckpointError; UsageError: a bad device.
     """
     run = Path(run)
     config = read_config(run, app)
@@ -109,5 +99,4 @@ def load_run(loaded: Callable[..., LoadedT], run: str | os.PathLike, app: str, *
     run_pipeline = pipeline(run, config, model_cfg)
     model, device = load_model(lambda: build(model_cfg), run, weights, device,
                                f"{run / model_file}")
-    return loaded(run, app, model, run_pipeline, config, device,
-                  description=describe(model_cfg))
+    return loaded(run, app, model, run_pipeline, config, device, description=describe(model_cfg))

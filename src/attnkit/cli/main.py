@@ -57,21 +57,19 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         "  attnkit serve --run runs/fr --run runs/imdb      # http://127.0.0.1:8000/\n",
     )
     parser.add_argument("--version", action="version", version=f"attnkit {_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND",
-                                parser_class=OneLineParser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     names = APPS.names()
     wanted = next((a for a in (argv or []) if not a.startswith("-")), None)
     add_serve_parser(sub)
     for name in names:
-        if name != wanted and not APPS.is_builtin(name):
-            sub.add_parser(name, help=f"the {name} app (from {APPS.origin(name)})")
-            continue
-        if (wanted in names or wanted == "serve") and name != wanted:
-            sub.add_parser(name, help=f"the {name} app")   # not imported: not asked for
+        builtin = APPS.is_builtin(name)
+        if name != wanted and (not builtin or wanted in (*names, "serve")):   # not imported
+            origin = "" if builtin else f" (from {APPS.origin(name)})"
+            sub.add_parser(name, help=f"the {name} app{origin}")
             continue
         try:
             app = APPS[name]
-            if not APPS.is_builtin(name):
+            if not builtin:   # tried on a parser of its own: a failure leaves none half-built
                 _check_app_parser(app, APPS.origin(name))
         except UsageError as exc:
             if name == wanted:
@@ -84,14 +82,11 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def _check_app_parser(app, origin: str) -> None:
-    """UsageError (naming ``origin``) when a plugin app's parser cannot be built, tried on a
-    parser of its own so that a failure leaves none half-built.
-    """
+    """UsageError (naming ``origin``) when a plugin app's parser cannot be built."""
     from attnkit.cli.apps import add_app_parser
 
-    scratch = OneLineParser(prog="attnkit").add_subparsers(parser_class=OneLineParser)
     try:
-        add_app_parser(scratch, app)
+        add_app_parser(OneLineParser(prog="attnkit").add_subparsers(), app)
     # Whatever a plugin's declarations raise is the plugin's fault, never the CLI's: the
     # built-in commands must keep working (the `registry._load` rule).
     except Exception as exc:
@@ -109,47 +104,40 @@ def main(argv: list[str] | None = None) -> int:
     """
     with warnings.catch_warnings():
         warnings.showwarning = _one_line_warning
-        return _main(argv)
-
-
-def _main(argv: list[str] | None) -> int:
-    # Nothing heavy is imported before the ``try`` below: torch and the apps load inside it,
-    # so Ctrl-C while they load is the one line of KeyboardInterrupt, not a traceback.
-    argv = sys.argv[1:] if argv is None else list(argv)
-    # The command owns its process: freed tensors stay for reuse by the next step or request
-    # instead of going back to the system (attnkit.allocator: the 2018 sentiment model trains
-    # 17% faster).
-    reuse_freed_memory()
-    if argv[:1] == ["serve"] and not {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(os.environ):
-        # Before torch loads OpenMP: its workers spin 10,000 rounds (about 0.1 ms) between
-        # parallel regions, then sleep. A team spinning the default 5 minutes starved the
-        # server's event loop (8 clients on a busy 2-core machine: 12 requests/s against 390
-        # for one that sleeps at once), and one that sleeps at once is woken at every
-        # operation of a decoder step (served, a one-sentence request took 5-7 ms longer than
-        # in-process; spinning briefly, 2-3 ms: docs/results.md). A value the user set is kept.
-        os.environ.update(OMP_WAIT_POLICY="ACTIVE", GOMP_SPINCOUNT="10000")
-    try:
-        parser = build_parser(argv)
-        if not argv:
-            parser.print_help()
-            return 0
-        args = parser.parse_args(argv)
-        return int(args.func(args) or 0)
-    except AttnkitError as exc:
-        print(f"attnkit: error: {exc}", file=sys.stderr)
-        return 2
-    except Interrupted as exc:
-        print(f"attnkit: interrupted by {exc}" + (f"; {exc.hint}" if exc.hint else ""),
-              file=sys.stderr)
-        return 128 + exc.signum
-    except KeyboardInterrupt:
-        print("attnkit: interrupted", file=sys.stderr)
-        return 128 + signal.SIGINT
-    except BrokenPipeError:
-        # The reader went away (`attnkit ... | head`): not an error of ours. Point stdout at
-        # /dev/null so the interpreter's final flush does not raise again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141  # 128 + SIGPIPE, what a shell reports for a command killed by a closed pipe
+        # Nothing heavy is imported before the ``try`` below: torch and the apps load inside it,
+        # so Ctrl-C while they load is the one line of KeyboardInterrupt, not a traceback.
+        argv = sys.argv[1:] if argv is None else list(argv)
+        # The command owns its process: freed tensors stay for reuse by the next step or request
+        # instead of going back to the system (attnkit.allocator; docs/results.md).
+        reuse_freed_memory()
+        if argv[:1] == ["serve"] and not {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & set(os.environ):
+            # Before torch loads OpenMP: its workers spin briefly between parallel regions, then
+            # sleep. A team spinning long starves the server's event loop, one that sleeps at once
+            # is woken at every operation of a decoder step (docs/results.md). A value the user
+            # set is kept.
+            os.environ.update(OMP_WAIT_POLICY="ACTIVE", GOMP_SPINCOUNT="10000")
+        try:
+            parser = build_parser(argv)
+            if not argv:
+                parser.print_help()
+                return 0
+            args = parser.parse_args(argv)
+            return int(args.func(args) or 0)
+        except AttnkitError as exc:
+            print(f"attnkit: error: {exc}", file=sys.stderr)
+            return 2
+        except Interrupted as exc:
+            print(f"attnkit: interrupted by {exc}" + (f"; {exc.hint}" if exc.hint else ""),
+                  file=sys.stderr)
+            return 128 + exc.signum
+        except KeyboardInterrupt:
+            print("attnkit: interrupted", file=sys.stderr)
+            return 128 + signal.SIGINT
+        except BrokenPipeError:
+            # The reader went away (`attnkit ... | head`): not an error of ours. Point stdout at
+            # /dev/null so the interpreter's final flush does not raise again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 141  # 128 + SIGPIPE, what a shell reports for a command killed by a closed pipe
 
 
 if __name__ == "__main__":  # pragma: no cover

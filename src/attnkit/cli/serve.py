@@ -4,6 +4,7 @@ the command runs, so ``attnkit --help`` needs no web stack)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from attnkit.server.options import (
@@ -107,20 +108,12 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def options_of(args: argparse.Namespace) -> ServeOptions:
     """The `ServeOptions` of parsed arguments (checked)."""
-    return ServeOptions(
-        runs=[parse_run(r) for r in args.run], host=args.host, port=args.port,
-        engine=args.engine, device=args.device, compile=args.compile, workers=args.workers,
-        threads=args.threads,
-        max_batch=args.max_batch, max_batch_chars=args.max_batch_chars,
-        max_wait_ms=args.max_wait_ms, max_queue=args.max_queue,
-        timeout_s=args.timeout_s, max_body_bytes=args.max_body_bytes,
-        max_texts=args.max_texts, max_chars=args.max_chars,
-        max_image_bytes=args.max_image_bytes, max_pixels=args.max_pixels,
-        api_keys=read_api_keys(args.api_keys) if args.api_keys else frozenset(),
-        max_connections=args.max_connections, header_timeout_s=args.header_timeout_s,
-        body_timeout_s=args.body_timeout_s, allowed_hosts=tuple(args.allowed_hosts),
-        insecure=args.insecure, drain_seconds=args.drain_seconds,
-        access_log=args.access_log).check()
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(ServeOptions)
+              if f.name not in ("runs", "api_keys")}
+    return ServeOptions(**{**values, "allowed_hosts": tuple(args.allowed_hosts)},
+                        runs=[parse_run(r) for r in args.run],
+                        api_keys=read_api_keys(args.api_keys) if args.api_keys else frozenset()
+                        ).check()
 
 
 def run_serve(args: argparse.Namespace) -> int:

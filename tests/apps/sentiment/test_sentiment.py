@@ -202,7 +202,7 @@ def test_same_seed_same_weights_other_seed_other_weights(single_file_runs):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"nonsense": 1}, "unknown sentiment training option"),
+    ({"nonsense": 1}, "unknown sentiment option"),
     ({"preset": "bogus"}, "--preset"),
     ({"valid_fraction": 0.0001}, "empty training or validation split"),
     ({"valid_fraction": 1.5}, "--valid-fraction"),

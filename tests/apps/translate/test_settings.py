@@ -2,22 +2,27 @@
 they build, and reading them back from a run's config.json for a resume."""
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from attnkit.apps import translate as app
-from attnkit.apps.translate.settings import (
-    TranslateSettings,
-    build_model_config,
-    resume_settings,
-    settings_from,
-    stored_settings,
-)
+from attnkit.apps.translate.settings import TranslateSettings, build_model_config, stored_settings
 from attnkit.data.translation_splits import data_spec
 from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, UsageError
 
 VOCAB = Vocab.build([["a", "b", "c"]])
+
+
+def settings_from(overrides):
+    """The settings of a new run given ``overrides`` (the shared configure path)."""
+    return TranslateSettings.configure(overrides, Path("run"), None).settings
+
+
+def resume_settings(config, data, overrides):
+    """The settings a resume of the run stored as ``config`` trains with."""
+    return TranslateSettings.configure({"data": data, **overrides}, Path("run"), config).settings
 
 
 def config_of(settings, data="synthetic"):
@@ -31,7 +36,7 @@ def config_of(settings, data="synthetic"):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"hiden": 3}, "unknown translate setting.*hiden"),
+    ({"hiden": 3}, "unknown translate option.*hiden"),
     ({"hidden": -3}, "--hidden must be an integer >= 1"),
     ({"hidden": 2.5}, "--hidden must be an integer"),
     ({"epochs": True}, "--epochs must be an integer"),
@@ -93,7 +98,7 @@ def test_resume_applies_budgets_and_refuses_changes():
                                ({"hidden": 64}, "--hidden 64 differs"),
                                ({"subword": 800}, "--subword 800 differs"),
                                ({"arch": "transformer"}, "--arch transformer differs"),
-                               ({"hiden": 1}, "unknown translate setting")):
+                               ({"hiden": 1}, "unknown translate option")):
         with pytest.raises(UsageError, match=message):
             resume_settings(config, None, overrides)
     with pytest.raises(UsageError, match="--data .* differs"):

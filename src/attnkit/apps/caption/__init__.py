@@ -50,7 +50,7 @@ OPTIONS = (
 )
 
 
-class CaptionApp(App, configure=preparation.configure, prepare=preparation.prepare,
+class CaptionApp(App, configure=CaptionSettings.configure, prepare=preparation.prepare,
                  reload=preparation.reload, fit=training.fit, load=preparation.load,
                  evaluation=evaluation.evaluation, predictions=prediction.predictions):
     """Image captioning with spatial attention (Show, Attend and Tell)."""

@@ -1,37 +1,23 @@
-"""From a data argument to what a caption training needs: the settings of a new run or a
-resume (`configure`, nothing written), the image splits, the vocabulary of the training
-captions and the captioner's config; and a run's files back (``vocab.json``, ``model.json``):
-`reload` for a resume, `load` for a trained run.
+"""From a data argument to what a caption training needs: the image splits, the vocabulary of
+the training captions and the captioner's config; and a run's files back (``vocab.json``,
+``model.json``): `reload` for a resume, `load` for a trained run.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from attnkit.apps import run_files
-from attnkit.apps.caption.settings import (
-    RESUME_APPLIED,
-    CaptionSettings,
-    model_config,
-    split_overrides,
-    train_config,
-)
+from attnkit.apps.caption.settings import CaptionSettings, model_config, read_model_config
 from attnkit.apps.results import Loaded, Log, Prepared, RunSettings, stderr_log
 from attnkit.apps.run_files import load_run, read_vocab
 from attnkit.data.caption_data import CaptionData, load_splits
 from attnkit.data.vocab import Vocab
 from attnkit.errors import DataError
 from attnkit.models.captioner import Captioner, CaptionerConfig
-from attnkit.settings import check_resume
-from attnkit.training.config import budgets_given, stored_train_config
 
 APP = "caption"
 CaptionLoaded = Loaded[Captioner, Vocab]   # the pipeline of a caption run is its vocabulary
-MODEL_SIZES = ("vocab_size", "image_size", "feature_size", "channels", "emb_dim", "hidden",
-               "attention_units", "max_caption_len", "glimpses")
 
 
 @dataclass
@@ -70,34 +56,6 @@ def reload(plan: RunSettings[CaptionSettings], out: Path, log: Log) -> CaptionPr
     return CaptionPrepared(plan, plan.train, model=read_model_config(out),
                            vocab=read_vocab(out), splits=splits_of(plan.settings,
                                                                    plan.train.seed))
-
-
-def read_model_config(run: Path) -> CaptionerConfig:
-    """``RUN/model.json``, its sizes checked."""
-    return run_files.read_model_config(run, CaptionerConfig.from_dict, MODEL_SIZES,
-                                       what="a captioner config")
-
-
-def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
-              ) -> RunSettings[CaptionSettings]:
-    """See `attnkit.apps.base.App.configure`: ``given`` holds ``data``, `CaptionSettings`,
-    model (`MODEL_OPTIONS`) and trainer (`TRAIN_OPTIONS`) fields."""
-    data = given.pop("data", None)
-    parts = split_overrides(given)
-    if stored is None:
-        settings = CaptionSettings(data=data or "synthetic", **parts["settings"])
-        # Refuse bad model options before the data is read.
-        model_config(parts["model"], settings.image_size, Vocab.build([["word"]]), 1)
-        return RunSettings(settings, train_config(settings, parts["train"]),
-                           model_options=parts["model"])
-    settings = CaptionSettings.from_config(stored)
-    model_cfg = read_model_config(out)
-    stored_train = stored_train_config(stored, f"{out}: config.json has no valid train settings")
-    current = {**dataclasses.asdict(settings), **model_cfg.to_dict(), **stored_train.to_dict()}
-    changes = {**check_resume(current, {"data": data, **given}, applied=RESUME_APPLIED),
-               **budgets_given(parts["train"])}
-    return RunSettings(settings, train_config(settings, {**stored_train.to_dict(), **changes}),
-                       stored=stored)
 
 
 def load(run, *, weights: str = "best", device: str | None = None,

@@ -1,5 +1,5 @@
 """What a caption run trains on and how: `CaptionSettings`, the trainer's defaults and the
-model options (`attnkit.apps.caption.prepare.configure` validates a run's).
+model options.
 """
 
 from __future__ import annotations
@@ -7,25 +7,29 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
+from attnkit.apps import run_files
+from attnkit.apps.results import AppSettings, RunSettings
 from attnkit.data.caption_data import parse_spec
 from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.models.captioner import CaptionerConfig
-from attnkit.settings import check_settings, setting, split_options
+from attnkit.settings import check_settings, setting
 from attnkit.training import TrainConfig
-from attnkit.training.config import checked_train_config, given_options, trainer_options
+from attnkit.training.config import checked_train_config
 
-# The first word stalls at "a" for 8-20 epochs before the glimpse learns to count; 40 epochs at
-# 2e-3 reached 0.998-1.0 exact match in 6 of 6 seeds (30 epochs: 2 of 3; 12 epochs: 0.86).
+# The first word stalls at "a" for many epochs before the glimpse learns to count: the budget
+# that learns it on every seed (docs/results.md, "Caption training defaults").
 TRAIN_DEFAULTS = {"epochs": 40, "batch_size": 32, "lr": 2e-3, "schedule": "cosine",
                   "warmup_steps": 100, "grad_clip": 5.0, "max_minutes": 20.0}
 # CaptionerConfig fields that follow from the data and the vocabulary, not from options.
 _DERIVED = ("vocab_size", "image_size", "feature_size", "max_caption_len", "pad_id", "bos_id",
             "eos_id", "unk_id", "arch", "version")
-MODEL_OPTIONS = tuple(f.name for f in dataclasses.fields(CaptionerConfig)
-                      if f.name not in _DERIVED)
+MODEL_OPTIONS = tuple(f.name for f in dataclasses.fields(CaptionerConfig) if f.name not in _DERIVED)
+MODEL_SIZES = ("vocab_size", "image_size", "feature_size", "channels", "emb_dim", "hidden",
+               "attention_units", "max_caption_len", "glimpses")
 # The app chooses how checkpoints are selected (accuracy, or BLEU on real data).
 TRAIN_OPTIONS = tuple(f.name for f in dataclasses.fields(TrainConfig)
                       if not f.name.startswith("select_"))
@@ -44,13 +48,17 @@ _FRACTION = (lambda x: 0 < x < 0.5, "a number between 0 and 0.5")
 
 
 @dataclass
-class CaptionSettings:
-    """What a caption run trains on, besides the model and the trainer's settings (each field's
-    help says what it does; the options are generated from them). ``data``: ``"synthetic"``,
-    ``"flickr:TOKEN_FILE:IMAGE_DIR"`` or ``"coco:JSON:IMAGE_DIR"``. ``attention_supervision`` > 0
-    trains on the boxes the grounding figures score, so those figures then measure fitting
-    (`attnkit.models.captioner.attention_supervision_penalty`). UsageError: a bad value.
+class CaptionSettings(AppSettings):
+    """What a caption run trains on, besides the model (`MODEL_OPTIONS`) and the trainer's
+    settings. ``data``: ``"synthetic"``, ``"flickr:TOKEN_FILE:IMAGE_DIR"`` or
+    ``"coco:JSON:IMAGE_DIR"``. ``attention_supervision`` > 0 trains on the boxes the grounding
+    figures score, so those figures then measure fitting. UsageError: a bad value.
     """
+
+    app: ClassVar[str] = "caption"
+    model_options: ClassVar[tuple[str, ...]] = MODEL_OPTIONS
+    train_options: ClassVar[tuple[str, ...]] = TRAIN_OPTIONS
+    resume_applies: ClassVar[tuple[str, ...]] = RESUME_APPLIED
 
     data: str = "synthetic"
     num_train: int = setting(6000, "synthetic training scenes", low=1)
@@ -82,35 +90,42 @@ class CaptionSettings:
 
     def data_settings(self) -> dict[str, Any]:
         """The ``config.json["data_settings"]`` of a run (everything but the supervision)."""
-        out = dataclasses.asdict(self)
-        del out["attention_supervision"]
-        return out
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "attention_supervision"}
+
+    @classmethod
+    def fresh(cls, data: Any, parts: dict[str, dict[str, Any]]) -> RunSettings:
+        settings = cls(data=data or "synthetic", **parts["settings"])
+        # Refuse bad model options before the data is read.
+        model_config(parts["model"], settings.image_size, Vocab.build([["word"]]), 1)
+        return RunSettings(settings, train_config(settings, parts["train"]),
+                           model_options=parts["model"])
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> CaptionSettings:
         """The settings stored in a run's ``config.json``; CheckpointError: missing or invalid."""
         try:
-            stored = dict(config["data_settings"])
-            return cls(**stored, attention_supervision=float(
+            return cls(**config["data_settings"], attention_supervision=float(
                 config.get("attention_supervision", 0.0)))
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"config.json: no valid caption data settings ({exc})") from None
 
+    @classmethod
+    def stored(cls, config: dict[str, Any], out: Path) -> tuple[Any, dict[str, Any]]:
+        settings = cls.from_config(config)
+        return settings, {**dataclasses.asdict(settings), **read_model_config(out).to_dict()}
 
-def split_overrides(overrides: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``overrides`` by owner (settings, model, train); None values dropped but
-    ``max_minutes=None`` (no budget) kept; ``patience`` is ``early_stopping_patience``.
-    """
-    return split_options(given_options(trainer_options(overrides)), {
-        "settings": {f.name for f in dataclasses.fields(CaptionSettings)} - {"data"},
-        "model": MODEL_OPTIONS, "train": TRAIN_OPTIONS}, "caption option")
+
+def read_model_config(run: Path) -> CaptionerConfig:
+    """``RUN/model.json``, its sizes checked."""
+    return run_files.read_model_config(run, CaptionerConfig.from_dict, MODEL_SIZES,
+                                       what="a captioner config")
 
 
 def train_config(settings: CaptionSettings, values: dict[str, Any]) -> TrainConfig:
     """The TrainConfig of a run: the app's defaults and selection, then ``values`` (UsageError)."""
     select = "accuracy" if settings.data == "synthetic" else "bleu4"
-    # Validation accuracy reaches 1.0 long before training ends (after 12-21 of 40 epochs
-    # on the ducks); the loss then picks the later, better-trained checkpoint among those ties.
+    # Validation accuracy reaches 1.0 long before training ends on the ducks; the loss then
+    # picks the later, better-trained checkpoint among those ties.
     return checked_train_config({**TRAIN_DEFAULTS, **values, "select_metric": select,
                                  "select_mode": "max", "select_tiebreak": "loss"})
 

@@ -14,22 +14,22 @@ from pathlib import Path
 from typing import Any
 
 from attnkit.apps.base import App, Run, TinyRun
-from attnkit.apps.sentiment import evaluation, prediction, settings, training
+from attnkit.apps.sentiment import evaluation, prediction, training
 from attnkit.apps.sentiment import prepare as preparation
 from attnkit.apps.sentiment.explain_command import EXPLAIN_COMMAND
 from attnkit.apps.sentiment.prediction import SentimentPrediction
 from attnkit.apps.sentiment.prepare import SentimentLoaded
-from attnkit.apps.sentiment.settings import PRESETS, TRAIN_HELP, Settings
+from attnkit.apps.sentiment.settings import PRESETS, TRAIN_HELP, SentimentSettings
 from attnkit.settings import Option, options_of
 
 __all__ = ["APP", "PRESETS", "SentimentApp", "SentimentLoaded", "SentimentPrediction",
-           "Settings", "evaluate", "load_run", "predict", "train"]
+           "SentimentSettings", "evaluate", "load_run", "predict", "train"]
 
 DATA_FORMS = ('--data is an aclImdb/ folder, aclImdb_v1.tar.gz, a folder with train/test '
               '.jsonl.gz or .csv, a single .jsonl[.gz]/.csv file ({"text", "label"}; label 0/1 '
               'or neg/pos), or "download".')
 OPTIONS = (
-    *options_of(Settings),   # the training options: their help states each default
+    *options_of(SentimentSettings),   # the training options: their help states each default
     Option("--split", str, "the split of --data (default test)", ("eval",),
            choices=("train", "test")),
     Option("--examples", int, f"reviews shown on the --report page (default "
@@ -43,7 +43,7 @@ OPTIONS = (
 )
 
 
-class SentimentApp(App, configure=settings.configure, prepare=preparation.prepare,
+class SentimentApp(App, configure=SentimentSettings.configure, prepare=preparation.prepare,
                    reload=preparation.reload, fit=training.fit, load=preparation.load,
                    evaluation=evaluation.evaluation, predictions=prediction.predictions):
     """Movie-review sentiment with self-attention (IMDB)."""

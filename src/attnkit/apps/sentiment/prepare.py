@@ -14,7 +14,7 @@ from pathlib import Path
 from attnkit.apps import run_files
 from attnkit.apps.results import Loaded, Log, Prepared, RunSettings, stderr_log
 from attnkit.apps.run_files import load_run, read_vocab
-from attnkit.apps.sentiment.settings import PRESETS, Settings, model_config
+from attnkit.apps.sentiment.settings import MODEL_SIZES, PRESETS, SentimentSettings, model_config
 from attnkit.data.classification_text import build_vocab, make_tokenizer
 from attnkit.data.imdb import ReadStats, Review, load_split, split_validation
 from attnkit.data.review_pipeline import TextPipeline
@@ -26,8 +26,6 @@ from attnkit.training.distributed import is_main_process
 APP = "sentiment"
 SentimentLoaded = Loaded[SentimentClassifier, TextPipeline]
 
-MODEL_SIZES = ("vocab_size", "maxlen", "embed_dim", "num_heads", "head_dim", "num_layers",
-               "ffn_dim", "bigram_buckets")
 
 
 @dataclass
@@ -59,7 +57,7 @@ def load_reviews(path, split: str, skip_bad: bool) -> list[Review]:
     return reviews
 
 
-def read_reviews(settings: Settings, seed: int) -> SplitReviews:
+def read_reviews(settings: SentimentSettings, seed: int) -> SplitReviews:
     """Read and split the data of resolved ``settings``. DataError: unreadable data or no
     reviews; UsageError: the validation split is empty.
     """
@@ -73,7 +71,7 @@ def read_reviews(settings: Settings, seed: int) -> SplitReviews:
     return SplitReviews(train_reviews, valid_reviews, test)
 
 
-def new_pipeline(settings: Settings, reviews: Sequence[Review]) -> tuple[TextPipeline,
+def new_pipeline(settings: SentimentSettings, reviews: Sequence[Review]) -> tuple[TextPipeline,
                                                                           dict[str, bytes]]:
     """Tokenizer (trained on ``reviews`` for subwords) + vocabulary, and the tokenizer's files
     to save in the run."""
@@ -86,7 +84,7 @@ def new_pipeline(settings: Settings, reviews: Sequence[Review]) -> tuple[TextPip
                         PRESETS[settings.preset]["truncating"]), files
 
 
-def prepare(plan: RunSettings[Settings], log: Log) -> SentimentPrepared:
+def prepare(plan: RunSettings[SentimentSettings], log: Log) -> SentimentPrepared:
     """Read the reviews, train the tokenizer and build the vocabulary of a new run."""
     reviews = read_reviews(plan.settings, plan.train.seed)
     pipeline, files = new_pipeline(plan.settings, reviews.train)
@@ -97,11 +95,16 @@ def prepare(plan: RunSettings[Settings], log: Log) -> SentimentPrepared:
                              model=model)
 
 
-def reload(plan: RunSettings[Settings], out: Path, log: Log) -> SentimentPrepared:
+def reload(plan: RunSettings[SentimentSettings], out: Path, log: Log) -> SentimentPrepared:
     """The prepared data of the run in ``out`` (its pipeline files, and the reviews)."""
     model = read_model_config(out)
     pipeline = load_pipeline(out)
     reviews = read_reviews(plan.settings, plan.train.seed)
+    if plan.stored is not None:
+        cfg, budget = plan.train, plan.train.max_minutes
+        log(f"resuming {out} with its stored settings: preset {plan.settings.preset}, seed "
+            f"{cfg.seed}, {cfg.epochs} epochs, budget "
+            f"{'none' if budget is None else f'{budget:g} minutes'}")
     return SentimentPrepared(plan, plan.train, reviews=reviews, pipeline=pipeline, model=model)
 
 

@@ -1,5 +1,5 @@
 """What a sentiment run is made of, checked: the presets (`PRESETS`; the recipes and their
-figures: docs/guide/sentiment.md, docs/results.md), `Settings`, the model they build, and
+figures: docs/guide/sentiment.md, docs/results.md), `SentimentSettings`, the model they build, and
 the rules of a fresh run and of a resume (validated before anything is written).
 """
 
@@ -9,29 +9,16 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from attnkit.apps.results import RunSettings, stderr_log
+from attnkit.apps.results import TRAIN_FIELDS, AppSettings, RunSettings
 from attnkit.apps.run_files import CONFIG_FILE
 from attnkit.data.imdb import has_split
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.models.sentiment import SentimentConfig
-from attnkit.settings import (
-    cases_text,
-    check_resume,
-    check_settings,
-    is_int,
-    setting,
-    split_options,
-)
-from attnkit.training.config import (
-    TrainConfig,
-    checked_train_config,
-    given_options,
-    stored_train_config,
-    trainer_options,
-)
-from attnkit.training.distributed import is_main_process
+from attnkit.settings import cases_text, check_settings, is_number, setting
+from attnkit.training.config import checked_train_config
+from attnkit.training.run_folder import checked_sizes
 
 PRESETS: dict[str, dict] = {
     "keras2018": {
@@ -53,7 +40,6 @@ PRESETS: dict[str, dict] = {
     },
 }
 TOKENIZERS = ("word", "char", "subword")
-TRAIN_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig))
 # What a resume may change: budgets, and where and how it runs (not what it computes).
 RESUME_APPLIED = ("epochs", "max_minutes", "device", "amp", "progress", "num_workers",
                   "early_stopping_patience")
@@ -62,6 +48,9 @@ TRAIN_HELP = {
     name: f"{text} (default {cases_text({p: s['train'][name] for p, s in PRESETS.items()})})"
     for name, text in (("epochs", "passes over the training reviews"),
                        ("batch_size", "reviews per batch"), ("lr", "learning rate"))}
+# The model's sizes, checked before it is built (a stored model.json may have been edited).
+MODEL_SIZES = ("vocab_size", "maxlen", "embed_dim", "num_heads", "head_dim", "num_layers",
+               "ffn_dim", "bigram_buckets")
 # Model fields that come from the run's settings, not from model overrides.
 MODEL_FROM_SETTINGS = ("vocab_size", "maxlen", "mask_padding", "padding")
 
@@ -71,13 +60,16 @@ def _by_preset(key: str) -> dict[str, Any]:
 
 
 @dataclass
-class Settings:
-    """What a sentiment run is made of besides the trainer's `TrainConfig`: every field is a
-    keyword of `train` (its help says what it does); None means the preset's (the field's
-    ``defaults``). ``config.json`` stores them `resolved`, and a resume takes them from there.
-    ``data``: anything `attnkit.data.imdb.load_split` reads (its ``train`` split);
-    ``model_overrides``: `SentimentConfig` fields. UsageError: a value out of bounds.
+class SentimentSettings(AppSettings):
+    """What a sentiment run is made of besides the trainer's `TrainConfig` (whose fields `train`
+    also takes): None means the preset's (the field's ``defaults``); ``config.json`` stores them
+    `resolved`. ``data``: what `attnkit.data.imdb.load_split` reads; ``model_overrides``:
+    `SentimentConfig` fields. UsageError: a value out of bounds.
     """
+
+    app: ClassVar[str] = "sentiment"
+    train_options: ClassVar[tuple[str, ...]] = TRAIN_FIELDS
+    resume_applies: ClassVar[tuple[str, ...]] = RESUME_APPLIED
 
     preset: str = setting("keras2018", "model and recipe", choices=tuple(PRESETS))
     data: str | None = None
@@ -103,7 +95,7 @@ class Settings:
     def __post_init__(self) -> None:
         check_settings(self)
 
-    def resolved(self) -> Settings:
+    def resolved(self) -> SentimentSettings:
         """A copy with the preset's values filled in (each field's ``defaults``) and data
         paths made absolute."""
         test = self.test_data
@@ -121,15 +113,34 @@ class Settings:
             raise UsageError("give the training data with --data")
         model_config(self)
 
+    @classmethod
+    def fresh(cls, data: Any, parts: dict[str, dict[str, Any]]) -> RunSettings:
+        settings = cls(data=data, **parts["settings"], model_overrides=parts["model"]).resolved()
+        settings.check()
+        return RunSettings(settings, checked_train_config({
+            **PRESETS[settings.preset]["train"], "select_metric": "accuracy",
+            "select_mode": "max", **parts["train"]}))
+
+    @classmethod
+    def stored(cls, config: dict[str, Any], out: Path) -> tuple[Any, dict[str, Any]]:
+        names = {f.name for f in dataclasses.fields(cls)}
+        try:
+            settings = cls(**{k: v for k, v in config.items() if k in names})
+            settings.check()
+        except UsageError as exc:
+            raise CheckpointError(f"{out / CONFIG_FILE}: bad stored settings ({exc})") from None
+        return settings, {**dataclasses.asdict(settings), **(config.get("model") or {})}
+
+    def resume_given(self, given: dict[str, Any]) -> dict[str, Any]:
+        return {**given, **{k: data_key(given[k]) for k in ("data", "test_data") if k in given}}
+
 
 def data_key(path: str | os.PathLike | None) -> str | None:
     """A data location as stored and compared: an absolute path, or ``"download"``."""
-    if path is None or str(path) == "download":
-        return None if path is None else "download"
-    return os.path.abspath(path)
+    return path and ("download" if str(path) == "download" else os.path.abspath(path))
 
 
-def model_config(settings: Settings) -> SentimentConfig:
+def model_config(settings: SentimentSettings) -> SentimentConfig:
     """The model of resolved ``settings``; UsageError: an unknown or bad model override."""
     overrides = dict(settings.model_overrides or {})
     known = {f.name for f in dataclasses.fields(SentimentConfig)} - set(MODEL_FROM_SETTINGS)
@@ -140,79 +151,17 @@ def model_config(settings: Settings) -> SentimentConfig:
     cfg = SentimentConfig(**{**PRESETS[settings.preset]["model"], **overrides,
                              "vocab_size": settings.num_words, "maxlen": settings.maxlen,
                              "mask_padding": settings.mask_padding, "padding": settings.padding})
-    sizes = ("embed_dim", "num_heads", "head_dim", "num_layers", "ffn_dim")
-    bad = [f"{n}={getattr(cfg, n)!r}" for n in sizes if not is_int(getattr(cfg, n))
-           or getattr(cfg, n) < 1]
-    bad += [f"{n}={getattr(cfg, n)!r}" for n in ("dropout", "block_dropout")
-            if not isinstance(getattr(cfg, n), (int, float)) or not 0 <= getattr(cfg, n) < 1]
-    if bad:
-        raise UsageError(f"bad model setting(s) {', '.join(bad)}: sizes must be positive "
-                         "integers and dropouts in [0, 1)")
     try:
+        checked_sizes({n: getattr(cfg, n) for n in MODEL_SIZES}, "bad model settings",
+                      zero_ok=("bigram_buckets",))
+    except CheckpointError as exc:
+        raise UsageError(str(exc)) from None
+    bad = [n for n in ("dropout", "block_dropout") if not is_number(getattr(cfg, n))
+           or not 0 <= getattr(cfg, n) < 1]
+    try:
+        if bad:
+            raise ValueError(f"{', '.join(bad)} must be numbers in [0, 1)")
         cfg.check()
     except ValueError as exc:
         raise UsageError(f"bad model settings: {exc}") from None
     return cfg
-
-
-def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``train``'s keyword overrides -> (`Settings` fields, `TrainConfig` fields); ``patience``
-    is the trainer's ``early_stopping_patience``. UsageError: neither (the known ones listed).
-    """
-    overrides = trainer_options(overrides)
-    settings_fields = {f.name for f in dataclasses.fields(Settings)} - {"data"}
-    parts = split_options(overrides, {"settings": settings_fields, "train": TRAIN_FIELDS},
-                          "sentiment training option")
-    return parts["settings"], parts["train"]
-
-
-def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
-              ) -> RunSettings[Settings]:
-    """See `attnkit.apps.base.App.configure`; ``given`` holds ``data``, `Settings` and
-    `TrainConfig` fields (and ``patience``)."""
-    data = given.pop("data", None)
-    settings_kw, train_kw = split_overrides(given)
-    if stored is not None:
-        return _resume_plan(data, out, stored, settings_kw, train_kw)
-    settings = Settings(data=data, **{k: v for k, v in settings_kw.items()
-                                       if v is not None}).resolved()
-    settings.check()
-    spec = PRESETS[settings.preset]["train"]
-    cfg = checked_train_config({**spec, "select_metric": "accuracy", "select_mode": "max",
-                                **given_options(train_kw)})
-    return RunSettings(settings, cfg)
-
-
-def stored_settings(config: dict[str, Any], run: Path) -> Settings:
-    """The `Settings` a run was trained with, from its ``config.json``."""
-    names = {f.name for f in dataclasses.fields(Settings)}
-    return Settings(**{k: v for k, v in config.items() if k in names})
-
-
-def _resume_plan(data, out: Path, config: dict[str, Any], settings_kw: dict[str, Any],
-                 train_kw: dict[str, Any]) -> RunSettings[Settings]:
-    """The stored settings, with the given budgets applied; a given option that would change
-    the run is a UsageError."""
-    where = out / CONFIG_FILE
-    try:
-        settings = stored_settings(config, out)
-        settings.check()
-    except UsageError as exc:
-        raise CheckpointError(f"{where}: bad stored settings ({exc})") from None
-    stored_cfg = stored_train_config(config, f"{where}: bad \"train\" settings")
-    stored = {**dataclasses.asdict(settings), **stored_cfg.to_dict()}
-    given = {**{k: v for k, v in settings_kw.items() if k != "model_overrides"},
-             **{k: v for k, v in train_kw.items() if k not in RESUME_APPLIED},
-             "data": data_key(data)}
-    if "test_data" in given:
-        given["test_data"] = data_key(given["test_data"])
-    check_resume(stored, given, applied=())
-    check_resume(config.get("model") or {}, settings_kw.get("model_overrides") or {},
-                 applied=())
-    applied = {k: v for k, v in given_options(train_kw).items() if k in RESUME_APPLIED}
-    cfg = checked_train_config({**stored_cfg.to_dict(), **applied})
-    if is_main_process():
-        budget = "none" if cfg.max_minutes is None else f"{cfg.max_minutes:g} minutes"
-        stderr_log(f"resuming {out} with its stored settings: preset {settings.preset}, seed "
-                   f"{cfg.seed}, {cfg.epochs} epochs, budget {budget}")
-    return RunSettings(settings, cfg, config)

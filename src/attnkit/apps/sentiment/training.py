@@ -52,8 +52,7 @@ def accuracy(model, data: EncodedReviews, batch_size: int = 256) -> dict[str, fl
     return {"loss": loss / n, "accuracy": int(((logits > 0).float() == labels).sum()) / n}
 
 
-def make_trainer(prep: SentimentPrepared, out: Path, *, log: Log,
-                 evaluate: bool = True) -> Trainer:
+def make_trainer(prep: SentimentPrepared, out: Path, *, log: Log, evaluate: bool = True) -> Trainer:
     """The run's model (seeded by the caller) and its `attnkit.training.Trainer` (without a
     validation when not ``evaluate``: `benchmarks/train_speed.py` times its steps)."""
     settings, pipeline, reviews = prep.config.settings, prep.pipeline, prep.reviews
@@ -72,8 +71,7 @@ def make_trainer(prep: SentimentPrepared, out: Path, *, log: Log,
                 "train_size": len(train_set), "valid_size": len(valid_set),
                 "test_size": 0 if test_set is None else len(test_set)}
     # Without a validation there is nothing to stop early on.
-    cfg = prep.train if evaluate else dataclasses.replace(prep.train,
-                                                           early_stopping_patience=None)
+    cfg = prep.train if evaluate else dataclasses.replace(prep.train, early_stopping_patience=None)
     return Trainer(model, cfg, out, train_dataset=train_set, collate_fn=collate,
                    loss_fn=bce_loss, evaluate_fn=evaluate_fn if evaluate else None,
                    run_metadata=metadata, next_stage=None if test_set is None else FINAL_EVALUATION,
@@ -87,35 +85,19 @@ def fit(prep: SentimentPrepared, out: Path, *, resume: bool, log: Log) -> TrainR
     return make_trainer(prep, out, log=log).fit(resume=resume)
 
 
-def epoch_curve(run) -> list[dict]:
-    """Per-epoch evaluations of a run from ``metrics.jsonl``: ``[{"epoch": 1, "step",
-    "valid_accuracy", "test_accuracy" (when tracked)}, ...]`` (epochs counted from 1)."""
-    rows = []
-    for obj in read_evaluations(run):
-        # The trainer prefixes evaluate_fn's keys with "val_".
-        row = {"epoch": int(obj["epoch"]) + 1, "step": obj.get("step"),
-               "valid_accuracy": obj.get("val_accuracy")}
-        if "val_test_accuracy" in obj:
-            row["test_accuracy"] = obj["val_test_accuracy"]
-        rows.append(row)
-    return rows
-
-
-def format_curve(run, baseline: Sequence[float] | None = None,
-                 best_step: int | None = None) -> str:
-    """The per-epoch curve as a table, beside the 2018 Keras test accuracies (for a keras2018
-    run, unless ``baseline`` is given); the evaluation at ``best_step`` is marked as the one
-    whose weights the run keeps (its test accuracy is the run's)."""
+def format_curve(run, baseline: Sequence[float] | None = None, best_step: int | None = None) -> str:
+    """The per-epoch curve (``metrics.jsonl``) as a table, beside the 2018 Keras test accuracies
+    (for a keras2018 run, unless ``baseline`` is given); the evaluation at ``best_step`` is
+    marked as the one whose weights the run keeps (its test accuracy is the run's)."""
     if baseline is None:
         preset = read_config(run, APP).get("preset")
         baseline = KERAS2018_TEST_CURVE if preset == "keras2018" else ()
     lines = ["epoch  valid acc  test acc  Keras 2018 test acc"]
-    for row in epoch_curve(run):
-        e = row["epoch"]
+    for row in read_evaluations(run):   # the trainer prefixes evaluate_fn's keys with "val_"
+        e, test = int(row["epoch"]) + 1, row.get("val_test_accuracy")
         keras = f"{baseline[e - 1]:.3f}" if e <= len(baseline) else "-"
-        test = row.get("test_accuracy")
-        kept = "  <- kept (best validation)" if best_step is not None and \
-            row["step"] == best_step else ""
-        lines.append(f"{e:>5}  {row['valid_accuracy']:>9.4f}  "
+        kept = ("  <- kept (best validation)" if best_step is not None
+                and row.get("step") == best_step else "")
+        lines.append(f"{e:>5}  {row.get('val_accuracy'):>9.4f}  "
                      f"{'-' if test is None else f'{test:.4f}':>8}  {keras:>19}{kept}")
     return "\n".join(lines)

@@ -32,11 +32,11 @@ from attnkit.apps.translate.pipeline import (
     source_limit,
 )
 from attnkit.apps.translate.prediction import TranslationPrediction
-from attnkit.apps.translate.settings import TranslateSettings
+from attnkit.apps.translate.settings import FIELDS, TranslateSettings
 from attnkit.apps.translate.streaming import StreamStep
 from attnkit.errors import UsageError
 from attnkit.explain.captum import explain_methods
-from attnkit.settings import Option, helps_of, options_of
+from attnkit.settings import Option, help_of, options_of
 
 __all__ = ["APP", "RNN_MAX_SOURCE", "SUBWORD_FILE", "VOCAB_FILES", "TranslateApp",
            "TranslateLoaded", "TranslatePipeline", "TranslateSettings",
@@ -92,11 +92,11 @@ _DECODING = (
 # The training options come from the settings (their help states each field's default), and
 # so does the help of those every app shares.
 OPTIONS = (*options_of(TranslateSettings), *_DECODING)
-TRAIN_HELP = helps_of(TranslateSettings, ("epochs", "batch_size", "lr", "max_minutes",
-                                          "patience"))
+TRAIN_HELP = {name: help_of(FIELDS[name])
+              for name in ("epochs", "batch_size", "lr", "max_minutes", "patience")}
 
 
-class TranslateApp(App, configure=preparation.configure, prepare=preparation.prepare,
+class TranslateApp(App, configure=TranslateSettings.configure, prepare=preparation.prepare,
                    reload=preparation.reload, fit=training.fit, load=preparation.load,
                    after_training=evaluation.after_training):
     """English -> French translation with attention (RNN or Transformer)."""
@@ -185,8 +185,7 @@ class TranslateApp(App, configure=preparation.configure, prepare=preparation.pre
                         "batch_size": 16, "max_minutes": None, "progress": False,
                         "examples": 2}, ["The cat does not see her.", "I am cold."])
 
-    def format_metrics(self, metrics: dict[str, Any]) -> str:
-        return format_table(metrics)
+    format_metrics = staticmethod(format_table)
 
     def json_metrics(self, metrics: dict[str, Any]) -> dict[str, Any]:
         return {k: metrics[k] for k in JSON_KEYS if k in metrics}

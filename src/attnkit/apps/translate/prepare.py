@@ -1,7 +1,6 @@
-"""From a data argument to what a translation training needs, in one place: `configure`
-validates the settings of a new run or a resume, `prepare` reads the data and builds the
-pipeline in memory, `reload` rebuilds it from the run's files (a resume, the other ranks),
-`load` gives the trained run.
+"""From a data argument to what a translation training needs: `prepare` reads the data and
+builds the pipeline in memory, `reload` rebuilds it from the run's files (a resume, the other
+ranks), `load` gives the trained run.
 """
 
 from __future__ import annotations
@@ -34,18 +33,14 @@ from attnkit.apps.translate.settings import (
     ModelConfig,
     TranslateSettings,
     build_model_config,
-    resume_settings,
-    settings_from,
 )
 from attnkit.data.subword import SubwordModel
 from attnkit.data.text_codec import TextCodec, TokenPair
 from attnkit.data.translation import filter_by_length
-from attnkit.data.translation_splits import Pair, data_spec, load_splits, spec_name
+from attnkit.data.translation_splits import Pair, load_splits, spec_name
 from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, DataError, UsageError
 from attnkit.models import build_model
-from attnkit.training.config import stored_train_config, trainer_options
-from attnkit.training.distributed import checked_device
 
 SMALL_VALID = 100   # validation sentences below which the selection BLEU is noisy (a note)
 
@@ -59,29 +54,6 @@ class TranslatePrepared(Prepared):
     train_tokens: list[TokenPair] = dataclasses.field(default_factory=list)
     model_config: ModelConfig | None = None
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
-
-
-def configure(given: dict[str, Any], out: Path, stored: dict[str, Any] | None
-              ) -> RunSettings[TranslateSettings]:
-    """See `attnkit.apps.base.App.configure`: ``given`` holds ``data`` and
-    `TranslateSettings` fields."""
-    data = given.pop("data", None)
-    if stored is not None:
-        s = resume_settings(stored, data, given)
-        checked_device(s.device)
-        stored_train = stored_train_config(stored, f"{out}: config.json has no valid train "
-                                           "settings")
-        train = dataclasses.replace(stored_train, epochs=s.epochs, max_minutes=s.max_minutes,
-                                    device=s.device, progress=s.progress,
-                                    **trainer_options({"patience": s.patience}))
-        return RunSettings(s, train, stored, spec=stored["data"])
-    s = settings_from(given)
-    checked_device(s.device)
-    try:
-        train = s.train_config()
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    return RunSettings(s, train, spec=data_spec(data or "synthetic", s.seed, s.train_size))
 
 
 def _subword_codec(s: TranslateSettings, splits: dict[str, list[Pair]],
@@ -126,8 +98,7 @@ def prepare(config: RunSettings[TranslateSettings], log: Log) -> TranslatePrepar
     known = training_words(en for en, _ in splits["train"]) if s.subword else None
     if known is not None:
         files[WORDS_FILE] = known
-    pipeline = TranslatePipeline(codec, src_vocab, tgt_vocab, source_limit(model_config),
-                                 known)
+    pipeline = TranslatePipeline(codec, src_vocab, tgt_vocab, source_limit(model_config), known)
     log(f"data: {len(tokens)} training pairs, {len(splits['valid'])} valid, "
         f"{len(splits['test'])} test; vocabulary {len(src_vocab)} en / {len(tgt_vocab)} fr")
     valid = min(len(splits["valid"]), s.valid_sample or len(splits["valid"]))

@@ -1,8 +1,6 @@
-"""The settings of a translate training run: one dataclass (`TranslateSettings`), the home of
-every default, validated, stored in ``config.json`` and read back (`stored_settings`;
-`resume_settings` applies what a ``--resume`` may change and refuses the rest). The
-command-line options and their help are generated from its fields
-(`attnkit.settings.setting`); an unknown name or a bad value is a `UsageError` naming the flag.
+"""The settings of a translate training run: `TranslateSettings`, the home of every default,
+validated, stored in ``config.json`` and read back (`stored_settings`) for a resume
+(`attnkit.apps.results.AppSettings.configure`). The options are generated from its fields.
 """
 
 from __future__ import annotations
@@ -10,8 +8,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
+from attnkit.apps.results import AppSettings, RunSettings
 from attnkit.data.translation_splits import SYNTHETIC_SIZES, data_spec, spec_name
 from attnkit.data.vocab import Vocab
 from attnkit.errors import CheckpointError, UsageError
@@ -23,15 +22,9 @@ from attnkit.models.config import (
     TransformerConfig,
     config_from_dict,
 )
-from attnkit.settings import (
-    bad_value,
-    check_resume,
-    check_settings,
-    setting,
-    split_options,
-)
+from attnkit.settings import bad_value, check_settings, setting
 from attnkit.training import TrainConfig
-from attnkit.training.config import SCHEDULES, budgets_given, trainer_options
+from attnkit.training.config import SCHEDULES, checked_train_config
 
 ModelConfig = RNNSeq2SeqConfig | TransformerConfig
 
@@ -43,19 +36,20 @@ MODEL_NAMES = {"teacher_forcing": "teacher_forcing_ratio"}
 OPTION_FIELDS = ("label_smoothing", "max_len", "valid_sample", "min_freq", "max_vocab",
                  "subword", "batch_tokens", "examples")
 # What a --resume may change: budgets and how the run is watched, never what it computes.
-RESUME_APPLIES = ("epochs", "max_minutes", "device", "progress", "examples", "strict",
-                  "patience")
+RESUME_APPLIES = ("epochs", "max_minutes", "device", "progress", "examples", "strict", "patience")
 _RATE = (lambda x: 0 <= x < 1, "a number in [0, 1)")
 _POSITIVE = (lambda x: 0 < x < math.inf, "a positive number")
 
 
 @dataclass
-class TranslateSettings:
+class TranslateSettings(AppSettings):
     """Every setting of a translate training run (the ``overrides`` of
-    `attnkit.apps.translate.train`); each field's help says what it does, and None takes the
-    architecture's default (the field's ``defaults``). UsageError: a value out of range, or a
-    model field of the other architecture.
+    `attnkit.apps.translate.train`); None takes the architecture's default (the field's
+    ``defaults``). UsageError: a value out of range, a model field of the other architecture.
     """
+
+    app: ClassVar[str] = "translate"
+    resume_applies: ClassVar[tuple[str, ...]] = RESUME_APPLIES
 
     seed: int = setting(0, low=0)
     train_size: int | None = setting(None, "synthetic training pairs",
@@ -130,30 +124,34 @@ class TranslateSettings:
         given = getattr(self, name)
         return FIELDS[name].metadata["defaults"][self.arch] if given is None else given
 
-    def model_fields(self) -> dict[str, Any]:
-        """The sizes of this architecture's model, given or default, by model config name."""
-        return {MODEL_NAMES.get(n, n): self.value(n) for n in MODEL_FIELDS[self.arch]}
-
     def train_config(self) -> TrainConfig:
         """The trainer's settings (model selection on validation BLEU, early stopping)."""
         extra = {} if self.amp is None else {"amp": self.amp}
-        return TrainConfig(
+        return checked_train_config(dict(
             epochs=self.epochs, batch_size=self.batch_size, lr=self.value("lr"), seed=self.seed,
             device=self.device, max_minutes=self.max_minutes, grad_clip=1.0,
-            **trainer_options({"patience": self.patience}), select_metric="bleu",
+            early_stopping_patience=self.patience or None, select_metric="bleu",
             select_mode="max", progress=self.progress, schedule=self.value("schedule"),
             warmup_steps=self.value("warmup"), eval_every_steps=self.eval_every,
-            compile=self.compile, **extra)
+            compile=self.compile, **extra))
+
+    @classmethod
+    def fresh(cls, data: Any, parts: dict[str, dict[str, Any]]) -> RunSettings:
+        s = cls(**parts["settings"])
+        return RunSettings(s, s.train_config(),
+                           spec=data_spec(data or "synthetic", s.seed, s.train_size))
+
+    @classmethod
+    def stored(cls, config: dict[str, Any], out: Any) -> tuple[Any, dict[str, Any]]:
+        s = stored_settings(config)
+        return s, {**dataclasses.asdict(s), "data": spec_name(config["data"])}
+
+    def resume_given(self, given: dict[str, Any]) -> dict[str, Any]:
+        data = given["data"]
+        return {**given, "data": data and spec_name(data_spec(data, self.seed, self.train_size))}
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(TranslateSettings)}
-
-
-def settings_from(overrides: dict[str, Any],
-                  base: TranslateSettings | None = None) -> TranslateSettings:
-    """``base`` (default: the defaults) with ``overrides`` applied and validated (UsageError)."""
-    split_options(overrides, {"settings": FIELDS}, "translate setting")
-    return dataclasses.replace(base or TranslateSettings(), **overrides)
 
 
 def build_model_config(s: TranslateSettings, src_vocab: Vocab, v: Vocab) -> ModelConfig:
@@ -161,7 +159,7 @@ def build_model_config(s: TranslateSettings, src_vocab: Vocab, v: Vocab) -> Mode
     vocabularies' sizes and ids. UsageError: sizes the model refuses (heads not dividing
     d_model), a ``max_len`` beyond a Transformer's positions.
     """
-    fields = s.model_fields()
+    fields = {MODEL_NAMES.get(n, n): s.value(n) for n in MODEL_FIELDS[s.arch]}
     if s.arch == "rnn":
         fields.update(bidirectional=True, attention=s.attention, cell=s.cell, style=s.style)
     elif s.subword:   # one joint vocabulary: one embedding table for both languages
@@ -202,19 +200,3 @@ def stored_settings(config: dict[str, Any]) -> TranslateSettings:
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"config.json does not describe a translate training "
                               f"({type(exc).__name__}: {exc})") from None
-
-
-def resume_settings(config: dict[str, Any], data: str | None,
-                    overrides: dict[str, Any]) -> TranslateSettings:
-    """The run's stored settings with what a resume may change (``RESUME_APPLIES``) taken from
-    ``data`` and ``overrides``. UsageError: an unknown setting, or one that would change the run
-    (the message names it and both values).
-    """
-    stored = stored_settings(config)
-    split_options(overrides, {"settings": FIELDS}, "translate setting")
-    given = dict(overrides)
-    compare = {**dataclasses.asdict(stored), "data": spec_name(config["data"])}
-    if data is not None:
-        given["data"] = spec_name(data_spec(data, stored.seed, stored.train_size))
-    changes = check_resume(compare, given, applied=RESUME_APPLIES)
-    return settings_from({**changes, **budgets_given(overrides)}, stored)

@@ -57,8 +57,7 @@ def valid_fn(pipeline: TranslatePipeline, pairs: Sequence[Pair]) -> Callable:
     return evaluate_fn
 
 
-def make_trainer(prep: TranslatePrepared, out: Path, *, log: Log,
-                 evaluate: bool = True) -> Trainer:
+def make_trainer(prep: TranslatePrepared, out: Path, *, log: Log, evaluate: bool = True) -> Trainer:
     """The run's model (seeded by the caller) and its `attnkit.training.Trainer` (without a
     validation when not ``evaluate``: `benchmarks/train_speed.py` times its steps)."""
     s, pipeline, config = prep.config.settings, prep.pipeline, prep.model_config
@@ -70,8 +69,7 @@ def make_trainer(prep: TranslatePrepared, out: Path, *, log: Log,
                                                   pipeline.tgt_vocab)
     valid = prep.splits["valid"][:s.valid_sample]
     # Without a validation there is nothing to stop early on.
-    cfg = prep.train if evaluate else dataclasses.replace(prep.train,
-                                                           early_stopping_patience=None)
+    cfg = prep.train if evaluate else dataclasses.replace(prep.train, early_stopping_patience=None)
     return Trainer(
         net, cfg, out, train_dataset=dataset,
         collate_fn=functools.partial(collate_translation, pad_id=config.pad_id,
