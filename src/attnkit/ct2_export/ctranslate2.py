@@ -1,9 +1,8 @@
 """Export a trained attnkit Transformer to CTranslate2, and translate with the exported model.
 
-`export_ctranslate2` fills CTranslate2's ``TransformerSpec`` from an attnkit model config and
-weights (as its OpenNMT-py and fairseq converters do) and writes the model folder;
-`load_translator` and `translate_tokens` translate with it. What is exported, what is refused
-and how outputs compare with attnkit's: docs/guide/translate.md ("CTranslate2").
+`export_ctranslate2` hands attnkit's weights to CTranslate2's own OpenNMT-py converter and
+writes the model folder; `load_translator` and `translate_tokens` translate with it. What is
+refused and how outputs compare: docs/guide/translate.md ("CTranslate2").
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -26,7 +26,7 @@ from attnkit.decoding import length_batches, max_lengths
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.fileio import write_files
 from attnkit.models import TransformerSeq2Seq, build_model, config_from_dict
-from attnkit.models.config import RNNSeq2SeqConfig, TransformerConfig
+from attnkit.models.config import TransformerConfig
 from attnkit.training.checkpoint import check_state_fits, load_weights
 
 INSTALL_HINT = "install the serve extra: pip install 'attnkit[serve]'"
@@ -60,12 +60,9 @@ def _transformer_config(model_config: Any) -> TransformerConfig:
             model_config = config_from_dict(model_config)
         except (TypeError, ValueError) as exc:
             raise CheckpointError(f"bad model config: {exc}") from exc
-    if isinstance(model_config, RNNSeq2SeqConfig):
+    if not isinstance(model_config, TransformerConfig):
         raise UsageError("CTranslate2 export supports Transformer runs only; this run is an RNN "
                          "encoder-decoder (train with --arch transformer)")
-    if not isinstance(model_config, TransformerConfig):
-        raise UsageError(f"expected a TransformerConfig or its dict, got "
-                         f"{type(model_config).__name__}")
     return model_config
 
 
@@ -81,8 +78,8 @@ def _load_model(config: TransformerConfig, weights: str | os.PathLike | dict[str
 
 
 def _check_vocab(config: TransformerConfig, src_tokens: Sequence[str],
-                 tgt_tokens: Sequence[str]) -> dict[str, str]:
-    """The special token strings; CheckpointError when the vocabularies do not fit."""
+                 tgt_tokens: Sequence[str]) -> None:
+    """CheckpointError when the vocabularies do not fit the model."""
     for side, tokens, size in (("source", src_tokens, config.src_vocab),
                                ("target", tgt_tokens, config.tgt_vocab)):
         if len(tokens) != size:
@@ -90,13 +87,10 @@ def _check_vocab(config: TransformerConfig, src_tokens: Sequence[str],
                                   f"{size}: not the vocabulary these weights were trained with")
         if len(set(tokens)) != len(tokens):
             raise CheckpointError(f"the {side} vocabulary has duplicate tokens")
-    specials = {"bos_token": tgt_tokens[config.bos_id], "eos_token": tgt_tokens[config.eos_id],
-                "unk_token": tgt_tokens[config.unk_id]}
-    if src_tokens[config.unk_id] != specials["unk_token"]:
+    if src_tokens[config.unk_id] != tgt_tokens[config.unk_id]:
         raise CheckpointError(f"source and target unknown tokens differ "
-                              f"({src_tokens[config.unk_id]!r} vs {specials['unk_token']!r}); "
+                              f"({src_tokens[config.unk_id]!r} vs {tgt_tokens[config.unk_id]!r}); "
                               "CTranslate2 has one")
-    return specials
 
 
 def _check_out_dir(out_dir: Path) -> None:
@@ -111,20 +105,11 @@ def export_ctranslate2(model_config: dict[str, Any] | TransformerConfig,
                        src_tokens: Sequence[str], tgt_tokens: Sequence[str],
                        out_dir: str | os.PathLike, *, quantization: str = "int8",
                        files: dict[str, Any] | None = None) -> Path:
-    """Write a CTranslate2 model folder for an attnkit Transformer, with its manifest
-    (`attnkit.ct2_export.manifest`); the folder appears complete or not at all.
-
-    Args:
-        model_config: a ``TransformerConfig`` or its ``to_dict()`` (``config.json["model"]``).
-        weights: a ``.safetensors`` file written by attnkit, or a state dict.
-        src_tokens, tgt_tokens: the vocabularies in id order (``Vocab.itos``).
-        out_dir: the folder to create (it may exist if empty).
-        quantization: one of `QUANTIZATIONS`.
-        files: other files the folder holds, by name (`attnkit.fileio.write_files`).
-
-    Raises:
-        UsageError: an RNN model, an unknown quantization, a non-empty ``out_dir``, or
-            CTranslate2 not installed. CheckpointError: weights or vocabularies that do not fit.
+    """Write a CTranslate2 model folder ``out_dir`` (new or empty) for an attnkit Transformer
+    (``weights``: a ``.safetensors`` file or a state dict; the vocabularies in id order), with
+    ``files`` (`attnkit.fileio.write_files`) and its manifest; it appears complete or not at all.
+    UsageError: an RNN model, a quantization not in `QUANTIZATIONS`, a non-empty ``out_dir``,
+    CTranslate2 missing. CheckpointError: weights or vocabularies that do not fit.
     """
     config = _transformer_config(model_config)
     if quantization not in QUANTIZATIONS:
@@ -132,19 +117,26 @@ def export_ctranslate2(model_config: dict[str, Any] | TransformerConfig,
                          f"got {quantization!r}")
     out_dir = Path(out_dir)
     _check_out_dir(out_dir)
-    specials = _check_vocab(config, src_tokens, tgt_tokens)
+    _check_vocab(config, src_tokens, tgt_tokens)
     ct2 = require_ctranslate2()
-    model = _load_model(config, weights)
-    spec = _model_spec(ct2, model, list(src_tokens), list(tgt_tokens), specials)
+    from ctranslate2.converters.opennmt_py import set_transformer_spec
 
-    class _Converter(ct2.converters.Converter):
-        def _load(self):
-            return spec
-
+    spec = ct2.specs.TransformerSpec.from_config(
+        config.layers, config.heads, pre_norm=True, activation=ct2.specs.Activation.RELU)
+    set_transformer_spec(spec, _onmt_variables(_load_model(config, weights)))
+    spec.config.layer_norm_epsilon = LAYER_NORM_EPS
+    spec.config.bos_token = spec.config.decoder_start_token = tgt_tokens[config.bos_id]
+    spec.config.eos_token = tgt_tokens[config.eos_id]
+    spec.config.unk_token = tgt_tokens[config.unk_id]
+    spec.config.add_source_bos = spec.config.add_source_eos = False
+    spec.register_source_vocabulary(list(src_tokens))
+    spec.register_target_vocabulary(list(tgt_tokens))
+    spec.validate()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        _Converter().convert(str(tmp), quantization=quantization, force=True)
+        spec.optimize(quantization=quantization)
+        spec.save(str(tmp))
         write_files(tmp, files or {})
         write_manifest(tmp)
         if out_dir.exists():
@@ -156,84 +148,40 @@ def export_ctranslate2(model_config: dict[str, Any] | TransformerConfig,
     return out_dir
 
 
-def _model_spec(ct2: ModuleType, model: TransformerSeq2Seq, src_tokens: list[str],
-                tgt_tokens: list[str], specials: dict[str, str]) -> Any:
-    """A filled ``ctranslate2.specs.TransformerSpec`` for ``model``."""
+def _onmt_variables(model: TransformerSeq2Seq) -> dict[str, Any]:
+    """The model's weights (float32 arrays) under the names of an OpenNMT-py checkpoint."""
     c = model.config
-    spec = ct2.specs.TransformerSpec.from_config(
-        c.layers, c.heads, pre_norm=True, activation=ct2.specs.Activation.RELU)
-    positions = _position_table(model)
-    _set_stack(spec.encoder, model.src_embedding, positions, model.encoder_norm)
-    for layer_spec, layer in zip(spec.encoder.layer, model.encoder_layers, strict=True):
-        _set_attention(layer_spec.self_attention, layer.attn, layer.norm1, self_attention=True)
-        _set_ffn(layer_spec.ffn, layer.ff, layer.norm2)
-    _set_stack(spec.decoder, model.tgt_embedding, positions, model.decoder_norm)
-    _set_linear(spec.decoder.projection, model.out.weight, model.out.bias)
-    for layer_spec, layer in zip(spec.decoder.layer, model.decoder_layers, strict=True):
-        _set_attention(layer_spec.self_attention, layer.self_attn, layer.norm1,
-                       self_attention=True)
-        _set_attention(layer_spec.attention, layer.cross_attn, layer.norm2, self_attention=False)
-        _set_ffn(layer_spec.ffn, layer.ff, layer.norm3)
-    spec.config.layer_norm_epsilon = LAYER_NORM_EPS
-    spec.config.bos_token = specials["bos_token"]
-    spec.config.eos_token = specials["eos_token"]
-    spec.config.unk_token = specials["unk_token"]
-    spec.config.decoder_start_token = specials["bos_token"]
-    spec.config.add_source_bos = spec.config.add_source_eos = False
-    spec.register_source_vocabulary(src_tokens)
-    spec.register_target_vocabulary(tgt_tokens)
-    return spec
+    w = {k: v.detach().float().cpu().numpy().copy() for k, v in model.state_dict().items()}
+    # [max_len, d_model]: exactly what attnkit adds at positions 0 .. max_len - 1.
+    positions = (model.positions.weight if c.positional == "learned"
+                 else model.positions.encoding(c.max_len)).detach().float().cpu().numpy()
+    out = {"generator.weight": w["out.weight"], "generator.bias": w.get("out.bias")}
 
+    def put(scope: str, name: str) -> None:   # a Linear or a LayerNorm
+        out[f"{scope}.weight"], out[f"{scope}.bias"] = w[f"{name}.weight"], w[f"{name}.bias"]
 
-def _np(t: Tensor) -> Any:
-    return t.detach().float().cpu().numpy().copy()
-
-
-def _position_table(model: TransformerSeq2Seq) -> Tensor:
-    """``[max_len, d_model]``: exactly what attnkit adds at positions ``0 .. max_len - 1``."""
-    c = model.config
-    if c.positional == "learned":
-        return model.positions.weight
-    return model.positions.encoding(c.max_len)
-
-
-def _set_stack(spec: Any, embedding: torch.nn.Embedding, positions: Tensor,
-               final_norm: torch.nn.LayerNorm) -> None:
-    embeddings = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings
-    embeddings.weight = _np(embedding.weight)
-    spec.scale_embeddings = True  # sqrt(d_model), as TransformerSeq2Seq._embed
-    spec.position_encodings.encodings = _np(positions)
-    _set_norm(spec.layer_norm, final_norm)
-
-
-def _set_norm(spec: Any, norm: torch.nn.LayerNorm) -> None:
-    spec.gamma, spec.beta = _np(norm.weight), _np(norm.bias)
-
-
-def _set_linear(spec: Any, weight: Tensor, bias: Tensor | None) -> None:
-    spec.weight = _np(weight)
-    if bias is not None:
-        spec.bias = _np(bias)
-
-
-def _set_attention(spec: Any, mha: Any, norm: torch.nn.LayerNorm, *, self_attention: bool
-                   ) -> None:
-    """Packed ``[W_q; W_k; W_v]`` is CTranslate2's fused self-attention input projection; for
-    cross-attention it is split into the query and the fused key/value projections."""
-    _set_norm(spec.layer_norm, norm)
-    w, b, d = mha.in_proj_weight, mha.in_proj_bias, mha.inner_dim
-    if self_attention:
-        _set_linear(spec.linear[0], w, b)
-    else:
-        _set_linear(spec.linear[0], w[:d], b[:d])
-        _set_linear(spec.linear[1], w[d:], b[d:])
-    _set_linear(spec.linear[-1], mha.out_proj.weight, mha.out_proj.bias)
-
-
-def _set_ffn(spec: Any, ff: torch.nn.Sequential, norm: torch.nn.LayerNorm) -> None:
-    _set_norm(spec.layer_norm, norm)
-    _set_linear(spec.linear_0, ff[0].weight, ff[0].bias)
-    _set_linear(spec.linear_1, ff[3].weight, ff[3].bias)
+    for side, text, stack, attention in (
+            ("encoder", "src", "transformer", {"attn": "self_attn"}),
+            ("decoder", "tgt", "transformer_layers",
+             {"self_attn": "self_attn", "cross_attn": "context_attn"})):
+        out[f"{side}.embeddings.make_embedding.emb_luts.0.weight"] = w[f"{text}_embedding.weight"]
+        out[f"{side}.embeddings.make_embedding.pe.pe"] = positions
+        put(f"{side}.layer_norm", f"{side}_norm")
+        norms = (("layer_norm",) if side == "encoder" else ("layer_norm_1", "layer_norm_2"))
+        for i in range(c.layers):
+            scope, name = f"{side}.{stack}.{i}", f"{side}_layers.{i}"
+            for k, norm in enumerate((*norms, "feed_forward.layer_norm"), 1):
+                put(f"{scope}.{norm}", f"{name}.norm{k}")
+            put(f"{scope}.feed_forward.w_1", f"{name}.ff.0")
+            put(f"{scope}.feed_forward.w_2", f"{name}.ff.3")
+            for ours, theirs in attention.items():   # [W_q; W_k; W_v] packed: split
+                packed = (w[f"{name}.{ours}.in_proj_weight"], w[f"{name}.{ours}.in_proj_bias"])
+                for part, weight, bias in zip(("query", "keys", "values"),
+                                              *(np.split(a, 3) for a in packed), strict=True):
+                    out[f"{scope}.{theirs}.linear_{part}.weight"] = weight
+                    out[f"{scope}.{theirs}.linear_{part}.bias"] = bias
+                put(f"{scope}.{theirs}.final_linear", f"{name}.{ours}.out_proj")
+    return out
 
 
 def load_translator(model_dir: str | os.PathLike, *, threads: int = 1, device: str = "cpu",

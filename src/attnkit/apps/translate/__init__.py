@@ -208,6 +208,6 @@ train, load_run, evaluate, predict = APP.train, APP.load, APP.evaluate, APP.pred
 def export_run(run: str | os.PathLike | TranslateLoaded, out: str | os.PathLike, *,
                quantization: str = "int8") -> Path:
     """Export a Transformer run to a self-contained CTranslate2 folder
-    (`attnkit.apps.translate.ct2.export_run`)."""
-    return ct2.export_run(APP._loaded(run, device=None, engine=None), out,
+    (`attnkit.apps.translate.ct2.write_export`)."""
+    return ct2.write_export(APP._loaded(run, device=None, engine=None), out,
                           quantization=quantization)

@@ -1,4 +1,4 @@
-"""The translate app on CTranslate2: export a Transformer run (`export_run`, declared for the
+"""The translate app on CTranslate2: export a Transformer run (`write_export`, declared for the
 CLI as ``EXPORT_COMMAND``), translate with the export (`CTranslate2Engine`).
 
 The export folder is usable on its own: CTranslate2's model and vocabularies, the run's
@@ -92,8 +92,8 @@ class CTranslate2Engine:
         return preds
 
 
-def export_run(loaded: TranslateLoaded, out: str | os.PathLike, *,
-               quantization: str = "int8") -> Path:
+def write_export(loaded: TranslateLoaded, out: str | os.PathLike, *,
+                 quantization: str = "int8") -> Path:
     """Export a loaded Transformer ``--subword`` run to a self-contained CTranslate2 folder ``out``
     (it may exist if empty; it appears complete or not at all); returns ``out`` as a Path.
     UsageError: an RNN run, a word run, a non-empty or unwritable ``out``, an unknown
@@ -155,7 +155,7 @@ def _training_run_hint(path: Path) -> str:
 
 
 def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> TranslateLoaded:
-    """A folder written by `export_run`, checked (manifest, vocabulary) and ready to translate on
+    """A folder written by `write_export`, checked (manifest, vocabulary) and ready to translate on
     torch's thread count. CheckpointError: not such a folder (a training run says to export it
     first), a changed file, a vocabulary not the model's. UsageError: a device CTranslate2 does
     not take; CTranslate2 not installed.
