@@ -29,7 +29,6 @@ from attnkit.models import TransformerSeq2Seq, build_model, config_from_dict
 from attnkit.models.config import TransformerConfig
 from attnkit.training.checkpoint import check_state_fits, load_weights
 
-INSTALL_HINT = "install the serve extra: pip install 'attnkit[serve]'"
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16",
                  "float16", "bfloat16")
 BATCH_SIZE = 64  # sentences per CTranslate2 batch unless told
@@ -41,7 +40,8 @@ def require_ctranslate2() -> ModuleType:
     try:
         import ctranslate2
     except ImportError as exc:
-        raise UsageError(f"CTranslate2 is not installed: {INSTALL_HINT}") from exc
+        raise UsageError("CTranslate2 is not installed: install the serve extra: "
+                         "pip install 'attnkit[serve]'") from exc
     return ctranslate2
 
 
@@ -52,52 +52,6 @@ class CT2Output:
 
     tokens: list[str]
     score: float
-
-
-def _transformer_config(model_config: Any) -> TransformerConfig:
-    if isinstance(model_config, dict):
-        try:
-            model_config = config_from_dict(model_config)
-        except (TypeError, ValueError) as exc:
-            raise CheckpointError(f"bad model config: {exc}") from exc
-    if not isinstance(model_config, TransformerConfig):
-        raise UsageError("CTranslate2 export supports Transformer runs only; this run is an RNN "
-                         "encoder-decoder (train with --arch transformer)")
-    return model_config
-
-
-def _load_model(config: TransformerConfig, weights: str | os.PathLike | dict[str, Tensor]
-                ) -> TransformerSeq2Seq:
-    model = build_model(config)
-    if isinstance(weights, dict):
-        check_state_fits(model.state_dict(), weights, "<state_dict>")
-        model.load_state_dict(weights, strict=True)
-    else:
-        load_weights(model, weights)
-    return model.float().eval()
-
-
-def _check_vocab(config: TransformerConfig, src_tokens: Sequence[str],
-                 tgt_tokens: Sequence[str]) -> None:
-    """CheckpointError when the vocabularies do not fit the model."""
-    for side, tokens, size in (("source", src_tokens, config.src_vocab),
-                               ("target", tgt_tokens, config.tgt_vocab)):
-        if len(tokens) != size:
-            raise CheckpointError(f"the {side} vocabulary has {len(tokens)} tokens, the model "
-                                  f"{size}: not the vocabulary these weights were trained with")
-        if len(set(tokens)) != len(tokens):
-            raise CheckpointError(f"the {side} vocabulary has duplicate tokens")
-    if src_tokens[config.unk_id] != tgt_tokens[config.unk_id]:
-        raise CheckpointError(f"source and target unknown tokens differ "
-                              f"({src_tokens[config.unk_id]!r} vs {tgt_tokens[config.unk_id]!r}); "
-                              "CTranslate2 has one")
-
-
-def _check_out_dir(out_dir: Path) -> None:
-    if out_dir.is_symlink() or (out_dir.exists() and (not out_dir.is_dir()
-                                                      or any(out_dir.iterdir()))):
-        raise UsageError(f"{out_dir}: already exists and is not empty (a file, or a folder with "
-                         "files); choose a new folder or remove it")
 
 
 def export_ctranslate2(model_config: dict[str, Any] | TransformerConfig,
@@ -111,19 +65,46 @@ def export_ctranslate2(model_config: dict[str, Any] | TransformerConfig,
     UsageError: an RNN model, a quantization not in `QUANTIZATIONS`, a non-empty ``out_dir``,
     CTranslate2 missing. CheckpointError: weights or vocabularies that do not fit.
     """
-    config = _transformer_config(model_config)
+    config = model_config
+    if isinstance(config, dict):
+        try:
+            config = config_from_dict(config)
+        except (TypeError, ValueError) as exc:
+            raise CheckpointError(f"bad model config: {exc}") from exc
+    if not isinstance(config, TransformerConfig):
+        raise UsageError("CTranslate2 export supports Transformer runs only; this run is an RNN "
+                         "encoder-decoder (train with --arch transformer)")
     if quantization not in QUANTIZATIONS:
         raise UsageError(f"quantization must be one of {', '.join(QUANTIZATIONS)}; "
                          f"got {quantization!r}")
     out_dir = Path(out_dir)
-    _check_out_dir(out_dir)
-    _check_vocab(config, src_tokens, tgt_tokens)
+    if out_dir.is_symlink() or (out_dir.exists() and (not out_dir.is_dir()
+                                                      or any(out_dir.iterdir()))):
+        raise UsageError(f"{out_dir}: already exists and is not empty (a file, or a folder with "
+                         "files); choose a new folder or remove it")
+    for side, tokens, size in (("source", src_tokens, config.src_vocab),
+                               ("target", tgt_tokens, config.tgt_vocab)):
+        if len(tokens) != size:
+            raise CheckpointError(f"the {side} vocabulary has {len(tokens)} tokens, the model "
+                                  f"{size}: not the vocabulary these weights were trained with")
+        if len(set(tokens)) != len(tokens):
+            raise CheckpointError(f"the {side} vocabulary has duplicate tokens")
+    if src_tokens[config.unk_id] != tgt_tokens[config.unk_id]:
+        raise CheckpointError(f"source and target unknown tokens differ "
+                              f"({src_tokens[config.unk_id]!r} vs {tgt_tokens[config.unk_id]!r}); "
+                              "CTranslate2 has one")
     ct2 = require_ctranslate2()
     from ctranslate2.converters.opennmt_py import set_transformer_spec
 
     spec = ct2.specs.TransformerSpec.from_config(
         config.layers, config.heads, pre_norm=True, activation=ct2.specs.Activation.RELU)
-    set_transformer_spec(spec, _onmt_variables(_load_model(config, weights)))
+    model = build_model(config)
+    if isinstance(weights, dict):
+        check_state_fits(model.state_dict(), weights, "<state_dict>")
+        model.load_state_dict(weights, strict=True)
+    else:
+        load_weights(model, weights)
+    set_transformer_spec(spec, _onmt_variables(model.float().eval()))
     spec.config.layer_norm_epsilon = LAYER_NORM_EPS
     spec.config.bos_token = spec.config.decoder_start_token = tgt_tokens[config.bos_id]
     spec.config.eos_token = tgt_tokens[config.eos_id]

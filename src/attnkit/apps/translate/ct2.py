@@ -23,7 +23,6 @@ from attnkit.apps.run_files import FORMAT, read_vocab
 from attnkit.apps.translate.engines import (
     TranslateLoaded,
     check_decoding,
-    reading,
     special_ids,
     summary_of,
 )
@@ -34,6 +33,7 @@ from attnkit.apps.translate.pipeline import (
     WORDS_FILE,
     TranslatePipeline,
     encode_source,
+    reading,
     run_codec,
     run_model_config,
 )

@@ -21,7 +21,7 @@ from torch import nn
 
 from attnkit.apps.presentation import Command
 from attnkit.apps.results import Loaded, Log, stderr_log
-from attnkit.apps.translate.pipeline import TranslatePipeline, encode_source, unknown_words
+from attnkit.apps.translate.pipeline import TranslatePipeline, encode_source, reading
 from attnkit.apps.translate.prediction import TranslationPrediction
 from attnkit.compiler import Packages, weights_digest
 from attnkit.data.text_codec import TGT_LANG
@@ -73,16 +73,6 @@ def special_ids(vocab: Vocab) -> set[int]:
     """The ids an output drops wherever a model emits them: padding, begin and end of
     sentence (both engines drop them inside a sentence too)."""
     return {vocab.pad_id, vocab.bos_id, vocab.eos_id}
-
-
-def reading(pipeline: TranslatePipeline, tokens: Sequence[str],
-            ids: Sequence[int]) -> dict[str, Any]:
-    """A `TranslationPrediction`'s fields on what the run read of its source: its words, those
-    it cannot read (`unknown_words`), whether the tokens are subword pieces.
-    """
-    count, unknown = unknown_words(pipeline, tokens, ids)
-    return {"unknown": len(unknown) / count if count else 0.0, "unknown_words": unknown,
-            "word_count": count, "subword": pipeline.codec.subword is not None}
 
 
 def check_decoding(beam: int, batch_size: int | None) -> None:

@@ -1,7 +1,7 @@
-"""The translate app's HTML pages: `explorer_page` turns `TranslationPrediction` s into
+"""The translate app's HTML pages: `predictions_page` turns `TranslationPrediction` s into
 `attnkit.viz.translation_page` examples (every layer and head of a Transformer when the
-predictions carry ``layer_weights``, else ``[T_tgt, T_src]``); `report_page` adds a scored
-run's references and metrics (``eval --report``, a run's ``report.html``).
+predictions carry ``layer_weights``, else ``[T_tgt, T_src]``), with a scored run's references
+and metrics for ``eval --report`` and a run's ``report.html``.
 """
 
 from __future__ import annotations
@@ -78,16 +78,13 @@ def _scores(p: TranslationPrediction) -> dict[str, Any]:
     return scores
 
 
-def _title(summary: dict[str, Any]) -> str:
-    return f"attnkit translate: {Path(str(summary.get('run', 'run'))).name}"
-
-
-def explorer_page(predictions: Sequence[TranslationPrediction], summary: dict[str, Any], *,
-                  references: Sequence[Sequence[str]] | None = None,
-                  metrics: dict[str, Any] | None = None) -> str:
-    """The translation explorer of ``predictions`` (with their references when given): several
-    sentences of one input in order, opening on the method asked first, else on attention with
-    ``why``. A prediction without weights or output is left out; UsageError when none is left.
+def predictions_page(predictions: Sequence[TranslationPrediction], summary: dict[str, Any], *,
+                     references: Sequence[Sequence[str]] | None = None,
+                     metrics: dict[str, Any] | None = None) -> str:
+    """The translation explorer of ``predictions`` (a scored run's report with ``references`` and
+    ``metrics``): several sentences of one input in order, opening on the method asked first,
+    else on attention with ``why``. A prediction without weights or output is left out;
+    UsageError when none is left.
     """
     refs = references if references is not None else [()] * len(predictions)
     examples = []
@@ -111,7 +108,9 @@ def explorer_page(predictions: Sequence[TranslationPrediction], summary: dict[st
     first = predictions[0]
     carried = (first.sentences or [first])[0].explanations
     asked = [first.shown, *carried] if carried else []
-    return translation_page(examples, summary, title=_title(summary), metrics=metrics,
+    run = Path(str(summary.get("run", "run"))).name
+    return translation_page(examples, summary, title=f"attnkit translate: {run}",
+                            metrics=None if metrics is None else page_metrics(metrics),
                             order=shown_order(asked), note=first.why)
 
 
@@ -127,10 +126,3 @@ def page_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
     if metrics.get("signature"):
         shown["sacrebleu"] = metrics["signature"]
     return shown
-
-
-def report_page(metrics: dict[str, Any], predictions: Sequence[TranslationPrediction],
-                references: Sequence[Sequence[str]], summary: dict[str, Any]) -> str:
-    """A scored run's page: its metrics, and each example with its references and attention."""
-    return explorer_page(predictions, summary, references=references,
-                         metrics=page_metrics(metrics))

@@ -119,20 +119,22 @@ def training_words(sources: Iterable[str]) -> Vocab:
     return Vocab.build((words_of(text, SRC_LANG) for text in sources), max_size=MAX_WORDS)
 
 
-def unknown_words(pipeline: TranslatePipeline, tokens: Sequence[str],
-                  ids: Sequence[int]) -> tuple[int, list[str]]:
-    """How many words the source read as ``tokens``/``ids`` holds, and those the run cannot read:
-    a word run's ``<unk>`` words, a subword run's words not in `TranslatePipeline.known_words`
-    (without that list, its ``<unk>`` pieces).
-    """
+def reading(pipeline: TranslatePipeline, tokens: Sequence[str],
+            ids: Sequence[int]) -> dict[str, Any]:
+    """A `TranslationPrediction`'s fields on what the run read of its source: its words and
+    those it cannot read (a word run's ``<unk>`` words; a subword run's words not in
+    `TranslatePipeline.known_words`, without that list its ``<unk>`` pieces)."""
     unk = pipeline.src_vocab.unk_id
     if pipeline.codec.subword is None:
         words = [(t, i) for t, i in zip(tokens, ids, strict=True) if any(c.isalpha() for c in t)]
-        return len(words), [t for t, i in words if i == unk]
-    if pipeline.known_words is None:
-        return len(ids), [t for t, i in zip(tokens, ids, strict=True) if i == unk]
-    words = words_of(pipeline.codec.decode(tokens, SRC_LANG), SRC_LANG)
-    return len(words), [w for w in words if w not in pipeline.known_words]
+        count, unknown = len(words), [t for t, i in words if i == unk]
+    elif pipeline.known_words is None:
+        count, unknown = len(ids), [t for t, i in zip(tokens, ids, strict=True) if i == unk]
+    else:
+        words = words_of(pipeline.codec.decode(tokens, SRC_LANG), SRC_LANG)
+        count, unknown = len(words), [w for w in words if w not in pipeline.known_words]
+    return {"unknown": len(unknown) / count if count else 0.0, "unknown_words": unknown,
+            "word_count": count, "subword": pipeline.codec.subword is not None}
 
 
 def encode_source(pipeline: TranslatePipeline, text: str,

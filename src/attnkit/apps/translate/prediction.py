@@ -217,9 +217,9 @@ class TranslationPrediction(Prediction):
              summary: dict[str, Any]) -> str:
         """The translation explorer (`attnkit.viz.translation_page`): every layer and head
         when the predictions carry ``layer_weights``, else their ``weights``."""
-        from attnkit.apps.translate.page import explorer_page
+        from attnkit.apps.translate.page import predictions_page
 
-        return explorer_page(predictions, summary)
+        return predictions_page(predictions, summary)
 
     def note(self) -> str | None:
         """One line on what the model could not read, or None when it read everything (or

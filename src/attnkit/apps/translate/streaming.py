@@ -1,9 +1,7 @@
-"""Translation token by token: each output word with its attention row the moment greedy
-decoding chooses it, and each sentence's whole `TranslationPrediction` the step it ends.
-
-`stream` turns each step of `attnkit.decoding.greedy_steps` over a batch into a `StreamStep`
-(``POST /v1/translate/stream`` sends them; several requests share a batch). `stream_texts`
-cuts texts into sentences and decodes them one after another, ending each text with what
+"""Translation token by token (``POST /v1/translate/stream``): each output word with its
+attention row the moment greedy decoding chooses it, and each sentence's whole
+`TranslationPrediction` the step it ends. `stream_texts` cuts texts into sentences and turns
+each step of `attnkit.decoding.greedy_steps` into a `StreamStep`, ending each text with what
 ``predict`` returns with ``beam=1``. Beam search cannot stream: its best is known at the end.
 """
 
@@ -12,6 +10,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -27,16 +26,10 @@ from attnkit.decoding import Hypothesis, greedy_steps, padded_sources
 
 @dataclass
 class StreamedToken:
-    """One output word of one sentence, as greedy decoding chose it.
-
-    Attributes:
-        sentence: the index of its sentence among those given to `stream`.
-        position: its index in that sentence's output words.
-        token: the target word (pieces joined; ``<unk>`` replaced when asked).
-        weights: ``[len(source words)]`` attention (as `TranslationPrediction.words` gathers
-            it); None when not asked or the model has none.
-        part: which sentence of its text (`stream_texts`; 0 for `stream`).
-    """
+    """One output word as greedy decoding chose it: its text (``sentence``), which sentence of
+    it (``part``), its index in that sentence's output words, the word (pieces joined, ``<unk>``
+    replaced when asked), and its ``[len(source words)]`` attention (as
+    `TranslationPrediction.words` gathers it; None when not asked or the model has none)."""
 
     sentence: int
     position: int
@@ -65,18 +58,13 @@ class SentenceStart:
 
 @dataclass
 class StreamStep:
-    """What one decoder step produced.
-
-    Attributes:
-        tokens: the words completed at this step (with subwords, two when a sentence ends).
-        finished: the sentences that ended at this step, by index, with their prediction.
-        sources: first step only, each sentence's source words by index; `stream_texts`: a
-            `SentenceStart` per text whose next sentence starts at this step.
-    """
+    """What one decoder step produced, by text: the words completed (with subwords, two when a
+    sentence ends), the texts that ended with their prediction, a `SentenceStart` per text
+    whose next sentence starts."""
 
     tokens: list[StreamedToken] = field(default_factory=list)
     finished: dict[int, TranslationPrediction] = field(default_factory=dict)
-    sources: dict[int, list[str]] = field(default_factory=dict)
+    sources: dict[int, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -88,17 +76,6 @@ class _Growing:
     score: float = 0.0
     shown: int = 0
     pending: list[tuple[str, Tensor | None]] = field(default_factory=list)
-
-
-def stream(engine: AttnkitEngine, sentences: Sequence[str], *, attention: bool | str = True,
-           unk_replace: bool = True) -> Iterator[StreamStep]:
-    """Greedy translation of ``sentences`` (one batch), one `StreamStep` per decoder step; each
-    final prediction equals ``engine.translate([...], beam=1)``'s. ``attention``: True keeps
-    rows, ``"all"`` also every layer and head, False none. UsageError (here, before decoding): a
-    sentence without any token.
-    """
-    encoded, attention = engine.read(sentences, attention)
-    return _steps(engine, list(sentences), encoded, attention, unk_replace)
 
 
 def stream_texts(engine: AttnkitEngine, texts: Sequence[str], *, split: bool = True,
@@ -188,12 +165,8 @@ def _steps(engine: AttnkitEngine, sentences: list[str],
 
 def _source_words(tokens: list[str], subword: bool) -> tuple[list[str], np.ndarray]:
     """A sentence's source words and ``[pieces, words]``: which word each piece belongs to."""
-    if not subword:
-        return list(tokens), np.eye(len(tokens), dtype=np.float32)
-    words, owner = join_pieces(tokens)
-    gather = np.zeros((len(tokens), len(words)), np.float32)
-    gather[np.arange(len(tokens)), [k for [k] in owner]] = 1.0
-    return words, gather
+    words, owner = join_pieces(tokens) if subword else (tokens, [[k] for k in range(len(tokens))])
+    return list(words), np.eye(len(words), dtype=np.float32)[[k for [k] in owner]]
 
 
 def _piece(piece: str, row: Tensor | None, source_tokens: list[str],
