@@ -14,10 +14,10 @@ import numpy as np
 
 from attnkit.apps.prediction import Prediction
 from attnkit.apps.sentiment.prepare import SentimentLoaded
-from attnkit.data.review_pipeline import CHUNK_CHARS, ReadReview, TextPipeline
+from attnkit.data.review_pipeline import CHUNK_CHARS, ReadReview
 from attnkit.errors import UsageError
 from attnkit.explain.captum import explain_methods
-from attnkit.explain.sentiment import METHODS, SIGNED, attribute
+from attnkit.explain.sentiment import METHODS, SIGNED, attribute, token_scores
 
 
 @dataclass
@@ -168,7 +168,8 @@ def predictions(loaded: SentimentLoaded, texts: Sequence[str], *, batch_size: in
             raise UsageError(f"review {i} is not text: {type(text).__name__}")
         seen = loaded.pipeline.read(text) if text.strip() else None
         reads.append(seen if seen is not None and seen.tokens else None)
-    out: list[SentimentPrediction | None] = [None] * len(reads)
+    out = [SentimentPrediction(text, None, "empty", [], None, None, None, 0.0, 0)
+           for text in texts]
     real = sorted((i for i, r in enumerate(reads) if r is not None),
                   key=lambda i: len(reads[i].tokens))
     for start in range(0, len(real), batch_size):
@@ -179,16 +180,15 @@ def predictions(loaded: SentimentLoaded, texts: Sequence[str], *, batch_size: in
                            strict=True):
             pred.why = why
             out[i] = pred
-    for i, text in enumerate(texts):
-        if out[i] is None:
-            out[i] = SentimentPrediction(text, None, "empty", [], None, None, None, 0.0, 0)
-    return out  # type: ignore[return-value]
+    return out
 
 
 def _batch(loaded: SentimentLoaded, texts: Sequence[str], reads: Sequence[ReadReview],
            weights: bool, methods: Sequence[str] = ()) -> list[SentimentPrediction]:
     """Predictions for reviews of similar length (each with at least one token), run on
     columns cut to the longest of them."""
+    from attnkit.viz import token_spans
+
     pipeline, model = loaded.pipeline, loaded.model
     # With masking a review's output does not depend on its padding, so the batch runs on
     # its longest review's columns; the 2018 mode attends to padding and needs all of them.
@@ -198,12 +198,8 @@ def _batch(loaded: SentimentLoaded, texts: Sequence[str], reads: Sequence[ReadRe
         probs, scores, signed = attribute(model, ids, lengths)
     else:
         probs, scores, signed = model.predict_proba(ids, lengths), None, None
-    extra = {}
-    if methods:
-        from attnkit.explain.sentiment import token_scores
-
-        extra = {m: token_scores(model, ids, lengths, m).float().cpu() for m in methods
-                 if m != "attention"}
+    extra = {m: token_scores(model, ids, lengths, m).float().cpu() for m in methods
+             if m != "attention"}
     out = []
     for b, (text, seen) in enumerate(zip(texts, reads, strict=True)):
         real, prob = pipeline.tokens_in(len(seen.ids), keep), float(probs[b])
@@ -211,19 +207,10 @@ def _batch(loaded: SentimentLoaded, texts: Sequence[str], reads: Sequence[ReadRe
             text, prob, "positive" if prob >= 0.5 else "negative", seen.tokens,
             None if scores is None else scores[b, real].float().cpu().numpy(),
             None if signed is None else signed[b, real].float().cpu().numpy(),
-            _spans(pipeline, text, seen), seen.unknown_share, seen.dropped,
+            # Where each kept token sits in the review (pre-truncation kept the last ones).
+            None if len(text) > CHUNK_CHARS else token_spans(
+                text, seen.tokens, from_end=seen.dropped > 0 and pipeline.truncating == "pre"),
+            seen.unknown_share, seen.dropped,
             {m: v[b, real].numpy() for m, v in extra.items()} or None,
             methods[0] if methods else "attention"))
     return out
-
-
-def _spans(pipeline: TextPipeline, text: str,
-           seen: ReadReview) -> list[tuple[int, int] | None] | None:
-    """Where each kept token sits in the review as written (None for a review too long to
-    search); pre-truncation kept the last tokens, so they are matched from the end."""
-    from attnkit.viz import token_spans
-
-    if len(text) > CHUNK_CHARS:
-        return None
-    return token_spans(text, seen.tokens,
-                       from_end=seen.dropped > 0 and pipeline.truncating == "pre")

@@ -12,6 +12,7 @@ from attnkit.apps.presentation import Command
 from attnkit.errors import UsageError
 from attnkit.fileio import read_lines
 from attnkit.settings import Option
+from attnkit.training.signals import interruptible
 
 _KINDS = ("eflomal", "attention", "head", "grad-input", "integrated-gradients")
 
@@ -41,16 +42,10 @@ def method_from(values: dict[str, Any]):
                   "avg" if head is None else head, bool(values.get("shift")))
 
 
+# SIGTERM as Ctrl-C: unwinds, so that eflomal's files in the temporary folder go with it
+# (killed outright, they would stay).
+@interruptible()
 def _align(values: dict[str, Any]) -> int:
-    from attnkit.training.signals import interruptible
-
-    # SIGTERM as Ctrl-C: unwinds, so that the adaptation's eflomal files in the temporary
-    # folder go with it (killed outright, they would stay).
-    with interruptible():
-        return _align_pairs(values)
-
-
-def _align_pairs(values: dict[str, Any]) -> int:
     from attnkit.alignment.aligner import check_pairs
     from attnkit.alignment.links import alignment_scores, format_pharaoh, read_gold
     from attnkit.alignment.pieces import unknown_words
@@ -102,14 +97,13 @@ def _align_pairs(values: dict[str, Any]) -> int:
     return 0
 
 
+@interruptible()   # as `_align`: eflomal's temporary files go on a signal
 def _align_train(values: dict[str, Any]) -> int:
     from attnkit.apps.translate.alignment import train_aligner
-    from attnkit.training.signals import interruptible
 
-    with interruptible():   # as `_align`: eflomal's temporary files go on a signal
-        folder = train_aligner(values["run"], data=values.get("data"), pairs=values["pairs"],
-                               minutes=values["max_minutes"], layer=values["layer"],
-                               seed=values["seed"])
+    folder = train_aligner(values["run"], data=values.get("data"), pairs=values["pairs"],
+                           minutes=values["max_minutes"], layer=values["layer"],
+                           seed=values["seed"])
     print(f"wrote {folder}: the run's trained aligner; `attnkit translate align --run "
           f"{values['run']}` now uses it")
     return 0

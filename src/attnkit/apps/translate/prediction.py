@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
 from attnkit.alignment.links import word_scores
 from attnkit.apps.prediction import Prediction, rounded
@@ -183,12 +184,8 @@ class TranslationPrediction(Prediction):
             blocks = [p.shown_weights() for p in self.sentences]
             if any(b is None for b in blocks):
                 return None
-            out = np.zeros((len(self.tokens), len(self.source_tokens)), np.float32)
-            row = col = 0
-            for p, b in zip(self.sentences, blocks, strict=True):
-                out[row:row + len(p.tokens), col:col + len(p.source_tokens)] = b
-                row, col = row + len(p.tokens), col + len(p.source_tokens)
-            return out
+            return torch.block_diag(*(torch.as_tensor(b, dtype=torch.float32)
+                                      for b in blocks)).numpy()
         if self.shown != "attention":
             return (self.explanations or {}).get(self.shown)
         return self.weights
