@@ -38,7 +38,7 @@ from attnkit.apps.translate.pipeline import (
     run_model_config,
 )
 from attnkit.apps.translate.prediction import TranslationPrediction
-from attnkit.ct2_export.manifest import check_ct2_vocabulary, check_manifest
+from attnkit.ct2_export.manifest import check_manifest
 from attnkit.data.text_codec import TGT_LANG
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.fileio import read_json_object
@@ -155,10 +155,10 @@ def _training_run_hint(path: Path) -> str:
 
 
 def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> TranslateLoaded:
-    """A folder written by `write_export`, checked (manifest, vocabulary) and ready to translate on
+    """A folder written by `write_export`, checked (its manifest) and ready to translate on
     torch's thread count. CheckpointError: not such a folder (a training run says to export it
-    first), a changed file, a vocabulary not the model's. UsageError: a device CTranslate2 does
-    not take; CTranslate2 not installed.
+    first), a changed file. UsageError: a device CTranslate2 does not take; CTranslate2 not
+    installed.
     """
     from attnkit.ct2_export.ctranslate2 import load_translator, require_ctranslate2
 
@@ -171,7 +171,6 @@ def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> TranslateL
     check_manifest(path)
     model_config = run_model_config(path, config)
     src, tgt = (read_vocab(path, VOCAB_FILES[side]) for side in ("src", "tgt"))
-    check_ct2_vocabulary(path, src.itos, tgt.itos, model_config)
     known = read_vocab(path, WORDS_FILE) if os.path.lexists(path / WORDS_FILE) else None
     pipeline = TranslatePipeline(run_codec(path, {"options": {"subword": True}}), src, tgt,
                                  config["max_source"], known)
