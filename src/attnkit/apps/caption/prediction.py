@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 from torch import Tensor
 
 from attnkit.apps.caption.metrics import decode_captions
@@ -17,7 +18,7 @@ from attnkit.apps.prediction import Prediction, rounded
 from attnkit.data.caption_data import to_chw
 from attnkit.data.caption_files import MAX_PIXELS, read_image
 from attnkit.errors import UsageError
-from attnkit.explain.captions import METHODS
+from attnkit.explain.captions import METHODS, word_maps
 from attnkit.explain.captum import explain_methods
 from attnkit.explain.trust import shown_order
 
@@ -91,15 +92,17 @@ class CaptionPrediction(Prediction):
         return attention_grid(self.image, maps, self.words)
 
     @classmethod
-    def page(cls, predictions: Sequence[CaptionPrediction], summary: dict[str, Any]) -> str:
-        """The caption explorer: each image with the selected word's attention over it."""
+    def page(cls, predictions: Sequence[CaptionPrediction], summary: dict[str, Any], *,
+             references: Sequence[Sequence[str]] | None = None) -> str:
+        """The caption explorer: each image with the selected word's attention over it, and its
+        reference captions when given."""
         from attnkit.viz import CaptionExample, caption_page
 
-        return caption_page([CaptionExample(p.image, p.words, p.weights,
-                                            methods=dict(p.explanations or {}))
-                             for p in predictions], summary,
-                            order=predictions[0].order if predictions else (),
-                            note=predictions[0].why if predictions else None)
+        refs = references or [()] * len(predictions)
+        return caption_page([CaptionExample(p.image, p.words, p.weights, r,
+                                            dict(p.explanations or {}))
+                             for p, r in zip(predictions, refs, strict=True)], summary,
+                            order=predictions[0].order, note=predictions[0].why)
 
 
 def predictions(loaded: CaptionLoaded, images, *, beam_size: int = 1, display_size: int = 256,
@@ -118,13 +121,19 @@ def predictions(loaded: CaptionLoaded, images, *, beam_size: int = 1, display_si
     methods = explain_methods(explain, METHODS)
     size = loaded.model.config.image_size
     read = [read_image(item, size, display_size, max_pixels) for item in images]
-    preds = _predictions(loaded, to_chw([r[0] for r in read]), [r[1] for r in read],
-                         beam_size=beam_size)
+    chw = to_chw([r[0] for r in read])
+    preds = _predictions(loaded, chw, [r[1] for r in read], beam_size=beam_size)
     for pred, (_, _, source, original) in zip(preds, read, strict=True):
-        pred.source, pred.original_size, pred.input_size = source, original, size
+        pred.source, pred.original_size = source, original
         pred.truncated = int(original != (size, size))
-    if methods:
-        _explain(loaded, preds, to_chw([r[0] for r in read]), methods)
+    vocab, device = loaded.pipeline, loaded.device
+    for k, pred in enumerate(preds):   # other maps: teacher forcing of the caption
+        if methods and pred.words:
+            ids = vocab.encode(pred.words)
+            tgt_in = torch.tensor([[vocab.bos_id, *ids[:-1]]], device=device)
+            tgt_out, image = torch.tensor([ids], device=device), chw[k:k + 1].to(device)
+            pred.explanations = {m: word_maps(loaded.model, image, tgt_in, tgt_out, m)[0]
+                                 .cpu().numpy() for m in methods if m != "attention"}
     order, why = shown_order(methods), None
     if not methods:
         from attnkit.apps.caption.trust import caption_trust
@@ -133,26 +142,6 @@ def predictions(loaded: CaptionLoaded, images, *, beam_size: int = 1, display_si
     for pred in preds:
         pred.order, pred.why, pred.shown = order, why, order[0]
     return preds
-
-
-def _explain(loaded: CaptionLoaded, preds: list[CaptionPrediction], images: Tensor,
-             methods: Sequence[str]) -> None:
-    """Each caption's words explained by ``methods`` (teacher forcing of the caption)."""
-    import torch
-
-    from attnkit.explain.captions import word_maps
-
-    vocab, device = loaded.pipeline, loaded.device
-    for k, pred in enumerate(preds):
-        pred.shown = methods[0]
-        if not pred.words:
-            continue
-        ids = vocab.encode(pred.words)
-        tgt_in = torch.tensor([[vocab.bos_id, *ids[:-1]]], device=device)
-        tgt_out = torch.tensor([ids], device=device)
-        image = images[k:k + 1].to(device)
-        pred.explanations = {m: word_maps(loaded.model, image, tgt_in, tgt_out, m)[0]
-                             .cpu().numpy() for m in methods if m != "attention"}
 
 
 def _predictions(run: CaptionLoaded, images: Tensor, shown: list[np.ndarray], *,
