@@ -19,7 +19,7 @@ import torch
 
 from attnkit.apps.outputs import EXPORT, check_outside_runs, writing
 from attnkit.apps.presentation import Command
-from attnkit.apps.run_files import FORMAT, read_vocab
+from attnkit.apps.run_files import FORMAT
 from attnkit.apps.translate.engines import (
     TranslateLoaded,
     check_decoding,
@@ -34,8 +34,8 @@ from attnkit.apps.translate.pipeline import (
     TranslatePipeline,
     encode_source,
     reading,
-    run_codec,
     run_model_config,
+    run_pipeline,
 )
 from attnkit.apps.translate.prediction import TranslationPrediction
 from attnkit.ct2_export.manifest import check_manifest
@@ -170,10 +170,7 @@ def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> TranslateL
     config = _export_config(path)
     check_manifest(path)
     model_config = run_model_config(path, config)
-    src, tgt = (read_vocab(path, VOCAB_FILES[side]) for side in ("src", "tgt"))
-    known = read_vocab(path, WORDS_FILE) if os.path.lexists(path / WORDS_FILE) else None
-    pipeline = TranslatePipeline(run_codec(path, {"options": {"subword": True}}), src, tgt,
-                                 config["max_source"], known)
+    pipeline = run_pipeline(path, config, model_config)
     try:
         translator = load_translator(path, threads=torch.get_num_threads(), device=device)
     except (RuntimeError, ValueError, IndexError, KeyError, OSError, EOFError) as exc:

@@ -181,8 +181,6 @@ class AttnkitEngine:
         unk = self.pipeline.tgt_vocab.unk_id
         todo = [i for i, h in enumerate(hyps) if unk in h.tokens]
         out = list(hyps)
-        if not todo:
-            return out
         forced = forced_decode(self.model, [encoded[i][1] for i in todo],
                                [hyps[i].tokens for i in todo], logprobs=False)
         for i, f in zip(todo, forced, strict=True):
