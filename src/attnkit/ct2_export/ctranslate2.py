@@ -1,8 +1,9 @@
 """Export a trained attnkit Transformer to CTranslate2, and translate with the exported model.
 
 `export_ctranslate2` hands attnkit's weights to CTranslate2's own OpenNMT-py converter and
-writes the model folder; `load_translator` and `translate_tokens` translate with it. What is
-refused and how outputs compare: docs/guide/translate.md ("CTranslate2").
+writes the model folder with a manifest (`check_manifest` refuses a changed file);
+`load_translator` and `translate_tokens` translate with it. What is refused and how outputs
+compare: docs/guide/translate.md ("CTranslate2").
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnkit.ct2_export.manifest import write_manifest
 from attnkit.decoding import length_batches, max_lengths
 from attnkit.errors import CheckpointError, UsageError
-from attnkit.fileio import write_files
+from attnkit.fileio import checked_file, file_sha256, read_json_object, write_files, write_json
 from attnkit.models import TransformerSeq2Seq, build_model, config_from_dict
 from attnkit.models.config import TransformerConfig
 from attnkit.training.checkpoint import check_state_fits, load_weights
@@ -32,6 +32,7 @@ from attnkit.training.checkpoint import check_state_fits, load_weights
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16",
                  "float16", "bfloat16")
 BATCH_SIZE = 64  # sentences per CTranslate2 batch unless told
+MANIFEST = "manifest.json"   # every file's size and sha256, written last and checked first
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which every attnkit LayerNorm uses
 
 
@@ -214,3 +215,32 @@ def translate_tokens(translator: Any, sources: Sequence[Sequence[str]], *, beam:
             best = r.result()
             out[i] = CT2Output(list(best.hypotheses[0])[: limits[i]], float(best.scores[0]))
     return out  # type: ignore[return-value]
+
+
+# A CTranslate2 folder is loaded by a C++ library that trusts its bytes: the manifest refuses
+# any file that differs from what the export wrote.
+def write_manifest(folder: Path) -> Path:
+    """``folder/manifest.json``: ``{"format": 1, "files": {name: {"bytes", "sha256"}}}`` of
+    every file in ``folder`` (sub-folders included)."""
+    files = {str(p.relative_to(folder)): {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
+             for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST}
+    return write_json(folder / MANIFEST, {"format": 1, "files": files})
+
+
+def check_manifest(folder: Path) -> None:
+    """Check every file the manifest lists (present, same size, same sha256). CheckpointError: no
+    manifest, a missing or changed file, a broken manifest."""
+    if not (folder / MANIFEST).exists():
+        raise CheckpointError(f"{folder}: no {MANIFEST}, so its files cannot be checked; export "
+                              "the run again")
+    manifest = read_json_object(folder / MANIFEST, "the export's manifest", root=folder)
+    files = manifest.get("files")
+    if manifest.get("format") != 1 or not isinstance(files, dict) or not files:
+        raise CheckpointError(f"{folder / MANIFEST}: not a manifest attnkit wrote")
+    for name, want in sorted(files.items()):
+        if not isinstance(want, dict) or "/.." in f"/{name}" or name.startswith("/"):
+            raise CheckpointError(f"{folder / MANIFEST}: a bad entry {name!r}")
+        path = checked_file(folder / name, "a file of the export", root=folder, limit=None)
+        if path.stat().st_size != want.get("bytes") or file_sha256(path) != want.get("sha256"):
+            raise CheckpointError(f"{path}: changed since the export (its size or sha256 is not "
+                                  f"the manifest's); export the run again")

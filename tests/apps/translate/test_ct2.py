@@ -226,7 +226,7 @@ def test_a_damaged_export_is_refused(exported, tmp_path, damage):
 
 def test_an_export_without_a_manifest_or_that_ctranslate2_cannot_load_is_refused(exported,
                                                                                  tmp_path):
-    from attnkit.ct2_export.manifest import write_manifest
+    from attnkit.ct2_export.ctranslate2 import write_manifest
 
     copy = tmp_path / "copy"
     shutil.copytree(exported, copy)

@@ -38,7 +38,6 @@ from attnkit.apps.translate.pipeline import (
     run_pipeline,
 )
 from attnkit.apps.translate.prediction import TranslationPrediction
-from attnkit.ct2_export.manifest import check_manifest
 from attnkit.data.text_codec import TGT_LANG
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.fileio import read_json_object
@@ -160,7 +159,7 @@ def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> TranslateL
     first), a changed file. UsageError: a device CTranslate2 does not take; CTranslate2 not
     installed.
     """
-    from attnkit.ct2_export.ctranslate2 import load_translator, require_ctranslate2
+    from attnkit.ct2_export.ctranslate2 import check_manifest, load_translator, require_ctranslate2
 
     path = Path(path)
     if device not in DEVICES:

@@ -5,7 +5,10 @@
 `AttnkitEngine` decodes with `attnkit.decoding.decode_many` and computes attention only when
 something shows it (else the fused or compiled kernels run, `COMPILE_MODES`); ``<unk>``
 replacement takes its rows from one forced pass over the outputs that hold one.
-`attnkit.apps.translate.ct2.CTranslate2Engine` runs an exported model.
+`attnkit.apps.translate.ct2.CTranslate2Engine` runs an exported model. `translate_texts`
+cuts each text into sentences (`attnkit.data.sentences`), translates them all as one batch and
+joins each text's translations with its own breaks, as ``predict``, ``eval`` of a raw pairs
+file and ``serve`` do (docs/guide/translate.md).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from attnkit.apps.results import Loaded, Log, stderr_log
 from attnkit.apps.translate.pipeline import TranslatePipeline, encode_source, reading
 from attnkit.apps.translate.prediction import TranslationPrediction
 from attnkit.compiler import Packages, weights_digest
-from attnkit.data.text_codec import TGT_LANG
+from attnkit.data.sentences import Sentences, per_sentence, readable_sentences
+from attnkit.data.text_codec import SRC_LANG, TGT_LANG
 from attnkit.data.vocab import UNK, Vocab
 from attnkit.decoding import Hypothesis, decode_many, replace_unk
 from attnkit.decoding.forced import forced_decode
@@ -243,3 +247,29 @@ COMPILE_COMMAND = Command(
     "(kept in the user's cache; eval, predict and serve then start compiled)",
     (Option("run", str, "the translate run folder", metavar="RUN"),),
     _compile, ("attnkit translate compile runs/fr",), runtime=True)
+
+
+def translate_texts(engine: Engine, texts: Sequence[str], *, split: bool = True,
+                    **decoding: Any) -> list[TranslationPrediction]:
+    """Translate ``texts`` (``split=False``: each is one sentence), one prediction per text, its
+    ``sentences`` holding each sentence's own; ``**decoding``: `Engine.translate`'s options.
+    UsageError: a text without any token the model reads (named), a bad beam or batch size.
+    """
+    if not split:
+        return engine.translate(texts, **decoding)
+    cuts = [text_sentences(engine, text, i) for i, text in enumerate(texts, 1)]
+    return per_sentence(texts, cuts, lambda flat: engine.translate(flat, **decoding),
+                        lambda text, parts, cut: TranslationPrediction.paragraph(
+                            text, parts, cut.join([p.text for p in parts])))
+
+
+def text_sentences(engine: Engine, text: str, index: int) -> Sentences | None:
+    """``text``'s sentences that hold a token the model reads, or None when there is only one
+    (also what `streaming.stream_texts` decodes). UsageError: no token (``index`` names it).
+    """
+    codec = engine.pipeline.codec
+    found = readable_sentences(text, SRC_LANG,
+                               lambda s: bool(codec.encode_capped(s, SRC_LANG, 1)[0]))
+    if found is None:
+        encode_source(engine.pipeline, text, index)   # an empty text: its one-line error
+    return found

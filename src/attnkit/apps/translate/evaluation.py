@@ -9,9 +9,8 @@ import time
 from typing import Any
 
 from attnkit.apps.results import Evaluation, Log, quiet
-from attnkit.apps.translate.engines import TranslateLoaded
+from attnkit.apps.translate.engines import TranslateLoaded, translate_texts
 from attnkit.apps.translate.page import note_trust, predictions_page
-from attnkit.apps.translate.paragraphs import translate_texts
 from attnkit.apps.translate.prediction import most_reordered
 from attnkit.apps.translate.settings import TranslateSettings
 from attnkit.bleu import translation_scores

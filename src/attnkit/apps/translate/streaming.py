@@ -16,8 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnkit.apps.translate.engines import AttnkitEngine
-from attnkit.apps.translate.paragraphs import text_sentences
+from attnkit.apps.translate.engines import AttnkitEngine, text_sentences
 from attnkit.apps.translate.prediction import TranslationPrediction
 from attnkit.data.subword import MARK, join_pieces
 from attnkit.data.vocab import UNK
