@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from attnkit.apps.caption.trust import MEASURED as POINTING
-from attnkit.apps.caption.trust import caption_trust
+from attnkit.apps.caption.prediction import MEASURED as POINTING
+from attnkit.apps.caption.prediction import caption_trust
 from attnkit.apps.translate.page import MEASURED as AER
 from attnkit.apps.translate.page import predictions_page, translate_trust
 from attnkit.apps.translate.prediction import TranslationPrediction

@@ -62,7 +62,7 @@ def evaluation(loaded: CaptionLoaded, data: str | None, *, report: int = 0, beam
 
 def _report(run: CaptionLoaded, test: CaptionData, metrics: dict[str, Any], examples: int) -> str:
     """The caption explorer for the first ``examples`` test images, under the metrics."""
-    from attnkit.apps.caption.trust import MEASURED, pointing_measured
+    from attnkit.apps.caption.prediction import MEASURED, pointing_measured
     from attnkit.explain.trust import best_shown
 
     images = test.images[:examples]

@@ -1,10 +1,12 @@
 """The caption of one image and where each word looked: what the caption app's ``predict``
-returns.
+returns; and how far its page may trust a word's map (`caption_trust`: the pointing game of
+this run's ``caption eval --pointing``, else of docs/results.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,12 +17,49 @@ from torch import Tensor
 from attnkit.apps.caption.metrics import decode_captions
 from attnkit.apps.caption.prepare import CaptionLoaded
 from attnkit.apps.prediction import Prediction, rounded
+from attnkit.apps.results import TEST_METRICS
 from attnkit.data.caption_data import to_chw
 from attnkit.data.caption_files import MAX_PIXELS, read_image
 from attnkit.errors import UsageError
 from attnkit.explain.captions import METHODS, word_maps
 from attnkit.explain.captum import explain_methods
-from attnkit.explain.trust import shown_order
+from attnkit.explain.pointing import RANDOM
+from attnkit.explain.trust import Measured, Trust, best_shown, measured_in_run, shown_order
+
+POINTING = "pointing accuracy ↑"
+# Trust needs a lead of MARGIN in pointing accuracy over random and every other method, on
+# MIN_WORDS words or more (docs/guide/trust.md).
+MARGIN, MIN_WORDS = 0.02, 100
+# docs/results.md, "Pointing game: attention against gradients": 1,403 colour and count words
+# of 500 synthetic test scenes.
+MEASURED = Measured({"attention": 0.703, "grad-input": 0.676, "integrated-gradients": 0.734},
+                    POINTING, "docs/results.md, the pointing game on 500 synthetic scenes",
+                    random=0.128, count=1403, margin=MARGIN, min_count=MIN_WORDS,
+                    unit="words")
+
+
+def pointing_measured(table: Mapping | None) -> Measured | None:
+    """A `attnkit.explain.pointing.pointing_game` table as a `Measured` (random as the floor);
+    None when it holds no method.
+    """
+    scores = {m: float(row["accuracy"]) for m, row in (table or {}).items() if m != RANDOM}
+    if not scores:
+        return None
+    words = int(next(iter(table.values()))["words"])
+    floor = table.get(RANDOM)
+    return Measured(scores, POINTING, f"this run's caption eval --pointing, {words} words",
+                    random=None if floor is None else float(floor["accuracy"]), count=words,
+                    margin=MARGIN, min_count=MIN_WORDS, unit="words")
+
+
+def caption_trust(run: str | os.PathLike, carried: Sequence[str]) -> Trust:
+    """The method of ``carried`` to show first, by the run's pointing game else `MEASURED`; an
+    unreadable file counts as none (one warning names it).
+    """
+    measured = measured_in_run(run, TEST_METRICS, "the run's test metrics",
+                               lambda metrics: pointing_measured(metrics.get("pointing")),
+                               MEASURED)
+    return best_shown(carried, measured, add="--explain")
 
 
 @dataclass
@@ -40,7 +79,7 @@ class CaptionPrediction(Prediction):
             `attnkit.explain.captions`), each shaped like ``weights``, when asked.
         shown: the method a figure draws and the page opens on (the first of ``explain``).
         order: the methods the page offers, ``shown`` first.
-        why: how far the pointing game lets one trust attention (`attnkit.apps.caption.trust`),
+        why: how far the pointing game lets one trust attention (`caption_trust`),
             or None.
     """
 
@@ -136,8 +175,6 @@ def predictions(loaded: CaptionLoaded, images, *, beam_size: int = 1, display_si
                                  .cpu().numpy() for m in methods if m != "attention"}
     order, why = shown_order(methods), None
     if not methods:
-        from attnkit.apps.caption.trust import caption_trust
-
         why = caption_trust(loaded.path, ["attention"]).why
     for pred in preds:
         pred.order, pred.why, pred.shown = order, why, order[0]

@@ -1,11 +1,14 @@
 """A review's sentiment and what the model read of it: what the sentiment app's ``predict``
 returns. Reviews are read, sorted by length and batched (no padding cost for short ones);
 weights are computed only when something shows them; a review with no word the model reads
-is marked ``empty`` instead of stopping the batch.
+is marked ``empty`` instead of stopping the batch. `trusted` says which explanation to show
+first, and why: the method measured most faithful on this run (``RUN/faithfulness.json`` of
+``attnkit sentiment explain``), else in docs/results.md (`attnkit.explain.trust`).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +20,34 @@ from attnkit.apps.sentiment.prepare import SentimentLoaded
 from attnkit.data.review_pipeline import CHUNK_CHARS, ReadReview
 from attnkit.errors import UsageError
 from attnkit.explain.captum import explain_methods
+from attnkit.explain.faithfulness import COMPREHENSIVENESS, MARGIN, MIN_REVIEWS, measured
 from attnkit.explain.sentiment import METHODS, SIGNED, attribute, token_scores
+from attnkit.explain.trust import Measured, Trust, best_shown, measured_in_run
+
+FAITHFULNESS = "faithfulness.json"   # RUN/faithfulness.json: `sentiment explain`'s table
+# docs/results.md, "Faithfulness of the explanations": 500 IMDB test reviews, keras2018.
+DOCS_FIGURES = Measured(
+    {"attention": 0.249, "rollout": 0.247, "grad-input": 0.561, "integrated-gradients": 0.557},
+    COMPREHENSIVENESS, "docs/results.md, 500 IMDB reviews; `attnkit sentiment explain` "
+    "measures a run", random=0.040, count=500, margin=MARGIN, min_count=MIN_REVIEWS,
+    unit="reviews")
+
+
+def faithfulness_measured(table: dict) -> Measured | None:
+    """``sentiment explain``'s table as a `Measured`; None when it holds no method's score
+    (KeyError, TypeError, ValueError or AttributeError when out of shape)."""
+    found = measured(table, f"measured on this run by attnkit sentiment explain, "
+                     f"{table.get('reviews', '?')} reviews")
+    return found if found.scores else None
+
+
+def trusted(run: str | os.PathLike, carried: Sequence[str]) -> Trust:
+    """The method of ``carried`` to show first, by the run's ``faithfulness.json`` else
+    `DOCS_FIGURES`; an unreadable or non-finite table counts as none (one warning names it).
+    """
+    return best_shown(carried, measured_in_run(run, FAITHFULNESS, "the run's faithfulness "
+                                               "table", faithfulness_measured, DOCS_FIGURES),
+                      add="--explain")
 
 
 @dataclass
@@ -39,7 +69,7 @@ class SentimentPrediction(Prediction):
             (``"rollout"``: shares; gradients: signed), when asked (`attnkit.explain.sentiment`).
         shown: the method the shading, a figure and the page open on (the first of ``explain``,
             else attention).
-        why: how far this run lets one trust attention (`attnkit.apps.sentiment.trust`), or None.
+        why: how far this run lets one trust attention (`trusted`), or None.
     """
 
     text: str
@@ -159,8 +189,6 @@ def predictions(loaded: SentimentLoaded, texts: Sequence[str], *, batch_size: in
     if not methods and attention is not False:
         # Read at each call, not at load: `sentiment explain` may store a new table while the
         # run is served, and the next answer should say what it measured (a capped JSON read).
-        from attnkit.apps.sentiment.trust import trusted
-
         why = trusted(loaded.path, ["attention"]).why
     reads: list[ReadReview | None] = []   # None: blank, or no token the model reads
     for i, text in enumerate(texts, 1):
