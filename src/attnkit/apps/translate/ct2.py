@@ -20,12 +20,7 @@ import torch
 from attnkit.apps.outputs import EXPORT, check_outside_runs, writing
 from attnkit.apps.presentation import Command
 from attnkit.apps.run_files import FORMAT
-from attnkit.apps.translate.engines import (
-    TranslateLoaded,
-    check_decoding,
-    special_ids,
-    summary_of,
-)
+from attnkit.apps.translate.engines import TranslateLoaded, check_decoding, special_ids, summary_of
 from attnkit.apps.translate.pipeline import (
     APP,
     SUBWORD_FILE,

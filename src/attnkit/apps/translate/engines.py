@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from torch import nn
+import numpy as np
+from torch import Tensor, nn
 
 from attnkit.apps.presentation import Command
 from attnkit.apps.results import Loaded, Log, stderr_log
@@ -192,30 +193,35 @@ class AttnkitEngine:
             out[i] = dataclasses.replace(hyps[i], attention=rows)
         return out
 
+    def output(self, hyp: Hypothesis, source_tokens: Sequence[str], unk_replace: bool
+               ) -> tuple[list[str], Tensor | None, np.ndarray | None]:
+        """A hypothesis's output tokens, special ones dropped with their rows (``<unk>`` replaced
+        when asked), its rows ``[T, S]`` (a Transformer's last layer, mean over heads) and
+        ``[layers, heads, T, S]`` with every layer (None when it has none)."""
+        v = self.pipeline.tgt_vocab
+        skip = special_ids(v)   # dropped with their rows, so that rows stay aligned
+        kept = [k for k, i in enumerate(hyp.tokens) if i not in skip]
+        words, attn, layers = [v.itos[hyp.tokens[k]] for k in kept], None, None
+        if hyp.attention is not None:
+            attn = hyp.attention[kept].float()   # [T, S] or [T, layers, heads, S]
+            if attn.dim() == 4:
+                layers = attn.permute(1, 2, 0, 3).numpy()
+                attn = attn[:, -1].mean(dim=1)
+        return (replace_unk(words, attn, source_tokens, unk=UNK) if unk_replace else words,
+                attn, layers)
+
     def prediction(self, source: str, encoded: tuple[list[str], list[int], int],
                    hyp: Hypothesis, unk_replace: bool, keep: bool) -> TranslationPrediction:
-        """The `TranslationPrediction` of one decoded hypothesis: special tokens dropped with
-        their rows, ``<unk>`` replaced when asked, the attention kept when ``keep``."""
+        """The `TranslationPrediction` of one decoded hypothesis (`output`), the attention kept
+        when ``keep``."""
         tokens, ids, cut = encoded
-        p, v = self.pipeline, self.pipeline.tgt_vocab
-        skip = special_ids(v)
-        # Drop stray specials together with their attention rows, so rows stay aligned.
-        kept = [k for k, i in enumerate(hyp.tokens) if i not in skip]
-        words = [v.itos[hyp.tokens[k]] for k in kept]
-        attn, layers = None, None
-        if hyp.attention is not None:
-            rows = hyp.attention[kept].float()   # [T, S] or [T, layers, heads, S]
-            if rows.dim() == 4:
-                layers = rows.permute(1, 2, 0, 3).numpy()
-                rows = rows[:, -1].mean(dim=1)   # the last layer, averaged over heads
-            attn = rows
-        if unk_replace:
-            words = replace_unk(words, attn, tokens, unk=UNK)
-        weights = None if attn is None or not keep else attn.numpy()
-        return TranslationPrediction(source, tokens, words, p.codec.decode(words, TGT_LANG),
-                                     weights, float(hyp.score), truncated=cut,
+        words, attn, layers = self.output(hyp, tokens, unk_replace)
+        return TranslationPrediction(source, tokens, words,
+                                     self.pipeline.codec.decode(words, TGT_LANG),
+                                     None if attn is None or not keep else attn.numpy(),
+                                     float(hyp.score), truncated=cut,
                                      layer_weights=layers if keep else None,
-                                     **reading(p, tokens, ids))
+                                     **reading(self.pipeline, tokens, ids))
 
 
 def summary_of(config: Any) -> str:

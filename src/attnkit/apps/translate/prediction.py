@@ -53,6 +53,15 @@ class Words:
         return sorted({(self.src_owner[q][0], self.tgt_owner[r][0]) for q, r in piece_links})
 
 
+def piece_words(source: Sequence[str], target: Sequence[str], subword: bool) -> Words:
+    """A sentence's source and output tokens as `Words` (subword pieces joined)."""
+    if not subword:
+        return Words(list(source), list(target), [[k] for k in range(len(source))],
+                     [[k] for k in range(len(target))])
+    (src, src_owner), (tgt, tgt_owner) = join_pieces(source), join_pieces(target)
+    return Words(src, tgt, src_owner, tgt_owner)
+
+
 def repeated(tokens: Sequence[str], source: str) -> str | None:
     """The longest run of one to three tokens that ``tokens`` repeat back to back
     (`LOOP_REPEATS` times or more) where ``source`` does not, as ``"'i' 12 times"``; else None.
@@ -145,13 +154,7 @@ class TranslationPrediction(Prediction):
                 out.source += w.source
                 out.target += w.target
             return out
-        if not self.subword:
-            return Words(list(self.source_tokens), list(self.tokens),
-                         [[k] for k in range(len(self.source_tokens))],
-                         [[k] for k in range(len(self.tokens))])
-        source, src_owner = join_pieces(self.source_tokens)
-        target, tgt_owner = join_pieces(self.tokens)
-        return Words(source, target, src_owner, tgt_owner)
+        return piece_words(self.source_tokens, self.tokens, self.subword)
 
     def to_dict(self) -> dict[str, Any]:
         """The prediction in whole words (`words`): tokens, attention and explanations."""
