@@ -63,7 +63,8 @@ def _example(p: TranslationPrediction, references: Sequence[str],
                               references=list(references), scores=scores,
                               methods={k: words.matrix(v)
                                        for k, v in (p.explanations or {}).items()},
-                              links=words.links(p.piece_links) or [])
+                              links=sorted({(words.src_owner[q][0], words.tgt_owner[r][0])
+                                            for q, r in p.piece_links or ()}))
 
 
 def _scores(p: TranslationPrediction) -> dict[str, Any]:

@@ -46,12 +46,6 @@ class Words:
         return word_scores(np.asarray(pieces, np.float64), self.tgt_owner, self.src_owner,
                            len(self.target), len(self.source)).astype(np.float32)
 
-    def links(self, piece_links: list[tuple[int, int]] | None) -> list[tuple[int, int]] | None:
-        """Links between pieces as links between their words."""
-        if piece_links is None:
-            return None
-        return sorted({(self.src_owner[q][0], self.tgt_owner[r][0]) for q, r in piece_links})
-
 
 def piece_words(source: Sequence[str], target: Sequence[str], subword: bool) -> Words:
     """A sentence's source and output tokens as `Words` (subword pieces joined)."""
