@@ -116,20 +116,6 @@ def write_export(loaded: TranslateLoaded, out: str | os.PathLike, *,
         target, quantization=quantization, files=files))
 
 
-def _export_config(path: Path) -> dict[str, Any]:
-    if not (path / "model.bin").is_file():
-        hint = (_training_run_hint(path)
-                if (path / "best.safetensors").is_file() or (path / "last").is_dir()
-                else "not an exported CTranslate2 model (model.bin is missing)")
-        raise CheckpointError(f"{path}: {hint}")
-    config = read_json_object(path / EXPORT_FILE, "the export's settings", root=path)
-    if config.get("app") != APP or config.get("engine") != ENGINE:
-        raise CheckpointError(f"{path / EXPORT_FILE}: not a translate CTranslate2 export")
-    if not isinstance(config.get("max_source"), int) or not isinstance(config.get("data"), dict):
-        raise CheckpointError(f"{path / EXPORT_FILE}: no max_source or data settings")
-    return config
-
-
 def _training_run_hint(path: Path) -> str:
     """What to do with a training run given to the CTranslate2 engine: export it, unless the
     export would refuse it (then: use attnkit's engine), so the hint never leads to a refusal."""
@@ -161,7 +147,14 @@ def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> TranslateL
         raise UsageError(f"--device for the CTranslate2 engine: one of {', '.join(DEVICES)}; "
                          f"got {device!r}")
     require_ctranslate2()
-    config = _export_config(path)
+    if not (path / "model.bin").is_file():
+        hint = (_training_run_hint(path)
+                if (path / "best.safetensors").is_file() or (path / "last").is_dir()
+                else "not an exported CTranslate2 model (model.bin is missing)")
+        raise CheckpointError(f"{path}: {hint}")
+    config = read_json_object(path / EXPORT_FILE, "the export's settings", root=path)
+    if config.get("app") != APP or config.get("engine") != ENGINE:
+        raise CheckpointError(f"{path / EXPORT_FILE}: not a translate CTranslate2 export")
     check_manifest(path)
     model_config = run_model_config(path, config)
     pipeline = run_pipeline(path, config, model_config)
