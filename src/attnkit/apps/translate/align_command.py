@@ -59,9 +59,8 @@ def _align(values: dict[str, Any]) -> int:
                                    read_lines(values["target"], "target file"),
                                    names=(f"the source file {values['source']}",
                                           f"the target file {values['target']}"))
-    gold = None
-    if values.get("gold"):
-        gold = read_gold(values["gold"], [len(s) for s in sources], [len(t) for t in targets])
+    gold = read_gold(values["gold"], [len(s) for s in sources], [len(t) for t in targets]
+                     ) if values.get("gold") else None
     loaded = load_run(values["run"], device=values.get("device") or "cpu")
     normalize = values.get("normalize", True) is not False
     result = align_pairs(

@@ -86,11 +86,11 @@ def _rounds(engine: AttnkitEngine, texts: list[str], cuts: list, pieces: list[li
         rows = [i for i, p in enumerate(pieces) if r < len(p)]
         for step in _steps(engine, [pieces[i][r] for i in rows],
                            [encoded[offsets[i] + r] for i in rows], attention, unk_replace):
-            out = StreamStep(sources={rows[b]: SentenceStart(r, pieces[rows[b]][r], tokens)
-                                      for b, tokens in step.sources.items()})
             for t in step.tokens:
                 t.sentence, t.part = rows[t.sentence], r
-                out.tokens.append(t)
+            out = StreamStep(step.tokens, sources={
+                rows[b]: SentenceStart(r, pieces[rows[b]][r], words)
+                for b, words in step.sources.items()})
             for b, pred in step.finished.items():
                 i = rows[b]
                 parts[i].append(pred)
