@@ -73,17 +73,12 @@ class CTranslate2Engine:
         outs = translate_tokens(self.translator, [tokens for tokens, _, _ in encoded],
                                 beam=beam, length_penalty=alpha if beam > 1 else None,
                                 batch_size=batch_size)
-        v = p.tgt_vocab
         # attnkit drops special tokens a model emits inside a sentence; so does this engine.
-        specials = {v.itos[i] for i in special_ids(v)}
-        preds = []
-        for source, (tokens, ids, cut), out in zip(sentences, encoded, outs, strict=True):
-            words = [w for w in out.tokens if w not in specials]
-            preds.append(TranslationPrediction(source, tokens, words,
-                                               p.codec.decode(words, TGT_LANG), None,
-                                               out.score, truncated=cut,
-                                               **reading(p, tokens, ids)))
-        return preds
+        specials = {p.tgt_vocab.itos[i] for i in special_ids(p.tgt_vocab)}
+        return [TranslationPrediction(source, tokens, words, p.codec.decode(words, TGT_LANG), None,
+                                      out.score, truncated=cut, **reading(p, tokens, ids))
+                for source, (tokens, ids, cut), out in zip(sentences, encoded, outs, strict=True)
+                for words in [[w for w in out.tokens if w not in specials]]]
 
 
 def write_export(loaded: TranslateLoaded, out: str | os.PathLike, *,

@@ -237,14 +237,13 @@ def _compile(values: dict[str, Any]) -> int:
     from attnkit.apps.translate import load_run
 
     loaded = load_run(values["run"], device=values.get("device") or "cpu", compile="on")
-    engine = loaded.engine
     if not isinstance(loaded.model.config, TransformerConfig):
         raise UsageError(f"{values['run']}: an RNN run; compiled decoding is for Transformer "
                          "runs (train with --arch transformer)")
-    if not engine.compile():
+    if not loaded.engine.compile():
         return 1
     print(f"compiled: {values['run']} decodes compiled on this machine "
-          f"({engine.packages().folder})")
+          f"({loaded.engine.packages().folder})")
     return 0
 
 
