@@ -183,12 +183,10 @@ def predictions(loaded: CaptionLoaded, images, *, beam_size: int = 1, display_si
 
 def _predictions(run: CaptionLoaded, images: Tensor, shown: list[np.ndarray], *,
                  beam_size: int) -> list[CaptionPrediction]:
-    vocab = run.pipeline
-    out = []
-    for (ids, maps), picture in zip(decode_captions(run.model, images, beam_size=beam_size),
-                                    shown, strict=True):
-        words = vocab.decode(ids, strip_specials=False)  # one word per map, even <unk>
-        unknown = sum(i == vocab.unk_id for i in ids) / max(len(ids), 1)
-        out.append(CaptionPrediction("<array>", words, maps, picture, unknown,
-                                     input_size=run.model.config.image_size))
-    return out
+    vocab = run.pipeline   # one word per map, even <unk>
+    return [CaptionPrediction("<array>", vocab.decode(ids, strip_specials=False), maps, picture,
+                              sum(i == vocab.unk_id for i in ids) / max(len(ids), 1),
+                              input_size=run.model.config.image_size)
+            for (ids, maps), picture in zip(decode_captions(run.model, images,
+                                                            beam_size=beam_size),
+                                            shown, strict=True)]

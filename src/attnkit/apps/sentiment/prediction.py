@@ -196,8 +196,7 @@ def predictions(loaded: SentimentLoaded, texts: Sequence[str], *, batch_size: in
             raise UsageError(f"review {i} is not text: {type(text).__name__}")
         seen = loaded.pipeline.read(text) if text.strip() else None
         reads.append(seen if seen is not None and seen.tokens else None)
-    out = [SentimentPrediction(text, None, "empty", [], None, None, None, 0.0, 0)
-           for text in texts]
+    out = [SentimentPrediction(text, None, "empty", [], None, None, None, 0.0, 0) for text in texts]
     real = sorted((i for i, r in enumerate(reads) if r is not None),
                   key=lambda i: len(reads[i].tokens))
     for start in range(0, len(real), batch_size):

@@ -31,8 +31,7 @@ def method_from(values: dict[str, Any]):
     from attnkit.alignment.methods import Method
 
     kind = values.get("method")
-    layer, head = _position(values.get("layer"), "--layer"), _position(values.get("head"),
-                                                                       "--head")
+    layer, head = _position(values.get("layer"), "--layer"), _position(values.get("head"), "--head")
     if kind is None and layer is None and head is None and values.get("shift") is None:
         return None
     if kind not in (None, "attention") and (layer is not None or head is not None):

@@ -29,15 +29,10 @@ def add_explanations(loaded: TranslateLoaded, predictions: Sequence[TranslationP
         if not p.tokens:
             continue
         src_ids, tgt_ids = p_src.encode(p.source_tokens), p_tgt.encode(p.tokens)
-        found = {}
-        for method in extra:
-            if method == "rollout":
-                forced = forced_decode(loaded.model, [src_ids], [tgt_ids])[0]
-                rows = rollout_rows(forced, False, len(tgt_ids))
-            else:
-                rows = attribution_rows(loaded.model, src_ids, tgt_ids, method)
-            found[method] = rows.numpy()
-        p.explanations = found
+        p.explanations = {m: (rollout_rows(forced_decode(loaded.model, [src_ids], [tgt_ids])[0],
+                                           False, len(tgt_ids)) if m == "rollout" else
+                              attribution_rows(loaded.model, src_ids, tgt_ids, m)).numpy()
+                          for m in extra}
 
 
 def add_alignments(loaded: TranslateLoaded, predictions: Sequence[TranslationPrediction]) -> None:

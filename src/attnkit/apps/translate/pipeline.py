@@ -73,8 +73,7 @@ def run_model_config(run: Path, config: dict[str, Any]) -> ModelConfig:
                              what="a translation model config")
 
 
-def run_pipeline(run: Path, config: dict[str, Any],
-                 model_config: ModelConfig) -> TranslatePipeline:
+def run_pipeline(run: Path, config: dict[str, Any], model_config: ModelConfig) -> TranslatePipeline:
     """The pipeline of a trained run (or an export), from its files. CheckpointError: a file
     missing, or a vocabulary not the one the weights were trained with (``config``'s sizes and
     digests)."""

@@ -140,9 +140,8 @@ class TranslationPrediction(Prediction):
         """This prediction's tokens as whole words (`Words`; an input of several sentences:
         its sentences' words end to end)."""
         if self.sentences is not None:
-            parts = [p.words() for p in self.sentences]
             out = Words([], [], [], [])
-            for w in parts:
+            for w in (p.words() for p in self.sentences):
                 out.src_owner += [[k + len(out.source)] for [k] in w.src_owner]
                 out.tgt_owner += [[k + len(out.target)] for [k] in w.tgt_owner]
                 out.source += w.source
@@ -161,8 +160,7 @@ class TranslationPrediction(Prediction):
         if self.layer_weights is not None:
             row["layer_weights"] = rounded(w.matrix(self.layer_weights), 4)
         if self.explanations:
-            row["explanations"] = {k: rounded(w.matrix(v), 4)
-                                   for k, v in self.explanations.items()}
+            row["explanations"] = {k: rounded(w.matrix(v), 4) for k, v in self.explanations.items()}
         if self.alignment is not None:
             row["alignment"] = " ".join(f"{i}-{j}" for i, j in self.alignment)
             row["alignment_method"] = self.alignment_method
@@ -207,8 +205,7 @@ class TranslationPrediction(Prediction):
         return alignment_figure(words.matrix(weights), words.source, words.target, title=title)
 
     @classmethod
-    def page(cls, predictions: Sequence[TranslationPrediction],
-             summary: dict[str, Any]) -> str:
+    def page(cls, predictions: Sequence[TranslationPrediction], summary: dict[str, Any]) -> str:
         """The translation explorer (`attnkit.viz.translation_page`): every layer and head
         when the predictions carry ``layer_weights``, else their ``weights``."""
         from attnkit.apps.translate.page import predictions_page
