@@ -114,8 +114,7 @@ class SentimentPrediction(Prediction):
         head = f"P(positive) = {self.prob:.4f}  ({self.label})"
         values, signed = self.contributions, True
         if self.shown != "attention" and self.explanations:
-            values = self.explanations[self.shown]
-            signed = self.shown in SIGNED
+            values, signed = self.explanations[self.shown], self.shown in SIGNED
             head += f"  [{self.shown}]"
         if values is None:
             return head
@@ -156,16 +155,13 @@ class SentimentPrediction(Prediction):
         shown = [p for p in predictions if not p.empty and p.weights is not None]
         if not shown:
             raise UsageError("nothing to show on the page: no review with words the model reads")
-        reviews = []
-        for p in shown:
-            views = [TokenView("push towards positive / negative", p.contributions, signed=True),
-                     TokenView("share of the decision (pooling weight)", p.weights),
-                     *(TokenView(_VIEW_NAMES.get(m, m), v, signed=m in SIGNED, method=m)
-                       for m, v in (p.explanations or {}).items())]
-            # The page opens on its first view: the shown (trusted) method's.
-            views.sort(key=lambda v: v.method != p.shown)
-            reviews.append(Review(p.text, p.tokens, p.prob, spans=p.spans, views=views))
-        return sentiment_page(reviews, summary, note=shown[0].why)
+        # Each review opens on its first view: the shown (trusted) method's.
+        return sentiment_page([Review(p.text, p.tokens, p.prob, spans=p.spans, views=sorted([
+            TokenView("push towards positive / negative", p.contributions, signed=True),
+            TokenView("share of the decision (pooling weight)", p.weights),
+            *(TokenView(_VIEW_NAMES.get(m, m), v, signed=m in SIGNED, method=m)
+              for m, v in (p.explanations or {}).items())], key=lambda v: v.method != p.shown))
+            for p in shown], summary, note=shown[0].why)
 
 
 _VIEW_NAMES = {"rollout": "share of the decision, rolled out through every layer",
