@@ -173,10 +173,6 @@ def load_translator(model_dir: str | os.PathLike, *, threads: int = 1, device: s
     ``threads`` intra-op threads; ``compute_type="default"`` keeps the stored quantization.
     """
     ct2 = require_ctranslate2()
-    path = Path(model_dir)
-    if not (path / "model.bin").is_file():
-        raise CheckpointError(f"{path}: not a CTranslate2 model folder (model.bin is missing); "
-                              "create it with `attnkit translate export`")
     workers, intra = (threads, 1) if device == "cpu" else (1, threads)
     # Building a translator sets the calling thread's OpenMP thread count to `intra_threads`,
     # and torch reads its own from there (attnkit decoding in the same process then ran on one
@@ -184,7 +180,7 @@ def load_translator(model_dir: str | os.PathLike, *, threads: int = 1, device: s
     # that calls, so the translator is built on a thread of its own and no setting of the
     # caller's changes.
     with ThreadPoolExecutor(1) as builder:
-        return builder.submit(ct2.Translator, str(path), device=device,
+        return builder.submit(ct2.Translator, str(model_dir), device=device,
                               compute_type=compute_type, inter_threads=workers,
                               intra_threads=intra).result()
 
