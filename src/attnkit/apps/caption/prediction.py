@@ -125,10 +125,8 @@ class CaptionPrediction(Prediction):
         """The overlay grid: the image, then one panel per word with its map."""
         from attnkit.viz import attention_grid
 
-        maps = self.weights
-        if self.shown != "attention" and self.explanations:
-            maps = self.explanations[self.shown]
-        return attention_grid(self.image, maps, self.words)
+        return attention_grid(self.image, self.explanations[self.shown] if self.shown != "attention"
+                              and self.explanations else self.weights, self.words)
 
     @classmethod
     def page(cls, predictions: Sequence[CaptionPrediction], summary: dict[str, Any], *,
@@ -173,9 +171,8 @@ def predictions(loaded: CaptionLoaded, images, *, beam_size: int = 1, display_si
             tgt_out, image = torch.tensor([ids], device=device), chw[k:k + 1].to(device)
             pred.explanations = {m: word_maps(loaded.model, image, tgt_in, tgt_out, m)[0]
                                  .cpu().numpy() for m in methods if m != "attention"}
-    order, why = shown_order(methods), None
-    if not methods:
-        why = caption_trust(loaded.path, ["attention"]).why
+    order = shown_order(methods)
+    why = None if methods else caption_trust(loaded.path, ["attention"]).why
     for pred in preds:
         pred.order, pred.why, pred.shown = order, why, order[0]
     return preds

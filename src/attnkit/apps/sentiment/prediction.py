@@ -181,11 +181,11 @@ def predictions(loaded: SentimentLoaded, texts: Sequence[str], *, batch_size: in
     """
     if batch_size < 1:
         raise UsageError(f"batch size must be at least 1, got {batch_size}")
-    methods, why = explain_methods(explain, METHODS), None
-    if not methods and attention is not False:
-        # Read at each call, not at load: `sentiment explain` may store a new table while the
-        # run is served, and the next answer should say what it measured (a capped JSON read).
-        why = trusted(loaded.path, ["attention"]).why
+    methods = explain_methods(explain, METHODS)
+    # Read at each call, not at load: `sentiment explain` may store a new table while the run
+    # is served, and the next answer should say what it measured (a capped JSON read).
+    why = trusted(loaded.path, ["attention"]).why if not methods and attention is not False \
+        else None
     reads: list[ReadReview | None] = []   # None: blank, or no token the model reads
     for i, text in enumerate(texts, 1):
         if not isinstance(text, str):
