@@ -200,17 +200,14 @@ def translate_tokens(translator: Any, sources: Sequence[Sequence[str]], *, beam:
         length_penalty = 0.0 if beam == 1 else 1.0
     lengths = [len(s) for s in sources]
     limits = max_lengths(torch.tensor(lengths), max_len_ratio, max_len_offset, max_len)
-    out: list[CT2Output | None] = [None] * len(sources)
     # Submitted together (asynchronous), the batches keep every worker of the translator busy.
     pending = [(idx, translator.translate_batch(
         [list(sources[i]) for i in idx], beam_size=beam, length_penalty=length_penalty,
         max_decoding_length=max(limits[i] for i in idx), return_scores=True, asynchronous=True))
         for idx in length_batches(lengths, batch_size=batch_size or BATCH_SIZE)]
-    for idx, results in pending:
-        for i, r in zip(idx, results, strict=True):
-            best = r.result()
-            out[i] = CT2Output(list(best.hypotheses[0])[: limits[i]], float(best.scores[0]))
-    return out  # type: ignore[return-value]
+    best = {i: r.result() for idx, results in pending for i, r in zip(idx, results, strict=True)}
+    return [CT2Output(list(best[i].hypotheses[0])[: limits[i]], float(best[i].scores[0]))
+            for i in range(len(sources))]
 
 
 # A CTranslate2 folder is loaded by a C++ library that trusts its bytes: the manifest refuses

@@ -22,8 +22,6 @@ def add_explanations(loaded: TranslateLoaded, predictions: Sequence[TranslationP
     from attnkit.explain.translation import attribution_rows
 
     extra = [m for m in methods if m != "attention"]
-    if not extra:
-        return
     p_src, p_tgt = loaded.pipeline.src_vocab, loaded.pipeline.tgt_vocab
     for p in predictions:
         if not p.tokens:
