@@ -60,8 +60,8 @@ class CTranslate2Engine:
     def translate(self, sentences: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
                   unk_replace: bool = True, batch_size: int | None = None,
                   attention: bool | str = False) -> list[TranslationPrediction]:
-        """See `attnkit.apps.translate.engines.Engine.translate` (no attention, so ``unk_replace``
-        does nothing). UsageError: an empty sentence, a beam or batch size below 1, attention.
+        """As `attnkit.apps.translate.engines.AttnkitEngine.translate`, without attention (so
+        ``unk_replace`` does nothing). UsageError: also attention asked for.
         """
         from attnkit.ct2_export.ctranslate2 import translate_tokens
 

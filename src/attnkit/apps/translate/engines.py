@@ -1,7 +1,7 @@
-"""The engines that translate: one small protocol (`Engine`), attnkit's own decoding behind it
-(`AttnkitEngine`), and a translate run loaded with its engine (`TranslateLoaded`).
+"""The engines that translate: attnkit's own decoding (`AttnkitEngine`), and a translate run
+loaded with its engine (`TranslateLoaded`).
 
-`evaluate` and `predict` only call `Engine.translate` and read `Engine.has_attention`.
+`evaluate` and `predict` only call an engine's ``translate`` and read its ``has_attention``.
 `AttnkitEngine` decodes with `attnkit.decoding.decode_many` and computes attention only when
 something shows it (else the fused or compiled kernels run, `COMPILE_MODES`); ``<unk>``
 replacement takes its rows from one forced pass over the outputs that hold one.
@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from torch import Tensor, nn
@@ -46,32 +46,14 @@ COMPILE_MODES = ("auto", "on", "off")
 AUTO_MIN_SENTENCES = 64
 
 
-class Engine(Protocol):
-    """What translates a batch of sentences: its ``name`` (in the metrics), the run's
-    ``pipeline``, whether it ``has_attention`` (``no_attention`` says why not) and whether it
-    ``streams`` token by token.
-    """
-
-    name: str
-    pipeline: TranslatePipeline
-    has_attention: bool
-    no_attention: str
-    streams: bool
-
-    def translate(self, sentences: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
-                  unk_replace: bool = True, batch_size: int | None = None,
-                  attention: bool | str = False) -> list[TranslationPrediction]:
-        """Translate ``sentences`` in order; ``attention``: False, True (each prediction's
-        ``weights``) or ``"all"`` (also a Transformer's every layer and head)."""
-        ...
-
-
 @dataclass
 class TranslateLoaded(Loaded[nn.Module | None, TranslatePipeline]):
-    """A translate run, loaded (`attnkit.apps.results.Loaded`) with the engine that runs it:
-    ``model`` is None for an exported folder, which only its engine (CTranslate2) runs."""
+    """A translate run, loaded (`attnkit.apps.results.Loaded`) with the engine that runs it
+    (`AttnkitEngine`; for an exported folder, whose ``model`` is None, `CTranslate2Engine`).
+    An engine has a ``name`` (in the metrics), the run's ``pipeline``, ``has_attention``
+    (``no_attention`` says why not), ``streams`` (token by token) and ``translate``."""
 
-    engine: Engine | None = None
+    engine: Any = None
 
 
 def special_ids(vocab: Vocab) -> set[int]:
@@ -157,8 +139,10 @@ class AttnkitEngine:
     def translate(self, sentences: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
                   unk_replace: bool = True, batch_size: int | None = None,
                   attention: bool | str = False) -> list[TranslationPrediction]:
-        """See `Engine.translate`; ``unk_replace`` replaces an output ``<unk>`` by the most
-        attended source token. UsageError: an empty sentence, a beam or batch size below 1.
+        """Translate ``sentences`` in order; ``attention``: False, True (each prediction's
+        ``weights``) or ``"all"`` (also a Transformer's every layer and head); ``unk_replace``
+        replaces an output ``<unk>`` by the most attended source token. UsageError: an empty
+        sentence, a beam or batch size below 1.
         """
         check_decoding(beam, batch_size)
         encoded, attention = self.read(sentences, attention)
@@ -254,10 +238,10 @@ COMPILE_COMMAND = Command(
     _compile, ("attnkit translate compile runs/fr",), runtime=True)
 
 
-def translate_texts(engine: Engine, texts: Sequence[str], *, split: bool = True,
+def translate_texts(engine: Any, texts: Sequence[str], *, split: bool = True,
                     **decoding: Any) -> list[TranslationPrediction]:
     """Translate ``texts`` (``split=False``: each is one sentence), one prediction per text, its
-    ``sentences`` holding each sentence's own; ``**decoding``: `Engine.translate`'s options.
+    ``sentences`` holding each sentence's own; ``**decoding``: `AttnkitEngine.translate`'s options.
     UsageError: a text without any token the model reads (named), a bad beam or batch size.
     """
     if not split:
@@ -268,7 +252,7 @@ def translate_texts(engine: Engine, texts: Sequence[str], *, split: bool = True,
                             text, parts, cut.join([p.text for p in parts])))
 
 
-def text_sentences(engine: Engine, text: str, index: int) -> Sentences | None:
+def text_sentences(engine: Any, text: str, index: int) -> Sentences | None:
     """``text``'s sentences that hold a token the model reads, or None when there is only one
     (also what `streaming.stream_texts` decodes). UsageError: no token (``index`` names it).
     """
