@@ -19,8 +19,6 @@ from attnkit.data.text_codec import SRC_LANG, word_count
 from attnkit.data.translation_splits import NAMED, eval_pairs
 from attnkit.errors import DataError, UsageError
 
-DEFAULT_EXAMPLES = TranslateSettings.examples
-
 
 def evaluation(loaded: TranslateLoaded, data: str | None, *, report: int = 0, beam: int = 1,
                alpha: float = 0.6, unk_replace: bool = True, batch_size: int | None = None,
@@ -58,7 +56,7 @@ def evaluation(loaded: TranslateLoaded, data: str | None, *, report: int = 0, be
                     "unknown": round(sum(p.unknown for p in preds) / len(preds), 4)})
     if "quantization" in loaded.config:
         metrics["quantization"] = loaded.config["quantization"]
-    n = DEFAULT_EXAMPLES if report < 0 else report
+    n = TranslateSettings.examples if report < 0 else report
     page = _report(loaded, [p.source for p in preds[:n]], refs[:n], metrics,
                    **decoding) if report else None
     return Evaluation(metrics, page)

@@ -233,10 +233,6 @@ class TranslationPrediction(Prediction):
                 f"{'is' if len(self.unknown_words) == 1 else 'are'} unknown to the run "
                 f"({shown})")
 
-    def confidence(self) -> float:
-        """The model's mean probability per output token (the geometric mean, EOS counted)."""
-        return math.exp(self.score / (len(self.tokens) + 1))
-
     def doubts(self) -> list[str]:
         """What the output itself says against it, per sentence: a decoder stuck in a loop
         (`repeated`), else a mean probability below `LOW_CONFIDENCE`."""
@@ -245,11 +241,13 @@ class TranslationPrediction(Prediction):
         for k, p in enumerate(parts, 1):
             where = f" (sentence {k})" if len(parts) > 1 else ""
             loop = repeated(p.tokens, p.source)
+            # The mean probability per output token (the geometric mean, EOS counted).
+            confidence = math.exp(p.score / (len(p.tokens) + 1))
             if loop:
                 out.append(f"its output repeats {loop}{where}")
-            elif p.tokens and p.confidence() < LOW_CONFIDENCE:
+            elif p.tokens and confidence < LOW_CONFIDENCE:
                 out.append(f"the model is unsure of its output{where} (a mean probability of "
-                           f"{p.confidence():.2f} per token)")
+                           f"{confidence:.2f} per token)")
         return out
 
     def warning(self) -> str | None:
