@@ -106,11 +106,10 @@ def export_ctranslate2(model_config: dict[str, Any] | TransformerConfig,
     else:
         load_weights(model, weights)
     set_transformer_spec(spec, _onmt_variables(model.float().eval()))
-    spec.config.layer_norm_epsilon = LAYER_NORM_EPS
-    spec.config.bos_token = spec.config.decoder_start_token = tgt_tokens[config.bos_id]
-    spec.config.eos_token = tgt_tokens[config.eos_id]
-    spec.config.unk_token = tgt_tokens[config.unk_id]
-    spec.config.add_source_bos = spec.config.add_source_eos = False
+    c = spec.config
+    c.layer_norm_epsilon, c.add_source_bos, c.add_source_eos = LAYER_NORM_EPS, False, False
+    c.bos_token = c.decoder_start_token = tgt_tokens[config.bos_id]
+    c.eos_token, c.unk_token = tgt_tokens[config.eos_id], tgt_tokens[config.unk_id]
     spec.register_source_vocabulary(list(src_tokens))
     spec.register_target_vocabulary(list(tgt_tokens))
     spec.validate()

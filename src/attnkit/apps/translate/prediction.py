@@ -181,14 +181,12 @@ class TranslationPrediction(Prediction):
                 return None
             return torch.block_diag(*(torch.as_tensor(b, dtype=torch.float32)
                                       for b in blocks)).numpy()
-        if self.shown != "attention":
-            return (self.explanations or {}).get(self.shown)
-        return self.weights
+        return (self.weights if self.shown == "attention"
+                else (self.explanations or {}).get(self.shown))
 
     def attention_rows(self) -> np.ndarray | None:
-        if self.sentences is None:
-            return super().attention_rows()
-        return self.shown_weights() if self.shown == "attention" else None
+        return super().attention_rows() if self.sentences is None else (
+            self.shown_weights() if self.shown == "attention" else None)
 
     def figure(self):
         """The alignment heatmap in whole words (`words`: target words down, source words
