@@ -13,10 +13,9 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -46,8 +45,7 @@ def require_ctranslate2() -> ModuleType:
     return ctranslate2
 
 
-@dataclass
-class CT2Output:
+class CT2Output(NamedTuple):
     """One translation by CTranslate2: output tokens (no ``<bos>``/``<eos>``) and its score
     (normalised as `translate_tokens` was told)."""
 

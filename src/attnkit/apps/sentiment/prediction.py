@@ -142,8 +142,7 @@ class SentimentPrediction(Prediction):
                              "weights not asked for)")
         fig = alignment_figure(self.weights[None, :], self.tokens, [self.label],
                                title=f"P(positive) = {self.prob:.3f}")
-        fig.axes[0].set_xlabel("token")
-        fig.axes[0].set_ylabel("")
+        fig.axes[0].set(xlabel="token", ylabel="")
         return fig
 
     @classmethod
@@ -217,10 +216,8 @@ def _batch(loaded: SentimentLoaded, texts: Sequence[str], reads: Sequence[ReadRe
     # its longest review's columns; the 2018 mode attends to padding and needs all of them.
     keep = max(len(r.ids) for r in reads) if model.config.mask_padding else pipeline.maxlen
     ids, lengths = (t.to(loaded.device) for t in pipeline.pad(reads, keep))
-    if weights:
-        probs, scores, signed = attribute(model, ids, lengths)
-    else:
-        probs, scores, signed = model.predict_proba(ids, lengths), None, None
+    probs, scores, signed = (attribute(model, ids, lengths) if weights else
+                             (model.predict_proba(ids, lengths), None, None))
     extra = {m: token_scores(model, ids, lengths, m).float().cpu() for m in methods
              if m != "attention"}
     out = []

@@ -123,10 +123,9 @@ def _training_run_hint(path: Path) -> str:
                       and isinstance(run_model_config(path, config), TransformerConfig))
     except AttnkitError:
         exportable = True   # the export names what is wrong with the run
-    if exportable:
-        return "a training run: export it first (attnkit translate export RUN OUT)"
-    return ("a training run that CTranslate2 cannot run (it takes Transformers trained with "
-            "--subword): use it without --engine ctranslate2")
+    return ("a training run: export it first (attnkit translate export RUN OUT)" if exportable
+            else "a training run that CTranslate2 cannot run (it takes Transformers trained "
+            "with --subword): use it without --engine ctranslate2")
 
 
 def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> TranslateLoaded:

@@ -48,8 +48,7 @@ def add_alignments(loaded: TranslateLoaded, predictions: Sequence[TranslationPre
                          [p.text.split() for p in shown], adapt=False, normalize=False,
                          model_only=True, log=lambda _: None)
     for p, links, pair in zip(shown, result.links, result.pairs, strict=True):
-        p.alignment = sorted(links)
-        p.alignment_method = result.method
+        p.alignment, p.alignment_method = sorted(links), result.method
         same = (pair.src_ids == loaded.pipeline.src_vocab.encode(p.source_tokens)
                 and pair.tgt_ids == loaded.pipeline.tgt_vocab.encode(p.tokens))
         p.piece_links = sorted({(q, r) for i, j in links

@@ -41,10 +41,9 @@ class Words:
         source word sums its pieces' weights, an output word's row is the mean of its pieces'
         (Clark et al. 2019); rows stay distributions. None stays None.
         """
-        if pieces is None:
-            return None
-        return word_scores(np.asarray(pieces, np.float64), self.tgt_owner, self.src_owner,
-                           len(self.target), len(self.source)).astype(np.float32)
+        return None if pieces is None else word_scores(
+            np.asarray(pieces, np.float64), self.tgt_owner, self.src_owner, len(self.target),
+            len(self.source)).astype(np.float32)
 
 
 def piece_words(source: Sequence[str], target: Sequence[str], subword: bool) -> Words:

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor
 
 from attnkit.apps.translate.engines import AttnkitEngine, text_sentences
 from attnkit.apps.translate.prediction import TranslationPrediction, piece_words
@@ -114,8 +113,7 @@ def _steps(engine: AttnkitEngine, sentences: list[str],
     model = engine.decoder(len(sentences), need)
     src, src_len = padded_sources([ids for _, ids, _ in encoded], model.config.pad_id,
                                   next(model.parameters()).device)
-    ids: list[list[int]] = [[] for _ in sentences]
-    rows: list[list[Tensor]] = [[] for _ in sentences]
+    ids, rows = [[] for _ in sentences], [[] for _ in sentences]   # so far, by sentence
     scores, sent = [0.0] * len(sentences), [0] * len(sentences)
     # greedy_steps runs each model call under no_grad by itself: no context is held across a
     # yield, so a server may advance several streams in turn on one thread.
