@@ -209,4 +209,4 @@ def export_run(run: str | os.PathLike | TranslateLoaded, out: str | os.PathLike,
     """Export a Transformer run to a self-contained CTranslate2 folder
     (`attnkit.apps.translate.ct2.write_export`)."""
     return ct2.write_export(APP._loaded(run, device=None, engine=None), out,
-                          quantization=quantization)
+                            quantization=quantization)
