@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from attnkit.apps.caption.trust import MEASURED as POINTING
-from attnkit.apps.caption.trust import caption_trust
+from attnkit.apps.caption.prediction import MEASURED as POINTING
+from attnkit.apps.caption.prediction import caption_trust
 from attnkit.apps.translate.page import MEASURED as AER
-from attnkit.apps.translate.page import explorer_page, translate_trust
+from attnkit.apps.translate.page import predictions_page, translate_trust
 from attnkit.apps.translate.prediction import TranslationPrediction
 from attnkit.explain.trust import Measured, best_shown, shown_order
 from attnkit.models.config import RNNSeq2SeqConfig, TransformerConfig
@@ -102,10 +102,10 @@ def test_translation_pages_quote_aer_only_for_a_transformer_and_say_what_it_is()
     src, tokens = ["one", "two"], ["un", "deux"]
     w = np.full((2, 2), 0.5)
     pred = TranslationPrediction("one two", src, tokens, "un deux", w, -1.0, why=rnn.why)
-    page = explorer_page([pred], {"run": "runs/fr"})
+    page = predictions_page([pred], {"run": "runs/fr"})
     assert "on a Transformer only, not on an RNN" in page and "62.4" not in page
     asked = TranslationPrediction("one two", src, tokens, "un deux", w, -1.0,
                                   explanations={"rollout": w, "integrated-gradients": w},
                                   shown="integrated-gradients")
-    data = json.loads(explorer_page([asked], {}).split(DATA, 1)[1].split("</script>", 1)[0])
+    data = json.loads(predictions_page([asked], {}).split(DATA, 1)[1].split("</script>", 1)[0])
     assert data["order"] == ["integrated-gradients", "rollout", "attention"]

@@ -1,9 +1,9 @@
 """Export a trained attnkit Transformer to CTranslate2, and translate with the exported model.
 
-`export_ctranslate2` fills CTranslate2's ``TransformerSpec`` from an attnkit model config and
-weights (as its OpenNMT-py and fairseq converters do) and writes the model folder;
-`load_translator` and `translate_tokens` translate with it. What is exported, what is refused
-and how outputs compare with attnkit's: docs/guide/translate.md ("CTranslate2").
+`export_ctranslate2` hands attnkit's weights to CTranslate2's own OpenNMT-py converter and
+writes the model folder with a manifest (`check_manifest` refuses a changed file);
+`load_translator` and `translate_tokens` translate with it. What is refused and how outputs
+compare: docs/guide/translate.md ("CTranslate2").
 """
 
 from __future__ import annotations
@@ -13,26 +13,25 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from attnkit.ct2_export.manifest import write_manifest
 from attnkit.decoding import length_batches, max_lengths
 from attnkit.errors import CheckpointError, UsageError
-from attnkit.fileio import write_files
+from attnkit.fileio import checked_file, file_sha256, read_json_object, write_files, write_json
 from attnkit.models import TransformerSeq2Seq, build_model, config_from_dict
-from attnkit.models.config import RNNSeq2SeqConfig, TransformerConfig
+from attnkit.models.config import TransformerConfig
 from attnkit.training.checkpoint import check_state_fits, load_weights
 
-INSTALL_HINT = "install the serve extra: pip install 'attnkit[serve]'"
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16",
                  "float16", "bfloat16")
 BATCH_SIZE = 64  # sentences per CTranslate2 batch unless told
+MANIFEST = "manifest.json"   # every file's size and sha256, written last and checked first
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which every attnkit LayerNorm uses
 
 
@@ -41,12 +40,12 @@ def require_ctranslate2() -> ModuleType:
     try:
         import ctranslate2
     except ImportError as exc:
-        raise UsageError(f"CTranslate2 is not installed: {INSTALL_HINT}") from exc
+        raise UsageError("CTranslate2 is not installed: install the serve extra: "
+                         "pip install 'attnkit[serve]'") from exc
     return ctranslate2
 
 
-@dataclass
-class CT2Output:
+class CT2Output(NamedTuple):
     """One translation by CTranslate2: output tokens (no ``<bos>``/``<eos>``) and its score
     (normalised as `translate_tokens` was told)."""
 
@@ -54,35 +53,34 @@ class CT2Output:
     score: float
 
 
-def _transformer_config(model_config: Any) -> TransformerConfig:
-    if isinstance(model_config, dict):
+def export_ctranslate2(model_config: dict[str, Any] | TransformerConfig,
+                       weights: str | os.PathLike | dict[str, Tensor],
+                       src_tokens: Sequence[str], tgt_tokens: Sequence[str],
+                       out_dir: str | os.PathLike, *, quantization: str = "int8",
+                       files: dict[str, Any] | None = None) -> Path:
+    """Write a CTranslate2 model folder ``out_dir`` (new or empty) for an attnkit Transformer
+    (``weights``: a ``.safetensors`` file or a state dict; the vocabularies in id order), with
+    ``files`` (`attnkit.fileio.write_files`) and its manifest; it appears complete or not at all.
+    UsageError: an RNN model, a quantization not in `QUANTIZATIONS`, a non-empty ``out_dir``,
+    CTranslate2 missing. CheckpointError: weights or vocabularies that do not fit.
+    """
+    config = model_config
+    if isinstance(config, dict):
         try:
-            model_config = config_from_dict(model_config)
+            config = config_from_dict(config)
         except (TypeError, ValueError) as exc:
             raise CheckpointError(f"bad model config: {exc}") from exc
-    if isinstance(model_config, RNNSeq2SeqConfig):
+    if not isinstance(config, TransformerConfig):
         raise UsageError("CTranslate2 export supports Transformer runs only; this run is an RNN "
                          "encoder-decoder (train with --arch transformer)")
-    if not isinstance(model_config, TransformerConfig):
-        raise UsageError(f"expected a TransformerConfig or its dict, got "
-                         f"{type(model_config).__name__}")
-    return model_config
-
-
-def _load_model(config: TransformerConfig, weights: str | os.PathLike | dict[str, Tensor]
-                ) -> TransformerSeq2Seq:
-    model = build_model(config)
-    if isinstance(weights, dict):
-        check_state_fits(model.state_dict(), weights, "<state_dict>")
-        model.load_state_dict(weights, strict=True)
-    else:
-        load_weights(model, weights)
-    return model.float().eval()
-
-
-def _check_vocab(config: TransformerConfig, src_tokens: Sequence[str],
-                 tgt_tokens: Sequence[str]) -> dict[str, str]:
-    """The special token strings; CheckpointError when the vocabularies do not fit."""
+    if quantization not in QUANTIZATIONS:
+        raise UsageError(f"quantization must be one of {', '.join(QUANTIZATIONS)}; "
+                         f"got {quantization!r}")
+    out_dir = Path(out_dir)
+    if out_dir.is_symlink() or (out_dir.exists() and (not out_dir.is_dir()
+                                                      or any(out_dir.iterdir()))):
+        raise UsageError(f"{out_dir}: already exists and is not empty (a file, or a folder with "
+                         "files); choose a new folder or remove it")
     for side, tokens, size in (("source", src_tokens, config.src_vocab),
                                ("target", tgt_tokens, config.tgt_vocab)):
         if len(tokens) != size:
@@ -90,61 +88,34 @@ def _check_vocab(config: TransformerConfig, src_tokens: Sequence[str],
                                   f"{size}: not the vocabulary these weights were trained with")
         if len(set(tokens)) != len(tokens):
             raise CheckpointError(f"the {side} vocabulary has duplicate tokens")
-    specials = {"bos_token": tgt_tokens[config.bos_id], "eos_token": tgt_tokens[config.eos_id],
-                "unk_token": tgt_tokens[config.unk_id]}
-    if src_tokens[config.unk_id] != specials["unk_token"]:
+    if src_tokens[config.unk_id] != tgt_tokens[config.unk_id]:
         raise CheckpointError(f"source and target unknown tokens differ "
-                              f"({src_tokens[config.unk_id]!r} vs {specials['unk_token']!r}); "
+                              f"({src_tokens[config.unk_id]!r} vs {tgt_tokens[config.unk_id]!r}); "
                               "CTranslate2 has one")
-    return specials
-
-
-def _check_out_dir(out_dir: Path) -> None:
-    if out_dir.is_symlink() or (out_dir.exists() and (not out_dir.is_dir()
-                                                      or any(out_dir.iterdir()))):
-        raise UsageError(f"{out_dir}: already exists and is not empty (a file, or a folder with "
-                         "files); choose a new folder or remove it")
-
-
-def export_ctranslate2(model_config: dict[str, Any] | TransformerConfig,
-                       weights: str | os.PathLike | dict[str, Tensor],
-                       src_tokens: Sequence[str], tgt_tokens: Sequence[str],
-                       out_dir: str | os.PathLike, *, quantization: str = "int8",
-                       files: dict[str, Any] | None = None) -> Path:
-    """Write a CTranslate2 model folder for an attnkit Transformer, with its manifest
-    (`attnkit.ct2_export.manifest`); the folder appears complete or not at all.
-
-    Args:
-        model_config: a ``TransformerConfig`` or its ``to_dict()`` (``config.json["model"]``).
-        weights: a ``.safetensors`` file written by attnkit, or a state dict.
-        src_tokens, tgt_tokens: the vocabularies in id order (``Vocab.itos``).
-        out_dir: the folder to create (it may exist if empty).
-        quantization: one of `QUANTIZATIONS`.
-        files: other files the folder holds, by name (`attnkit.fileio.write_files`).
-
-    Raises:
-        UsageError: an RNN model, an unknown quantization, a non-empty ``out_dir``, or
-            CTranslate2 not installed. CheckpointError: weights or vocabularies that do not fit.
-    """
-    config = _transformer_config(model_config)
-    if quantization not in QUANTIZATIONS:
-        raise UsageError(f"quantization must be one of {', '.join(QUANTIZATIONS)}; "
-                         f"got {quantization!r}")
-    out_dir = Path(out_dir)
-    _check_out_dir(out_dir)
-    specials = _check_vocab(config, src_tokens, tgt_tokens)
     ct2 = require_ctranslate2()
-    model = _load_model(config, weights)
-    spec = _model_spec(ct2, model, list(src_tokens), list(tgt_tokens), specials)
+    from ctranslate2.converters.opennmt_py import set_transformer_spec
 
-    class _Converter(ct2.converters.Converter):
-        def _load(self):
-            return spec
-
+    spec = ct2.specs.TransformerSpec.from_config(
+        config.layers, config.heads, pre_norm=True, activation=ct2.specs.Activation.RELU)
+    model = build_model(config)
+    if isinstance(weights, dict):
+        check_state_fits(model.state_dict(), weights, "<state_dict>")
+        model.load_state_dict(weights, strict=True)
+    else:
+        load_weights(model, weights)
+    set_transformer_spec(spec, _onmt_variables(model.float().eval()))
+    c = spec.config
+    c.layer_norm_epsilon, c.add_source_bos, c.add_source_eos = LAYER_NORM_EPS, False, False
+    c.bos_token = c.decoder_start_token = tgt_tokens[config.bos_id]
+    c.eos_token, c.unk_token = tgt_tokens[config.eos_id], tgt_tokens[config.unk_id]
+    spec.register_source_vocabulary(list(src_tokens))
+    spec.register_target_vocabulary(list(tgt_tokens))
+    spec.validate()
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        _Converter().convert(str(tmp), quantization=quantization, force=True)
+        spec.optimize(quantization=quantization)
+        spec.save(str(tmp))
         write_files(tmp, files or {})
         write_manifest(tmp)
         if out_dir.exists():
@@ -156,84 +127,40 @@ def export_ctranslate2(model_config: dict[str, Any] | TransformerConfig,
     return out_dir
 
 
-def _model_spec(ct2: ModuleType, model: TransformerSeq2Seq, src_tokens: list[str],
-                tgt_tokens: list[str], specials: dict[str, str]) -> Any:
-    """A filled ``ctranslate2.specs.TransformerSpec`` for ``model``."""
+def _onmt_variables(model: TransformerSeq2Seq) -> dict[str, Any]:
+    """The model's weights (float32 arrays) under the names of an OpenNMT-py checkpoint."""
     c = model.config
-    spec = ct2.specs.TransformerSpec.from_config(
-        c.layers, c.heads, pre_norm=True, activation=ct2.specs.Activation.RELU)
-    positions = _position_table(model)
-    _set_stack(spec.encoder, model.src_embedding, positions, model.encoder_norm)
-    for layer_spec, layer in zip(spec.encoder.layer, model.encoder_layers, strict=True):
-        _set_attention(layer_spec.self_attention, layer.attn, layer.norm1, self_attention=True)
-        _set_ffn(layer_spec.ffn, layer.ff, layer.norm2)
-    _set_stack(spec.decoder, model.tgt_embedding, positions, model.decoder_norm)
-    _set_linear(spec.decoder.projection, model.out.weight, model.out.bias)
-    for layer_spec, layer in zip(spec.decoder.layer, model.decoder_layers, strict=True):
-        _set_attention(layer_spec.self_attention, layer.self_attn, layer.norm1,
-                       self_attention=True)
-        _set_attention(layer_spec.attention, layer.cross_attn, layer.norm2, self_attention=False)
-        _set_ffn(layer_spec.ffn, layer.ff, layer.norm3)
-    spec.config.layer_norm_epsilon = LAYER_NORM_EPS
-    spec.config.bos_token = specials["bos_token"]
-    spec.config.eos_token = specials["eos_token"]
-    spec.config.unk_token = specials["unk_token"]
-    spec.config.decoder_start_token = specials["bos_token"]
-    spec.config.add_source_bos = spec.config.add_source_eos = False
-    spec.register_source_vocabulary(src_tokens)
-    spec.register_target_vocabulary(tgt_tokens)
-    return spec
+    w = {k: v.detach().float().cpu().numpy().copy() for k, v in model.state_dict().items()}
+    # [max_len, d_model]: exactly what attnkit adds at positions 0 .. max_len - 1.
+    positions = (model.positions.weight if c.positional == "learned"
+                 else model.positions.encoding(c.max_len)).detach().float().cpu().numpy()
+    out = {"generator.weight": w["out.weight"], "generator.bias": w.get("out.bias")}
 
+    def put(scope: str, name: str) -> None:   # a Linear or a LayerNorm
+        out[f"{scope}.weight"], out[f"{scope}.bias"] = w[f"{name}.weight"], w[f"{name}.bias"]
 
-def _np(t: Tensor) -> Any:
-    return t.detach().float().cpu().numpy().copy()
-
-
-def _position_table(model: TransformerSeq2Seq) -> Tensor:
-    """``[max_len, d_model]``: exactly what attnkit adds at positions ``0 .. max_len - 1``."""
-    c = model.config
-    if c.positional == "learned":
-        return model.positions.weight
-    return model.positions.encoding(c.max_len)
-
-
-def _set_stack(spec: Any, embedding: torch.nn.Embedding, positions: Tensor,
-               final_norm: torch.nn.LayerNorm) -> None:
-    embeddings = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings
-    embeddings.weight = _np(embedding.weight)
-    spec.scale_embeddings = True  # sqrt(d_model), as TransformerSeq2Seq._embed
-    spec.position_encodings.encodings = _np(positions)
-    _set_norm(spec.layer_norm, final_norm)
-
-
-def _set_norm(spec: Any, norm: torch.nn.LayerNorm) -> None:
-    spec.gamma, spec.beta = _np(norm.weight), _np(norm.bias)
-
-
-def _set_linear(spec: Any, weight: Tensor, bias: Tensor | None) -> None:
-    spec.weight = _np(weight)
-    if bias is not None:
-        spec.bias = _np(bias)
-
-
-def _set_attention(spec: Any, mha: Any, norm: torch.nn.LayerNorm, *, self_attention: bool
-                   ) -> None:
-    """Packed ``[W_q; W_k; W_v]`` is CTranslate2's fused self-attention input projection; for
-    cross-attention it is split into the query and the fused key/value projections."""
-    _set_norm(spec.layer_norm, norm)
-    w, b, d = mha.in_proj_weight, mha.in_proj_bias, mha.inner_dim
-    if self_attention:
-        _set_linear(spec.linear[0], w, b)
-    else:
-        _set_linear(spec.linear[0], w[:d], b[:d])
-        _set_linear(spec.linear[1], w[d:], b[d:])
-    _set_linear(spec.linear[-1], mha.out_proj.weight, mha.out_proj.bias)
-
-
-def _set_ffn(spec: Any, ff: torch.nn.Sequential, norm: torch.nn.LayerNorm) -> None:
-    _set_norm(spec.layer_norm, norm)
-    _set_linear(spec.linear_0, ff[0].weight, ff[0].bias)
-    _set_linear(spec.linear_1, ff[3].weight, ff[3].bias)
+    for side, text, stack, attention in (
+            ("encoder", "src", "transformer", {"attn": "self_attn"}),
+            ("decoder", "tgt", "transformer_layers",
+             {"self_attn": "self_attn", "cross_attn": "context_attn"})):
+        out[f"{side}.embeddings.make_embedding.emb_luts.0.weight"] = w[f"{text}_embedding.weight"]
+        out[f"{side}.embeddings.make_embedding.pe.pe"] = positions
+        put(f"{side}.layer_norm", f"{side}_norm")
+        norms = (("layer_norm",) if side == "encoder" else ("layer_norm_1", "layer_norm_2"))
+        for i in range(c.layers):
+            scope, name = f"{side}.{stack}.{i}", f"{side}_layers.{i}"
+            for k, norm in enumerate((*norms, "feed_forward.layer_norm"), 1):
+                put(f"{scope}.{norm}", f"{name}.norm{k}")
+            put(f"{scope}.feed_forward.w_1", f"{name}.ff.0")
+            put(f"{scope}.feed_forward.w_2", f"{name}.ff.3")
+            for ours, theirs in attention.items():   # [W_q; W_k; W_v] packed: split
+                packed = (w[f"{name}.{ours}.in_proj_weight"], w[f"{name}.{ours}.in_proj_bias"])
+                for part, weight, bias in zip(("query", "keys", "values"),
+                                              *(np.split(a, 3) for a in packed), strict=True):
+                    out[f"{scope}.{theirs}.linear_{part}.weight"] = weight
+                    out[f"{scope}.{theirs}.linear_{part}.bias"] = bias
+                put(f"{scope}.{theirs}.final_linear", f"{name}.{ours}.out_proj")
+    return out
 
 
 def load_translator(model_dir: str | os.PathLike, *, threads: int = 1, device: str = "cpu",
@@ -243,10 +170,6 @@ def load_translator(model_dir: str | os.PathLike, *, threads: int = 1, device: s
     ``threads`` intra-op threads; ``compute_type="default"`` keeps the stored quantization.
     """
     ct2 = require_ctranslate2()
-    path = Path(model_dir)
-    if not (path / "model.bin").is_file():
-        raise CheckpointError(f"{path}: not a CTranslate2 model folder (model.bin is missing); "
-                              "create it with `attnkit translate export`")
     workers, intra = (threads, 1) if device == "cpu" else (1, threads)
     # Building a translator sets the calling thread's OpenMP thread count to `intra_threads`,
     # and torch reads its own from there (attnkit decoding in the same process then ran on one
@@ -254,7 +177,7 @@ def load_translator(model_dir: str | os.PathLike, *, threads: int = 1, device: s
     # that calls, so the translator is built on a thread of its own and no setting of the
     # caller's changes.
     with ThreadPoolExecutor(1) as builder:
-        return builder.submit(ct2.Translator, str(path), device=device,
+        return builder.submit(ct2.Translator, str(model_dir), device=device,
                               compute_type=compute_type, inter_threads=workers,
                               intra_threads=intra).result()
 
@@ -274,14 +197,40 @@ def translate_tokens(translator: Any, sources: Sequence[Sequence[str]], *, beam:
         length_penalty = 0.0 if beam == 1 else 1.0
     lengths = [len(s) for s in sources]
     limits = max_lengths(torch.tensor(lengths), max_len_ratio, max_len_offset, max_len)
-    out: list[CT2Output | None] = [None] * len(sources)
     # Submitted together (asynchronous), the batches keep every worker of the translator busy.
     pending = [(idx, translator.translate_batch(
         [list(sources[i]) for i in idx], beam_size=beam, length_penalty=length_penalty,
         max_decoding_length=max(limits[i] for i in idx), return_scores=True, asynchronous=True))
         for idx in length_batches(lengths, batch_size=batch_size or BATCH_SIZE)]
-    for idx, results in pending:
-        for i, r in zip(idx, results, strict=True):
-            best = r.result()
-            out[i] = CT2Output(list(best.hypotheses[0])[: limits[i]], float(best.scores[0]))
-    return out  # type: ignore[return-value]
+    best = {i: r.result() for idx, results in pending for i, r in zip(idx, results, strict=True)}
+    return [CT2Output(list(best[i].hypotheses[0])[: limits[i]], float(best[i].scores[0]))
+            for i in range(len(sources))]
+
+
+# A CTranslate2 folder is loaded by a C++ library that trusts its bytes: the manifest refuses
+# any file that differs from what the export wrote.
+def write_manifest(folder: Path) -> Path:
+    """``folder/manifest.json``: ``{"format": 1, "files": {name: {"bytes", "sha256"}}}`` of
+    every file in ``folder`` (sub-folders included)."""
+    files = {str(p.relative_to(folder)): {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
+             for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST}
+    return write_json(folder / MANIFEST, {"format": 1, "files": files})
+
+
+def check_manifest(folder: Path) -> None:
+    """Check every file the manifest lists (present, same size, same sha256). CheckpointError: no
+    manifest, a missing or changed file, a broken manifest."""
+    if not (folder / MANIFEST).exists():
+        raise CheckpointError(f"{folder}: no {MANIFEST}, so its files cannot be checked; export "
+                              "the run again")
+    manifest = read_json_object(folder / MANIFEST, "the export's manifest", root=folder)
+    files = manifest.get("files")
+    if manifest.get("format") != 1 or not isinstance(files, dict) or not files:
+        raise CheckpointError(f"{folder / MANIFEST}: not a manifest attnkit wrote")
+    for name, want in sorted(files.items()):
+        if not isinstance(want, dict) or "/.." in f"/{name}" or name.startswith("/"):
+            raise CheckpointError(f"{folder / MANIFEST}: a bad entry {name!r}")
+        path = checked_file(folder / name, "a file of the export", root=folder, limit=None)
+        if path.stat().st_size != want.get("bytes") or file_sha256(path) != want.get("sha256"):
+            raise CheckpointError(f"{path}: changed since the export (its size or sha256 is not "
+                                  f"the manifest's); export the run again")

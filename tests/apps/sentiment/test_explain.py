@@ -108,7 +108,7 @@ def test_pages_say_how_far_to_trust_attention_and_explain_stores_what_it_measure
     method by itself, and says in one sentence what the measurement lets one trust."""
     import shutil
 
-    from attnkit.apps.sentiment.trust import DOCS_FIGURES, FAITHFULNESS
+    from attnkit.apps.sentiment.prediction import DOCS_FIGURES, FAITHFULNESS
 
     folder = tmp_path / "run"
     shutil.copytree(run[0], folder)
@@ -195,21 +195,22 @@ def test_a_run_that_cannot_be_written_still_prints_the_table(run, tmp_path, caps
                                                              monkeypatch):
     import shutil
 
-    from attnkit.apps.sentiment import trust
+    from attnkit.apps.sentiment import explain_command
+    from attnkit.apps.sentiment.prediction import FAITHFULNESS
 
     folder = tmp_path / "run"
     shutil.copytree(run[0], folder)
-    (folder / trust.FAITHFULNESS).unlink(missing_ok=True)
+    (folder / FAITHFULNESS).unlink(missing_ok=True)
 
     def refused(*_):
         raise PermissionError(13, "Permission denied")
-    monkeypatch.setattr(trust, "write_table", refused)
+    monkeypatch.setattr(explain_command, "write_json", refused)
     assert main(["sentiment", "explain", "--run", str(folder), "--data", str(run[1]),
                  "--limit", "10", "--methods", "attention", "--json"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out.strip().splitlines()[-1])["most_faithful"] is None   # 10 reviews
     assert "attnkit: warning: could not store the table" in err and "Traceback" not in err
-    assert not (folder / trust.FAITHFULNESS).exists()
+    assert not (folder / FAITHFULNESS).exists()
 
 
 @pytest.mark.parametrize("table", [
@@ -219,7 +220,7 @@ def test_a_run_that_cannot_be_written_still_prints_the_table(run, tmp_path, caps
     {"methods": {}},   # nothing measured: no warning
 ])
 def test_a_table_edited_by_hand_counts_as_none(tmp_path, table):
-    from attnkit.apps.sentiment.trust import DOCS_FIGURES, FAITHFULNESS, trusted
+    from attnkit.apps.sentiment.prediction import DOCS_FIGURES, FAITHFULNESS, trusted
 
     (tmp_path / FAITHFULNESS).write_text(json.dumps(table))
     with warnings.catch_warnings(record=True) as caught:
@@ -241,7 +242,7 @@ def test_a_table_edited_by_hand_counts_as_none(tmp_path, table):
 ])
 def test_figures_that_are_not_finite_are_named_and_never_shown(tmp_path, text, named):
     """It was shown as it was: "↑ nan, against inf"."""
-    from attnkit.apps.sentiment.trust import FAITHFULNESS, trusted
+    from attnkit.apps.sentiment.prediction import FAITHFULNESS, trusted
 
     (tmp_path / FAITHFULNESS).write_text(text)
     with pytest.warns(UserWarning) as caught:

@@ -4,7 +4,7 @@ page shows, what it leaves out, and the run-level figures of a report."""
 import numpy as np
 import pytest
 
-from attnkit.apps.translate.page import explorer_page, page_metrics, report_page
+from attnkit.apps.translate.page import page_metrics, predictions_page
 from attnkit.apps.translate.prediction import TranslationPrediction
 from attnkit.errors import UsageError
 
@@ -18,7 +18,7 @@ def _pred(tokens=("un", "deux"), weights=True, layers=None, **kw):
 
 def test_layer_weights_win_over_the_average_and_unshowable_ones_are_left_out():
     layers = np.random.default_rng(0).dirichlet(np.ones(3), size=(2, 4, 2))   # [L, H, T, S]
-    page = explorer_page([_pred(layers=layers), _pred(weights=False), _pred(tokens=()),
+    page = predictions_page([_pred(layers=layers), _pred(weights=False), _pred(tokens=()),
                           _pred(unknown=0.5, unknown_words=["one"], word_count=2,
                                 truncated=3)], {"run": "runs/fr"})
     assert page.count('"src":["one","two","."]') == 2        # two of four are shown
@@ -27,7 +27,7 @@ def test_layer_weights_win_over_the_average_and_unshowable_ones_are_left_out():
     assert "1 of the 2 words it read is unknown to the run (one)" in page
     assert "source tokens cut off" in page
     with pytest.raises(UsageError, match="nothing to show"):
-        explorer_page([_pred(weights=False)], {})
+        predictions_page([_pred(weights=False)], {})
 
 
 def test_report_shows_references_chrf_and_the_run_metrics():
@@ -38,6 +38,7 @@ def test_report_shows_references_chrf_and_the_run_metrics():
     shown = page_metrics(metrics)
     assert shown["BLEU"] == "27.12" and shown["BLEU, sources of 1-5 words"] == "27.13 (2)"
     assert shown["BLEU, one reference per line"] == "20.00 (3 lines)"
-    page = report_page(metrics, [_pred()], [["un deux", "un deux !"]], {"run": "r"})
+    page = predictions_page([_pred()], {"run": "r"}, references=[["un deux", "un deux !"]],
+                            metrics=metrics)
     assert '"refs":["un deux","un deux !"]' in page
     assert '["chrF","100.0"]' in page and "nrefs:2|case:mixed" in page

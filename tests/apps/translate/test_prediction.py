@@ -2,11 +2,13 @@
 attention gathered, and the warning when the run cannot read the input or its own output
 gives it away (a loop, a low confidence)."""
 
+import json
 import math
 
 import numpy as np
 import pytest
 
+from attnkit.apps.translate.page import predictions_page
 from attnkit.apps.translate.prediction import (
     LOW_CONFIDENCE,
     TranslationPrediction,
@@ -34,7 +36,9 @@ def test_a_subword_prediction_shows_words_with_summed_sources_and_averaged_rows(
     words = p.words()
     assert (words.source, words.target) == (["Nous", "partons"], ["We", "leave"])
     np.testing.assert_allclose(words.matrix(w), [[0.8, 0.2], [0.2, 0.8]], atol=1e-6)
-    assert words.links(p.piece_links) == [(0, 0), (1, 1)]
+    # The page outlines the piece links as word links.
+    page = predictions_page([p], {}).split('id="attnkit-data">', 1)[1].split("</script>", 1)[0]
+    assert json.loads(page)["examples"][0]["links"] == [[0, 0], [1, 1]]
     row = p.to_dict()
     assert row["tokens"] == ["We", "leave"] and row["source_tokens"] == ["Nous", "partons"]
     assert M not in str(row)

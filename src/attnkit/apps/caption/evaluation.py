@@ -8,7 +8,7 @@ import dataclasses
 from typing import Any
 
 from attnkit.apps.caption.metrics import caption_metrics
-from attnkit.apps.caption.prediction import _predictions
+from attnkit.apps.caption.prediction import CaptionPrediction, _predictions
 from attnkit.apps.caption.prepare import CaptionLoaded
 from attnkit.apps.caption.settings import CaptionSettings
 from attnkit.apps.results import Evaluation, stderr_log
@@ -33,20 +33,11 @@ def test_split(settings: CaptionSettings, seed: int, data: str | None) -> Captio
 
 def evaluation(loaded: CaptionLoaded, data: str | None, *, report: int = 0, beam_size: int = 1,
                num_test: int | None = None, pointing: bool = False) -> Evaluation:
-    """Metrics of a run's model on its held-out test set (or on ``data``).
-
-    Args:
-        data: None (or the run's own data): its test split; ``"synthetic"``: synthetic test
-            scenes; another real data spec: every image of it.
-        report: test images shown on the report page (0: no page; -1: the default, 8).
-        num_test: synthetic test scenes (default: the run's).
-        pointing: also play the pointing game (`attnkit.explain.captions.pointing_game`;
-            synthetic scenes) into ``metrics["pointing"]``.
-
-    Returns:
-        `Evaluation` with ``{"accuracy", "bleu4", "examples", "beam_size",
-        "attention_supervision"}`` and, for synthetic data, the grounding figures
-        (`attnkit.explain.captions.grounding`, model vs uniform attention).
+    """Metrics of a run's model on ``data`` (`test_split`): ``{"accuracy", "bleu4", "examples",
+    "beam_size", "attention_supervision"}``, on synthetic scenes also the grounding figures
+    (`attnkit.explain.captions.grounding`) and with ``pointing`` the pointing game
+    (`attnkit.explain.captions.pointing_game`); ``report`` test images on the page (-1: the
+    default, 8). ``num_test``: synthetic test scenes (default: the run's).
     """
     if beam_size < 1:
         raise UsageError(f"beam size must be >= 1, got {beam_size}")
@@ -63,32 +54,27 @@ def evaluation(loaded: CaptionLoaded, data: str | None, *, report: int = 0, beam
         from attnkit.explain.captions import pointing_game
         from attnkit.explain.captum import have_captum
 
-        methods = ("attention", "grad-input", "integrated-gradients") if have_captum() \
-            else ("attention",)
-        metrics["pointing"] = pointing_game(model, test, vocab, methods=methods)
-    page = _report(loaded, test, metrics, DEFAULT_EXAMPLES if report < 0 else report) \
-        if report else None
-    return Evaluation(metrics, page)
+        metrics["pointing"] = pointing_game(model, test, vocab, methods=(
+            "attention", *(("grad-input", "integrated-gradients") if have_captum() else ())))
+    return Evaluation(metrics, _report(loaded, test, metrics, DEFAULT_EXAMPLES if report < 0
+                                       else report) if report else None)
 
 
 def _report(run: CaptionLoaded, test: CaptionData, metrics: dict[str, Any], examples: int) -> str:
     """The caption explorer for the first ``examples`` test images, under the metrics."""
-    from attnkit.apps.caption.trust import MEASURED, pointing_measured
+    from attnkit.apps.caption.prediction import MEASURED, pointing_measured
     from attnkit.explain.trust import best_shown
-    from attnkit.viz import CaptionExample, caption_page
 
     images = test.images[:examples]
-    shown = [img.permute(1, 2, 0).numpy() for img in images]
-    preds = _predictions(run, images, shown, beam_size=metrics["beam_size"])
+    preds = _predictions(run, images, [img.permute(1, 2, 0).numpy() for img in images],
+                         beam_size=metrics["beam_size"])
     summary = {**run.summary(), "exact-match accuracy": f"{metrics['accuracy']:.4f}",
                "BLEU-4": f"{metrics['bleu4']:.4f}", "test images": f"{metrics['examples']:,}",
                "beam": metrics["beam_size"]}
     if "grounding_mass" in metrics:
         summary["grounding"] = grounding_table(metrics)
     # The page carries attention only; the sentence says how it fared in this pointing game.
-    trust = best_shown(["attention"], pointing_measured(metrics.get("pointing")) or MEASURED,
-                       add="caption predict --explain")
-    return caption_page([CaptionExample(p.image, p.words, p.weights,
-                                        references=[" ".join(r) for r in refs])
-                         for p, refs in zip(preds, test.refs, strict=False)], summary,
-                        note=trust.why)
+    preds[0].why = best_shown(["attention"], pointing_measured(metrics.get("pointing")) or
+                              MEASURED, add="caption predict --explain").why
+    return CaptionPrediction.page(preds, summary, references=[
+        [" ".join(r) for r in refs] for refs in test.refs[:len(preds)]])

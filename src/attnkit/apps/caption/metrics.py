@@ -23,19 +23,15 @@ def decode_captions(model: Captioner, images: Tensor, *, beam_size: int = 1,
     each word's map: per image ``(ids without BOS/EOS, maps float32 [len(ids), H, W])``
     (`attnkit.decoding` with ``H * W`` locations as the source).
     """
-    device = next(model.parameters()).device
-    cfg = model.config
-    side = cfg.feature_size
+    device, side = next(model.parameters()).device, model.config.feature_size
+    # ratio 1 + offset 0 would allow H*W words: max_len is the real limit (+1 for EOS).
+    kw = {"max_len_ratio": 1.0, "max_len_offset": 0, "max_len": model.config.max_caption_len + 1}
     out = []
     for start in range(0, images.shape[0], batch_size):
         chunk = images[start:start + batch_size].to(device)
         lengths = torch.full((chunk.shape[0],), side * side, dtype=torch.long, device=device)
-        # ratio 1 + offset 0 would allow H*W words: max_len is the real limit (+1 for EOS).
-        kw = {"max_len_ratio": 1.0, "max_len_offset": 0, "max_len": cfg.max_caption_len + 1}
-        if beam_size == 1:
-            hyps = greedy_decode(model, chunk, lengths, **kw)
-        else:
-            hyps = beam_search(model, chunk, lengths, beam_size=beam_size, **kw)
+        hyps = (greedy_decode(model, chunk, lengths, **kw) if beam_size == 1 else
+                beam_search(model, chunk, lengths, beam_size=beam_size, **kw))
         for h in hyps:
             maps = (np.zeros((0, side, side), np.float32) if h.attention is None
                     else h.attention.numpy().reshape(-1, side, side).astype(np.float32))

@@ -1,25 +1,64 @@
 """The caption of one image and where each word looked: what the caption app's ``predict``
-returns.
+returns; and how far its page may trust a word's map (`caption_trust`: the pointing game of
+this run's ``caption eval --pointing``, else of docs/results.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 from torch import Tensor
 
 from attnkit.apps.caption.metrics import decode_captions
 from attnkit.apps.caption.prepare import CaptionLoaded
 from attnkit.apps.prediction import Prediction, rounded
+from attnkit.apps.results import TEST_METRICS
 from attnkit.data.caption_data import to_chw
 from attnkit.data.caption_files import MAX_PIXELS, read_image
 from attnkit.errors import UsageError
-from attnkit.explain.captions import METHODS
+from attnkit.explain.captions import METHODS, word_maps
 from attnkit.explain.captum import explain_methods
-from attnkit.explain.trust import shown_order
+from attnkit.explain.trust import RANDOM, Measured, Trust, best_shown, measured_in_run, shown_order
+
+POINTING = "pointing accuracy ↑"
+# Trust needs a lead of MARGIN in pointing accuracy over random and every other method, on
+# MIN_WORDS words or more (docs/guide/trust.md).
+MARGIN, MIN_WORDS = 0.02, 100
+# docs/results.md, "Pointing game: attention against gradients": 1,403 colour and count words
+# of 500 synthetic test scenes.
+MEASURED = Measured({"attention": 0.703, "grad-input": 0.676, "integrated-gradients": 0.734},
+                    POINTING, "docs/results.md, the pointing game on 500 synthetic scenes",
+                    random=0.128, count=1403, margin=MARGIN, min_count=MIN_WORDS,
+                    unit="words")
+
+
+def pointing_measured(table: Mapping | None) -> Measured | None:
+    """A `attnkit.explain.captions.pointing_game` table as a `Measured` (random as the floor);
+    None when it holds no method.
+    """
+    scores = {m: float(row["accuracy"]) for m, row in (table or {}).items() if m != RANDOM}
+    if not scores:
+        return None
+    words = int(next(iter(table.values()))["words"])
+    floor = table.get(RANDOM)
+    return Measured(scores, POINTING, f"this run's caption eval --pointing, {words} words",
+                    random=None if floor is None else float(floor["accuracy"]), count=words,
+                    margin=MARGIN, min_count=MIN_WORDS, unit="words")
+
+
+def caption_trust(run: str | os.PathLike, carried: Sequence[str]) -> Trust:
+    """The method of ``carried`` to show first, by the run's pointing game else `MEASURED`; an
+    unreadable file counts as none (one warning names it).
+    """
+    measured = measured_in_run(run, TEST_METRICS, "the run's test metrics",
+                               lambda metrics: pointing_measured(metrics.get("pointing")),
+                               MEASURED)
+    return best_shown(carried, measured, add="--explain")
 
 
 @dataclass
@@ -39,7 +78,7 @@ class CaptionPrediction(Prediction):
             `attnkit.explain.captions`), each shaped like ``weights``, when asked.
         shown: the method a figure draws and the page opens on (the first of ``explain``).
         order: the methods the page offers, ``shown`` first.
-        why: how far the pointing game lets one trust attention (`attnkit.apps.caption.trust`),
+        why: how far the pointing game lets one trust attention (`caption_trust`),
             or None.
     """
 
@@ -85,21 +124,21 @@ class CaptionPrediction(Prediction):
         """The overlay grid: the image, then one panel per word with its map."""
         from attnkit.viz import attention_grid
 
-        maps = self.weights
-        if self.shown != "attention" and self.explanations:
-            maps = self.explanations[self.shown]
-        return attention_grid(self.image, maps, self.words)
+        return attention_grid(self.image, self.explanations[self.shown] if self.shown != "attention"
+                              and self.explanations else self.weights, self.words)
 
     @classmethod
-    def page(cls, predictions: Sequence[CaptionPrediction], summary: dict[str, Any]) -> str:
-        """The caption explorer: each image with the selected word's attention over it."""
+    def page(cls, predictions: Sequence[CaptionPrediction], summary: dict[str, Any], *,
+             references: Sequence[Sequence[str]] | None = None) -> str:
+        """The caption explorer: each image with the selected word's attention over it, and its
+        reference captions when given."""
         from attnkit.viz import CaptionExample, caption_page
 
-        return caption_page([CaptionExample(p.image, p.words, p.weights,
-                                            methods=dict(p.explanations or {}))
-                             for p in predictions], summary,
-                            order=predictions[0].order if predictions else (),
-                            note=predictions[0].why if predictions else None)
+        refs = references or [()] * len(predictions)
+        return caption_page([CaptionExample(p.image, p.words, p.weights, r,
+                                            dict(p.explanations or {}))
+                             for p, r in zip(predictions, refs, strict=True)], summary,
+                            order=predictions[0].order, note=predictions[0].why)
 
 
 def predictions(loaded: CaptionLoaded, images, *, beam_size: int = 1, display_size: int = 256,
@@ -118,51 +157,32 @@ def predictions(loaded: CaptionLoaded, images, *, beam_size: int = 1, display_si
     methods = explain_methods(explain, METHODS)
     size = loaded.model.config.image_size
     read = [read_image(item, size, display_size, max_pixels) for item in images]
-    preds = _predictions(loaded, to_chw([r[0] for r in read]), [r[1] for r in read],
-                         beam_size=beam_size)
+    chw = to_chw([r[0] for r in read])
+    preds = _predictions(loaded, chw, [r[1] for r in read], beam_size=beam_size)
     for pred, (_, _, source, original) in zip(preds, read, strict=True):
-        pred.source, pred.original_size, pred.input_size = source, original, size
+        pred.source, pred.original_size = source, original
         pred.truncated = int(original != (size, size))
-    if methods:
-        _explain(loaded, preds, to_chw([r[0] for r in read]), methods)
-    order, why = shown_order(methods), None
-    if not methods:
-        from attnkit.apps.caption.trust import caption_trust
-
-        why = caption_trust(loaded.path, ["attention"]).why
+    vocab, device = loaded.pipeline, loaded.device
+    for k, pred in enumerate(preds):   # other maps: teacher forcing of the caption
+        if methods and pred.words:
+            ids = vocab.encode(pred.words)
+            tgt_in = torch.tensor([[vocab.bos_id, *ids[:-1]]], device=device)
+            tgt_out, image = torch.tensor([ids], device=device), chw[k:k + 1].to(device)
+            pred.explanations = {m: word_maps(loaded.model, image, tgt_in, tgt_out, m)[0]
+                                 .cpu().numpy() for m in methods if m != "attention"}
+    order = shown_order(methods)
+    why = None if methods else caption_trust(loaded.path, ["attention"]).why
     for pred in preds:
         pred.order, pred.why, pred.shown = order, why, order[0]
     return preds
 
 
-def _explain(loaded: CaptionLoaded, preds: list[CaptionPrediction], images: Tensor,
-             methods: Sequence[str]) -> None:
-    """Each caption's words explained by ``methods`` (teacher forcing of the caption)."""
-    import torch
-
-    from attnkit.explain.captions import word_maps
-
-    vocab, device = loaded.pipeline, loaded.device
-    for k, pred in enumerate(preds):
-        pred.shown = methods[0]
-        if not pred.words:
-            continue
-        ids = vocab.encode(pred.words)
-        tgt_in = torch.tensor([[vocab.bos_id, *ids[:-1]]], device=device)
-        tgt_out = torch.tensor([ids], device=device)
-        image = images[k:k + 1].to(device)
-        pred.explanations = {m: word_maps(loaded.model, image, tgt_in, tgt_out, m)[0]
-                             .cpu().numpy() for m in methods if m != "attention"}
-
-
 def _predictions(run: CaptionLoaded, images: Tensor, shown: list[np.ndarray], *,
                  beam_size: int) -> list[CaptionPrediction]:
-    vocab = run.pipeline
-    out = []
-    for (ids, maps), picture in zip(decode_captions(run.model, images, beam_size=beam_size),
-                                    shown, strict=True):
-        words = vocab.decode(ids, strip_specials=False)  # one word per map, even <unk>
-        unknown = sum(i == vocab.unk_id for i in ids) / max(len(ids), 1)
-        out.append(CaptionPrediction("<array>", words, maps, picture, unknown,
-                                     input_size=run.model.config.image_size))
-    return out
+    vocab = run.pipeline   # one word per map, even <unk>
+    return [CaptionPrediction("<array>", vocab.decode(ids, strip_specials=False), maps, picture,
+                              sum(i == vocab.unk_id for i in ids) / max(len(ids), 1),
+                              input_size=run.model.config.image_size)
+            for (ids, maps), picture in zip(decode_captions(run.model, images,
+                                                            beam_size=beam_size),
+                                            shown, strict=True)]

@@ -1,6 +1,6 @@
 """``attnkit caption scene``: example images to caption, drawn like the synthetic training
 scenes (`attnkit.data.scenes.generate_scene`) with the caption each should get, at the side
-a model reads (a run's, `run_size`, or the default model's).
+a model reads (a run's, or the default model's).
 """
 
 from __future__ import annotations
@@ -49,21 +49,15 @@ def write_scenes(path: str | os.PathLike, *, count: int = 1, seed: int = 0,
     return written
 
 
-def run_size(run: str | os.PathLike) -> int:
-    """The image side a caption run reads (its ``model.json``); CheckpointError: not a run."""
+def _scene(values: dict[str, Any]) -> int:
     from attnkit.apps.caption.prepare import APP, read_model_config
     from attnkit.apps.run_files import read_config
-
-    read_config(run, APP)   # a run of another app: one line naming it
-    return read_model_config(Path(run)).image_size
-
-
-def _scene(values: dict[str, Any]) -> int:
     from attnkit.data.scenes import MAX_SIZE
 
     size = values["size"]
     if size is None and values.get("run"):
-        size = run_size(values["run"])
+        read_config(values["run"], APP)   # a run of another app: one line naming it
+        size = read_model_config(Path(values["run"])).image_size
         if size > MAX_SIZE:
             raise UsageError(f"{values['run']} reads {size}-pixel images; scenes are drawn up "
                              f"to {MAX_SIZE}: give --size (the model resizes them)")

@@ -42,16 +42,10 @@ def evaluation(loaded: SentimentLoaded, data: str | None, *, report: int = 0, sp
     metrics = {**accuracy(loaded.model, EncodedReviews(ids, lengths, labels)),
                "examples": len(reviews), "data": str(data), "split": split,
                "truncated": sum(r.dropped > 0 for r in reads)}
-    page = None
-    if report:
-        n = DEFAULT_EXAMPLES if report < 0 else report
-        shown: list[SentimentPrediction] = [
-            p for p in predictions(loaded, [r.text for r in reviews[:n]]) if not p.empty]
-        if shown:
-            page = SentimentPrediction.page(shown, {**loaded.summary(), **_shown(metrics)})
-    return Evaluation(metrics, page)
-
-
-def _shown(metrics: dict[str, Any]) -> dict[str, Any]:
-    return {"accuracy": f"{metrics['accuracy']:.4f}", "loss": f"{metrics['loss']:.4f}",
-            "reviews": f"{metrics['examples']:,}", "data": metrics["data"]}
+    n = DEFAULT_EXAMPLES if report < 0 else report
+    shown = [p for p in predictions(loaded, [r.text for r in reviews[:n]]) if not p.empty
+             ] if report else []
+    return Evaluation(metrics, SentimentPrediction.page(shown, {
+        **loaded.summary(), "accuracy": f"{metrics['accuracy']:.4f}",
+        "loss": f"{metrics['loss']:.4f}", "reviews": f"{len(reviews):,}",
+        "data": str(data)}) if shown else None)

@@ -1,7 +1,7 @@
 """``attnkit sentiment explain``: how faithful each explanation method is on reviews
 (`attnkit.explain.sentiment.faithfulness`), as a table and a JSON line naming the method to trust
 when the measurement allows one; written into ``RUN/faithfulness.json`` for the run's pages
-and API (`attnkit.apps.sentiment.trust`).
+and API (`attnkit.apps.sentiment.prediction.trusted`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import sys
 from typing import Any
 
 from attnkit.apps.presentation import Command
+from attnkit.apps.sentiment.prediction import FAITHFULNESS
 from attnkit.errors import UsageError
 from attnkit.explain.captum import explain_methods
+from attnkit.fileio import write_json
 from attnkit.settings import Option
 
 DEFAULT_LIMIT = 500
@@ -22,7 +24,6 @@ DEFAULT_LIMIT = 500
 def _explain(values: dict[str, Any]) -> int:
     from attnkit.apps.sentiment import load_run
     from attnkit.apps.sentiment.prepare import load_reviews
-    from attnkit.apps.sentiment.trust import write_table
     from attnkit.explain.sentiment import METHODS, faithfulness, format_table
 
     limit = values.get("limit") or DEFAULT_LIMIT
@@ -48,7 +49,7 @@ def _explain(values: dict[str, Any]) -> int:
     # Into the run: its pages and the API then open on the method measured most faithful. The
     # table is printed first: a run the user may not write (a shared one) loses no measurement.
     try:
-        written = write_table(loaded.path, table)
+        written = write_json(loaded.path / FAITHFULNESS, table)
     except OSError as exc:
         print(said, file=sys.stderr)
         print(f"attnkit: warning: could not store the table in {loaded.path} "

@@ -1,11 +1,14 @@
 """A review's sentiment and what the model read of it: what the sentiment app's ``predict``
 returns. Reviews are read, sorted by length and batched (no padding cost for short ones);
 weights are computed only when something shows them; a review with no word the model reads
-is marked ``empty`` instead of stopping the batch.
+is marked ``empty`` instead of stopping the batch. `trusted` says which explanation to show
+first, and why: the method measured most faithful on this run (``RUN/faithfulness.json`` of
+``attnkit sentiment explain``), else in docs/results.md (`attnkit.explain.trust`).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,10 +17,45 @@ import numpy as np
 
 from attnkit.apps.prediction import Prediction
 from attnkit.apps.sentiment.prepare import SentimentLoaded
-from attnkit.data.review_pipeline import CHUNK_CHARS, ReadReview, TextPipeline
+from attnkit.data.review_pipeline import CHUNK_CHARS, ReadReview
 from attnkit.errors import UsageError
 from attnkit.explain.captum import explain_methods
-from attnkit.explain.sentiment import METHODS, SIGNED, attribute
+from attnkit.explain.sentiment import (
+    COMPREHENSIVENESS,
+    MARGIN,
+    METHODS,
+    MIN_REVIEWS,
+    SIGNED,
+    attribute,
+    measured,
+    token_scores,
+)
+from attnkit.explain.trust import Measured, Trust, best_shown, measured_in_run
+
+FAITHFULNESS = "faithfulness.json"   # RUN/faithfulness.json: `sentiment explain`'s table
+# docs/results.md, "Faithfulness of the explanations": 500 IMDB test reviews, keras2018.
+DOCS_FIGURES = Measured(
+    {"attention": 0.249, "rollout": 0.247, "grad-input": 0.561, "integrated-gradients": 0.557},
+    COMPREHENSIVENESS, "docs/results.md, 500 IMDB reviews; `attnkit sentiment explain` "
+    "measures a run", random=0.040, count=500, margin=MARGIN, min_count=MIN_REVIEWS,
+    unit="reviews")
+
+
+def faithfulness_measured(table: dict) -> Measured | None:
+    """``sentiment explain``'s table as a `Measured`; None when it holds no method's score
+    (KeyError, TypeError, ValueError or AttributeError when out of shape)."""
+    found = measured(table, f"measured on this run by attnkit sentiment explain, "
+                     f"{table.get('reviews', '?')} reviews")
+    return found if found.scores else None
+
+
+def trusted(run: str | os.PathLike, carried: Sequence[str]) -> Trust:
+    """The method of ``carried`` to show first, by the run's ``faithfulness.json`` else
+    `DOCS_FIGURES`; an unreadable or non-finite table counts as none (one warning names it).
+    """
+    return best_shown(carried, measured_in_run(run, FAITHFULNESS, "the run's faithfulness "
+                                               "table", faithfulness_measured, DOCS_FIGURES),
+                      add="--explain")
 
 
 @dataclass
@@ -39,7 +77,7 @@ class SentimentPrediction(Prediction):
             (``"rollout"``: shares; gradients: signed), when asked (`attnkit.explain.sentiment`).
         shown: the method the shading, a figure and the page open on (the first of ``explain``,
             else attention).
-        why: how far this run lets one trust attention (`attnkit.apps.sentiment.trust`), or None.
+        why: how far this run lets one trust attention (`trusted`), or None.
     """
 
     text: str
@@ -84,8 +122,7 @@ class SentimentPrediction(Prediction):
         head = f"P(positive) = {self.prob:.4f}  ({self.label})"
         values, signed = self.contributions, True
         if self.shown != "attention" and self.explanations:
-            values = self.explanations[self.shown]
-            signed = self.shown in SIGNED
+            values, signed = self.explanations[self.shown], self.shown in SIGNED
             head += f"  [{self.shown}]"
         if values is None:
             return head
@@ -113,8 +150,7 @@ class SentimentPrediction(Prediction):
                              "weights not asked for)")
         fig = alignment_figure(self.weights[None, :], self.tokens, [self.label],
                                title=f"P(positive) = {self.prob:.3f}")
-        fig.axes[0].set_xlabel("token")
-        fig.axes[0].set_ylabel("")
+        fig.axes[0].set(xlabel="token", ylabel="")
         return fig
 
     @classmethod
@@ -126,16 +162,13 @@ class SentimentPrediction(Prediction):
         shown = [p for p in predictions if not p.empty and p.weights is not None]
         if not shown:
             raise UsageError("nothing to show on the page: no review with words the model reads")
-        reviews = []
-        for p in shown:
-            views = [TokenView("push towards positive / negative", p.contributions, signed=True),
-                     TokenView("share of the decision (pooling weight)", p.weights),
-                     *(TokenView(_VIEW_NAMES.get(m, m), v, signed=m in SIGNED, method=m)
-                       for m, v in (p.explanations or {}).items())]
-            # The page opens on its first view: the shown (trusted) method's.
-            views.sort(key=lambda v: v.method != p.shown)
-            reviews.append(Review(p.text, p.tokens, p.prob, spans=p.spans, views=views))
-        return sentiment_page(reviews, summary, note=shown[0].why)
+        # Each review opens on its first view: the shown (trusted) method's.
+        return sentiment_page([Review(p.text, p.tokens, p.prob, spans=p.spans, views=sorted([
+            TokenView("push towards positive / negative", p.contributions, signed=True),
+            TokenView("share of the decision (pooling weight)", p.weights),
+            *(TokenView(_VIEW_NAMES.get(m, m), v, signed=m in SIGNED, method=m)
+              for m, v in (p.explanations or {}).items())], key=lambda v: v.method != p.shown))
+            for p in shown], summary, note=shown[0].why)
 
 
 _VIEW_NAMES = {"rollout": "share of the decision, rolled out through every layer",
@@ -155,20 +188,18 @@ def predictions(loaded: SentimentLoaded, texts: Sequence[str], *, batch_size: in
     """
     if batch_size < 1:
         raise UsageError(f"batch size must be at least 1, got {batch_size}")
-    methods, why = explain_methods(explain, METHODS), None
-    if not methods and attention is not False:
-        # Read at each call, not at load: `sentiment explain` may store a new table while the
-        # run is served, and the next answer should say what it measured (a capped JSON read).
-        from attnkit.apps.sentiment.trust import trusted
-
-        why = trusted(loaded.path, ["attention"]).why
+    methods = explain_methods(explain, METHODS)
+    # Read at each call, not at load: `sentiment explain` may store a new table while the run
+    # is served, and the next answer should say what it measured (a capped JSON read).
+    why = trusted(loaded.path, ["attention"]).why if not methods and attention is not False \
+        else None
     reads: list[ReadReview | None] = []   # None: blank, or no token the model reads
     for i, text in enumerate(texts, 1):
         if not isinstance(text, str):
             raise UsageError(f"review {i} is not text: {type(text).__name__}")
         seen = loaded.pipeline.read(text) if text.strip() else None
         reads.append(seen if seen is not None and seen.tokens else None)
-    out: list[SentimentPrediction | None] = [None] * len(reads)
+    out = [SentimentPrediction(text, None, "empty", [], None, None, None, 0.0, 0) for text in texts]
     real = sorted((i for i, r in enumerate(reads) if r is not None),
                   key=lambda i: len(reads[i].tokens))
     for start in range(0, len(real), batch_size):
@@ -179,31 +210,24 @@ def predictions(loaded: SentimentLoaded, texts: Sequence[str], *, batch_size: in
                            strict=True):
             pred.why = why
             out[i] = pred
-    for i, text in enumerate(texts):
-        if out[i] is None:
-            out[i] = SentimentPrediction(text, None, "empty", [], None, None, None, 0.0, 0)
-    return out  # type: ignore[return-value]
+    return out
 
 
 def _batch(loaded: SentimentLoaded, texts: Sequence[str], reads: Sequence[ReadReview],
            weights: bool, methods: Sequence[str] = ()) -> list[SentimentPrediction]:
     """Predictions for reviews of similar length (each with at least one token), run on
     columns cut to the longest of them."""
+    from attnkit.viz import token_spans
+
     pipeline, model = loaded.pipeline, loaded.model
     # With masking a review's output does not depend on its padding, so the batch runs on
     # its longest review's columns; the 2018 mode attends to padding and needs all of them.
     keep = max(len(r.ids) for r in reads) if model.config.mask_padding else pipeline.maxlen
     ids, lengths = (t.to(loaded.device) for t in pipeline.pad(reads, keep))
-    if weights:
-        probs, scores, signed = attribute(model, ids, lengths)
-    else:
-        probs, scores, signed = model.predict_proba(ids, lengths), None, None
-    extra = {}
-    if methods:
-        from attnkit.explain.sentiment import token_scores
-
-        extra = {m: token_scores(model, ids, lengths, m).float().cpu() for m in methods
-                 if m != "attention"}
+    probs, scores, signed = (attribute(model, ids, lengths) if weights else
+                             (model.predict_proba(ids, lengths), None, None))
+    extra = {m: token_scores(model, ids, lengths, m).float().cpu() for m in methods
+             if m != "attention"}
     out = []
     for b, (text, seen) in enumerate(zip(texts, reads, strict=True)):
         real, prob = pipeline.tokens_in(len(seen.ids), keep), float(probs[b])
@@ -211,19 +235,10 @@ def _batch(loaded: SentimentLoaded, texts: Sequence[str], reads: Sequence[ReadRe
             text, prob, "positive" if prob >= 0.5 else "negative", seen.tokens,
             None if scores is None else scores[b, real].float().cpu().numpy(),
             None if signed is None else signed[b, real].float().cpu().numpy(),
-            _spans(pipeline, text, seen), seen.unknown_share, seen.dropped,
+            # Where each kept token sits in the review (pre-truncation kept the last ones).
+            None if len(text) > CHUNK_CHARS else token_spans(
+                text, seen.tokens, from_end=seen.dropped > 0 and pipeline.truncating == "pre"),
+            seen.unknown_share, seen.dropped,
             {m: v[b, real].numpy() for m, v in extra.items()} or None,
             methods[0] if methods else "attention"))
     return out
-
-
-def _spans(pipeline: TextPipeline, text: str,
-           seen: ReadReview) -> list[tuple[int, int] | None] | None:
-    """Where each kept token sits in the review as written (None for a review too long to
-    search); pre-truncation kept the last tokens, so they are matched from the end."""
-    from attnkit.viz import token_spans
-
-    if len(text) > CHUNK_CHARS:
-        return None
-    return token_spans(text, seen.tokens,
-                       from_end=seen.dropped > 0 and pipeline.truncating == "pre")

@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from attnkit.apps.base import App, Evaluation, TinyRun, stderr_log
-from attnkit.apps.translate import ct2, evaluation, streaming, training
+from attnkit.apps.translate import ct2, engines, evaluation, streaming, training
 from attnkit.apps.translate import prepare as preparation
 from attnkit.apps.translate.align_command import ALIGN_COMMANDS
 from attnkit.apps.translate.engines import COMPILE_COMMAND, COMPILE_MODES, TranslateLoaded
 from attnkit.apps.translate.evaluation import format_table
 from attnkit.apps.translate.explain import EXPLAIN, add_alignments, add_explanations
 from attnkit.apps.translate.page import note_trust
-from attnkit.apps.translate.paragraphs import translate_texts
 from attnkit.apps.translate.pipeline import (
     RNN_MAX_SOURCE,
     SUBWORD_FILE,
@@ -144,9 +143,9 @@ class TranslateApp(App, configure=TranslateSettings.configure, prepare=preparati
         if (attention or methods or alignments) and not engine.has_attention:
             raise UsageError(engine.no_attention)
         _unk_note(engine, unk_replace)
-        preds = translate_texts(engine, inputs, split=split, beam=beam, alpha=alpha,
-                                unk_replace=unk_replace, batch_size=batch_size,
-                                attention=attention or bool(methods) or alignments)
+        preds = engines.translate_texts(engine, inputs, split=split, beam=beam, alpha=alpha,
+                                        unk_replace=unk_replace, batch_size=batch_size,
+                                        attention=attention or bool(methods) or alignments)
         sentences = [q for p in preds for q in p.sentences or [p]]
         if methods:
             add_explanations(loaded, sentences, methods)
@@ -207,6 +206,6 @@ train, load_run, evaluate, predict = APP.train, APP.load, APP.evaluate, APP.pred
 def export_run(run: str | os.PathLike | TranslateLoaded, out: str | os.PathLike, *,
                quantization: str = "int8") -> Path:
     """Export a Transformer run to a self-contained CTranslate2 folder
-    (`attnkit.apps.translate.ct2.export_run`)."""
-    return ct2.export_run(APP._loaded(run, device=None, engine=None), out,
-                          quantization=quantization)
+    (`attnkit.apps.translate.ct2.write_export`)."""
+    return ct2.write_export(APP._loaded(run, device=None, engine=None), out,
+                            quantization=quantization)

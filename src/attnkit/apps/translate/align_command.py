@@ -12,6 +12,7 @@ from attnkit.apps.presentation import Command
 from attnkit.errors import UsageError
 from attnkit.fileio import read_lines
 from attnkit.settings import Option
+from attnkit.training.signals import interruptible
 
 _KINDS = ("eflomal", "attention", "head", "grad-input", "integrated-gradients")
 
@@ -30,8 +31,7 @@ def method_from(values: dict[str, Any]):
     from attnkit.alignment.aligner import Method
 
     kind = values.get("method")
-    layer, head = _position(values.get("layer"), "--layer"), _position(values.get("head"),
-                                                                       "--head")
+    layer, head = _position(values.get("layer"), "--layer"), _position(values.get("head"), "--head")
     if kind is None and layer is None and head is None and values.get("shift") is None:
         return None
     if kind not in (None, "attention") and (layer is not None or head is not None):
@@ -41,16 +41,10 @@ def method_from(values: dict[str, Any]):
                   "avg" if head is None else head, bool(values.get("shift")))
 
 
+# SIGTERM as Ctrl-C: unwinds, so that eflomal's files in the temporary folder go with it
+# (killed outright, they would stay).
+@interruptible()
 def _align(values: dict[str, Any]) -> int:
-    from attnkit.training.signals import interruptible
-
-    # SIGTERM as Ctrl-C: unwinds, so that the adaptation's eflomal files in the temporary
-    # folder go with it (killed outright, they would stay).
-    with interruptible():
-        return _align_pairs(values)
-
-
-def _align_pairs(values: dict[str, Any]) -> int:
     from attnkit.alignment.aligner import check_pairs, unknown_shares
     from attnkit.alignment.links import alignment_scores, format_pharaoh, read_gold
     from attnkit.apps.outputs import ALIGNMENTS, output_file, write_output
@@ -63,9 +57,8 @@ def _align_pairs(values: dict[str, Any]) -> int:
                                    read_lines(values["target"], "target file"),
                                    names=(f"the source file {values['source']}",
                                           f"the target file {values['target']}"))
-    gold = None
-    if values.get("gold"):
-        gold = read_gold(values["gold"], [len(s) for s in sources], [len(t) for t in targets])
+    gold = read_gold(values["gold"], [len(s) for s in sources], [len(t) for t in targets]
+                     ) if values.get("gold") else None
     loaded = load_run(values["run"], device=values.get("device") or "cpu")
     normalize = values.get("normalize", True) is not False
     result = align_pairs(
@@ -101,14 +94,13 @@ def _align_pairs(values: dict[str, Any]) -> int:
     return 0
 
 
+@interruptible()   # as `_align`: eflomal's temporary files go on a signal
 def _align_train(values: dict[str, Any]) -> int:
     from attnkit.apps.translate.alignment import train_aligner
-    from attnkit.training.signals import interruptible
 
-    with interruptible():   # as `_align`: eflomal's temporary files go on a signal
-        folder = train_aligner(values["run"], data=values.get("data"), pairs=values["pairs"],
-                               minutes=values["max_minutes"], layer=values["layer"],
-                               seed=values["seed"])
+    folder = train_aligner(values["run"], data=values.get("data"), pairs=values["pairs"],
+                           minutes=values["max_minutes"], layer=values["layer"],
+                           seed=values["seed"])
     print(f"wrote {folder}: the run's trained aligner; `attnkit translate align --run "
           f"{values['run']}` now uses it")
     return 0

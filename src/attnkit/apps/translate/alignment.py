@@ -38,8 +38,7 @@ from attnkit.fileio import atomic_write_bytes
 from attnkit.models.alignment_head import AlignmentHead
 from attnkit.models.config import TransformerConfig
 
-__all__ = ["AlignResult", "Method", "align_pairs", "check_pairs", "load_head",
-           "train_aligner"]
+__all__ = ["AlignResult", "Method", "align_pairs", "check_pairs", "load_head", "train_aligner"]
 
 FOLDER = "alignment"   # RUN/alignment: the run's trained aligner
 # The raw pairs the aligner learnt from, kept in the run for its adaptation: at most

@@ -1,4 +1,4 @@
-"""The translate app on CTranslate2: export a Transformer run (`export_run`, declared for the
+"""The translate app on CTranslate2: export a Transformer run (`write_export`, declared for the
 CLI as ``EXPORT_COMMAND``), translate with the export (`CTranslate2Engine`).
 
 The export folder is usable on its own: CTranslate2's model and vocabularies, the run's
@@ -19,14 +19,8 @@ import torch
 
 from attnkit.apps.outputs import EXPORT, check_outside_runs, writing
 from attnkit.apps.presentation import Command
-from attnkit.apps.run_files import FORMAT, read_vocab
-from attnkit.apps.translate.engines import (
-    TranslateLoaded,
-    check_decoding,
-    reading,
-    special_ids,
-    summary_of,
-)
+from attnkit.apps.run_files import FORMAT
+from attnkit.apps.translate.engines import TranslateLoaded, check_decoding, special_ids, summary_of
 from attnkit.apps.translate.pipeline import (
     APP,
     SUBWORD_FILE,
@@ -34,11 +28,11 @@ from attnkit.apps.translate.pipeline import (
     WORDS_FILE,
     TranslatePipeline,
     encode_source,
-    run_codec,
+    reading,
     run_model_config,
+    run_pipeline,
 )
 from attnkit.apps.translate.prediction import TranslationPrediction
-from attnkit.ct2_export.manifest import check_ct2_vocabulary, check_manifest
 from attnkit.data.text_codec import TGT_LANG
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.fileio import read_json_object
@@ -66,8 +60,8 @@ class CTranslate2Engine:
     def translate(self, sentences: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
                   unk_replace: bool = True, batch_size: int | None = None,
                   attention: bool | str = False) -> list[TranslationPrediction]:
-        """See `attnkit.apps.translate.engines.Engine.translate` (no attention, so ``unk_replace``
-        does nothing). UsageError: an empty sentence, a beam or batch size below 1, attention.
+        """As `attnkit.apps.translate.engines.AttnkitEngine.translate`, without attention (so
+        ``unk_replace`` does nothing). UsageError: also attention asked for.
         """
         from attnkit.ct2_export.ctranslate2 import translate_tokens
 
@@ -79,21 +73,16 @@ class CTranslate2Engine:
         outs = translate_tokens(self.translator, [tokens for tokens, _, _ in encoded],
                                 beam=beam, length_penalty=alpha if beam > 1 else None,
                                 batch_size=batch_size)
-        v = p.tgt_vocab
         # attnkit drops special tokens a model emits inside a sentence; so does this engine.
-        specials = {v.itos[i] for i in special_ids(v)}
-        preds = []
-        for source, (tokens, ids, cut), out in zip(sentences, encoded, outs, strict=True):
-            words = [w for w in out.tokens if w not in specials]
-            preds.append(TranslationPrediction(source, tokens, words,
-                                               p.codec.decode(words, TGT_LANG), None,
-                                               out.score, truncated=cut,
-                                               **reading(p, tokens, ids)))
-        return preds
+        specials = {p.tgt_vocab.itos[i] for i in special_ids(p.tgt_vocab)}
+        return [TranslationPrediction(source, tokens, words, p.codec.decode(words, TGT_LANG), None,
+                                      out.score, truncated=cut, **reading(p, tokens, ids))
+                for source, (tokens, ids, cut), out in zip(sentences, encoded, outs, strict=True)
+                for words in [[w for w in out.tokens if w not in specials]]]
 
 
-def export_run(loaded: TranslateLoaded, out: str | os.PathLike, *,
-               quantization: str = "int8") -> Path:
+def write_export(loaded: TranslateLoaded, out: str | os.PathLike, *,
+                 quantization: str = "int8") -> Path:
     """Export a loaded Transformer ``--subword`` run to a self-contained CTranslate2 folder ``out``
     (it may exist if empty; it appears complete or not at all); returns ``out`` as a Path.
     UsageError: an RNN run, a word run, a non-empty or unwritable ``out``, an unknown
@@ -122,20 +111,6 @@ def export_run(loaded: TranslateLoaded, out: str | os.PathLike, *,
         target, quantization=quantization, files=files))
 
 
-def _export_config(path: Path) -> dict[str, Any]:
-    if not (path / "model.bin").is_file():
-        hint = (_training_run_hint(path)
-                if (path / "best.safetensors").is_file() or (path / "last").is_dir()
-                else "not an exported CTranslate2 model (model.bin is missing)")
-        raise CheckpointError(f"{path}: {hint}")
-    config = read_json_object(path / EXPORT_FILE, "the export's settings", root=path)
-    if config.get("app") != APP or config.get("engine") != ENGINE:
-        raise CheckpointError(f"{path / EXPORT_FILE}: not a translate CTranslate2 export")
-    if not isinstance(config.get("max_source"), int) or not isinstance(config.get("data"), dict):
-        raise CheckpointError(f"{path / EXPORT_FILE}: no max_source or data settings")
-    return config
-
-
 def _training_run_hint(path: Path) -> str:
     """What to do with a training run given to the CTranslate2 engine: export it, unless the
     export would refuse it (then: use attnkit's engine), so the hint never leads to a refusal."""
@@ -148,33 +123,35 @@ def _training_run_hint(path: Path) -> str:
                       and isinstance(run_model_config(path, config), TransformerConfig))
     except AttnkitError:
         exportable = True   # the export names what is wrong with the run
-    if exportable:
-        return "a training run: export it first (attnkit translate export RUN OUT)"
-    return ("a training run that CTranslate2 cannot run (it takes Transformers trained with "
-            "--subword): use it without --engine ctranslate2")
+    return ("a training run: export it first (attnkit translate export RUN OUT)" if exportable
+            else "a training run that CTranslate2 cannot run (it takes Transformers trained "
+            "with --subword): use it without --engine ctranslate2")
 
 
 def load_exported(path: str | os.PathLike, *, device: str = "cpu") -> TranslateLoaded:
-    """A folder written by `export_run`, checked (manifest, vocabulary) and ready to translate on
+    """A folder written by `write_export`, checked (its manifest) and ready to translate on
     torch's thread count. CheckpointError: not such a folder (a training run says to export it
-    first), a changed file, a vocabulary not the model's. UsageError: a device CTranslate2 does
-    not take; CTranslate2 not installed.
+    first), a changed file. UsageError: a device CTranslate2 does not take; CTranslate2 not
+    installed.
     """
-    from attnkit.ct2_export.ctranslate2 import load_translator, require_ctranslate2
+    from attnkit.ct2_export.ctranslate2 import check_manifest, load_translator, require_ctranslate2
 
     path = Path(path)
     if device not in DEVICES:
         raise UsageError(f"--device for the CTranslate2 engine: one of {', '.join(DEVICES)}; "
                          f"got {device!r}")
     require_ctranslate2()
-    config = _export_config(path)
+    if not (path / "model.bin").is_file():
+        hint = (_training_run_hint(path)
+                if (path / "best.safetensors").is_file() or (path / "last").is_dir()
+                else "not an exported CTranslate2 model (model.bin is missing)")
+        raise CheckpointError(f"{path}: {hint}")
+    config = read_json_object(path / EXPORT_FILE, "the export's settings", root=path)
+    if config.get("app") != APP or config.get("engine") != ENGINE:
+        raise CheckpointError(f"{path / EXPORT_FILE}: not a translate CTranslate2 export")
     check_manifest(path)
     model_config = run_model_config(path, config)
-    src, tgt = (read_vocab(path, VOCAB_FILES[side]) for side in ("src", "tgt"))
-    check_ct2_vocabulary(path, src.itos, tgt.itos, model_config)
-    known = read_vocab(path, WORDS_FILE) if os.path.lexists(path / WORDS_FILE) else None
-    pipeline = TranslatePipeline(run_codec(path, {"options": {"subword": True}}), src, tgt,
-                                 config["max_source"], known)
+    pipeline = run_pipeline(path, config, model_config)
     try:
         translator = load_translator(path, threads=torch.get_num_threads(), device=device)
     except (RuntimeError, ValueError, IndexError, KeyError, OSError, EOFError) as exc:

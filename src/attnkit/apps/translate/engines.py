@@ -1,11 +1,14 @@
-"""The engines that translate: one small protocol (`Engine`), attnkit's own decoding behind it
-(`AttnkitEngine`), and a translate run loaded with its engine (`TranslateLoaded`).
+"""The engines that translate: attnkit's own decoding (`AttnkitEngine`), and a translate run
+loaded with its engine (`TranslateLoaded`).
 
-`evaluate` and `predict` only call `Engine.translate` and read `Engine.has_attention`.
+`evaluate` and `predict` only call an engine's ``translate`` and read its ``has_attention``.
 `AttnkitEngine` decodes with `attnkit.decoding.decode_many` and computes attention only when
 something shows it (else the fused or compiled kernels run, `COMPILE_MODES`); ``<unk>``
 replacement takes its rows from one forced pass over the outputs that hold one.
-`attnkit.apps.translate.ct2.CTranslate2Engine` runs an exported model.
+`attnkit.apps.translate.ct2.CTranslate2Engine` runs an exported model. `translate_texts`
+cuts each text into sentences (`attnkit.data.sentences`), translates them all as one batch and
+joins each text's translations with its own breaks, as ``predict``, ``eval`` of a raw pairs
+file and ``serve`` do (docs/guide/translate.md).
 """
 
 from __future__ import annotations
@@ -15,16 +18,18 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from torch import nn
+import numpy as np
+from torch import Tensor, nn
 
 from attnkit.apps.presentation import Command
 from attnkit.apps.results import Loaded, Log, stderr_log
-from attnkit.apps.translate.pipeline import TranslatePipeline, encode_source, unknown_words
+from attnkit.apps.translate.pipeline import TranslatePipeline, encode_source, reading
 from attnkit.apps.translate.prediction import TranslationPrediction
 from attnkit.compiler import Packages, weights_digest
-from attnkit.data.text_codec import TGT_LANG
+from attnkit.data.sentences import Sentences, per_sentence, readable_sentences
+from attnkit.data.text_codec import SRC_LANG, TGT_LANG
 from attnkit.data.vocab import UNK, Vocab
 from attnkit.decoding import Hypothesis, decode_many, replace_unk
 from attnkit.decoding.forced import forced_decode
@@ -41,48 +46,20 @@ COMPILE_MODES = ("auto", "on", "off")
 AUTO_MIN_SENTENCES = 64
 
 
-class Engine(Protocol):
-    """What translates a batch of sentences: its ``name`` (in the metrics), the run's
-    ``pipeline``, whether it ``has_attention`` (``no_attention`` says why not) and whether it
-    ``streams`` token by token.
-    """
-
-    name: str
-    pipeline: TranslatePipeline
-    has_attention: bool
-    no_attention: str
-    streams: bool
-
-    def translate(self, sentences: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
-                  unk_replace: bool = True, batch_size: int | None = None,
-                  attention: bool | str = False) -> list[TranslationPrediction]:
-        """Translate ``sentences`` in order; ``attention``: False, True (each prediction's
-        ``weights``) or ``"all"`` (also a Transformer's every layer and head)."""
-        ...
-
-
 @dataclass
 class TranslateLoaded(Loaded[nn.Module | None, TranslatePipeline]):
-    """A translate run, loaded (`attnkit.apps.results.Loaded`) with the engine that runs it:
-    ``model`` is None for an exported folder, which only its engine (CTranslate2) runs."""
+    """A translate run, loaded (`attnkit.apps.results.Loaded`) with the engine that runs it
+    (`AttnkitEngine`; for an exported folder, whose ``model`` is None, `CTranslate2Engine`).
+    An engine has a ``name`` (in the metrics), the run's ``pipeline``, ``has_attention``
+    (``no_attention`` says why not), ``streams`` (token by token) and ``translate``."""
 
-    engine: Engine | None = None
+    engine: Any = None
 
 
 def special_ids(vocab: Vocab) -> set[int]:
     """The ids an output drops wherever a model emits them: padding, begin and end of
     sentence (both engines drop them inside a sentence too)."""
     return {vocab.pad_id, vocab.bos_id, vocab.eos_id}
-
-
-def reading(pipeline: TranslatePipeline, tokens: Sequence[str],
-            ids: Sequence[int]) -> dict[str, Any]:
-    """A `TranslationPrediction`'s fields on what the run read of its source: its words, those
-    it cannot read (`unknown_words`), whether the tokens are subword pieces.
-    """
-    count, unknown = unknown_words(pipeline, tokens, ids)
-    return {"unknown": len(unknown) / count if count else 0.0, "unknown_words": unknown,
-            "word_count": count, "subword": pipeline.codec.subword is not None}
 
 
 def check_decoding(beam: int, batch_size: int | None) -> None:
@@ -162,8 +139,10 @@ class AttnkitEngine:
     def translate(self, sentences: Sequence[str], *, beam: int = 1, alpha: float = 0.6,
                   unk_replace: bool = True, batch_size: int | None = None,
                   attention: bool | str = False) -> list[TranslationPrediction]:
-        """See `Engine.translate`; ``unk_replace`` replaces an output ``<unk>`` by the most
-        attended source token. UsageError: an empty sentence, a beam or batch size below 1.
+        """Translate ``sentences`` in order; ``attention``: False, True (each prediction's
+        ``weights``) or ``"all"`` (also a Transformer's every layer and head); ``unk_replace``
+        replaces an output ``<unk>`` by the most attended source token. UsageError: an empty
+        sentence, a beam or batch size below 1.
         """
         check_decoding(beam, batch_size)
         encoded, attention = self.read(sentences, attention)
@@ -191,8 +170,6 @@ class AttnkitEngine:
         unk = self.pipeline.tgt_vocab.unk_id
         todo = [i for i, h in enumerate(hyps) if unk in h.tokens]
         out = list(hyps)
-        if not todo:
-            return out
         forced = forced_decode(self.model, [encoded[i][1] for i in todo],
                                [hyps[i].tokens for i in todo], logprobs=False)
         for i, f in zip(todo, forced, strict=True):
@@ -200,30 +177,35 @@ class AttnkitEngine:
             out[i] = dataclasses.replace(hyps[i], attention=rows)
         return out
 
+    def output(self, hyp: Hypothesis, source_tokens: Sequence[str], unk_replace: bool
+               ) -> tuple[list[str], Tensor | None, np.ndarray | None]:
+        """A hypothesis's output tokens, special ones dropped with their rows (``<unk>`` replaced
+        when asked), its rows ``[T, S]`` (a Transformer's last layer, mean over heads) and
+        ``[layers, heads, T, S]`` with every layer (None when it has none)."""
+        v = self.pipeline.tgt_vocab
+        skip = special_ids(v)   # dropped with their rows, so that rows stay aligned
+        kept = [k for k, i in enumerate(hyp.tokens) if i not in skip]
+        words, attn, layers = [v.itos[hyp.tokens[k]] for k in kept], None, None
+        if hyp.attention is not None:
+            attn = hyp.attention[kept].float()   # [T, S] or [T, layers, heads, S]
+            if attn.dim() == 4:
+                layers = attn.permute(1, 2, 0, 3).numpy()
+                attn = attn[:, -1].mean(dim=1)
+        return (replace_unk(words, attn, source_tokens, unk=UNK) if unk_replace else words,
+                attn, layers)
+
     def prediction(self, source: str, encoded: tuple[list[str], list[int], int],
                    hyp: Hypothesis, unk_replace: bool, keep: bool) -> TranslationPrediction:
-        """The `TranslationPrediction` of one decoded hypothesis: special tokens dropped with
-        their rows, ``<unk>`` replaced when asked, the attention kept when ``keep``."""
+        """The `TranslationPrediction` of one decoded hypothesis (`output`), the attention kept
+        when ``keep``."""
         tokens, ids, cut = encoded
-        p, v = self.pipeline, self.pipeline.tgt_vocab
-        skip = special_ids(v)
-        # Drop stray specials together with their attention rows, so rows stay aligned.
-        kept = [k for k, i in enumerate(hyp.tokens) if i not in skip]
-        words = [v.itos[hyp.tokens[k]] for k in kept]
-        attn, layers = None, None
-        if hyp.attention is not None:
-            rows = hyp.attention[kept].float()   # [T, S] or [T, layers, heads, S]
-            if rows.dim() == 4:
-                layers = rows.permute(1, 2, 0, 3).numpy()
-                rows = rows[:, -1].mean(dim=1)   # the last layer, averaged over heads
-            attn = rows
-        if unk_replace:
-            words = replace_unk(words, attn, tokens, unk=UNK)
-        weights = None if attn is None or not keep else attn.numpy()
-        return TranslationPrediction(source, tokens, words, p.codec.decode(words, TGT_LANG),
-                                     weights, float(hyp.score), truncated=cut,
+        words, attn, layers = self.output(hyp, tokens, unk_replace)
+        return TranslationPrediction(source, tokens, words,
+                                     self.pipeline.codec.decode(words, TGT_LANG),
+                                     None if attn is None or not keep else attn.numpy(),
+                                     float(hyp.score), truncated=cut,
                                      layer_weights=layers if keep else None,
-                                     **reading(p, tokens, ids))
+                                     **reading(self.pipeline, tokens, ids))
 
 
 def summary_of(config: Any) -> str:
@@ -239,14 +221,13 @@ def _compile(values: dict[str, Any]) -> int:
     from attnkit.apps.translate import load_run
 
     loaded = load_run(values["run"], device=values.get("device") or "cpu", compile="on")
-    engine = loaded.engine
     if not isinstance(loaded.model.config, TransformerConfig):
         raise UsageError(f"{values['run']}: an RNN run; compiled decoding is for Transformer "
                          "runs (train with --arch transformer)")
-    if not engine.compile():
+    if not loaded.engine.compile():
         return 1
     print(f"compiled: {values['run']} decodes compiled on this machine "
-          f"({engine.packages().folder})")
+          f"({loaded.engine.packages().folder})")
     return 0
 
 
@@ -255,3 +236,29 @@ COMPILE_COMMAND = Command(
     "(kept in the user's cache; eval, predict and serve then start compiled)",
     (Option("run", str, "the translate run folder", metavar="RUN"),),
     _compile, ("attnkit translate compile runs/fr",), runtime=True)
+
+
+def translate_texts(engine: Any, texts: Sequence[str], *, split: bool = True,
+                    **decoding: Any) -> list[TranslationPrediction]:
+    """Translate ``texts`` (``split=False``: each is one sentence), one prediction per text, its
+    ``sentences`` holding each sentence's own; ``**decoding``: `AttnkitEngine.translate`'s options.
+    UsageError: a text without any token the model reads (named), a bad beam or batch size.
+    """
+    if not split:
+        return engine.translate(texts, **decoding)
+    cuts = [text_sentences(engine, text, i) for i, text in enumerate(texts, 1)]
+    return per_sentence(texts, cuts, lambda flat: engine.translate(flat, **decoding),
+                        lambda text, parts, cut: TranslationPrediction.paragraph(
+                            text, parts, cut.join([p.text for p in parts])))
+
+
+def text_sentences(engine: Any, text: str, index: int) -> Sentences | None:
+    """``text``'s sentences that hold a token the model reads, or None when there is only one
+    (also what `streaming.stream_texts` decodes). UsageError: no token (``index`` names it).
+    """
+    codec = engine.pipeline.codec
+    found = readable_sentences(text, SRC_LANG,
+                               lambda s: bool(codec.encode_capped(s, SRC_LANG, 1)[0]))
+    if found is None:
+        encode_source(engine.pipeline, text, index)   # an empty text: its one-line error
+    return found

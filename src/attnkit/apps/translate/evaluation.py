@@ -1,7 +1,6 @@
 """Scoring a translation run: sacrebleu corpus BLEU (cased, 13a) and chrF of free-running
-decoding, by any engine. Adjacent lines with one English sentence are the references of one
-source; ``single_ref`` scores each line alone (`attnkit.bleu.translation_scores`);
-`format_table` is what ``eval`` prints.
+decoding, by any engine (adjacent lines with one English sentence are the references of one
+source); `format_table` is what ``eval`` prints.
 """
 
 from __future__ import annotations
@@ -10,9 +9,8 @@ import time
 from typing import Any
 
 from attnkit.apps.results import Evaluation, Log, quiet
-from attnkit.apps.translate.engines import TranslateLoaded
-from attnkit.apps.translate.page import note_trust, report_page
-from attnkit.apps.translate.paragraphs import translate_texts
+from attnkit.apps.translate.engines import TranslateLoaded, translate_texts
+from attnkit.apps.translate.page import note_trust, predictions_page
 from attnkit.apps.translate.prediction import most_reordered
 from attnkit.apps.translate.settings import TranslateSettings
 from attnkit.bleu import translation_scores
@@ -21,31 +19,17 @@ from attnkit.data.text_codec import SRC_LANG, word_count
 from attnkit.data.translation_splits import NAMED, eval_pairs
 from attnkit.errors import DataError, UsageError
 
-DEFAULT_EXAMPLES = TranslateSettings.examples
-
 
 def evaluation(loaded: TranslateLoaded, data: str | None, *, report: int = 0, beam: int = 1,
                alpha: float = 0.6, unk_replace: bool = True, batch_size: int | None = None,
                strict: bool = False, split: bool = True, log: Log = quiet) -> Evaluation:
     """BLEU/chrF of a loaded run on ``data`` (None: the run's own test split;
-    `attnkit.data.translation_splits.eval_pairs`).
-
-    Args:
-        report: examples on the report page (0: none; -1: the default, 10), decoded again with
-            every layer's and head's attention.
-        beam, alpha, unk_replace, batch_size: as `TranslateApp.predictions`.
-        strict: a malformed data line is an error; log: where notes on skipped lines go.
-        split: cut each source of a raw ``data`` file or folder into sentences
-            (`attnkit.apps.translate.paragraphs`); named corpora are read as they are.
-
-    Returns:
-        `Evaluation` with ``{"bleu", "chrf", "counts", "signature", "by_length", "single_ref",
-        "sentences", "references", "beam", "alpha", "decode_seconds", "sentences_per_s",
-        "unk_replace", "engine", "max_source_tokens", "truncated", "unknown"}`` (and
-        ``"quantization"`` for CTranslate2).
-
-    Raises:
-        UsageError: a report for a model without attention or for the CTranslate2 engine.
+    `attnkit.data.translation_splits.eval_pairs`), with ``report`` examples (-1: the default)
+    on the report page, decoded again with every layer's and head's attention. ``beam``,
+    ``alpha``, ``unk_replace``, ``batch_size``: as `TranslateApp.predictions`; ``strict``: a
+    malformed line is an error (else a note on ``log``); ``split``: cut each source of a raw
+    ``data`` file or folder into sentences (named corpora are read as they are). UsageError: a
+    report for a model without attention or for the CTranslate2 engine.
     """
     engine = loaded.engine
     if report and not engine.has_attention:
@@ -55,9 +39,9 @@ def evaluation(loaded: TranslateLoaded, data: str | None, *, report: int = 0, be
         raise DataError("nothing to evaluate: no sentence pairs")
     sources, refs = [en for en, _ in groups], [r for _, r in groups]   # each source once
     split = split and data not in (None, loaded.config["data"].get("kind"), *NAMED)
+    decoding = {"split": split, "beam": beam, "alpha": alpha, "unk_replace": unk_replace}
     start = time.perf_counter()
-    preds = translate_texts(engine, sources, split=split, beam=beam, alpha=alpha,
-                            unk_replace=unk_replace, batch_size=batch_size)
+    preds = translate_texts(engine, sources, batch_size=batch_size, **decoding)
     seconds = time.perf_counter() - start
     # Lengths in words (not subword pieces), so runs with different tokenizers compare.
     metrics = translation_scores([p.text for p in preds], refs,
@@ -72,14 +56,18 @@ def evaluation(loaded: TranslateLoaded, data: str | None, *, report: int = 0, be
                     "unknown": round(sum(p.unknown for p in preds) / len(preds), 4)})
     if "quantization" in loaded.config:
         metrics["quantization"] = loaded.config["quantization"]
-    page = None
-    if report:
-        n = DEFAULT_EXAMPLES if report < 0 else report
-        shown = translate_texts(engine, [p.source for p in preds[:n]], split=split, beam=beam,
-                                alpha=alpha, unk_replace=unk_replace, attention="all")
-        note_trust(shown, loaded.model.config)
-        page = report_page(metrics, shown, refs[:n], loaded.summary())
+    n = TranslateSettings.examples if report < 0 else report
+    page = _report(loaded, [p.source for p in preds[:n]], refs[:n], metrics,
+                   **decoding) if report else None
     return Evaluation(metrics, page)
+
+
+def _report(loaded: TranslateLoaded, sources: list[str], refs: list[list[str]],
+            metrics: dict[str, Any], **decoding: Any) -> str:
+    """The report page: ``sources`` translated again with every layer's and head's attention."""
+    shown = translate_texts(loaded.engine, sources, attention="all", **decoding)
+    note_trust(shown, loaded.model.config)
+    return predictions_page(shown, loaded.summary(), references=refs, metrics=metrics)
 
 
 def format_table(metrics: dict[str, Any]) -> str:
@@ -135,8 +123,6 @@ def after_training(loaded: TranslateLoaded, metrics: dict[str, Any], log: Log) -
     if not any(p.tokens for p in preds[:n]):
         log(f"no report.html: no example to show (--examples {n}, or empty translations)")
         return
-    shown_all = translate_texts(engine, sources[:n], attention="all")
-    note_trust(shown_all, loaded.model.config)
-    write_output(loaded.path / "report.html", PAGE,
-                 report_page(metrics, shown_all, refs[:n], loaded.summary()), run=loaded.path)
+    write_output(loaded.path / "report.html", PAGE, _report(loaded, sources[:n], refs[:n], metrics),
+                 run=loaded.path)
     log(f"report: {loaded.path / 'report.html'}")

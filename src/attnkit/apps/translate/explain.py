@@ -21,22 +21,15 @@ def add_explanations(loaded: TranslateLoaded, predictions: Sequence[TranslationP
     from attnkit.decoding.forced import forced_decode
 
     extra = [m for m in methods if m != "attention"]
-    if not extra:
-        return
     p_src, p_tgt = loaded.pipeline.src_vocab, loaded.pipeline.tgt_vocab
     for p in predictions:
         if not p.tokens:
             continue
         src_ids, tgt_ids = p_src.encode(p.source_tokens), p_tgt.encode(p.tokens)
-        found = {}
-        for method in extra:
-            if method == "rollout":
-                forced = forced_decode(loaded.model, [src_ids], [tgt_ids])[0]
-                rows = rollout_rows(forced, False, len(tgt_ids))
-            else:
-                rows = attribution_rows(loaded.model, src_ids, tgt_ids, method)
-            found[method] = rows.numpy()
-        p.explanations = found
+        p.explanations = {m: (rollout_rows(forced_decode(loaded.model, [src_ids], [tgt_ids])[0],
+                                           False, len(tgt_ids)) if m == "rollout" else
+                              attribution_rows(loaded.model, src_ids, tgt_ids, m)).numpy()
+                          for m in extra}
 
 
 def add_alignments(loaded: TranslateLoaded, predictions: Sequence[TranslationPrediction]) -> None:
@@ -54,8 +47,7 @@ def add_alignments(loaded: TranslateLoaded, predictions: Sequence[TranslationPre
                          [p.text.split() for p in shown], adapt=False, normalize=False,
                          model_only=True, log=lambda _: None)
     for p, links, pair in zip(shown, result.links, result.pairs, strict=True):
-        p.alignment = sorted(links)
-        p.alignment_method = result.method
+        p.alignment, p.alignment_method = sorted(links), result.method
         same = (pair.src_ids == loaded.pipeline.src_vocab.encode(p.source_tokens)
                 and pair.tgt_ids == loaded.pipeline.tgt_vocab.encode(p.tokens))
         p.piece_links = sorted({(q, r) for i, j in links

@@ -1,7 +1,7 @@
-"""The translate app's HTML pages: `explorer_page` turns `TranslationPrediction` s into
+"""The translate app's HTML pages: `predictions_page` turns `TranslationPrediction` s into
 `attnkit.viz.translation_page` examples (every layer and head of a Transformer when the
-predictions carry ``layer_weights``, else ``[T_tgt, T_src]``); `report_page` adds a scored
-run's references and metrics (``eval --report``, a run's ``report.html``).
+predictions carry ``layer_weights``, else ``[T_tgt, T_src]``), with a scored run's references
+and metrics for ``eval --report`` and a run's ``report.html``.
 """
 
 from __future__ import annotations
@@ -53,42 +53,16 @@ def note_trust(predictions: Sequence[TranslationPrediction], model_config: Any) 
 TranslationPrediction = Any
 
 
-def _example(p: TranslationPrediction, references: Sequence[str],
-             scores: dict[str, Any]) -> Any:
-    from attnkit.viz import TranslationExample
-
-    words = p.words()   # whole words: subword pieces joined, their attention gathered
-    weights = p.layer_weights if p.layer_weights is not None else p.weights
-    return TranslationExample(words.source, words.target, words.matrix(weights),
-                              references=list(references), scores=scores,
-                              methods={k: words.matrix(v)
-                                       for k, v in (p.explanations or {}).items()},
-                              links=words.links(p.piece_links) or [])
-
-
-def _scores(p: TranslationPrediction) -> dict[str, Any]:
-    scores: dict[str, Any] = {"log-probability": round(p.score, 3)}
-    warning = p.warning()
-    if warning:
-        scores["warning"] = warning
-    elif p.unknown_words:
-        scores["source words unknown to the run"] = p.unknown_line()
-    if p.truncated:
-        scores["source tokens cut off"] = p.truncated
-    return scores
-
-
-def _title(summary: dict[str, Any]) -> str:
-    return f"attnkit translate: {Path(str(summary.get('run', 'run'))).name}"
-
-
-def explorer_page(predictions: Sequence[TranslationPrediction], summary: dict[str, Any], *,
-                  references: Sequence[Sequence[str]] | None = None,
-                  metrics: dict[str, Any] | None = None) -> str:
-    """The translation explorer of ``predictions`` (with their references when given): several
-    sentences of one input in order, opening on the method asked first, else on attention with
-    ``why``. A prediction without weights or output is left out; UsageError when none is left.
+def predictions_page(predictions: Sequence[TranslationPrediction], summary: dict[str, Any], *,
+                     references: Sequence[Sequence[str]] | None = None,
+                     metrics: dict[str, Any] | None = None) -> str:
+    """The translation explorer of ``predictions`` (a scored run's report with ``references`` and
+    ``metrics``): several sentences of one input in order, opening on the method asked first,
+    else on attention with ``why``. A prediction without weights or output is left out;
+    UsageError when none is left.
     """
+    from attnkit.viz import TranslationExample, translation_page
+
     refs = references if references is not None else [()] * len(predictions)
     examples = []
     for whole, r in zip(predictions, refs, strict=True):
@@ -96,22 +70,35 @@ def explorer_page(predictions: Sequence[TranslationPrediction], summary: dict[st
         for k, p in enumerate(parts):
             if p.weights is None or not p.tokens:
                 continue
-            last = k == len(parts) - 1
-            scores = _scores(p)
+            last, warning = k == len(parts) - 1, p.warning()
+            scores: dict[str, Any] = {"log-probability": round(p.score, 3)}
+            if warning:
+                scores["warning"] = warning
+            elif p.unknown_words:
+                scores["source words unknown to the run"] = p.unknown_line()
+            if p.truncated:
+                scores["source tokens cut off"] = p.truncated
             if r and last:
                 scores["chrF"] = round(bleu_chrf([whole.text], [r])["chrf"], 1)
             if len(parts) > 1:
                 scores["sentence"] = f"{k + 1} of {len(parts)}"
-            examples.append(_example(p, r if last else (), scores))
+            words = p.words()   # whole words: subword pieces joined, their attention gathered
+            examples.append(TranslationExample(
+                words.source, words.target, words.matrix(
+                    p.layer_weights if p.layer_weights is not None else p.weights),
+                references=list(r if last else ()), scores=scores,
+                methods={m: words.matrix(v) for m, v in (p.explanations or {}).items()},
+                links=sorted({(words.src_owner[q][0], words.tgt_owner[t][0])
+                              for q, t in p.piece_links or ()})))
     if not examples:
         raise UsageError("nothing to show on the page: no translation with attention weights "
                          "(a model without attention, or empty outputs)")
-    from attnkit.viz import translation_page
-
     first = predictions[0]
     carried = (first.sentences or [first])[0].explanations
     asked = [first.shown, *carried] if carried else []
-    return translation_page(examples, summary, title=_title(summary), metrics=metrics,
+    run = Path(str(summary.get("run", "run"))).name
+    return translation_page(examples, summary, title=f"attnkit translate: {run}",
+                            metrics=None if metrics is None else page_metrics(metrics),
                             order=shown_order(asked), note=first.why)
 
 
@@ -127,10 +114,3 @@ def page_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
     if metrics.get("signature"):
         shown["sacrebleu"] = metrics["signature"]
     return shown
-
-
-def report_page(metrics: dict[str, Any], predictions: Sequence[TranslationPrediction],
-                references: Sequence[Sequence[str]], summary: dict[str, Any]) -> str:
-    """A scored run's page: its metrics, and each example with its references and attention."""
-    return explorer_page(predictions, summary, references=references,
-                         metrics=page_metrics(metrics))

@@ -64,36 +64,6 @@ def vocab_digest(vocab: Vocab) -> str:
     return hashlib.sha256(json.dumps(vocab.itos, ensure_ascii=False).encode()).hexdigest()
 
 
-def load_vocabs(run: Path, config: dict[str, Any]) -> tuple[Vocab, Vocab]:
-    """The run's two vocabularies, checked against the sizes and digests in its config;
-    CheckpointError: missing, or not the vocabulary the weights were trained with.
-    """
-    vocabs = []
-    for side in ("src", "tgt"):
-        path = run / VOCAB_FILES[side]
-        vocab = read_vocab(run, VOCAB_FILES[side])
-        want = config.get("vocab", {}).get(side, {})
-        size = config["model"][f"{side}_vocab"]
-        if len(vocab) != size or want.get("sha256") not in (None, vocab_digest(vocab)):
-            raise CheckpointError(
-                f"{path}: this vocabulary ({len(vocab)} tokens) does not match the one the "
-                f"run's weights were trained with ({size} tokens, sha256 "
-                f"{str(want.get('sha256'))[:12]}...); restore the run's original vocabulary")
-        vocabs.append(vocab)
-    return vocabs[0], vocabs[1]
-
-
-def run_codec(run: Path, config: dict[str, Any]) -> TextCodec:
-    """The codec a run was trained with (its ``subword.model`` when it used subwords)."""
-    if not config.get("options", {}).get("subword"):
-        return TextCodec()
-    path = run_file(run, SUBWORD_FILE, "the run's sentencepiece model", limit=MAX_VOCAB_BYTES)
-    try:
-        return TextCodec(SubwordModel(path))
-    except DataError as exc:
-        raise CheckpointError(str(exc)) from None
-
-
 def run_model_config(run: Path, config: dict[str, Any]) -> ModelConfig:
     """The model config of a run's ``config.json``, its sizes checked; CheckpointError."""
     missing = [key for key in ("model", "data") if not isinstance(config.get(key), dict)]
@@ -103,15 +73,31 @@ def run_model_config(run: Path, config: dict[str, Any]) -> ModelConfig:
                              what="a translation model config")
 
 
-def run_pipeline(run: Path, config: dict[str, Any],
-                 model_config: ModelConfig) -> TranslatePipeline:
-    """The pipeline of a trained run, from its files."""
-    src_vocab, tgt_vocab = load_vocabs(run, config)
-    codec = run_codec(run, config)
-    known = None
-    if codec.subword is not None and os.path.lexists(run / WORDS_FILE):
-        known = read_vocab(run, WORDS_FILE)
-    return TranslatePipeline(codec, src_vocab, tgt_vocab, source_limit(model_config), known)
+def run_pipeline(run: Path, config: dict[str, Any], model_config: ModelConfig) -> TranslatePipeline:
+    """The pipeline of a trained run (or an export), from its files. CheckpointError: a file
+    missing, or a vocabulary not the one the weights were trained with (``config``'s sizes and
+    digests)."""
+    vocabs = []
+    for side in ("src", "tgt"):
+        vocab = read_vocab(run, VOCAB_FILES[side])
+        want = config.get("vocab", {}).get(side, {})
+        size = config["model"][f"{side}_vocab"]
+        if len(vocab) != size or want.get("sha256") not in (None, vocab_digest(vocab)):
+            raise CheckpointError(
+                f"{run / VOCAB_FILES[side]}: this vocabulary ({len(vocab)} tokens) does not match "
+                f"the one the run's weights were trained with ({size} tokens, sha256 "
+                f"{str(want.get('sha256'))[:12]}...); restore the run's original vocabulary")
+        vocabs.append(vocab)
+    codec, known = TextCodec(), None
+    if config.get("options", {}).get("subword"):
+        path = run_file(run, SUBWORD_FILE, "the run's sentencepiece model", limit=MAX_VOCAB_BYTES)
+        try:
+            codec = TextCodec(SubwordModel(path))
+        except DataError as exc:
+            raise CheckpointError(str(exc)) from None
+        if os.path.lexists(run / WORDS_FILE):
+            known = read_vocab(run, WORDS_FILE)
+    return TranslatePipeline(codec, *vocabs, source_limit(model_config), known)
 
 
 def training_words(sources: Iterable[str]) -> Vocab:
@@ -119,20 +105,22 @@ def training_words(sources: Iterable[str]) -> Vocab:
     return Vocab.build((words_of(text, SRC_LANG) for text in sources), max_size=MAX_WORDS)
 
 
-def unknown_words(pipeline: TranslatePipeline, tokens: Sequence[str],
-                  ids: Sequence[int]) -> tuple[int, list[str]]:
-    """How many words the source read as ``tokens``/``ids`` holds, and those the run cannot read:
-    a word run's ``<unk>`` words, a subword run's words not in `TranslatePipeline.known_words`
-    (without that list, its ``<unk>`` pieces).
-    """
+def reading(pipeline: TranslatePipeline, tokens: Sequence[str],
+            ids: Sequence[int]) -> dict[str, Any]:
+    """A `TranslationPrediction`'s fields on what the run read of its source: its words and
+    those it cannot read (a word run's ``<unk>`` words; a subword run's words not in
+    `TranslatePipeline.known_words`, without that list its ``<unk>`` pieces)."""
     unk = pipeline.src_vocab.unk_id
     if pipeline.codec.subword is None:
         words = [(t, i) for t, i in zip(tokens, ids, strict=True) if any(c.isalpha() for c in t)]
-        return len(words), [t for t, i in words if i == unk]
-    if pipeline.known_words is None:
-        return len(ids), [t for t, i in zip(tokens, ids, strict=True) if i == unk]
-    words = words_of(pipeline.codec.decode(tokens, SRC_LANG), SRC_LANG)
-    return len(words), [w for w in words if w not in pipeline.known_words]
+        count, unknown = len(words), [t for t, i in words if i == unk]
+    elif pipeline.known_words is None:
+        count, unknown = len(ids), [t for t, i in zip(tokens, ids, strict=True) if i == unk]
+    else:
+        words = words_of(pipeline.codec.decode(tokens, SRC_LANG), SRC_LANG)
+        count, unknown = len(words), [w for w in words if w not in pipeline.known_words]
+    return {"unknown": len(unknown) / count if count else 0.0, "unknown_words": unknown,
+            "word_count": count, "subword": pipeline.codec.subword is not None}
 
 
 def encode_source(pipeline: TranslatePipeline, text: str,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
 from attnkit.alignment.links import word_scores
 from attnkit.apps.prediction import Prediction, rounded
@@ -40,16 +41,18 @@ class Words:
         source word sums its pieces' weights, an output word's row is the mean of its pieces'
         (Clark et al. 2019); rows stay distributions. None stays None.
         """
-        if pieces is None:
-            return None
-        return word_scores(np.asarray(pieces, np.float64), self.tgt_owner, self.src_owner,
-                           len(self.target), len(self.source)).astype(np.float32)
+        return None if pieces is None else word_scores(
+            np.asarray(pieces, np.float64), self.tgt_owner, self.src_owner, len(self.target),
+            len(self.source)).astype(np.float32)
 
-    def links(self, piece_links: list[tuple[int, int]] | None) -> list[tuple[int, int]] | None:
-        """Links between pieces as links between their words."""
-        if piece_links is None:
-            return None
-        return sorted({(self.src_owner[q][0], self.tgt_owner[r][0]) for q, r in piece_links})
+
+def piece_words(source: Sequence[str], target: Sequence[str], subword: bool) -> Words:
+    """A sentence's source and output tokens as `Words` (subword pieces joined)."""
+    if not subword:
+        return Words(list(source), list(target), [[k] for k in range(len(source))],
+                     [[k] for k in range(len(target))])
+    (src, src_owner), (tgt, tgt_owner) = join_pieces(source), join_pieces(target)
+    return Words(src, tgt, src_owner, tgt_owner)
 
 
 def repeated(tokens: Sequence[str], source: str) -> str | None:
@@ -136,21 +139,14 @@ class TranslationPrediction(Prediction):
         """This prediction's tokens as whole words (`Words`; an input of several sentences:
         its sentences' words end to end)."""
         if self.sentences is not None:
-            parts = [p.words() for p in self.sentences]
             out = Words([], [], [], [])
-            for w in parts:
+            for w in (p.words() for p in self.sentences):
                 out.src_owner += [[k + len(out.source)] for [k] in w.src_owner]
                 out.tgt_owner += [[k + len(out.target)] for [k] in w.tgt_owner]
                 out.source += w.source
                 out.target += w.target
             return out
-        if not self.subword:
-            return Words(list(self.source_tokens), list(self.tokens),
-                         [[k] for k in range(len(self.source_tokens))],
-                         [[k] for k in range(len(self.tokens))])
-        source, src_owner = join_pieces(self.source_tokens)
-        target, tgt_owner = join_pieces(self.tokens)
-        return Words(source, target, src_owner, tgt_owner)
+        return piece_words(self.source_tokens, self.tokens, self.subword)
 
     def to_dict(self) -> dict[str, Any]:
         """The prediction in whole words (`words`): tokens, attention and explanations."""
@@ -163,8 +159,7 @@ class TranslationPrediction(Prediction):
         if self.layer_weights is not None:
             row["layer_weights"] = rounded(w.matrix(self.layer_weights), 4)
         if self.explanations:
-            row["explanations"] = {k: rounded(w.matrix(v), 4)
-                                   for k, v in self.explanations.items()}
+            row["explanations"] = {k: rounded(w.matrix(v), 4) for k, v in self.explanations.items()}
         if self.alignment is not None:
             row["alignment"] = " ".join(f"{i}-{j}" for i, j in self.alignment)
             row["alignment_method"] = self.alignment_method
@@ -183,20 +178,14 @@ class TranslationPrediction(Prediction):
             blocks = [p.shown_weights() for p in self.sentences]
             if any(b is None for b in blocks):
                 return None
-            out = np.zeros((len(self.tokens), len(self.source_tokens)), np.float32)
-            row = col = 0
-            for p, b in zip(self.sentences, blocks, strict=True):
-                out[row:row + len(p.tokens), col:col + len(p.source_tokens)] = b
-                row, col = row + len(p.tokens), col + len(p.source_tokens)
-            return out
-        if self.shown != "attention":
-            return (self.explanations or {}).get(self.shown)
-        return self.weights
+            return torch.block_diag(*(torch.as_tensor(b, dtype=torch.float32)
+                                      for b in blocks)).numpy()
+        return (self.weights if self.shown == "attention"
+                else (self.explanations or {}).get(self.shown))
 
     def attention_rows(self) -> np.ndarray | None:
-        if self.sentences is None:
-            return super().attention_rows()
-        return self.shown_weights() if self.shown == "attention" else None
+        return super().attention_rows() if self.sentences is None else (
+            self.shown_weights() if self.shown == "attention" else None)
 
     def figure(self):
         """The alignment heatmap in whole words (`words`: target words down, source words
@@ -213,13 +202,12 @@ class TranslationPrediction(Prediction):
         return alignment_figure(words.matrix(weights), words.source, words.target, title=title)
 
     @classmethod
-    def page(cls, predictions: Sequence[TranslationPrediction],
-             summary: dict[str, Any]) -> str:
+    def page(cls, predictions: Sequence[TranslationPrediction], summary: dict[str, Any]) -> str:
         """The translation explorer (`attnkit.viz.translation_page`): every layer and head
         when the predictions carry ``layer_weights``, else their ``weights``."""
-        from attnkit.apps.translate.page import explorer_page
+        from attnkit.apps.translate.page import predictions_page
 
-        return explorer_page(predictions, summary)
+        return predictions_page(predictions, summary)
 
     def note(self) -> str | None:
         """One line on what the model could not read, or None when it read everything (or
@@ -242,10 +230,6 @@ class TranslationPrediction(Prediction):
                 f"{'is' if len(self.unknown_words) == 1 else 'are'} unknown to the run "
                 f"({shown})")
 
-    def confidence(self) -> float:
-        """The model's mean probability per output token (the geometric mean, EOS counted)."""
-        return math.exp(self.score / (len(self.tokens) + 1))
-
     def doubts(self) -> list[str]:
         """What the output itself says against it, per sentence: a decoder stuck in a loop
         (`repeated`), else a mean probability below `LOW_CONFIDENCE`."""
@@ -254,11 +238,13 @@ class TranslationPrediction(Prediction):
         for k, p in enumerate(parts, 1):
             where = f" (sentence {k})" if len(parts) > 1 else ""
             loop = repeated(p.tokens, p.source)
+            # The mean probability per output token (the geometric mean, EOS counted).
+            confidence = math.exp(p.score / (len(p.tokens) + 1))
             if loop:
                 out.append(f"its output repeats {loop}{where}")
-            elif p.tokens and p.confidence() < LOW_CONFIDENCE:
+            elif p.tokens and confidence < LOW_CONFIDENCE:
                 out.append(f"the model is unsure of its output{where} (a mean probability of "
-                           f"{p.confidence():.2f} per token)")
+                           f"{confidence:.2f} per token)")
         return out
 
     def warning(self) -> str | None:

@@ -1,9 +1,7 @@
-"""Translation token by token: each output word with its attention row the moment greedy
-decoding chooses it, and each sentence's whole `TranslationPrediction` the step it ends.
-
-`stream` turns each step of `attnkit.decoding.greedy_steps` over a batch into a `StreamStep`
-(``POST /v1/translate/stream`` sends them; several requests share a batch). `stream_texts`
-cuts texts into sentences and decodes them one after another, ending each text with what
+"""Translation token by token (``POST /v1/translate/stream``): each output word with its
+attention row the moment greedy decoding chooses it, and each sentence's whole
+`TranslationPrediction` the step it ends. `stream_texts` cuts texts into sentences and turns
+each step of `attnkit.decoding.greedy_steps` into a `StreamStep`, ending each text with what
 ``predict`` returns with ``beam=1``. Beam search cannot stream: its best is known at the end.
 """
 
@@ -12,31 +10,22 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor
 
-from attnkit.apps.translate.engines import AttnkitEngine
-from attnkit.apps.translate.paragraphs import text_sentences
-from attnkit.apps.translate.prediction import TranslationPrediction
-from attnkit.data.subword import MARK, join_pieces
-from attnkit.data.vocab import UNK
+from attnkit.apps.translate.engines import AttnkitEngine, text_sentences
+from attnkit.apps.translate.prediction import TranslationPrediction, piece_words
 from attnkit.decoding import Hypothesis, greedy_steps, padded_sources
 
 
 @dataclass
 class StreamedToken:
-    """One output word of one sentence, as greedy decoding chose it.
-
-    Attributes:
-        sentence: the index of its sentence among those given to `stream`.
-        position: its index in that sentence's output words.
-        token: the target word (pieces joined; ``<unk>`` replaced when asked).
-        weights: ``[len(source words)]`` attention (as `TranslationPrediction.words` gathers
-            it); None when not asked or the model has none.
-        part: which sentence of its text (`stream_texts`; 0 for `stream`).
-    """
+    """One output word as greedy decoding chose it: its text (``sentence``), which sentence of
+    it (``part``), its index in that sentence's output words, the word (pieces joined, ``<unk>``
+    replaced when asked), and its ``[len(source words)]`` attention (as
+    `TranslationPrediction.words` gathers it; None when not asked or the model has none)."""
 
     sentence: int
     position: int
@@ -65,40 +54,13 @@ class SentenceStart:
 
 @dataclass
 class StreamStep:
-    """What one decoder step produced.
-
-    Attributes:
-        tokens: the words completed at this step (with subwords, two when a sentence ends).
-        finished: the sentences that ended at this step, by index, with their prediction.
-        sources: first step only, each sentence's source words by index; `stream_texts`: a
-            `SentenceStart` per text whose next sentence starts at this step.
-    """
+    """What one decoder step produced, by text: the words completed (with subwords, two when a
+    sentence ends), the texts that ended with their prediction, a `SentenceStart` per text
+    whose next sentence starts."""
 
     tokens: list[StreamedToken] = field(default_factory=list)
     finished: dict[int, TranslationPrediction] = field(default_factory=dict)
-    sources: dict[int, list[str]] = field(default_factory=dict)
-
-
-@dataclass
-class _Growing:
-    """One sentence's output so far, and the pieces of its word not yet sent."""
-
-    ids: list[int] = field(default_factory=list)
-    rows: list[Tensor] = field(default_factory=list)
-    score: float = 0.0
-    shown: int = 0
-    pending: list[tuple[str, Tensor | None]] = field(default_factory=list)
-
-
-def stream(engine: AttnkitEngine, sentences: Sequence[str], *, attention: bool | str = True,
-           unk_replace: bool = True) -> Iterator[StreamStep]:
-    """Greedy translation of ``sentences`` (one batch), one `StreamStep` per decoder step; each
-    final prediction equals ``engine.translate([...], beam=1)``'s. ``attention``: True keeps
-    rows, ``"all"`` also every layer and head, False none. UsageError (here, before decoding): a
-    sentence without any token.
-    """
-    encoded, attention = engine.read(sentences, attention)
-    return _steps(engine, list(sentences), encoded, attention, unk_replace)
+    sources: dict[int, Any] = field(default_factory=dict)
 
 
 def stream_texts(engine: AttnkitEngine, texts: Sequence[str], *, split: bool = True,
@@ -123,11 +85,11 @@ def _rounds(engine: AttnkitEngine, texts: list[str], cuts: list, pieces: list[li
         rows = [i for i, p in enumerate(pieces) if r < len(p)]
         for step in _steps(engine, [pieces[i][r] for i in rows],
                            [encoded[offsets[i] + r] for i in rows], attention, unk_replace):
-            out = StreamStep(sources={rows[b]: SentenceStart(r, pieces[rows[b]][r], tokens)
-                                      for b, tokens in step.sources.items()})
             for t in step.tokens:
                 t.sentence, t.part = rows[t.sentence], r
-                out.tokens.append(t)
+            out = StreamStep(step.tokens, sources={
+                rows[b]: SentenceStart(r, pieces[rows[b]][r], words)
+                for b, words in step.sources.items()})
             for b, pred in step.finished.items():
                 i = rows[b]
                 parts[i].append(pred)
@@ -140,92 +102,48 @@ def _rounds(engine: AttnkitEngine, texts: list[str], cuts: list, pieces: list[li
 def _steps(engine: AttnkitEngine, sentences: list[str],
            encoded: list[tuple[list[str], list[int], int]], attention: bool | str,
            unk_replace: bool) -> Iterator[StreamStep]:
-    vocab = engine.pipeline.tgt_vocab
-    need = attention if attention == "all" else bool(attention or unk_replace)
-    need = need if engine.has_attention else False
+    """One batch decoded greedily, step by step: each sentence's output so far read as
+    `AttnkitEngine.output` reads a whole one, its words sent as they complete (a subword piece
+    waits until the next one starts a new word, or the sentence ends), with their rows over
+    the source words as `TranslationPrediction.words` gathers them."""
+    eos, subword, keep = (engine.pipeline.tgt_vocab.eos_id,
+                          engine.pipeline.codec.subword is not None, bool(attention))
+    need = (attention if attention == "all" else bool(attention or unk_replace)
+            ) if engine.has_attention else False
     model = engine.decoder(len(sentences), need)
-    keep = bool(attention)
-    eos, skip = vocab.eos_id, {vocab.pad_id, vocab.bos_id}
-    device = next(model.parameters()).device
-    src, src_len = padded_sources([ids for _, ids, _ in encoded], model.config.pad_id, device)
-    growing, first = [_Growing() for _ in sentences], True
-    # Tokens are sent as whole words: a subword piece waits until the next piece starts a new
-    # word (or the sentence ends), then its word goes out with its row over the source words.
-    subword = engine.pipeline.codec.subword is not None
-    words = [_source_words(enc[0], subword) for enc in encoded]
+    src, src_len = padded_sources([ids for _, ids, _ in encoded], model.config.pad_id,
+                                  next(model.parameters()).device)
+    ids, rows = [[] for _ in sentences], [[] for _ in sentences]   # so far, by sentence
+    scores, sent = [0.0] * len(sentences), [0] * len(sentences)
     # greedy_steps runs each model call under no_grad by itself: no context is held across a
     # yield, so a server may advance several streams in turn on one thread.
-    for step in greedy_steps(model, src, src_len, need_weights=need):
-        rows = None if step.weights is None else step.weights.float().cpu()
+    for n, step in enumerate(greedy_steps(model, src, src_len, need_weights=need)):
+        weights = None if step.weights is None else step.weights.float().cpu()
         out = StreamStep()
-        if first:
-            out.sources, first = {i: w[0] for i, w in enumerate(words)}, False
         for k, (b, tok, lp, done) in enumerate(zip(step.rows.tolist(), step.tokens,
                                                    step.log_probs, step.done, strict=True)):
-            g, source_tokens = growing[b], encoded[b][0]
-            g.score += lp
+            source = encoded[b][0]
+            scores[b] += lp
             if tok != eos:
-                row = None if rows is None else rows[k, ..., : len(source_tokens)]
-                g.ids.append(tok)
-                if row is not None:
-                    g.rows.append(row)
-                if tok not in skip:
-                    piece, flat = _piece(vocab.itos[tok], row, source_tokens, unk_replace)
-                    if g.pending and piece.startswith(MARK):
-                        out.tokens.append(_word(b, g, words[b][1], keep))
-                    g.pending.append((piece, flat))
-                    if not subword:   # a word run's token is a word
-                        out.tokens.append(_word(b, g, words[b][1], keep))
-            if done and g.pending:
-                out.tokens.append(_word(b, g, words[b][1], keep))
+                ids[b].append(tok)
+                if weights is not None:
+                    rows[b].append(weights[k, ..., : len(source)])
+            # [T, ..., S] as greedy_decode gives them ([0, ..., S] for an empty output)
+            stacked = None if weights is None else torch.stack(rows[b]) if rows[b] else \
+                weights.new_zeros((0, *weights.shape[1:-1], len(source)))
+            hyp = Hypothesis(list(ids[b]), stacked, scores[b], tok == eos)
+            tokens, attn, _ = engine.output(hyp, source, unk_replace)
+            words = piece_words(source, tokens, subword)
+            if n == 0:
+                out.sources[b] = words.source
+            ready = len(words.target) - (0 if done or not subword else 1)
+            matrix = words.matrix(None if attn is None or not keep or ready <= sent[b]
+                                  else attn.numpy())
+            out.tokens += [StreamedToken(b, j, words.target[j],
+                                         None if matrix is None else matrix[j])
+                           for j in range(sent[b], ready)]
+            sent[b] = max(sent[b], ready)
             if done:
-                hyp = Hypothesis(g.ids, _stacked(g.rows, rows, len(source_tokens)),
-                                 g.score, tok == eos)
                 out.finished[b] = engine.prediction(sentences[b], encoded[b], hyp,
                                                     unk_replace, keep)
         yield out
-
-
-def _source_words(tokens: list[str], subword: bool) -> tuple[list[str], np.ndarray]:
-    """A sentence's source words and ``[pieces, words]``: which word each piece belongs to."""
-    if not subword:
-        return list(tokens), np.eye(len(tokens), dtype=np.float32)
-    words, owner = join_pieces(tokens)
-    gather = np.zeros((len(tokens), len(words)), np.float32)
-    gather[np.arange(len(tokens)), [k for [k] in owner]] = 1.0
-    return words, gather
-
-
-def _piece(piece: str, row: Tensor | None, source_tokens: list[str],
-           unk_replace: bool) -> tuple[str, Tensor | None]:
-    """An output piece (``<unk>`` replaced by the most attended source piece when asked) and
-    its row over the source pieces (a Transformer's last layer, averaged over heads)."""
-    flat = None
-    if row is not None:
-        flat = row[-1].mean(dim=0) if row.dim() == 3 else row  # [layers, heads, S]: the last
-    if unk_replace and piece == UNK and flat is not None and source_tokens:
-        piece = source_tokens[int(flat.argmax())]
-    return piece, flat
-
-
-def _word(sentence: int, g: _Growing, gather: np.ndarray, keep: bool) -> StreamedToken:
-    """The word of ``g``'s pending pieces: their text joined, the mean of their rows summed
-    over the pieces of each source word (as `TranslationPrediction.words` gathers them)."""
-    text = "".join(p for p, _ in g.pending).replace(MARK, "")
-    rows = [r for _, r in g.pending if r is not None]
-    weights = None
-    if rows and keep:
-        weights = torch.stack(rows).mean(dim=0).numpy() @ gather
-    g.pending = []
-    g.shown += 1
-    return StreamedToken(sentence, g.shown - 1, text, weights)
-
-
-def _stacked(rows: list[Tensor], step_rows: Tensor | None, width: int) -> Tensor | None:
-    """A sentence's rows as ``[T, ..., S]`` (``[0, ..., S]`` for an empty output), as
-    `greedy_decode` gives them; None without attention."""
-    if rows:
-        return torch.stack(rows)
-    if step_rows is None:
-        return None
-    return step_rows.new_zeros((0, *step_rows.shape[1:-1], width))
