@@ -302,11 +302,11 @@ def served_in_process(arguments: Sequence[str]) -> tuple[Any, dict[str, Any]]:
     the same, whatever they are), and the options ``/v1/translate`` gives its ``predict`` for a
     request of the API's defaults (greedy, ``<unk>`` replacement, no attention)."""
     from attnkit.cli.main import build_parser
-    from attnkit.cli.serve import options_of
+    from attnkit.cli.serve import serve_options
     from attnkit.server import app
     from attnkit.server.state import load_runs
 
-    options = options_of(build_parser(["serve"]).parse_args(["serve", *arguments]))
+    options = serve_options(build_parser(["serve"]).parse_args(["serve", *arguments]))
     run = load_runs(options)["bench"]
     # The engine the server ends up serving with: compiled once its background build is
     # done (`Server.wait_for_decoding` waits for the same there).

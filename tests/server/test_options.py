@@ -76,27 +76,27 @@ def test_a_key_file_is_read_with_a_cap(tmp_path):
 def test_the_access_log_is_on_unless_turned_off():
     import argparse
 
-    from attnkit.cli.serve import add_serve_parser, options_of
+    from attnkit.cli.serve import add_serve_parser, serve_options
 
     parser = argparse.ArgumentParser()
     add_serve_parser(parser.add_subparsers())
-    assert options_of(parser.parse_args(["serve", "--run", "r"])).access_log is True
-    assert options_of(parser.parse_args(["serve", "--run", "r", "--no-access-log"])
+    assert serve_options(parser.parse_args(["serve", "--run", "r"])).access_log is True
+    assert serve_options(parser.parse_args(["serve", "--run", "r", "--no-access-log"])
                       ).access_log is False
 
 
 def test_the_new_limits_come_from_the_command_line():
     import argparse
 
-    from attnkit.cli.serve import add_serve_parser, options_of
+    from attnkit.cli.serve import add_serve_parser, serve_options
 
     parser = argparse.ArgumentParser()
     add_serve_parser(parser.add_subparsers())
-    given = options_of(parser.parse_args([
+    given = serve_options(parser.parse_args([
         "serve", "--run", "r", "--body-timeout", "5", "--max-batch-chars", "4096",
         "--allowed-host", "box.example", "--allowed-host", "10.0.0.7"]))
     assert (given.body_timeout_s, given.max_batch_chars, given.allowed_hosts) == (
         5.0, 4096, ("box.example", "10.0.0.7"))
-    default = options_of(parser.parse_args(["serve", "--run", "r"]))
+    default = serve_options(parser.parse_args(["serve", "--run", "r"]))
     assert (default.body_timeout_s, default.max_batch_chars, default.allowed_hosts) == (
         20.0, 16384, ())

@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any
 
 from attnkit.server.options import (
+    COMPILE,
     ENGINES,
     IMAGE_CHARS,
     ServeOptions,
@@ -43,7 +44,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=d.port, help=f"default {d.port}; 0: any free")
     p.add_argument("--engine", choices=ENGINES, help="translation engine (default attnkit; "
                    "ctranslate2 for an exported folder)")
-    p.add_argument("--compile", choices=("auto", "on", "off"), default=d.compile,
+    p.add_argument("--compile", choices=COMPILE, default=d.compile,
                    help="decode a Transformer run compiled (translate compile): auto "
                    "(default) answers at once and switches once it is ready, on waits for it, "
                    "off never")
@@ -106,17 +107,16 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def options_of(args: argparse.Namespace) -> ServeOptions:
-    """The `ServeOptions` of parsed arguments (checked)."""
+def serve_options(args: argparse.Namespace) -> ServeOptions:
+    """The `ServeOptions` of parsed arguments (`serve` and `create_app` check them)."""
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(ServeOptions)
               if f.name not in ("runs", "api_keys")}
     return ServeOptions(**{**values, "allowed_hosts": tuple(args.allowed_hosts)},
                         runs=[parse_run(r) for r in args.run],
-                        api_keys=read_api_keys(args.api_keys) if args.api_keys else frozenset()
-                        ).check()
+                        api_keys=read_api_keys(args.api_keys) if args.api_keys else frozenset())
 
 
 def run_serve(args: argparse.Namespace) -> int:
     from attnkit.server.main import serve
 
-    return serve(options_of(args))
+    return serve(serve_options(args))

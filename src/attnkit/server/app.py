@@ -1,7 +1,7 @@
 """`create_app`: the FastAPI application of ``attnkit serve``: its routes, their pydantic
 bodies (strict requests; FastAPI validates every answer and builds the OpenAPI schema from them)
-and the live page (``live_page.html``, ``.css``, ``.js`` beside this module). What each route
-does: docs/guide/serve.md and docs/concepts.md ("The server").
+and the live page (``live_page.html``, ``.css``, ``.js`` and its legend ``.txt`` beside this
+module). What each route does: docs/guide/serve.md and docs/concepts.md ("The server").
 
 Example:
     ```python
@@ -48,15 +48,10 @@ KEYED = [Depends(require_key)]
 # Every route (path, endpoint, keyed, FastAPI's settings): `create_app` adds each to the app
 # itself, since FastAPI walks an included router's routes on every request.
 ROUTES: list[tuple[str, Callable[..., Any], bool, dict[str, Any]]] = []
-BODY, CSS, JS = (page_file(f"live_page.{kind}", __package__) for kind in ("html", "css", "js"))
+BODY, CSS, JS, LEGEND = (page_file(f"live_page.{kind}", __package__)
+                         for kind in ("html", "css", "js", "txt"))
 CSP = {"script-src": [TRANSLATION_SCRIPT, SENTIMENT_SCRIPT, CAPTION_SCRIPT],
        "connect-src": ["'self'"], "img-src": ["blob:"]}
-LEGEND = ("Pick a run, type a sentence or a review (or drop an image on a captioning run), "
-          "then Run: the answer comes with where the model looked.",
-          "A translation streams: each row of the grid is an output word as it is written, each "
-          "column a source word, on the explorer's scale (the colour bar): the darker the "
-          "cell, the more the model looked at it. The explorer below then shows the whole "
-          "answer.")
 
 
 def unicode_text(text: str) -> str:
@@ -379,8 +374,8 @@ async def live_page(request: Request) -> HTMLResponse:
              "model": r.loaded.description} for r in state.runs.values()]
     data = {"runs": runs, "keys": bool(state.options.api_keys),
             "limits": state.options.limits(), "palettes": palette_data(WEIGHTS), "seq": WEIGHTS}
-    page = explorer_page("attnkit: live", LEGEND, None, body=BODY, data=data, script=JS,
-                         css=CSS, csp=CSP)
+    page = explorer_page("attnkit: live", tuple(LEGEND.splitlines()), None, body=BODY,
+                         data=data, script=JS, css=CSS, csp=CSP)
     return HTMLResponse(page, headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY",
                                        "X-Content-Type-Options": "nosniff",
                                        "Referrer-Policy": "no-referrer"})

@@ -38,8 +38,8 @@ def serve(options: ServeOptions) -> int:
         UsageError: bad options, the serve extra missing, an address that cannot be used.
         CheckpointError: a run that cannot be loaded.
     """
-    require_web_stack()
     options.check()
+    require_web_stack()
     fit_open_files(options.max_connections)
     if options.workers > 1:
         return _serve_workers(options)

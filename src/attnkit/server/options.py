@@ -17,6 +17,7 @@ from pathlib import Path
 
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.fileio import read_regular_file
+from attnkit.settings import check_settings, is_int, setting
 
 ENGINES = ("attnkit", "ctranslate2")
 MIN_KEY_CHARS = 16   # a shorter bearer key is guessable
@@ -93,47 +94,49 @@ def read_api_keys(path: str | os.PathLike) -> frozenset[str]:
 # --compile: auto serves at once eagerly and switches to compiled decoding once it is loaded or
 # built in the background; on has it before answering; off never compiles.
 COMPILE = ("auto", "on", "off")
+AT_LEAST_0, MORE_THAN_0 = (lambda v: v >= 0, "at least 0"), (lambda v: v > 0, "more than 0")
 
 
 @dataclass
 class ServeOptions:
-    """Every setting of a server with its default (``attnkit serve --help`` says what each
-    does); ``api_keys`` holds the keys (empty: none asked); times are seconds but for
+    """Every setting of a server with its default and bounds (``attnkit serve --help`` says
+    what each does); ``api_keys`` holds the keys (empty: none asked); times are seconds but for
     ``max_wait_ms``."""
 
     runs: list[RunSpec] = field(default_factory=list)
     host: str = "127.0.0.1"
-    port: int = 8000
-    engine: str | None = None
+    port: int = setting(8000, valid=(lambda v: is_int(v) and 0 <= v <= 65535,
+                                     "an integer from 0 to 65535"))
+    engine: str | None = setting(None, choices=ENGINES)
     device: str | None = None
-    compile: str = "auto"
-    workers: int = 1
-    threads: int | None = None
-    max_batch: int = 64
-    max_batch_chars: int = 16384
-    max_wait_ms: float = 0.0
-    max_queue: int = 512
-    timeout_s: float = 30.0
-    max_body_bytes: int = 1 << 20
-    max_texts: int = 64
-    max_chars: int = 2000
-    max_image_bytes: int = 10 << 20
-    max_pixels: int = 25_000_000
-    max_connections: int = 1000
-    header_timeout_s: float = 10.0
-    body_timeout_s: float = 20.0
+    compile: str = setting("auto", choices=COMPILE)
+    workers: int = setting(1, low=1)
+    threads: int | None = setting(None, low=1)
+    max_batch: int = setting(64, low=1)
+    max_batch_chars: int = setting(16384, low=1)
+    max_wait_ms: float = setting(0.0, valid=AT_LEAST_0)
+    max_queue: int = setting(512, low=1)
+    timeout_s: float = setting(30.0, valid=MORE_THAN_0, flag="--timeout")
+    max_body_bytes: int = setting(1 << 20, low=1)
+    max_texts: int = setting(64, low=1)
+    max_chars: int = setting(2000, low=1)
+    max_image_bytes: int = setting(10 << 20, low=1)
+    max_pixels: int = setting(25_000_000, low=1)
+    max_connections: int = setting(1000, low=1)
+    header_timeout_s: float = setting(10.0, valid=MORE_THAN_0, flag="--header-timeout")
+    body_timeout_s: float = setting(20.0, valid=MORE_THAN_0, flag="--body-timeout")
     allowed_hosts: tuple[str, ...] = ()
     api_keys: frozenset[str] = frozenset()
     insecure: bool = False
-    drain_seconds: float = 30.0
+    drain_seconds: float = setting(30.0, valid=AT_LEAST_0)
     access_log: bool = True
 
     def check(self) -> ServeOptions:
         """Refuse what cannot work, with one line naming the option; returns self.
 
         Raises:
-            UsageError: no run, two runs of one name, a number out of range, an unknown
-                engine, or a non-loopback host without ``--api-keys`` (unless ``--insecure``).
+            UsageError: no run, two runs of one name, a value out of its bounds, or a
+                non-loopback host without ``--api-keys`` (unless ``--insecure``).
         """
         names = [r.name for r in self.runs]
         if not names:
@@ -141,27 +144,7 @@ class ServeOptions:
         for name in names:
             if names.count(name) > 1:
                 raise UsageError(f"two runs are named {name!r}: name them with --run NAME=PATH")
-        for name, allowed in (("engine", (None, *ENGINES)), ("compile", COMPILE)):
-            if getattr(self, name) not in allowed:
-                raise UsageError(f"--{name} must be one of {', '.join(filter(None, allowed))}; "
-                                 f"got {getattr(self, name)!r}")
-        for name in ("port", "workers", "max_batch", "max_batch_chars", "max_queue",
-                     "max_body_bytes", "max_texts", "max_chars", "max_image_bytes", "max_pixels",
-                     "max_connections", "threads"):
-            value, low = getattr(self, name), 0 if name == "port" else 1
-            if (isinstance(value, bool) or not isinstance(value, int) or value < low) and not (
-                    name == "threads" and value is None):
-                raise UsageError(f"{_flag(name)} must be a whole number of at least {low}, got "
-                                 f"{value!r}")
-        if self.port > 65535:
-            raise UsageError(f"--port must be at most 65535, got {self.port}")
-        # Waits may be 0; a deadline must leave some time.
-        for name, zero in (("max_wait_ms", True), ("drain_seconds", True), ("timeout_s", False),
-                           ("header_timeout_s", False), ("body_timeout_s", False)):
-            value = getattr(self, name)
-            if not (value >= 0 if zero else value > 0):
-                raise UsageError(f"{_flag(name)} must be {'at least' if zero else 'more than'} "
-                                 f"0, got {value!r}")
+        check_settings(self)
         for host in self.allowed_hosts:
             if not host or len(host) > 253 or not all(c.isalnum() or c in "-._:[]" for c in host):
                 raise UsageError(f"--allowed-host {host!r}: give a host name or address as "
@@ -184,7 +167,3 @@ class ServeOptions:
                                               "max_image_bytes", "max_pixels", "max_batch",
                                               "max_batch_chars", "max_queue", "timeout_s")}
 
-
-def _flag(name: str) -> str:
-    """The command-line flag of a field (``timeout_s`` -> ``--timeout``)."""
-    return "--" + name.removesuffix("_s").replace("_", "-")
