@@ -325,21 +325,21 @@ def in_process(arguments: Sequence[str], texts: Sequence[str], threads: int
 
     torch.set_num_threads(threads)
     run, options = served_in_process(arguments)
-    run.predict(list(texts[:WARMUP]), options)
+    run.app.predict(run.loaded, list(texts[:WARMUP]), **options)
     by_batch, one_call = {}, []
     for batch in IN_PROCESS_BATCHES:
         size = len(texts) if batch == "all" else int(batch)
         start = time.perf_counter()
         for at in range(0, len(texts), size):
             call = time.perf_counter()
-            run.predict(list(texts[at:at + size]), options)
+            run.app.predict(run.loaded, list(texts[at:at + size]), **options)
             if batch == "1":
                 one_call.append(time.perf_counter() - call)
         by_batch[batch] = round(len(texts) / (time.perf_counter() - start), 1)
 
     def call_seconds(batch: list[str]) -> float:
         start = time.perf_counter()
-        run.predict(batch, options)
+        run.app.predict(run.loaded, batch, **options)
         return time.perf_counter() - start
     call_seconds.decoding = run.info()["decoding"]   # type: ignore[attr-defined]
     return by_batch, round(1000 * statistics.median(one_call), 2), call_seconds

@@ -176,17 +176,17 @@ def test_pages_are_built_off_the_model_thread(server, monkeypatch):
     client = server()
     state = client.app.state.server
     app, batcher = state.runs["translate"].app, state.batchers["translate"]
-    real_page, real_predict, threads = type(app).page, batcher.predict, {}
+    real_page, real_predict, threads = type(app).page, batcher.model, {}
 
     def page(self, predictions, summary):
         threads["page"] = threading.current_thread()
         return real_page(self, predictions, summary)
 
-    def predict(inputs, options):
+    def predict(inputs, **options):
         threads["model"] = threading.current_thread()
-        return real_predict(inputs, options)
+        return real_predict(inputs, **options)
     monkeypatch.setattr(type(app), "page", page)
-    batcher.predict = predict
+    batcher.model = predict
     assert client.post("/v1/translate", json={"texts": ["I am cold."], "page": True}).json()[
         "page"].startswith("<!DOCTYPE html>")
     assert threads["page"] is not threads["model"], threads
@@ -474,9 +474,9 @@ def test_api_keys(server):
 def test_an_unexpected_failure_is_a_500_without_traceback(server):
     client = server(raise_server_exceptions=False)
 
-    def broken(inputs, options):
+    def broken(inputs, **options):
         raise RuntimeError("secret internals")
-    client.app.state.server.batchers["translate"].predict = broken
+    client.app.state.server.batchers["translate"].model = broken
     message = error(client.post("/v1/translate", json={"texts": ["x"]}), 500, "internal")
     assert "secret" not in message
 
@@ -486,14 +486,14 @@ class Held:
 
     def __init__(self, client):
         self.batcher = client.app.state.server.batchers["translate"]
-        self.real, self.go, self.entered = self.batcher.predict, threading.Event(), \
+        self.real, self.go, self.entered = self.batcher.model, threading.Event(), \
             threading.Event()
-        self.batcher.predict = self
+        self.batcher.model = self
 
-    def __call__(self, inputs, options):
+    def __call__(self, inputs, **options):
         self.entered.set()
         self.go.wait(10)
-        return self.real(inputs, options)
+        return self.real(inputs, **options)
 
 
 def test_full_queue_is_429_with_retry_after_and_others_still_answer(server):
@@ -529,12 +529,12 @@ def test_concurrent_requests_share_a_batch_and_a_bad_one_fails_alone(server):
     client = server(max_wait_ms=300)
     batcher = client.app.state.server.batchers["translate"]
     calls = []
-    real = batcher.predict
+    real = batcher.model
 
-    def counted(inputs, options):
+    def counted(inputs, **options):
         calls.append(list(inputs))
-        return real(inputs, options)
-    batcher.predict = counted
+        return real(inputs, **options)
+    batcher.model = counted
     texts = ["I am cold.", "   ", "The cat does not see her.", "I am cold ."]
     out = [None] * len(texts)
 
@@ -557,12 +557,12 @@ def test_a_large_request_past_its_deadline_holds_no_other_client(server):
     The texts now take turns with other requests, and none of them runs after the deadline."""
     client = server(names=("translate",), timeout_s=2.0)   # its 64 texts take 10 s or more
     batcher = client.app.state.server.batchers["translate"]
-    real, calls = batcher.predict, []
+    real, calls = batcher.model, []
 
-    def predict(inputs, options):
+    def predict(inputs, **options):
         calls.append(len(inputs))
-        return real(inputs, options)
-    batcher.predict = predict
+        return real(inputs, **options)
+    batcher.model = predict
     large = {"texts": [("The cat does not see her. " * 80)[:2000]] * 64, "beam": 32}
     out = {}
     thread = threading.Thread(target=lambda: out.update(r=client.post("/v1/translate",

@@ -29,7 +29,7 @@ class Model:
         self.hold.set()
         self.delay = 0.0
 
-    def __call__(self, inputs, options):
+    def __call__(self, inputs, **options):
         self.called.append(time.monotonic())
         self.hold.wait(5)
         time.sleep(self.delay)

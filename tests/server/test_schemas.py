@@ -125,13 +125,13 @@ def test_an_answer_that_breaks_its_schema_is_never_sent(server):
     is a 500 in the one error shape, not a 200 that breaks the documented schema."""
     client = server(raise_server_exceptions=False)
     batcher = client.app.state.server.batchers["sentiment"]
-    real = batcher.predict
+    real = batcher.model
 
-    def broken(inputs, options):
-        preds = real(inputs, options)
+    def broken(inputs, **options):
+        preds = real(inputs, **options)
         for p in preds:
             p.to_dict = lambda: {"text": "no label, no tokens"}
         return preds
-    batcher.predict = broken
+    batcher.model = broken
     r = client.post("/v1/sentiment", json={"texts": ["a superb film"]})
     assert r.status_code == 500 and r.json()["error"]["code"] == "internal"

@@ -15,6 +15,7 @@ from attnkit.server.options import (
     parse_run,
     read_api_keys,
 )
+from attnkit.settings import flag_of
 
 DEFAULTS = ServeOptions()
 EXAMPLES = """examples:
@@ -25,6 +26,35 @@ EXAMPLES = """examples:
   curl -s localhost:8000/v1/translate -H 'content-type: application/json' \\
        -d '{"texts": ["I am cold."], "attention": true}'
 """
+
+
+BATCHING, LIMITS = "batching", "limits (each answered 413)"
+CONNECTIONS = "connections (per process)"
+# The numbered options of a group: (group, field, metavar, help); the help gets the default.
+NUMBERS = (
+    (BATCHING, "max_batch", "N", "most inputs in one model call; 1: no batching"),
+    (BATCHING, "max_batch_chars", "N", f"most work in one model call: characters times beam "
+     f"size, an image {IMAGE_CHARS:,}; one input always goes; a request over it is cut, its "
+     "parts taking turns with other requests"),
+    (BATCHING, "max_wait_ms", "MS", "hold a request up to MS for others to batch with, even when "
+     "the model is free; 0: requests gather only while it is busy"),
+    (BATCHING, "max_queue", "N", "most requests a model holds; more get 429"),
+    (BATCHING, "timeout_s", "S", "a request not answered in S seconds gets 503, and what of it "
+     "has not run is dropped"),
+    (BATCHING, "drain_seconds", "S", "on SIGTERM/SIGINT, how long requests in flight may take "
+     "to finish"),
+    (LIMITS, "max_body_bytes", "N", "JSON body"),
+    (LIMITS, "max_texts", "N", "texts per request"),
+    (LIMITS, "max_chars", "N", "characters per text"),
+    (LIMITS, "max_image_bytes", "N", "uploaded image file"),
+    (LIMITS, "max_pixels", "N", "pixels of an image (read from its header, before decoding)"),
+    (CONNECTIONS, "max_connections", "N", "open connections; more are answered 503 and closed"),
+    (CONNECTIONS, "header_timeout_s", "S", "a connection without a complete request's headers "
+     "S seconds after it opened or was answered is closed"),
+    (CONNECTIONS, "body_timeout_s", "S", "a request whose body is not all in S seconds after "
+     "its headers is answered 408 and its connection closed"),
+)
+FIELDS = {f.name: f for f in dataclasses.fields(ServeOptions)}
 
 
 def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -53,45 +83,14 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="server processes, each with every model (default 1)")
     p.add_argument("--threads", type=int, metavar="N", help="torch threads per process "
                    "(default: the cores divided by --workers)")
-    g = p.add_argument_group("batching")
-    g.add_argument("--max-batch", type=int, default=d.max_batch, metavar="N",
-                   help=f"most inputs in one model call (default {d.max_batch}; 1: no batching)")
-    g.add_argument("--max-batch-chars", type=int, default=d.max_batch_chars, metavar="N",
-                   help=f"most work in one model call: characters times beam size, an image "
-                   f"{IMAGE_CHARS:,} (default {d.max_batch_chars:,}; one input always goes); a "
-                   f"request over it is cut, its parts taking turns with other requests")
-    g.add_argument("--max-wait-ms", type=float, default=d.max_wait_ms, metavar="MS",
-                   help=f"hold a request up to MS for others to batch with, even when the model "
-                   f"is free (default {d.max_wait_ms:g}: requests gather only while it is busy)")
-    g.add_argument("--max-queue", type=int, default=d.max_queue, metavar="N",
-                   help=f"most requests a model holds; more get 429 (default {d.max_queue})")
-    g.add_argument("--timeout", type=float, default=d.timeout_s, metavar="S", dest="timeout_s",
-                   help=f"a request not answered in S seconds gets 503, and what of it has not "
-                   f"run is dropped (default {d.timeout_s:g})")
-    g.add_argument("--drain-seconds", type=float, default=d.drain_seconds, metavar="S",
-                   help=f"on SIGTERM/SIGINT, how long requests in flight may take to finish "
-                   f"(default {d.drain_seconds:g})")
-    lim = p.add_argument_group("limits (each answered 413)")
-    for flag, value, what in (("--max-body-bytes", d.max_body_bytes, "JSON body"),
-                              ("--max-texts", d.max_texts, "texts per request"),
-                              ("--max-chars", d.max_chars, "characters per text"),
-                              ("--max-image-bytes", d.max_image_bytes, "uploaded image file"),
-                              ("--max-pixels", d.max_pixels, "pixels of an image (read from "
-                               "its header, before decoding)")):
-        lim.add_argument(flag, type=int, default=value, metavar="N",
-                         help=f"{what} (default {value:,})")
-    c = p.add_argument_group("connections (per process)")
-    c.add_argument("--max-connections", type=int, default=d.max_connections, metavar="N",
-                   help=f"open connections; more are answered 503 and closed (default "
-                   f"{d.max_connections:,})")
-    c.add_argument("--header-timeout", type=float, default=d.header_timeout_s, metavar="S",
-                   dest="header_timeout_s", help=f"a connection without a complete request's "
-                   f"headers S seconds after it opened or was answered is closed (default "
-                   f"{d.header_timeout_s:g})")
-    c.add_argument("--body-timeout", type=float, default=d.body_timeout_s, metavar="S",
-                   dest="body_timeout_s", help=f"a request whose body is not all in S seconds "
-                   f"after its headers is answered 408 and its connection closed (default "
-                   f"{d.body_timeout_s:g})")
+    groups: dict[str, Any] = {}
+    for title, name, metavar, what in NUMBERS:
+        if title not in groups:
+            groups[title] = p.add_argument_group(title)
+        f = FIELDS[name]
+        default = f"{f.default:,}" if isinstance(f.default, int) else f"{f.default:g}"
+        groups[title].add_argument(flag_of(f), type=type(f.default), default=f.default,
+                                   dest=name, metavar=metavar, help=f"{what} (default {default})")
     p.add_argument("--no-access-log", dest="access_log", action="store_false",
                    help="log no line per request (by default: method, path, status, ms)")
     k = p.add_argument_group("keys")

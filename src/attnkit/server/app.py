@@ -284,28 +284,19 @@ def route(path: str, *errors: int, methods: tuple[str, ...] = ("POST",), keyed: 
     ``errors`` and 500 as JSON whatever its own media type; ``keyed``: asks for a key when
     the server has keys. A POST is tagged a prediction."""
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
-    settings["responses"] = {**{s: {"description": WHEN[s], "content": error}
-                                for s in (*errors, 500)}, **(responses or {})}
-    tags = ["predict" if methods == ("POST",) else "server"]
+    settings.update(methods=list(methods), tags=["predict" if methods == ("POST",) else "server"],
+                    responses={**{s: {"description": WHEN[s], "content": error}
+                                  for s in (*errors, 500)}, **(responses or {})})
 
     def add(endpoint: Callable) -> Callable:
-        ROUTES.append((path, endpoint, keyed, {"methods": list(methods), "tags": tags,
-                                               **settings}))
+        ROUTES.append((path, endpoint, keyed, settings))
         return endpoint
     return add
 
 
 def create_app(options: ServeOptions, runs: dict[str, ServedRun] | None = None) -> FastAPI:
-    """The server's application; its state is ``app.state.server`` (`ServerState`).
-
-    Args:
-        options: its settings (checked here).
-        runs: the runs, already loaded (None: loaded here from ``options.runs``).
-
-    Raises:
-        UsageError: options that cannot work.
-        CheckpointError: a run that cannot be loaded.
-    """
+    """The server's application of ``options`` (checked here) and ``runs`` (None: loaded here);
+    its state is ``app.state.server`` (`ServerState`). Raises UsageError or CheckpointError."""
     options.check()
     state = ServerState(options, load_runs(options) if runs is None else runs)
     app = FastAPIOffline(title="attnkit", version=__version__, description=DESCRIPTION,

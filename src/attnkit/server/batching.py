@@ -1,12 +1,9 @@
-"""Continuous batching on the model thread: the requests for one model answered together.
-
-One thread per process runs every model call (`ModelThread`). When it is free, a `Gatherer`
-takes the first request in line and every later one with the same options that fits in one
-call (``max_batch`` inputs, ``max_work`` work); a request too large is cut and its rest goes
-back in line, so no client holds the model for more than one call while others wait. A request
-whose client left or whose deadline passed is dropped. `Batcher` answers a batch with one
-``predict`` call; `StreamBatcher` decodes streams one step per turn (docs/guide/serve.md,
-"Batching and threads").
+"""Continuous batching on the model thread (`ModelThread`, one per process): when it is free, a
+`Gatherer` takes the first request in line and every later one with the same options that fits
+in one call (``max_batch`` inputs, ``max_work`` work); a request too large is cut and its rest
+goes back in line; one whose client left or whose deadline passed is dropped. `Batcher` answers
+a batch with one ``predict`` call; `StreamBatcher` decodes streams one step per turn
+(docs/guide/serve.md, "Batching and threads").
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ import itertools
 import math
 import operator
 import time
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -80,11 +77,12 @@ class Share(NamedTuple):
 
 class Gatherer:
     """One model's queue and gathering loop; a subclass runs a batch (`dispatch`): a list
-    of `Share` s, one per request in it."""
+    of `Share` s, one per request in it, given to ``model`` (on ``thread``)."""
 
-    def __init__(self, name: str, thread: ModelThread, *, max_batch: int, max_wait_s: float,
-                 max_queue: int, metrics: Metrics, max_work: float = math.inf):
-        self.name, self.thread, self.metrics = name, thread, metrics
+    def __init__(self, name: str, model: Callable[..., Any], thread: ModelThread, *,
+                 max_batch: int, max_wait_s: float, max_queue: int, metrics: Metrics,
+                 max_work: float = math.inf):
+        self.name, self.model, self.thread, self.metrics = name, model, thread, metrics
         self.max_batch, self.max_wait_s, self.max_queue = max_batch, max_wait_s, max_queue
         self.max_work = max_work
         self.series = {k: getattr(metrics, k).labels(name)   # once: labels() costs a lock
@@ -148,11 +146,6 @@ class Gatherer:
         job.abandoned = True   # answered, past its deadline, or its client left
         self.depth -= 1
         self.series["queue_depth"].dec()
-
-    async def dispatch(self, batch: list[Share]) -> None:
-        """Run one batch while holding the thread's turn; resolve each finished job's
-        future."""
-        raise NotImplementedError
 
     async def _loop(self) -> None:
         while not self._stopping:
@@ -231,13 +224,8 @@ class Gatherer:
 
 
 class Batcher(Gatherer):
-    """A run's plain routes: one ``predict(inputs, options)`` call for a batch's inputs, each
-    request getting its own slice back."""
-
-    def __init__(self, name: str, predict: Callable[[list, dict], list], thread: ModelThread,
-                 **kwargs: Any):
-        super().__init__(name, thread, **kwargs)
-        self.predict = predict
+    """A run's plain routes: one ``model(inputs, **options)`` call (the app's ``predict``) for
+    a batch's inputs, each request getting its own slice back."""
 
     async def submit(self, inputs: Sequence[Any], options: dict[str, Any], timeout: float,
                      work: Sequence[float] | None = None) -> list[Any]:
@@ -281,8 +269,8 @@ class Batcher(Gatherer):
     def _outcomes(self, batch: list[Share]) -> list[list[Any] | AttnkitError]:
         """On the model thread: each share's results, or the error of its own inputs."""
         try:
-            results = self.predict([x for job, a, b in batch for x in job.inputs[a:b]],
-                                   batch[0].job.options)
+            results = self.model([x for job, a, b in batch for x in job.inputs[a:b]],
+                                   **batch[0].job.options)
         except AttnkitError as exc:   # each alone: only the bad one gets the error
             return [exc] if len(batch) == 1 else [self._outcomes([s])[0] for s in batch]
         ends = itertools.accumulate(s.end - s.start for s in batch)
@@ -290,14 +278,12 @@ class Batcher(Gatherer):
 
 
 class StreamBatcher(Gatherer):
-    """A translate run's streams; ``open_stream(sentences, options)`` reads the sentences at
-    once (a bad one raises) and returns an iterator of the app's ``StreamStep`` s."""
+    """A translate run's streams; ``model(sentences, **options)`` (the app's ``stream``) reads
+    the sentences at once (a bad one raises) and returns an iterator of its ``StreamStep`` s."""
 
-    def __init__(self, name: str, open_stream: Callable[[list, dict], Iterator],
-                 thread: ModelThread, **kwargs: Any):
-        super().__init__(name, thread, **kwargs)
-        self.open_stream = open_stream
-        self.series["tokens"] = self.metrics.tokens.labels(name)
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.series["tokens"] = self.metrics.tokens.labels(self.name)
         self._running: set[asyncio.Task] = set()
 
     @contextlib.asynccontextmanager
@@ -308,7 +294,7 @@ class StreamBatcher(Gatherer):
         ``("final", prediction)`` or ``("error", exception)``, then ``("end", None)``. A text
         the app refuses raises here, never joining a batch (other errors: `Gatherer._admit`).
         """
-        self.open_stream([text], options)   # reads the text only: the generator waits
+        self.model([text], **options)   # reads the text only: the generator waits
         job, timer = self._admit([text], options, timeout, True, None)
         try:
             await job.future
@@ -337,7 +323,7 @@ class StreamBatcher(Gatherer):
                 job.future.set_result(None)
         open_jobs, steps = set(range(len(batch))), None
         try:
-            steps = self.open_stream([job.inputs[0] for job in batch], batch[0].options)
+            steps = self.model([job.inputs[0] for job in batch], **batch[0].options)
             self.series["batch_size"].observe(len(batch))
             while open_jobs and not all(batch[i].abandoned for i in open_jobs):
                 async with self.thread.turn:

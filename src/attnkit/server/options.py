@@ -1,11 +1,6 @@
 """What ``attnkit serve`` is told: `ServeOptions`, a plain dataclass of every setting with its
 default (the command's help shows them), checked in one place for the command line, the app and
 the tests. It imports no web stack, so ``attnkit --help`` works without the ``serve`` extra.
-
-Example:
-    ```python
-    options = ServeOptions(runs=[parse_run("fr=runs/fr")], max_batch=32).check()
-    ```
 """
 
 from __future__ import annotations
@@ -35,12 +30,8 @@ class RunSpec:
 
 
 def parse_run(text: str) -> RunSpec:
-    """``NAME=PATH`` or ``PATH`` (named then by the folder).
-
-    Raises:
-        UsageError: an empty path or name, or a name other than letters, digits, ``-``, ``_``
-            and ``.`` (at most 100).
-    """
+    """``NAME=PATH`` or ``PATH`` (named then by the folder); UsageError for an empty path or
+    name, or a name other than letters, digits, ``-``, ``_`` and ``.`` (at most 100)."""
     name, sep, path = text.partition("=") if "=" in text else ("", "", text)
     if not path or (sep and not name):
         raise UsageError(f"--run {text!r}: give a run folder (PATH or NAME=PATH)")
@@ -132,11 +123,8 @@ class ServeOptions:
     access_log: bool = True
 
     def check(self) -> ServeOptions:
-        """Refuse what cannot work, with one line naming the option; returns self.
-
-        Raises:
-            UsageError: no run, two runs of one name, a value out of its bounds, or a
-                non-loopback host without ``--api-keys`` (unless ``--insecure``).
+        """Returns self; UsageError (one line naming the option) for no run, two runs of one
+        name, a value out of its bounds, or a non-loopback host without keys or ``--insecure``.
         """
         names = [r.name for r in self.runs]
         if not names:

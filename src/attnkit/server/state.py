@@ -13,8 +13,9 @@ import hmac
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -52,12 +53,6 @@ class ServedRun:
         """Whether ``/v1/translate/stream`` can run it (attnkit's engine of a translate run)."""
         return hasattr(self.app, "stream") and getattr(self.loaded.engine, "streams", False)
 
-    def predict(self, inputs: list[Any], options: dict[str, Any]) -> list[Any]:
-        return self.app.predict(self.loaded, inputs, **options)
-
-    def open_stream(self, texts: list[str], options: dict[str, Any]) -> Iterator[Any]:
-        return self.app.stream(self.loaded, texts, **options)
-
     def summary(self) -> dict[str, Any]:
         """The run's summary for pages, named by its name: no path of the server's disk."""
         out = self.loaded.summary()
@@ -94,19 +89,14 @@ class ServedRun:
 
 def check_run(spec: RunSpec, options: ServeOptions) -> tuple[App, str | None]:
     """The app a ``--run`` folder declares and the engine to run it with (None: the app's
-    default), before anything is loaded.
-
-    Raises:
-        CheckpointError: no such folder, or one that declares no app.
-        UsageError: an app this attnkit does not have.
-    """
+    default), before anything is loaded; CheckpointError for no such folder or one that
+    declares no app, UsageError for an app this attnkit does not have."""
     folder = spec.path
     if not folder.is_dir():
         raise CheckpointError(f"{folder}: no such run folder")
-    found = [(name, engine) for name, engine in APP_FILES if (folder / name).exists()]
-    if not found:
+    name, needed = next(((n, e) for n, e in APP_FILES if (folder / n).exists()), (None, None))
+    if name is None:
         raise CheckpointError(f"{folder}: not a run folder (no config.json)")
-    name, needed = found[0]
     app = read_json_object(folder / name, "the run's settings", root=folder).get("app")
     if not isinstance(app, str):
         raise CheckpointError(f"{folder / name}: names no app")
@@ -117,12 +107,7 @@ def check_run(spec: RunSpec, options: ServeOptions) -> tuple[App, str | None]:
 
 
 def load_runs(options: ServeOptions) -> dict[str, ServedRun]:
-    """Every ``--run``, loaded in order.
-
-    Raises:
-        CheckpointError: not a run folder, broken files (the first failure).
-        UsageError: an app this attnkit does not have, an engine that cannot run it.
-    """
+    """Every ``--run``, loaded in order (errors: `check_run`, the app's ``load``)."""
     runs = {}
     for spec in options.runs:
         app, engine = check_run(spec, options)
@@ -170,9 +155,11 @@ class ServerState:
                  "max_wait_s": o.max_wait_ms / 1000, "max_queue": o.max_queue,
                  "metrics": self.metrics}
         for name, run in self.runs.items():
-            self.batchers[name] = Batcher(name, run.predict, thread, **queue)
+            self.batchers[name] = Batcher(name, partial(run.app.predict, run.loaded), thread,
+                                          **queue)
             if run.streams:
-                self.streams[name] = StreamBatcher(name, run.open_stream, thread, **queue)
+                self.streams[name] = StreamBatcher(name, partial(run.app.stream, run.loaded),
+                                                   thread, **queue)
         gatherers = (*self.batchers.values(), *self.streams.values())
         for gatherer in gatherers:
             gatherer.start()
