@@ -17,7 +17,6 @@ from attnkit.server.options import (
 )
 from attnkit.settings import flag_of
 
-DEFAULTS = ServeOptions()
 EXAMPLES = """examples:
   attnkit serve --run runs/fr                              # http://127.0.0.1:8000/
   attnkit serve --run fr=runs/fr --run imdb=runs/imdb --run runs/ducks --port 8080
@@ -32,6 +31,7 @@ BATCHING, LIMITS = "batching", "limits (each answered 413)"
 CONNECTIONS = "connections (per process)"
 # The numbered options of a group: (group, field, metavar, help); the help gets the default.
 NUMBERS = (
+    (None, "workers", "N", "server processes, each with every model"),
     (BATCHING, "max_batch", "N", "most inputs in one model call; 1: no batching"),
     (BATCHING, "max_batch_chars", "N", f"most work in one model call: characters times beam "
      f"size, an image {IMAGE_CHARS:,}; one input always goes; a request over it is cut, its "
@@ -65,7 +65,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         "attention,\ntoken streams (Server-Sent Events), a live page at /, API docs at /docs, "
         "Prometheus\nmetrics at /metrics. SIGTERM or Ctrl-C drains, then exits 0.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES)
-    d = DEFAULTS
+    d = ServeOptions()   # the defaults
     p.add_argument("--run", action="append", required=True, metavar="[NAME=]RUN",
                    help="a run folder to serve, named NAME in requests (default: the folder's "
                    "name); repeat for more")
@@ -79,18 +79,15 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
                    "(default) answers at once and switches once it is ready, on waits for it, "
                    "off never")
     p.add_argument("--device", help="cpu (default) | cuda | cuda:N")
-    p.add_argument("--workers", type=int, default=d.workers, metavar="N",
-                   help="server processes, each with every model (default 1)")
-    p.add_argument("--threads", type=int, metavar="N", help="torch threads per process "
-                   "(default: the cores divided by --workers)")
-    groups: dict[str, Any] = {}
+    groups = {None: p, **{title: p.add_argument_group(title)
+                          for title in (BATCHING, LIMITS, CONNECTIONS)}}
     for title, name, metavar, what in NUMBERS:
-        if title not in groups:
-            groups[title] = p.add_argument_group(title)
         f = FIELDS[name]
         default = f"{f.default:,}" if isinstance(f.default, int) else f"{f.default:g}"
         groups[title].add_argument(flag_of(f), type=type(f.default), default=f.default,
                                    dest=name, metavar=metavar, help=f"{what} (default {default})")
+    p.add_argument("--threads", type=int, metavar="N", help="torch threads per process "
+                   "(default: the cores divided by --workers)")
     p.add_argument("--no-access-log", dest="access_log", action="store_false",
                    help="log no line per request (by default: method, path, status, ms)")
     k = p.add_argument_group("keys")
@@ -108,8 +105,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def serve_options(args: argparse.Namespace) -> ServeOptions:
     """The `ServeOptions` of parsed arguments (`serve` and `create_app` check them)."""
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(ServeOptions)
-              if f.name not in ("runs", "api_keys")}
+    values = {name: getattr(args, name) for name in FIELDS if name not in ("runs", "api_keys")}
     return ServeOptions(**{**values, "allowed_hosts": tuple(args.allowed_hosts)},
                         runs=[parse_run(r) for r in args.run],
                         api_keys=read_api_keys(args.api_keys) if args.api_keys else frozenset())

@@ -12,7 +12,6 @@ Example:
 
 from __future__ import annotations
 
-import logging
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -29,7 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from attnkit import __version__
 from attnkit.errors import AttnkitError
 from attnkit.server.batching import Job
-from attnkit.server.errors import HANDLERS, ApiError
+from attnkit.server.errors import HANDLERS, ApiError, log
 from attnkit.server.limits import RequestLimits, check_texts, checked_image
 from attnkit.server.options import ServeOptions
 from attnkit.server.prometheus import MetricsMiddleware
@@ -43,8 +42,6 @@ from attnkit.viz.translation_page import SCRIPT_SOURCE as TRANSLATION_SCRIPT
 DESCRIPTION = """Trained attnkit runs behind an HTTP API: each answer comes with the attention
 that produced it. Errors are `{"error": {"code": ..., "message": ...}}`. The live page is at
 `/`."""
-log = logging.getLogger("attnkit.server")
-KEYED = [Depends(require_key)]
 # Every route (path, endpoint, keyed, FastAPI's settings): `create_app` adds each to the app
 # itself, since FastAPI walks an included router's routes on every request.
 ROUTES: list[tuple[str, Callable[..., Any], bool, dict[str, Any]]] = []
@@ -305,8 +302,8 @@ def create_app(options: ServeOptions, runs: dict[str, ServedRun] | None = None) 
                          swagger_ui_parameters={"validatorUrl": None})
     app.state.server = state
     for path, endpoint, keyed, settings in ROUTES:   # a key is checked only when asked
-        app.add_api_route(path, endpoint, dependencies=KEYED if keyed and options.api_keys
-                          else None, **settings)
+        app.add_api_route(path, endpoint, **settings, dependencies=[Depends(require_key)]
+                          if keyed and options.api_keys else None)
     # Matched in order on every request: the predictions first, then the server's own routes,
     # then the docs' that FastAPI added.
     routes = app.router.routes
@@ -457,8 +454,7 @@ async def sentiment(body: SentimentRequest, request: Request) -> dict[str, Any]:
     preds = await state.submit(run, body.texts, {"attention": body.attention or body.page})
     results = [p.to_dict() if body.attention else {**p.to_dict(), "weights": None,
                "contributions": None, "explanations": None} for p in preds]
-    return {"run": run.name, "results": results,
-            "page": await state.page(run, preds, body.page)}
+    return {"run": run.name, "results": results, "page": await state.page(run, preds, body.page)}
 
 
 @route("/v1/caption", *PREDICT_ERRORS, 415, response_model=CaptionResponse)

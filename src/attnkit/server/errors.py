@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException
 
 from attnkit.errors import AttnkitError
 
-log = logging.getLogger("attnkit.server")
+log = logging.getLogger("attnkit.server")   # the server's one logger, its modules' too
 
 
 class ApiError(HTTPException):

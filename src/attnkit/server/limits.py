@@ -20,10 +20,9 @@ from typing import Any
 
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-from attnkit.server.errors import ApiError, error_response, raw_error
+from attnkit.server.errors import ApiError, error_response, log, raw_error
 from attnkit.server.options import ServeOptions, ip_of, is_loopback
 
-log = logging.getLogger("attnkit.server")
 FORM_OVERHEAD = 64 << 10   # the multipart form around an image: boundaries, other fields
 MAX_HEADER_BYTES = 16 << 10   # a request's line and headers, in all
 BODY_LATE = "attnkit.body_late"   # set in a request's scope when its body deadline passed

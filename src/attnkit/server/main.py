@@ -73,8 +73,7 @@ def require_web_stack() -> None:
                                              "prometheus_client", "python_multipart")
                if find_spec(m) is None]
     if missing:
-        raise UsageError(f"attnkit serve needs {', '.join(missing)}: pip install "
-                         "'attnkit[serve]'")
+        raise UsageError(f"attnkit serve needs {', '.join(missing)}: pip install 'attnkit[serve]'")
 
 
 def fit_open_files(connections: int) -> None:

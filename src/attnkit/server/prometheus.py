@@ -44,8 +44,7 @@ class Metrics:
                                        ("run",), buckets=LATENCY_BUCKETS, **kw)
         self.queue_depth = Gauge("attnkit_queue_depth", "Requests waiting or running", ("run",),
                                  **kw, **({"multiprocess_mode": "livesum"} if shared else {}))
-        self.tokens = Counter("attnkit_streamed_tokens", "Tokens sent by streams", ("run",),
-                              **kw)
+        self.tokens = Counter("attnkit_streamed_tokens", "Tokens sent by streams", ("run",), **kw)
 
     def render(self) -> bytes:
         """The text exposition."""

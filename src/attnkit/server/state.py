@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Sequence
@@ -28,11 +27,10 @@ from attnkit.apps.results import TEST_METRICS
 from attnkit.apps.run_files import read_json_object
 from attnkit.errors import CheckpointError, UsageError
 from attnkit.server.batching import Batcher, ModelThread, StreamBatcher
-from attnkit.server.errors import ApiError
+from attnkit.server.errors import ApiError, log
 from attnkit.server.options import IMAGE_CHARS, RunSpec, ServeOptions
 from attnkit.server.prometheus import Metrics
 
-log = logging.getLogger("attnkit.server")
 # What declares a folder's app: an export's settings first (it also holds CTranslate2's own
 # config.json, which names no app), then a training run's config.
 APP_FILES = (("attnkit.json", "ctranslate2"), ("config.json", None))
@@ -207,8 +205,7 @@ class ServerState:
         each input's work is its characters (an image: `IMAGE_CHARS`) times its beam size."""
         beam = options.get("beam") or options.get("beam_size") or 1
         work = [(len(x) if run.app.inputs != "image" else IMAGE_CHARS) * beam for x in inputs]
-        return await self.batchers[run.name].submit(inputs, options, self.options.timeout_s,
-                                                    work)
+        return await self.batchers[run.name].submit(inputs, options, self.options.timeout_s, work)
 
     async def page(self, run: ServedRun, predictions: Sequence[Prediction], asked: bool
                    ) -> str | None:
