@@ -12,6 +12,7 @@ receptive field so that attending to a location means looking at that part of th
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -264,8 +265,7 @@ class Captioner(nn.Module):
         h, c = self.cell(torch.cat([emb, context], -1), (state.h, state.c))
         logits = self.out(self.drop(emb + self.out_h(h) + self.out_z(context)))
         alpha = alpha.reshape(alpha.shape[0], state.height, state.width)
-        return logits, CaptionState(h, c, state.memory, state.height, state.width,
-                                    source=state.source), alpha
+        return logits, dataclasses.replace(state, h=h, c=c, query=None), alpha
 
     def _look(self, query: Tensor, memory: AttentionMemory) -> tuple[Tensor, Tensor]:
         """One glimpse: ``query [rows, hidden]`` -> context ``[rows, C]``, map ``[rows,
@@ -291,12 +291,11 @@ class Captioner(nn.Module):
     def reorder(self, state: CaptionState, rows: Tensor,
                 images: Tensor | None = None) -> CaptionState:
         """Keep rows ``rows`` and, when some captions finished, the images ``images``."""
-        query = None if state.query is None else state.query.index_select(0, rows)
-        keep = images is not None
-        return CaptionState(state.h.index_select(0, rows), state.c.index_select(0, rows),
-                            state.memory.reorder(images) if keep else state.memory,
-                            state.height, state.width, query,
-                            state.source.index_select(0, images) if keep else state.source)
+        out = dataclasses.replace(state, h=state.h[rows], c=state.c[rows],
+                                  query=None if state.query is None else state.query[rows])
+        if images is not None:
+            out.memory, out.source = state.memory.reorder(images), state.source[images]
+        return out
 
     def forward(self, images: Tensor, tgt_in: Tensor, *,
                 location_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:

@@ -10,6 +10,7 @@ is computed once per source and shared by a sentence's beams. The equations: doc
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -205,8 +206,7 @@ class RNNDecoder(nn.Module):
             readout = torch.tanh(self.readout(torch.cat([context, h], -1)))
             feed = readout
         logits = self.out(self.dropout(readout))
-        new_state = RNNDecoderState(hidden, state.memory, feed, state.context, state.source,
-                                    state.src_lengths, state.step + 1, state.cached)
+        new_state = dataclasses.replace(state, hidden=hidden, feed=feed, step=state.step + 1)
         return logits, new_state, weights if need_weights else None
 
 
@@ -255,19 +255,13 @@ class RNNSeq2Seq(nn.Module):
     def reorder(self, state: RNNDecoderState, rows: Tensor,
                 sentences: Tensor | None = None) -> RNNDecoderState:
         """Keep rows ``rows`` and, when some finished, the sentences ``sentences``."""
-        keep = sentences is not None
-        return RNNDecoderState(
-            _select(state.hidden, rows),
-            state.memory.reorder(sentences) if keep and state.memory is not None
-            else state.memory,
-            None if state.feed is None else state.feed.index_select(0, rows),
-            state.context.index_select(0, sentences) if keep and state.context is not None
-            else state.context,
-            state.source.index_select(0, sentences) if keep else state.source,
-            state.src_lengths.index_select(0, sentences) if keep else state.src_lengths,
-            state.step,
-            state.cached,
-        )
+        out = dataclasses.replace(state, hidden=_select(state.hidden, rows), feed=None
+                                  if state.feed is None else state.feed.index_select(0, rows))
+        if sentences is not None:
+            out.memory = None if state.memory is None else state.memory.reorder(sentences)
+            out.context = None if state.context is None else state.context[sentences]
+            out.source, out.src_lengths = state.source[sentences], state.src_lengths[sentences]
+        return out
 
     def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor,
                 need_weights: bool = False):
