@@ -9,11 +9,11 @@ import tarfile
 
 import pytest
 
+from attnkit.data import imdb
 from attnkit.data.imdb import (
     IMDB_SHA256,
     ReadStats,
     Review,
-    download_imdb,
     load_split,
     read_csv,
     read_folder,
@@ -148,7 +148,7 @@ def test_shared_imdb(imdb_dir):
     assert len(load_split(imdb_dir / "test.jsonl.gz", "test")) == 25000
 
 
-def test_download_checks_the_checksum(tmp_path):
+def test_download_checks_the_checksum(tmp_path, monkeypatch):
     import hashlib
 
     from attnkit.errors import DownloadError
@@ -156,10 +156,13 @@ def test_download_checks_the_checksum(tmp_path):
     src = tmp_path / "src.tar.gz"
     _tar(src, [("aclImdb/test/neg/0_1.txt", b"Dire.")])
     digest = hashlib.sha256(src.read_bytes()).hexdigest()
-    path = download_imdb(tmp_path / "cache", url=src.as_uri(), sha256=digest)
-    assert path.parent == tmp_path / "cache" and load_split(path, "test") == [Review("Dire.", 0)]
+    monkeypatch.setenv("ATTNKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(imdb, "IMDB_URL", src.as_uri())
     with pytest.raises(DownloadError):
-        download_imdb(tmp_path / "cache2", url=src.as_uri(), sha256="0" * 64)
+        load_split("download", "test")
+    monkeypatch.setattr(imdb, "IMDB_SHA256", digest)
+    assert load_split("download", "test") == [Review("Dire.", 0)]
+    assert (tmp_path / "cache" / "aclImdb_v1.tar.gz").is_file()
 
 
 def test_csv_field_longer_than_the_csv_module_default(tmp_path):

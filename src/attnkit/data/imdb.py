@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from attnkit.data import compressed
+from attnkit.data.download import fetch
 from attnkit.data.drops import BadRecord, DropReport, parse_json
 from attnkit.errors import DataError
 
@@ -50,22 +51,19 @@ class ReadStats:
     drops: DropReport = field(default_factory=DropReport)
 
 
-def parse_label(value, *, path: str, line: int | None = None) -> int:
-    """``0``/``1``/``"0"``/``"1"``/``"neg"``/``"pos"`` -> 0 or 1, else DataError."""
-    key = value.strip().lower() if isinstance(value, str) else value
-    if not isinstance(key, (int, str)) or isinstance(key, bool) or key not in _LABELS:
-        raise BadRecord("with a label other than 0, 1, neg or pos",
-                        f"label must be 0, 1, 'neg' or 'pos', got {value!r}", path=path, line=line)
-    return _LABELS[key]
-
-
 def _review(text, label, *, path: str, line: int | None) -> Review:
+    """A Review, or a BadRecord: a text that is not a string or is blank, a label other than
+    ``0``/``1``/``"0"``/``"1"``/``"neg"``/``"pos"``."""
     if not isinstance(text, str):
         raise BadRecord("with a text that is not a string",
                         f"text must be a string, got {type(text).__name__}", path=path, line=line)
     if not text.strip():
         raise BadRecord("with an empty review", "empty review", path=path, line=line)
-    return Review(text, parse_label(label, path=path, line=line))
+    key = label.strip().lower() if isinstance(label, str) else label
+    if not isinstance(key, (int, str)) or isinstance(key, bool) or key not in _LABELS:
+        raise BadRecord("with a label other than 0, 1, neg or pos",
+                        f"label must be 0, 1, 'neg' or 'pos', got {label!r}", path=path, line=line)
+    return Review(text, _LABELS[key])
 
 
 def _review_file(f, where: str, label: int) -> Review:
@@ -271,15 +269,6 @@ def _check_split(split: str) -> None:
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
 
 
-def download_imdb(cache_dir=None, *, url: str = IMDB_URL, sha256: str = IMDB_SHA256) -> Path:
-    """Fetch ``aclImdb_v1.tar.gz`` into the cache (``$ATTNKIT_CACHE`` or ``~/.cache/attnkit``),
-    verifying ``sha256``; returns the archive path (a cached, verified copy is reused). The
-    readers take members straight from the archive, so nothing is extracted to disk."""
-    from attnkit.data.download import fetch
-
-    return Path(fetch(url, sha256=sha256, cache=cache_dir, filename="aclImdb_v1.tar.gz"))
-
-
 def _split_in(folder: Path, split: str) -> Path | None:
     """The ``<split>.jsonl[.gz]`` / ``<split>.csv`` file or the aclImdb root in ``folder``."""
     for ext in (".jsonl.gz", ".jsonl", ".csv"):
@@ -292,9 +281,11 @@ def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | N
                text_column: str = "text", label_column: str = "label") -> list[Review]:
     """Reviews of ``split`` from whatever ``path`` is: a folder with ``<split>.jsonl[.gz]`` or
     ``<split>.csv``; an ``aclImdb`` folder (or its parent); ``*.tar.gz``; one ``.jsonl[.gz]`` or
-    ``.csv`` file (whatever ``split`` is); or ``"download"`` (the official archive, cached)."""
+    ``.csv`` file (whatever ``split`` is); or ``"download"`` (the official archive, fetched
+    into the cache once, checksummed; members are read from it, nothing extracted)."""
     _check_split(split)
-    path = download_imdb() if str(path) == "download" else Path(path)
+    path = fetch(IMDB_URL, sha256=IMDB_SHA256, filename="aclImdb_v1.tar.gz") \
+        if str(path) == "download" else Path(path)
     if path.is_dir():
         found = _split_in(path, split)
         if found is None:

@@ -4,11 +4,7 @@
 locations of the feature map at every word (soft: `SpatialAttention` with the gate ``beta_t``;
 hard: `HardAttention`); `caption_loss` adds the doubly stochastic regulariser. It has the step
 API of the translation models (`attnkit.models.step`), so `attnkit.decoding` decodes it. The
-equations and the choices of ``init_pool``: docs/concepts.md ("The captioner").
-
-`ConvEncoder` is trained from scratch (no pretrained backbone offline), with a small
-receptive field so that attending to a location means looking at that part of the image.
-"""
+equations and the choices of ``init_pool``: docs/concepts.md ("The captioner")."""
 
 from __future__ import annotations
 
@@ -38,7 +34,8 @@ def _block(cin: int, cout: int, stride: int) -> nn.Sequential:
 
 
 class ConvEncoder(nn.Module):
-    """Stride-2 conv blocks, then a stride-1 one: ``[batch, 3, S, S] -> [batch, C, S/2^k, S/2^k]``.
+    """Stride-2 conv blocks, then a stride-1 one: ``[batch, 3, S, S] -> [batch, C, S/2^k, S/2^k]``;
+    trained from scratch, with a small receptive field (a location is that part of the image).
 
     Args:
         image_size: input side ``S`` in pixels (images uint8 0..255 or float 0..1).

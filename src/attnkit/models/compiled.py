@@ -2,15 +2,7 @@
 encoder, with every decoder layer's cross-attention keys and values, and the incremental step;
 behind the step API (`attnkit.models.step`), so greedy and beam search run it as they run the
 model itself. No attention weights are computed: the weights path is the eager model's. How one
-step serves every size: docs/concepts.md ("Compiled decoding").
-
-Example:
-    ```python
-    graphs = Packages("translate", digest).build(graph_specs(model), log=print)
-    hyps = greedy_decode(CompiledTransformer(model, graphs), src, src_lengths,
-                         need_weights=False)
-    ```
-"""
+step serves every size, and an example: docs/concepts.md ("Compiled decoding")."""
 
 from __future__ import annotations
 
@@ -66,8 +58,7 @@ class _Graph(nn.Module):
 class EncoderGraph(_Graph):
     """``src [N, S], src_lengths [N]`` -> (encoder output ``[N, S, d]``, cross keys and values
     ``[L, N, H, S, hd]``, score bias ``[N, 1, 1, S]``): `TransformerSeq2Seq.encode`'s
-    arithmetic, without its checks (made before) or branches on values (every length is
-    >= 1, so every row has a key)."""
+    arithmetic, without its checks or branches on values."""
 
     def forward(self, src: Tensor, src_lengths: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         m = self.model

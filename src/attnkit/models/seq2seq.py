@@ -94,18 +94,11 @@ def _top(state: RNNState) -> Tensor:
 
 @dataclass
 class RNNDecoderState:
-    """Everything the decoder carries between steps (rows: ``beams`` per sentence).
-
-    Attributes:
-        hidden: ``[layers, rows, hidden]`` (a pair for LSTM).
-        memory: the attention memory, one per sentence, or None for ``attention="none"``.
-        feed: Luong input feeding ``h~_{t-1}`` ``[rows, hidden]``, else None.
-        context: the fixed context ``[sentences, hidden]`` of the no-attention baseline, else None.
-        source, src_lengths: the encoder output ``[sentences, S, enc_dim]``, ``[sentences]``.
-        step: index of the next target position (local-m centres its window on it).
-        cached: reuse the memory's key projection (False: the reference path recomputes it).
-        encoder_weights: always None.
-    """
+    """What the decoder carries between steps (rows: ``beams`` per sentence): ``hidden``
+    ``[layers, rows, hidden]`` (a pair for LSTM); the attention ``memory`` of each sentence
+    (None without attention), else the fixed ``context [sentences, hidden]``; Luong's input
+    ``feed`` ``[rows, hidden]``; the encoder output ``source [sentences, S, enc_dim]``; ``step``,
+    the next target position (local-m's centre); ``cached``: reuse the key projection."""
 
     hidden: RNNState
     memory: AttentionMemory | None
@@ -269,8 +262,7 @@ class RNNSeq2Seq(nn.Module):
         state = self.encode(src, src_lengths, beams=1, use_cache=True, weights="none")
         ratio = self.config.teacher_forcing_ratio
         sample = self.training and ratio < 1.0
-        logits_steps: list[Tensor] = []
-        weight_steps: list[Tensor] = []
+        logits_steps, weight_steps = [], []
         prev = tgt_in[:, 0]
         for t in range(tgt_in.shape[1]):
             if t > 0:
