@@ -1,5 +1,5 @@
 """IMDB movie reviews (Maas et al., 2011) from every form they come in: an ``aclImdb/`` folder,
-the official ``aclImdb_v1.tar.gz`` read member by member (`download_imdb` fetches it), JSON
+the official ``aclImdb_v1.tar.gz`` read member by member (``"download"`` fetches it), JSON
 Lines (maybe gzip) of ``{"text", "label"}``, or CSV with a text and a label column;
 `load_split` picks by path. Labels are ``0``/``1`` or ``"neg"``/``"pos"``. A bad record raises
 a `DataError` naming its file and line (or member), or with ``skip_bad`` is counted by reason
@@ -239,36 +239,6 @@ def _tar_records(archive: Path, split: str) -> Iterator:
         yield DataError(f"corrupt, truncated or not a tar archive ({exc})", path=name)
 
 
-def read_jsonl(path, *, skip_bad: bool = False, stats: ReadStats | None = None) -> list[Review]:
-    """Reviews from JSON Lines (plain or gzip) of ``{"text": str, "label": 0|1|"neg"|"pos"}``."""
-    return _collect(_jsonl_records(Path(path)), path, stats, skip_bad)
-
-
-def read_csv(path, *, text_column: str = "text", label_column: str = "label",
-             skip_bad: bool = False, stats: ReadStats | None = None) -> list[Review]:
-    """Reviews from a CSV file with a header naming ``text_column`` and ``label_column``."""
-    return _collect(_csv_records(Path(path), text_column, label_column), path, stats, skip_bad)
-
-
-def read_folder(root, split: str, *, skip_bad: bool = False,
-                stats: ReadStats | None = None) -> list[Review]:
-    """Reviews of ``split`` from an ``aclImdb/`` folder (neg first, files in name order)."""
-    _check_split(split)
-    return _collect(_folder_records(Path(root), split), root, stats, skip_bad)
-
-
-def read_tar(archive, split: str, *, skip_bad: bool = False,
-             stats: ReadStats | None = None) -> list[Review]:
-    """Reviews of ``split`` read straight from ``aclImdb_v1.tar.gz`` (nothing extracted)."""
-    _check_split(split)
-    return _collect(_tar_records(Path(archive), split), archive, stats, skip_bad)
-
-
-def _check_split(split: str) -> None:
-    if split not in SPLITS:
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-
-
 def _split_in(folder: Path, split: str) -> Path | None:
     """The ``<split>.jsonl[.gz]`` / ``<split>.csv`` file or the aclImdb root in ``folder``."""
     for ext in (".jsonl.gz", ".jsonl", ".csv"):
@@ -280,10 +250,13 @@ def _split_in(folder: Path, split: str) -> Path | None:
 def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | None = None,
                text_column: str = "text", label_column: str = "label") -> list[Review]:
     """Reviews of ``split`` from whatever ``path`` is: a folder with ``<split>.jsonl[.gz]`` or
-    ``<split>.csv``; an ``aclImdb`` folder (or its parent); ``*.tar.gz``; one ``.jsonl[.gz]`` or
-    ``.csv`` file (whatever ``split`` is); or ``"download"`` (the official archive, fetched
-    into the cache once, checksummed; members are read from it, nothing extracted)."""
-    _check_split(split)
+    ``<split>.csv``; an ``aclImdb`` folder (or its parent: neg first, files in name order);
+    ``*.tar.gz``; one JSON Lines (the default) or ``.csv`` file (whatever ``split`` is, its
+    header naming ``text_column`` and ``label_column``); or ``"download"`` (the official
+    archive, fetched into the cache once, checksummed; members are read from it, nothing
+    extracted)."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     path = fetch(IMDB_URL, sha256=IMDB_SHA256, filename="aclImdb_v1.tar.gz") \
         if str(path) == "download" else Path(path)
     if path.is_dir():
@@ -291,16 +264,16 @@ def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | N
         if found is None:
             raise DataError(f"no {split}.jsonl.gz, {split}.jsonl, {split}.csv or "
                             f"aclImdb/{split}/ in this folder", path=str(path))
-        if found.is_dir():
-            return read_folder(found, split, skip_bad=skip_bad, stats=stats)
         path = found
-    compressed.data_file(path)
-    if path.name.endswith(_TAR):
-        return read_tar(path, split, skip_bad=skip_bad, stats=stats)
-    if ".csv" in [s.lower() for s in path.suffixes]:
-        return read_csv(path, text_column=text_column, label_column=label_column,
-                        skip_bad=skip_bad, stats=stats)
-    return read_jsonl(path, skip_bad=skip_bad, stats=stats)
+    if path.is_dir():
+        records = _folder_records(path, split)
+    elif compressed.data_file(path).name.endswith(_TAR):
+        records = _tar_records(path, split)
+    elif ".csv" in [s.lower() for s in path.suffixes]:
+        records = _csv_records(path, text_column, label_column)
+    else:
+        records = _jsonl_records(path)
+    return _collect(records, path, stats, skip_bad)
 
 
 def has_split(path, split: str) -> bool:
