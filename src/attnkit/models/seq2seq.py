@@ -263,19 +263,16 @@ class RNNSeq2Seq(nn.Module):
         ratio = self.config.teacher_forcing_ratio
         sample = self.training and ratio < 1.0
         logits_steps, weight_steps = [], []
-        prev = tgt_in[:, 0]
         for t in range(tgt_in.shape[1]):
-            if t > 0:
-                prev = tgt_in[:, t]
-                if sample:
-                    own = logits_steps[-1].argmax(-1)
-                    gold = torch.rand(prev.shape, device=prev.device) < ratio
-                    prev = torch.where(gold, prev, own)
+            prev = tgt_in[:, t]
+            if sample and t > 0:
+                own = logits_steps[-1].argmax(-1)
+                gold = torch.rand(prev.shape, device=prev.device) < ratio
+                prev = torch.where(gold, prev, own)
             logits, state, weights = self.decoder.step(prev, state)
             logits_steps.append(logits)
             if need_weights and weights is not None:
                 weight_steps.append(weights)
         logits = torch.stack(logits_steps, dim=1)
-        if not need_weights:
-            return logits
-        return logits, (torch.stack(weight_steps, dim=1) if weight_steps else None)
+        weights = torch.stack(weight_steps, dim=1) if weight_steps else None
+        return (logits, weights) if need_weights else logits
