@@ -81,16 +81,15 @@ class CaptionerConfig(SpecialIds):
     """Everything needed to rebuild a `Captioner` (JSON scalars only).
 
     Args:
-        vocab_size: output vocabulary (specials included).
-        image_size, feature_size, channels: input side in pixels; the feature map's side and ``C``.
+        vocab_size, image_size, feature_size, channels: specials included; input side in
+            pixels; the feature map's side and ``C``.
         emb_dim, hidden, attention_units: word embedding, LSTM and additive score sizes.
         attention, gate: ``"soft"`` or ``"hard"``; the gating scalar beta on the soft context.
         dropout, max_caption_len: before the output layer; words decoded at most (plus EOS).
-        doubly_stochastic: lambda of the regulariser.
+        doubly_stochastic, global_context: lambda of the regulariser; squeeze-and-excitation
+            gates in the encoder.
         init_pool, glimpses: what ``h_0, c_0`` come from (``"mean"``, ``"mean+max"``, ``"none"``
             or ``"glimpse"``) and attention hops per word (docs/concepts.md, "The captioner").
-        global_context: squeeze-and-excitation gates in the encoder (`ConvEncoder`).
-        version: the ``model.json`` format.
     """
 
     vocab_size: int = 0
@@ -128,14 +127,10 @@ class CaptionerConfig(SpecialIds):
 
 @dataclass
 class CaptionState:
-    """Decoder state, ``beams`` rows per image (sentence-major, as the step API).
-
-    Attributes:
-        h, c: the LSTM state ``[rows, hidden]``.
-        memory, height, width: the attention memory, one per image, and the feature map's size.
-        query: ``[rows, hidden]``, the next step's first query when it is not ``h``.
-        source: the feature vectors ``[images, H*W, C]``; encoder_weights: always None.
-    """
+    """Decoder state, ``beams`` rows per image (as the step API): the LSTM's ``h, c [rows,
+    hidden]``; the attention memory of each image and the feature map's size; ``query [rows,
+    hidden]``, the next step's first query when it is not ``h``; the features ``source
+    [images, H*W, C]``."""
 
     h: Tensor
     c: Tensor

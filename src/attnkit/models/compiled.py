@@ -25,17 +25,11 @@ GRAPHS = ("encoder", "step")
 
 @dataclass
 class GraphState:
-    """The decoding state of `CompiledTransformer`.
-
-    Attributes:
-        source, src_lengths: ``[sentences, S, d]`` the encoder output, ``[sentences]``.
-        src_keys, src_values: ``[layers, sentences, heads, S, head_dim]`` cross-attention.
-        src_bias: ``[sentences, 1, 1, S]``: 0 at real positions, the lowest value at padding.
-        self_keys, self_values: ``[capacity, layers, sentences, beams, heads, head_dim]``, the
-            first ``length`` positions written.
-        positions: ``[P, d]`` the position table.
-        encoder_weights: always None.
-    """
+    """The decoding state of `CompiledTransformer`: the encoder output ``source [sentences, S,
+    d]``; cross-attention ``src_keys``, ``src_values`` ``[layers, sentences, heads, S,
+    head_dim]`` and ``src_bias [sentences, 1, 1, S]`` (0, or the lowest value at padding); the
+    self-attention cache ``[capacity, layers, sentences, beams, heads, head_dim]``, its first
+    ``length`` positions written; the position table ``[P, d]``."""
 
     source: Tensor
     src_lengths: Tensor

@@ -32,17 +32,15 @@ class SentimentConfig(JsonConfig):
     """Everything that defines a `SentimentClassifier` (saved as JSON in the run).
 
     Args:
-        num_heads, head_dim: ``num_heads * head_dim == embed_dim`` for ``transformer`` blocks.
         block: ``"plain"`` (the 2018 layer: attention output replaces the input) or
-            ``"transformer"`` (pre-layer-norm residual attention + feed-forward).
-        positional: ``"sinusoidal"`` (cos_sin layout, summed), ``"learned"`` or ``"none"``.
-        pooling: ``"max"`` (global max over time) or ``"attention"`` (learned softmax pooling).
-        dropout / block_dropout: before the classifier (0.5 in 2018) / inside blocks and on the
-            embeddings.
-        bigram_buckets: if > 0, hashed (previous, current) token-pair embeddings are added
-            (fastText-style local order).
-        mask_padding: exclude padding from attention, pooling and positions; ``padding``: where it
-            is (``"pre"`` or ``"post"``).
+            ``"transformer"`` (pre-LN residual attention + feed-forward; ``num_heads * head_dim
+            == embed_dim``).
+        positional, pooling: ``"sinusoidal"`` (cos_sin, summed), ``"learned"`` or ``"none"``;
+            ``"max"`` over time or ``"attention"`` (learned softmax pooling).
+        dropout / block_dropout: before the classifier / inside blocks and on the embeddings.
+        bigram_buckets: if > 0, hashed (previous, current) token-pair embeddings are added.
+        mask_padding: exclude padding (``padding``: "pre" or "post") from attention, pooling
+            and positions.
     """
 
     vocab_size: int = 30000

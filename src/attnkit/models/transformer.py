@@ -81,17 +81,12 @@ class DecoderLayer(nn.Module):
 
 @dataclass
 class TransformerState:
-    """The decoding state of `TransformerSeq2Seq` (rows: ``beams`` per sentence).
-
-    Attributes:
-        source: ``[sentences, S, d]`` the encoder output (normalised); src_lengths: ``[sentences]``.
-        positions: ``[P, d]`` the position table, grown when decoding goes past ``P``.
-        length: target positions fed so far.
-        caches, sources: per decoder layer, the `KeyValueCache` of every row and the
-            `SourceKeyValues` of every sentence (None on the reference path, ``use_cache=False``).
-        prefix: ``[rows, length]`` the target ids fed so far: the reference path only.
-        encoder_weights: ``[sentences, layers, heads, S, S]`` with ``weights="all"``, else None.
-    """
+    """The decoding state of `TransformerSeq2Seq` (rows: ``beams`` per sentence): the encoder
+    output ``source [sentences, S, d]``; ``positions [P, d]``, grown past ``P``; ``length``
+    positions fed; per decoder layer the `KeyValueCache` of every row and the `SourceKeyValues`
+    of every sentence (``caches``, ``sources``), or, on the reference path (``use_cache=False``),
+    the ids fed (``prefix [rows, length]``); ``encoder_weights [sentences, layers, heads, S,
+    S]`` with ``weights="all"``."""
 
     source: Tensor
     src_lengths: Tensor
