@@ -521,12 +521,9 @@ def train_head(model: nn.Module, pipeline: Any,
                ) -> tuple[AlignmentHead, dict]:
     """A head for a Transformer ``model``, trained on eflomal's links of raw ``corpus`` pairs
     (eflomal learns from all; ``pairs`` of them, sampled by ``seed``, label the head) within
-    ``seconds`` in all; ``layer``: the decoder layer it reads (-1: the last).
-
-    Returns:
-        The head (eval mode) and how it was trained (``{"steps", "epochs", "seconds", "loss",
-        "pairs", "eflomal_pairs", "labels", "total_seconds"}``).
-    """
+    ``seconds`` in all; ``layer``: the decoder layer it reads (-1: the last). Returns the head
+    (eval mode) and how it was trained (`fit_head`'s report, ``"pairs"``, ``"eflomal_pairs"``,
+    ``"labels"``, ``"total_seconds"``)."""
     start, say = time.monotonic(), log or (lambda _: None)
     c = model.config
     corpus = [(en, fr) for en, fr in corpus if en.strip() and fr.strip()]

@@ -1,12 +1,9 @@
 """The RNN encoder-decoder for translation (`RNNSeq2Seq`): training forward + the step API.
 
-`RNNEncoder` runs a (bi)GRU/LSTM over packed sequences (padding never enters the recurrence);
-`RNNDecoder` advances one token per call in either classic style: ``"bahdanau"`` attends from
-the previous state, ``"luong"`` from the new one with input feeding; ``attention="none"`` is the
-fixed-length baseline. Any attnkit score works (`attnkit.attention.factory.create`); its memory
-is computed once per source and shared by a sentence's beams. The equations: docs/concepts.md
-("The RNN decoder").
-"""
+`RNNEncoder` runs a (bi)GRU/LSTM over packed sequences; `RNNDecoder` advances one token per
+call, ``"bahdanau"`` (attending from the previous state) or ``"luong"`` (from the new one, with
+input feeding), with any attnkit score (its memory computed once per source) or none. The
+equations: docs/concepts.md ("The RNN decoder")."""
 
 from __future__ import annotations
 
