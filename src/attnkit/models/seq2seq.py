@@ -85,8 +85,7 @@ def _select(state: RNNState, index: Tensor) -> RNNState:
 
 
 def _top(state: RNNState) -> Tensor:
-    h = state[0] if isinstance(state, tuple) else state
-    return h[-1]
+    return (state[0] if isinstance(state, tuple) else state)[-1]
 
 
 @dataclass
@@ -188,15 +187,14 @@ class RNNDecoder(nn.Module):
             context, weights = self._attend(_top(state.hidden), state)
             out, hidden = self.rnn(torch.cat([emb, context], -1).unsqueeze(1), state.hidden)
             readout = torch.tanh(self.readout(torch.cat([out[:, 0], context, emb], -1)))
-            feed = None
         else:
             out, hidden = self.rnn(torch.cat([emb, state.feed], -1).unsqueeze(1), state.hidden)
             h = out[:, 0]
             context, weights = self._attend(h, state)
             readout = torch.tanh(self.readout(torch.cat([context, h], -1)))
-            feed = readout
         logits = self.out(self.dropout(readout))
-        new_state = dataclasses.replace(state, hidden=hidden, feed=feed, step=state.step + 1)
+        new_state = dataclasses.replace(state, hidden=hidden, step=state.step + 1,
+                                        feed=readout if self.style == "luong" else None)
         return logits, new_state, weights if need_weights else None
 
 
