@@ -217,7 +217,7 @@ def _folder_records(root: Path, split: str) -> Iterator:
 def _tar_records(archive: Path, split: str) -> Iterator:
     name = str(archive)
     try:
-        with tarfile.open(compressed.data_file(archive), "r:*") as tar:
+        with tarfile.open(archive, "r:*") as tar:   # a regular file (`load_split`)
             for member in tar:
                 why = compressed.unsafe_name(member.name)
                 if why is not None:
@@ -233,8 +233,6 @@ def _tar_records(archive: Path, split: str) -> Iterator:
                                            _LABELS[parts[2]])
                     except DataError as exc:
                         yield exc
-    except FileNotFoundError as exc:
-        raise DataError("file not found", path=name) from exc
     except (tarfile.TarError, *compressed.CORRUPT_STREAM, OSError) as exc:
         yield DataError(f"corrupt, truncated or not a tar archive ({exc})", path=name)
 
