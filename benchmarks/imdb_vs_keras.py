@@ -86,11 +86,11 @@ def imdb_lengths(path: Path) -> np.ndarray:
     """Words per review of an IMDB JSON Lines file (the 2018 tokenizer), capped at ``MAXLEN``."""
     sys.path.insert(0, str(REPO / "src"))
     from attnkit.data.classification_text import WordTokenizer
-    from attnkit.data.imdb import read_jsonl
+    from attnkit.data.imdb import load_split
 
     tokenizer = WordTokenizer()
-    return np.array([min(len(tokenizer.tokenize(r.text)), MAXLEN) for r in read_jsonl(path)],
-                    dtype=np.int64)
+    return np.array([min(len(tokenizer.tokenize(r.text)), MAXLEN)
+                     for r in load_split(path, "train")], dtype=np.int64)
 
 
 def draw_lengths(n: int, review_lengths: np.ndarray | None = None) -> np.ndarray:

@@ -63,9 +63,9 @@ def test_every_reader_stops_at_its_cap(tmp_path, small_caps):
     jsonl.write_bytes(gzip.compress(b"x" * 5000))
     csv.write_bytes(gzip.compress(b"text,label\n" + b"x" * 5000))
     with pytest.raises(DataError, match="a line longer than"):
-        imdb.read_jsonl(jsonl)
+        imdb.load_split(jsonl, "train")
     with pytest.raises(DataError, match="more than 1,000 bytes"):
-        imdb.read_csv(csv)
+        imdb.load_split(csv, "train")
     images = tmp_path / "images"
     images.mkdir()
     for reader in (read_coco_captions, read_flickr_tokens):
@@ -84,7 +84,7 @@ def test_a_huge_review_in_a_folder_or_a_tar_is_one_record(tmp_path, small_caps):
     (folder / "train" / "pos" / "2_10.txt").write_bytes(b"x" * 500)
     os.mkfifo(folder / "train" / "neg" / "3_1.txt")          # would block a plain read
     stats = imdb.ReadStats()
-    reviews = imdb.read_folder(folder, "train", skip_bad=True, stats=stats)
+    reviews = imdb.load_split(folder, "train", skip_bad=True, stats=stats)
     assert [r.text for r in reviews] == ["fine film"] and stats.drops.total == 2
     archive = tmp_path / "a.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
@@ -92,7 +92,7 @@ def test_a_huge_review_in_a_folder_or_a_tar_is_one_record(tmp_path, small_caps):
         member.size = 500
         tar.addfile(member, io.BytesIO(b"y" * 500))
     with pytest.raises(DataError, match=r"\[aclImdb/train/pos/1_10.txt\]: more than 100 bytes"):
-        imdb.read_tar(archive, "train")
+        imdb.load_split(archive, "train")
 
 
 def test_a_device_as_translation_data_is_named_so(tmp_path):

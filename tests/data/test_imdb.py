@@ -9,16 +9,12 @@ import tarfile
 
 import pytest
 
+from attnkit.data import imdb
 from attnkit.data.imdb import (
     IMDB_SHA256,
     ReadStats,
     Review,
-    download_imdb,
     load_split,
-    read_csv,
-    read_folder,
-    read_jsonl,
-    read_tar,
     split_validation,
 )
 from attnkit.errors import DataError
@@ -60,10 +56,10 @@ def test_tar_reader_and_unsafe_member(tmp_path):
         bad = tmp_path / "bad.tar.gz"
         _tar(bad, [("aclImdb/train/pos/0_9.txt", b"ok"), (bad_name, b"x")])
         with pytest.raises(DataError, match="unsafe member") as err:
-            read_tar(bad, "train")
+            load_split(bad, "train")
         assert str(bad) in str(err.value) and bad_name in str(err.value)
         stats = ReadStats()
-        assert len(read_tar(bad, "train", skip_bad=True, stats=stats)) == 1
+        assert len(load_split(bad, "train", skip_bad=True, stats=stats)) == 1
         assert stats.drops.total == 1
 
 
@@ -77,7 +73,7 @@ def test_jsonl_labels_and_errors_name_file_and_line(tmp_path):
     _jsonl_gz(path, [json.dumps({"text": "good", "label": 1}).encode(),
                      json.dumps({"text": "bad", "label": "neg"}).encode(),
                      json.dumps({"text": "fine", "label": "pos"}).encode()])
-    assert [r.label for r in read_jsonl(path)] == [1, 0, 1]
+    assert [r.label for r in load_split(path, "train")] == [1, 0, 1]
     assert [r.label for r in load_split(tmp_path, "train")] == [1, 0, 1]
     cases = [
         (b'{"text": "x"}', "missing field 'label'"),
@@ -92,27 +88,27 @@ def test_jsonl_labels_and_errors_name_file_and_line(tmp_path):
         bad = tmp_path / "bad.jsonl"
         bad.write_bytes(b'{"text": "ok", "label": 0}\n' + raw + b"\n")
         with pytest.raises(DataError, match=message) as err:
-            read_jsonl(bad)
+            load_split(bad, "train")
         assert err.value.path == str(bad) and err.value.line == 2
         stats = ReadStats()
-        assert read_jsonl(bad, skip_bad=True, stats=stats) == [Review("ok", 0)]
+        assert load_split(bad, "train", skip_bad=True, stats=stats) == [Review("ok", 0)]
         assert (stats.read, stats.drops.total) == (1, 1)
 
 
 def test_csv_reader(tmp_path):
     path = tmp_path / "reviews.csv"
     path.write_text('review,sentiment\n"Fun, and\nsmart",pos\nDull,0\n', encoding="utf-8")
-    reviews = read_csv(path, text_column="review", label_column="sentiment")
+    reviews = load_split(path, "train", text_column="review", label_column="sentiment")
     assert reviews == [Review("Fun, and\nsmart", 1), Review("Dull", 0)]
     with pytest.raises(DataError, match="no column 'text'"):
-        read_csv(path)
+        load_split(path, "train")
     path.write_text("text,label\nok,1\nmeh,3\n", encoding="utf-8")
     with pytest.raises(DataError, match="label must be") as err:
-        read_csv(path)
+        load_split(path, "train")
     assert err.value.line == 3
     path.write_bytes(b"text,label\nok,1\n\xff\xfe,0\n")
     with pytest.raises(DataError, match="UTF-8") as err:
-        read_csv(path)
+        load_split(path, "train")
     assert err.value.line == 3
 
 
@@ -148,7 +144,7 @@ def test_shared_imdb(imdb_dir):
     assert len(load_split(imdb_dir / "test.jsonl.gz", "test")) == 25000
 
 
-def test_download_checks_the_checksum(tmp_path):
+def test_download_checks_the_checksum(tmp_path, monkeypatch):
     import hashlib
 
     from attnkit.errors import DownloadError
@@ -156,10 +152,13 @@ def test_download_checks_the_checksum(tmp_path):
     src = tmp_path / "src.tar.gz"
     _tar(src, [("aclImdb/test/neg/0_1.txt", b"Dire.")])
     digest = hashlib.sha256(src.read_bytes()).hexdigest()
-    path = download_imdb(tmp_path / "cache", url=src.as_uri(), sha256=digest)
-    assert path.parent == tmp_path / "cache" and load_split(path, "test") == [Review("Dire.", 0)]
+    monkeypatch.setenv("ATTNKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(imdb, "IMDB_URL", src.as_uri())
     with pytest.raises(DownloadError):
-        download_imdb(tmp_path / "cache2", url=src.as_uri(), sha256="0" * 64)
+        load_split("download", "test")
+    monkeypatch.setattr(imdb, "IMDB_SHA256", digest)
+    assert load_split("download", "test") == [Review("Dire.", 0)]
+    assert (tmp_path / "cache" / "aclImdb_v1.tar.gz").is_file()
 
 
 def test_csv_field_longer_than_the_csv_module_default(tmp_path):
@@ -168,8 +167,8 @@ def test_csv_field_longer_than_the_csv_module_default(tmp_path):
     path.write_text(f'text,label\n"{long_review}",pos\nshort,0\n', encoding="utf-8")
     for skip_bad in (False, True):
         stats = ReadStats()
-        assert read_csv(path, skip_bad=skip_bad, stats=stats) == [Review(long_review, 1),
-                                                                   Review("short", 0)]
+        assert load_split(path, "train", skip_bad=skip_bad, stats=stats) == [
+            Review(long_review, 1), Review("short", 0)]
         assert stats.drops.total == 0
     import csv
     assert csv.field_size_limit() == 131_072   # the module-wide limit is left as it was
@@ -180,9 +179,9 @@ def test_csv_bad_byte_costs_its_record_only(tmp_path):
     path.write_bytes(b"\xef\xbb\xbftext,label\none,1\ntwo,0\nthree,pos\ncaf\xe9,1\nsix,neg\n"
                      b'"multi\nline",1\n')
     with pytest.raises(DataError, match=r"reviews\.csv:5: not valid UTF-8 \(byte 0xe9\)"):
-        read_csv(path)
+        load_split(path, "train")
     stats = ReadStats()
-    reviews = read_csv(path, skip_bad=True, stats=stats)
+    reviews = load_split(path, "train", skip_bad=True, stats=stats)
     assert [r.text for r in reviews] == ["one", "two", "three", "six", "multi\nline"]
     assert (stats.read, stats.drops.total) == (5, 1)
     assert stats.drops.format(str(path)) == (f"dropped 1 record of {path}:\n"
@@ -194,7 +193,7 @@ def test_skipped_records_reported_by_reason(tmp_path):
     path.write_bytes(b'{"text": "ok", "label": 0}\n{"text": " ", "label": 1}\n{"text": \n'
                      b'{"text": "x", "label": 7}\n{"text": "", "label": 0}\n')
     stats = ReadStats()
-    assert read_jsonl(path, skip_bad=True, stats=stats) == [Review("ok", 0)]
+    assert load_split(path, "train", skip_bad=True, stats=stats) == [Review("ok", 0)]
     assert stats.drops.format("r.jsonl") == (
         "dropped 4 records of r.jsonl:\n"
         f"  2 with an empty review (e.g. {path}:2, {path}:5)\n"
@@ -208,19 +207,19 @@ def test_byte_order_mark_opens_jsonl_folder_and_tar_files(tmp_path):
     path.write_bytes(bom + b'{"text": "ok", "label": 1}\n' + bom + b'{"text": "no", "label": 0}\n')
     # Only the file start may hold the mark; on line 2 it is a JSON syntax error, on line 2.
     with pytest.raises(DataError, match=r"train\.jsonl:2: invalid JSON"):
-        read_jsonl(path)
-    assert read_jsonl(path, skip_bad=True) == [Review("ok", 1)]
+        load_split(path, "train")
+    assert load_split(path, "train", skip_bad=True) == [Review("ok", 1)]
     gz = tmp_path / "train.jsonl.gz"
     _jsonl_gz(gz, [bom + b'{"text": "ok", "label": 1}'])
-    assert read_jsonl(gz) == [Review("ok", 1)]
+    assert load_split(gz, "train") == [Review("ok", 1)]
     folder = tmp_path / "aclImdb" / "train"
     for label in ("pos", "neg"):
         (folder / label).mkdir(parents=True)
     (folder / "pos" / "0_9.txt").write_bytes(bom + b"Superb.")
-    assert read_folder(tmp_path / "aclImdb", "train") == [Review("Superb.", 1)]
+    assert load_split(tmp_path / "aclImdb", "train") == [Review("Superb.", 1)]
     archive = tmp_path / "a.tar.gz"
     _tar(archive, [("aclImdb/train/neg/0_1.txt", bom + b"Bad.")])
-    assert read_tar(archive, "train") == [Review("Bad.", 0)]
+    assert load_split(archive, "train") == [Review("Bad.", 0)]
 
 
 def test_folder_refuses_links_out_of_the_data_folder(tmp_path):
@@ -264,11 +263,10 @@ def test_folder_unreadable_entry_is_a_data_error(tmp_path):
     assert len(load_split(tmp_path, "train", skip_bad=True)) == 3
 
 
-@pytest.mark.parametrize("reader", [read_jsonl, read_csv,
-                                    lambda p, **kw: read_tar(p, "train", **kw)])
-def test_missing_file_or_a_folder_is_a_data_error(tmp_path, reader):
+@pytest.mark.parametrize("name", ["nope.x", "nope.csv", "nope.tar.gz"])
+def test_missing_file_or_a_folder_is_a_data_error(tmp_path, name):
     for skip_bad in (False, True):
-        with pytest.raises(DataError, match=r"nope\.x: no such file or folder"):
-            reader(tmp_path / "nope.x", skip_bad=skip_bad)
+        with pytest.raises(DataError, match=rf"{name}: no such file or folder"):
+            load_split(tmp_path / name, "train", skip_bad=skip_bad)
     with pytest.raises(DataError, match=str(tmp_path)):
-        reader(tmp_path)
+        load_split(tmp_path, "train")

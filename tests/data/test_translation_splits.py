@@ -22,22 +22,21 @@ def _pairs(n):
 
 def test_split_keeps_alternatives_together_and_sizes_96_2_2():
     pairs = _pairs(200) + [("s5", "alt")]
-    splits = split_by_source(pairs, seed=0, rule=1)
+    splits = split_by_source(pairs, seed=0)
     assert sum(len(v) for v in splits.values()) == 201
     where = {en: name for name, ps in splits.items() for en, _ in ps}
     assert [name for name, ps in splits.items() for en, _ in ps if en == "s5"] == \
         [where["s5"]] * 2
     sources = {name: {en for en, _ in ps} for name, ps in splits.items()}
-    assert len(sources["valid"]) == len(sources["test"]) == 4      # 200 // 50
+    assert len(sources["valid"]) == len(sources["test"]) == 20      # a tenth of 200
     assert not sources["train"] & sources["test"] and not sources["valid"] & sources["test"]
 
 
 @pytest.mark.parametrize("sources, held_out", [(200, 20), (300, 30), (2000, 100),
                                                 (5000, 100), (100_000, 2000), (3, 1)])
 def test_a_small_corpus_keeps_a_validation_set_that_means_something(sources, held_out):
-    """Rule 2: 2%, but at least 100 sources or a tenth of a small corpus (2% of 300 is 6)."""
+    """2%, but at least 100 sources or a tenth of a small corpus (2% of 300 is 6)."""
     assert eval_sources(sources) == held_out
-    assert eval_sources(sources, rule=1) == max(1, sources // 50)   # runs made before it
     if sources < 1000:
         splits = split_by_source(_pairs(sources), seed=0)
         assert len(splits["valid"]) == len(splits["test"]) == held_out
@@ -62,8 +61,7 @@ def test_specs_of_files_and_folders(tmp_path):
     path = tmp_path / "pairs.tsv"
     path.write_text("".join(f"s{i}\tt{i}\n" for i in range(100)), encoding="utf-8")
     spec = data_spec(str(path), seed=7)
-    assert spec == {"kind": "file", "path": str(path.resolve()), "split_seed": 7,
-                    "split_rule": 2}
+    assert spec == {"kind": "file", "path": str(path.resolve()), "split_seed": 7}
     assert spec_name(spec) == str(path.resolve()) and spec_name(data_spec("tatoeba")) == "tatoeba"
     assert len(eval_pairs(str(path), {"kind": "synthetic"})) == 100   # a file: every pair
     with pytest.raises(DataError, match="no such file"):

@@ -20,7 +20,7 @@ from pathlib import Path
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from attnkit.data.imdb import ReadStats, Review, read_csv, read_jsonl, read_tar
+from attnkit.data.imdb import ReadStats, Review, load_split
 from attnkit.errors import AttnkitError
 
 _spec = importlib.util.spec_from_file_location("fuzzlib", Path(__file__).with_name("fuzzlib.py"))
@@ -46,7 +46,7 @@ def _never_crashes(reader, data: bytes, name: str, **kwargs) -> None:
     for skip_bad in (False, True):
         with fuzz.temp_file(data, name) as path:
             try:
-                reviews = reader(path, skip_bad=skip_bad, **kwargs)
+                reviews = reader(path, "train", skip_bad=skip_bad, **kwargs)
             except AttnkitError:
                 continue
         assert all(isinstance(r.text, str) and r.label in (0, 1) for r in reviews)
@@ -55,7 +55,7 @@ def _never_crashes(reader, data: bytes, name: str, **kwargs) -> None:
 def _read_skipping(reader, data: bytes, name: str) -> tuple[list[Review], ReadStats]:
     stats = ReadStats()
     with fuzz.temp_file(data, name) as path:
-        return reader(path, skip_bad=True, stats=stats), stats
+        return reader(path, "train", skip_bad=True, stats=stats), stats
 
 
 # ---------------------------------------------------------------- JSON Lines
@@ -70,14 +70,14 @@ good_jsonl = st.lists(st.builds(lambda t, lab: {"text": t, "label": lab[0]}, tex
 @settings(fuzz.SETTINGS)
 @given(fuzz.any_bytes(good_jsonl, gzip_too=False))
 def test_jsonl_arbitrary_bytes_raise_only_data_error(data):
-    _never_crashes(read_jsonl, data, "reviews.jsonl")
+    _never_crashes(load_split, data, "reviews.jsonl")
 
 
 @settings(fuzz.SETTINGS)
 @given(fuzz.any_bytes(good_jsonl))
 @example(TRUNCATED_GZIP)
 def test_jsonl_corrupt_gzip_raises_only_data_error(data):
-    _never_crashes(read_jsonl, data, "reviews.jsonl.gz")
+    _never_crashes(load_split, data, "reviews.jsonl.gz")
 
 
 @settings(fuzz.SETTINGS)
@@ -86,12 +86,12 @@ def test_jsonl_corrupt_gzip_raises_only_data_error(data):
                                                  "label": fuzz.json_values})), max_size=4))
 @example([{"text": "Fine.", "label": [1]}])
 def test_jsonl_any_json_values_raise_only_data_error(records):
-    _never_crashes(read_jsonl, _jsonl(records), "reviews.jsonl")
+    _never_crashes(load_split, _jsonl(records), "reviews.jsonl")
 
 
 @st.composite
 def bad_jsonl_line(draw) -> bytes:
-    """A non-blank line read_jsonl must skip, with every reason it knows."""
+    """A non-blank line a JSON Lines reader must skip, with every reason it knows."""
     t = draw(text)
     kind = draw(st.sampled_from(["not json", "not object", "no text", "no label", "bad label",
                                  "blank text", "text not str", "bad utf-8"]))
@@ -126,7 +126,7 @@ def test_jsonl_good_lines_kept_bad_lines_counted(rows, compress, bom):
     data = bom + b"".join(line + b"\n" for line in lines)
     if compress:
         data = gzip.compress(data, mtime=0)
-    reviews, stats = _read_skipping(read_jsonl, data, "reviews.jsonl.gz")
+    reviews, stats = _read_skipping(load_split, data, "reviews.jsonl.gz")
     assert reviews == want
     assert (stats.read, stats.drops.total) == (len(want), len(rows) - len(want))
 
@@ -147,14 +147,14 @@ good_csv = st.lists(st.builds(lambda t, lab: [0, t, lab[0]], text, good_label),
 @settings(fuzz.SETTINGS)
 @given(fuzz.any_bytes(good_csv, gzip_too=False))
 def test_csv_arbitrary_bytes_raise_only_data_error(data):
-    _never_crashes(read_csv, data, "reviews.csv")
+    _never_crashes(load_split, data, "reviews.csv")
 
 
 @settings(fuzz.SETTINGS)
 @given(fuzz.any_bytes(good_csv))
 @example(gzip.compress(_csv([[i, "Good film.", "pos"] for i in range(40)]), mtime=0)[:-12])
 def test_csv_corrupt_gzip_raises_only_data_error(data):
-    _never_crashes(read_csv, data, "reviews.csv.gz")
+    _never_crashes(load_split, data, "reviews.csv.gz")
 
 
 # Stands for one byte that is not UTF-8 (Latin-1 e-acute) in a CSV record; texts never hold it.
@@ -176,7 +176,7 @@ def test_csv_good_rows_kept_bad_rows_counted(rows, bom):
             for i, (kind, t, lab) in enumerate(rows)]
     want = [Review(t, lab[1]) for kind, t, lab in rows if kind == "good"]
     data = bom + _csv(body).replace(NOT_UTF8.encode(), BAD_BYTE)
-    reviews, stats = _read_skipping(read_csv, data, "reviews.csv")
+    reviews, stats = _read_skipping(load_split, data, "reviews.csv")
     assert reviews == want
     assert (stats.read, stats.drops.total) == (len(want), len(rows) - len(want))
 
@@ -200,7 +200,7 @@ good_tar = st.lists(st.builds(lambda t, lab: (f"aclImdb/train/{lab}/1_7.txt", t.
 @given(fuzz.any_bytes(good_tar, gzip_too=False))
 @example(b"this is not a tar archive")
 def test_tar_arbitrary_bytes_raise_only_data_error(data):
-    _never_crashes(read_tar, data, "aclImdb_v1.tar.gz", split="train")
+    _never_crashes(load_split, data, "aclImdb_v1.tar.gz")
 
 
 @st.composite
@@ -227,7 +227,6 @@ def tar_member(draw) -> tuple[str, str, bytes, int | None]:
 def test_tar_good_members_kept_bad_members_counted(members, mode):
     data = _tar([(name, payload) for _, name, payload, _ in members], mode)
     want = [Review(p.decode(), lab) for kind, _, p, lab in members if kind == "good"]
-    reviews, stats = _read_skipping(lambda p, **kw: read_tar(p, "train", **kw), data,
-                                    "aclImdb_v1.tar.gz")
+    reviews, stats = _read_skipping(load_split, data, "aclImdb_v1.tar.gz")
     assert reviews == want
     assert (stats.read, stats.drops.total) == (len(want), sum(m[0] == "bad" for m in members))

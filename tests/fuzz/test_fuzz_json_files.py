@@ -15,7 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from attnkit.data.caption_files import read_coco_captions
-from attnkit.data.imdb import read_jsonl
+from attnkit.data.imdb import load_split
 from attnkit.data.vocab import Vocab
 from attnkit.errors import AttnkitError
 from attnkit.training.config import TrainConfig
@@ -97,7 +97,7 @@ DEEP = b"[" * 100_000  # json.loads recurses per level: RecursionError, not JSON
 @pytest.mark.parametrize("read", [
     pytest.param(lambda p: Vocab.from_json(p), id="vocab"),
     pytest.param(lambda p: read_coco_captions(p, p.parent, strict=False), id="coco"),
-    pytest.param(lambda p: read_jsonl(p, skip_bad=False), id="imdb-jsonl"),
+    pytest.param(lambda p: load_split(p, "train"), id="imdb-jsonl"),
     pytest.param(lambda p: TrainConfig.from_json(p.read_text()), id="train-config"),
 ])
 def test_deeply_nested_json_raises_only_project_errors(read, tmp_path):

@@ -147,16 +147,11 @@ def unknown_shares(pipeline: Any, sources: Sequence[Sequence[str]],
 
 @dataclass(frozen=True)
 class Method:
-    """Where the links come from.
-
-    Args:
-        kind: ``"attention"``, ``"rollout"`` (every layer's cross-attention times the
-            encoder's rolled-out self-attention), ``"head"`` (the trained aligner),
-            ``"grad-input"``, ``"integrated-gradients"`` or ``"eflomal"`` (no model at all).
-        layer, head: 0-based, or ``"avg"`` over all.
-        shift: read the attention at the step that reads the target piece (shift-attention,
-            Chen et al. 2020) rather than the one that predicts it.
-    """
+    """Where the links come from: ``kind`` ``"attention"`` (``layer`` and ``head`` 0-based or
+    ``"avg"``), ``"rollout"`` (cross-attention times the encoder's rolled-out self-attention),
+    ``"head"`` (the trained aligner), ``"grad-input"``, ``"integrated-gradients"`` or
+    ``"eflomal"`` (no model); ``shift``: read the attention at the step that reads the target
+    piece (Chen et al. 2020), not the one that predicts it."""
 
     kind: str = "attention"
     layer: int | str = "avg"
@@ -328,13 +323,6 @@ def eflomal_word_links(pairs: Sequence[tuple[Sequence[str], Sequence[str]]], *,
     return out
 
 
-def raw_labels(pairs: Sequence[tuple[str, str]]) -> list[Links]:
-    """eflomal's links of raw pairs, between their aligner tokens (`aligner_tokens`)."""
-    forward, reverse = eflomal_links([_words(en, SRC_LANG) for en, _ in pairs],
-                                     [_words(fr, TGT_LANG) for _, fr in pairs])
-    return [symmetrize(f, r, LABEL_SYMMETRIZATION) for f, r in zip(forward, reverse, strict=True)]
-
-
 @dataclass
 class AlignResult:
     """What `align` found, per pair: the ``(source token, target token)`` links, the forward
@@ -374,21 +362,12 @@ def align(model: nn.Module, pipeline: Any, sources: Sequence[Sequence[str]],
           head: AlignmentHead | None = None,
           adapt: Callable[[AlignmentHead, list, list[PairPieces], list], str] | None = None,
           normalize: bool = True) -> AlignResult:
-    """Align the whitespace tokens of sentence pairs (`check_pairs`) with ``model``.
-
-    Args:
-        settings: ``{"method"`` (a `Method`), ``"extraction"`` (``"argmax"`` or ``"threshold"``),
-            ``"threshold"``, ``"symmetrize"`` (one of `SYMMETRIZATIONS`)``}``
-            (`ATTENTION_DEFAULT`).
-        head: the trained aligner, for the ``"head"`` method; ``adapt(head, token_pairs, pairs,
-            forced) -> note`` fits a copy of it to the pairs first
-            (`adapt_head`).
-        normalize: write the tokens as the model's training text (contractions, casing).
-
-    Raises:
-        UsageError: a bad extraction, symmetrisation or threshold; a layer or head the model
-            does not have.
-    """
+    """Align the whitespace tokens of sentence pairs (`check_pairs`) with ``model``:
+    ``settings`` as `ATTENTION_DEFAULT` (a `Method`, an extraction of `EXTRACTIONS`, a
+    threshold, one of `SYMMETRIZATIONS`); ``head``: the trained aligner of the ``"head"``
+    method, which ``adapt(head, token_pairs, pairs, forced) -> note`` (`adapt_head`) fits to
+    the pairs first, in a copy; ``normalize``: write the tokens as the model's training text.
+    UsageError: bad settings, or a layer or head the model does not have."""
     if settings["extraction"] not in EXTRACTIONS:
         raise UsageError(f"--extraction must be one of {', '.join(EXTRACTIONS)}")
     threshold = settings["threshold"]
@@ -542,20 +521,18 @@ def train_head(model: nn.Module, pipeline: Any,
                ) -> tuple[AlignmentHead, dict]:
     """A head for a Transformer ``model``, trained on eflomal's links of raw ``corpus`` pairs
     (eflomal learns from all; ``pairs`` of them, sampled by ``seed``, label the head) within
-    ``seconds`` in all; ``layer``: the decoder layer it reads (-1: the last).
-
-    Returns:
-        The head (eval mode) and how it was trained (``{"steps", "epochs", "seconds", "loss",
-        "pairs", "eflomal_pairs", "labels", "total_seconds"}``).
-    """
+    ``seconds`` in all; ``layer``: the decoder layer it reads (-1: the last). Returns the head
+    (eval mode) and how it was trained (`fit_head`'s report, ``"pairs"``, ``"eflomal_pairs"``,
+    ``"labels"``, ``"total_seconds"``)."""
     start, say = time.monotonic(), log or (lambda _: None)
     c = model.config
     corpus = [(en, fr) for en, fr in corpus if en.strip() and fr.strip()]
     say(f"aligner: eflomal on {len(corpus):,} training pairs")
-    links = raw_labels(corpus)
+    forward, reverse = eflomal_links([_words(en, SRC_LANG) for en, _ in corpus],
+                                     [_words(fr, TGT_LANG) for _, fr in corpus])
     chosen = random.Random(seed).sample(range(len(corpus)), min(pairs, len(corpus)))
     pieces = [raw_pieces(pipeline, *corpus[k]) for k in chosen]
-    links = [links[k] for k in chosen]
+    links = [symmetrize(forward[k], reverse[k], LABEL_SYMMETRIZATION) for k in chosen]
     config = AlignmentHeadConfig(d_model=c.d_model, layers=c.layers, heads=c.heads, layer=layer)
     say(f"aligner: labels ready ({time.monotonic() - start:.0f} s); forced decoding of "
         f"{len(pieces):,} pairs")

@@ -1,5 +1,5 @@
 """IMDB movie reviews (Maas et al., 2011) from every form they come in: an ``aclImdb/`` folder,
-the official ``aclImdb_v1.tar.gz`` read member by member (`download_imdb` fetches it), JSON
+the official ``aclImdb_v1.tar.gz`` read member by member (``"download"`` fetches it), JSON
 Lines (maybe gzip) of ``{"text", "label"}``, or CSV with a text and a label column;
 `load_split` picks by path. Labels are ``0``/``1`` or ``"neg"``/``"pos"``. A bad record raises
 a `DataError` naming its file and line (or member), or with ``skip_bad`` is counted by reason
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from attnkit.data import compressed
+from attnkit.data.download import fetch
 from attnkit.data.drops import BadRecord, DropReport, parse_json
 from attnkit.errors import DataError
 
@@ -50,22 +51,19 @@ class ReadStats:
     drops: DropReport = field(default_factory=DropReport)
 
 
-def parse_label(value, *, path: str, line: int | None = None) -> int:
-    """``0``/``1``/``"0"``/``"1"``/``"neg"``/``"pos"`` -> 0 or 1, else DataError."""
-    key = value.strip().lower() if isinstance(value, str) else value
-    if not isinstance(key, (int, str)) or isinstance(key, bool) or key not in _LABELS:
-        raise BadRecord("with a label other than 0, 1, neg or pos",
-                        f"label must be 0, 1, 'neg' or 'pos', got {value!r}", path=path, line=line)
-    return _LABELS[key]
-
-
 def _review(text, label, *, path: str, line: int | None) -> Review:
+    """A Review, or a BadRecord: a text that is not a string or is blank, a label other than
+    ``0``/``1``/``"0"``/``"1"``/``"neg"``/``"pos"``."""
     if not isinstance(text, str):
         raise BadRecord("with a text that is not a string",
                         f"text must be a string, got {type(text).__name__}", path=path, line=line)
     if not text.strip():
         raise BadRecord("with an empty review", "empty review", path=path, line=line)
-    return Review(text, parse_label(label, path=path, line=line))
+    key = label.strip().lower() if isinstance(label, str) else label
+    if not isinstance(key, (int, str)) or isinstance(key, bool) or key not in _LABELS:
+        raise BadRecord("with a label other than 0, 1, neg or pos",
+                        f"label must be 0, 1, 'neg' or 'pos', got {label!r}", path=path, line=line)
+    return Review(text, _LABELS[key])
 
 
 def _review_file(f, where: str, label: int) -> Review:
@@ -219,7 +217,7 @@ def _folder_records(root: Path, split: str) -> Iterator:
 def _tar_records(archive: Path, split: str) -> Iterator:
     name = str(archive)
     try:
-        with tarfile.open(compressed.data_file(archive), "r:*") as tar:
+        with tarfile.open(archive, "r:*") as tar:   # a regular file (`load_split`)
             for member in tar:
                 why = compressed.unsafe_name(member.name)
                 if why is not None:
@@ -235,49 +233,8 @@ def _tar_records(archive: Path, split: str) -> Iterator:
                                            _LABELS[parts[2]])
                     except DataError as exc:
                         yield exc
-    except FileNotFoundError as exc:
-        raise DataError("file not found", path=name) from exc
     except (tarfile.TarError, *compressed.CORRUPT_STREAM, OSError) as exc:
         yield DataError(f"corrupt, truncated or not a tar archive ({exc})", path=name)
-
-
-def read_jsonl(path, *, skip_bad: bool = False, stats: ReadStats | None = None) -> list[Review]:
-    """Reviews from JSON Lines (plain or gzip) of ``{"text": str, "label": 0|1|"neg"|"pos"}``."""
-    return _collect(_jsonl_records(Path(path)), path, stats, skip_bad)
-
-
-def read_csv(path, *, text_column: str = "text", label_column: str = "label",
-             skip_bad: bool = False, stats: ReadStats | None = None) -> list[Review]:
-    """Reviews from a CSV file with a header naming ``text_column`` and ``label_column``."""
-    return _collect(_csv_records(Path(path), text_column, label_column), path, stats, skip_bad)
-
-
-def read_folder(root, split: str, *, skip_bad: bool = False,
-                stats: ReadStats | None = None) -> list[Review]:
-    """Reviews of ``split`` from an ``aclImdb/`` folder (neg first, files in name order)."""
-    _check_split(split)
-    return _collect(_folder_records(Path(root), split), root, stats, skip_bad)
-
-
-def read_tar(archive, split: str, *, skip_bad: bool = False,
-             stats: ReadStats | None = None) -> list[Review]:
-    """Reviews of ``split`` read straight from ``aclImdb_v1.tar.gz`` (nothing extracted)."""
-    _check_split(split)
-    return _collect(_tar_records(Path(archive), split), archive, stats, skip_bad)
-
-
-def _check_split(split: str) -> None:
-    if split not in SPLITS:
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-
-
-def download_imdb(cache_dir=None, *, url: str = IMDB_URL, sha256: str = IMDB_SHA256) -> Path:
-    """Fetch ``aclImdb_v1.tar.gz`` into the cache (``$ATTNKIT_CACHE`` or ``~/.cache/attnkit``),
-    verifying ``sha256``; returns the archive path (a cached, verified copy is reused). The
-    readers take members straight from the archive, so nothing is extracted to disk."""
-    from attnkit.data.download import fetch
-
-    return Path(fetch(url, sha256=sha256, cache=cache_dir, filename="aclImdb_v1.tar.gz"))
 
 
 def _split_in(folder: Path, split: str) -> Path | None:
@@ -291,25 +248,30 @@ def _split_in(folder: Path, split: str) -> Path | None:
 def load_split(path, split: str, *, skip_bad: bool = False, stats: ReadStats | None = None,
                text_column: str = "text", label_column: str = "label") -> list[Review]:
     """Reviews of ``split`` from whatever ``path`` is: a folder with ``<split>.jsonl[.gz]`` or
-    ``<split>.csv``; an ``aclImdb`` folder (or its parent); ``*.tar.gz``; one ``.jsonl[.gz]`` or
-    ``.csv`` file (whatever ``split`` is); or ``"download"`` (the official archive, cached)."""
-    _check_split(split)
-    path = download_imdb() if str(path) == "download" else Path(path)
+    ``<split>.csv``; an ``aclImdb`` folder (or its parent: neg first, files in name order);
+    ``*.tar.gz``; one JSON Lines (the default) or ``.csv`` file (whatever ``split`` is, its
+    header naming ``text_column`` and ``label_column``); or ``"download"`` (the official
+    archive, fetched into the cache once, checksummed; members are read from it, nothing
+    extracted)."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    path = fetch(IMDB_URL, sha256=IMDB_SHA256, filename="aclImdb_v1.tar.gz") \
+        if str(path) == "download" else Path(path)
     if path.is_dir():
         found = _split_in(path, split)
         if found is None:
             raise DataError(f"no {split}.jsonl.gz, {split}.jsonl, {split}.csv or "
                             f"aclImdb/{split}/ in this folder", path=str(path))
-        if found.is_dir():
-            return read_folder(found, split, skip_bad=skip_bad, stats=stats)
         path = found
-    compressed.data_file(path)
-    if path.name.endswith(_TAR):
-        return read_tar(path, split, skip_bad=skip_bad, stats=stats)
-    if ".csv" in [s.lower() for s in path.suffixes]:
-        return read_csv(path, text_column=text_column, label_column=label_column,
-                        skip_bad=skip_bad, stats=stats)
-    return read_jsonl(path, skip_bad=skip_bad, stats=stats)
+    if path.is_dir():
+        records = _folder_records(path, split)
+    elif compressed.data_file(path).name.endswith(_TAR):
+        records = _tar_records(path, split)
+    elif ".csv" in [s.lower() for s in path.suffixes]:
+        records = _csv_records(path, text_column, label_column)
+    else:
+        records = _jsonl_records(path)
+    return _collect(records, path, stats, skip_bad)
 
 
 def has_split(path, split: str) -> bool:

@@ -230,19 +230,13 @@ def generate_pairs(n: int, seed: int) -> list[tuple[str, str]]:
     ``(n, seed)`` (at most a few hundred thousand; the grammar has millions)."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    rng = random.Random(seed)
-    seen: set[str] = set()
-    pairs: list[tuple[str, str]] = []
-    attempts = 0
-    while len(pairs) < n:
+    rng, pairs, attempts = random.Random(seed), {}, 0
+    while len(pairs) < n:   # a sentence seen before keeps its place (its one translation)
         attempts += 1
         if attempts > 20 * n + 1000:
             raise ValueError(f"the grammar cannot produce {n} distinct sentences")
-        en, fr = _sentence(rng)
-        if en not in seen:
-            seen.add(en)
-            pairs.append((en, fr))
-    return pairs
+        pairs.setdefault(*_sentence(rng))
+    return list(pairs.items())
 
 
 def synthetic_splits(seed: int, train: int = 20000, valid: int = 1000, test: int = 1000

@@ -23,19 +23,16 @@ SYNTHETIC_SIZES = {"train": 20000, "valid": 1000, "test": 1000}
 SPLITS = ("train", "valid", "test")
 EXTENSIONS = (".tsv.gz", ".tsv", ".txt.gz", ".txt")
 NAMED = ("synthetic", "tatoeba")
-SPLIT_RULE = 2           # the split rule this code writes into a data spec (eval_sources)
 MIN_EVAL_SOURCES = 100
 
 
-def eval_sources(sources: int, rule: int = SPLIT_RULE) -> int:
-    """How many distinct English sentences go to validation (and as many to test): rule 2, 2% but
-    at least `MIN_EVAL_SOURCES` or a tenth of a small corpus; rule 1 (older runs), 2%."""
-    floor = min(MIN_EVAL_SOURCES, sources // 10) if rule != 1 else 0
-    return max(1, sources // 50, floor)
+def eval_sources(sources: int) -> int:
+    """How many distinct English sentences go to validation (and as many to test): 2%, but at
+    least `MIN_EVAL_SOURCES` or a tenth of a small corpus."""
+    return max(1, sources // 50, min(MIN_EVAL_SOURCES, sources // 10))
 
 
-def split_by_source(pairs: Sequence[Pair], seed: int, rule: int = SPLIT_RULE
-                    ) -> dict[str, list[Pair]]:
+def split_by_source(pairs: Sequence[Pair], seed: int) -> dict[str, list[Pair]]:
     """The train/valid/test split by English sentence, reproducible from ``seed`` (`eval_sources`);
     DataError under 3 distinct English sentences."""
     groups: dict[str, list[Pair]] = {}
@@ -45,7 +42,7 @@ def split_by_source(pairs: Sequence[Pair], seed: int, rule: int = SPLIT_RULE
     if len(order) < 3:
         raise DataError(f"need at least 3 distinct English sentences to split, got {len(order)}")
     random.Random(seed).shuffle(order)
-    n_eval = eval_sources(len(order), rule)
+    n_eval = eval_sources(len(order))
     parts = {"valid": order[:n_eval], "test": order[n_eval:2 * n_eval], "train": order[2 * n_eval:]}
     return {name: [p for group in part for p in group] for name, part in parts.items()}
 
@@ -80,7 +77,7 @@ def data_spec(data: str, seed: int = 0, train_size: int | None = None) -> dict[s
         return {"kind": "synthetic", "seed": seed, **SYNTHETIC_SIZES,
                 "train": SYNTHETIC_SIZES["train"] if train_size is None else train_size}
     if data == "tatoeba":
-        return {"kind": "tatoeba", "split_seed": seed, "split_rule": SPLIT_RULE}
+        return {"kind": "tatoeba", "split_seed": seed}
     path = Path(data)
     if path.is_dir():
         split_files(path)
@@ -89,8 +86,7 @@ def data_spec(data: str, seed: int = 0, train_size: int | None = None) -> dict[s
         raise DataError("no such file or folder (expected synthetic, tatoeba, a pairs file or a "
                         "folder with train/valid/test files)", path=str(path))
     data_file(path)
-    return {"kind": "file", "path": str(path.resolve()), "split_seed": seed,
-            "split_rule": SPLIT_RULE}
+    return {"kind": "file", "path": str(path.resolve()), "split_seed": seed}
 
 
 def spec_name(spec: dict[str, Any]) -> str:
@@ -110,8 +106,7 @@ def load_splits(spec: dict[str, Any], *, progress: bool = True, strict: bool = F
                 for split, path in split_files(Path(spec["path"])).items()}
     if kind in ("tatoeba", "file"):
         path = tatoeba_fra_eng(progress=progress) if kind == "tatoeba" else Path(spec["path"])
-        return split_by_source(read_pair_file(path, strict=strict, log=log),
-                               spec["split_seed"], spec.get("split_rule", 1))
+        return split_by_source(read_pair_file(path, strict=strict, log=log), spec["split_seed"])
     raise DataError(f"unknown data kind {kind!r} in the run's config.json")
 
 

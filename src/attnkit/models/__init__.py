@@ -10,11 +10,7 @@ from typing import Any
 
 from torch import nn
 
-from attnkit.models.config import (
-    RNNSeq2SeqConfig,
-    TransformerConfig,
-    config_from_dict,
-)
+from attnkit.models.config import RNNSeq2SeqConfig, TransformerConfig, config_from_dict
 from attnkit.models.losses import masked_cross_entropy
 from attnkit.models.seq2seq import RNNSeq2Seq
 from attnkit.models.transformer import TransformerSeq2Seq
@@ -29,12 +25,5 @@ def build_model(config: RNNSeq2SeqConfig | TransformerConfig | dict[str, Any]) -
     return RNNSeq2Seq(config)
 
 
-__all__ = [
-    "RNNSeq2Seq",
-    "RNNSeq2SeqConfig",
-    "TransformerConfig",
-    "TransformerSeq2Seq",
-    "build_model",
-    "config_from_dict",
-    "masked_cross_entropy",
-]
+__all__ = ["RNNSeq2Seq", "RNNSeq2SeqConfig", "TransformerConfig", "TransformerSeq2Seq",
+           "build_model", "config_from_dict", "masked_cross_entropy"]

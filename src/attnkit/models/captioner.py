@@ -4,14 +4,11 @@
 locations of the feature map at every word (soft: `SpatialAttention` with the gate ``beta_t``;
 hard: `HardAttention`); `caption_loss` adds the doubly stochastic regulariser. It has the step
 API of the translation models (`attnkit.models.step`), so `attnkit.decoding` decodes it. The
-equations and the choices of ``init_pool``: docs/concepts.md ("The captioner").
-
-`ConvEncoder` is trained from scratch (no pretrained backbone offline), with a small
-receptive field so that attending to a location means looking at that part of the image.
-"""
+equations and the choices of ``init_pool``: docs/concepts.md ("The captioner")."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -37,7 +34,8 @@ def _block(cin: int, cout: int, stride: int) -> nn.Sequential:
 
 
 class ConvEncoder(nn.Module):
-    """Stride-2 conv blocks, then a stride-1 one: ``[batch, 3, S, S] -> [batch, C, S/2^k, S/2^k]``.
+    """Stride-2 conv blocks, then a stride-1 one: ``[batch, 3, S, S] -> [batch, C, S/2^k, S/2^k]``;
+    trained from scratch, with a small receptive field (a location is that part of the image).
 
     Args:
         image_size: input side ``S`` in pixels (images uint8 0..255 or float 0..1).
@@ -83,16 +81,15 @@ class CaptionerConfig(SpecialIds):
     """Everything needed to rebuild a `Captioner` (JSON scalars only).
 
     Args:
-        vocab_size: output vocabulary (specials included).
-        image_size, feature_size, channels: input side in pixels; the feature map's side and ``C``.
+        vocab_size, image_size, feature_size, channels: specials included; input side in
+            pixels; the feature map's side and ``C``.
         emb_dim, hidden, attention_units: word embedding, LSTM and additive score sizes.
         attention, gate: ``"soft"`` or ``"hard"``; the gating scalar beta on the soft context.
         dropout, max_caption_len: before the output layer; words decoded at most (plus EOS).
-        doubly_stochastic: lambda of the regulariser.
+        doubly_stochastic, global_context: lambda of the regulariser; squeeze-and-excitation
+            gates in the encoder.
         init_pool, glimpses: what ``h_0, c_0`` come from (``"mean"``, ``"mean+max"``, ``"none"``
             or ``"glimpse"``) and attention hops per word (docs/concepts.md, "The captioner").
-        global_context: squeeze-and-excitation gates in the encoder (`ConvEncoder`).
-        version: the ``model.json`` format.
     """
 
     vocab_size: int = 0
@@ -130,14 +127,10 @@ class CaptionerConfig(SpecialIds):
 
 @dataclass
 class CaptionState:
-    """Decoder state, ``beams`` rows per image (sentence-major, as the step API).
-
-    Attributes:
-        h, c: the LSTM state ``[rows, hidden]``.
-        memory, height, width: the attention memory, one per image, and the feature map's size.
-        query: ``[rows, hidden]``, the next step's first query when it is not ``h``.
-        source: the feature vectors ``[images, H*W, C]``; encoder_weights: always None.
-    """
+    """Decoder state, ``beams`` rows per image (as the step API): the LSTM's ``h, c [rows,
+    hidden]``; the attention memory of each image and the feature map's size; ``query [rows,
+    hidden]``, the next step's first query when it is not ``h``; the features ``source
+    [images, H*W, C]``."""
 
     h: Tensor
     c: Tensor
@@ -264,8 +257,7 @@ class Captioner(nn.Module):
         h, c = self.cell(torch.cat([emb, context], -1), (state.h, state.c))
         logits = self.out(self.drop(emb + self.out_h(h) + self.out_z(context)))
         alpha = alpha.reshape(alpha.shape[0], state.height, state.width)
-        return logits, CaptionState(h, c, state.memory, state.height, state.width,
-                                    source=state.source), alpha
+        return logits, dataclasses.replace(state, h=h, c=c, query=None), alpha
 
     def _look(self, query: Tensor, memory: AttentionMemory) -> tuple[Tensor, Tensor]:
         """One glimpse: ``query [rows, hidden]`` -> context ``[rows, C]``, map ``[rows,
@@ -291,12 +283,11 @@ class Captioner(nn.Module):
     def reorder(self, state: CaptionState, rows: Tensor,
                 images: Tensor | None = None) -> CaptionState:
         """Keep rows ``rows`` and, when some captions finished, the images ``images``."""
-        query = None if state.query is None else state.query.index_select(0, rows)
-        keep = images is not None
-        return CaptionState(state.h.index_select(0, rows), state.c.index_select(0, rows),
-                            state.memory.reorder(images) if keep else state.memory,
-                            state.height, state.width, query,
-                            state.source.index_select(0, images) if keep else state.source)
+        out = dataclasses.replace(state, h=state.h[rows], c=state.c[rows],
+                                  query=None if state.query is None else state.query[rows])
+        if images is not None:
+            out.memory, out.source = state.memory.reorder(images), state.source[images]
+        return out
 
     def forward(self, images: Tensor, tgt_in: Tensor, *,
                 location_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:

@@ -2,15 +2,7 @@
 encoder, with every decoder layer's cross-attention keys and values, and the incremental step;
 behind the step API (`attnkit.models.step`), so greedy and beam search run it as they run the
 model itself. No attention weights are computed: the weights path is the eager model's. How one
-step serves every size: docs/concepts.md ("Compiled decoding").
-
-Example:
-    ```python
-    graphs = Packages("translate", digest).build(graph_specs(model), log=print)
-    hyps = greedy_decode(CompiledTransformer(model, graphs), src, src_lengths,
-                         need_weights=False)
-    ```
-"""
+step serves every size, and an example: docs/concepts.md ("Compiled decoding")."""
 
 from __future__ import annotations
 
@@ -33,17 +25,11 @@ GRAPHS = ("encoder", "step")
 
 @dataclass
 class GraphState:
-    """The decoding state of `CompiledTransformer`.
-
-    Attributes:
-        source, src_lengths: ``[sentences, S, d]`` the encoder output, ``[sentences]``.
-        src_keys, src_values: ``[layers, sentences, heads, S, head_dim]`` cross-attention.
-        src_bias: ``[sentences, 1, 1, S]``: 0 at real positions, the lowest value at padding.
-        self_keys, self_values: ``[capacity, layers, sentences, beams, heads, head_dim]``, the
-            first ``length`` positions written.
-        positions: ``[P, d]`` the position table.
-        encoder_weights: always None.
-    """
+    """The decoding state of `CompiledTransformer`: the encoder output ``source [sentences, S,
+    d]``; cross-attention ``src_keys``, ``src_values`` ``[layers, sentences, heads, S,
+    head_dim]`` and ``src_bias [sentences, 1, 1, S]`` (0, or the lowest value at padding); the
+    self-attention cache ``[capacity, layers, sentences, beams, heads, head_dim]``, its first
+    ``length`` positions written; the position table ``[P, d]``."""
 
     source: Tensor
     src_lengths: Tensor
@@ -66,8 +52,7 @@ class _Graph(nn.Module):
 class EncoderGraph(_Graph):
     """``src [N, S], src_lengths [N]`` -> (encoder output ``[N, S, d]``, cross keys and values
     ``[L, N, H, S, hd]``, score bias ``[N, 1, 1, S]``): `TransformerSeq2Seq.encode`'s
-    arithmetic, without its checks (made before) or branches on values (every length is
-    >= 1, so every row has a key)."""
+    arithmetic, without its checks or branches on values."""
 
     def forward(self, src: Tensor, src_lengths: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         m = self.model

@@ -55,16 +55,12 @@ class SpecialIds(JsonConfig):
 
 @dataclass
 class RNNSeq2SeqConfig(SpecialIds):
-    """An RNN encoder-decoder (Bahdanau et al. 2015 / Luong et al. 2015 / Cho et al. 2014).
-
-    Args:
-        src_vocab, tgt_vocab, emb_dim, hidden, layers: sizes (``hidden`` per direction).
-        cell, bidirectional, dropout: ``"gru"``/``"lstm"``; a bidirectional encoder.
-        attention: an attnkit score kind (`attnkit.attention.factory.create`) or ``"none"``.
-        style: ``"bahdanau"`` (attend before the RNN step) or ``"luong"`` (after, input feeding).
-        attention_units, window: additive/concat units; local attention's half-width.
-        teacher_forcing_ratio: below 1, training feeds the model's own greedy prediction otherwise.
-    """
+    """An RNN encoder-decoder (Bahdanau et al. 2015 / Luong et al. 2015 / Cho et al. 2014):
+    sizes (``hidden`` per direction), ``cell`` ``"gru"``/``"lstm"``; ``attention`` an attnkit
+    score kind (`attnkit.attention.factory.create`) or ``"none"``, ``style`` ``"bahdanau"``
+    (attend before the RNN step) or ``"luong"`` (after, input feeding); ``attention_units``,
+    ``window``: additive/concat units, local attention's half-width; below a
+    ``teacher_forcing_ratio`` of 1, training feeds the model's own greedy prediction otherwise."""
 
     src_vocab: int = 0
     tgt_vocab: int = 0
@@ -93,16 +89,11 @@ class RNNSeq2SeqConfig(SpecialIds):
 
 @dataclass
 class TransformerConfig(SpecialIds):
-    """A pre-norm Transformer encoder-decoder (Vaswani et al. 2017).
-
-    Args:
-        src_vocab, tgt_vocab, d_model, heads, layers, ff_dim: sizes (``layers`` each side).
-        dropout: on embeddings, attention outputs and feed-forward.
-        max_len, positional: the positional encoding's length and kind (``"sinusoidal"`` or
-            ``"learned"``).
-        tie_embeddings: share the target embedding with the output projection.
-        share_embeddings: one table for source and target (needs ``src_vocab == tgt_vocab``).
-    """
+    """A pre-norm Transformer encoder-decoder (Vaswani et al. 2017): sizes (``layers`` each
+    side); ``dropout`` on embeddings, attention outputs and feed-forward; ``max_len`` and
+    ``positional`` (``"sinusoidal"`` or ``"learned"``) of the positions; ``tie_embeddings``:
+    the target embedding is the output projection; ``share_embeddings``: one table for both
+    sides (needs ``src_vocab == tgt_vocab``)."""
 
     src_vocab: int = 0
     tgt_vocab: int = 0

@@ -32,17 +32,15 @@ class SentimentConfig(JsonConfig):
     """Everything that defines a `SentimentClassifier` (saved as JSON in the run).
 
     Args:
-        num_heads, head_dim: ``num_heads * head_dim == embed_dim`` for ``transformer`` blocks.
         block: ``"plain"`` (the 2018 layer: attention output replaces the input) or
-            ``"transformer"`` (pre-layer-norm residual attention + feed-forward).
-        positional: ``"sinusoidal"`` (cos_sin layout, summed), ``"learned"`` or ``"none"``.
-        pooling: ``"max"`` (global max over time) or ``"attention"`` (learned softmax pooling).
-        dropout / block_dropout: before the classifier (0.5 in 2018) / inside blocks and on the
-            embeddings.
-        bigram_buckets: if > 0, hashed (previous, current) token-pair embeddings are added
-            (fastText-style local order).
-        mask_padding: exclude padding from attention, pooling and positions; ``padding``: where it
-            is (``"pre"`` or ``"post"``).
+            ``"transformer"`` (pre-LN residual attention + feed-forward; ``num_heads * head_dim
+            == embed_dim``).
+        positional, pooling: ``"sinusoidal"`` (cos_sin, summed), ``"learned"`` or ``"none"``;
+            ``"max"`` over time or ``"attention"`` (learned softmax pooling).
+        dropout / block_dropout: before the classifier / inside blocks and on the embeddings.
+        bigram_buckets: if > 0, hashed (previous, current) token-pair embeddings are added.
+        mask_padding: exclude padding (``padding``: "pre" or "post") from attention, pooling
+            and positions.
     """
 
     vocab_size: int = 30000
@@ -166,17 +164,14 @@ class SentimentClassifier(nn.Module):
         if self.learned_pos is not None:
             nn.init.normal_(self.learned_pos.weight, std=0.02)
         self.embed_drop = nn.Dropout(cfg.block_dropout)
-        width = d
+        inner = d if cfg.attn_out_proj else cfg.num_heads * cfg.head_dim  # a plain layer's output
         if cfg.block == "plain":
-            layers = []
-            for _ in range(cfg.num_layers):
-                layers.append(MultiHeadAttention(width, num_heads=cfg.num_heads,
-                                                 head_dim=cfg.head_dim, bias=cfg.attn_bias,
-                                                 out_proj=cfg.attn_out_proj))
-                width = d if cfg.attn_out_proj else cfg.num_heads * cfg.head_dim
-            self.layers = nn.ModuleList(layers)
+            self.layers = nn.ModuleList(MultiHeadAttention(
+                d if i == 0 else inner, num_heads=cfg.num_heads, head_dim=cfg.head_dim,
+                bias=cfg.attn_bias, out_proj=cfg.attn_out_proj) for i in range(cfg.num_layers))
         else:
             self.layers = nn.ModuleList(_TransformerBlock(cfg) for _ in range(cfg.num_layers))
+        width = inner if cfg.block == "plain" and cfg.num_layers else d
         self.final_norm = nn.LayerNorm(d) if cfg.block == "transformer" else None
         self.pool_score = nn.Linear(width, 1) if cfg.pooling == "attention" else None
         self.dropout = nn.Dropout(cfg.dropout)

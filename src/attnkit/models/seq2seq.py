@@ -1,15 +1,13 @@
 """The RNN encoder-decoder for translation (`RNNSeq2Seq`): training forward + the step API.
 
-`RNNEncoder` runs a (bi)GRU/LSTM over packed sequences (padding never enters the recurrence);
-`RNNDecoder` advances one token per call in either classic style: ``"bahdanau"`` attends from
-the previous state, ``"luong"`` from the new one with input feeding; ``attention="none"`` is the
-fixed-length baseline. Any attnkit score works (`attnkit.attention.factory.create`); its memory
-is computed once per source and shared by a sentence's beams. The equations: docs/concepts.md
-("The RNN decoder").
-"""
+`RNNEncoder` runs a (bi)GRU/LSTM over packed sequences; `RNNDecoder` advances one token per
+call, ``"bahdanau"`` (attending from the previous state) or ``"luong"`` (from the new one, with
+input feeding), with any attnkit score (its memory computed once per source) or none. The
+equations: docs/concepts.md ("The RNN decoder")."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -87,24 +85,16 @@ def _select(state: RNNState, index: Tensor) -> RNNState:
 
 
 def _top(state: RNNState) -> Tensor:
-    h = state[0] if isinstance(state, tuple) else state
-    return h[-1]
+    return (state[0] if isinstance(state, tuple) else state)[-1]
 
 
 @dataclass
 class RNNDecoderState:
-    """Everything the decoder carries between steps (rows: ``beams`` per sentence).
-
-    Attributes:
-        hidden: ``[layers, rows, hidden]`` (a pair for LSTM).
-        memory: the attention memory, one per sentence, or None for ``attention="none"``.
-        feed: Luong input feeding ``h~_{t-1}`` ``[rows, hidden]``, else None.
-        context: the fixed context ``[sentences, hidden]`` of the no-attention baseline, else None.
-        source, src_lengths: the encoder output ``[sentences, S, enc_dim]``, ``[sentences]``.
-        step: index of the next target position (local-m centres its window on it).
-        cached: reuse the memory's key projection (False: the reference path recomputes it).
-        encoder_weights: always None.
-    """
+    """What the decoder carries between steps (rows: ``beams`` per sentence): ``hidden``
+    ``[layers, rows, hidden]`` (a pair for LSTM); the attention ``memory`` of each sentence
+    (None without attention), else the fixed ``context [sentences, hidden]``; Luong's input
+    ``feed`` ``[rows, hidden]``; the encoder output ``source [sentences, S, enc_dim]``; ``step``,
+    the next target position (local-m's centre); ``cached``: reuse the key projection."""
 
     hidden: RNNState
     memory: AttentionMemory | None
@@ -197,16 +187,14 @@ class RNNDecoder(nn.Module):
             context, weights = self._attend(_top(state.hidden), state)
             out, hidden = self.rnn(torch.cat([emb, context], -1).unsqueeze(1), state.hidden)
             readout = torch.tanh(self.readout(torch.cat([out[:, 0], context, emb], -1)))
-            feed = None
         else:
             out, hidden = self.rnn(torch.cat([emb, state.feed], -1).unsqueeze(1), state.hidden)
             h = out[:, 0]
             context, weights = self._attend(h, state)
             readout = torch.tanh(self.readout(torch.cat([context, h], -1)))
-            feed = readout
         logits = self.out(self.dropout(readout))
-        new_state = RNNDecoderState(hidden, state.memory, feed, state.context, state.source,
-                                    state.src_lengths, state.step + 1, state.cached)
+        new_state = dataclasses.replace(state, hidden=hidden, step=state.step + 1,
+                                        feed=readout if self.style == "luong" else None)
         return logits, new_state, weights if need_weights else None
 
 
@@ -255,19 +243,13 @@ class RNNSeq2Seq(nn.Module):
     def reorder(self, state: RNNDecoderState, rows: Tensor,
                 sentences: Tensor | None = None) -> RNNDecoderState:
         """Keep rows ``rows`` and, when some finished, the sentences ``sentences``."""
-        keep = sentences is not None
-        return RNNDecoderState(
-            _select(state.hidden, rows),
-            state.memory.reorder(sentences) if keep and state.memory is not None
-            else state.memory,
-            None if state.feed is None else state.feed.index_select(0, rows),
-            state.context.index_select(0, sentences) if keep and state.context is not None
-            else state.context,
-            state.source.index_select(0, sentences) if keep else state.source,
-            state.src_lengths.index_select(0, sentences) if keep else state.src_lengths,
-            state.step,
-            state.cached,
-        )
+        out = dataclasses.replace(state, hidden=_select(state.hidden, rows), feed=None
+                                  if state.feed is None else state.feed.index_select(0, rows))
+        if sentences is not None:
+            out.memory = None if state.memory is None else state.memory.reorder(sentences)
+            out.context = None if state.context is None else state.context[sentences]
+            out.source, out.src_lengths = state.source[sentences], state.src_lengths[sentences]
+        return out
 
     def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor,
                 need_weights: bool = False):
@@ -275,21 +257,17 @@ class RNNSeq2Seq(nn.Module):
         state = self.encode(src, src_lengths, beams=1, use_cache=True, weights="none")
         ratio = self.config.teacher_forcing_ratio
         sample = self.training and ratio < 1.0
-        logits_steps: list[Tensor] = []
-        weight_steps: list[Tensor] = []
-        prev = tgt_in[:, 0]
+        logits_steps, weight_steps = [], []
         for t in range(tgt_in.shape[1]):
-            if t > 0:
-                prev = tgt_in[:, t]
-                if sample:
-                    own = logits_steps[-1].argmax(-1)
-                    gold = torch.rand(prev.shape, device=prev.device) < ratio
-                    prev = torch.where(gold, prev, own)
+            prev = tgt_in[:, t]
+            if sample and t > 0:
+                own = logits_steps[-1].argmax(-1)
+                gold = torch.rand(prev.shape, device=prev.device) < ratio
+                prev = torch.where(gold, prev, own)
             logits, state, weights = self.decoder.step(prev, state)
             logits_steps.append(logits)
             if need_weights and weights is not None:
                 weight_steps.append(weights)
         logits = torch.stack(logits_steps, dim=1)
-        if not need_weights:
-            return logits
-        return logits, (torch.stack(weight_steps, dim=1) if weight_steps else None)
+        weights = torch.stack(weight_steps, dim=1) if weight_steps else None
+        return (logits, weights) if need_weights else logits

@@ -47,14 +47,10 @@ def check_targets(src: Tensor, tgt_in: Tensor) -> None:
 
 
 class StepOutput(NamedTuple):
-    """What ``step`` returns.
-
-    Attributes:
-        logits: ``[rows, t, V]`` unnormalised, in the model's dtype (None with ``logits=False``).
-        state: the state after the step (possibly the one given, updated in place).
-        weights: the attention over the source, None for ``"none"``.
-        hidden: per decoder layer, its output ``[rows, t, d]`` (None for an RNN).
-    """
+    """What ``step`` returns: ``logits [rows, t, V]`` (None with ``logits=False``), the state
+    after the step (maybe the one given, updated in place), the attention over the source
+    (None for ``"none"``) and per decoder layer its output ``hidden [rows, t, d]`` (None for
+    an RNN)."""
 
     logits: Tensor | None
     state: Any

@@ -81,17 +81,12 @@ class DecoderLayer(nn.Module):
 
 @dataclass
 class TransformerState:
-    """The decoding state of `TransformerSeq2Seq` (rows: ``beams`` per sentence).
-
-    Attributes:
-        source: ``[sentences, S, d]`` the encoder output (normalised); src_lengths: ``[sentences]``.
-        positions: ``[P, d]`` the position table, grown when decoding goes past ``P``.
-        length: target positions fed so far.
-        caches, sources: per decoder layer, the `KeyValueCache` of every row and the
-            `SourceKeyValues` of every sentence (None on the reference path, ``use_cache=False``).
-        prefix: ``[rows, length]`` the target ids fed so far: the reference path only.
-        encoder_weights: ``[sentences, layers, heads, S, S]`` with ``weights="all"``, else None.
-    """
+    """The decoding state of `TransformerSeq2Seq` (rows: ``beams`` per sentence): the encoder
+    output ``source [sentences, S, d]``; ``positions [P, d]``, grown past ``P``; ``length``
+    positions fed; per decoder layer the `KeyValueCache` of every row and the `SourceKeyValues`
+    of every sentence (``caches``, ``sources``), or, on the reference path (``use_cache=False``),
+    the ids fed (``prefix [rows, length]``); ``encoder_weights [sentences, layers, heads, S,
+    S]`` with ``weights="all"``."""
 
     source: Tensor
     src_lengths: Tensor
@@ -211,7 +206,11 @@ class TransformerSeq2Seq(nn.Module):
         # The output layer over the new positions only: over a subword vocabulary it costs as
         # much as the decoder itself.
         scores = self.out(self.decoder_norm(hidden[-1])) if logits else None
-        return StepOutput(scores, state, _cross_weights(cross, weights), hidden)
+        if weights == "all":    # [rows, t, layers, heads, S]
+            maps = torch.stack(cross, dim=1).permute(0, 3, 1, 2, 4)
+        else:                   # the last layer's head mean [rows, t, S], or None
+            maps = cross[-1].mean(dim=1) if weights == "last" else None
+        return StepOutput(scores, state, maps, hidden)
 
     def _cached_step(self, tokens: Tensor, state: TransformerState, wants: list[bool]
                      ) -> tuple[list[Tensor], list[Tensor | None]]:
@@ -275,13 +274,3 @@ class TransformerSeq2Seq(nn.Module):
                                         [need_weights] * len(self.decoder_layers))
         logits = self.out(self.decoder_norm(hidden[-1]))
         return (logits, weights) if need_weights else logits
-
-
-def _cross_weights(weights: list[Tensor | None], wanted: Weights) -> Tensor | None:
-    """Per-layer ``[rows, heads, t, S]`` -> ``[rows, t, layers, heads, S]`` ("all"), the last
-    layer's head mean ``[rows, t, S]`` ("last"), or None."""
-    if wanted == "all":
-        return torch.stack(weights, dim=1).permute(0, 3, 1, 2, 4)
-    if wanted == "last":
-        return weights[-1].mean(dim=1)
-    return None

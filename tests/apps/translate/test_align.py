@@ -171,8 +171,7 @@ def test_trained_aligner_adapts(tf_run, tmp_path, files, capsys):
     # config.json names: the run moved away from its data still adapts.
     assert (run / "alignment" / "background.tsv.gz").is_file()
     config = json.loads((run / "config.json").read_text())
-    config["data"] = {"kind": "file", "path": str(tmp_path / "moved.tsv"), "split_seed": 0,
-                      "split_rule": config["data"].get("split_rule")}
+    config["data"] = {"kind": "file", "path": str(tmp_path / "moved.tsv"), "split_seed": 0}
     (run / "config.json").write_text(json.dumps(config))
     assert _align(run, files, "--method", "head", "--gold", str(files / "a.wa")) == 0
     err = capsys.readouterr().err
