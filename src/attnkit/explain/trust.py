@@ -4,15 +4,18 @@ Each app measures its methods against something outside the model (sentiment:
 comprehensiveness; caption: the pointing game; translation: AER). `Measured.verdict` names
 the method to trust only when enough examples lead random and every other method by the
 margin (docs/guide/trust.md); `best_shown` orders the methods a page carries by it and
-writes the sentence."""
+writes the sentence. The figures of docs/results.md an app cites when its run measured none
+are package data (``measured.json``, read by `docs_measured`)."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +109,14 @@ class Measured:
         return f"{self.measure} " + ", ".join(parts)
 
 
+def docs_measured(app: str, measure: str, **rule: Any) -> Measured:
+    """``app``'s figures of docs/results.md (``measured.json`` beside this module) as a
+    `Measured` of ``measure``, judged by ``rule`` (``margin``, ``min_count``, ``lower``)."""
+    table = json.loads(files(__package__).joinpath("measured.json").read_text(encoding="utf-8"))
+    return Measured(measure=measure, **{k: v for k, v in table[app].items() if k != "about"},
+                    **rule)
+
+
 def measured_in_run(run: str | os.PathLike, name: str, what: str,
                     measure: Callable[[dict[str, Any]], Measured | None],
                     docs: Measured) -> Measured:
@@ -130,6 +141,12 @@ def measured_in_run(run: str | os.PathLike, name: str, what: str,
                 + ", ".join(f"{m} {v}" for m, v in bad.items()) + ")", docs)
         return docs
     return measured
+
+
+def run_trust(run: str | os.PathLike, carried: Sequence[str], name: str, what: str,
+              measure: Callable[[dict[str, Any]], Measured | None], docs: Measured) -> Trust:
+    """`best_shown` of ``carried`` by `measured_in_run` (the option ``--explain``)."""
+    return best_shown(carried, measured_in_run(run, name, what, measure, docs), add="--explain")
 
 
 def _unused(path: Path, problem: str, docs: Measured) -> None:

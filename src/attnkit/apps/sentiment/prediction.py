@@ -30,15 +30,11 @@ from attnkit.explain.sentiment import (
     measured,
     token_scores,
 )
-from attnkit.explain.trust import Measured, Trust, best_shown, measured_in_run
+from attnkit.explain.trust import Measured, Trust, docs_measured, run_trust
 
 FAITHFULNESS = "faithfulness.json"   # RUN/faithfulness.json: `sentiment explain`'s table
-# docs/results.md, "Faithfulness of the explanations": 500 IMDB test reviews, keras2018.
-DOCS_FIGURES = Measured(
-    {"attention": 0.249, "rollout": 0.247, "grad-input": 0.561, "integrated-gradients": 0.557},
-    COMPREHENSIVENESS, "docs/results.md, 500 IMDB reviews; `attnkit sentiment explain` "
-    "measures a run", random=0.040, count=500, margin=MARGIN, min_count=MIN_REVIEWS,
-    unit="reviews")
+DOCS_FIGURES = docs_measured("sentiment", COMPREHENSIVENESS, margin=MARGIN,
+                             min_count=MIN_REVIEWS)
 
 
 def faithfulness_measured(table: dict) -> Measured | None:
@@ -53,9 +49,8 @@ def trusted(run: str | os.PathLike, carried: Sequence[str]) -> Trust:
     """The method of ``carried`` to show first, by the run's ``faithfulness.json`` else
     `DOCS_FIGURES`; an unreadable or non-finite table counts as none (one warning names it).
     """
-    return best_shown(carried, measured_in_run(run, FAITHFULNESS, "the run's faithfulness "
-                                               "table", faithfulness_measured, DOCS_FIGURES),
-                      add="--explain")
+    return run_trust(run, carried, FAITHFULNESS, "the run's faithfulness table",
+                     faithfulness_measured, DOCS_FIGURES)
 
 
 @dataclass

@@ -12,20 +12,13 @@ from typing import Any
 
 from attnkit.bleu import bleu_chrf
 from attnkit.errors import UsageError
-from attnkit.explain.trust import Measured, Trust, best_shown, shown_order
+from attnkit.explain.trust import Measured, Trust, best_shown, docs_measured, shown_order
 
 AER = ("AER (alignment error rate: the share of word links that disagree with people's; 0 is "
        "perfect) ↓")
-# docs/results.md, "Word alignment (WPT03 trial set)": AER of each explanation's argmax links
-# against the gold links of 37 pairs, on the alignment recipe's Transformer; a guess along the
-# diagonal is the floor. No run measures its page's methods itself (`translate align --gold`
-# scores its aligner, which the page does not show).
-MEASURED = Measured({"attention": 62.4, "rollout": 75.5, "grad-input": 67.1,
-                     "integrated-gradients": 65.1}, AER,
-                    "docs/results.md, argmax links of a Transformer against the gold "
-                    "alignments of 37 WPT03 trial pairs", lower=True, random=59.0, count=37,
-                    margin=2.0, min_count=30, unit="sentence pairs",
-                    floor="a guess along the diagonal")
+# No run measures its page's methods itself (`translate align --gold` scores its aligner, which
+# the page does not show): the page cites docs/results.md's AER of a Transformer's methods.
+MEASURED = docs_measured("translate", AER, lower=True, margin=2.0, min_count=30)
 # An RNN run: nothing was measured on one (the figures above are a Transformer's).
 UNMEASURED = Measured({}, AER, "docs/results.md measured AER on a Transformer only, not on an "
                       "RNN like this run")
