@@ -21,14 +21,7 @@ from torch import Tensor
 
 from attnkit.decoding import length_batches, max_lengths
 from attnkit.errors import CheckpointError, UsageError
-from attnkit.fileio import (
-    checked_file,
-    file_sha256,
-    read_json_object,
-    staged_folder,
-    write_files,
-    write_json,
-)
+from attnkit.fileio import checked_file, file_sha256, read_json_object, staged_folder, write_files
 from attnkit.models import TransformerSeq2Seq, build_model, config_from_dict
 from attnkit.models.config import TransformerConfig
 from attnkit.training.checkpoint import check_state_fits, load_weights
@@ -209,12 +202,12 @@ def translate_tokens(translator: Any, sources: Sequence[Sequence[str]], *, beam:
 
 # A CTranslate2 folder is loaded by a C++ library that trusts its bytes: the manifest refuses
 # any file that differs from what the export wrote.
-def write_manifest(folder: Path) -> Path:
+def write_manifest(folder: Path) -> None:
     """``folder/manifest.json``: ``{"format": 1, "files": {name: {"bytes", "sha256"}}}`` of
     every file in ``folder`` (sub-folders included)."""
     files = {str(p.relative_to(folder)): {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
              for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST}
-    return write_json(folder / MANIFEST, {"format": 1, "files": files})
+    write_files(folder, {MANIFEST: {"format": 1, "files": files}})
 
 
 def check_manifest(folder: Path) -> None:
