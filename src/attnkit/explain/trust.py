@@ -5,7 +5,7 @@ comprehensiveness; caption: the pointing game; translation: AER). `Measured.verd
 the method to trust only when enough examples lead random and every other method by the
 margin (docs/guide/trust.md); `best_shown` orders the methods a page carries by it and
 writes the sentence. The figures of docs/results.md an app cites when its run measured none
-are package data (``measured.json``, read by `docs_measured`)."""
+are package data (``measured.json``, read by `docs_figures`)."""
 
 from __future__ import annotations
 
@@ -109,12 +109,16 @@ class Measured:
         return f"{self.measure} " + ", ".join(parts)
 
 
-def docs_measured(app: str, measure: str, **rule: Any) -> Measured:
-    """``app``'s figures of docs/results.md (``measured.json`` beside this module) as a
-    `Measured` of ``measure``, judged by ``rule`` (``margin``, ``min_count``, ``lower``)."""
+def docs_figures(name: str) -> Any:
+    """The figures ``name`` of docs/results.md (``measured.json`` beside this module)."""
     table = json.loads(files(__package__).joinpath("measured.json").read_text(encoding="utf-8"))
-    return Measured(measure=measure, **{k: v for k, v in table[app].items() if k != "about"},
-                    **rule)
+    return table[name]
+
+
+def docs_measured(name: str, measure: str, **rule: Any) -> Measured:
+    """`docs_figures` ``name`` as a `Measured` of ``measure``, judged by ``rule`` (``margin``,
+    ``min_count``, ``lower``)."""
+    return Measured(measure=measure, **docs_figures(name), **rule)
 
 
 def measured_in_run(run: str | os.PathLike, name: str, what: str,

@@ -12,16 +12,14 @@ from typing import Any
 
 from attnkit.bleu import bleu_chrf
 from attnkit.errors import UsageError
-from attnkit.explain.trust import Measured, Trust, best_shown, docs_measured, shown_order
+from attnkit.explain.trust import Trust, best_shown, docs_measured, shown_order
 
 AER = ("AER (alignment error rate: the share of word links that disagree with people's; 0 is "
        "perfect) ↓")
 # No run measures its page's methods itself (`translate align --gold` scores its aligner, which
 # the page does not show): the page cites docs/results.md's AER of a Transformer's methods.
 MEASURED = docs_measured("translate", AER, lower=True, margin=2.0, min_count=30)
-# An RNN run: nothing was measured on one (the figures above are a Transformer's).
-UNMEASURED = Measured({}, AER, "docs/results.md measured AER on a Transformer only, not on an "
-                      "RNN like this run")
+UNMEASURED = docs_measured("translate rnn", AER)   # an RNN run: nothing measured on one
 
 
 def translate_trust(model_config: Any) -> Trust:
