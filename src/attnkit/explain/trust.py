@@ -125,8 +125,8 @@ def measured_in_run(run: str | os.PathLike, name: str, what: str,
                     measure: Callable[[dict[str, Any]], Measured | None],
                     docs: Measured) -> Measured:
     """The `Measured` of the JSON table ``RUN/name`` an app's command wrote (``measure`` reads
-    it; None: no score), else ``docs``. A table unreadable, out of shape or not finite counts
-    as none, with one warning line naming the file."""
+    it; None or no score: none), else ``docs``. A table unreadable, out of shape or not finite
+    counts as none, with one warning line naming the file."""
     path = Path(run) / name
     if not os.path.lexists(path):
         return docs
@@ -136,7 +136,7 @@ def measured_in_run(run: str | os.PathLike, name: str, what: str,
         _unused(path, f"it cannot be read ({str(exc).splitlines()[0] or type(exc).__name__})",
                 docs)
         return docs
-    if measured is None:
+    if measured is None or not measured.scores:
         return docs
     bad = {m: v for m, v in {**measured.scores, "random": measured.random}.items()
            if v is not None and not math.isfinite(float(v))}

@@ -74,7 +74,7 @@ class SentimentApp(App, configure=SentimentSettings.configure, prepare=preparati
     eval_data_help = "reviews to evaluate on (default: the run's own test data)"
 
     def has_test_split(self, loaded: SentimentLoaded) -> bool:
-        return evaluation.own_test_data(loaded.config) is not None
+        return loaded.config.get("test_data") is not None
 
     def training_report(self, run: Run) -> str | None:
         return training.format_curve(run.path, best_step=run.best_step)

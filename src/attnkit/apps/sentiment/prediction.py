@@ -30,19 +30,11 @@ from attnkit.explain.sentiment import (
     measured,
     token_scores,
 )
-from attnkit.explain.trust import Measured, Trust, docs_measured, run_trust
+from attnkit.explain.trust import Trust, docs_measured, run_trust
 
 FAITHFULNESS = "faithfulness.json"   # RUN/faithfulness.json: `sentiment explain`'s table
 DOCS_FIGURES = docs_measured("sentiment", COMPREHENSIVENESS, margin=MARGIN,
                              min_count=MIN_REVIEWS)
-
-
-def faithfulness_measured(table: dict) -> Measured | None:
-    """``sentiment explain``'s table as a `Measured`; None when it holds no method's score
-    (KeyError, TypeError, ValueError or AttributeError when out of shape)."""
-    found = measured(table, f"measured on this run by attnkit sentiment explain, "
-                     f"{table.get('reviews', '?')} reviews")
-    return found if found.scores else None
 
 
 def trusted(run: str | os.PathLike, carried: Sequence[str]) -> Trust:
@@ -50,7 +42,9 @@ def trusted(run: str | os.PathLike, carried: Sequence[str]) -> Trust:
     `DOCS_FIGURES`; an unreadable or non-finite table counts as none (one warning names it).
     """
     return run_trust(run, carried, FAITHFULNESS, "the run's faithfulness table",
-                     faithfulness_measured, DOCS_FIGURES)
+                     lambda table: measured(table, "measured on this run by attnkit sentiment "
+                                            f"explain, {table.get('reviews', '?')} reviews"),
+                     DOCS_FIGURES)
 
 
 @dataclass

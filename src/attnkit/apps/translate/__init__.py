@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.base import App, Evaluation, TinyRun, stderr_log
+from attnkit.apps.base import App, TinyRun
 from attnkit.apps.translate import ct2, engines, evaluation, streaming, training
 from attnkit.apps.translate import prepare as preparation
 from attnkit.apps.translate.align_command import ALIGN_COMMANDS
@@ -97,7 +97,7 @@ TRAIN_HELP = {name: help_of(FIELDS[name])
 
 class TranslateApp(App, configure=TranslateSettings.configure, prepare=preparation.prepare,
                    reload=preparation.reload, fit=training.fit, load=preparation.load,
-                   after_training=evaluation.after_training):
+                   evaluation=evaluation.evaluation, after_training=evaluation.after_training):
     """English -> French translation with attention (RNN or Transformer)."""
 
     name = "translate"
@@ -110,12 +110,6 @@ class TranslateApp(App, configure=TranslateSettings.configure, prepare=preparati
     commands = (*ALIGN_COMMANDS, ct2.EXPORT_COMMAND, COMPILE_COMMAND)
     headline = ("bleu", "chrf")
     text_attention = False   # a translation line is text: the fused path, no weights
-
-    def evaluation(self, loaded: TranslateLoaded, data: Any, *, report: int = 0,
-                   **options: Any) -> Evaluation:
-        if not report:   # a report asks for attention: refused first, one line
-            _unk_note(loaded.engine, options.get("unk_replace", True))
-        return evaluation.evaluation(loaded, data, report=report, **options)
 
     def predictions(self, loaded: TranslateLoaded, inputs: Sequence[str], *, beam: int = 1,
                     alpha: float = 0.6, unk_replace: bool = True,
@@ -142,7 +136,7 @@ class TranslateApp(App, configure=TranslateSettings.configure, prepare=preparati
         attention = engine.has_attention if attention is None else attention
         if (attention or methods or alignments) and not engine.has_attention:
             raise UsageError(engine.no_attention)
-        _unk_note(engine, unk_replace)
+        engines.unk_note(engine, unk_replace)
         preds = engines.translate_texts(engine, inputs, split=split, beam=beam, alpha=alpha,
                                         unk_replace=unk_replace, batch_size=batch_size,
                                         attention=attention or bool(methods) or alignments)
@@ -188,12 +182,6 @@ class TranslateApp(App, configure=TranslateSettings.configure, prepare=preparati
 
     def json_metrics(self, metrics: dict[str, Any]) -> dict[str, Any]:
         return {k: metrics[k] for k in JSON_KEYS if k in metrics}
-
-
-def _unk_note(engine: Any, unk_replace: bool) -> None:
-    if unk_replace and not engine.has_attention:
-        stderr_log(f"attnkit: note: {engine.no_attention.split(':')[0]}, so an output <unk> is "
-                   "kept (no unk replacement)")
 
 
 APP = TranslateApp()

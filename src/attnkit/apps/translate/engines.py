@@ -70,6 +70,13 @@ def check_decoding(beam: int, batch_size: int | None) -> None:
         raise UsageError(f"batch size must be at least 1, got {batch_size}")
 
 
+def unk_note(engine: Any, unk_replace: bool) -> None:
+    """Say on stderr that an engine without attention keeps an output ``<unk>``."""
+    if unk_replace and not engine.has_attention:
+        stderr_log(f"attnkit: note: {engine.no_attention.split(':')[0]}, so an output <unk> is "
+                   "kept (no unk replacement)")
+
+
 class AttnkitEngine:
     """attnkit's own decoding of a loaded model (see the module docstring)."""
 

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from attnkit.apps.results import Evaluation, Log, quiet
-from attnkit.apps.translate.engines import TranslateLoaded, translate_texts
+from attnkit.apps.translate.engines import TranslateLoaded, translate_texts, unk_note
 from attnkit.apps.translate.page import note_trust, predictions_page
 from attnkit.apps.translate.prediction import most_reordered
 from attnkit.apps.translate.settings import TranslateSettings
@@ -34,6 +34,7 @@ def evaluation(loaded: TranslateLoaded, data: str | None, *, report: int = 0, be
     engine = loaded.engine
     if report and not engine.has_attention:
         raise UsageError(engine.no_attention)
+    unk_note(engine, unk_replace)   # after the refusal of a report: one line
     groups = group_references(eval_pairs(data, loaded.config["data"], strict=strict, log=log))
     if not groups:
         raise DataError("nothing to evaluate: no sentence pairs")
