@@ -17,7 +17,6 @@ import dataclasses
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,14 +45,11 @@ COMPILE_MODES = ("auto", "on", "off")
 AUTO_MIN_SENTENCES = 64
 
 
-@dataclass
-class TranslateLoaded(Loaded[nn.Module | None, TranslatePipeline]):
-    """A translate run, loaded (`attnkit.apps.results.Loaded`) with the engine that runs it
-    (`AttnkitEngine`; for an exported folder, whose ``model`` is None, `CTranslate2Engine`).
-    An engine has a ``name`` (in the metrics), the run's ``pipeline``, ``has_attention``
-    (``no_attention`` says why not), ``streams`` (token by token) and ``translate``."""
-
-    engine: Any = None
+# A translate run, loaded with the engine that runs it (`AttnkitEngine`; for an exported
+# folder, whose ``model`` is None, `CTranslate2Engine`). An engine has a ``name`` (in the
+# metrics), the run's ``pipeline``, ``has_attention`` (``no_attention`` says why not),
+# ``streams`` (token by token) and ``translate``.
+TranslateLoaded = Loaded[nn.Module | None, TranslatePipeline]
 
 
 def special_ids(vocab: Vocab) -> set[int]:
