@@ -14,7 +14,7 @@ from attnkit.apps.caption.settings import CaptionSettings
 from attnkit.apps.results import Evaluation, stderr_log
 from attnkit.data.caption_data import CaptionData, real_splits, synthetic_split
 from attnkit.errors import UsageError
-from attnkit.explain.captions import grounding, grounding_table
+from attnkit.explain.captions import grounding, grounding_table, pointing_game
 
 DEFAULT_EXAMPLES = 8
 
@@ -51,7 +51,6 @@ def evaluation(loaded: CaptionLoaded, data: str | None, *, report: int = 0, beam
                **grounding(model, test, vocab), "beam_size": beam_size,
                "attention_supervision": settings.attention_supervision}
     if pointing:
-        from attnkit.explain.captions import pointing_game
         from attnkit.explain.captum import have_captum
 
         metrics["pointing"] = pointing_game(model, test, vocab, methods=(

@@ -16,7 +16,7 @@ from attnkit.apps.translate.settings import TranslateSettings
 from attnkit.bleu import translation_scores
 from attnkit.data.pairs import group_references
 from attnkit.data.text_codec import SRC_LANG, word_count
-from attnkit.data.translation_splits import NAMED, eval_pairs
+from attnkit.data.translation_splits import NAMED, eval_pairs, load_splits
 from attnkit.errors import DataError, UsageError
 
 
@@ -101,7 +101,6 @@ def after_training(loaded: TranslateLoaded, metrics: dict[str, Any], log: Log) -
     """The test lines, a few examples, the heatmap of the most re-ordered sentence and
     the run's explorer page (``report.html``)."""
     from attnkit.apps.outputs import PAGE, write_output
-    from attnkit.data.translation_splits import load_splits
 
     log(f"test: BLEU {metrics['bleu']:.2f}  chrF {metrics['chrf']:.2f}  "
         f"({metrics['sentences']} sentences, greedy)")
