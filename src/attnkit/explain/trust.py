@@ -3,9 +3,9 @@
 Each app measures its methods against something outside the model (sentiment:
 comprehensiveness; caption: the pointing game; translation: AER). `Measured.verdict` names
 the method to trust only when enough examples lead random and every other method by the
-margin (docs/guide/trust.md); `best_shown` orders the methods a page carries by it and
-writes the sentence. The figures of docs/results.md an app cites when its run measured none
-are package data (``measured.json``, read by `docs_figures`)."""
+margin (docs/guide/trust.md); `best_shown` picks the method a page opens on by it and writes
+the sentence that says why. The figures of docs/results.md an app cites when its run measured
+none are package data (``measured.json``, read by `docs_figures`)."""
 
 from __future__ import annotations
 
@@ -26,17 +26,6 @@ RANDOM = "random"   # the floor in the measurement tables
 # How the sentences name each method (the apps' METHODS keys).
 NAMES = {"attention": "attention", "rollout": "attention rollout",
          "grad-input": "gradient × input", "integrated-gradients": "integrated gradients"}
-
-
-@dataclass(frozen=True)
-class Trust:
-    """The method to show first (``method``), the sentence why (``why``), the page's methods
-    ``method`` first (``order``), and the method one may trust, carried or not (``trusted``)."""
-
-    method: str
-    why: str
-    order: tuple[str, ...] = ()
-    trusted: str | None = None
 
 
 @dataclass(frozen=True)
@@ -148,7 +137,7 @@ def measured_in_run(run: str | os.PathLike, name: str, what: str,
 
 
 def run_trust(run: str | os.PathLike, carried: Sequence[str], name: str, what: str,
-              measure: Callable[[dict[str, Any]], Measured | None], docs: Measured) -> Trust:
+              measure: Callable[[dict[str, Any]], Measured | None], docs: Measured) -> str:
     """`best_shown` of ``carried`` by `measured_in_run` (the option ``--explain``)."""
     return best_shown(carried, measured_in_run(run, name, what, measure, docs), add="--explain")
 
@@ -160,26 +149,26 @@ def _unused(path: Path, problem: str, docs: Measured) -> None:
                   stacklevel=3)
 
 
-def best_shown(carried: Sequence[str], measured: Measured, *, add: str = "") -> Trust:
-    """Order ``carried`` (the page's methods, ``"attention"`` among them) by ``measured`` and say
-    why the first is shown first; ``add`` is the option naming a trusted method not carried."""
+def best_shown(carried: Sequence[str], measured: Measured, *, add: str = "") -> str:
+    """The sentence saying which of ``carried`` (the page's methods, ``"attention"`` among them)
+    is shown first by ``measured`` and why; ``add`` is the option naming a trusted method not
+    carried."""
     trusted, reason = measured.verdict()
     lead = trusted or "attention"
-    order = tuple(sorted(dict.fromkeys(carried), key=lambda m: (m != lead, measured.rank(m))))
-    first, name = order[0], NAMES.get(trusted, trusted)
+    first = min(carried, key=lambda m: (m != lead, measured.rank(m)))
+    name = NAMES.get(trusted, trusted)
     if trusted is None:
         figures = f": {measured.figures()}" if measured.scores else ""
-        why = (f"Shown first: {NAMES.get(first, first)}"
+        return (f"Shown first: {NAMES.get(first, first)}"
                + (", the model's own weights" if first == "attention" else "")
                + f"; no method can be trusted yet: {reason} ({measured.source}{figures}).")
     elif first == trusted:
-        why = (f"Shown first: {name}, the method to trust here: {reason} "
+        return (f"Shown first: {name}, the method to trust here: {reason} "
                f"({measured.source}: {measured.figures(trusted)}).")
     else:
-        why = (f"Shown first: {NAMES.get(first, first)}; {name} is the method to trust here "
+        return (f"Shown first: {NAMES.get(first, first)}; {name} is the method to trust here "
                f"({measured.source}: {measured.figures(trusted)})"
                + (f": add it with {add} {trusted}." if add else "."))
-    return Trust(first, why, order, trusted)
 
 
 def shown_order(asked: Sequence[str]) -> tuple[str, ...]:

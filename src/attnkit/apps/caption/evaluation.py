@@ -74,6 +74,6 @@ def _report(run: CaptionLoaded, test: CaptionData, metrics: dict[str, Any], exam
         summary["grounding"] = grounding_table(metrics)
     # The page carries attention only; the sentence says how it fared in this pointing game.
     preds[0].why = best_shown(["attention"], pointing_measured(metrics.get("pointing")) or
-                              MEASURED, add="caption predict --explain").why
+                              MEASURED, add="caption predict --explain")
     return CaptionPrediction.page(preds, summary, references=[
         [" ".join(r) for r in refs] for refs in test.refs[:len(preds)]])

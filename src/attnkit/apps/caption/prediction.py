@@ -23,7 +23,7 @@ from attnkit.data.caption_files import MAX_PIXELS, read_image
 from attnkit.errors import UsageError
 from attnkit.explain.captions import METHODS, word_maps
 from attnkit.explain.captum import explain_methods
-from attnkit.explain.trust import RANDOM, Measured, Trust, docs_measured, run_trust, shown_order
+from attnkit.explain.trust import RANDOM, Measured, docs_measured, run_trust, shown_order
 
 POINTING = "pointing accuracy ↑"
 # Trust needs a lead of MARGIN in pointing accuracy over random and every other method, on
@@ -46,7 +46,7 @@ def pointing_measured(table: Mapping | None) -> Measured | None:
                     margin=MARGIN, min_count=MIN_WORDS, unit="words")
 
 
-def caption_trust(run: str | os.PathLike, carried: Sequence[str]) -> Trust:
+def caption_trust(run: str | os.PathLike, carried: Sequence[str]) -> str:
     """The method of ``carried`` to show first, by the run's pointing game else `MEASURED`; an
     unreadable file counts as none (one warning names it).
     """
@@ -164,7 +164,7 @@ def predictions(loaded: CaptionLoaded, images, *, beam_size: int = 1, display_si
             pred.explanations = {m: word_maps(loaded.model, image, tgt_in, tgt_out, m)[0]
                                  .cpu().numpy() for m in methods if m != "attention"}
     order = shown_order(methods)
-    why = None if methods else caption_trust(loaded.path, ["attention"]).why
+    why = None if methods else caption_trust(loaded.path, ["attention"])
     for pred in preds:
         pred.order, pred.why, pred.shown = order, why, order[0]
     return preds

@@ -30,14 +30,14 @@ from attnkit.explain.sentiment import (
     measured,
     token_scores,
 )
-from attnkit.explain.trust import Trust, docs_measured, run_trust
+from attnkit.explain.trust import docs_measured, run_trust
 
 FAITHFULNESS = "faithfulness.json"   # RUN/faithfulness.json: `sentiment explain`'s table
 DOCS_FIGURES = docs_measured("sentiment", COMPREHENSIVENESS, margin=MARGIN,
                              min_count=MIN_REVIEWS)
 
 
-def trusted(run: str | os.PathLike, carried: Sequence[str]) -> Trust:
+def trusted(run: str | os.PathLike, carried: Sequence[str]) -> str:
     """The method of ``carried`` to show first, by the run's ``faithfulness.json`` else
     `DOCS_FIGURES`; an unreadable or non-finite table counts as none (one warning names it).
     """
@@ -180,7 +180,7 @@ def predictions(loaded: SentimentLoaded, texts: Sequence[str], *, batch_size: in
     methods = explain_methods(explain, METHODS)
     # Read at each call, not at load: `sentiment explain` may store a new table while the run
     # is served, and the next answer should say what it measured (a capped JSON read).
-    why = trusted(loaded.path, ["attention"]).why if not methods and attention is not False \
+    why = trusted(loaded.path, ["attention"]) if not methods and attention is not False \
         else None
     reads: list[ReadReview | None] = []   # None: blank, or no token the model reads
     for i, text in enumerate(texts, 1):

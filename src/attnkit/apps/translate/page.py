@@ -12,7 +12,7 @@ from typing import Any
 
 from attnkit.bleu import bleu_chrf
 from attnkit.errors import UsageError
-from attnkit.explain.trust import Trust, best_shown, docs_measured, shown_order
+from attnkit.explain.trust import best_shown, docs_measured, shown_order
 
 AER = ("AER (alignment error rate: the share of word links that disagree with people's; 0 is "
        "perfect) ↓")
@@ -22,7 +22,7 @@ MEASURED = docs_measured("translate", AER, lower=True, margin=2.0, min_count=30)
 UNMEASURED = docs_measured("translate rnn", AER)   # an RNN run: nothing measured on one
 
 
-def translate_trust(model_config: Any) -> Trust:
+def translate_trust(model_config: Any) -> str:
     """How far the page may trust attention on a run of this model (a Transformer: `MEASURED`;
     an RNN: nothing measured), and which method to add instead."""
     from attnkit.models.config import TransformerConfig
@@ -33,7 +33,7 @@ def translate_trust(model_config: Any) -> Trust:
 
 def note_trust(predictions: Sequence[TranslationPrediction], model_config: Any) -> None:
     """Give each prediction (and each of its sentences) `translate_trust`'s sentence."""
-    why = translate_trust(model_config).why
+    why = translate_trust(model_config)
     for whole in predictions:
         for p in (whole, *(whole.sentences or ())):
             p.why = why
