@@ -1,10 +1,5 @@
-"""What every app's ``predict`` returns: an output with its attention, able to render itself.
-
-Each app subclasses `Prediction` and writes ``to_dict`` (JSON-ready, weights included),
-``text_line`` (what ``predict`` prints), ``figure`` (matplotlib) and the class method
-``page`` (one HTML page for a list of predictions); ``note`` says what the model could not
-read. `Prediction.render` and `write_page` choose the format by the file's extension.
-"""
+"""What every app's ``predict`` returns: an output with its attention, able to render itself
+(`Prediction`: ``to_dict``, ``text_line``, ``figure``, ``page``; `write_page`)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
 """The sentiment app's training wiring: the loss, the validation accuracy that selects
 checkpoints (and the per-epoch test curve of the 2018 script), the trainer, and the curve
-printed after training beside the Keras figures.
-
-Example:
-    ```python
-    result = fit(prepared, Path("runs/imdb"), resume=False, log=print)
-    print(format_curve("runs/imdb"))    # epoch, valid acc, test acc, Keras 2018 test acc
-    ```
-"""
+printed after training beside the Keras figures (`format_curve`)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """English -> French translation: an attention encoder-decoder trained into a run folder.
 
-`TranslateApp` (registered as ``"translate"``) keeps the `attnkit.apps.base.App` contract;
-its methods are the Python API, here as functions too: ``train``, ``evaluate`` (BLEU/chrF),
-``predict`` (`TranslationPrediction` s with attention ``[T_tgt, T_src]``), ``load_run``
-(``engine="ctranslate2"`` loads an `export_run` folder) and ``APP.stream``. ``data``:
-``"synthetic"``, ``"tatoeba"``, a folder of splits or one pairs file
-(`attnkit.data.translation_splits`). A guide with examples: docs/guide/translate.md.
+`TranslateApp` (registered as ``"translate"``) keeps the `attnkit.apps.base.App` contract; its
+methods are the Python API, here as functions too (``train``, ``evaluate``, ``predict``,
+``load_run``, `export_run`). A guide with examples: docs/guide/translate.md.
 """
 
 from __future__ import annotations
@@ -117,18 +114,16 @@ class TranslateApp(App, configure=TranslateSettings.configure, prepare=preparati
                     explain: str | Sequence[str] | None = None,
                     alignments: bool = False, split: bool = True
                     ) -> list[TranslationPrediction]:
-        """Translate ``inputs``: each text cut into sentences (``split=False``: one sentence),
-        all translated as one batch, each text's translations joined (its ``sentences`` hold
-        them).
+        """Translate ``inputs``, each text cut into sentences (``split=False``: one) and joined
+        again (its ``sentences`` hold them), all in one batch.
 
         Args:
             beam, alpha: beam size (1 = greedy) and length penalty (attnkit: GNMT;
                 CTranslate2: ``length ** alpha``).
             unk_replace: replace an output ``<unk>`` by the most attended source token.
-            batch_size: at most this many sentences per batch (None: the engine's default).
             attention: keep the attention (None: the engine's default); ``"all"`` also
-                ``layer_weights``; False is faster. CTranslate2 refuses True and ``"all"``.
-            explain: explanations beside attention (``"rollout"``, ``"grad-input"``,
+                ``layer_weights``. CTranslate2 refuses True and ``"all"``.
+            explain: other explanations (``"rollout"``, ``"grad-input"``,
                 ``"integrated-gradients"``, a list or ``"all"``); the first is what a figure draws.
             alignments: add word links between each sentence and its translation.
         """

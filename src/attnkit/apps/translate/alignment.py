@@ -1,12 +1,6 @@
-"""Word alignment with a translation run, and the run's trained aligner.
-
-The run gives `attnkit.alignment.aligner.align` its model, its aligner with the settings
-stored beside it, and the raw pairs the adaptation reads (a run without an aligner uses its
-attention, mean over layers and heads). `train_aligner` (``translate align-train``) fits the
-head (`attnkit.alignment.aligner.train_head`) and saves it in ``RUN/alignment/``:
-``head.safetensors``, ``head.json`` (sizes, default settings, how it was trained) and
-``background.tsv.gz`` (the pairs it learnt from). Guide: docs/guide/translate.md.
-"""
+"""Word alignment with a translation run (`align_pairs`: eflomal, the run's trained aligner or
+its attention), and the run's trained aligner (`train_aligner`, saved in ``RUN/alignment/``
+with the pairs it learnt from). Guide: docs/guide/translate.md."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""The translate app on CTranslate2: export a Transformer run (`write_export`, declared for the
-CLI as ``EXPORT_COMMAND``), translate with the export (`CTranslate2Engine`).
-
-The export folder is usable on its own: CTranslate2's model and vocabularies, the run's
-``subword.model`` and vocabularies, ``attnkit.json`` (the source cap, the run's data and
-model settings, the quantization, the source run) and ``manifest.json`` (checked on loading:
-a damaged or edited export is refused). What is refused and how outputs compare:
-docs/guide/translate.md ("CTranslate2").
-"""
+"""The translate app on CTranslate2: export a Transformer run into a self-contained folder
+(`write_export`, ``EXPORT_COMMAND``; its ``manifest.json`` refuses an edited export) and
+translate with it (`CTranslate2Engine`). docs/guide/translate.md ("CTranslate2")."""
 
 from __future__ import annotations
 

@@ -1,15 +1,7 @@
-"""The engines that translate: attnkit's own decoding (`AttnkitEngine`), and a translate run
-loaded with its engine (`TranslateLoaded`).
-
-`evaluate` and `predict` only call an engine's ``translate`` and read its ``has_attention``.
-`AttnkitEngine` decodes with `attnkit.decoding.decode_many` and computes attention only when
-something shows it (else the fused or compiled kernels run, `COMPILE_MODES`); ``<unk>``
-replacement takes its rows from one forced pass over the outputs that hold one.
-`attnkit.apps.translate.ct2.CTranslate2Engine` runs an exported model. `translate_texts`
-cuts each text into sentences (`attnkit.data.sentences`), translates them all as one batch and
-joins each text's translations with its own breaks, as ``predict``, ``eval`` of a raw pairs
-file and ``serve`` do (docs/guide/translate.md).
-"""
+"""The engines that translate: attnkit's own decoding (`AttnkitEngine`, attention computed only
+when something shows it, else the fused or compiled kernels) beside
+`attnkit.apps.translate.ct2.CTranslate2Engine`; `translate_texts` cuts texts into sentences,
+translates them as one batch and joins them again (docs/guide/translate.md)."""
 
 from __future__ import annotations
 
