@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -25,7 +24,7 @@ import torch
 from torch import nn
 
 from attnkit.errors import first_line
-from attnkit.fileio import atomic_write_text
+from attnkit.fileio import atomic_write_text, staged_folder
 
 Log = Callable[[str], None]
 # What a graph to build is: the module, example arguments, and their dynamic dimensions
@@ -128,29 +127,25 @@ class Packages:
             return None
 
     def _build(self, graphs: Mapping[str, GraphSpec], log: Log) -> Graphs | None:
-        staging = None
         try:
             from torch._inductor import aoti_compile_and_package
 
-            root = prepare_cache()
-            staging = Path(tempfile.mkdtemp(prefix=f".{self.folder.name}-", dir=root))
-            for name, (module, args, dynamic) in graphs.items():
-                with torch.no_grad():
-                    program = torch.export.export(module, args, dynamic_shapes=dynamic)
-                aoti_compile_and_package(program, package_path=str(staging / f"{name}.pt2"))
-            atomic_write_text(staging / MACHINE_FILE, json.dumps(machine_key(), sort_keys=True))
-            shutil.rmtree(self.folder, ignore_errors=True)
-            os.replace(staging, self.folder)
-            staging = None
+            prepare_cache()
+            with staged_folder(self.folder) as staging:
+                for name, (module, args, dynamic) in graphs.items():
+                    with torch.no_grad():
+                        program = torch.export.export(module, args, dynamic_shapes=dynamic)
+                    aoti_compile_and_package(program, package_path=str(staging / f"{name}.pt2"))
+                atomic_write_text(staging / MACHINE_FILE,
+                                  json.dumps(machine_key(), sort_keys=True))
+                shutil.rmtree(self.folder, ignore_errors=True)
+                os.replace(staging, self.folder)
         # A build fails in many ways (no C++ compiler, an ISA the compiler does not know, an
         # operation it cannot lower, a full disk); each one leaves the model eager.
         except Exception as exc:
             log(f"attnkit: warning: decoding could not be compiled ({type(exc).__name__}: "
                 f"{first_line(exc)}); it stays eager")
             return None
-        finally:
-            if staging is not None:
-                shutil.rmtree(staging, ignore_errors=True)
         return self.load(list(graphs), log)
 
     def _drop(self, message: str, log: Log) -> None:

@@ -12,6 +12,7 @@ import errno
 import hashlib
 import json
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -45,6 +46,18 @@ def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]
         # Leave no half-written temp file behind; the error itself propagates.
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def staged_folder(path: Path, suffix: str = "") -> Iterator[Path]:
+    """Yield a new empty folder beside ``path`` (its parent made) for a writer to fill and move
+    into place; what is left of it goes when the block ends, on an error too."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix))
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:

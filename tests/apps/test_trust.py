@@ -25,15 +25,12 @@ def test_a_method_that_leads_everything_by_the_margin_is_trusted_and_named_when_
                  "here", **RULE)
     assert m.verdict()[0] == "integrated-gradients"
     trust = best_shown(["attention", "grad-input"], m, add="--explain")
-    assert trust.trusted == "integrated-gradients" and trust.order == ("grad-input",
-                                                                        "attention")
-    assert trust.why.startswith("Shown first: gradient × input; integrated gradients is the "
+    assert trust.startswith("Shown first: gradient × input; integrated gradients is the "
                                 "method to trust here (here: acc ↑ 0.9 for integrated gradients, "
                                 "0.7 for gradient × input, 0.5 for attention, 0.1 for random)")
-    assert trust.why.endswith(": add it with --explain integrated-gradients.")
+    assert trust.endswith(": add it with --explain integrated-gradients.")
     carried = best_shown(["attention", "integrated-gradients"], m)
-    assert carried.order == ("integrated-gradients", "attention")
-    assert carried.why.startswith("Shown first: integrated gradients, the method to trust "
+    assert carried.startswith("Shown first: integrated gradients, the method to trust "
                                   "here: it leads random and every other method by 0.02 or "
                                   "more, on 500 words")
 
@@ -54,10 +51,9 @@ def test_no_method_is_trusted_without_enough_examples_or_a_clear_lead(scores, ru
     m = Measured(scores, "acc ↑", "here", **{**RULE, **rule})
     assert m.verdict() == (None, reason)
     trust = best_shown(["grad-input", "attention"], m, add="--explain")
-    assert trust.trusted is None and trust.order == ("attention", "grad-input")
-    assert trust.why.startswith("Shown first: attention, the model's own weights; no method "
+    assert trust.startswith("Shown first: attention, the model's own weights; no method "
                                 f"can be trusted yet: {reason} (here")
-    assert "trust here" not in trust.why and "--explain" not in trust.why
+    assert "trust here" not in trust and "--explain" not in trust
 
 
 def test_pages_open_on_the_method_asked_first():
@@ -70,9 +66,9 @@ def test_pages_open_on_the_method_asked_first():
 def test_caption_names_the_pointer_to_trust_from_results_md():
     assert POINTING.verdict()[0] == "integrated-gradients"   # 0.734, 0.031 ahead of attention
     trust = caption_trust("/no/such/run", ["attention"])
-    assert trust.method == "attention" and trust.trusted == "integrated-gradients"
-    assert "0.734 for integrated gradients" in trust.why and "0.128 for random" in trust.why
-    assert trust.why.endswith("add it with --explain integrated-gradients.")
+    assert trust.startswith("Shown first: attention; integrated gradients is the method to trust")
+    assert "0.734 for integrated gradients" in trust and "0.128 for random" in trust
+    assert trust.endswith("add it with --explain integrated-gradients.")
 
 
 def test_caption_uses_the_runs_own_pointing_game(tmp_path):
@@ -85,23 +81,23 @@ def test_caption_uses_the_runs_own_pointing_game(tmp_path):
     path = tmp_path / "test_metrics.json"
     path.write_text(json.dumps(table(400)))
     trust = caption_trust(tmp_path, ["integrated-gradients", "attention"])
-    assert trust.trusted == "attention" and trust.order == ("attention", "integrated-gradients")
-    assert "this run's caption eval --pointing, 400 words" in trust.why
+    assert trust.startswith("Shown first: attention, the method to trust here")
+    assert "this run's caption eval --pointing, 400 words" in trust
     path.write_text(json.dumps(table(10)))                   # too few words for a verdict
-    assert "covers 10 words, fewer than the 100" in caption_trust(tmp_path, ["attention"]).why
+    assert "covers 10 words, fewer than the 100" in caption_trust(tmp_path, ["attention"])
 
 
 def test_translation_pages_quote_aer_only_for_a_transformer_and_say_what_it_is():
     # docs/results.md: attention's AER (62.4) is worse than a guess along the diagonal (59).
     assert AER.verdict()[0] is None
     tf = translate_trust(TransformerConfig(src_vocab=10, tgt_vocab=10))
-    assert "alignment error rate" in tf.why and "62.4 for attention" in tf.why
-    assert "does not beat a guess along the diagonal (59)" in tf.why
+    assert "alignment error rate" in tf and "62.4 for attention" in tf
+    assert "does not beat a guess along the diagonal (59)" in tf
     rnn = translate_trust(RNNSeq2SeqConfig(src_vocab=10, tgt_vocab=10))
-    assert "62.4" not in rnn.why and "on a Transformer only, not on an RNN" in rnn.why
+    assert "62.4" not in rnn and "on a Transformer only, not on an RNN" in rnn
     src, tokens = ["one", "two"], ["un", "deux"]
     w = np.full((2, 2), 0.5)
-    pred = TranslationPrediction("one two", src, tokens, "un deux", w, -1.0, why=rnn.why)
+    pred = TranslationPrediction("one two", src, tokens, "un deux", w, -1.0, why=rnn)
     page = predictions_page([pred], {"run": "runs/fr"})
     assert "on a Transformer only, not on an RNN" in page and "62.4" not in page
     asked = TranslationPrediction("one two", src, tokens, "un deux", w, -1.0,

@@ -130,10 +130,9 @@ def test_the_reports_examples_are_translated_as_predict_translates(run_dir, tmp_
     """#45: a two-sentence test line was decoded whole for the report and its heatmap (the
     output looped), while predict splits it and translates each sentence."""
     from attnkit.apps.translate import evaluation, load_run
-    from attnkit.data import translation_splits
 
     line = "one two three . four five ."
-    monkeypatch.setattr(translation_splits, "load_splits",
+    monkeypatch.setattr(evaluation, "load_splits",
                         lambda *a, **k: {"test": [(line, "un deux trois . quatre cinq .")]})
     import shutil
 

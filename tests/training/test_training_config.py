@@ -6,14 +6,7 @@ import math
 
 import pytest
 
-from attnkit.errors import CheckpointError
 from attnkit.training import TrainConfig
-from attnkit.training.config import (
-    budgets_given,
-    given_options,
-    stored_train_config,
-    trainer_options,
-)
 from attnkit.training.trainer import lr_factor
 
 
@@ -50,28 +43,3 @@ def test_schedules_by_hand():
     assert lr_factor("cosine", 14, 4, 14) == pytest.approx(0.0)
     assert lr_factor("inverse_sqrt", 3, 4, 100) == 1.0
     assert lr_factor("inverse_sqrt", 15, 4, 100) == pytest.approx(math.sqrt(4 / 16))
-
-
-def test_trainer_options_names_patience_as_the_trainer_does():
-    assert trainer_options({"patience": 3, "lr": 0.1}) == {"lr": 0.1, "early_stopping_patience": 3}
-    assert trainer_options({"patience": 0}) == {"early_stopping_patience": None}   # never stop
-    given = {"epochs": 2}
-    assert trainer_options(given) == given and trainer_options(given) is not given
-
-
-def test_none_is_not_given_except_for_the_budgets():
-    options = {"lr": None, "epochs": 3, "max_minutes": None, "early_stopping_patience": None}
-    assert given_options(options) == {"epochs": 3, "max_minutes": None,
-                                      "early_stopping_patience": None}
-    assert budgets_given(options) == {"max_minutes": None, "early_stopping_patience": None}
-    assert budgets_given({"max_minutes": 2.0, "epochs": 3}) == {"max_minutes": 2.0}
-
-
-def test_stored_train_config_reads_config_json_or_names_the_file():
-    cfg = TrainConfig(epochs=3, max_minutes=None)
-    assert stored_train_config({"train": cfg.to_dict()}, "x") == cfg
-    for config, reason in (({}, "got NoneType"), ({"train": {"lerning_rate": 1}}, "unknown"),
-                           ({"train": {"epochs": 0}}, "epochs")):
-        with pytest.raises(CheckpointError, match=f"^RUN/config.json: bad train settings "
-                                                  f"\\(.*{reason}"):
-            stored_train_config(config, "RUN/config.json: bad train settings")

@@ -1,11 +1,7 @@
 """The applications: translation, sentiment, captioning, and any app a package registers.
-
-Every app keeps one contract (`App`, in `attnkit.apps.base`): ``train`` a run folder,
-``load`` it, ``evaluate`` it, ``predict`` with it (predictions carry their attention) and
-show predictions on its ``page``. `APPS` maps each name to its `App`; ``attnkit.cli`` builds
-``attnkit APP ...`` from it. Each built-in app is also a package with the same calls as
-functions (``translate.train("synthetic", "runs/demo")``).
-"""
+Every app keeps one contract (`App`, in `attnkit.apps.base`); `APPS` maps each name to its
+`App`. Each built-in app is also a package with the same calls as functions
+(``translate.train("synthetic", "runs/demo")``)."""
 
 from attnkit.apps.base import App
 from attnkit.apps.prediction import Prediction

@@ -1,10 +1,5 @@
-"""What every app's ``predict`` returns: an output with its attention, able to render itself.
-
-Each app subclasses `Prediction` and writes ``to_dict`` (JSON-ready, weights included),
-``text_line`` (what ``predict`` prints), ``figure`` (matplotlib) and the class method
-``page`` (one HTML page for a list of predictions); ``note`` says what the model could not
-read. `Prediction.render` and `write_page` choose the format by the file's extension.
-"""
+"""What every app's ``predict`` returns: an output with its attention, able to render itself
+(`Prediction`: ``to_dict``, ``text_line``, ``figure``, ``page``; `write_page`)."""
 
 from __future__ import annotations
 
@@ -27,7 +22,8 @@ def rounded(array, digits: int) -> list | None:
 
 class Prediction:
     """Base class of the apps' predictions. Subclasses are dataclasses with a ``weights`` field
-    (a numpy array of attention weights; its shape is the app's, stated in its docstring)."""
+    (a numpy array of attention weights, one distribution over the input per output; its shape
+    is the app's, stated in its docstring)."""
 
     weights: np.ndarray | None
 
@@ -46,15 +42,6 @@ class Prediction:
     def warning(self) -> str | None:
         """One line when the model could not read enough of the input for its output to be
         trusted (``predict`` prints it as ``attnkit: warning:``), or None."""
-
-    def attention_rows(self) -> np.ndarray | None:
-        """The attention as ``[rows, positions]``: one distribution over the input per output;
-        None when there is none.
-        """
-        if self.weights is None:
-            return None
-        w = np.asarray(self.weights)
-        return w.reshape(w.shape[0], int(np.prod(w.shape[1:]))) if w.ndim > 1 else w[None, :]
 
     def figure(self):
         """A static matplotlib ``Figure`` of the attention (saved by `render`)."""

@@ -15,15 +15,10 @@ from attnkit.settings import Option
 
 @dataclass(frozen=True)
 class Command:
-    """A command of an app beyond ``train`` / ``eval`` / ``predict`` (``translate export``).
-
-    Args:
-        arguments: its `Option` s (a flag without dashes is positional).
-        run: called with the parsed values by option name; returns the exit status.
-        examples: command lines for its ``--help``.
-        runtime: it runs a model: the CLI adds ``--threads`` (applied before ``run``) and
-            ``--device``.
-    """
+    """A command of an app beyond ``train`` / ``eval`` / ``predict`` (``translate export``):
+    its `Option` s (no dashes: positional), ``run`` called with the parsed values by name
+    (returns the exit status), ``--help`` examples, ``runtime``: it runs a model (the CLI adds
+    ``--threads`` and ``--device``)."""
 
     name: str
     help: str

@@ -1,11 +1,6 @@
 """`APPS`: every application by name, the built-in three and those plugins add through the
-entry-point group ``attnkit.apps`` (docs/guide/add-an-app.md, "Register it").
-
-Apps are imported when first used, a plugin within `PLUGIN_IMPORT_SECONDS`; one that fails
-to import is one error naming its distribution when asked for, and never hides the others. A
-plugin whose name is taken (`RESERVED`, or an earlier plugin) is left out with a
-`PluginWarning`.
-"""
+entry-point group ``attnkit.apps`` (docs/guide/add-an-app.md), each imported when first used;
+a plugin that fails to import, or whose name is taken, never hides the others."""
 
 from __future__ import annotations
 

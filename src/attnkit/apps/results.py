@@ -17,13 +17,7 @@ from attnkit.errors import CheckpointError
 from attnkit.fileio import read_json, write_json
 from attnkit.settings import check_resume, split_options
 from attnkit.training import TrainConfig, TrainResult
-from attnkit.training.config import (
-    budgets_given,
-    checked_train_config,
-    given_options,
-    stored_train_config,
-    trainer_options,
-)
+from attnkit.training.config import NONE_IS_A_VALUE, checked_train_config
 
 Log = Callable[[str], None]
 ModelT = TypeVar("ModelT")
@@ -166,29 +160,43 @@ class AppSettings:
                   ) -> RunSettings:
         """`attnkit.apps.base.App.configure`: ``given`` holds ``data``, the settings' fields and
         the model and trainer options (None: not given, but a None budget is no budget)."""
-        given = given_options(given)
+        # None is "not given", except for a budget (None: no budget, never stop early).
+        given = {k: v for k, v in given.items() if v is not None or k in NONE_IS_A_VALUE}
         data = given.pop("data", None)
         names = {f.name for f in dataclasses.fields(cls)} - {"data"}
         parts = split_options(given, {"settings": names, "model": cls.model_options, "train": (
             *cls.train_options, "patience") if cls.train_options else ()}, f"{cls.app} option")
         parts["model"].update(parts["settings"].pop("model_overrides", {}))
-        parts["train"] = trainer_options(parts["train"])
+        parts["train"] = _trainer_options(parts["train"])
         if stored is None:
             return cls.fresh(data, parts)
         old, kept = cls.stored(stored, out)
-        train = stored_train_config(stored, f"{out / 'config.json'}: bad \"train\" settings")
+        try:
+            train = TrainConfig.from_dict(stored.get("train"))
+        except (TypeError, ValueError) as exc:
+            raise CheckpointError(f"{out / 'config.json'}: bad \"train\" settings "
+                                  f"({exc})") from None
         given = old.resume_given({**parts["settings"], **parts["model"], **parts["train"],
                                   "data": data})
         changes = {**check_resume({**kept, **train.to_dict()}, given, applied=cls.resume_applies),
-                   **budgets_given(given)}
+                   **{k: given[k] for k in NONE_IS_A_VALUE if k in given}}   # None included
         train = checked_train_config({**train.to_dict(), **{
-            k: v for k, v in trainer_options(changes).items() if k in TRAIN_FIELDS}})
+            k: v for k, v in _trainer_options(changes).items() if k in TRAIN_FIELDS}})
         return RunSettings(dataclasses.replace(old, **{k: v for k, v in changes.items()
                                                        if k in names}), train, stored)
 
     def resume_given(self, given: dict[str, Any]) -> dict[str, Any]:
         """The options given to a resume as the stored values read (a data path made absolute)."""
         return given
+
+
+def _trainer_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with the apps' ``patience`` (0: never stop early) as the trainer's
+    ``early_stopping_patience`` (None: never)."""
+    out = dict(options)
+    if "patience" in out:
+        out["early_stopping_patience"] = out.pop("patience") or None
+    return out
 
 
 @dataclass

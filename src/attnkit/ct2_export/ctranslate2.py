@@ -9,8 +9,6 @@ compare: docs/guide/translate.md ("CTranslate2").
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,7 +21,7 @@ from torch import Tensor
 
 from attnkit.decoding import length_batches, max_lengths
 from attnkit.errors import CheckpointError, UsageError
-from attnkit.fileio import checked_file, file_sha256, read_json_object, write_files, write_json
+from attnkit.fileio import checked_file, file_sha256, read_json_object, staged_folder, write_files
 from attnkit.models import TransformerSeq2Seq, build_model, config_from_dict
 from attnkit.models.config import TransformerConfig
 from attnkit.training.checkpoint import check_state_fits, load_weights
@@ -111,9 +109,7 @@ def export_ctranslate2(model_config: dict[str, Any] | TransformerConfig,
     spec.register_source_vocabulary(list(src_tokens))
     spec.register_target_vocabulary(list(tgt_tokens))
     spec.validate()
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with staged_folder(out_dir) as tmp:
         spec.optimize(quantization=quantization)
         spec.save(str(tmp))
         write_files(tmp, files or {})
@@ -121,9 +117,6 @@ def export_ctranslate2(model_config: dict[str, Any] | TransformerConfig,
         if out_dir.exists():
             out_dir.rmdir()  # empty (checked above)
         tmp.rename(out_dir)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
     return out_dir
 
 
@@ -209,12 +202,12 @@ def translate_tokens(translator: Any, sources: Sequence[Sequence[str]], *, beam:
 
 # A CTranslate2 folder is loaded by a C++ library that trusts its bytes: the manifest refuses
 # any file that differs from what the export wrote.
-def write_manifest(folder: Path) -> Path:
+def write_manifest(folder: Path) -> None:
     """``folder/manifest.json``: ``{"format": 1, "files": {name: {"bytes", "sha256"}}}`` of
     every file in ``folder`` (sub-folders included)."""
     files = {str(p.relative_to(folder)): {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
              for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST}
-    return write_json(folder / MANIFEST, {"format": 1, "files": files})
+    write_files(folder, {MANIFEST: {"format": 1, "files": files}})
 
 
 def check_manifest(folder: Path) -> None:

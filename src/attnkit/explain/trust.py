@@ -3,16 +3,19 @@
 Each app measures its methods against something outside the model (sentiment:
 comprehensiveness; caption: the pointing game; translation: AER). `Measured.verdict` names
 the method to trust only when enough examples lead random and every other method by the
-margin (docs/guide/trust.md); `best_shown` orders the methods a page carries by it and
-writes the sentence."""
+margin (docs/guide/trust.md); `best_shown` picks the method a page opens on by it and writes
+the sentence that says why. The figures of docs/results.md an app cites when its run measured
+none are package data (``measured.json``, read by `docs_figures`)."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +26,6 @@ RANDOM = "random"   # the floor in the measurement tables
 # How the sentences name each method (the apps' METHODS keys).
 NAMES = {"attention": "attention", "rollout": "attention rollout",
          "grad-input": "gradient × input", "integrated-gradients": "integrated gradients"}
-
-
-@dataclass(frozen=True)
-class Trust:
-    """The method to show first (``method``), the sentence why (``why``), the page's methods
-    ``method`` first (``order``), and the method one may trust, carried or not (``trusted``)."""
-
-    method: str
-    why: str
-    order: tuple[str, ...] = ()
-    trusted: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,12 +98,24 @@ class Measured:
         return f"{self.measure} " + ", ".join(parts)
 
 
+def docs_figures(name: str) -> Any:
+    """The figures ``name`` of docs/results.md (``measured.json`` beside this module)."""
+    table = json.loads(files(__package__).joinpath("measured.json").read_text(encoding="utf-8"))
+    return table[name]
+
+
+def docs_measured(name: str, measure: str, **rule: Any) -> Measured:
+    """`docs_figures` ``name`` as a `Measured` of ``measure``, judged by ``rule`` (``margin``,
+    ``min_count``, ``lower``)."""
+    return Measured(measure=measure, **docs_figures(name), **rule)
+
+
 def measured_in_run(run: str | os.PathLike, name: str, what: str,
                     measure: Callable[[dict[str, Any]], Measured | None],
                     docs: Measured) -> Measured:
     """The `Measured` of the JSON table ``RUN/name`` an app's command wrote (``measure`` reads
-    it; None: no score), else ``docs``. A table unreadable, out of shape or not finite counts
-    as none, with one warning line naming the file."""
+    it; None or no score: none), else ``docs``. A table unreadable, out of shape or not finite
+    counts as none, with one warning line naming the file."""
     path = Path(run) / name
     if not os.path.lexists(path):
         return docs
@@ -121,7 +125,7 @@ def measured_in_run(run: str | os.PathLike, name: str, what: str,
         _unused(path, f"it cannot be read ({str(exc).splitlines()[0] or type(exc).__name__})",
                 docs)
         return docs
-    if measured is None:
+    if measured is None or not measured.scores:
         return docs
     bad = {m: v for m, v in {**measured.scores, "random": measured.random}.items()
            if v is not None and not math.isfinite(float(v))}
@@ -132,6 +136,12 @@ def measured_in_run(run: str | os.PathLike, name: str, what: str,
     return measured
 
 
+def run_trust(run: str | os.PathLike, carried: Sequence[str], name: str, what: str,
+              measure: Callable[[dict[str, Any]], Measured | None], docs: Measured) -> str:
+    """`best_shown` of ``carried`` by `measured_in_run` (the option ``--explain``)."""
+    return best_shown(carried, measured_in_run(run, name, what, measure, docs), add="--explain")
+
+
 def _unused(path: Path, problem: str, docs: Measured) -> None:
     # Python shows a given warning once per process: a server reading the table at every
     # request logs it once; `attnkit` prints it as one line.
@@ -139,26 +149,26 @@ def _unused(path: Path, problem: str, docs: Measured) -> None:
                   stacklevel=3)
 
 
-def best_shown(carried: Sequence[str], measured: Measured, *, add: str = "") -> Trust:
-    """Order ``carried`` (the page's methods, ``"attention"`` among them) by ``measured`` and say
-    why the first is shown first; ``add`` is the option naming a trusted method not carried."""
+def best_shown(carried: Sequence[str], measured: Measured, *, add: str = "") -> str:
+    """The sentence saying which of ``carried`` (the page's methods, ``"attention"`` among them)
+    is shown first by ``measured`` and why; ``add`` is the option naming a trusted method not
+    carried."""
     trusted, reason = measured.verdict()
     lead = trusted or "attention"
-    order = tuple(sorted(dict.fromkeys(carried), key=lambda m: (m != lead, measured.rank(m))))
-    first, name = order[0], NAMES.get(trusted, trusted)
+    first = min(carried, key=lambda m: (m != lead, measured.rank(m)))
+    name = NAMES.get(trusted, trusted)
     if trusted is None:
         figures = f": {measured.figures()}" if measured.scores else ""
-        why = (f"Shown first: {NAMES.get(first, first)}"
+        return (f"Shown first: {NAMES.get(first, first)}"
                + (", the model's own weights" if first == "attention" else "")
                + f"; no method can be trusted yet: {reason} ({measured.source}{figures}).")
     elif first == trusted:
-        why = (f"Shown first: {name}, the method to trust here: {reason} "
+        return (f"Shown first: {name}, the method to trust here: {reason} "
                f"({measured.source}: {measured.figures(trusted)}).")
     else:
-        why = (f"Shown first: {NAMES.get(first, first)}; {name} is the method to trust here "
+        return (f"Shown first: {NAMES.get(first, first)}; {name} is the method to trust here "
                f"({measured.source}: {measured.figures(trusted)})"
                + (f": add it with {add} {trusted}." if add else "."))
-    return Trust(first, why, order, trusted)
 
 
 def shown_order(asked: Sequence[str]) -> tuple[str, ...]:

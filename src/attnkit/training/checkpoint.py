@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,7 +31,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from attnkit.errors import CheckpointError
-from attnkit.fileio import atomic_path, file_sha256, read_regular_file
+from attnkit.fileio import atomic_path, file_sha256, read_regular_file, staged_folder
 
 FORMAT_VERSION = 1
 # Header format of a safetensors file: "2" checksums every header entry (_HEADER_SUM).
@@ -232,13 +231,11 @@ def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
             raise CheckpointError(f"{path} is a link to {os.path.realpath(path)}; a checkpoint "
                                   "is never written through a link: put the folder itself "
                                   "there")
-    folder.parent.mkdir(parents=True, exist_ok=True)
     opt_tensors, opt_rest = flatten_optimizer(optimizer.state_dict())
     model_tensors, aliases = _dedupe(model.state_dict())
     # Both files plus headers and state.json: what the new folder takes beside the old one.
     needed = _tensor_bytes(model_tensors) + _tensor_bytes(opt_tensors) + (64 << 10)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.", suffix=".tmp"))
-    try:
+    with staged_folder(folder, ".tmp") as tmp:
         os.chmod(tmp, 0o755)
         for name, tensors, names in (("model.safetensors", model_tensors, aliases),
                                      ("optimizer.safetensors", opt_tensors, None)):
@@ -254,9 +251,6 @@ def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
         with _disk_full_as_error(folder / "state.json", needed):
             (tmp / "state.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
         _swap_in(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def _swap_in(new: Path, folder: Path) -> None:

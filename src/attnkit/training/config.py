@@ -1,9 +1,7 @@
 """TrainConfig: every knob of a training run, as a plain dataclass with a JSON round trip.
 
-Beside it, what every app does with one: `checked_train_config` (options given on a command
-line, each error one line naming its flag), `trainer_options`, `given_options` and
-`budgets_given` (an app's options as the trainer's, None kept where it is a value), and
-`stored_train_config` (the one a run stored).
+Beside it, `checked_train_config`: options given on a command line, each error one line
+naming its flag (an app's options become a TrainConfig in `attnkit.apps.results.AppSettings`).
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from attnkit.errors import CheckpointError, UsageError
+from attnkit.errors import UsageError
 from attnkit.training.amp import AMP_CHOICES
 from attnkit.training.distributed import checked_device
 
@@ -165,49 +163,3 @@ def checked_train_config(values: Mapping[str, Any]) -> TrainConfig:
                                 str(exc))) from None
     checked_device(cfg.device)
     return cfg
-
-
-def trainer_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """``options`` with the apps' ``patience`` (evaluations without a better score before
-    training stops; 0: never stop early) as the trainer's ``early_stopping_patience`` (None:
-    never); the others as given.
-
-    Example:
-        ```python
-        trainer_options({"patience": 0, "lr": 1e-3})
-        # {"lr": 0.001, "early_stopping_patience": None}
-        ```
-    """
-    out = dict(options)
-    if "patience" in out:
-        out["early_stopping_patience"] = out.pop("patience") or None
-    return out
-
-
-def given_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``options`` given: a None value means "not given" and is dropped, except for the
-    budgets in `NONE_IS_A_VALUE` (None: no budget, never stop early)."""
-    return {k: v for k, v in options.items() if v is not None or k in NONE_IS_A_VALUE}
-
-
-def budgets_given(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The budgets of `NONE_IS_A_VALUE` that ``options`` names, None included: what a resume
-    applies besides `attnkit.settings.check_resume`'s changes (which skip None as not given)."""
-    return {k: options[k] for k in NONE_IS_A_VALUE if k in options}
-
-
-def stored_train_config(config: Mapping[str, Any], error: str) -> TrainConfig:
-    """The `TrainConfig` a run stored in its ``config.json`` (``config["train"]``).
-
-    Args:
-        config: the run's ``config.json``.
-        error: the start of the message of a bad one, naming the file.
-
-    Raises:
-        CheckpointError: ``"{error} ({what is wrong})"``: missing, or settings TrainConfig
-            refuses.
-    """
-    try:
-        return TrainConfig.from_dict(config.get("train"))
-    except (TypeError, ValueError) as exc:
-        raise CheckpointError(f"{error} ({exc})") from None

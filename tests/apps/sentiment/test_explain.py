@@ -248,4 +248,4 @@ def test_figures_that_are_not_finite_are_named_and_never_shown(tmp_path, text, n
     with pytest.warns(UserWarning) as caught:
         trust = trusted(tmp_path, ["attention"])
     assert len(caught) == 1 and f"not finite numbers {named}" in str(caught[0].message)
-    assert "nan" not in trust.why and "inf" not in trust.why.replace("info", "")
+    assert "nan" not in trust and "inf" not in trust.replace("info", "")

@@ -1,12 +1,7 @@
 """Image captioning with spatial attention (Show, Attend and Tell) on synthetic duck scenes or
-Flickr/COCO captions.
-
-`CaptionApp` (registered as ``"caption"``) keeps the `attnkit.apps.base.App` contract; its
-methods are the Python API, here as functions too: ``train(data, out, **overrides)``,
-``load_run``, ``evaluate`` and ``predict(run, images)`` (where each word looked).
-``attnkit caption scene`` draws example scenes (`write_scenes`). Guide with examples:
-docs/guide/caption.md.
-"""
+Flickr/COCO captions. `CaptionApp` (``"caption"``) keeps the `attnkit.apps.base.App` contract;
+its methods are the Python API, here as functions too (``train``, ``load_run``, ``evaluate``,
+``predict``); `write_scenes` draws example scenes. Guide: docs/guide/caption.md."""
 
 from __future__ import annotations
 

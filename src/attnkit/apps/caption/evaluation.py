@@ -14,7 +14,7 @@ from attnkit.apps.caption.settings import CaptionSettings
 from attnkit.apps.results import Evaluation, stderr_log
 from attnkit.data.caption_data import CaptionData, real_splits, synthetic_split
 from attnkit.errors import UsageError
-from attnkit.explain.captions import grounding, grounding_table
+from attnkit.explain.captions import grounding, grounding_table, pointing_game
 
 DEFAULT_EXAMPLES = 8
 
@@ -51,7 +51,6 @@ def evaluation(loaded: CaptionLoaded, data: str | None, *, report: int = 0, beam
                **grounding(model, test, vocab), "beam_size": beam_size,
                "attention_supervision": settings.attention_supervision}
     if pointing:
-        from attnkit.explain.captions import pointing_game
         from attnkit.explain.captum import have_captum
 
         metrics["pointing"] = pointing_game(model, test, vocab, methods=(
@@ -75,6 +74,6 @@ def _report(run: CaptionLoaded, test: CaptionData, metrics: dict[str, Any], exam
         summary["grounding"] = grounding_table(metrics)
     # The page carries attention only; the sentence says how it fared in this pointing game.
     preds[0].why = best_shown(["attention"], pointing_measured(metrics.get("pointing")) or
-                              MEASURED, add="caption predict --explain").why
+                              MEASURED, add="caption predict --explain")
     return CaptionPrediction.page(preds, summary, references=[
         [" ".join(r) for r in refs] for refs in test.refs[:len(preds)]])

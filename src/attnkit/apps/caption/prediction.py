@@ -23,18 +23,13 @@ from attnkit.data.caption_files import MAX_PIXELS, read_image
 from attnkit.errors import UsageError
 from attnkit.explain.captions import METHODS, word_maps
 from attnkit.explain.captum import explain_methods
-from attnkit.explain.trust import RANDOM, Measured, Trust, best_shown, measured_in_run, shown_order
+from attnkit.explain.trust import RANDOM, Measured, docs_measured, run_trust, shown_order
 
 POINTING = "pointing accuracy ↑"
 # Trust needs a lead of MARGIN in pointing accuracy over random and every other method, on
 # MIN_WORDS words or more (docs/guide/trust.md).
 MARGIN, MIN_WORDS = 0.02, 100
-# docs/results.md, "Pointing game: attention against gradients": 1,403 colour and count words
-# of 500 synthetic test scenes.
-MEASURED = Measured({"attention": 0.703, "grad-input": 0.676, "integrated-gradients": 0.734},
-                    POINTING, "docs/results.md, the pointing game on 500 synthetic scenes",
-                    random=0.128, count=1403, margin=MARGIN, min_count=MIN_WORDS,
-                    unit="words")
+MEASURED = docs_measured("caption", POINTING, margin=MARGIN, min_count=MIN_WORDS)
 
 
 def pointing_measured(table: Mapping | None) -> Measured | None:
@@ -51,14 +46,12 @@ def pointing_measured(table: Mapping | None) -> Measured | None:
                     margin=MARGIN, min_count=MIN_WORDS, unit="words")
 
 
-def caption_trust(run: str | os.PathLike, carried: Sequence[str]) -> Trust:
+def caption_trust(run: str | os.PathLike, carried: Sequence[str]) -> str:
     """The method of ``carried`` to show first, by the run's pointing game else `MEASURED`; an
     unreadable file counts as none (one warning names it).
     """
-    measured = measured_in_run(run, TEST_METRICS, "the run's test metrics",
-                               lambda metrics: pointing_measured(metrics.get("pointing")),
-                               MEASURED)
-    return best_shown(carried, measured, add="--explain")
+    return run_trust(run, carried, TEST_METRICS, "the run's test metrics",
+                     lambda metrics: pointing_measured(metrics.get("pointing")), MEASURED)
 
 
 @dataclass
@@ -171,7 +164,7 @@ def predictions(loaded: CaptionLoaded, images, *, beam_size: int = 1, display_si
             pred.explanations = {m: word_maps(loaded.model, image, tgt_in, tgt_out, m)[0]
                                  .cpu().numpy() for m in methods if m != "attention"}
     order = shown_order(methods)
-    why = None if methods else caption_trust(loaded.path, ["attention"]).why
+    why = None if methods else caption_trust(loaded.path, ["attention"])
     for pred in preds:
         pred.order, pred.why, pred.shown = order, why, order[0]
     return preds

@@ -1,12 +1,7 @@
 """IMDB-style sentiment: a self-attention classifier trained into a run folder, and reviews
-shaded by what decided them. Presets (`attnkit.apps.sentiment.settings.PRESETS`):
-``keras2018`` (the 2018 Keras model and recipe) and ``best`` (docs/guide/sentiment.md).
-
-`SentimentApp` (registered as ``"sentiment"``) keeps the `attnkit.apps.base.App` contract;
-its methods are the Python API, here as functions too: ``train(data, out, **overrides)``,
-``load_run``, ``evaluate`` (accuracy) and ``predict(run, texts)`` (P(positive) and
-per-token weights).
-"""
+shaded by what decided them; presets ``keras2018`` and ``best`` (docs/guide/sentiment.md).
+`SentimentApp` (``"sentiment"``) keeps the `attnkit.apps.base.App` contract; its methods are
+the Python API, here as functions too (``train``, ``load_run``, ``evaluate``, ``predict``)."""
 
 from __future__ import annotations
 
@@ -74,7 +69,7 @@ class SentimentApp(App, configure=SentimentSettings.configure, prepare=preparati
     eval_data_help = "reviews to evaluate on (default: the run's own test data)"
 
     def has_test_split(self, loaded: SentimentLoaded) -> bool:
-        return evaluation.own_test_data(loaded.config) is not None
+        return loaded.config.get("test_data") is not None
 
     def training_report(self, run: Run) -> str | None:
         return training.format_curve(run.path, best_step=run.best_step)

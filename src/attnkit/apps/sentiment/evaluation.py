@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from attnkit.apps.results import Evaluation
@@ -17,11 +15,6 @@ from attnkit.errors import UsageError
 DEFAULT_EXAMPLES = 20
 
 
-def own_test_data(config: dict[str, Any]) -> str | None:
-    """The test data a run recorded."""
-    return config.get("test_data")
-
-
 def evaluation(loaded: SentimentLoaded, data: str | None, *, report: int = 0, split: str = "test",
                skip_bad: bool = False) -> Evaluation:
     """Accuracy of a run's model on ``data``'s ``split`` (None: the run's own test data), with
@@ -32,7 +25,7 @@ def evaluation(loaded: SentimentLoaded, data: str | None, *, report: int = 0, sp
     if split not in SPLITS:
         raise UsageError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     if data is None:
-        data = own_test_data(loaded.config)
+        data = loaded.config.get("test_data")   # the run's own
         if data is None:
             raise UsageError("this run has no test data recorded; pass the data with --data")
     reviews = load_reviews(data, split, skip_bad)

@@ -30,32 +30,21 @@ from attnkit.explain.sentiment import (
     measured,
     token_scores,
 )
-from attnkit.explain.trust import Measured, Trust, best_shown, measured_in_run
+from attnkit.explain.trust import docs_measured, run_trust
 
 FAITHFULNESS = "faithfulness.json"   # RUN/faithfulness.json: `sentiment explain`'s table
-# docs/results.md, "Faithfulness of the explanations": 500 IMDB test reviews, keras2018.
-DOCS_FIGURES = Measured(
-    {"attention": 0.249, "rollout": 0.247, "grad-input": 0.561, "integrated-gradients": 0.557},
-    COMPREHENSIVENESS, "docs/results.md, 500 IMDB reviews; `attnkit sentiment explain` "
-    "measures a run", random=0.040, count=500, margin=MARGIN, min_count=MIN_REVIEWS,
-    unit="reviews")
+DOCS_FIGURES = docs_measured("sentiment", COMPREHENSIVENESS, margin=MARGIN,
+                             min_count=MIN_REVIEWS)
 
 
-def faithfulness_measured(table: dict) -> Measured | None:
-    """``sentiment explain``'s table as a `Measured`; None when it holds no method's score
-    (KeyError, TypeError, ValueError or AttributeError when out of shape)."""
-    found = measured(table, f"measured on this run by attnkit sentiment explain, "
-                     f"{table.get('reviews', '?')} reviews")
-    return found if found.scores else None
-
-
-def trusted(run: str | os.PathLike, carried: Sequence[str]) -> Trust:
+def trusted(run: str | os.PathLike, carried: Sequence[str]) -> str:
     """The method of ``carried`` to show first, by the run's ``faithfulness.json`` else
     `DOCS_FIGURES`; an unreadable or non-finite table counts as none (one warning names it).
     """
-    return best_shown(carried, measured_in_run(run, FAITHFULNESS, "the run's faithfulness "
-                                               "table", faithfulness_measured, DOCS_FIGURES),
-                      add="--explain")
+    return run_trust(run, carried, FAITHFULNESS, "the run's faithfulness table",
+                     lambda table: measured(table, "measured on this run by attnkit sentiment "
+                                            f"explain, {table.get('reviews', '?')} reviews"),
+                     DOCS_FIGURES)
 
 
 @dataclass
@@ -191,7 +180,7 @@ def predictions(loaded: SentimentLoaded, texts: Sequence[str], *, batch_size: in
     methods = explain_methods(explain, METHODS)
     # Read at each call, not at load: `sentiment explain` may store a new table while the run
     # is served, and the next answer should say what it measured (a capped JSON read).
-    why = trusted(loaded.path, ["attention"]).why if not methods and attention is not False \
+    why = trusted(loaded.path, ["attention"]) if not methods and attention is not False \
         else None
     reads: list[ReadReview | None] = []   # None: blank, or no token the model reads
     for i, text in enumerate(texts, 1):

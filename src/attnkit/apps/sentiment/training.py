@@ -1,13 +1,6 @@
 """The sentiment app's training wiring: the loss, the validation accuracy that selects
 checkpoints (and the per-epoch test curve of the 2018 script), the trainer, and the curve
-printed after training beside the Keras figures.
-
-Example:
-    ```python
-    result = fit(prepared, Path("runs/imdb"), resume=False, log=print)
-    print(format_curve("runs/imdb"))    # epoch, valid acc, test acc, Keras 2018 test acc
-    ```
-"""
+printed after training beside the Keras figures (`format_curve`)."""
 
 from __future__ import annotations
 
@@ -22,12 +15,10 @@ from attnkit.apps.run_files import FORMAT, read_config
 from attnkit.apps.sentiment.prepare import APP, SentimentPrepared
 from attnkit.data.review_pipeline import EncodedReviews, collate
 from attnkit.decoding.hypothesis import inference
+from attnkit.explain.trust import docs_figures
 from attnkit.models.sentiment import SentimentClassifier, count_parameters
 from attnkit.training import LossOutput, Trainer, TrainResult
 from attnkit.training.run_folder import read_evaluations
-
-# Test accuracy after epochs 1-5 of the 2018 Keras script on this machine (it validated on test).
-KERAS2018_TEST_CURVE = (0.850, 0.857, 0.838, 0.815, 0.814)
 
 
 def bce_loss(model, batch) -> LossOutput:
@@ -91,7 +82,8 @@ def format_curve(run, baseline: Sequence[float] | None = None, best_step: int | 
     marked as the one whose weights the run keeps (its test accuracy is the run's)."""
     if baseline is None:
         preset = read_config(run, APP).get("preset")
-        baseline = KERAS2018_TEST_CURVE if preset == "keras2018" else ()
+        # The 2018 Keras script's test accuracy after each epoch (docs/results.md).
+        baseline = docs_figures("keras2018 test curve") if preset == "keras2018" else ()
     lines = ["epoch  valid acc  test acc  Keras 2018 test acc"]
     for row in read_evaluations(run):   # the trainer prefixes evaluate_fn's keys with "val_"
         e, test = int(row["epoch"]) + 1, row.get("val_test_accuracy")

@@ -1,11 +1,8 @@
 """English -> French translation: an attention encoder-decoder trained into a run folder.
 
-`TranslateApp` (registered as ``"translate"``) keeps the `attnkit.apps.base.App` contract;
-its methods are the Python API, here as functions too: ``train``, ``evaluate`` (BLEU/chrF),
-``predict`` (`TranslationPrediction` s with attention ``[T_tgt, T_src]``), ``load_run``
-(``engine="ctranslate2"`` loads an `export_run` folder) and ``APP.stream``. ``data``:
-``"synthetic"``, ``"tatoeba"``, a folder of splits or one pairs file
-(`attnkit.data.translation_splits`). A guide with examples: docs/guide/translate.md.
+`TranslateApp` (registered as ``"translate"``) keeps the `attnkit.apps.base.App` contract; its
+methods are the Python API, here as functions too (``train``, ``evaluate``, ``predict``,
+``load_run``, `export_run`). A guide with examples: docs/guide/translate.md.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from attnkit.apps.base import App, Evaluation, TinyRun, stderr_log
+from attnkit.apps.base import App, TinyRun
 from attnkit.apps.translate import ct2, engines, evaluation, streaming, training
 from attnkit.apps.translate import prepare as preparation
 from attnkit.apps.translate.align_command import ALIGN_COMMANDS
@@ -97,7 +94,7 @@ TRAIN_HELP = {name: help_of(FIELDS[name])
 
 class TranslateApp(App, configure=TranslateSettings.configure, prepare=preparation.prepare,
                    reload=preparation.reload, fit=training.fit, load=preparation.load,
-                   after_training=evaluation.after_training):
+                   evaluation=evaluation.evaluation, after_training=evaluation.after_training):
     """English -> French translation with attention (RNN or Transformer)."""
 
     name = "translate"
@@ -111,30 +108,22 @@ class TranslateApp(App, configure=TranslateSettings.configure, prepare=preparati
     headline = ("bleu", "chrf")
     text_attention = False   # a translation line is text: the fused path, no weights
 
-    def evaluation(self, loaded: TranslateLoaded, data: Any, *, report: int = 0,
-                   **options: Any) -> Evaluation:
-        if not report:   # a report asks for attention: refused first, one line
-            _unk_note(loaded.engine, options.get("unk_replace", True))
-        return evaluation.evaluation(loaded, data, report=report, **options)
-
     def predictions(self, loaded: TranslateLoaded, inputs: Sequence[str], *, beam: int = 1,
                     alpha: float = 0.6, unk_replace: bool = True,
                     batch_size: int | None = None, attention: bool | str | None = None,
                     explain: str | Sequence[str] | None = None,
                     alignments: bool = False, split: bool = True
                     ) -> list[TranslationPrediction]:
-        """Translate ``inputs``: each text cut into sentences (``split=False``: one sentence),
-        all translated as one batch, each text's translations joined (its ``sentences`` hold
-        them).
+        """Translate ``inputs``, each text cut into sentences (``split=False``: one) and joined
+        again (its ``sentences`` hold them), all in one batch.
 
         Args:
             beam, alpha: beam size (1 = greedy) and length penalty (attnkit: GNMT;
                 CTranslate2: ``length ** alpha``).
             unk_replace: replace an output ``<unk>`` by the most attended source token.
-            batch_size: at most this many sentences per batch (None: the engine's default).
             attention: keep the attention (None: the engine's default); ``"all"`` also
-                ``layer_weights``; False is faster. CTranslate2 refuses True and ``"all"``.
-            explain: explanations beside attention (``"rollout"``, ``"grad-input"``,
+                ``layer_weights``. CTranslate2 refuses True and ``"all"``.
+            explain: other explanations (``"rollout"``, ``"grad-input"``,
                 ``"integrated-gradients"``, a list or ``"all"``); the first is what a figure draws.
             alignments: add word links between each sentence and its translation.
         """
@@ -142,7 +131,7 @@ class TranslateApp(App, configure=TranslateSettings.configure, prepare=preparati
         attention = engine.has_attention if attention is None else attention
         if (attention or methods or alignments) and not engine.has_attention:
             raise UsageError(engine.no_attention)
-        _unk_note(engine, unk_replace)
+        engines.unk_note(engine, unk_replace)
         preds = engines.translate_texts(engine, inputs, split=split, beam=beam, alpha=alpha,
                                         unk_replace=unk_replace, batch_size=batch_size,
                                         attention=attention or bool(methods) or alignments)
@@ -188,12 +177,6 @@ class TranslateApp(App, configure=TranslateSettings.configure, prepare=preparati
 
     def json_metrics(self, metrics: dict[str, Any]) -> dict[str, Any]:
         return {k: metrics[k] for k in JSON_KEYS if k in metrics}
-
-
-def _unk_note(engine: Any, unk_replace: bool) -> None:
-    if unk_replace and not engine.has_attention:
-        stderr_log(f"attnkit: note: {engine.no_attention.split(':')[0]}, so an output <unk> is "
-                   "kept (no unk replacement)")
 
 
 APP = TranslateApp()

@@ -1,12 +1,6 @@
-"""Word alignment with a translation run, and the run's trained aligner.
-
-The run gives `attnkit.alignment.aligner.align` its model, its aligner with the settings
-stored beside it, and the raw pairs the adaptation reads (a run without an aligner uses its
-attention, mean over layers and heads). `train_aligner` (``translate align-train``) fits the
-head (`attnkit.alignment.aligner.train_head`) and saves it in ``RUN/alignment/``:
-``head.safetensors``, ``head.json`` (sizes, default settings, how it was trained) and
-``background.tsv.gz`` (the pairs it learnt from). Guide: docs/guide/translate.md.
-"""
+"""Word alignment with a translation run (`align_pairs`: eflomal, the run's trained aligner or
+its attention), and the run's trained aligner (`train_aligner`, saved in ``RUN/alignment/``
+with the pairs it learnt from). Guide: docs/guide/translate.md."""
 
 from __future__ import annotations
 
@@ -75,16 +69,6 @@ def background_pairs(loaded: TranslateLoaded, data: str | None) -> list[tuple[st
                          "--method attention (--no-adapt with a trained aligner)") from None
 
 
-def check_attention(loaded: TranslateLoaded) -> None:
-    """Refuse a run that cannot give links: no attention, or an exported CTranslate2 model."""
-    if loaded.model is None:
-        raise UsageError(f"{loaded.path}: an exported CTranslate2 model has no attention to "
-                         "align with; use the training run")
-    if getattr(loaded.model.config, "attention", None) == "none":
-        raise UsageError(f"{loaded.path}: this model has no attention (attention='none'), so "
-                         "it cannot align words; use a run with attention")
-
-
 def align_pairs(loaded: TranslateLoaded, sources: Sequence[Sequence[str]],
                 targets: Sequence[Sequence[str]], *, method: Method | None = None,
                 extraction: str | None = None, threshold: float | None = None,
@@ -117,7 +101,12 @@ def align_pairs(loaded: TranslateLoaded, sources: Sequence[Sequence[str]],
                              "apply to the other methods")
         return eflomal_align(sources, targets, background_pairs(loaded, adapt_data),
                              symmetrize or CLASSICAL_DEFAULT["symmetrize"])
-    check_attention(loaded)
+    if loaded.model is None:
+        raise UsageError(f"{loaded.path}: an exported CTranslate2 model has no attention to "
+                         "align with; use the training run")
+    if getattr(loaded.model.config, "attention", None) == "none":
+        raise UsageError(f"{loaded.path}: this model has no attention (attention='none'), so "
+                         "it cannot align words; use a run with attention")
     head, info = load_head(loaded.path) if loaded.trained_here else (None, None)
     base = {**ATTENTION_DEFAULT, "adapt": False}
     if head is not None:

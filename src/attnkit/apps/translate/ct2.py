@@ -1,12 +1,6 @@
-"""The translate app on CTranslate2: export a Transformer run (`write_export`, declared for the
-CLI as ``EXPORT_COMMAND``), translate with the export (`CTranslate2Engine`).
-
-The export folder is usable on its own: CTranslate2's model and vocabularies, the run's
-``subword.model`` and vocabularies, ``attnkit.json`` (the source cap, the run's data and
-model settings, the quantization, the source run) and ``manifest.json`` (checked on loading:
-a damaged or edited export is refused). What is refused and how outputs compare:
-docs/guide/translate.md ("CTranslate2").
-"""
+"""The translate app on CTranslate2: export a Transformer run into a self-contained folder
+(`write_export`, ``EXPORT_COMMAND``; its ``manifest.json`` refuses an edited export) and
+translate with it (`CTranslate2Engine`). docs/guide/translate.md ("CTranslate2")."""
 
 from __future__ import annotations
 
@@ -19,7 +13,7 @@ import torch
 
 from attnkit.apps.outputs import EXPORT, check_outside_runs, writing
 from attnkit.apps.presentation import Command
-from attnkit.apps.run_files import FORMAT
+from attnkit.apps.run_files import FORMAT, read_config
 from attnkit.apps.translate.engines import TranslateLoaded, check_decoding, special_ids, summary_of
 from attnkit.apps.translate.pipeline import (
     APP,
@@ -34,7 +28,7 @@ from attnkit.apps.translate.pipeline import (
 )
 from attnkit.apps.translate.prediction import TranslationPrediction
 from attnkit.data.text_codec import TGT_LANG
-from attnkit.errors import CheckpointError, UsageError
+from attnkit.errors import AttnkitError, CheckpointError, UsageError
 from attnkit.fileio import read_json_object
 from attnkit.models.config import TransformerConfig
 from attnkit.settings import Option
@@ -114,9 +108,6 @@ def write_export(loaded: TranslateLoaded, out: str | os.PathLike, *,
 def _training_run_hint(path: Path) -> str:
     """What to do with a training run given to the CTranslate2 engine: export it, unless the
     export would refuse it (then: use attnkit's engine), so the hint never leads to a refusal."""
-    from attnkit.apps.run_files import read_config
-    from attnkit.errors import AttnkitError
-
     try:
         config = read_config(path, APP)
         exportable = (config.get("options", {}).get("subword")

@@ -1,15 +1,7 @@
-"""The engines that translate: attnkit's own decoding (`AttnkitEngine`), and a translate run
-loaded with its engine (`TranslateLoaded`).
-
-`evaluate` and `predict` only call an engine's ``translate`` and read its ``has_attention``.
-`AttnkitEngine` decodes with `attnkit.decoding.decode_many` and computes attention only when
-something shows it (else the fused or compiled kernels run, `COMPILE_MODES`); ``<unk>``
-replacement takes its rows from one forced pass over the outputs that hold one.
-`attnkit.apps.translate.ct2.CTranslate2Engine` runs an exported model. `translate_texts`
-cuts each text into sentences (`attnkit.data.sentences`), translates them all as one batch and
-joins each text's translations with its own breaks, as ``predict``, ``eval`` of a raw pairs
-file and ``serve`` do (docs/guide/translate.md).
-"""
+"""The engines that translate: attnkit's own decoding (`AttnkitEngine`, attention computed only
+when something shows it, else the fused or compiled kernels) beside
+`attnkit.apps.translate.ct2.CTranslate2Engine`; `translate_texts` cuts texts into sentences,
+translates them as one batch and joins them again (docs/guide/translate.md)."""
 
 from __future__ import annotations
 
@@ -17,7 +9,6 @@ import dataclasses
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,14 +37,11 @@ COMPILE_MODES = ("auto", "on", "off")
 AUTO_MIN_SENTENCES = 64
 
 
-@dataclass
-class TranslateLoaded(Loaded[nn.Module | None, TranslatePipeline]):
-    """A translate run, loaded (`attnkit.apps.results.Loaded`) with the engine that runs it
-    (`AttnkitEngine`; for an exported folder, whose ``model`` is None, `CTranslate2Engine`).
-    An engine has a ``name`` (in the metrics), the run's ``pipeline``, ``has_attention``
-    (``no_attention`` says why not), ``streams`` (token by token) and ``translate``."""
-
-    engine: Any = None
+# A translate run, loaded with the engine that runs it (`AttnkitEngine`; for an exported
+# folder, whose ``model`` is None, `CTranslate2Engine`). An engine has a ``name`` (in the
+# metrics), the run's ``pipeline``, ``has_attention`` (``no_attention`` says why not),
+# ``streams`` (token by token) and ``translate``.
+TranslateLoaded = Loaded[nn.Module | None, TranslatePipeline]
 
 
 def special_ids(vocab: Vocab) -> set[int]:
@@ -68,6 +56,13 @@ def check_decoding(beam: int, batch_size: int | None) -> None:
         raise UsageError(f"--beam must be a whole number of at least 1, got {beam!r}")
     if batch_size is not None and batch_size < 1:
         raise UsageError(f"batch size must be at least 1, got {batch_size}")
+
+
+def unk_note(engine: Any, unk_replace: bool) -> None:
+    """Say on stderr that an engine without attention keeps an output ``<unk>``."""
+    if unk_replace and not engine.has_attention:
+        stderr_log(f"attnkit: note: {engine.no_attention.split(':')[0]}, so an output <unk> is "
+                   "kept (no unk replacement)")
 
 
 class AttnkitEngine:

@@ -9,14 +9,14 @@ import time
 from typing import Any
 
 from attnkit.apps.results import Evaluation, Log, quiet
-from attnkit.apps.translate.engines import TranslateLoaded, translate_texts
+from attnkit.apps.translate.engines import TranslateLoaded, translate_texts, unk_note
 from attnkit.apps.translate.page import note_trust, predictions_page
 from attnkit.apps.translate.prediction import most_reordered
 from attnkit.apps.translate.settings import TranslateSettings
 from attnkit.bleu import translation_scores
 from attnkit.data.pairs import group_references
 from attnkit.data.text_codec import SRC_LANG, word_count
-from attnkit.data.translation_splits import NAMED, eval_pairs
+from attnkit.data.translation_splits import NAMED, eval_pairs, load_splits
 from attnkit.errors import DataError, UsageError
 
 
@@ -34,6 +34,7 @@ def evaluation(loaded: TranslateLoaded, data: str | None, *, report: int = 0, be
     engine = loaded.engine
     if report and not engine.has_attention:
         raise UsageError(engine.no_attention)
+    unk_note(engine, unk_replace)   # after the refusal of a report: one line
     groups = group_references(eval_pairs(data, loaded.config["data"], strict=strict, log=log))
     if not groups:
         raise DataError("nothing to evaluate: no sentence pairs")
@@ -100,7 +101,6 @@ def after_training(loaded: TranslateLoaded, metrics: dict[str, Any], log: Log) -
     """The test lines, a few examples, the heatmap of the most re-ordered sentence and
     the run's explorer page (``report.html``)."""
     from attnkit.apps.outputs import PAGE, write_output
-    from attnkit.data.translation_splits import load_splits
 
     log(f"test: BLEU {metrics['bleu']:.2f}  chrF {metrics['chrf']:.2f}  "
         f"({metrics['sentences']} sentences, greedy)")

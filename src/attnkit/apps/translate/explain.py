@@ -35,11 +35,11 @@ def add_explanations(loaded: TranslateLoaded, predictions: Sequence[TranslationP
 def add_alignments(loaded: TranslateLoaded, predictions: Sequence[TranslationPrediction]) -> None:
     """Fill each prediction's ``alignment`` (``(source word, output word)`` links between
     whitespace tokens, by ``translate align``'s default on this run, without adaptation), and
-    ``piece_links`` where the output re-reads as the same pieces.
+    ``piece_links`` where the output re-reads as the same pieces (a run with attention: the
+    caller checked it).
     """
-    from attnkit.apps.translate.alignment import align_pairs, check_attention
+    from attnkit.apps.translate.alignment import align_pairs
 
-    check_attention(loaded)
     shown = [p for p in predictions if p.tokens and p.text.split()]
     if not shown:
         return

@@ -12,26 +12,17 @@ from typing import Any
 
 from attnkit.bleu import bleu_chrf
 from attnkit.errors import UsageError
-from attnkit.explain.trust import Measured, Trust, best_shown, shown_order
+from attnkit.explain.trust import best_shown, docs_measured, shown_order
 
 AER = ("AER (alignment error rate: the share of word links that disagree with people's; 0 is "
        "perfect) ↓")
-# docs/results.md, "Word alignment (WPT03 trial set)": AER of each explanation's argmax links
-# against the gold links of 37 pairs, on the alignment recipe's Transformer; a guess along the
-# diagonal is the floor. No run measures its page's methods itself (`translate align --gold`
-# scores its aligner, which the page does not show).
-MEASURED = Measured({"attention": 62.4, "rollout": 75.5, "grad-input": 67.1,
-                     "integrated-gradients": 65.1}, AER,
-                    "docs/results.md, argmax links of a Transformer against the gold "
-                    "alignments of 37 WPT03 trial pairs", lower=True, random=59.0, count=37,
-                    margin=2.0, min_count=30, unit="sentence pairs",
-                    floor="a guess along the diagonal")
-# An RNN run: nothing was measured on one (the figures above are a Transformer's).
-UNMEASURED = Measured({}, AER, "docs/results.md measured AER on a Transformer only, not on an "
-                      "RNN like this run")
+# No run measures its page's methods itself (`translate align --gold` scores its aligner, which
+# the page does not show): the page cites docs/results.md's AER of a Transformer's methods.
+MEASURED = docs_measured("translate", AER, lower=True, margin=2.0, min_count=30)
+UNMEASURED = docs_measured("translate rnn", AER)   # an RNN run: nothing measured on one
 
 
-def translate_trust(model_config: Any) -> Trust:
+def translate_trust(model_config: Any) -> str:
     """How far the page may trust attention on a run of this model (a Transformer: `MEASURED`;
     an RNN: nothing measured), and which method to add instead."""
     from attnkit.models.config import TransformerConfig
@@ -42,7 +33,7 @@ def translate_trust(model_config: Any) -> Trust:
 
 def note_trust(predictions: Sequence[TranslationPrediction], model_config: Any) -> None:
     """Give each prediction (and each of its sentences) `translate_trust`'s sentence."""
-    why = translate_trust(model_config).why
+    why = translate_trust(model_config)
     for whole in predictions:
         for p in (whole, *(whole.sentences or ())):
             p.why = why

@@ -1,12 +1,7 @@
-"""What turns text into a translation run's model ids and back, and how a run's files give it.
-
-A run holds ``vocab_src.json`` / ``vocab_tgt.json`` (a ``--subword`` run's joint vocabulary
-twice) and, with subwords, ``subword.model`` and ``words_src.json`` (its English training
-words: which ones a subword model never saw). ``config.json`` records each vocabulary's size
-and sha256, so a swapped vocabulary is refused. A source longer than
-`TranslatePipeline.max_source` is cut (a Transformer's ``max_len``; an RNN's
-`RNN_MAX_SOURCE`); the run's ``max_len`` option only filters training pairs.
-"""
+"""What turns text into a translation run's model ids and back (`TranslatePipeline`), and how
+a run's files give it (`run_pipeline`: its vocabularies, checked against the sizes and sha256
+``config.json`` records, and a ``--subword`` run's ``subword.model`` and training words). A
+source longer than `TranslatePipeline.max_source` is cut."""
 
 from __future__ import annotations
 

@@ -183,10 +183,6 @@ class TranslationPrediction(Prediction):
         return (self.weights if self.shown == "attention"
                 else (self.explanations or {}).get(self.shown))
 
-    def attention_rows(self) -> np.ndarray | None:
-        return super().attention_rows() if self.sentences is None else (
-            self.shown_weights() if self.shown == "attention" else None)
-
     def figure(self):
         """The alignment heatmap in whole words (`words`: target words down, source words
         across; an input of several sentences: their blocks on the diagonal)."""

@@ -37,6 +37,9 @@ OPTION_FIELDS = ("label_smoothing", "max_len", "valid_sample", "min_freq", "max_
                  "subword", "batch_tokens", "examples")
 # What a --resume may change: budgets and how the run is watched, never what it computes.
 RESUME_APPLIES = ("epochs", "max_minutes", "device", "progress", "examples", "strict", "patience")
+# Settings the trainer's TrainConfig stores under the same name.
+SAME_IN_TRAIN = ("seed", "epochs", "batch_size", "lr", "schedule", "max_minutes", "device", "amp",
+                 "compile", "progress")
 _RATE = (lambda x: 0 <= x < 1, "a number in [0, 1)")
 _POSITIVE = (lambda x: 0 < x < math.inf, "a positive number")
 
@@ -189,13 +192,9 @@ def stored_settings(config: dict[str, Any]) -> TranslateSettings:
         if arch == "rnn":
             flat.update({k: model[k] for k in ("attention", "cell", "style")})
         flat.update({k: v for k, v in config.get("options", {}).items() if k in OPTION_FIELDS})
-        flat.update(arch=arch, seed=train.seed, train_size=spec.get("train"),
-                    epochs=train.epochs, batch_size=train.batch_size, lr=train.lr,
-                    schedule=train.schedule, warmup=train.warmup_steps,
-                    eval_every=train.eval_every_steps, max_minutes=train.max_minutes,
-                    device=train.device, amp=train.amp, compile=train.compile,
-                    progress=train.progress,
-                    patience=train.early_stopping_patience or 0)
+        flat.update({k: getattr(train, k) for k in SAME_IN_TRAIN}, arch=arch,
+                    train_size=spec.get("train"), warmup=train.warmup_steps,
+                    eval_every=train.eval_every_steps, patience=train.early_stopping_patience or 0)
         return TranslateSettings(**flat)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"config.json does not describe a translate training "

@@ -1,8 +1,6 @@
-"""Translation token by token (``POST /v1/translate/stream``): each output word with its
-attention row the moment greedy decoding chooses it, and each sentence's whole
-`TranslationPrediction` the step it ends. `stream_texts` cuts texts into sentences and turns
-each step of `attnkit.decoding.greedy_steps` into a `StreamStep`, ending each text with what
-``predict`` returns with ``beam=1``. Beam search cannot stream: its best is known at the end.
+"""Translation token by token (``POST /v1/translate/stream``): `stream_texts` turns each step
+of greedy decoding into a `StreamStep` (each word with its attention row, each sentence's whole
+`TranslationPrediction` when it ends). Beam search cannot stream: its best is known at the end.
 """
 
 from __future__ import annotations

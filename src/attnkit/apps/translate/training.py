@@ -1,12 +1,5 @@
 """The translate app's training wiring: the loss, the validation BLEU that selects
-checkpoints, and the `attnkit.training.Trainer` built from the prepared data.
-
-Example:
-    ```python
-    result = fit(prepared, Path("runs/demo"), resume=False, log=print)
-    result.stop_reason, result.best_metric       # "completed", 97.3
-    ```
-"""
+checkpoints, and the `attnkit.training.Trainer` built from the prepared data (`fit`)."""
 
 from __future__ import annotations
 
