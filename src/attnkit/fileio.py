@@ -12,6 +12,7 @@ import errno
 import hashlib
 import json
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -57,6 +58,14 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically; returns ``path`` as a Path."""
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def remove(path: Path) -> None:
+    """Delete a file, a link (never what it points to) or a folder tree."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> Path:

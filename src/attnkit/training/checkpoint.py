@@ -31,8 +31,9 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
+from attnkit.compiler import weights_digest
 from attnkit.errors import CheckpointError
-from attnkit.fileio import atomic_path, file_sha256, read_regular_file
+from attnkit.fileio import atomic_path, file_sha256, read_regular_file, remove
 
 FORMAT_VERSION = 1
 # Header format of a safetensors file: "2" checksums every header entry (_HEADER_SUM).
@@ -43,16 +44,6 @@ _META_KEY, _FORMAT_KEY, _HEADER_SUM = "attnkit", "attnkit_format", "attnkit_head
 _TEMPORARY = re.compile(r"^(\..+\.[A-Za-z0-9_]+\.tmp|\.tmp[A-Za-z0-9]{6})$")
 # The largest state.json a checkpoint holds (positions, RNG states, optimizer layout).
 STATE_LIMIT = 64 << 20
-
-
-def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
-    """sha256 over names, dtypes, shapes and bytes of ``tensors`` (sorted by name)."""
-    h = hashlib.sha256()
-    for name in sorted(tensors):
-        t = tensors[name].detach().cpu().contiguous()
-        h.update(f"{name}|{t.dtype}|{list(t.shape)}|".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
 
 
 def _json_sha256(obj: Any) -> str:
@@ -79,7 +70,7 @@ def _write_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[
                    aliases: dict[str, str] | None, *, shown: Path, needed: int | None) -> None:
     """``tensors`` + JSON ``metadata`` + checksums to a safetensors file, atomically; a full disk
     is reported as writing ``shown`` (``needed`` bytes, default: this file's size)."""
-    header = {_META_KEY: json.dumps(metadata or {}), "attnkit_sha256": tensors_sha256(tensors),
+    header = {_META_KEY: json.dumps(metadata or {}), "attnkit_sha256": weights_digest(tensors),
               "attnkit_aliases": json.dumps(aliases or {}), "format": "pt",
               _FORMAT_KEY: HEADER_FORMAT}
     header[_HEADER_SUM] = _json_sha256(header)
@@ -134,7 +125,7 @@ def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict
                                                 if k != _HEADER_SUM}):
         raise CheckpointError(f"{path}: checksum mismatch in the header metadata, the file was "
                               "altered or corrupted")
-    if tensors_sha256(tensors) != header.get("attnkit_sha256"):
+    if weights_digest(tensors) != header.get("attnkit_sha256"):
         raise CheckpointError(f"{path}: checksum mismatch, the file was altered or corrupted")
     for alias, target in json.loads(header["attnkit_aliases"]).items():
         tensors[alias] = tensors[target]
@@ -287,10 +278,7 @@ def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
     """
     removed = [path for path in sorted(Path(folder).glob(".*")) if _TEMPORARY.match(path.name)]
     for path in removed:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
+        remove(path)
     return removed
 
 

@@ -16,7 +16,6 @@ import errno
 import fcntl
 import json
 import os
-import shutil
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,15 +24,14 @@ from typing import Any
 import torch
 
 from attnkit.errors import CheckpointError, UsageError
-from attnkit.fileio import MAX_VOCAB_BYTES, check_inside, checked_file, read_text
+from attnkit.fileio import MAX_VOCAB_BYTES, check_inside, checked_file, read_text, remove
 from attnkit.settings import is_int
 from attnkit.training.checkpoint import load_weights
 from attnkit.training.distributed import checked_device
 
 LOCK_FILE = ".lock"
 METRICS_LOG = "metrics.jsonl"
-# The resumable checkpoint (`attnkit.training.checkpoint.save_checkpoint`) and its files.
-CHECKPOINT = "last"
+# The files of the resumable checkpoint ``last/`` (`attnkit.training.checkpoint.save_checkpoint`).
 CHECKPOINT_FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
 # What marks a folder as holding a run (an interrupted one included).
 RUN_MARKERS = ("config.json", "best.safetensors", "last")
@@ -47,8 +45,7 @@ _NOT_RESUMABLE = ("it was stopped before its first checkpoint, so it cannot be r
 def is_run(folder: str | os.PathLike) -> bool:
     """True when ``folder`` holds a run (finished, interrupted, or stopped before any
     checkpoint)."""
-    folder = Path(folder)
-    return any(os.path.lexists(folder / name) for name in RUN_MARKERS)
+    return any(os.path.lexists(Path(folder) / name) for name in RUN_MARKERS)
 
 
 def weights_file(run: str | os.PathLike, weights: str = "best") -> Path:
@@ -187,7 +184,7 @@ def check_checkpoint_files(run: str | os.PathLike) -> None:
             folder or file itself; the run then resumes).
     """
     run = Path(run)
-    folders = (run / CHECKPOINT, run / f"{CHECKPOINT}.prev")
+    folders = (run / "last", run / "last.prev")
     for folder in folders:
         if folder.is_symlink():
             raise CheckpointError(f"{folder} is a link to {os.path.realpath(folder)}; a resume "
@@ -217,12 +214,8 @@ def clear_run(out: str | os.PathLike) -> None:
     if not is_run(out):
         return
     for entry in out.iterdir():
-        if entry.name == LOCK_FILE:
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
+        if entry.name != LOCK_FILE:
+            remove(entry)
 
 
 @contextmanager

@@ -13,7 +13,6 @@ import dataclasses
 import json
 import math
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -28,7 +27,7 @@ from torch.utils.data import DataLoader
 # TrainingError lives with the other error types; importing it here keeps
 # ``from attnkit.training.trainer import TrainingError`` working.
 from attnkit.errors import CheckpointError, TrainingError
-from attnkit.fileio import append_text, atomic_write_text, truncate_file
+from attnkit.fileio import append_text, atomic_write_text, remove, truncate_file
 from attnkit.machine import machine_info
 from attnkit.training.amp import autocast, resolve_amp
 from attnkit.training.checkpoint import (
@@ -193,7 +192,7 @@ class TrainPosition:
         best, best_tiebreak, best_step: the best ``select_metric`` so far, its tie-break value
             and its step (None before the first evaluation).
         bad_evals: evaluations in a row without improvement (early stopping).
-        last_metrics, last_eval_step: the latest evaluation.
+        last_metrics: the latest evaluation's.
         elapsed: seconds of training over all ``fit`` calls (time between them not counted).
         window: train loss since the last ``metrics.jsonl`` train line.
         eval_window: train loss since the last evaluation (its ``train.log`` line).
@@ -213,7 +212,6 @@ class TrainPosition:
     best_step: int | None = None
     bad_evals: int = 0
     last_metrics: dict[str, float] = field(default_factory=dict)
-    last_eval_step: int | None = None
     elapsed: float = 0.0
     window: LossWindow = field(default_factory=LossWindow)
     eval_window: LossWindow = field(default_factory=LossWindow)
@@ -407,10 +405,8 @@ class Trainer:
             truncate_file(self.run_dir / "train.log", 0)
             # A stale checkpoint of an earlier run here must never be resumed by mistake.
             for old in (self.run_dir / "last", self.run_dir / "last.prev"):
-                if old.is_symlink():
-                    old.unlink()   # the link goes, never what it points to
-                elif old.is_dir():
-                    shutil.rmtree(old)
+                if os.path.lexists(old):
+                    remove(old)
         return TrainPosition()
 
     def _resume(self) -> TrainPosition:
@@ -625,7 +621,7 @@ class Trainer:
         start = time.monotonic()
         metrics = broadcast_json(run_on_main(self.info, evaluate), self.info)
         self.heartbeat.validated(time.monotonic() - start)
-        pos.last_metrics, pos.last_eval_step = metrics, step
+        pos.last_metrics = metrics
         self._log({"kind": "eval", "step": step, "epoch": pos.epoch, "elapsed": pos.elapsed,
                    **{f"val_{k}": v for k, v in metrics.items()}})
         now = self._elapsed()
