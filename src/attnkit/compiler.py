@@ -156,7 +156,6 @@ class Packages:
     def _drop(self, message: str, log: Log) -> None:
         log(message)
         shutil.rmtree(self.folder, ignore_errors=True)
-        return None
 
 
 @contextmanager

@@ -317,14 +317,8 @@ def load_checkpoint(folder: str | os.PathLike, model: nn.Module,
             raise CheckpointError(f"{file}: checksum mismatch (truncated or altered file)")
     load_weights(model, folder / "model.safetensors")
     opt_tensors, _ = load_tensors(folder / "optimizer.safetensors")
-    opt_state = unflatten_optimizer(opt_tensors, doc["optimizer"])
-    ours = optimizer.state_dict()["param_groups"]
-    theirs = opt_state["param_groups"]
-    if [len(g["params"]) for g in ours] != [len(g["params"]) for g in theirs]:
-        raise CheckpointError(f"{folder}: optimizer state is for another model "
-                              "(parameter groups differ)")
-    try:
-        optimizer.load_state_dict(opt_state)
+    try:   # torch checks that the parameter groups match
+        optimizer.load_state_dict(unflatten_optimizer(opt_tensors, doc["optimizer"]))
     except (ValueError, KeyError, RuntimeError) as e:
         raise CheckpointError(f"{folder}: optimizer state does not fit this model: {e}") from e
     return doc["state"]

@@ -60,23 +60,18 @@ def say(message: str) -> None:
     sys.stderr.flush()
 
 
-def _terminal_width() -> int | None:
-    """None when stderr reports its width (tqdm then follows it); 80 for a pseudo-terminal
-    that reports 0 x 0, as some wrappers and CI consoles create: tqdm would draw nothing."""
-    try:
-        columns = os.get_terminal_size(sys.stderr.fileno()).columns
-    except (OSError, ValueError):
-        columns = 0
-    return None if columns > 0 else 80
-
-
 def progress_bar(enabled: bool, total: int, initial: int, epoch: int, epochs: int):
     """A tqdm bar over the batches of one epoch when ``enabled`` and stderr is a terminal;
     else None."""
     if not (enabled and sys.stderr.isatty()):
         return None
     from tqdm.auto import tqdm
-    width = _terminal_width()
+    # A pseudo-terminal that reports 0 x 0 (some wrappers, CI consoles) gets 80 columns: tqdm
+    # would draw nothing; else tqdm follows the width stderr reports.
+    try:
+        width = None if os.get_terminal_size(sys.stderr.fileno()).columns > 0 else 80
+    except (OSError, ValueError):
+        width = 80
     return tqdm(total=total, initial=initial, desc=f"epoch {epoch + 1}/{epochs}",
                 leave=False, dynamic_ncols=width is None, ncols=width,
                 nrows=None if width is None else 24)
