@@ -1,15 +1,10 @@
 """Weights and full training checkpoints: safetensors + JSON, atomic writes, checksums.
 
-* ``save_weights`` / ``load_weights``: one ``.safetensors`` file (``best.safetensors``) with the
-  model's state dict (tied tensors stored once), JSON metadata and, in its header, a sha256
-  of the tensors and one of the header.
-* ``save_checkpoint`` / ``load_checkpoint``: the folder ``RUN/last/`` with ``model.safetensors``,
-  ``optimizer.safetensors`` and ``state.json`` (format version, sha256 of both files, optimizer
-  scalars, RNG states of every rank, data position), written beside the old one and swapped
-  in, so a crash at any moment leaves a complete checkpoint (``last/`` or ``last.prev/``).
-
-Nothing is pickled. Every problem with a file (missing, truncated, altered, from another model,
-no space left to write it) raises `attnkit.errors.CheckpointError`.
+`save_weights` / `load_weights`: one ``.safetensors`` file (tied tensors stored once, JSON
+metadata, sha256 of the tensors and of the header). `save_checkpoint` / `load_checkpoint`: the
+folder ``RUN/last/`` (model, optimizer, ``state.json``), written beside the old one and swapped
+in, so a crash at any moment leaves a complete checkpoint. Nothing is pickled; every problem
+with a file raises `attnkit.errors.CheckpointError`.
 """
 
 from __future__ import annotations
@@ -68,8 +63,8 @@ def _dedupe(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], di
 
 def _write_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, Any] | None,
                    aliases: dict[str, str] | None, *, shown: Path, needed: int | None) -> None:
-    """``tensors`` + JSON ``metadata`` + checksums to a safetensors file, atomically; a full disk
-    is reported as writing ``shown`` (``needed`` bytes, default: this file's size)."""
+    """``tensors``, ``metadata`` and checksums to ``path``, atomically; a full disk is reported
+    for ``shown`` (``needed`` bytes, default: this file's size)."""
     header = {_META_KEY: json.dumps(metadata or {}), "attnkit_sha256": weights_digest(tensors),
               "attnkit_aliases": json.dumps(aliases or {}), "format": "pt",
               _FORMAT_KEY: HEADER_FORMAT}
@@ -101,9 +96,8 @@ def _disk_full_as_error(shown: Path, needed: int) -> Iterator[None]:
 
 
 def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Read and verify a file written by `save_weights` (tied tensors filled back in) or as
-    ``optimizer.safetensors``: ``(tensors, metadata)``. Raises CheckpointError on a missing,
-    truncated, altered or foreign file."""
+    """``(tensors, metadata)`` of a verified file of `save_weights` (tied tensors filled back
+    in) or ``optimizer.safetensors``."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint file is missing")
@@ -134,24 +128,15 @@ def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict
 
 def save_weights(model: nn.Module, path: str | os.PathLike,
                  metadata: dict[str, Any] | None = None) -> None:
-    """Write ``model.state_dict()`` and JSON ``metadata`` to ``path`` (safetensors), atomically.
-
-    Tied parameters are stored once. Example:
-        ```python
-        save_weights(model, "run/best.safetensors", {"step": 100, "val_loss": 0.3})
-        ```
-    """
+    """Write ``model.state_dict()`` (tied tensors once) and JSON ``metadata`` to ``path``,
+    atomically."""
     tensors, aliases = _dedupe(model.state_dict())
     _write_tensors(Path(path), tensors, metadata, aliases, shown=Path(path), needed=None)
 
 
 def load_weights(model: nn.Module, path: str | os.PathLike) -> dict[str, Any]:
     """Load weights written by `save_weights` into ``model``; return their metadata.
-
-    Raises:
-        CheckpointError: file missing, truncated or altered, or written for another model
-            (missing/unexpected keys, shape mismatch), with the offending names in the message.
-    """
+    CheckpointError names the keys of weights written for another model."""
     tensors, metadata = load_tensors(path)
     check_state_fits(model.state_dict(), tensors, path)
     model.load_state_dict(tensors, strict=True)
@@ -207,16 +192,9 @@ def unflatten_optimizer(tensors: dict[str, torch.Tensor], rest: dict) -> dict[st
 
 def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
                     optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
-    """Write ``folder`` (e.g. ``RUN/last``) with model, optimizer and JSON ``state``.
-
-    ``state`` holds what the trainer needs to resume (scheduler, RNG states, data position);
-    it must be JSON-able. The new folder is complete before it replaces the old one.
-
-    Raises:
-        CheckpointError: the disk is full (the message names the file and how much the
-            checkpoint needs), or ``folder`` or its ``.prev`` is a link (replacing it would
-            move the link and delete through it); the previous checkpoint is left as it was.
-    """
+    """Write ``folder`` (``RUN/last``) with model, optimizer and the JSON-able ``state``,
+    complete before it replaces the old one. CheckpointError (the old one left as it was): a
+    full disk (with what it needs), or ``folder`` or its ``.prev`` a link."""
     folder = Path(folder)
     for path in (folder, _prev(folder)):
         if path.is_symlink():
@@ -270,12 +248,8 @@ def _prev(folder: Path) -> Path:
 
 
 def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
-    """Delete the temporaries that writes killed midway left in ``folder``; return them.
-
-    These are hidden ``.<name>.<random>.tmp`` files (`attnkit.fileio.atomic_path`) and
-    folders (`save_checkpoint`), and ``.tmpXXXXXX`` files (safetensors' writer). Call it
-    only when nothing writes into ``folder``, e.g. when a fit starts.
-    """
+    """Delete (and return) the temporaries (`_TEMPORARY`) that killed writes left in
+    ``folder``; only when nothing writes into it, e.g. when a fit starts."""
     removed = [path for path in sorted(Path(folder).glob(".*")) if _TEMPORARY.match(path.name)]
     for path in removed:
         remove(path)
