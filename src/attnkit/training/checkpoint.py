@@ -261,8 +261,9 @@ def checkpoint_folder(folder: str | os.PathLike) -> Path:
     for candidate in (Path(folder), _prev(Path(folder))):
         if (candidate / "state.json").exists():
             return candidate
-    raise CheckpointError(f"{folder}: no checkpoint found (state.json is missing); "
-                          "start the run without resume")
+    raise CheckpointError(f"{folder}: no checkpoint found (the run was stopped before its "
+                          "first checkpoint); start it again with --overwrite "
+                          "(Trainer.fit(resume=False))")
 
 
 def load_checkpoint(folder: str | os.PathLike, model: nn.Module,

@@ -376,13 +376,7 @@ class Trainer:
         check_checkpoint_files(self.run_dir)
         if info.is_main:
             remove_stale_temporaries(self.run_dir)
-        try:
-            checkpoint_folder(self.run_dir / "last")
-        except CheckpointError as e:
-            raise CheckpointError(
-                f"{self.run_dir} has no last/ checkpoint (the run was stopped before its first "
-                "checkpoint): no checkpoint found to resume; start it again with --overwrite "
-                "(Trainer.fit(resume=False))") from e
+        checkpoint_folder(self.run_dir / "last")   # no checkpoint: the first error
         best = self.run_dir / "best.safetensors"
         if best.exists():   # corrupt or foreign: the resume would end with it still damaged
             try:
