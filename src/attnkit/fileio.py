@@ -61,11 +61,11 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def remove(path: Path) -> None:
-    """Delete a file, a link (never what it points to) or a folder tree."""
+    """Delete a file, a link (never what it points to) or a folder tree, if there."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
     else:
-        path.unlink()
+        path.unlink(missing_ok=True)
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> Path:

@@ -365,8 +365,7 @@ class Trainer:
             truncate_file(self.run_dir / "train.log", 0)
             # A stale checkpoint of an earlier run here must never be resumed by mistake.
             for old in (self.run_dir / "last", self.run_dir / "last.prev"):
-                if os.path.lexists(old):
-                    remove(old)
+                remove(old)
         return TrainPosition()
 
     def _resume(self) -> TrainPosition:
