@@ -74,7 +74,7 @@ def test_learned():
 
 
 def _rotated(rope, x, pos):
-    return rope.rotate(x, torch.tensor(pos))
+    return rope(x, torch.tensor(pos))
 
 
 def test_rope_relative_position_and_norm():

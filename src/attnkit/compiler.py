@@ -69,14 +69,14 @@ def machine_key() -> dict[str, str]:
 
 
 def weights_digest(state: Mapping[str, torch.Tensor]) -> str:
-    """SHA-256 of a model's weights (names, shapes, dtypes and values), 16 hex digits."""
+    """sha256 over names, dtypes, shapes and bytes of ``state`` (sorted by name), in hex; also
+    the checksum of a checkpoint's tensors (`attnkit.training.checkpoint`)."""
     digest = hashlib.sha256()
     for name in sorted(state):
         t = state[name].detach().cpu().contiguous()
-        digest.update(f"{name}:{tuple(t.shape)}:{t.dtype}".encode())
-        if t.numel():
-            digest.update(t.view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()[:16]
+        digest.update(f"{name}|{t.dtype}|{list(t.shape)}|".encode())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 class Packages:
@@ -85,7 +85,7 @@ class Packages:
     """
 
     def __init__(self, name: str, digest: str):
-        self.folder = cache_root() / f"{name}-{digest}"
+        self.folder = cache_root() / f"{name}-{digest[:16]}"
 
     def exists(self) -> bool:
         """Whether packages were built for this model (not yet checked)."""
@@ -151,7 +151,6 @@ class Packages:
     def _drop(self, message: str, log: Log) -> None:
         log(message)
         shutil.rmtree(self.folder, ignore_errors=True)
-        return None
 
 
 @contextmanager

@@ -72,6 +72,14 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def remove(path: Path) -> None:
+    """Delete a file, a link (never what it points to) or a folder tree, if there."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
     """Write ``obj`` as indented UTF-8 JSON, atomically."""
     return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")

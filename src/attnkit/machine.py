@@ -47,11 +47,6 @@ def _cpuinfo(key: str) -> str | None:
     return None
 
 
-def cpu_flags() -> set[str]:
-    """The CPU feature flags Linux reports (``flags`` line of /proc/cpuinfo); empty elsewhere."""
-    return set((_cpuinfo("flags") or "").split())
-
-
 def cpu_has_native_bf16() -> bool:
     """True when the CPU computes bf16 dot products natively (AVX512-BF16 or AMX-BF16), where bf16
     autocast pays; elsewhere torch emulates bf16, many times slower than float32.
@@ -64,7 +59,7 @@ def cpu_has_native_bf16() -> bool:
     probes = [p for p in (getattr(torch.cpu, n, None) for n in _TORCH_BF16_PROBES) if callable(p)]
     if probes:
         return any(bool(probe()) for probe in probes)
-    return bool(cpu_flags() & set(BF16_FLAGS))
+    return bool(set((_cpuinfo("flags") or "").split()) & set(BF16_FLAGS))
 
 
 def cpu_model() -> str:

@@ -120,7 +120,7 @@ class RotaryEmbedding(nn.Module):
 
     Feature ``i`` pairs with ``i + dim/2``, rotated by ``t * w_i``, ``w_i = 1 / base^(2i/dim)``:
     ``x * cos(t w) + rotate_half(x) * sin(t w)``, so ``<rotate(q, m), rotate(k, n)>`` depends only
-    on ``m - n``. ``forward(x [batch, heads, time, dim], positions=None)`` (`rotate`; positions
+    on ``m - n``. ``forward(x [batch, heads, time, dim], positions=None)`` (positions
     ``[time]`` or ``[batch, time]``, default ``0 .. time-1``) -> the same shape.
 
     Example:
@@ -155,5 +155,3 @@ class RotaryEmbedding(nn.Module):
             cos, sin = cos[:, None], sin[:, None]
         half = self.dim // 2
         return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
-
-    rotate = forward

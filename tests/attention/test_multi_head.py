@@ -270,7 +270,7 @@ def test_cached_self_attention_equals_the_per_head_reference(rope, chunks):
     rotate = None
     if rope:
         def rotate(t):   # the positions of the whole sequence, 0..4
-            return m.rope.rotate(t.unsqueeze(1), torch.arange(t.shape[1])).squeeze(1)
+            return m.rope(t.unsqueeze(1), torch.arange(t.shape[1])).squeeze(1)
     want = per_head_reference(m, x, x, x, _causal(3, 4, 5).numpy(), rotate)
     cache = m.start_cache(3, capacity=2, like=x)   # small: it has to grow
     outs, start = [], 0

@@ -67,8 +67,6 @@ def test_auto_elsewhere_is_float32():
 
 @pytest.mark.parametrize("bad", ["yes", 1, None, "AUTO"])
 def test_bad_values_are_refused(bad):
-    with pytest.raises(ValueError, match="amp must be"):
-        resolve_amp(bad, CPU)
     with pytest.raises(ValueError, match="TrainConfig.amp"):
         TrainConfig(amp=bad)
 

@@ -13,7 +13,7 @@ from attnkit.training.trainer import LossWindow, TrainPosition
 def test_round_trip_through_json():
     pos = TrainPosition(epoch=2, batch=1, global_step=13, best=0.25, best_tiebreak=0.1,
                         best_step=10, bad_evals=1, last_metrics={"loss": 0.3},
-                        last_eval_step=10, elapsed=4.5,
+                        elapsed=4.5,
                         window=LossWindow(1.5, 32.0, 32, 4.0),
                         eval_window=LossWindow(2.5, 48.0, 48, 3.0))
     assert TrainPosition.from_dict(json.loads(json.dumps(pos.to_dict()))) == pos

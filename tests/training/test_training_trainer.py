@@ -235,7 +235,7 @@ def test_resume_with_best_but_no_last_says_start_again(tmp_path):
     shutil.rmtree(tmp_path / "last")
     (tmp_path / ".last.ab12cd34.tmp").mkdir()
     (tmp_path / ".last.ab12cd34.tmp" / "model.safetensors").write_bytes(b"half")
-    with pytest.raises(CheckpointError, match=r"has no last/ checkpoint \(the run was stopped "
+    with pytest.raises(CheckpointError, match=r"no checkpoint found \(the run was stopped "
                        r"before its first checkpoint\).*start it again with --overwrite"):
         task.make_trainer(tmp_path, cfg).fit(resume=True)
     assert not (tmp_path / ".last.ab12cd34.tmp").exists()

@@ -86,16 +86,14 @@ class HardAttention(ScoreAttention):
             index = torch.multinomial(probs.reshape(-1, tk), 1).view(batch, tq)
         else:
             index = probs.argmax(-1)
-        hard = torch.zeros_like(soft).scatter_(-1, index.unsqueeze(-1), 1.0)
-        hard = hard * valid.unsqueeze(-1)
+        hard = torch.zeros_like(soft).scatter_(-1, index.unsqueeze(-1), 1.0) * valid.unsqueeze(-1)
         picked = soft.gather(-1, index.unsqueeze(-1)).squeeze(-1)
         # A picked key always has positive probability in valid rows; clamp only guards
         # underflow (log 0) and the dummy choices of invalid rows, which are zeroed anyway.
-        log_prob = torch.log(picked.float().clamp_min(torch.finfo(torch.float32).tiny))
-        log_prob = log_prob * valid
+        log_prob = torch.log(picked.float().clamp_min(torch.finfo(torch.float32).tiny)) * valid
         if self.estimator == "straight_through":
-            weights = hard + (soft - soft.detach())  # value exactly one-hot, gradient of soft
-            weights = weights * valid.unsqueeze(-1)
+            # value exactly one-hot, gradient of soft
+            weights = (hard + (soft - soft.detach())) * valid.unsqueeze(-1)
         else:
             weights = hard
         context = torch.bmm(weights.to(memory.values.dtype), memory.values)

@@ -165,8 +165,7 @@ class MultiHeadAttention(nn.Module):
                           num_heads=self.num_heads, device=query.device)
         q, k, v = self._project(query, key, value)
         if self.rope is not None:
-            q = self.rope.rotate(q, query_positions)
-            k = self.rope.rotate(k, key_positions)
+            q, k = self.rope(q, query_positions), self.rope(k, key_positions)
         ctx, weights = dot_attention(
             q, k, v, mask, causal_only=only_causal, need_weights=need_weights,
             dropout_p=self.dropout if self.training else 0.0,
@@ -212,7 +211,7 @@ class MultiHeadAttention(nn.Module):
         q, k, v = self._heads(F.linear(x, self.in_proj_weight, self.in_proj_bias), 3)
         if self.rope is not None:
             positions = torch.arange(start, start + t, device=x.device)
-            q, k = self.rope.rotate(q, positions), self.rope.rotate(k, positions)
+            q, k = self.rope(q, positions), self.rope(k, positions)
         keys, values = cache.append(k, v)
         # The newest position sees every key: one new position needs no mask at all.
         mask = None if t == 1 else causal_mask(t, start + t, x.device, offset=start)

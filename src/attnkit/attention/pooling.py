@@ -24,13 +24,12 @@ def _label(name: str):
     return contextlib.nullcontext()
 
 
-def _softmax(scores: Tensor, out: Tensor | None = None) -> Tensor:
-    """Softmax over the last dimension into ``out`` (or a new tensor); half precision is
-    normalised in float32 and rounded once, as autocast does."""
+def _softmax(scores: Tensor, out: Tensor) -> Tensor:
+    """Softmax over the last dimension into ``out``; half precision is normalised in float32
+    and rounded once, as autocast does."""
     if scores.dtype in (torch.float16, torch.bfloat16):
-        weights = torch.softmax(scores, -1, dtype=torch.float32)
-        return weights.to(scores.dtype) if out is None else out.copy_(weights)
-    return torch.softmax(scores, -1) if out is None else torch.softmax(scores, -1, out=out)
+        return out.copy_(torch.softmax(scores, -1, dtype=torch.float32))
+    return torch.softmax(scores, -1, out=out)
 
 
 def _key_bias(key_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:

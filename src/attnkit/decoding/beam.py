@@ -171,8 +171,5 @@ class _Search:
     def best(self) -> list[Hypothesis]:
         """The finished hypothesis of best normalised score of every sentence (the first of
         equal scores: the one finished earlier or ranked higher)."""
-        out = []
-        for finished in self.finished:
-            _, score, toks, rows, ended = max(finished, key=lambda h: h[0])
-            out.append(Hypothesis(toks, rows, score, ended))
-        return out
+        best = (max(finished, key=lambda h: h[0]) for finished in self.finished)
+        return [Hypothesis(toks, rows, score, ended) for _, score, toks, rows, ended in best]

@@ -61,6 +61,5 @@ def best_tokens(logits: Tensor, k: int) -> tuple[Tensor, Tensor]:
 def _largest(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """``topk`` along the last dimension; ``max`` for ``k = 1`` (the first of equal values)."""
     if k == 1:
-        values, positions = scores.max(dim=-1, keepdim=True)
-        return values, positions
+        return scores.max(dim=-1, keepdim=True)
     return scores.topk(k, dim=-1)

@@ -103,8 +103,7 @@ def greedy_decode(model: StepModel, src: Tensor, src_lengths: Tensor, *,
         for s in greedy_steps(model, src, src_lengths, max_len_ratio=max_len_ratio,
                               max_len_offset=max_len_offset, max_len=max_len,
                               need_weights=need_weights, use_cache=use_cache):
-            if s.weights is not None:
-                w = s.weights
+            if (w := s.weights) is not None:
                 attn_steps.append(w.new_zeros(batch, *w.shape[1:]).index_copy(0, s.rows, w))
             for b, tok, lp in zip(s.rows.tolist(), s.tokens, s.log_probs, strict=True):
                 total[b] += lp

@@ -18,30 +18,21 @@ AMP_CHOICES = ("auto", "on", "off", True, False)
 
 
 def resolve_amp(amp: bool | str, device: torch.device | str) -> bool:
-    """True when a run with ``TrainConfig.amp = amp`` on ``device`` uses bf16 autocast;
-    ValueError when ``amp`` is not one of `AMP_CHOICES`."""
-    if amp not in AMP_CHOICES or not isinstance(amp, (bool, str)):
-        raise ValueError(f"amp must be 'auto', 'on', 'off', True or False, got {amp!r}")
+    """True when a run with ``TrainConfig.amp = amp`` (one of `AMP_CHOICES`, as `TrainConfig`
+    checked) on ``device`` uses bf16 autocast."""
     device = torch.device(device)
+    if amp == "auto" and device.type == "cuda":
+        # ROCm GPUs all do bf16; NVIDIA ones natively from Ampere (compute capability 8).
+        return torch.cuda.is_available() and (
+            bool(torch.version.hip) or torch.cuda.get_device_properties(device).major >= 8)
     if amp == "auto":
-        return _bf16_is_fast(device)
+        return device.type == "cpu" and cpu_has_native_bf16()
     on = amp in (True, "on")
     if on and device.type == "cpu" and not cpu_has_native_bf16():
         warnings.warn("amp is on but this CPU has no native bf16 (no AMX-BF16 or AVX512-BF16): "
                       "bf16 autocast is much slower here than float32; amp='auto' would use "
                       "float32", RuntimeWarning, stacklevel=2)
     return on
-
-
-def _bf16_is_fast(device: torch.device) -> bool:
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            return False
-        # ROCm GPUs all do bf16; NVIDIA ones natively from Ampere (compute capability 8).
-        return bool(torch.version.hip) or torch.cuda.get_device_properties(device).major >= 8
-    if device.type == "cpu":
-        return cpu_has_native_bf16()
-    return False
 
 
 def autocast(enabled: bool, device: torch.device) -> AbstractContextManager:

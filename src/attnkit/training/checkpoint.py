@@ -1,15 +1,10 @@
 """Weights and full training checkpoints: safetensors + JSON, atomic writes, checksums.
 
-* ``save_weights`` / ``load_weights``: one ``.safetensors`` file (``best.safetensors``) with the
-  model's state dict (tied tensors stored once), JSON metadata and, in its header, a sha256
-  of the tensors and one of the header.
-* ``save_checkpoint`` / ``load_checkpoint``: the folder ``RUN/last/`` with ``model.safetensors``,
-  ``optimizer.safetensors`` and ``state.json`` (format version, sha256 of both files, optimizer
-  scalars, RNG states of every rank, data position), written beside the old one and swapped
-  in, so a crash at any moment leaves a complete checkpoint (``last/`` or ``last.prev/``).
-
-Nothing is pickled. Every problem with a file (missing, truncated, altered, from another model,
-no space left to write it) raises `attnkit.errors.CheckpointError`.
+`save_weights` / `load_weights`: one ``.safetensors`` file (tied tensors stored once, JSON
+metadata, sha256 of the tensors and of the header). `save_checkpoint` / `load_checkpoint`: the
+folder ``RUN/last/`` (model, optimizer, ``state.json``), written beside the old one and swapped
+in, so a crash at any moment leaves a complete checkpoint. Nothing is pickled; every problem
+with a file raises `attnkit.errors.CheckpointError`.
 """
 
 from __future__ import annotations
@@ -30,8 +25,9 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
+from attnkit.compiler import weights_digest
 from attnkit.errors import CheckpointError
-from attnkit.fileio import atomic_path, file_sha256, read_regular_file, staged_folder
+from attnkit.fileio import atomic_path, file_sha256, read_regular_file, remove, staged_folder
 
 FORMAT_VERSION = 1
 # Header format of a safetensors file: "2" checksums every header entry (_HEADER_SUM).
@@ -42,16 +38,6 @@ _META_KEY, _FORMAT_KEY, _HEADER_SUM = "attnkit", "attnkit_format", "attnkit_head
 _TEMPORARY = re.compile(r"^(\..+\.[A-Za-z0-9_]+\.tmp|\.tmp[A-Za-z0-9]{6})$")
 # The largest state.json a checkpoint holds (positions, RNG states, optimizer layout).
 STATE_LIMIT = 64 << 20
-
-
-def tensors_sha256(tensors: dict[str, torch.Tensor]) -> str:
-    """sha256 over names, dtypes, shapes and bytes of ``tensors`` (sorted by name)."""
-    h = hashlib.sha256()
-    for name in sorted(tensors):
-        t = tensors[name].detach().cpu().contiguous()
-        h.update(f"{name}|{t.dtype}|{list(t.shape)}|".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
 
 
 def _json_sha256(obj: Any) -> str:
@@ -76,9 +62,9 @@ def _dedupe(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], di
 
 def _write_tensors(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, Any] | None,
                    aliases: dict[str, str] | None, *, shown: Path, needed: int | None) -> None:
-    """``tensors`` + JSON ``metadata`` + checksums to a safetensors file, atomically; a full disk
-    is reported as writing ``shown`` (``needed`` bytes, default: this file's size)."""
-    header = {_META_KEY: json.dumps(metadata or {}), "attnkit_sha256": tensors_sha256(tensors),
+    """``tensors``, ``metadata`` and checksums to ``path``, atomically; a full disk is reported
+    for ``shown`` (``needed`` bytes, default: this file's size)."""
+    header = {_META_KEY: json.dumps(metadata or {}), "attnkit_sha256": weights_digest(tensors),
               "attnkit_aliases": json.dumps(aliases or {}), "format": "pt",
               _FORMAT_KEY: HEADER_FORMAT}
     header[_HEADER_SUM] = _json_sha256(header)
@@ -109,9 +95,8 @@ def _disk_full_as_error(shown: Path, needed: int) -> Iterator[None]:
 
 
 def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Read and verify a file written by `save_weights` (tied tensors filled back in) or as
-    ``optimizer.safetensors``: ``(tensors, metadata)``. Raises CheckpointError on a missing,
-    truncated, altered or foreign file."""
+    """``(tensors, metadata)`` of a verified file of `save_weights` (tied tensors filled back
+    in) or ``optimizer.safetensors``."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint file is missing")
@@ -133,7 +118,7 @@ def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict
                                                 if k != _HEADER_SUM}):
         raise CheckpointError(f"{path}: checksum mismatch in the header metadata, the file was "
                               "altered or corrupted")
-    if tensors_sha256(tensors) != header.get("attnkit_sha256"):
+    if weights_digest(tensors) != header.get("attnkit_sha256"):
         raise CheckpointError(f"{path}: checksum mismatch, the file was altered or corrupted")
     for alias, target in json.loads(header["attnkit_aliases"]).items():
         tensors[alias] = tensors[target]
@@ -142,24 +127,15 @@ def load_tensors(path: str | os.PathLike) -> tuple[dict[str, torch.Tensor], dict
 
 def save_weights(model: nn.Module, path: str | os.PathLike,
                  metadata: dict[str, Any] | None = None) -> None:
-    """Write ``model.state_dict()`` and JSON ``metadata`` to ``path`` (safetensors), atomically.
-
-    Tied parameters are stored once. Example:
-        ```python
-        save_weights(model, "run/best.safetensors", {"step": 100, "val_loss": 0.3})
-        ```
-    """
+    """Write ``model.state_dict()`` (tied tensors once) and JSON ``metadata`` to ``path``,
+    atomically."""
     tensors, aliases = _dedupe(model.state_dict())
     _write_tensors(Path(path), tensors, metadata, aliases, shown=Path(path), needed=None)
 
 
 def load_weights(model: nn.Module, path: str | os.PathLike) -> dict[str, Any]:
     """Load weights written by `save_weights` into ``model``; return their metadata.
-
-    Raises:
-        CheckpointError: file missing, truncated or altered, or written for another model
-            (missing/unexpected keys, shape mismatch), with the offending names in the message.
-    """
+    CheckpointError names the keys of weights written for another model."""
     tensors, metadata = load_tensors(path)
     check_state_fits(model.state_dict(), tensors, path)
     model.load_state_dict(tensors, strict=True)
@@ -215,16 +191,9 @@ def unflatten_optimizer(tensors: dict[str, torch.Tensor], rest: dict) -> dict[st
 
 def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
                     optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
-    """Write ``folder`` (e.g. ``RUN/last``) with model, optimizer and JSON ``state``.
-
-    ``state`` holds what the trainer needs to resume (scheduler, RNG states, data position);
-    it must be JSON-able. The new folder is complete before it replaces the old one.
-
-    Raises:
-        CheckpointError: the disk is full (the message names the file and how much the
-            checkpoint needs), or ``folder`` or its ``.prev`` is a link (replacing it would
-            move the link and delete through it); the previous checkpoint is left as it was.
-    """
+    """Write ``folder`` (``RUN/last``) with model, optimizer and the JSON-able ``state``,
+    complete before it replaces the old one. CheckpointError (the old one left as it was): a
+    full disk (with what it needs), or ``folder`` or its ``.prev`` a link."""
     folder = Path(folder)
     for path in (folder, _prev(folder)):
         if path.is_symlink():
@@ -273,18 +242,11 @@ def _prev(folder: Path) -> Path:
 
 
 def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
-    """Delete the temporaries that writes killed midway left in ``folder``; return them.
-
-    These are hidden ``.<name>.<random>.tmp`` files (`attnkit.fileio.atomic_path`) and
-    folders (`save_checkpoint`), and ``.tmpXXXXXX`` files (safetensors' writer). Call it
-    only when nothing writes into ``folder``, e.g. when a fit starts.
-    """
+    """Delete (and return) the temporaries (`_TEMPORARY`) that killed writes left in
+    ``folder``; only when nothing writes into it, e.g. when a fit starts."""
     removed = [path for path in sorted(Path(folder).glob(".*")) if _TEMPORARY.match(path.name)]
     for path in removed:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
+        remove(path)
     return removed
 
 
@@ -293,8 +255,9 @@ def checkpoint_folder(folder: str | os.PathLike) -> Path:
     for candidate in (Path(folder), _prev(Path(folder))):
         if (candidate / "state.json").exists():
             return candidate
-    raise CheckpointError(f"{folder}: no checkpoint found (state.json is missing); "
-                          "start the run without resume")
+    raise CheckpointError(f"{folder}: no checkpoint found (the run was stopped before its "
+                          "first checkpoint); start it again with --overwrite "
+                          "(Trainer.fit(resume=False))")
 
 
 def load_checkpoint(folder: str | os.PathLike, model: nn.Module,
@@ -323,14 +286,8 @@ def load_checkpoint(folder: str | os.PathLike, model: nn.Module,
             raise CheckpointError(f"{file}: checksum mismatch (truncated or altered file)")
     load_weights(model, folder / "model.safetensors")
     opt_tensors, _ = load_tensors(folder / "optimizer.safetensors")
-    opt_state = unflatten_optimizer(opt_tensors, doc["optimizer"])
-    ours = optimizer.state_dict()["param_groups"]
-    theirs = opt_state["param_groups"]
-    if [len(g["params"]) for g in ours] != [len(g["params"]) for g in theirs]:
-        raise CheckpointError(f"{folder}: optimizer state is for another model "
-                              "(parameter groups differ)")
-    try:
-        optimizer.load_state_dict(opt_state)
+    try:   # torch checks that the parameter groups match
+        optimizer.load_state_dict(unflatten_optimizer(opt_tensors, doc["optimizer"]))
     except (ValueError, KeyError, RuntimeError) as e:
         raise CheckpointError(f"{folder}: optimizer state does not fit this model: {e}") from e
     return doc["state"]

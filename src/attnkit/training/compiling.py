@@ -15,7 +15,6 @@ from torch import nn
 from attnkit.compiler import prepare_cache
 from attnkit.errors import first_line
 
-COMPILE_CHOICES = ("auto", "on", "off", True, False)
 # ``"auto"`` compiles a model its app measured faster compiled only when the run is long
 # enough to win back the compile (about a minute cold, seconds from Inductor's cache): at
 # least this many steps, and no time budget below this many minutes.

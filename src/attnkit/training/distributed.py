@@ -122,18 +122,9 @@ def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
 
 
 def broadcast_json(obj: Any, info: DistInfo, src: int = 0) -> Any:
-    """Send a JSON-able object from ``src`` to every rank; returns it on all ranks."""
-    if not info.distributed:
-        return obj
-    device = _comm_device(info)
-    payload = json.dumps(obj).encode() if info.rank == src else b""
-    size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
-    dist.broadcast(size, src)
-    buf = torch.zeros(int(size.item()), dtype=torch.uint8, device=device)
-    if info.rank == src:
-        buf.copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
-    dist.broadcast(buf, src)
-    return json.loads(buf.cpu().numpy().tobytes().decode())
+    """Send a JSON-able object from ``src`` to every rank (the others send ``null``); returns
+    it on all ranks."""
+    return all_gather_json(obj if info.rank == src else None, info)[src]
 
 
 def all_gather_json(obj: Any, info: DistInfo) -> list[Any]:

@@ -33,17 +33,9 @@ def _duration(seconds: float) -> str:
 
 def progress_line(*, step: int, epoch: int, epochs: int, train_loss: float,
                   samples_per_s: float, elapsed: float, metrics: dict[str, float]) -> str:
-    """One human-readable line about an evaluation.
-
-    Args:
-        step: optimizer steps done; ``epoch``: the 0-based epoch it happened in (printed
-            1-based, ``of epochs``).
-        train_loss: mean training loss since the previous evaluation.
-        samples_per_s: training examples per second since the previous evaluation.
-        elapsed: seconds of training so far (resumed runs included).
-        metrics: the evaluation's values, printed as ``val <name> <value>`` (``test <name>``
-            for a name ``test_<name>``: a split the app tracks beside validation).
-    """
+    """One line about an evaluation: ``epoch`` 0-based (printed 1-based), ``train_loss`` and
+    ``samples_per_s`` since the previous one, ``metrics`` as ``val <name>`` (``test_<name>``:
+    ``test <name>``)."""
     parts = [f"step {step}", f"epoch {epoch + 1}/{epochs}", f"train loss {_number(train_loss)}"]
     # A metric of another split names it (``test_loss``: "test loss"), the rest are validation's.
     parts += [(f"test {name[5:]}" if name.startswith("test_") else f"val {name}")
@@ -53,21 +45,10 @@ def progress_line(*, step: int, epoch: int, epochs: int, train_loss: float,
 
 
 def say(message: str) -> None:
-    """Print ``message`` on stderr above the progress bar, if one is shown (a plain print
-    would tear it in two)."""
+    """Print ``message`` on stderr above the progress bar, if one is shown."""
     from tqdm.auto import tqdm
     tqdm.write(message, file=sys.stderr)
     sys.stderr.flush()
-
-
-def _terminal_width() -> int | None:
-    """None when stderr reports its width (tqdm then follows it); 80 for a pseudo-terminal
-    that reports 0 x 0, as some wrappers and CI consoles create: tqdm would draw nothing."""
-    try:
-        columns = os.get_terminal_size(sys.stderr.fileno()).columns
-    except (OSError, ValueError):
-        columns = 0
-    return None if columns > 0 else 80
 
 
 def progress_bar(enabled: bool, total: int, initial: int, epoch: int, epochs: int):
@@ -76,33 +57,24 @@ def progress_bar(enabled: bool, total: int, initial: int, epoch: int, epochs: in
     if not (enabled and sys.stderr.isatty()):
         return None
     from tqdm.auto import tqdm
-    width = _terminal_width()
+    # A pseudo-terminal that reports 0 x 0 (some wrappers, CI consoles) gets 80 columns: tqdm
+    # would draw nothing; else tqdm follows the width stderr reports.
+    try:
+        width = None if os.get_terminal_size(sys.stderr.fileno()).columns > 0 else 80
+    except (OSError, ValueError):
+        width = 80
     return tqdm(total=total, initial=initial, desc=f"epoch {epoch + 1}/{epochs}",
                 leave=False, dynamic_ncols=width is None, ncols=width,
                 nrows=None if width is None else 24)
 
 
 class Heartbeat:
-    """One line on stderr after the first step, then at least every ``every`` seconds: for a
-    run whose output is not a terminal (no bar), so that it never looks hung.
+    """One line on stderr after the first step, then at least every ``every`` seconds, for a
+    run without a bar (``enabled``), with the time left (docs/concepts.md, "Progress lines").
 
-    The time left counts every phase the run still waits for: the steps to go (timed from
-    the end of the first step, which also pays for warming up, and without the validations
-    run meanwhile), each validation still to come (timed by the last one; "not timed yet"
-    before the first) and, named, what runs after the last step. A budget that ends the run
-    first caps it, plus the one validation that closes a stopped run.
-
-    Args:
-        enabled: False prints nothing (a terminal has the bar; ``progress=False`` is quiet).
-        total_steps: the steps the run will take at most (for the time left).
-        every: seconds between lines.
-        budget_seconds: the run's time budget (``max_minutes``), None for none.
-        clock: seconds, monotonic.
-        next_stage: what runs after the last step, named in the time left (``"the test
-            evaluation"``) with how long one validation took, so that a long final
-            evaluation does not look like a hang.
-        evaluations: ``(step, epoch) -> validations still to run`` from the step just done
-            (its own included); None: the run validates nothing.
+    ``total_steps``: at most; ``budget_seconds``: ``max_minutes`` in seconds or None;
+    ``next_stage``: what runs after the last step (``"the test evaluation"``), named;
+    ``evaluations``: ``(step, epoch) -> validations still to run`` (that step's included).
 
     Example:
         >>> beat = Heartbeat(False, total_steps=100)
@@ -150,7 +122,7 @@ class Heartbeat:
         return line
 
     def _left(self, step: int, epoch: int, now: float, elapsed: float) -> str:
-        """The time left (see the class docstring), or what is not timed yet."""
+        """The time left, or what is not timed yet."""
         first_step, first_time = self.first
         done = step - first_step
         evals = self.evaluations(step, epoch) if self.evaluations else 0

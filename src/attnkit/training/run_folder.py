@@ -16,7 +16,6 @@ import errno
 import fcntl
 import json
 import os
-import shutil
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,15 +24,14 @@ from typing import Any
 import torch
 
 from attnkit.errors import CheckpointError, UsageError
-from attnkit.fileio import MAX_VOCAB_BYTES, check_inside, checked_file, read_text
+from attnkit.fileio import MAX_VOCAB_BYTES, check_inside, checked_file, read_text, remove
 from attnkit.settings import is_int
 from attnkit.training.checkpoint import load_weights
 from attnkit.training.distributed import checked_device
 
 LOCK_FILE = ".lock"
 METRICS_LOG = "metrics.jsonl"
-# The resumable checkpoint (`attnkit.training.checkpoint.save_checkpoint`) and its files.
-CHECKPOINT = "last"
+# The files of the resumable checkpoint ``last/`` (`attnkit.training.checkpoint.save_checkpoint`).
 CHECKPOINT_FILES = ("model.safetensors", "optimizer.safetensors", "state.json")
 # What marks a folder as holding a run (an interrupted one included).
 RUN_MARKERS = ("config.json", "best.safetensors", "last")
@@ -45,20 +43,13 @@ _NOT_RESUMABLE = ("it was stopped before its first checkpoint, so it cannot be r
 
 
 def is_run(folder: str | os.PathLike) -> bool:
-    """True when ``folder`` holds a run (finished, interrupted, or stopped before any
-    checkpoint)."""
-    folder = Path(folder)
-    return any(os.path.lexists(folder / name) for name in RUN_MARKERS)
+    """True when ``folder`` holds a run (finished, interrupted, or without a checkpoint)."""
+    return any(os.path.lexists(Path(folder) / name) for name in RUN_MARKERS)
 
 
 def weights_file(run: str | os.PathLike, weights: str = "best") -> Path:
-    """The weights file of a run: ``best.safetensors`` (the best validation score) or
-    ``last/model.safetensors`` (the latest checkpoint).
-
-    Raises:
-        UsageError: ``weights`` is neither ``"best"`` nor ``"last"``.
-        CheckpointError: the run has no such weights yet (the message says what to do).
-    """
+    """A run's ``best.safetensors`` (``weights="best"``) or ``last/model.safetensors``
+    (``"last"``); UsageError for another name, CheckpointError when there is none yet."""
     run = Path(run)
     if weights not in ("best", "last"):
         raise UsageError(f"weights must be 'best' or 'last', got {weights!r}")
@@ -73,18 +64,9 @@ def weights_file(run: str | os.PathLike, weights: str = "best") -> Path:
 
 
 class RunLock:
-    """An exclusive lock on a run folder while a process trains into it.
-
-    ``RUN/.lock`` is locked with ``flock`` (released by the kernel when the process dies, so a
-    killed run never leaves a stale lock) and holds the owner's PID, which a second process
-    names in its error.
-
-    Example:
-        ```python
-        with RunLock("runs/fr"):
-            trainer.fit()
-        ```
-    """
+    """An exclusive ``flock`` on ``RUN/.lock`` while a process trains into the run (the
+    kernel releases it when the process dies); the file holds the owner's PID, which a second
+    process names in its error."""
 
     def __init__(self, run: str | os.PathLike):
         self.path = Path(run) / LOCK_FILE
@@ -103,8 +85,7 @@ class RunLock:
 
     @staticmethod
     def check(run: str | os.PathLike) -> None:
-        """Fail now if another process holds the lock, without creating or writing anything
-        (so a run that would be refused is refused before it reads its data)."""
+        """Fail now if another process holds the lock, creating and writing nothing."""
         try:
             fd = os.open(Path(run) / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError:
@@ -119,8 +100,7 @@ class RunLock:
 
 
 def _lock(fd: int, folder: Path) -> None:
-    """``flock`` the open lock file ``fd``; when another process holds it, close ``fd`` and
-    raise one CheckpointError naming its PID."""
+    """``flock`` ``fd``; held by another process: close ``fd``, CheckpointError naming it."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -138,12 +118,8 @@ def _cannot_write(folder: Path, exc: OSError) -> str:
 
 
 def check_new_run(out: str | os.PathLike, *, overwrite: bool) -> Path:
-    """Validate ``out`` for a fresh training, without writing anything.
-
-    Raises:
-        CheckpointError: ``out`` holds a run and ``overwrite`` is False (the message says how
-            to resume it or replace it), or ``out`` is a file.
-    """
+    """Validate ``out`` for a fresh training, writing nothing; CheckpointError when it is a
+    file, locked, or holds a run and not ``overwrite`` (the message says what to do)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise CheckpointError(f"{out}: exists and is not a folder")
@@ -156,13 +132,9 @@ def check_new_run(out: str | os.PathLike, *, overwrite: bool) -> Path:
 
 
 def check_resumable(run: str | os.PathLike) -> Path:
-    """Validate ``run`` for ``--resume``, without writing anything.
-
-    Raises:
-        CheckpointError: no run there, or a run with no ``last/`` checkpoint (stopped before
-            its first one: the message says to use --overwrite), checkpoint files that are not
-            the run's own (`check_checkpoint_files`), or a locked one.
-    """
+    """Validate ``run`` for ``--resume``, writing nothing; CheckpointError for no run, no
+    ``last/`` checkpoint, checkpoint files not the run's own (`check_checkpoint_files`), a
+    lock."""
     run = Path(run)
     if not is_run(run):
         raise CheckpointError(f"{run}: nothing to resume (no run folder there); train it "
@@ -176,18 +148,11 @@ def check_resumable(run: str | os.PathLike) -> Path:
 
 
 def check_checkpoint_files(run: str | os.PathLike) -> None:
-    """Fail unless what a resume reads and replaces is the run's own, before anything is read
-    or moved: ``last/`` and ``last.prev/`` are real folders (a resume moves and deletes them,
-    and never does either through a link), and ``best.safetensors`` and the files in those
-    folders do not lead out of the run (the rule for every file of a run,
-    `attnkit.fileio.checked_file`). Missing ones pass.
-
-    Raises:
-        CheckpointError: the first offender, named, with what to do (replace the link by the
-            folder or file itself; the run then resumes).
-    """
+    """CheckpointError naming the first offender unless ``last/`` and ``last.prev/`` are
+    real folders (a resume moves and deletes them) and ``best.safetensors`` and their files
+    stay inside the run (`attnkit.fileio.check_inside`); missing ones pass."""
     run = Path(run)
-    folders = (run / CHECKPOINT, run / f"{CHECKPOINT}.prev")
+    folders = (run / "last", run / "last.prev")
     for folder in folders:
         if folder.is_symlink():
             raise CheckpointError(f"{folder} is a link to {os.path.realpath(folder)}; a resume "
@@ -208,34 +173,22 @@ def next_step(run: str | os.PathLike) -> str:
 
 
 def clear_run(out: str | os.PathLike) -> None:
-    """Remove everything in the run folder ``out`` (for ``--overwrite``); the folder stays.
-
-    Only a folder that holds a run is emptied, so a mistyped ``--out`` never deletes files
-    that are not a run's. Links are removed, never followed.
-    """
+    """Empty ``out`` (for ``--overwrite``) if it holds a run, so that a mistyped ``--out``
+    never deletes what is not a run's; links are removed, never followed."""
     out = Path(out)
     if not is_run(out):
         return
     for entry in out.iterdir():
-        if entry.name == LOCK_FILE:
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
+        if entry.name != LOCK_FILE:
+            remove(entry)
 
 
 @contextmanager
 def claim_run(out: str | os.PathLike, *, resume: bool = False,
               overwrite: bool = False) -> Iterator[Path]:
-    """Validate ``out`` again (`check_resumable` or `check_new_run`: a caller checks before it
-    reads its data, and the folder may have changed since), then create and lock it for the
-    duration of the ``with`` block, emptied first with ``overwrite``.
-
-    Raises:
-        CheckpointError: as `check_new_run`, `check_resumable`, `RunLock`; a folder that
-            cannot be written (read-only, full, no permission).
-    """
+    """Validate ``out`` again (`check_resumable` or `check_new_run`: it may have changed since
+    the caller's check), then create and lock it (`RunLock`) for the ``with`` block, emptied
+    first with ``overwrite``; CheckpointError also for a folder that cannot be written."""
     out = Path(out)
     if resume:
         check_resumable(out)
@@ -261,13 +214,8 @@ def stored_threads(config: Mapping[str, Any]) -> int | None:
 
 def checked_sizes(sizes: Mapping[str, Any], where: str, *, upper: int = 1 << 24,
                   zero_ok: tuple[str, ...] = ()) -> None:
-    """Every size a positive whole number up to ``upper`` (0 allowed for the names in
-    ``zero_ok``: "none"), checked before anything is built from them (a ``config.json`` may
-    have been edited).
-
-    Raises:
-        CheckpointError: the first size that is not (named, with ``where``).
-    """
+    """CheckpointError naming the first size (of an edited ``config.json``, say) that is not a
+    whole number from 1 (0 for the names in ``zero_ok``) to ``upper``; None passes."""
     for name, value in sizes.items():
         if value is None:
             continue
@@ -279,12 +227,8 @@ def checked_sizes(sizes: Mapping[str, Any], where: str, *, upper: int = 1 << 24,
 
 def build_bounded(factory: Callable[[], torch.nn.Module], where: str,
                   limit: int = MAX_PARAMETERS) -> torch.nn.Module:
-    """``factory()``, after building it once on the meta device (no memory) to count its
-    parameters: a model larger than ``limit`` is refused instead of allocated.
-
-    Raises:
-        CheckpointError: more than ``limit`` parameters (``where`` names the config).
-    """
+    """``factory()``, once a build on the meta device (no memory) counted at most ``limit``
+    parameters; else CheckpointError (``where`` names the config)."""
     with torch.device("meta"):
         count = sum(p.numel() for p in factory().parameters())
     if count > limit:
@@ -295,14 +239,8 @@ def build_bounded(factory: Callable[[], torch.nn.Module], where: str,
 
 def load_model(factory: Callable[[], torch.nn.Module], run: Path, weights: str,
                device: str | None, where: str) -> tuple[torch.nn.Module, str]:
-    """The model ``factory`` builds (`build_bounded`) with the run's ``weights`` (``"best"``
-    or ``"last"``, `weights_file`) loaded, in eval mode on ``device``
-    (`attnkit.training.distributed.checked_device`); and the device.
-
-    Raises:
-        CheckpointError: no such weights, a model too large, weights that do not fit it.
-        UsageError: a bad device.
-    """
+    """``(model, device)``: the model ``factory`` builds (`build_bounded`) with the run's
+    ``weights`` (`weights_file`) loaded, in eval mode on ``device`` (`checked_device`)."""
     path = weights_file(run, weights)
     model = build_bounded(factory, where)
     load_weights(model, path)
@@ -311,15 +249,9 @@ def load_model(factory: Callable[[], torch.nn.Module], run: Path, weights: str,
 
 
 def read_evaluations(run: str | os.PathLike) -> list[dict[str, Any]]:
-    """The evaluation lines of the trainer's ``RUN/metrics.jsonl`` (a JSON object per line:
-    ``{"kind": "train", ...}`` every ``log_every_steps``, ``{"kind": "eval", ...}`` per
-    evaluation), in order: each a dict with ``"epoch"`` (counted from 0), ``"step"`` and
-    ``evaluate_fn``'s metrics prefixed ``"val_"``.
-
-    Raises:
-        CheckpointError: no such file, not a regular file, over `MAX_VOCAB_BYTES`, or a line
-            that is not a JSON object (named with its number).
-    """
+    """The ``{"kind": "eval", ...}`` lines of ``RUN/metrics.jsonl`` in order, each with
+    ``"epoch"`` (from 0), ``"step"`` and the metrics as ``"val_<name>"``; CheckpointError for
+    an unreadable file or a line that is not a JSON object (named with its number)."""
     path = Path(run) / METRICS_LOG
     text = read_text(path, "the run's metrics", root=run, limit=MAX_VOCAB_BYTES)
     evaluations = []

@@ -29,15 +29,13 @@ def get_rng_state() -> dict[str, Any]:
     """This process's RNG states as a JSON-able dict."""
     version, internal, gauss = random.getstate()
     name, keys, pos, has_gauss, cached = np.random.get_state()
-    state: dict[str, Any] = {
+    return {
         "python": [version, list(internal), gauss],
         "numpy": [name, keys.tolist(), int(pos), int(has_gauss), float(cached)],
         "torch": _b64(torch.get_rng_state()),
-        "cuda": [],
+        "cuda": [_b64(s) for s in torch.cuda.get_rng_state_all()]
+        if torch.cuda.is_available() and torch.cuda.is_initialized() else [],
     }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = [_b64(s) for s in torch.cuda.get_rng_state_all()]
-    return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:

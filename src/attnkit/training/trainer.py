@@ -1,10 +1,8 @@
-"""The one model-agnostic trainer: AdamW, schedules, early stopping, exact resume, DDP.
+"""The one model-agnostic trainer (`Trainer`): AdamW, schedules, early stopping, exact resume, DDP.
 
-A step: rank ``r`` takes its share of the global batch ``batch_plan(epoch, seed)[i]``, runs
-``loss_fn(model, batch)``, and the ranks sum ``loss * count`` and ``count`` in one all-reduce
-(together with the stop flags, so every rank takes the same decision). Each rank's loss is
-scaled by ``count_r * world / count_total`` before backward; DDP averages gradients over ranks,
-so the gradient is exactly that of the mean over all ``count_total`` items, as in one process.
+Each rank runs ``loss_fn`` on its share of the global batch; one all-reduce sums ``loss *
+count``, ``count`` and the stop flags; each rank's loss is scaled by ``count_r * world /
+count_total``, so DDP's averaged gradient is that of the mean over all items, as in one process.
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ import dataclasses
 import json
 import math
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -28,7 +25,7 @@ from torch.utils.data import DataLoader
 # TrainingError lives with the other error types; importing it here keeps
 # ``from attnkit.training.trainer import TrainingError`` working.
 from attnkit.errors import CheckpointError, TrainingError
-from attnkit.fileio import append_text, atomic_write_text, truncate_file
+from attnkit.fileio import append_text, atomic_write_text, remove, truncate_file
 from attnkit.machine import machine_info
 from attnkit.training.amp import autocast, resolve_amp
 from attnkit.training.checkpoint import (
@@ -67,12 +64,9 @@ class LossOutput(NamedTuple):
 
 @dataclass
 class TrainResult:
-    """How a ``fit`` ended. ``stop_reason``: completed | early_stopping | max_minutes | signal.
-
-    ``best_metric``/``best_step``: the best ``select_metric`` and its step (None without
-    evaluation); ``last_metrics``: the last evaluation's dict; ``signal``: e.g. ``"SIGTERM"``;
-    ``finished_before``: a resume found the run already ended for good and trained nothing
-    (its ``stop_reason`` is the one it ended with).
+    """How a ``fit`` ended: ``stop_reason`` completed | early_stopping | max_minutes | signal;
+    the best ``select_metric`` and its step (None without evaluation); ``finished_before``: a
+    resume found the run already ended for good (``stop_reason`` as it ended) and trained nothing.
     """
 
     run_dir: Path
@@ -156,14 +150,8 @@ class _LossModule(nn.Module):
 
 @dataclass
 class LossWindow:
-    """Training loss and samples summed since ``start`` (run seconds, see ``elapsed``).
-
-    Args:
-        loss_sum: sum over steps of ``mean loss * count`` (all ranks).
-        count: sum of ``count`` (the items the losses are means over, e.g. tokens).
-        samples: examples trained on (global batch sizes).
-        start: the run's ``elapsed`` when the window opened.
-    """
+    """Summed over all ranks since ``start`` (the run's ``elapsed``): ``mean loss * count``,
+    ``count`` (e.g. tokens) and ``samples`` (examples)."""
 
     loss_sum: float = 0.0
     count: float = 0.0
@@ -187,22 +175,12 @@ class LossWindow:
 class TrainPosition:
     """The state of a run that a checkpoint restores (besides weights, optimizer and RNGs).
 
-    Args:
-        epoch: current epoch (0-based); ``batch``: next batch of its plan.
-        global_step: optimizer steps done.
-        best, best_tiebreak, best_step: the best ``select_metric`` so far, its tie-break value
-            and its step (None before the first evaluation).
-        bad_evals: evaluations in a row without improvement (early stopping).
-        last_metrics, last_eval_step: the latest evaluation.
-        elapsed: seconds of training over all ``fit`` calls (time between them not counted).
-        window: train loss since the last ``metrics.jsonl`` train line.
-        eval_window: train loss since the last evaluation (its ``train.log`` line).
-        stopped: ``"completed"`` or ``"early_stopping"`` once the run has ended for good
-            (None while it can go on: not started, stopped by a signal or the time budget).
-        epochs_asked: the ``epochs`` it was given when it ended (a resume asking for more
-            goes on).
-        compiled: whether its steps run compiled (`attnkit.training.compiling`): a resume
-            runs them the same way (None: not decided yet).
+    ``batch``: the next batch of epoch ``epoch``'s plan; ``best*``: the best ``select_metric``,
+    its tie-break value and step; ``bad_evals``: evaluations in a row without improvement;
+    ``elapsed``: training seconds over all fits; ``window``/``eval_window``: train loss since
+    the last ``metrics.jsonl`` train line / evaluation; ``stopped``: completed or early_stopping
+    once ended for good, with the ``epochs_asked`` then (more epochs go on); ``compiled``: how
+    its steps run (a resume runs them the same way; None: not decided yet).
     """
 
     epoch: int = 0
@@ -213,7 +191,6 @@ class TrainPosition:
     best_step: int | None = None
     bad_evals: int = 0
     last_metrics: dict[str, float] = field(default_factory=dict)
-    last_eval_step: int | None = None
     elapsed: float = 0.0
     window: LossWindow = field(default_factory=LossWindow)
     eval_window: LossWindow = field(default_factory=LossWindow)
@@ -253,32 +230,17 @@ class StepTotals(NamedTuple):
 
 
 class Trainer:
-    """Train ``model`` with ``loss_fn`` on ``train_dataset``; see docs/DEVELOPING.md.
+    """Train ``model`` with ``loss_fn`` on ``train_dataset`` into ``run_dir``; ``fit()`` ->
+    `TrainResult`. The contract, each argument and an example: docs/DEVELOPING.md, "The trainer
+    contract".
 
     Args:
-        model: any ``nn.Module``; moved to the run's device.
-        cfg: `TrainConfig`.
-        run_dir: the run folder (``config.json``, ``metrics.jsonl``, ``best.safetensors``,
-            ``last/``).
-        train_dataset: indexable by int (``len`` and ``[i]``).
-        collate_fn: ``list[example] -> batch`` (tensors in tuples/lists/dicts).
-        loss_fn: ``(model, batch) -> LossOutput(loss, count)``; ``batch`` is on the device.
         evaluate_fn: ``(model) -> dict[str, float]`` containing ``cfg.select_metric``; runs on
             rank 0 in eval mode under ``no_grad``; the result is broadcast to all ranks.
         batch_plan: ``(epoch, seed) -> list[list[int]]`` global batches, a pure function.
-        run_metadata: JSON-able dict merged into ``RUN/config.json`` (train config under
-            ``"train"``).
-        next_stage: the name of what the caller runs after training (``"the test
-            evaluation"``): the progress line's time left names it.
-        compile_pays: the app measured its model faster compiled: ``compile="auto"`` may then
-            compile it (`attnkit.training.compiling.resolve_compile`).
-
-    Call: ``fit(resume=False) -> TrainResult``; ``resume=True`` continues ``RUN/last`` exactly.
-
-    Example:
-        >>> trainer = Trainer(model, TrainConfig(epochs=2), "runs/x", train_dataset=data,
-        ...                   collate_fn=collate, loss_fn=loss_fn, evaluate_fn=evaluate)
-        >>> result = trainer.fit()
+        next_stage: what the caller runs after training (``"the test evaluation"``), named
+            in the progress line's time left.
+        compile_pays: the app measured its model faster compiled (``compile="auto"``).
     """
 
     def __init__(self, model: nn.Module, cfg: TrainConfig, run_dir: str | Path, *,
@@ -300,16 +262,12 @@ class Trainer:
 
     # ---------------------------------------------------------------- fit
     def fit(self, resume: bool = False) -> TrainResult:
-        """Train (or continue ``RUN/last`` when ``resume``) until done; see `TrainResult`.
+        """Train (or continue ``RUN/last`` exactly when ``resume``) until done.
 
-        A fresh run (``resume=False``) empties ``metrics.jsonl`` and ``train.log`` and removes
-        a stale ``last/``; a resume truncates ``metrics.jsonl`` to the checkpoint and appends
-        to ``train.log``. Both remove temporaries that killed writes left in the run folder.
-
-        Raises:
-            CheckpointError: ``resume`` without a usable ``last/`` checkpoint, a corrupt
-                ``best.safetensors``, or a full disk while saving.
-            TrainingError: non-finite loss, a failing rank, an unusable batch plan.
+        A fresh run empties ``metrics.jsonl`` and ``train.log`` and removes a stale ``last/``;
+        a resume cuts ``metrics.jsonl`` back to the checkpoint. CheckpointError: no usable
+        ``last/`` to resume, a corrupt ``best.safetensors``, a full disk; TrainingError: a
+        non-finite loss, a failing rank, an unusable batch plan.
         """
         # What one fit works with lives on self from here: info, optimizer, step, amp,
         # total_steps, heartbeat and the clock (elapsed0: seconds of earlier fits, t0).
@@ -407,10 +365,7 @@ class Trainer:
             truncate_file(self.run_dir / "train.log", 0)
             # A stale checkpoint of an earlier run here must never be resumed by mistake.
             for old in (self.run_dir / "last", self.run_dir / "last.prev"):
-                if old.is_symlink():
-                    old.unlink()   # the link goes, never what it points to
-                elif old.is_dir():
-                    shutil.rmtree(old)
+                remove(old)
         return TrainPosition()
 
     def _resume(self) -> TrainPosition:
@@ -420,13 +375,7 @@ class Trainer:
         check_checkpoint_files(self.run_dir)
         if info.is_main:
             remove_stale_temporaries(self.run_dir)
-        try:
-            checkpoint_folder(self.run_dir / "last")
-        except CheckpointError as e:
-            raise CheckpointError(
-                f"{self.run_dir} has no last/ checkpoint (the run was stopped before its first "
-                "checkpoint): no checkpoint found to resume; start it again with --overwrite "
-                "(Trainer.fit(resume=False))") from e
+        checkpoint_folder(self.run_dir / "last")   # no checkpoint: the first error
         best = self.run_dir / "best.safetensors"
         if best.exists():   # corrupt or foreign: the resume would end with it still damaged
             try:
@@ -473,12 +422,8 @@ class Trainer:
     # ---------------------------------------------------------------- one step
     def _step(self, pos: TrainPosition, batch: Any,
               stop: StopRequest) -> tuple[StepTotals, float]:
-        """Forward, agree over ranks, backward and update; returns the totals and the lr.
-
-        A compiled step that raises is redone eagerly from the same RNG state: when that
-        works the compile failed, and the run goes on eagerly (one warning); an error of the
-        step itself raises again from the eager step.
-        """
+        """`_update` at this step's lr; returns the totals and the lr. A compiled step that
+        raises is redone eagerly from the same RNG state (docs/concepts.md)."""
         cfg = self.cfg
         batch = move_to_device(batch, self.info.device)
         lr = cfg.lr * lr_factor(cfg.schedule, pos.global_step, cfg.warmup_steps,
@@ -501,8 +446,7 @@ class Trainer:
             return totals, lr
 
     def _update(self, pos: TrainPosition, batch: Any, stop: StopRequest) -> StepTotals:
-        """One step on ``batch`` (on the device): forward, totals over the ranks, backward,
-        clip and the optimizer's update."""
+        """Forward, totals over the ranks, backward, clip and update."""
         cfg, info = self.cfg, self.info
         error: BaseException | None = None
         try:
@@ -556,11 +500,8 @@ class Trainer:
 
     def _after_step(self, pos: TrainPosition, num_batches: int,
                     stop_reason: str | None) -> str | None:
-        """Evaluate, close the epoch and checkpoint as the step just done requires.
-
-        ``stop_reason``: what the ranks asked for (signal, max_minutes) or None. Returns the
-        reason to stop now (also early_stopping, completed) or None to go on.
-        """
+        """Evaluate, close the epoch and checkpoint as the step just done requires; ``stop_reason``
+        (what the ranks asked for) -> the reason to stop now, or None."""
         cfg = self.cfg
         end_of_epoch = pos.batch == num_batches
         is_last = end_of_epoch and pos.epoch + 1 >= cfg.epochs
@@ -584,9 +525,8 @@ class Trainer:
         return stop_reason
 
     def _evaluations(self) -> Callable[[int, int], int] | None:
-        """``(step, epoch) -> validations still to run`` from a step about to be closed (its
-        own included), as `_after_step` runs them: each ``eval_every_steps`` and at the last
-        step, or at each epoch's end; None when there is no ``evaluate_fn``."""
+        """``(step, epoch) -> validations still to run`` (that step's included) as `_after_step`
+        runs them; None without ``evaluate_fn``."""
         if self.evaluate_fn is None:
             return None
         every, epochs, total = self.cfg.eval_every_steps, self.cfg.epochs, self.total_steps
@@ -625,7 +565,7 @@ class Trainer:
         start = time.monotonic()
         metrics = broadcast_json(run_on_main(self.info, evaluate), self.info)
         self.heartbeat.validated(time.monotonic() - start)
-        pos.last_metrics, pos.last_eval_step = metrics, step
+        pos.last_metrics = metrics
         self._log({"kind": "eval", "step": step, "epoch": pos.epoch, "elapsed": pos.elapsed,
                    **{f"val_{k}": v for k, v in metrics.items()}})
         now = self._elapsed()
