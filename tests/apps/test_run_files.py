@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attnkit.apps.results import Loaded
-from attnkit.apps.run_files import FORMAT, load_run, read_config, run_file
+from attnkit.apps.run_files import FORMAT, read_config, read_run, run_file
 from attnkit.errors import CheckpointError
 from attnkit.fileio import checked_file
 from attnkit.training import save_weights
@@ -45,7 +45,7 @@ def test_read_config_checks_the_app_and_the_format(tmp_path):
         read_config(tmp_path / "nope", "caption")
 
 
-def test_load_run_reads_config_model_config_pipeline_then_weights(tmp_path):
+def test_read_run_reads_config_model_config_pipeline_then_weights(tmp_path):
     run = _run_folder(tmp_path / "run", app="toy", format=FORMAT, size=3)
     torch.manual_seed(0)
     trained = torch.nn.Linear(3, 2)
@@ -60,7 +60,7 @@ def test_load_run_reads_config_model_config_pipeline_then_weights(tmp_path):
         calls.append(("pipeline", size))
         return f"pipeline of {size}"
 
-    loaded = load_run(Loaded, run, "toy", model_config=model_config, pipeline=pipeline,
+    loaded = read_run(Loaded, run, "toy", model_config=model_config, pipeline=pipeline,
                       build=lambda size: torch.nn.Linear(size, 2),
                       describe=lambda size: f"linear {size} -> 2", model_file="model.json",
                       device="cpu")
@@ -71,10 +71,10 @@ def test_load_run_reads_config_model_config_pipeline_then_weights(tmp_path):
     assert not loaded.model.training
     assert torch.equal(loaded.model.weight, trained.weight)
     with pytest.raises(CheckpointError, match="is a toy run, not a other run"):
-        load_run(Loaded, run, "other", model_config=model_config, pipeline=pipeline,
+        read_run(Loaded, run, "other", model_config=model_config, pipeline=pipeline,
                  build=lambda size: torch.nn.Linear(size, 2), describe=str,
                  model_file="model.json")
     with pytest.raises(CheckpointError):   # no such weights: the model is never built
-        load_run(Loaded, run, "toy", model_config=model_config, pipeline=pipeline,
+        read_run(Loaded, run, "toy", model_config=model_config, pipeline=pipeline,
                  build=lambda size: torch.nn.Linear(size, 2), describe=str,
                  model_file="model.json", weights="last")

@@ -83,7 +83,7 @@ def read_model_config(run: str | os.PathLike, build: Callable[[dict[str, Any]], 
         raise CheckpointError(f"{path}: not {what} ({exc})") from None
 
 
-def load_run(loaded: Callable[..., LoadedT], run: str | os.PathLike, app: str, *,
+def read_run(loaded: Callable[..., LoadedT], run: str | os.PathLike, app: str, *,
              model_config: Callable[[Path, dict[str, Any]], T],
              pipeline: Callable[[Path, dict[str, Any], T], Any], build: Callable[[T], nn.Module],
              describe: Callable[[T], str], model_file: str, weights: str = "best",

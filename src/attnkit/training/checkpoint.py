@@ -45,7 +45,11 @@ def _json_sha256(obj: Any) -> str:
 
 
 def _dedupe(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """Drop tied tensors (safetensors refuses shared storage); return ``(tensors, aliases)``."""
+    """Drop tied tensors (safetensors refuses shared storage); return ``(tensors, aliases)``.
+
+    Not ``safetensors.torch.save_model``: it keeps the alphabetically first name of a tied group
+    (a Transformer's ``out.weight``), where the file keeps the first in state-dict order
+    (``tgt_embedding.weight``) and names the others in its header."""
     seen: dict[tuple, str] = {}
     tensors: dict[str, torch.Tensor] = {}
     aliases: dict[str, str] = {}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from attnkit.apps.caption.settings import CaptionSettings, model_config, read_model_config
 from attnkit.apps.results import Loaded, Log, Prepared, RunSettings, stderr_log
-from attnkit.apps.run_files import load_run, read_vocab
+from attnkit.apps.run_files import read_run, read_vocab
 from attnkit.data.caption_data import CaptionData, load_splits
 from attnkit.data.vocab import Vocab
 from attnkit.errors import DataError
@@ -63,7 +63,7 @@ def load(run, *, weights: str = "best", device: str | None = None,
     """A trained caption run: the model (eval mode, on ``device``), its vocabulary as the
     pipeline, its ``config.json``. CheckpointError: not a caption run, bad files, no weights.
     """
-    return load_run(CaptionLoaded, run, APP,
+    return read_run(CaptionLoaded, run, APP,
                     model_config=lambda path, _config: read_model_config(path),
                     pipeline=lambda path, _config, _model: read_vocab(path), build=Captioner,
                     describe=description, model_file="model.json", weights=weights,

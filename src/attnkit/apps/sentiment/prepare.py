@@ -13,7 +13,7 @@ from pathlib import Path
 
 from attnkit.apps import run_files
 from attnkit.apps.results import Loaded, Log, Prepared, RunSettings, stderr_log
-from attnkit.apps.run_files import load_run, read_vocab
+from attnkit.apps.run_files import read_run, read_vocab
 from attnkit.apps.sentiment.settings import MODEL_SIZES, PRESETS, SentimentSettings, model_config
 from attnkit.data.classification_text import build_vocab, make_tokenizer
 from attnkit.data.imdb import ReadStats, Review, load_split, split_validation
@@ -139,7 +139,7 @@ def load(run, *, weights: str = "best", device: str | None = None,
     """The model of a run (eval mode, on ``device``), its text pipeline and config (``engine`` is
     unused). CheckpointError: not a sentiment run, a broken file, no such weights yet.
     """
-    return load_run(SentimentLoaded, run, APP,
+    return read_run(SentimentLoaded, run, APP,
                     model_config=lambda path, _config: read_model_config(path),
                     pipeline=lambda path, _config, _model: load_pipeline(path),
                     build=SentimentClassifier, describe=description, model_file="model.json",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from attnkit.apps.results import Log, Prepared, RunSettings
-from attnkit.apps.run_files import CONFIG_FILE, FORMAT, load_run, read_config
+from attnkit.apps.run_files import CONFIG_FILE, FORMAT, read_config, read_run
 from attnkit.apps.translate import ct2
 from attnkit.apps.translate.engines import AttnkitEngine, TranslateLoaded, summary_of
 from attnkit.apps.translate.pipeline import (
@@ -149,7 +149,7 @@ def load(run: str | os.PathLike, *, weights: str = "best", device: str | None = 
     if (run / "model.bin").is_file():
         raise CheckpointError(f"{run}: an exported CTranslate2 model, not a training run; "
                               "use it with --engine ctranslate2")
-    loaded = load_run(TranslateLoaded, run, APP, model_config=run_model_config,
+    loaded = read_run(TranslateLoaded, run, APP, model_config=run_model_config,
                       pipeline=run_pipeline, build=build_model, describe=summary_of,
                       model_file=CONFIG_FILE, weights=weights, device=device)
     loaded.engine = AttnkitEngine(loaded.model, loaded.pipeline, compile=compile)
