@@ -110,3 +110,25 @@ def test_overfits_toy_pairs(toy):
         opt.step()
     hyps = greedy_decode(model, src, src_len)
     assert [h.tokens for h in hyps] == [t for _, t in pairs]
+
+
+def test_a_compiled_training_forward_is_one_graph_for_every_batch_size(tiny_transformer, toy):
+    # The trainer compiles with every size dynamic (attnkit.training.compiling): a shape check
+    # that fixes a size (e.g. hashing it into a set) would compile one graph per batch size.
+    from torch._dynamo.testing import CompileCounter
+    from torch.fx.experimental import _config as fx_config
+
+    model = tiny_transformer().train()
+    counter = CompileCounter()
+
+    def loss(src, src_lengths, tgt_in, tgt_out):
+        return masked_cross_entropy(model(src, src_lengths, tgt_in), tgt_out, pad_id=toy.PAD)[0]
+
+    torch._dynamo.reset()
+    step = torch.compile(loss, dynamic=True, backend=counter)
+    with fx_config.patch(use_duck_shape=False):
+        for n, seed in ((3, 0), (5, 1), (4, 2)):
+            step(*toy.batch(toy.pairs(n, VOCAB, seed=seed, min_len=3, max_len=7)))
+            if n == 3:
+                first = counter.frame_count
+    assert counter.frame_count == first

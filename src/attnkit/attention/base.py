@@ -44,7 +44,9 @@ def check_inputs(query: Tensor | None, key: Tensor, value: Tensor, *, query_dim:
             raise ValueError(f"{name} must have shape [batch, time, dim], got {_shape(t)}")
         if not t.dtype.is_floating_point:
             raise ValueError(f"{name} must be a floating tensor, got dtype {t.dtype}")
-    if len({t.shape[0] for _, t, _ in named}) > 1:
+    # Compared one by one, not as a set: hashing a traced size would fix the batch size of a
+    # compiled step (one graph per batch size).
+    if any(t.shape[0] != key.shape[0] for _, t, _ in named):
         raise ValueError("batch sizes differ: " + ", ".join(f"{n} {_shape(t)}"
                                                              for n, t, _ in named))
     if key.shape[1] != value.shape[1]:
