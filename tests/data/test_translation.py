@@ -1,4 +1,4 @@
-"""filter_by_length, TranslationDataset and collate_translation against hand-built tensors."""
+"""kept_by_length, TranslationDataset and collate_translation against hand-built tensors."""
 
 from __future__ import annotations
 
@@ -7,19 +7,19 @@ import functools
 import pytest
 import torch
 
-from attnkit.data.translation import TranslationDataset, collate_translation, filter_by_length
+from attnkit.data.translation import TranslationDataset, collate_translation, kept_by_length
 from attnkit.data.vocab import Vocab
 
 
-def test_filter_by_length():
+def test_kept_by_length():
     pairs = [(["a"], ["b"]), (["a"] * 4, ["b"]), ([], ["b"]), (["a"], ["b"] * 3), (["a"], [])]
-    kept, drops = filter_by_length(pairs, 3)
-    assert kept == [(["a"], ["b"]), (["a"], ["b"] * 3)] and drops.total == 3
+    kept, drops = kept_by_length(pairs, 3)
+    assert kept == [0, 3] and drops.total == 3
     assert drops.count("longer than 3 tokens") == 1 and drops.count("with an empty side") == 2
     assert drops.format("the training pairs") == ("dropped 3 pairs of the training pairs:\n"
                                                    "  1 longer than 3 tokens\n"
                                                    "  2 with an empty side")
-    assert filter_by_length(pairs[:1], 3)[1].format("x") == ""
+    assert kept_by_length(pairs[:1], 3)[1].format("x") == ""
 
 
 def test_dataset_and_collate():
@@ -52,3 +52,17 @@ def test_collate_custom_pad_and_errors():
         collate_translation([], pad_id=0)
     with pytest.raises(ValueError, match="same length"):
         TranslationDataset([[1]], [])
+    with pytest.raises(ValueError, match="same length"):
+        TranslationDataset([[1]], [[2]], links=[])
+
+
+def test_links_become_rows_of_the_position_that_reads_each_target_piece():
+    # Pair 0: target piece 0 <- source piece 1, piece 1 <- pieces 0 and 2; pair 1: no links.
+    ds = TranslationDataset([[5, 6, 7], [5]], [[8, 9], [8, 9, 10]],
+                            links=[[(0, 1), (1, 0), (1, 2)], []])
+    assert ds[0] == ([5, 6, 7], [8, 9], [(0, 1), (1, 0), (1, 2)])
+    b = collate_translation([ds[0], ds[1]], pad_id=0)
+    assert b["align"].shape == (2, 4, 3)       # [B, T = 3 pieces + <bos>, S]
+    assert b["align"][0].tolist() == [[0, 0, 0], [0, 1, 0], [1, 0, 1], [0, 0, 0]]
+    assert b["align"][1].sum() == 0
+    assert "align" not in collate_translation([ds[0][:2]], pad_id=0)

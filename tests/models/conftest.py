@@ -12,7 +12,7 @@ def tiny_transformer():
     vocabulary (d_model 32, no dropout), in eval mode."""
     def make(**kw) -> TransformerSeq2Seq:
         torch.manual_seed(0)
-        cfg = TransformerConfig(src_vocab=12, tgt_vocab=12, d_model=32, heads=4, layers=2,
-                                ff_dim=64, dropout=0.0, **kw)
+        cfg = TransformerConfig(**{"src_vocab": 12, "tgt_vocab": 12, "d_model": 32, "heads": 4,
+                                   "layers": 2, "ff_dim": 64, "dropout": 0.0, **kw})
         return TransformerSeq2Seq(cfg).eval()
     return make

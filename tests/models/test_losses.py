@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnkit.models.losses import masked_cross_entropy
+from attnkit.models.losses import alignment_loss, masked_cross_entropy
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: 1 thread is fastest
 
@@ -68,3 +68,19 @@ def test_bad_input():
         masked_cross_entropy(logits[0], targets, pad_id=0)
     loss, count = masked_cross_entropy(logits, torch.zeros_like(targets), pad_id=0)
     assert count == 0 and loss.item() == 0.0
+
+
+def test_alignment_loss_by_hand():
+    # Row 0 linked to keys 0 and 1 (half each), row 1 to key 2, row 2 unlinked (adds nothing).
+    a = torch.tensor([[[0.5, 0.25, 0.25], [0.1, 0.1, 0.8], [1.0, 0.0, 0.0]]])
+    g = torch.tensor([[[1.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]])
+    want = (-(0.5 * math.log(0.5) + 0.5 * math.log(0.25)) - math.log(0.8)) / 2
+    assert alignment_loss(a, g).item() == pytest.approx(want)
+    assert alignment_loss(a, torch.zeros_like(g)).item() == 0.0
+    # A linked key that the mask zeroed: large but finite, and its gradient too.
+    masked = torch.tensor([[[1.0, 0.0]]], requires_grad=True)
+    loss = alignment_loss(masked, torch.tensor([[[0.0, 1.0]]]))
+    loss.backward()
+    assert math.isfinite(loss.item()) and loss.item() > 20 and torch.isfinite(masked.grad).all()
+    with pytest.raises(ValueError, match=r"\[batch, T, S\]"):
+        alignment_loss(a, g[0])

@@ -455,9 +455,10 @@ def head_examples(layer: int, pairs: Sequence[PairPieces], forced: Sequence[Forc
 def piece_labels(pair: PairPieces, links: Links) -> Tensor:
     """``[target pieces, source pieces]`` 0/1: a piece pair is labelled when a token of each
     is linked."""
-    y = [[float(any((i, j) in links for i in src for j in tgt)) for src in pair.src_owner]
-         for tgt in pair.tgt_owner]
-    return torch.tensor(y).reshape(len(pair.tgt_owner), len(pair.src_owner))
+    y = torch.zeros(len(pair.tgt_owner), len(pair.src_owner))
+    for t, s in piece_links(pair, links):
+        y[t, s] = 1.0
+    return y
 
 
 def _batch(examples: Sequence[HeadExample]) -> tuple[Tensor, ...]:
@@ -515,6 +516,34 @@ def fit_head(head: AlignmentHead, examples: Sequence[HeadExample], *,
             "loss": loss_sum / max(done, 1)}
 
 
+def eflomal_labels(pipeline: Any, corpus: Sequence[tuple[str, str]], chosen: Sequence[int]
+                   ) -> tuple[list[PairPieces], list[Links]]:
+    """eflomal fitted on all raw ``corpus`` pairs (both sides with words), for the pairs
+    ``chosen``: each as the model's pieces (`raw_pieces`) and its word links, the two
+    directions combined by `LABEL_SYMMETRIZATION` (what the head and the alignment loss
+    learn). eflomal has no seed: two fits differ by a few links."""
+    words = [(_words(en, SRC_LANG), _words(fr, TGT_LANG)) for en, fr in corpus]
+    fitted = [k for k, (e, f) in enumerate(words) if e and f]
+    forward, reverse = eflomal_links([words[k][0] for k in fitted], [words[k][1] for k in fitted])
+    row = {k: i for i, k in enumerate(fitted)}
+    return ([raw_pieces(pipeline, *corpus[k]) for k in chosen],
+            [symmetrize(forward[row[k]], reverse[row[k]], LABEL_SYMMETRIZATION) if k in row
+             else set() for k in chosen])
+
+
+def piece_links(pair: PairPieces, links: Links) -> list[tuple[int, int]]:
+    """``(target piece, source piece)`` index pairs, sorted: a piece pair is linked when a
+    token of each is (`piece_labels` as a list)."""
+    def pieces_of(owner: list[list[int]]) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for piece, tokens in enumerate(owner):
+            for token in tokens:
+                out.setdefault(token, []).append(piece)
+        return out
+    src, tgt = pieces_of(pair.src_owner), pieces_of(pair.tgt_owner)
+    return sorted({(t, s) for i, j in links for s in src.get(i, ()) for t in tgt.get(j, ())})
+
+
 def train_head(model: nn.Module, pipeline: Any,
                corpus: Sequence[tuple[str, str]], *, pairs: int = 20000, seconds: float = 120.0,
                layer: int = -1, seed: int = 0, log: Callable[[str], None] | None = None
@@ -528,12 +557,10 @@ def train_head(model: nn.Module, pipeline: Any,
     c = model.config
     corpus = [(en, fr) for en, fr in corpus if en.strip() and fr.strip()]
     say(f"aligner: eflomal on {len(corpus):,} training pairs")
-    forward, reverse = eflomal_links([_words(en, SRC_LANG) for en, _ in corpus],
-                                     [_words(fr, TGT_LANG) for _, fr in corpus])
     chosen = random.Random(seed).sample(range(len(corpus)), min(pairs, len(corpus)))
-    pieces = [raw_pieces(pipeline, *corpus[k]) for k in chosen]
-    links = [symmetrize(forward[k], reverse[k], LABEL_SYMMETRIZATION) for k in chosen]
-    config = AlignmentHeadConfig(d_model=c.d_model, layers=c.layers, heads=c.heads, layer=layer)
+    pieces, links = eflomal_labels(pipeline, corpus, chosen)
+    config = AlignmentHeadConfig(d_model=c.d_model, layers=c.decoder_layers, heads=c.heads,
+                                 layer=layer)
     say(f"aligner: labels ready ({time.monotonic() - start:.0f} s); forced decoding of "
         f"{len(pieces):,} pairs")
     examples = []

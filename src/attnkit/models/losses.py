@@ -1,4 +1,5 @@
-"""Masked cross-entropy for sequence outputs: padding ignored, mean over real tokens."""
+"""Losses of sequence outputs: masked cross-entropy (padding ignored, mean over real tokens)
+and the alignment loss on an attention head (Garg et al. 2019)."""
 
 from __future__ import annotations
 
@@ -23,3 +24,24 @@ def masked_cross_entropy(logits: Tensor, targets: Tensor, *, pad_id: int,
     loss = F.cross_entropy(logits[mask].float(), targets[mask], reduction="none",
                            label_smoothing=label_smoothing)
     return loss.mean(), count
+
+
+def alignment_loss(attention: Tensor, links: Tensor) -> Tensor:
+    """Garg et al. (2019)'s supervised attention: the cross-entropy of one head's attention
+    ``[batch, T, S]`` against the ``links [batch, T, S]`` (0/1) normalised per row,
+    ``-sum_s (G[t, s] / sum_s' G[t, s']) * log A[t, s]``, averaged over the rows with a link
+    (rows without one add nothing; 0 when there is none).
+
+    Example (one row linked to key 0, which the head gives 0.5: ``-log 0.5``)::
+
+        a = torch.tensor([[[0.5, 0.5], [0.9, 0.1]]])
+        alignment_loss(a, torch.tensor([[[1.0, 0.0], [0.0, 0.0]]]))   # tensor(0.6931)
+    """
+    if attention.shape != links.shape or attention.dim() != 3:
+        raise ValueError(f"attention and links must both be [batch, T, S], got "
+                         f"{tuple(attention.shape)} and {tuple(links.shape)}")
+    per_row = links.sum(-1, keepdim=True)
+    target = links / per_row.clamp_min(1)
+    # A linked key the mask zeroed would be log 0: clamped, it costs a large finite loss.
+    loss = -(target * attention.float().clamp_min(1e-9).log()).sum()
+    return loss / (per_row > 0).sum().clamp_min(1)

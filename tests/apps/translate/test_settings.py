@@ -49,6 +49,9 @@ def config_of(settings, data="synthetic"):
     ({"amp": "yes"}, "--amp must be one of"),
     ({"d_model": 64}, "--d-model is a setting of the other architecture"),
     ({"arch": "transformer", "hidden": 64}, "--hidden is a setting of the other"),
+    ({"decoder_layers": 1}, "--decoder-layers is a setting of the other architecture"),
+    ({"arch": "transformer", "norm": "mid"}, "--norm must be one of pre, post"),
+    ({"ema": 1.0}, r"--ema must be a number in \(0, 1\)"),
 ])
 def test_bad_settings_are_usage_errors_naming_the_flag(overrides, message):
     with pytest.raises(UsageError, match=message):
@@ -77,10 +80,11 @@ def test_defaults_per_architecture():
 
 def test_stored_settings_round_trip():
     given = settings_from({"arch": "transformer", "d_model": 64, "heads": 2, "seed": 4,
-                           "epochs": 3, "train_size": 50, "max_minutes": None})
+                           "epochs": 3, "train_size": 50, "max_minutes": None,
+                           "decoder_layers": 1, "norm": "post", "ema": 0.99})
     stored = stored_settings(config_of(given))
     for field in ("arch", "d_model", "heads", "seed", "epochs", "train_size", "max_minutes",
-                  "max_len", "valid_sample"):
+                  "max_len", "valid_sample", "decoder_layers", "norm", "ema"):
         assert getattr(stored, field) == getattr(given, field), field
     assert stored.layers == 2 and stored.lr == 1e-3           # the defaults, made explicit
     with pytest.raises(CheckpointError, match="does not describe"):

@@ -285,3 +285,37 @@ def test_a_raw_pairs_file_is_evaluated_sentence_by_sentence(tiny_run, tmp_path):
     unsplit = app.evaluate(run, str(data), split=False)
     assert unsplit["bleu"] == pytest.approx(bleu_chrf([whole],
                                                       [["un deux . trois quatre ."]])["bleu"])
+
+
+def test_an_align_loss_run_trains_a_head_on_links_it_keeps_for_a_resume(number_pairs, tmp_path):
+    pytest.importorskip("eflomal")
+    from attnkit.apps.translate.prepare import LINKS_FILE
+    data = number_pairs(tmp_path / "pairs.tsv")
+    tiny = {"arch": "transformer", "d_model": 32, "heads": 2, "layers": 2, "ff_dim": 64,
+            "epochs": 2, "batch_size": 16, "lr": 1e-2, "max_minutes": None, "progress": False,
+            "examples": 0, "align_loss": 0.5, "subword": 60}
+    logs = []
+    app.train(str(data), tmp_path / "run", log=logs.append, **tiny)
+    assert (tmp_path / "run" / LINKS_FILE).is_file()
+    made = next(line for line in logs if "piece links in" in line)
+    assert int(made.split()[2].replace(",", "")) > 300          # about one per word
+    assert stored_settings(json.loads((tmp_path / "run" / "config.json").read_text())
+                           ).align_loss == 0.5
+    # A resume reads the labels (eflomal has no seed: fitted again they would differ).
+    logs.clear()
+    result = app.train(None, tmp_path / "run", resume=True, epochs=3, log=logs.append)
+    assert result.stop_reason == "completed" and not any("eflomal" in x for x in logs)
+    (tmp_path / "run" / LINKS_FILE).write_bytes(b"not tensors")
+    with pytest.raises(CheckpointError, match="unreadable alignment labels"):
+        app.train(None, tmp_path / "run", resume=True, epochs=4)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"align_loss": 0.1}, "use it with --arch transformer"),
+    ({"arch": "transformer", "align_loss": 0.1, "align_layer": 3, "layers": 2},
+     "--align-layer 3: the decoder has 2 layers"),
+])
+def test_align_loss_refusals(number_pairs, tmp_path, overrides, message):
+    with pytest.raises(UsageError, match=message):
+        app.train(str(number_pairs(tmp_path / "pairs.tsv")), tmp_path / "run", **overrides)
+    assert not (tmp_path / "run").exists()

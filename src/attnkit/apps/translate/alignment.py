@@ -156,8 +156,8 @@ def train_aligner(run: str | os.PathLike, *, data: str | None = None, pairs: int
     if not isinstance(c, TransformerConfig):
         raise UsageError(f"{run}: the trained aligner reads a Transformer's states; this is an "
                          "RNN run (align it with --method attention)")
-    if layer is not None and not 1 <= layer <= c.layers:
-        raise UsageError(f"--layer must be from 1 to {c.layers}")
+    if layer is not None and not 1 <= layer <= c.decoder_layers:
+        raise UsageError(f"--layer must be from 1 to {c.decoder_layers}")
     corpus = background_pairs(loaded, data)
     head, trained = train_head(loaded.model, loaded.pipeline, corpus, pairs=pairs,
                                seconds=minutes * 60 - (time.monotonic() - start),

@@ -16,27 +16,37 @@ from attnkit.apps.results import FINAL_EVALUATION, Log
 from attnkit.apps.translate.engines import AttnkitEngine
 from attnkit.apps.translate.pipeline import TranslatePipeline
 from attnkit.apps.translate.prepare import TranslatePrepared
+from attnkit.apps.translate.settings import align_layer
 from attnkit.bleu import bleu_chrf
 from attnkit.data.batching import bucket_batch_plan
 from attnkit.data.pairs import group_references
 from attnkit.data.translation import TranslationDataset, collate_translation
 from attnkit.data.translation_splits import Pair
 from attnkit.models import build_model
+from attnkit.models.losses import alignment_loss
 from attnkit.training import LossOutput, Trainer, TrainResult
 
 
-def loss_fn(label_smoothing: float, pad_id: int) -> Callable:
+def loss_fn(label_smoothing: float, pad_id: int,
+            align: tuple[float, int] | None = None) -> Callable:
     """Token cross-entropy of teacher-forced decoding, padding left out (the numbers of
     `attnkit.models.masked_cross_entropy`, without reading the token count back or selecting
-    rows by a mask: a compiled step stays one graph)."""
+    rows by a mask: a compiled step stays one graph); with ``align`` ``(weight, layer)``, plus
+    ``weight`` times `alignment_loss` of that decoder layer's first head, read at the position
+    where each target piece is the input (the batch's ``"align"`` rows)."""
     def compute(model: nn.Module, batch: dict[str, torch.Tensor]) -> LossOutput:
-        logits = model(batch["src"], batch["src_lengths"], batch["tgt_in"])
+        args = batch["src"], batch["src_lengths"], batch["tgt_in"]
+        logits, attention = (model(*args), None) if align is None else model(
+            *args, weights_of=align[1])
         targets = batch["tgt_out"]
         total = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(),
                                 ignore_index=pad_id, reduction="sum",
                                 label_smoothing=label_smoothing)
         count = (targets != pad_id).sum()
-        return LossOutput(total / count.clamp_min(1), count)
+        loss = total / count.clamp_min(1)
+        if attention is not None:
+            loss = loss + align[0] * alignment_loss(attention[:, 0], batch["align"])
+        return LossOutput(loss, count)
     return compute
 
 
@@ -59,7 +69,8 @@ def make_trainer(prep: TranslatePrepared, out: Path, *, log: Log, evaluate: bool
         "parameters " + (f"({config.cell}, {config.attention} attention, {config.style} style)"
                          if config.arch == "rnn" else f"(d_model {config.d_model})"))
     dataset = TranslationDataset.from_token_pairs(prep.train_tokens, pipeline.src_vocab,
-                                                  pipeline.tgt_vocab)
+                                                  pipeline.tgt_vocab, prep.train_links)
+    align = None if not s.align_loss else (s.align_loss, align_layer(s, config))
     valid = prep.splits["valid"][:s.valid_sample]
     # Without a validation there is nothing to stop early on.
     cfg = prep.train if evaluate else dataclasses.replace(prep.train, early_stopping_patience=None)
@@ -67,7 +78,7 @@ def make_trainer(prep: TranslatePrepared, out: Path, *, log: Log, evaluate: bool
         net, cfg, out, train_dataset=dataset,
         collate_fn=functools.partial(collate_translation, pad_id=config.pad_id,
                                      bos_id=config.bos_id, eos_id=config.eos_id),
-        loss_fn=loss_fn(s.label_smoothing, config.pad_id),
+        loss_fn=loss_fn(s.label_smoothing, config.pad_id, align),
         evaluate_fn=valid_fn(pipeline, valid) if evaluate else None,
         batch_plan=bucket_batch_plan(dataset.lengths(), prep.train.batch_size,
                                      max_tokens=s.batch_tokens),
