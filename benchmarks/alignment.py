@@ -13,8 +13,9 @@ Run: ``.venv/bin/python benchmarks/alignment.py RUN [--gold-dir DIR] [--threads 
   `attnkit.alignment.text.aligner_tokens`) together with the pairs to align, as classical
   aligners are used; its links lifted back to the whitespace tokens; once for each number of
   Gibbs samplers in ``--samplers`` (default 3 and 12);
-* ``attention L<k> heads avg`` (each decoder layer), ``layers avg``, each read at the step that
-  predicts a word and at the one that reads it (``shift``), ``attention rollout``, then
+* ``attention L<k> heads avg`` (each decoder layer), ``layers avg`` (with ``--every-head``,
+  each head ``L<k> H<h>`` too), each read at the step that predicts a word and at the one
+  that reads it (``shift``), ``attention rollout``, then
   ``grad-input`` and ``integrated-gradients`` (with Captum): argmax per target word;
 * the best of those attention rows symmetrised with its column-normalised reverse
   (``intersection``, ``grow-diag-final-and``);
@@ -103,6 +104,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--samplers", default="3,12",
                    help="eflomal rows with each of these numbers of Gibbs samplers")
     p.add_argument("--no-gradients", action="store_true", help="skip the attribution rows")
+    p.add_argument("--every-head", action="store_true",
+                   help="a row for each head of each layer too (a run trained with "
+                        "--align-loss: which head learnt the links)")
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -136,8 +140,11 @@ def main(argv: list[str] | None = None) -> None:
     pairs = [pair_pieces(loaded.pipeline, s, t) for s, t in zip(sources, targets, strict=True)]
     forced = forced_decode(loaded.model, [q.src_ids for q in pairs], [q.tgt_ids for q in pairs],
                            keep_states=True)
-    layers = forced[0].attention.shape[0]
+    layers, heads = forced[0].attention.shape[:2]
     attention = [Method("attention", layer=k) for k in range(layers)] + [Method("attention")]
+    if args.every_head:
+        attention += [Method("attention", layer=k, head=h) for k in range(layers)
+                      for h in range(heads)]
     attention = [m for a in attention for m in (a, Method(a.kind, a.layer, a.head, True))]
     best, best_aer = None, 101.0
     for method in [*attention, Method("rollout"), Method("rollout", shift=True)]:

@@ -3,7 +3,6 @@ max_minutes, non-finite loss, and resume continuing exactly."""
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import importlib.util
 import itertools
@@ -176,41 +175,6 @@ def test_resume_in_process_equals_uninterrupted_run(tmp_path):
     assert metric_lines(tmp_path / "cut") == metric_lines(tmp_path / "full")
     want, got = last_params(tmp_path / "full"), last_params(tmp_path / "cut")
     assert all(torch.equal(want[k], got[k]) for k in want)
-
-
-def test_an_ema_of_the_weights_is_what_is_validated_saved_and_resumed(tmp_path):
-    # The weights each step starts from, recorded by the loss; then the average by hand.
-    seen = []
-
-    def recording(model, batch):
-        seen.append(params(model))
-        return task.loss_fn(model, batch)
-    decay = 0.8
-    cfg = dataclasses.replace(task.script_config(epochs=1, checkpoint_every=2),
-                              ema_decay=decay, eval_every_steps=None)
-    trainer = task.make_trainer(tmp_path / "ema", cfg, loss=recording)
-    trainer.fit()
-    weights = [*seen[1:], params(trainer.model)]     # after steps 1 .. 6
-    average = weights[0]                             # the first update copies
-    for w in weights[1:]:
-        average = {k: decay * average[k] + (1 - decay) * w[k] for k in w}
-    kept = task.make_model()
-    load_weights(kept, tmp_path / "ema" / "best.safetensors")
-    for k, v in params(kept).items():
-        torch.testing.assert_close(v, average[k])
-        assert not torch.allclose(v, weights[-1][k])   # not the trained weights
-    # A run cut at step 3 and resumed keeps the same average.
-    with pytest.raises(RuntimeError, match="simulated crash"):
-        task.make_trainer(tmp_path / "cut", cfg, loss=crash_at_call(4)).fit()
-    task.make_trainer(tmp_path / "cut", cfg).fit(resume=True)
-    again = task.make_model()
-    load_weights(again, tmp_path / "cut" / "best.safetensors")
-    assert all(torch.equal(v, params(kept)[k]) for k, v in params(again).items())
-    # A checkpoint without an average cannot continue a run that keeps one.
-    plain = dataclasses.replace(cfg, ema_decay=None)
-    task.make_trainer(tmp_path / "plain", plain, loss=crash_at_call(0)).fit()
-    with pytest.raises(CheckpointError, match="holds no weight average"):
-        task.make_trainer(tmp_path / "plain", cfg).fit(resume=True)
 
 
 def test_resume_without_checkpoint_is_a_clear_error(tmp_path):

@@ -559,8 +559,7 @@ def train_head(model: nn.Module, pipeline: Any,
     say(f"aligner: eflomal on {len(corpus):,} training pairs")
     chosen = random.Random(seed).sample(range(len(corpus)), min(pairs, len(corpus)))
     pieces, links = eflomal_labels(pipeline, corpus, chosen)
-    config = AlignmentHeadConfig(d_model=c.d_model, layers=c.decoder_layers, heads=c.heads,
-                                 layer=layer)
+    config = AlignmentHeadConfig(d_model=c.d_model, layers=c.layers, heads=c.heads, layer=layer)
     say(f"aligner: labels ready ({time.monotonic() - start:.0f} s); forced decoding of "
         f"{len(pieces):,} pairs")
     examples = []

@@ -59,8 +59,8 @@ def export_ctranslate2(model_config: dict[str, Any] | TransformerConfig,
     """Write a CTranslate2 model folder ``out_dir`` (new or empty) for an attnkit Transformer
     (``weights``: a ``.safetensors`` file or a state dict; the vocabularies in id order), with
     ``files`` (`attnkit.fileio.write_files`) and its manifest; it appears complete or not at all.
-    UsageError: an RNN or post-norm model, a quantization not in `QUANTIZATIONS`, a non-empty
-    ``out_dir``, CTranslate2 missing. CheckpointError: weights or vocabularies that do not fit.
+    UsageError: an RNN model, a quantization not in `QUANTIZATIONS`, a non-empty ``out_dir``,
+    CTranslate2 missing. CheckpointError: weights or vocabularies that do not fit.
     """
     config = model_config
     if isinstance(config, dict):
@@ -93,12 +93,8 @@ def export_ctranslate2(model_config: dict[str, Any] | TransformerConfig,
     ct2 = require_ctranslate2()
     from ctranslate2.converters.opennmt_py import set_transformer_spec
 
-    if config.norm != "pre":
-        raise UsageError("CTranslate2 export takes a pre-norm Transformer; this run is "
-                         f"{config.norm}-norm")
     spec = ct2.specs.TransformerSpec.from_config(
-        (config.layers, config.decoder_layers), config.heads, pre_norm=True,
-        activation=ct2.specs.Activation.RELU)
+        config.layers, config.heads, pre_norm=True, activation=ct2.specs.Activation.RELU)
     model = build_model(config)
     if isinstance(weights, dict):
         check_state_fits(model.state_dict(), weights, "<state_dict>")
@@ -144,7 +140,7 @@ def _onmt_variables(model: TransformerSeq2Seq) -> dict[str, Any]:
         out[f"{side}.embeddings.make_embedding.pe.pe"] = positions
         put(f"{side}.layer_norm", f"{side}_norm")
         norms = (("layer_norm",) if side == "encoder" else ("layer_norm_1", "layer_norm_2"))
-        for i in range(c.layers if side == "encoder" else c.decoder_layers):
+        for i in range(c.layers):
             scope, name = f"{side}.{stack}.{i}", f"{side}_layers.{i}"
             for k, norm in enumerate((*norms, "feed_forward.layer_norm"), 1):
                 put(f"{scope}.{norm}", f"{name}.norm{k}")

@@ -61,13 +61,11 @@ class EncoderGraph(_Graph):
         x = m.positions(m.src_embedding(src) * math.sqrt(m.config.d_model), 0)
         for layer in m.encoder_layers:
             attn = layer.attn
-            q, k, v = _heads(F.linear(layer.sublayer_input(x, layer.norm1), attn.in_proj_weight,
-                                      attn.in_proj_bias), 3, attn.num_heads)
+            q, k, v = _heads(F.linear(layer.norm1(x), attn.in_proj_weight, attn.in_proj_bias),
+                             3, attn.num_heads)
             ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=real)
-            x = layer.residual(x, attn.out_proj(ctx.transpose(1, 2).reshape(n, length,
-                                                                             attn.inner_dim)),
-                               layer.norm1)
-            x = layer.residual(x, layer.ff(layer.sublayer_input(x, layer.norm2)), layer.norm2)
+            x = x + attn.out_proj(ctx.transpose(1, 2).reshape(n, length, attn.inner_dim))
+            x = x + layer.ff(layer.norm2(x))
         source = m.encoder_norm(x)
         keys, values = [], []
         for layer in m.decoder_layers:
@@ -102,8 +100,7 @@ class StepGraph(_Graph):
             sa, ca = layer.self_attn, layer.cross_attn
             h, hd = sa.num_heads, sa.head_dim
             scale = 1.0 / math.sqrt(hd)
-            q, k, v = F.linear(layer.sublayer_input(y, layer.norm1), sa.in_proj_weight,
-                               sa.in_proj_bias).view(
+            q, k, v = F.linear(layer.norm1(y), sa.in_proj_weight, sa.in_proj_bias).view(
                 n, g, 3, h, hd).unbind(2)                                      # [N, g, H, hd]
             new_keys.append(k)
             new_values.append(v)
@@ -111,13 +108,13 @@ class StepGraph(_Graph):
             p = torch.softmax(torch.cat([past, (q * k).sum(-1, keepdim=True) * scale], -1), -1)
             ctx = (torch.einsum("nght,tnghd->nghd", p[..., :past_len], self_values[:, i])
                    + p[..., past_len:] * v)
-            y = layer.residual(y, sa.out_proj(ctx.reshape(n, g, h * hd)), layer.norm1)
-            q = F.linear(layer.sublayer_input(y, layer.norm2), ca.in_proj_weight[:ca.inner_dim],
+            y = y + sa.out_proj(ctx.reshape(n, g, h * hd))
+            q = F.linear(layer.norm2(y), ca.in_proj_weight[:ca.inner_dim],
                          ca.in_proj_bias[:ca.inner_dim]).view(n, g, h, hd)
             scores = torch.einsum("nghd,nhsd->nghs", q, src_keys[i]) * scale + src_bias
             ctx = torch.einsum("nghs,nhsd->nghd", torch.softmax(scores, -1), src_values[i])
-            y = layer.residual(y, ca.out_proj(ctx.reshape(n, g, h * hd)), layer.norm2)
-            y = layer.residual(y, layer.ff(layer.sublayer_input(y, layer.norm3)), layer.norm3)
+            y = y + ca.out_proj(ctx.reshape(n, g, h * hd))
+            y = y + layer.ff(layer.norm3(y))
         return m.out(m.decoder_norm(y)), torch.stack(new_keys), torch.stack(new_values)
 
 

@@ -89,10 +89,8 @@ class RNNSeq2SeqConfig(SpecialIds):
 
 @dataclass
 class TransformerConfig(SpecialIds):
-    """A Transformer encoder-decoder (Vaswani et al. 2017): sizes (``layers`` in the encoder,
-    ``decoder_layers`` in the decoder, None: as many); ``norm`` ``"pre"`` (a layer norm before
-    each sublayer, and one after each stack) or ``"post"`` (after each residual, the paper's);
-    ``dropout`` on embeddings, attention outputs and feed-forward; ``max_len`` and
+    """A pre-norm Transformer encoder-decoder (Vaswani et al. 2017): sizes (``layers`` each
+    side); ``dropout`` on embeddings, attention outputs and feed-forward; ``max_len`` and
     ``positional`` (``"sinusoidal"`` or ``"learned"``) of the positions; ``tie_embeddings``:
     the target embedding is the output projection; ``share_embeddings``: one table for both
     sides (needs ``src_vocab == tgt_vocab``)."""
@@ -102,8 +100,6 @@ class TransformerConfig(SpecialIds):
     d_model: int = 256
     heads: int = 4
     layers: int = 3
-    decoder_layers: int | None = None
-    norm: str = "pre"
     ff_dim: int = 512
     dropout: float = 0.1
     max_len: int = 512
@@ -116,12 +112,7 @@ class TransformerConfig(SpecialIds):
         _check_vocabs(self)
         if self.d_model % self.heads:
             raise ValueError(f"heads ({self.heads}) must divide d_model ({self.d_model})")
-        check_choices(self, positional=("sinusoidal", "learned"), norm=("pre", "post"))
-        if self.decoder_layers is None:
-            self.decoder_layers = self.layers
-        if self.layers < 1 or self.decoder_layers < 1:
-            raise ValueError(f"layers and decoder_layers must be >= 1, got {self.layers}, "
-                             f"{self.decoder_layers}")
+        check_choices(self, positional=("sinusoidal", "learned"))
         if self.share_embeddings and self.src_vocab != self.tgt_vocab:
             raise ValueError(f"share_embeddings needs one joint vocabulary, got src_vocab "
                              f"{self.src_vocab} != tgt_vocab {self.tgt_vocab}")

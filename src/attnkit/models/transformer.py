@@ -1,4 +1,4 @@
-"""A Transformer encoder-decoder (Vaswani et al. 2017), pre- or post-norm, from attnkit parts.
+"""A pre-norm Transformer encoder-decoder (Vaswani et al. 2017) from attnkit parts.
 
 Attention is `attnkit.attention.multi_head.MultiHeadAttention`, positions come from
 `attnkit.positional`. ``forward`` trains on the whole target at once; decoding uses the step
@@ -25,80 +25,58 @@ def _feed_forward(d: int, ff: int, dropout: float) -> nn.Sequential:
     return nn.Sequential(nn.Linear(d, ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ff, d))
 
 
-class _Sublayers(nn.Module):
-    """The residual around each sublayer ``f``: pre-norm ``x + f(LN(x))`` (Xiong et al. 2020:
-    trains without a careful warm-up) or post-norm ``LN(x + f(x))`` (Vaswani et al. 2017)."""
+class EncoderLayer(nn.Module):
+    """``x + SelfAttn(LN(x))`` then ``x + FF(LN(x))``; padded keys masked. ``[batch, S, d]``."""
 
-    def __init__(self, d: int, norms: int, dropout: float, norm: str):
+    def __init__(self, d: int, heads: int, ff: int, dropout: float):
         super().__init__()
-        self.norm_first = norm == "pre"
-        for k in range(1, norms + 1):
-            setattr(self, f"norm{k}", nn.LayerNorm(d))
-        self.drop = nn.Dropout(dropout)
-
-    def sublayer_input(self, x: Tensor, norm: nn.LayerNorm) -> Tensor:
-        """What the sublayer reads: ``LN(x)`` pre-norm, ``x`` post-norm."""
-        return norm(x) if self.norm_first else x
-
-    def residual(self, x: Tensor, update: Tensor, norm: nn.LayerNorm) -> Tensor:
-        """``x + update`` (dropped out when training), then ``LN`` post-norm."""
-        x = x + self.drop(update)
-        return x if self.norm_first else norm(x)
-
-
-class EncoderLayer(_Sublayers):
-    """Self-attention then feed-forward, each in a residual; padded keys masked. ``[batch, S,
-    d]``."""
-
-    def __init__(self, d: int, heads: int, ff: int, dropout: float, norm: str = "pre"):
-        super().__init__(d, 2, dropout, norm)
+        self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.attn = MultiHeadAttention(d, num_heads=heads, dropout=dropout)
         self.ff = _feed_forward(d, ff, dropout)
+        self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, lengths: Tensor, need_weights: bool = False):
         """``x [batch, S, d]`` -> the layer's output and its self-attention ``[batch, heads, S,
         S]`` (None without ``need_weights``)."""
-        h = self.sublayer_input(x, self.norm1)
+        h = self.norm1(x)
         out = self.attn(h, h, key_lengths=lengths, need_weights=need_weights)
-        x = self.residual(x, out.context, self.norm1)
-        return self.residual(x, self.ff(self.sublayer_input(x, self.norm2)), self.norm2), \
-            out.weights
+        x = x + self.drop(out.context)
+        return x + self.drop(self.ff(self.norm2(x))), out.weights
 
 
-class DecoderLayer(_Sublayers):
-    """Causal self-attention, cross-attention over the source, feed-forward; each in a residual.
+class DecoderLayer(nn.Module):
+    """Causal self-attention, cross-attention over the source, feed-forward; all pre-norm.
 
     ``layer(y [batch, T, d], memory [batch, S, d], src_lengths [batch], need_weights=False)`` ->
     ``(y, cross weights [batch, heads, T, S] or None)``; `step` is the incremental form.
     """
 
-    def __init__(self, d: int, heads: int, ff: int, dropout: float, norm: str = "pre"):
-        super().__init__(d, 3, dropout, norm)
+    def __init__(self, d: int, heads: int, ff: int, dropout: float):
+        super().__init__()
+        self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
         self.self_attn = MultiHeadAttention(d, num_heads=heads, dropout=dropout)
         self.cross_attn = MultiHeadAttention(d, num_heads=heads, dropout=dropout)
         self.ff = _feed_forward(d, ff, dropout)
+        self.drop = nn.Dropout(dropout)
 
     def forward(self, y: Tensor, memory: Tensor, src_lengths: Tensor,
                 need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        h = self.sublayer_input(y, self.norm1)
-        y = self.residual(y, self.self_attn(h, h, causal=True).context, self.norm1)
-        cross = self.cross_attn(self.sublayer_input(y, self.norm2), memory,
-                                key_lengths=src_lengths, need_weights=need_weights)
-        y = self.residual(y, cross.context, self.norm2)
-        return self.residual(y, self.ff(self.sublayer_input(y, self.norm3)), self.norm3), \
-            cross.weights
+        h = self.norm1(y)
+        y = y + self.drop(self.self_attn(h, h, causal=True).context)
+        cross = self.cross_attn(self.norm2(y), memory, key_lengths=src_lengths,
+                                need_weights=need_weights)
+        y = y + self.drop(cross.context)
+        return y + self.drop(self.ff(self.norm3(y))), cross.weights
 
     def step(self, y: Tensor, cache: KeyValueCache, source: SourceKeyValues,
              need_weights: bool) -> tuple[Tensor, Tensor | None]:
         """New positions ``y [rows, t, d]`` -> ``(y, cross weights [rows, heads, t, S] or
-        None)``; their self-attention keys/values are appended to ``cache``. Inference only."""
-        y = self.residual(y, self.self_attn.attend_cached(self.sublayer_input(y, self.norm1),
-                                                          cache).context, self.norm1)
-        cross = self.cross_attn.attend_source(self.sublayer_input(y, self.norm2), source,
-                                              need_weights=need_weights)
-        y = self.residual(y, cross.context, self.norm2)
-        return self.residual(y, self.ff(self.sublayer_input(y, self.norm3)), self.norm3), \
-            cross.weights
+        None)``; their self-attention keys/values are appended to ``cache``. Inference only
+        (no dropout)."""
+        y = y + self.self_attn.attend_cached(self.norm1(y), cache).context
+        cross = self.cross_attn.attend_source(self.norm2(y), source, need_weights=need_weights)
+        y = y + cross.context
+        return y + self.ff(self.norm3(y)), cross.weights
 
 
 @dataclass
@@ -145,14 +123,10 @@ class TransformerSeq2Seq(nn.Module):
             else SinusoidalPositionalEncoding(d)
         self.drop = nn.Dropout(c.dropout)
         self.encoder_layers = nn.ModuleList(
-            EncoderLayer(d, c.heads, c.ff_dim, c.dropout, c.norm) for _ in range(c.layers))
+            EncoderLayer(d, c.heads, c.ff_dim, c.dropout) for _ in range(c.layers))
         self.decoder_layers = nn.ModuleList(
-            DecoderLayer(d, c.heads, c.ff_dim, c.dropout, c.norm)
-            for _ in range(c.decoder_layers))
-        # Pre-norm leaves each stack's output unnormalised; post-norm's last residual is normed.
-        self.encoder_norm, self.decoder_norm = ((nn.LayerNorm(d), nn.LayerNorm(d))
-                                                if c.norm == "pre" else
-                                                (nn.Identity(), nn.Identity()))
+            DecoderLayer(d, c.heads, c.ff_dim, c.dropout) for _ in range(c.layers))
+        self.encoder_norm, self.decoder_norm = nn.LayerNorm(d), nn.LayerNorm(d)
         self.out = nn.Linear(d, c.tgt_vocab, bias=False)
         if c.tie_embeddings:
             self.out.weight = self.tgt_embedding.weight

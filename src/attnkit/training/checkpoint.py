@@ -2,9 +2,9 @@
 
 `save_weights` / `load_weights`: one ``.safetensors`` file (tied tensors stored once, JSON
 metadata, sha256 of the tensors and of the header). `save_checkpoint` / `load_checkpoint`: the
-folder ``RUN/last/`` (model, optimizer, a weight average if any, ``state.json``), written
-beside the old one and swapped in, so a crash at any moment leaves a complete checkpoint.
-Nothing is pickled; every problem with a file raises `attnkit.errors.CheckpointError`.
+folder ``RUN/last/`` (model, optimizer, ``state.json``), written beside the old one and swapped
+in, so a crash at any moment leaves a complete checkpoint. Nothing is pickled; every problem
+with a file raises `attnkit.errors.CheckpointError`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ _META_KEY, _FORMAT_KEY, _HEADER_SUM = "attnkit", "attnkit_format", "attnkit_head
 # Temporaries: ".<name>.<random>.tmp" of attnkit.fileio.atomic_path and save_checkpoint, and
 # ".tmp<6 random>" of safetensors' own writer (it writes beside the target, then renames).
 _TEMPORARY = re.compile(r"^(\..+\.[A-Za-z0-9_]+\.tmp|\.tmp[A-Za-z0-9]{6})$")
-AVERAGE_FILE = "average.safetensors"   # a checkpoint's weight average (TrainConfig.ema_decay)
 # The largest state.json a checkpoint holds (positions, RNG states, optimizer layout).
 STATE_LIMIT = 64 << 20
 
@@ -195,12 +194,10 @@ def unflatten_optimizer(tensors: dict[str, torch.Tensor], rest: dict) -> dict[st
 # ---- the full checkpoint folder ----
 
 def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
-                    optimizer: torch.optim.Optimizer, state: dict[str, Any],
-                    average: nn.Module | None = None) -> None:
-    """Write ``folder`` (``RUN/last``) with model, optimizer, the weight ``average`` (an
-    ``AveragedModel``) if any and the JSON-able ``state``, complete before it replaces the old
-    one. CheckpointError (the old one left as it was): a full disk (with what it needs), or
-    ``folder`` or its ``.prev`` a link."""
+                    optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """Write ``folder`` (``RUN/last``) with model, optimizer and the JSON-able ``state``,
+    complete before it replaces the old one. CheckpointError (the old one left as it was): a
+    full disk (with what it needs), or ``folder`` or its ``.prev`` a link."""
     folder = Path(folder)
     for path in (folder, _prev(folder)):
         if path.is_symlink():
@@ -208,19 +205,18 @@ def save_checkpoint(folder: str | os.PathLike, model: nn.Module,
                                   "is never written through a link: put the folder itself "
                                   "there")
     opt_tensors, opt_rest = flatten_optimizer(optimizer.state_dict())
-    files = {"model.safetensors": _dedupe(model.state_dict()),
-             "optimizer.safetensors": (opt_tensors, None)}
-    if average is not None:
-        files[AVERAGE_FILE] = _dedupe(average.state_dict())
-    # Every file plus headers and state.json: what the new folder takes beside the old one.
-    needed = sum(_tensor_bytes(tensors) for tensors, _ in files.values()) + (64 << 10)
+    model_tensors, aliases = _dedupe(model.state_dict())
+    # Both files plus headers and state.json: what the new folder takes beside the old one.
+    needed = _tensor_bytes(model_tensors) + _tensor_bytes(opt_tensors) + (64 << 10)
     with staged_folder(folder, ".tmp") as tmp:
         os.chmod(tmp, 0o755)
-        for name, (tensors, names) in files.items():
+        for name, tensors, names in (("model.safetensors", model_tensors, aliases),
+                                     ("optimizer.safetensors", opt_tensors, None)):
             _write_tensors(tmp / name, tensors, None, names, shown=folder / name, needed=needed)
         body = {
             "format_version": FORMAT_VERSION,
-            "sha256": {name: file_sha256(tmp / name) for name in files},
+            "sha256": {name: file_sha256(tmp / name)
+                       for name in ("model.safetensors", "optimizer.safetensors")},
             "optimizer": opt_rest,
             "state": state,
         }
@@ -269,10 +265,8 @@ def checkpoint_folder(folder: str | os.PathLike) -> Path:
 
 
 def load_checkpoint(folder: str | os.PathLike, model: nn.Module,
-                    optimizer: torch.optim.Optimizer,
-                    average: nn.Module | None = None) -> dict[str, Any]:
-    """Verify and load ``folder`` into ``model``, ``optimizer`` and the weight ``average`` if
-    given (CheckpointError when the checkpoint has none); return the JSON ``state``."""
+                    optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """Verify and load ``folder`` into ``model`` and ``optimizer``; return the JSON ``state``."""
     folder = checkpoint_folder(folder)
     path = folder / "state.json"
     try:
@@ -295,11 +289,6 @@ def load_checkpoint(folder: str | os.PathLike, model: nn.Module,
         if file_sha256(file) != digest:
             raise CheckpointError(f"{file}: checksum mismatch (truncated or altered file)")
     load_weights(model, folder / "model.safetensors")
-    if average is not None:
-        if AVERAGE_FILE not in doc["sha256"]:
-            raise CheckpointError(f"{folder}: the checkpoint holds no weight average, which this "
-                                  "run keeps")
-        load_weights(average, folder / AVERAGE_FILE)
     opt_tensors, _ = load_tensors(folder / "optimizer.safetensors")
     try:   # torch checks that the parameter groups match
         optimizer.load_state_dict(unflatten_optimizer(opt_tensors, doc["optimizer"]))

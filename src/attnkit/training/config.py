@@ -65,9 +65,6 @@ class TrainConfig:
         num_workers: DataLoader worker processes for collation (0 = in the main process).
         find_unused_parameters: passed to DistributedDataParallel (models with parameters that
             some batches do not use).
-        ema_decay: evaluate and save an exponential moving average of the weights, ``avg =
-            decay * avg + (1 - decay) * weights`` after each step (Polyak averaging; 0.999
-            averages over about the last 1000 steps); None = the trained weights themselves.
 
     Example:
         >>> cfg = TrainConfig(epochs=3, batch_size=32, lr=1e-3)
@@ -97,7 +94,6 @@ class TrainConfig:
     log_every_steps: int = 50
     num_workers: int = 0
     find_unused_parameters: bool = False
-    ema_decay: float | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -116,8 +112,6 @@ class TrainConfig:
                 raise bad(name, "a positive number")
         if not math.isfinite(self.lr):
             raise bad("lr", "finite")
-        if self.ema_decay is not None and not (number(self.ema_decay) and 0 < self.ema_decay < 1):
-            raise bad("ema_decay", "a number in (0, 1)")
         for name in ("warmup_steps", "weight_decay", "num_workers"):
             if not (number(getattr(self, name)) and getattr(self, name) >= 0):
                 raise bad(name, "a number >= 0")

@@ -20,7 +20,6 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
-from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from torch.utils.data import DataLoader
 
 # TrainingError lives with the other error types; importing it here keeps
@@ -277,11 +276,6 @@ class Trainer:
             self.model.to(info.device)
             self.model.train()
             self.optimizer = build_optimizer(self.model, self.cfg)
-            # The weights evaluated and saved: an average beside the trained ones, or those.
-            self.average = None if self.cfg.ema_decay is None else AveragedModel(
-                self.model, multi_avg_fn=get_ema_multi_avg_fn(self.cfg.ema_decay),
-                use_buffers=True)
-            self.kept = self.model if self.average is None else self.average.module
             pos = self._resume() if resume else self._fresh_start()
             self.amp = resolve_amp(self.cfg.amp, info.device)
             self.total_steps = self.cfg.epochs * len(self._plan(0))
@@ -389,7 +383,7 @@ class Trainer:
             except CheckpointError as e:
                 raise CheckpointError(f"{e}; the run cannot be resumed with it: start it "
                                       "again with --overwrite (Trainer.fit(resume=False))") from e
-        state = load_checkpoint(self.run_dir / "last", self.model, self.optimizer, self.average)
+        state = load_checkpoint(self.run_dir / "last", self.model, self.optimizer)
         pos = TrainPosition.from_dict(state["position"])
         if len(state["rng"]) == info.world_size:
             set_rng_state(state["rng"][info.rank])
@@ -482,8 +476,6 @@ class Trainer:
             if not math.isfinite(float(norm)):
                 self._nonfinite(float(norm), pos, what="gradient norm")
         self.optimizer.step()
-        if self.average is not None:
-            self.average.update_parameters(self.model)
         return totals
 
     def _count_step(self, pos: TrainPosition, totals: StepTotals, lr: float, samples: int,
@@ -551,8 +543,7 @@ class Trainer:
                  "config": self.cfg.to_dict()}
         run_on_main(self.info, lambda: save_checkpoint(
             self.run_dir / "last", self.model, self.optimizer,
-            {**state, "metrics_bytes": (self.run_dir / METRICS_LOG).stat().st_size},
-            self.average))
+            {**state, "metrics_bytes": (self.run_dir / METRICS_LOG).stat().st_size}))
 
     # ---------------------------------------------------------------- evaluation
     def _evaluate(self, pos: TrainPosition) -> bool:
@@ -560,12 +551,12 @@ class Trainer:
         cfg, step = self.cfg, pos.global_step
 
         def evaluate() -> dict[str, float]:   # on rank 0 in eval mode; its dict on every rank
-            self.kept.eval()
+            self.model.eval()
             try:
                 with torch.no_grad(), autocast(self.amp, self.info.device):
-                    metrics = {k: float(v) for k, v in self.evaluate_fn(self.kept).items()}
+                    metrics = {k: float(v) for k, v in self.evaluate_fn(self.model).items()}
             finally:
-                self.kept.train()
+                self.model.train()
             for key in (cfg.select_metric, cfg.select_tiebreak):
                 if key is not None and key not in metrics:
                     raise ValueError(f"evaluate_fn returned {sorted(metrics)}, which lacks the "
@@ -591,7 +582,7 @@ class Trainer:
         if self._is_better(value, tiebreak, pos):
             pos.best, pos.best_tiebreak, pos.best_step, pos.bad_evals = value, tiebreak, step, 0
             run_on_main(self.info, lambda: save_weights(
-                self.kept, self.run_dir / "best.safetensors",
+                self.model, self.run_dir / "best.safetensors",
                 {"step": step, "epoch": pos.epoch, "metrics": metrics}))
         else:
             pos.bad_evals += 1
@@ -615,7 +606,7 @@ class Trainer:
         """Final weights without evaluate_fn, the result, and what to tell the user."""
         if self.evaluate_fn is None:
             run_on_main(self.info, lambda: save_weights(
-                self.kept, self.run_dir / "best.safetensors",
+                self.model, self.run_dir / "best.safetensors",
                 {"step": pos.global_step, "epoch": pos.epoch, "metrics": {}}))
         if stop_reason == "signal":
             self._say(f"stopped by {signal_name} after step {pos.global_step}; checkpoint "

@@ -32,7 +32,7 @@ def config_of(settings, data="synthetic"):
             "model": model.to_dict(), "train": settings.train_config().to_dict(),
             "options": {name: getattr(settings, name) for name in
                         ("label_smoothing", "max_len", "valid_sample", "min_freq", "max_vocab",
-                         "subword", "batch_tokens", "examples")}}
+                         "subword", "batch_tokens", "examples", "align_loss", "align_layer")}}
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -49,9 +49,8 @@ def config_of(settings, data="synthetic"):
     ({"amp": "yes"}, "--amp must be one of"),
     ({"d_model": 64}, "--d-model is a setting of the other architecture"),
     ({"arch": "transformer", "hidden": 64}, "--hidden is a setting of the other"),
-    ({"decoder_layers": 1}, "--decoder-layers is a setting of the other architecture"),
-    ({"arch": "transformer", "norm": "mid"}, "--norm must be one of pre, post"),
-    ({"ema": 1.0}, r"--ema must be a number in \(0, 1\)"),
+    ({"align_loss": 0.1}, "use it with --arch transformer"),
+    ({"arch": "transformer", "align_loss": -1.0}, "--align-loss must be a positive number"),
 ])
 def test_bad_settings_are_usage_errors_naming_the_flag(overrides, message):
     with pytest.raises(UsageError, match=message):
@@ -81,10 +80,10 @@ def test_defaults_per_architecture():
 def test_stored_settings_round_trip():
     given = settings_from({"arch": "transformer", "d_model": 64, "heads": 2, "seed": 4,
                            "epochs": 3, "train_size": 50, "max_minutes": None,
-                           "decoder_layers": 1, "norm": "post", "ema": 0.99})
+                           "align_loss": 0.05, "align_layer": 1})
     stored = stored_settings(config_of(given))
     for field in ("arch", "d_model", "heads", "seed", "epochs", "train_size", "max_minutes",
-                  "max_len", "valid_sample", "decoder_layers", "norm", "ema"):
+                  "max_len", "valid_sample", "align_loss", "align_layer"):
         assert getattr(stored, field) == getattr(given, field), field
     assert stored.layers == 2 and stored.lr == 1e-3           # the defaults, made explicit
     with pytest.raises(CheckpointError, match="does not describe"):

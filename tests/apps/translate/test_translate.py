@@ -301,6 +301,12 @@ def test_an_align_loss_run_trains_a_head_on_links_it_keeps_for_a_resume(number_p
     assert int(made.split()[2].replace(",", "")) > 300          # about one per word
     assert stored_settings(json.loads((tmp_path / "run" / "config.json").read_text())
                            ).align_loss == 0.5
+    # What the model says of a pair (predict pages, --method left out without eflomal): the
+    # head it trained, where it trained it.
+    from attnkit.apps.translate.alignment import align_pairs
+    found = align_pairs(app.load_run(tmp_path / "run"), [["one", "two", "."]],
+                        [["un", "deux", "."]], model_only=True)
+    assert found.method.startswith("attention L1 H1 shift")
     # A resume reads the labels (eflomal has no seed: fitted again they would differ).
     logs.clear()
     result = app.train(None, tmp_path / "run", resume=True, epochs=3, log=logs.append)

@@ -27,6 +27,7 @@ from attnkit.alignment.aligner import (
 )
 from attnkit.apps.results import Log, stderr_log
 from attnkit.apps.translate.engines import TranslateLoaded
+from attnkit.apps.translate.settings import align_layer, stored_settings
 from attnkit.errors import DataError, UsageError
 from attnkit.fileio import atomic_write_bytes
 from attnkit.models.alignment_head import AlignmentHead
@@ -78,7 +79,8 @@ def align_pairs(loaded: TranslateLoaded, sources: Sequence[Sequence[str]],
                 log: Log = stderr_log) -> AlignResult:
     """Align the whitespace tokens of sentence pairs with a run; None takes the default:
     eflomal (`CLASSICAL_DEFAULT`, the best measured) where it is installed, else (or with
-    ``model_only``) the run's aligner with its settings, else `ATTENTION_DEFAULT`.
+    ``model_only``) the run's trained aligner with its settings, else the head an
+    ``--align-loss`` run trained (`SUPERVISED_DEFAULTS`), else `ATTENTION_DEFAULT`.
 
     Args:
         sources, targets: each pair's tokens (`attnkit.alignment.aligner.check_pairs`).
@@ -109,6 +111,9 @@ def align_pairs(loaded: TranslateLoaded, sources: Sequence[Sequence[str]],
                          "it cannot align words; use a run with attention")
     head, info = load_head(loaded.path) if loaded.trained_here else (None, None)
     base = {**ATTENTION_DEFAULT, "adapt": False}
+    supervised = supervised_head(loaded)
+    if supervised is not None:
+        base = {**base, "method": supervised, **SUPERVISED_DEFAULTS}
     if head is not None:
         base = {**base, "method": Method("head"), "symmetrize": "intersection", "adapt": True,
                 **info.get("defaults", {})}
@@ -132,10 +137,22 @@ def align_pairs(loaded: TranslateLoaded, sources: Sequence[Sequence[str]],
 # What `translate align` does by default where eflomal is installed: eflomal beat every
 # method that reads the model on the WPT03 trial set (docs/results.md, "Word alignment").
 CLASSICAL_DEFAULT = {"method": Method("eflomal"), "symmetrize": "intersection"}
+# How `translate align` reads the head an --align-loss run trained, by default (measured on
+# the WPT03 trial set: docs/results.md, "The recipe study").
+SUPERVISED_DEFAULTS = {"extraction": "argmax", "symmetrize": "intersection"}
 # What `translate align` does by default with a trained aligner (measured on the WPT03 trial
 # set: docs/results.md, "Word alignment").
 HEAD_DEFAULTS = {"extraction": "argmax", "symmetrize": "intersection", "threshold": 0.5,
                  "adapt": True}
+
+
+def supervised_head(loaded: TranslateLoaded) -> Method | None:
+    """The attention head an ``--align-loss`` run trained, read where it learnt: at the step
+    that reads each target piece; None for another run."""
+    if loaded.model is None or not loaded.config.get("options", {}).get("align_loss"):
+        return None
+    layer = align_layer(stored_settings(loaded.config), loaded.model.config)
+    return Method("attention", layer=layer, head=0, shift=True)
 
 
 def train_aligner(run: str | os.PathLike, *, data: str | None = None, pairs: int = 20000,
@@ -156,8 +173,8 @@ def train_aligner(run: str | os.PathLike, *, data: str | None = None, pairs: int
     if not isinstance(c, TransformerConfig):
         raise UsageError(f"{run}: the trained aligner reads a Transformer's states; this is an "
                          "RNN run (align it with --method attention)")
-    if layer is not None and not 1 <= layer <= c.decoder_layers:
-        raise UsageError(f"--layer must be from 1 to {c.decoder_layers}")
+    if layer is not None and not 1 <= layer <= c.layers:
+        raise UsageError(f"--layer must be from 1 to {c.layers}")
     corpus = background_pairs(loaded, data)
     head, trained = train_head(loaded.model, loaded.pipeline, corpus, pairs=pairs,
                                seconds=minutes * 60 - (time.monotonic() - start),

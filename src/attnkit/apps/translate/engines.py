@@ -206,9 +206,7 @@ class AttnkitEngine:
 def summary_of(config: Any) -> str:
     """A translation model in a few words (for pages and listings)."""
     if isinstance(config, TransformerConfig):
-        layers = (f"{config.layers} layers" if config.layers == config.decoder_layers else
-                  f"{config.layers}+{config.decoder_layers} layers")
-        return (f"Transformer ({config.norm}-norm), {layers}, d_model {config.d_model}, "
+        return (f"Transformer, {config.layers} layers, d_model {config.d_model}, "
                 f"{config.heads} heads")
     return (f"{config.cell.upper()} encoder-decoder, hidden {config.hidden}, "
             f"{config.attention} attention ({config.style} style)")

@@ -31,8 +31,7 @@ ModelConfig = RNNSeq2SeqConfig | TransformerConfig
 # Settings that size the model, per architecture (their defaults: each field's `defaults`);
 # "teacher_forcing" is the model's teacher_forcing_ratio.
 MODEL_FIELDS = {"rnn": ("emb_dim", "hidden", "layers", "window", "dropout", "teacher_forcing"),
-                "transformer": ("d_model", "heads", "layers", "decoder_layers", "norm", "ff_dim",
-                                "dropout")}
+                "transformer": ("d_model", "heads", "layers", "ff_dim", "dropout")}
 MODEL_NAMES = {"teacher_forcing": "teacher_forcing_ratio"}
 OPTION_FIELDS = ("label_smoothing", "max_len", "valid_sample", "min_freq", "max_vocab",
                  "subword", "batch_tokens", "examples", "align_loss", "align_layer")
@@ -76,11 +75,6 @@ class TranslateSettings(AppSettings):
     hidden: int | None = setting(None, "RNN hidden size", defaults={"rnn": 128}, low=1)
     layers: int | None = setting(None, "RNN or Transformer layers",
                                  defaults={"rnn": 1, "transformer": 2}, low=1)
-    decoder_layers: int | None = setting(None, "Transformer decoder layers (then --layers is "
-                                         "the encoder's)", shown="--layers", low=1)
-    norm: str | None = setting(None, "Transformer layer norm: before each sublayer (pre) or "
-                               "after each residual (post, as Vaswani et al.)",
-                               choices=("pre", "post"), defaults={"transformer": "pre"})
     window: int | None = setting(None, "local attention half-width D", defaults={"rnn": 5}, low=0)
     d_model: int | None = setting(None, "Transformer width", defaults={"transformer": 128}, low=1)
     heads: int | None = setting(None, "Transformer heads", defaults={"transformer": 4}, low=1)
@@ -107,10 +101,6 @@ class TranslateSettings(AppSettings):
         "install 'attnkit[align]')", shown="off", valid=_POSITIVE)
     align_layer: int | None = setting(None, "the decoder layer whose first head --align-loss "
                                       "trains", shown="the one before the last", low=1)
-    ema: float | None = setting(None, "validate and keep an exponential moving average of the "
-                                "weights, with this decay per step (0.999: about the last 1000 "
-                                "steps)", shown="off", valid=(lambda x: 0 < x < 1,
-                                                              "a number in (0, 1)"))
     batch_tokens: int | None = setting(None, "also cap each batch at N padded tokens (per "
                                        "side)", shown="no cap", low=1)
     eval_every: int | None = setting(None, "validate every N steps",
@@ -144,8 +134,7 @@ class TranslateSettings(AppSettings):
     def value(self, name: str) -> Any:
         """A setting, or its architecture's default (the field's ``defaults``) when None."""
         given = getattr(self, name)
-        return FIELDS[name].metadata.get("defaults", {}).get(self.arch) if given is None \
-            else given
+        return FIELDS[name].metadata["defaults"][self.arch] if given is None else given
 
     def train_config(self) -> TrainConfig:
         """The trainer's settings (model selection on validation BLEU, early stopping)."""
@@ -156,7 +145,7 @@ class TranslateSettings(AppSettings):
             early_stopping_patience=self.patience or None, select_metric="bleu",
             select_mode="max", progress=self.progress, schedule=self.value("schedule"),
             warmup_steps=self.value("warmup"), eval_every_steps=self.eval_every,
-            compile=self.compile, ema_decay=self.ema, **extra))
+            compile=self.compile, **extra))
 
     @classmethod
     def fresh(cls, data: Any, parts: dict[str, dict[str, Any]]) -> RunSettings:
@@ -193,9 +182,9 @@ def build_model_config(s: TranslateSettings, src_vocab: Vocab, v: Vocab) -> Mode
                                    "eos_id": v.eos_id, "unk_id": v.unk_id, **fields})
     except ValueError as exc:
         raise UsageError(f"model settings: {exc}") from None
-    if s.align_layer and s.align_layer > config.decoder_layers:
-        raise UsageError(f"--align-layer {s.align_layer}: the decoder has "
-                         f"{config.decoder_layers} layers")
+    if s.align_layer and s.align_layer > config.layers:
+        raise UsageError(f"--align-layer {s.align_layer}: the decoder has {config.layers} "
+                         "layers")
     if isinstance(config, TransformerConfig) and s.max_len >= config.max_len:
         raise UsageError(f"--max-len {s.max_len} does not fit the Transformer's "
                          f"{config.max_len} positions (the target gets one more token)")
@@ -205,7 +194,7 @@ def build_model_config(s: TranslateSettings, src_vocab: Vocab, v: Vocab) -> Mode
 def align_layer(s: TranslateSettings, config: ModelConfig) -> int:
     """The 0-based decoder layer the alignment loss trains: ``--align-layer``, else the one
     before the last (Garg et al.'s choice; the only one of a one-layer decoder)."""
-    return (s.align_layer or max(config.decoder_layers - 1, 1)) - 1
+    return (s.align_layer or max(config.layers - 1, 1)) - 1
 
 
 def stored_settings(config: dict[str, Any]) -> TranslateSettings:
@@ -223,8 +212,7 @@ def stored_settings(config: dict[str, Any]) -> TranslateSettings:
         flat.update({k: v for k, v in config.get("options", {}).items() if k in OPTION_FIELDS})
         flat.update({k: getattr(train, k) for k in SAME_IN_TRAIN}, arch=arch,
                     train_size=spec.get("train"), warmup=train.warmup_steps,
-                    eval_every=train.eval_every_steps, patience=train.early_stopping_patience or 0,
-                    ema=train.ema_decay)
+                    eval_every=train.eval_every_steps, patience=train.early_stopping_patience or 0)
         return TranslateSettings(**flat)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"config.json does not describe a translate training "
