@@ -170,6 +170,9 @@ class CompiledTransformer(nn.Module):
         src_lengths = src_lengths.to(src.device)
         check_tokens(src, src_lengths)
         source, keys, values, bias = self._encode(src.contiguous(), src_lengths.contiguous())
+        # The step graph reads its inputs as contiguous; with one decoder layer the encoder
+        # graph's stack is a view whose heads and positions are transposed in memory.
+        keys, values = keys.contiguous(), values.contiguous()
         attn = self.model.decoder_layers[0].self_attn
         capacity = 2 * src.shape[1] + 8       # as the eager model's; doubled when full
         cache = source.new_empty(capacity, len(self.model.decoder_layers), src.shape[0], beams,
