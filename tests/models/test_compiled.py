@@ -82,7 +82,7 @@ def test_the_step_graph_gets_contiguous_source_keys(model):
         seen.append(args[4].is_contiguous() and args[5].is_contiguous())
         return step(*args)
     fast = CompiledTransformer(model, {"encoder": transposed, "step": recording})
-    src, lengths = next(batches())
+    src, lengths = next(batches())   # tokens compared exactly: greedy_margin, in the test above
     got = greedy_decode(fast, src, lengths, need_weights=False, max_len=6)
     want = greedy_decode(model, src, lengths, need_weights=False, max_len=6)
     assert seen and all(seen) and [h.tokens for h in got] == [h.tokens for h in want]

@@ -138,7 +138,7 @@ def align_pairs(loaded: TranslateLoaded, sources: Sequence[Sequence[str]],
 # method that reads the model on the WPT03 trial set (docs/results.md, "Word alignment").
 CLASSICAL_DEFAULT = {"method": Method("eflomal"), "symmetrize": "intersection"}
 # How `translate align` reads the head an --align-loss run trained, by default (measured on
-# the WPT03 trial set: docs/results.md, "The recipe study").
+# the WPT03 trial set: docs/results.md, "The alignment loss (Garg et al. 2019)").
 SUPERVISED_DEFAULTS = {"extraction": "argmax", "symmetrize": "intersection"}
 # What `translate align` does by default with a trained aligner (measured on the WPT03 trial
 # set: docs/results.md, "Word alignment").

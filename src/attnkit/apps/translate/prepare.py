@@ -52,6 +52,7 @@ from attnkit.models import build_model
 SMALL_VALID = 100   # validation sentences below which the selection BLEU is noisy (a note)
 # An --align-loss run's labels: eflomal has no seed, so a resume must read them, not refit.
 LINKS_FILE = "align_links.safetensors"
+MAX_LINKS_BYTES = 1 << 30   # Tatoeba's 160,916 pairs: 14 MB
 
 
 @dataclass
@@ -164,7 +165,7 @@ def _links_bytes(links: list[list[tuple[int, int]]]) -> bytes:
 
 def _read_links(out: Path, pairs: int) -> list[list[tuple[int, int]]]:
     """`_links_bytes`' file in the run ``out``, for its ``pairs`` training pairs."""
-    path = run_file(out, LINKS_FILE, "the alignment labels", limit=None)
+    path = run_file(out, LINKS_FILE, "the alignment labels", limit=MAX_LINKS_BYTES)
     try:
         tensors = load_safetensors(path.read_bytes())
         offsets, flat = tensors["offsets"].tolist(), tensors["links"].tolist()
