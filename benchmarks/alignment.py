@@ -19,9 +19,6 @@ Run: ``.venv/bin/python benchmarks/alignment.py RUN [--gold-dir DIR] [--threads 
   ``grad-input`` and ``integrated-gradients`` (with Captum): argmax per target word;
 * the best of those attention rows symmetrised with its column-normalised reverse
   (``intersection``, ``grow-diag-final-and``);
-* with a trained aligner in the run (``attnkit translate align-train``): the head as trained
-  and adapted to the pairs (`attnkit.alignment.aligner.adapt_head`), argmax, intersection
-  and grow-diag-final-and;
 * ``translate align defaults``: exactly what ``attnkit translate align --run RUN`` does.
 
 Every attnkit row reads the same forced decoding; the pairs are written as the model's training
@@ -33,7 +30,6 @@ last line is JSON: ``{"rows": [{"method", "precision", "recall", "aer", "links"}
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import sys
 import time
@@ -52,12 +48,10 @@ from attnkit.alignment.aligner import (  # noqa: E402
     word_matrices,
 )
 from attnkit.alignment.links import alignment_scores, extract, read_gold  # noqa: E402
-from attnkit.apps.results import quiet  # noqa: E402
 from attnkit.apps.translate import load_run  # noqa: E402
 from attnkit.apps.translate.alignment import (  # noqa: E402
     align_pairs,
     background_pairs,
-    load_head,
 )
 from attnkit.decoding.forced import forced_decode  # noqa: E402
 from attnkit.machine import machine_info, machine_line  # noqa: E402
@@ -99,7 +93,6 @@ def main(argv: list[str] | None = None) -> None:
                                              / "data" / "wpt03-trial"))
     p.add_argument("--source"), p.add_argument("--target"), p.add_argument("--gold")
     p.add_argument("--data", help="raw pairs for eflomal (default: the run's training data)")
-    p.add_argument("--adapt-minutes", type=float, default=10.0)
     p.add_argument("--no-eflomal", action="store_true", help="skip the eflomal rows")
     p.add_argument("--samplers", default="3,12",
                    help="eflomal rows with each of these numbers of Gibbs samplers")
@@ -138,8 +131,7 @@ def main(argv: list[str] | None = None) -> None:
             for name, links in eflomal_rows(sources, targets, background, samplers):
                 row(name, links, time.monotonic() - start)
     pairs = [pair_pieces(loaded.pipeline, s, t) for s, t in zip(sources, targets, strict=True)]
-    forced = forced_decode(loaded.model, [q.src_ids for q in pairs], [q.tgt_ids for q in pairs],
-                           keep_states=True)
+    forced = forced_decode(loaded.model, [q.src_ids for q in pairs], [q.tgt_ids for q in pairs])
     layers, heads = forced[0].attention.shape[:2]
     attention = [Method("attention", layer=k) for k in range(layers)] + [Method("attention")]
     if args.every_head:
@@ -162,23 +154,8 @@ def main(argv: list[str] | None = None) -> None:
             start = time.monotonic()
             matrices = piece_matrices(pairs, forced, Method(kind), model=loaded.model)
             row(kind, method_links(pairs, matrices, "none"), time.monotonic() - start)
-    head, _ = load_head(loaded.path)
-    if head is not None:
-        from attnkit.alignment.aligner import adapt_head
-
-        adapted = copy.deepcopy(head)
-        start = time.monotonic()
-        adapt_head(adapted, list(zip(sources, targets, strict=True)), pairs, forced,
-                   background=lambda: background, minutes=args.adapt_minutes, log=quiet)
-        took = time.monotonic() - start
-        for name, h in (("trained aligner", head), ("trained aligner, adapted", adapted)):
-            matrices = piece_matrices(pairs, forced, Method("head"), head=h)
-            for sym in ("none", *SYMMETRIZED):
-                row(f"{name}, argmax" + ("" if sym == "none" else f", {sym}"),
-                    method_links(pairs, matrices, sym), took if "adapted" in name else None)
     start = time.monotonic()
-    result = align_pairs(loaded, sources, targets, adapt_minutes=args.adapt_minutes,
-                         adapt_data=args.data, log=quiet)
+    result = align_pairs(loaded, sources, targets, eflomal_data=args.data)
     row(f"translate align defaults ({result.method})", result.links, time.monotonic() - start)
     print(json.dumps({"rows": rows, "pairs": len(sources), "machine": info,
                       "command": " ".join(sys.argv)}))

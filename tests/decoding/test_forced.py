@@ -13,8 +13,7 @@ from attnkit.decoding.forced import forced_decode
 def test_forced_decoding_matches_the_forward_pass(trained_models, toy, name):
     model = trained_models[name].eval()
     pairs = toy.pairs(5, 12, seed=3)
-    out = forced_decode(model, [s for s, _ in pairs], [t for _, t in pairs], batch_size=2,
-                        keep_states=True)
+    out = forced_decode(model, [s for s, _ in pairs], [t for _, t in pairs], batch_size=2)
     for (src, tgt), f in zip(pairs, out, strict=True):
         s = torch.tensor([src])
         tgt_in = torch.tensor([[toy.BOS, *tgt]])
@@ -24,12 +23,11 @@ def test_forced_decoding_matches_the_forward_pass(trained_models, toy, name):
         want = logp.gather(-1, torch.tensor([*tgt, toy.EOS])[:, None])[:, 0]
         torch.testing.assert_close(f.logprobs, want, atol=1e-5, rtol=1e-5)
         if name == "rnn":
-            assert f.attention.shape == (1, 1, len(tgt) + 1, len(src)) and f.states is None
+            assert f.attention.shape == (1, 1, len(tgt) + 1, len(src)) and f.encoder is None
             torch.testing.assert_close(f.attention[0, 0], attn[0], atol=1e-5, rtol=1e-5)
         else:
             layers = torch.stack([w[0] for w in attn])
             torch.testing.assert_close(f.attention, layers, atol=1e-5, rtol=1e-5)
-            assert f.states[0].shape == (len(tgt) + 1, 32) and f.memory.shape == (len(src), 32)
             assert f.encoder.shape == (1, 2, len(src), len(src))
             torch.testing.assert_close(f.encoder.sum(-1), torch.ones(1, 2, len(src)))
     with pytest.raises(ValueError, match="sources but"):

@@ -5,20 +5,17 @@ The pairs are written as the model's pieces (`pair_pieces`; ``pipeline``: the ru
 `Method`'s piece matrices gathered into word matrices and links extracted
 (`attnkit.alignment.links`). `eflomal_align` aligns with eflomal alone (``pip install
 'attnkit[align]'``: Bayesian IBM/HMM models fitted by Gibbs sampling, a run's training pairs as
-background; no seed). The trained aligner, an alignment head on the frozen model's states,
-learns eflomal's links (`train_head`, ``translate align-train``) and is fine-tuned on the pairs
-it aligns (`adapt_head`); on disk, ``head.safetensors`` and ``head.json``."""
+background; no seed), which also labels the training pairs of an ``--align-loss`` run
+(`eflomal_labels`, `piece_links`)."""
 
 from __future__ import annotations
 
-import copy
 import math
 import os
-import random
 import re
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +23,6 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor, nn
-from torch.nn.functional import pad
-from torch.nn.utils.rnn import pad_sequence
 
 from attnkit.alignment.links import (
     EXTRACTIONS,
@@ -42,18 +37,9 @@ from attnkit.alignment.text import Span, aligner_tokens, pieces_to_tokens, surfa
 from attnkit.attention.rollout import rollout_cross
 from attnkit.data.text_codec import SRC_LANG, TGT_LANG
 from attnkit.decoding.forced import Forced, forced_decode, teacher_forced_logprobs
-from attnkit.errors import CheckpointError, UsageError
+from attnkit.errors import UsageError
 from attnkit.explain.captum import grad_x_input, integrated_gradients
-from attnkit.fileio import read_json_object, write_json
-from attnkit.models.alignment_head import (
-    AlignmentHead,
-    AlignmentHeadConfig,
-    alignment_loss,
-    cell_features,
-    directions,
-)
 from attnkit.settings import is_number
-from attnkit.training import load_weights, save_weights
 
 # The links eflomal's two directions are combined into for labels (measured on the WPT03
 # trial set: docs/results.md, "Word alignment").
@@ -149,7 +135,7 @@ def unknown_shares(pipeline: Any, sources: Sequence[Sequence[str]],
 class Method:
     """Where the links come from: ``kind`` ``"attention"`` (``layer`` and ``head`` 0-based or
     ``"avg"``), ``"rollout"`` (cross-attention times the encoder's rolled-out self-attention),
-    ``"head"`` (the trained aligner), ``"grad-input"``, ``"integrated-gradients"`` or
+    ``"grad-input"``, ``"integrated-gradients"`` or
     ``"eflomal"`` (no model); ``shift``: read the attention at the step that reads the target
     piece (Chen et al. 2020), not the one that predicts it."""
 
@@ -169,7 +155,7 @@ class Method:
         return f"attention {layer} {head}" + (" shift" if self.shift else "")
 
 
-# Without a trained aligner: the setting measured best for raw attention on the WPT03 trial
+# The setting measured best for raw attention (no --align-loss) on the WPT03 trial
 # set (docs/results.md, "Word alignment").
 ATTENTION_DEFAULT = {"method": Method(), "extraction": "argmax", "symmetrize": "none",
                      "threshold": 0.5}
@@ -195,12 +181,6 @@ def rollout_rows(forced: Forced, shift: bool, n: int) -> Tensor:
     rows = w.mean((0, 1)) if forced.encoder is None else rollout_cross(
         list(w[:, None]), list(forced.encoder[:, None]))[0]
     return rows[1:n + 1] if shift else rows[:n]
-
-
-def head_inputs(layer: int, forced: Forced, n: int, s: int) -> tuple[Tensor, Tensor, Tensor]:
-    """The inputs of a head reading decoder ``layer`` for one pair: the states that read each
-    target piece ``[n, d]``, the encoder memory ``[S, d]`` and the cell features ``[n, S, F]``."""
-    return forced.states[layer][1:n + 1], forced.memory, cell_features(forced.attention, n, s)
 
 
 def attribution_rows(model: nn.Module, src_ids: Sequence[int], tgt_ids: Sequence[int],
@@ -244,19 +224,13 @@ def attribution_rows(model: nn.Module, src_ids: Sequence[int], tgt_ids: Sequence
 
 @torch.no_grad()
 def piece_matrices(pairs: Sequence[PairPieces], forced: Sequence[Forced], method: Method, *,
-                   head: AlignmentHead | None = None, model: nn.Module | None = None
-                   ) -> list[tuple[Tensor, Tensor]]:
+                   model: nn.Module | None = None) -> list[tuple[Tensor, Tensor]]:
     """Each pair's forward and reverse piece matrices ``[n, S]`` by ``method`` (not eflomal;
-    ``head``: the trained aligner, ``model``: the one a gradient method reads); UsageError for
-    a layer or head the model lacks."""
+    ``model``: the one a gradient method reads); UsageError for a layer or head the model
+    lacks."""
     out = []
     for pair, f in zip(pairs, forced, strict=True):
-        n, s = len(pair.tgt_ids), len(pair.src_ids)
-        if method.kind == "head":
-            masks = torch.ones(1, s, dtype=torch.bool), torch.ones(1, n, dtype=torch.bool)
-            scores = head(*(x[None] for x in head_inputs(head.config.layer, f, n, s)), *masks)
-            out.append(tuple(d[0] for d in directions(scores, *masks)))
-            continue
+        n = len(pair.tgt_ids)
         if method.kind == "rollout":
             fwd = rollout_rows(f, method.shift, n)
         elif method.kind == "attention":
@@ -327,7 +301,7 @@ def eflomal_word_links(pairs: Sequence[tuple[Sequence[str], Sequence[str]]], *,
 class AlignResult:
     """What `align` found, per pair: the ``(source token, target token)`` links, the forward
     word matrix ``[target tokens, source tokens]`` they came from, and the pair as the model
-    read it; the method in words, and notes for the user (adaptation, tokens cut off)."""
+    read it; the method in words, and notes for the user (eflomal's time, tokens cut off)."""
 
     links: list[Links]
     words: list[np.ndarray]
@@ -359,14 +333,11 @@ def check_pairs(sources: Sequence[str], targets: Sequence[str], *,
 
 def align(model: nn.Module, pipeline: Any, sources: Sequence[Sequence[str]],
           targets: Sequence[Sequence[str]], settings: dict[str, Any], *,
-          head: AlignmentHead | None = None,
-          adapt: Callable[[AlignmentHead, list, list[PairPieces], list], str] | None = None,
           normalize: bool = True) -> AlignResult:
     """Align the whitespace tokens of sentence pairs (`check_pairs`) with ``model``:
     ``settings`` as `ATTENTION_DEFAULT` (a `Method`, an extraction of `EXTRACTIONS`, a
-    threshold, one of `SYMMETRIZATIONS`); ``head``: the trained aligner of the ``"head"``
-    method, which ``adapt(head, token_pairs, pairs, forced) -> note`` (`adapt_head`) fits to
-    the pairs first, in a copy; ``normalize``: write the tokens as the model's training text.
+    threshold, one of `SYMMETRIZATIONS`); ``normalize``: write the tokens as the model's
+    training text.
     UsageError: bad settings, or a layer or head the model does not have."""
     if settings["extraction"] not in EXTRACTIONS:
         raise UsageError(f"--extraction must be one of {', '.join(EXTRACTIONS)}")
@@ -383,13 +354,10 @@ def align(model: nn.Module, pipeline: Any, sources: Sequence[Sequence[str]],
     notes = [f"{cut} tokens lie beyond the {pipeline.max_source} pieces the model reads and "
              "get no link"] if cut else []
     forced = forced_decode(model, [p.src_ids for p in pairs], [p.tgt_ids for p in pairs],
-                           keep_states=method.kind == "head", logprobs=False)
-    if method.kind == "head" and adapt is not None:
-        head = copy.deepcopy(head)
-        notes.append(adapt(head, list(zip(sources, targets, strict=True)), pairs, forced))
+                           logprobs=False)
     links, words = [], []
-    for pair, (fwd, rev) in zip(pairs, piece_matrices(pairs, forced, method, head=head,
-                                                       model=model), strict=True):
+    for pair, (fwd, rev) in zip(pairs, piece_matrices(pairs, forced, method, model=model),
+                                strict=True):
         w_fwd, w_rev = word_matrices(pair, fwd.numpy(), rev.numpy())
         links.append(extract(w_fwd, w_rev, settings["extraction"], threshold=threshold,
                              symmetrize=settings["symmetrize"]))
@@ -430,110 +398,24 @@ def word_matrices(pair: PairPieces, fwd: np.ndarray, rev: np.ndarray
                         source="mean"))
 
 
-WEIGHTS, INFO = "head.safetensors", "head.json"   # a trained aligner's folder
-
-
-@dataclass
-class HeadExample:
-    """One pair's head inputs and labels: ``query [n, d]``, ``memory [S, d]``,
-    ``features [n, S, F]``, ``labels [n, S]``."""
-
-    query: Tensor
-    memory: Tensor
-    features: Tensor
-    labels: Tensor
-
-
-def head_examples(layer: int, pairs: Sequence[PairPieces], forced: Sequence[Forced],
-                  links: Sequence[Links]) -> list[HeadExample]:
-    """Pairs' head inputs, from their forced decodings (states kept), labelled by their links."""
-    return [HeadExample(*head_inputs(layer, f, len(p.tgt_ids), len(p.src_ids)),
-                        piece_labels(p, found))
-            for p, f, found in zip(pairs, forced, links, strict=True)]
-
-
-def piece_labels(pair: PairPieces, links: Links) -> Tensor:
-    """``[target pieces, source pieces]`` 0/1: a piece pair is labelled when a token of each
-    is linked."""
-    y = torch.zeros(len(pair.tgt_owner), len(pair.src_owner))
-    for t, s in piece_links(pair, links):
-        y[t, s] = 1.0
-    return y
-
-
-def _batch(examples: Sequence[HeadExample]) -> tuple[Tensor, ...]:
-    """The examples padded with zeros: ``query, memory, features, labels, src_mask, tgt_mask``."""
-    lengths = torch.tensor([e.labels.shape for e in examples])            # [batch, (n, S)]
-    n, s = lengths.max(0).values.tolist()
-
-    def cells(x: Tensor) -> Tensor:   # [n_k, S_k, ...] -> [n, S, ...]
-        return pad(x, [0, 0] * (x.ndim - 2) + [0, s - x.shape[1], 0, n - x.shape[0]])
-
-    return (pad_sequence([e.query for e in examples], batch_first=True),
-            pad_sequence([e.memory for e in examples], batch_first=True),
-            torch.stack([cells(e.features) for e in examples]),
-            torch.stack([cells(e.labels) for e in examples]),
-            torch.arange(s) < lengths[:, 1:], torch.arange(n) < lengths[:, :1])
-
-
-def fit_head(head: AlignmentHead, examples: Sequence[HeadExample], *,
-             seconds: float | None = None, epochs: int = 20, lr: float = 2e-3,
-             batch_size: int = 32, seed: int = 0, log: Callable[[str], None] | None = None
-             ) -> dict[str, float]:
-    """Fit ``head`` (in place) to its examples' labels (AdamW, batches of similar length, in
-    an order drawn from ``seed``), for at most ``epochs`` passes and ``seconds`` (None: no
-    limit); ``log`` gets a line per epoch. Returns ``{"steps", "epochs", "seconds", "loss"}``
-    (the last epoch's mean loss)."""
-    labelled = [e for e in examples if e.labels.any()]
-    if not labelled:
-        return {"steps": 0, "epochs": 0, "seconds": 0.0, "loss": float("nan")}
-    rng = random.Random(seed)
-    order = sorted(range(len(labelled)), key=lambda k: labelled[k].features.shape[:2])
-    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-    opt = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=0.01)
-    head.train()
-    start, steps, loss_sum, done, epoch = time.monotonic(), 0, 0.0, 0, 0
-    for epoch in range(1, epochs + 1):
-        rng.shuffle(batches)
-        loss_sum, done = 0.0, 0
-        for rows in batches:
-            *inputs, labels, src_mask, tgt_mask = _batch([labelled[k] for k in rows])
-            scores = head(*inputs, src_mask, tgt_mask)
-            loss = alignment_loss(scores, labels, src_mask, tgt_mask)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            loss_sum, done, steps = loss_sum + loss.item(), done + 1, steps + 1
-            if out_of_time := seconds is not None and time.monotonic() - start > seconds:
-                break
-        if log is not None:
-            log(f"alignment head: epoch {epoch}, loss {loss_sum / done:.4f}, "
-                f"{time.monotonic() - start:.0f} s")
-        if out_of_time:
-            break
-    head.eval()
-    return {"steps": steps, "epochs": epoch, "seconds": round(time.monotonic() - start, 1),
-            "loss": loss_sum / max(done, 1)}
-
-
-def eflomal_labels(pipeline: Any, corpus: Sequence[tuple[str, str]], chosen: Sequence[int]
+def eflomal_labels(pipeline: Any, corpus: Sequence[tuple[str, str]]
                    ) -> tuple[list[PairPieces], list[Links]]:
-    """eflomal fitted on all raw ``corpus`` pairs (both sides with words), for the pairs
-    ``chosen``: each as the model's pieces (`raw_pieces`) and its word links, the two
-    directions combined by `LABEL_SYMMETRIZATION` (what the head and the alignment loss
-    learn). eflomal has no seed: two fits differ by a few links."""
+    """Each raw ``corpus`` pair as the model's pieces (`raw_pieces`) and its word links:
+    eflomal fitted on every pair with words on both sides (the others get none), its two
+    directions combined by `LABEL_SYMMETRIZATION` (what the alignment loss learns). eflomal
+    has no seed: two fits differ by a few links."""
     words = [(_words(en, SRC_LANG), _words(fr, TGT_LANG)) for en, fr in corpus]
     fitted = [k for k, (e, f) in enumerate(words) if e and f]
     forward, reverse = eflomal_links([words[k][0] for k in fitted], [words[k][1] for k in fitted])
     row = {k: i for i, k in enumerate(fitted)}
-    return ([raw_pieces(pipeline, *corpus[k]) for k in chosen],
+    return ([raw_pieces(pipeline, *pair) for pair in corpus],
             [symmetrize(forward[row[k]], reverse[row[k]], LABEL_SYMMETRIZATION) if k in row
-             else set() for k in chosen])
+             else set() for k in range(len(corpus))])
 
 
 def piece_links(pair: PairPieces, links: Links) -> list[tuple[int, int]]:
     """``(target piece, source piece)`` index pairs, sorted: a piece pair is linked when a
-    token of each is (`piece_labels` as a list)."""
+    token of each is."""
     def pieces_of(owner: list[list[int]]) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}
         for piece, tokens in enumerate(owner):
@@ -542,89 +424,3 @@ def piece_links(pair: PairPieces, links: Links) -> list[tuple[int, int]]:
         return out
     src, tgt = pieces_of(pair.src_owner), pieces_of(pair.tgt_owner)
     return sorted({(t, s) for i, j in links for s in src.get(i, ()) for t in tgt.get(j, ())})
-
-
-def train_head(model: nn.Module, pipeline: Any,
-               corpus: Sequence[tuple[str, str]], *, pairs: int = 20000, seconds: float = 120.0,
-               layer: int = -1, seed: int = 0, log: Callable[[str], None] | None = None
-               ) -> tuple[AlignmentHead, dict]:
-    """A head for a Transformer ``model``, trained on eflomal's links of raw ``corpus`` pairs
-    (eflomal learns from all; ``pairs`` of them, sampled by ``seed``, label the head) within
-    ``seconds`` in all; ``layer``: the decoder layer it reads (-1: the last). Returns the head
-    (eval mode) and how it was trained (`fit_head`'s report, ``"pairs"``, ``"eflomal_pairs"``,
-    ``"labels"``, ``"total_seconds"``)."""
-    start, say = time.monotonic(), log or (lambda _: None)
-    c = model.config
-    corpus = [(en, fr) for en, fr in corpus if en.strip() and fr.strip()]
-    say(f"aligner: eflomal on {len(corpus):,} training pairs")
-    chosen = random.Random(seed).sample(range(len(corpus)), min(pairs, len(corpus)))
-    pieces, links = eflomal_labels(pipeline, corpus, chosen)
-    config = AlignmentHeadConfig(d_model=c.d_model, layers=c.layers, heads=c.heads, layer=layer)
-    say(f"aligner: labels ready ({time.monotonic() - start:.0f} s); forced decoding of "
-        f"{len(pieces):,} pairs")
-    examples = []
-    for k in range(0, len(pieces), 512):   # bounded memory: states of 512 pairs at a time
-        chunk = pieces[k:k + 512]
-        forced = forced_decode(model, [p.src_ids for p in chunk], [p.tgt_ids for p in chunk],
-                               batch_size=64, keep_states=True, logprobs=False)
-        examples += head_examples(layer, chunk, forced, links[k:k + 512])
-    head = AlignmentHead(config)
-    left = max(seconds - (time.monotonic() - start), 1.0)
-    report = fit_head(head, examples, seconds=left, epochs=50, seed=seed, log=log)
-    return head, {**report, "pairs": len(pieces), "eflomal_pairs": len(corpus),
-                  "labels": LABEL_SYMMETRIZATION,
-                  "total_seconds": round(time.monotonic() - start, 1)}
-
-
-def write_head(folder: Path, head: AlignmentHead, *, defaults: dict[str, Any],
-               trained: dict[str, Any]) -> Path:
-    """Write the head's weights and description into ``folder`` (atomically)."""
-    save_weights(head, folder / WEIGHTS)
-    write_json(folder / INFO, {"head": head.config.to_dict(), "defaults": defaults,
-                               "trained": trained})
-    return folder
-
-
-def read_head(folder: Path, root: str | os.PathLike | None = None
-              ) -> tuple[AlignmentHead | None, dict[str, Any] | None]:
-    """The head in ``folder`` (eval mode) and its ``head.json``, ``(None, None)`` when there is
-    none; ``root`` as `attnkit.fileio.checked_file`. CheckpointError: broken or mismatched files."""
-    if not (folder / INFO).exists():
-        return None, None
-    info = read_json_object(folder / INFO, "the alignment head description", root=root)
-    try:
-        head = AlignmentHead(AlignmentHeadConfig.from_dict(info["head"]))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"{folder / INFO}: not an alignment head description "
-                              f"({exc})") from None
-    load_weights(head, folder / WEIGHTS)
-    return head.eval(), info
-
-
-# Fine-tuning passes over the pairs: enough for the head to follow the pairs' labels, few
-# enough not to copy them link for link (measured on the WPT03 trial set; docs/results.md).
-ADAPT_EPOCHS = 30
-
-
-def adapt_head(head: AlignmentHead, token_pairs: Sequence[tuple[Sequence[str], Sequence[str]]],
-               pairs: Sequence[PairPieces], forced: Sequence[Forced], *,
-               background: Callable[[], Sequence[tuple[str, str]]], minutes: float = 10.0,
-               log: Callable[[str], None]) -> str:
-    """Fine-tune ``head`` (in place: give a copy) on eflomal's links of ``token_pairs`` (the
-    whitespace tokens of ``pairs``, whose forced decodings keep their states), eflomal also
-    learning from the raw ``background()`` pairs; all within ``minutes``. Returns one line
-    saying what was done; ``log`` announces it."""
-    start = time.monotonic()
-    background = list(background())
-    log(f"attnkit: adapting the aligner to the {len(pairs)} pairs (no gold links; budget "
-        f"{minutes:g} min): eflomal on them and {len(background):,} training pairs, then the "
-        "alignment head fine-tuned on eflomal's links")
-    links = eflomal_word_links(token_pairs, background=background,
-                               samplers=ALIGN_SAMPLERS)[LABEL_SYMMETRIZATION]
-    labelled = time.monotonic() - start
-    examples = head_examples(head.config.layer, pairs, forced, links)
-    left = max(minutes * 60 - (time.monotonic() - start), 1.0)
-    report = fit_head(head, examples, seconds=left, epochs=ADAPT_EPOCHS)
-    return (f"adapted to the {len(pairs)} pairs: eflomal on them and {len(background):,} "
-            f"training pairs ({labelled:.0f} s), the head fine-tuned for {report['epochs']} "
-            f"passes ({report['seconds']:.0f} s)")

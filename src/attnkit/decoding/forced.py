@@ -1,5 +1,5 @@
-"""Forced decoding: a given target fed to a translation model, with every step's attention, the
-decoder's states and the log-probability of every given token (what word alignment reads).
+"""Forced decoding: a given target fed to a translation model, with every step's attention and
+the log-probability of every given token (what word alignment reads).
 
 Row ``r`` reads ``tgt_in[r]`` (``<bos>``, then the target) and predicts ``tgt_out[r]`` (the
 target, then ``<eos>``): a target of ``n`` tokens has ``n + 1`` rows.
@@ -32,15 +32,11 @@ class Forced:
     Attributes:
         attention: ``[layers, heads, T, S]`` cross-attention (an RNN: ``[1, 1, T, S]``).
         logprobs: ``[T]`` log-probability of each given token and of ``<eos>``, or None.
-        states: per decoder layer ``[T, d]`` (a Transformer's; else None).
-        memory: ``[S, d]`` encoder output (with ``keep_states``; else None).
         encoder: ``[layers, heads, S, S]`` a Transformer encoder's self-attention, else None.
     """
 
     attention: Tensor
     logprobs: Tensor | None
-    states: list[Tensor] | None = None
-    memory: Tensor | None = None
     encoder: Tensor | None = None
 
 
@@ -54,12 +50,12 @@ def teacher_forced_logprobs(model: StepModel, state, tgt_in: Tensor) -> Tensor:
 
 def forced_decode(model: StepModel, src_ids: Sequence[Sequence[int]],
                   tgt_ids: Sequence[Sequence[int]], *, batch_size: int = 32,
-                  keep_states: bool = False, logprobs: bool = True) -> list[Forced]:
+                  logprobs: bool = True) -> list[Forced]:
     """Feed each target (ids without ``<bos>``/``<eos>``) to the model: one `Forced` per pair, in
     order (float32, on the CPU).
 
-    ``batch_size`` pairs per pass (sorted by length); ``keep_states`` also keeps the decoder
-    states and the encoder output; ``logprobs=False`` skips the output layer.
+    ``batch_size`` pairs per pass (sorted by length); ``logprobs=False`` skips the output
+    layer.
 
     Raises:
         ValueError: the lists differ in length, a source is empty, or the model has no attention.
@@ -83,14 +79,12 @@ def forced_decode(model: StepModel, src_ids: Sequence[Sequence[int]],
         if fed.weights is None:
             raise ValueError("this model has no attention (attention='none')")
         weights = fed.weights.permute(0, 2, 3, 1, 4)                     # [B, L, H, T, S]
-        states, memory, encoder = fed.hidden, fed.state.source, fed.state.encoder_weights
+        encoder = fed.state.encoder_weights
         logp = None if fed.logits is None else torch.log_softmax(fed.logits.float(), -1).gather(
             -1, gold.unsqueeze(-1))[..., 0]
         for b, k in enumerate(rows):
             s, t = len(src_ids[k]), len(tgt_ids[k]) + 1
             out[k] = Forced(
                 weights[b, :, :, :t, :s].float().cpu(), None if logp is None else logp[b, :t].cpu(),
-                [h[b, :t].float().cpu() for h in states] if keep_states and states else None,
-                memory[b, :s].float().cpu() if keep_states and memory is not None else None,
                 None if encoder is None else encoder[b, :, :, :s, :s].float().cpu())
     return out  # type: ignore[return-value]

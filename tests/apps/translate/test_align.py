@@ -1,5 +1,5 @@
-"""``attnkit translate align`` and ``align-train`` on a tiny Transformer run of number words
-(word for word, so the gold alignment is the diagonal), the trained aligner and its adaptation,
+"""``attnkit translate align`` on a tiny Transformer run of number words (word for word, so
+the gold alignment is the diagonal), eflomal and the data it learns from,
 ``predict --explain`` / ``--alignments``, and every input mistake as one error line."""
 
 from __future__ import annotations
@@ -122,12 +122,6 @@ def test_unknown_words_warn_and_suggestions_fit_the_run(number_pairs, tf_run, tm
         "attnkit: warning: 29% of the source words and 29% of the target words are unknown")
     assert _align(run, files, "--no-normalize", "--method", "attention") == 0
     assert "warning" not in capsys.readouterr().err            # every word known
-    # --method head without an aligner: an RNN run is not sent to align-train (it refuses it).
-    assert _align(run, files, "--method", "head") == 2
-    err = capsys.readouterr().err
-    assert "--method attention" in err and "align-train" not in err and err.count("\n") == 1
-    assert _align(tf_run, files, "--method", "head") == 2
-    assert "attnkit translate align-train" in capsys.readouterr().err
 
 
 def test_eflomal_is_the_default(tf_run, files, capsys):
@@ -149,33 +143,23 @@ def test_eflomal_is_the_default(tf_run, files, capsys):
         _one_line(capsys, _align(tf_run, files, *flags), message)
 
 
-def test_trained_aligner_adapts(tf_run, tmp_path, files, capsys):
+def test_eflomal_learns_from_the_run_data_or_the_data_given(tf_run, number_pairs, tmp_path,
+                                                            files, capsys):
+    """A run moved away from its training data: eflomal's default says so in one line and
+    names --eflomal-data, which gives it the pairs to learn from."""
     pytest.importorskip("eflomal")
     import shutil
 
     run = tmp_path / "run"
     shutil.copytree(tf_run, run)
-    assert main(["translate", "align-train", "--run", str(run), "--pairs", "200",
-                 "--max-minutes", "0.5"]) == 0
-    assert (run / "alignment" / "head.safetensors").is_file()
-    capsys.readouterr()
-    assert _align(run, files, "--method", "head", "--gold", str(files / "a.wa"), "--out",
-                  str(files / "h.wa")) == 0
-    captured = capsys.readouterr()
-    assert "adapting the aligner to the 4 pairs" in captured.err
-    assert "head, argmax, intersection" in captured.out
-    assert _align(run, files, "--method", "head", "--no-adapt", "--gold",
-                  str(files / "a.wa")) == 0
-    assert "adapting" not in capsys.readouterr().err
-    # The adaptation reads the pairs the aligner learnt from in the run, not the data path
-    # config.json names: the run moved away from its data still adapts.
-    assert (run / "alignment" / "background.tsv.gz").is_file()
     config = json.loads((run / "config.json").read_text())
     config["data"] = {"kind": "file", "path": str(tmp_path / "moved.tsv"), "split_seed": 0}
     (run / "config.json").write_text(json.dumps(config))
-    assert _align(run, files, "--method", "head", "--gold", str(files / "a.wa")) == 0
-    err = capsys.readouterr().err
-    assert "adapting the aligner to the 4 pairs" in err and "moved.tsv" not in err
+    _one_line(capsys, _align(run, files), "eflomal reads the run's training data and cannot")
+    data = number_pairs(tmp_path / "other.tsv", n=40)
+    assert _align(run, files, "--eflomal-data", str(data), "--gold", str(files / "a.wa")) == 0
+    # A pairs file is split as training data is: its 80% training split.
+    assert "eflomal (12 samplers) on the 4 pairs and 32 training pairs" in capsys.readouterr().err
 
 
 def test_predict_explanations_and_alignments(tf_run, tmp_path, capsys):
@@ -269,7 +253,7 @@ def test_a_threshold_that_is_no_number_is_refused(tf_run, files, capsys, value):
               "--threshold must be a finite number")
 
 
-def test_align_train_killed_leaves_no_temporary_folder(tf_run, tmp_path, capsys, monkeypatch):
+def test_align_killed_leaves_no_temporary_folder(tf_run, tmp_path, files, capsys, monkeypatch):
     """SIGTERM while eflomal runs: exit 143 in one line, and eflomal's temporary folder (and
     its own files) are gone."""
     eflomal = pytest.importorskip("eflomal")
@@ -290,7 +274,7 @@ def test_align_train_killed_leaves_no_temporary_folder(tf_run, tmp_path, capsys,
 
     monkeypatch.setattr(eflomal.Aligner, "align", align_then_killed)
     capsys.readouterr()
-    assert main(["translate", "align-train", "--run", str(run), "--pairs", "50"]) == 143
+    assert _align(run, files) == 143
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == "attnkit: interrupted by SIGTERM" and "Traceback" not in "\n".join(err)
     assert [p.name for p in seen if p.name.startswith("attnkit-eflomal-")]   # it was there

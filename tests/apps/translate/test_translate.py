@@ -287,7 +287,8 @@ def test_a_raw_pairs_file_is_evaluated_sentence_by_sentence(tiny_run, tmp_path):
                                                       [["un deux . trois quatre ."]])["bleu"])
 
 
-def test_an_align_loss_run_trains_a_head_on_links_it_keeps_for_a_resume(number_pairs, tmp_path):
+def test_an_align_loss_run_trains_a_head_on_links_it_keeps_for_a_resume(number_pairs, tmp_path,
+                                                                       capsys):
     pytest.importorskip("eflomal")
     from attnkit.apps.translate.prepare import LINKS_FILE
     data = number_pairs(tmp_path / "pairs.tsv")
@@ -307,6 +308,14 @@ def test_an_align_loss_run_trains_a_head_on_links_it_keeps_for_a_resume(number_p
     found = align_pairs(app.load_run(tmp_path / "run"), [["one", "two", "."]],
                         [["un", "deux", "."]], model_only=True)
     assert found.method.startswith("attention L1 H1 shift")
+    # The same from the command line: --method attention alone reads the run as its pages do.
+    from attnkit.cli.main import main
+    (tmp_path / "a.en").write_text("one two .\n", encoding="utf-8")
+    (tmp_path / "a.fr").write_text("un deux .\n", encoding="utf-8")
+    assert main(["translate", "align", "--run", str(tmp_path / "run"), "--source",
+                 str(tmp_path / "a.en"), "--target", str(tmp_path / "a.fr"), "--method",
+                 "attention", "--out", str(tmp_path / "a.wa")]) == 0
+    assert "; attention L1 H1 shift, argmax, intersection)" in capsys.readouterr().err
     # A resume reads the labels (eflomal has no seed: fitted again they would differ).
     logs.clear()
     result = app.train(None, tmp_path / "run", resume=True, epochs=3, log=logs.append)

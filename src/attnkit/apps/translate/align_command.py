@@ -1,5 +1,5 @@
-"""``attnkit translate align`` and ``align-train`` (`ALIGN_COMMANDS`), declared as data (the
-CLI builds their parsers) with the functions they run.
+"""``attnkit translate align`` (`ALIGN_COMMANDS`), declared as data (the CLI builds its
+parser) with the function it runs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from attnkit.fileio import read_lines
 from attnkit.settings import Option
 from attnkit.training.signals import interruptible
 
-_KINDS = ("eflomal", "attention", "head", "grad-input", "integrated-gradients")
+_KINDS = ("eflomal", "attention", "grad-input", "integrated-gradients")
 
 
 def _position(value: str | None, flag: str) -> int | str | None:
@@ -27,12 +27,14 @@ def _position(value: str | None, flag: str) -> int | str | None:
 
 
 def method_from(values: dict[str, Any]):
-    """The `Method` the options name (None: the run's default)."""
+    """The `Method` the options name (None: the run's default; ``--method attention`` alone:
+    the run's own read of its attention, `_align`'s ``model_only``)."""
     from attnkit.alignment.aligner import Method
 
     kind = values.get("method")
     layer, head = _position(values.get("layer"), "--layer"), _position(values.get("head"), "--head")
-    if kind is None and layer is None and head is None and values.get("shift") is None:
+    if kind in (None, "attention") and layer is None and head is None and values.get(
+            "shift") is None:
         return None
     if kind not in (None, "attention") and (layer is not None or head is not None):
         raise UsageError("--layer and --head choose attention: use them with --method "
@@ -64,9 +66,8 @@ def _align(values: dict[str, Any]) -> int:
     result = align_pairs(
         loaded, sources, targets, method=method_from(values),
         extraction=values.get("extraction"), threshold=values.get("threshold"),
-        symmetrize=values.get("symmetrize"), adapt=values.get("adapt"),
-        adapt_minutes=values.get("adapt_minutes") or 10.0, adapt_data=values.get("adapt_data"),
-        normalize=normalize)
+        symmetrize=values.get("symmetrize"), eflomal_data=values.get("eflomal_data"),
+        normalize=normalize, model_only=values.get("method") == "attention")
     for note in result.notes:
         print(f"attnkit: note: {note}", file=sys.stderr)
     # After aligning, so that a refused setting stays one error line. eflomal does not read
@@ -94,18 +95,6 @@ def _align(values: dict[str, Any]) -> int:
     return 0
 
 
-@interruptible()   # as `_align`: eflomal's temporary files go on a signal
-def _align_train(values: dict[str, Any]) -> int:
-    from attnkit.apps.translate.alignment import train_aligner
-
-    folder = train_aligner(values["run"], data=values.get("data"), pairs=values["pairs"],
-                           minutes=values["max_minutes"], layer=values["layer"],
-                           seed=values["seed"])
-    print(f"wrote {folder}: the run's trained aligner; `attnkit translate align --run "
-          f"{values['run']}` now uses it")
-    return 0
-
-
 ALIGN = Command(
     "align", "word alignments (Pharaoh i-j lines) of given sentence pairs: eflomal's, or the "
     "run's by forced decoding",
@@ -121,7 +110,8 @@ ALIGN = Command(
      Option("--json", None, "print the scores of --gold as one JSON line"),
      Option("--method", str, "what links come from (default: eflomal, the classical aligner, "
             "fitted on the pairs and the run's training pairs; without eflomal installed, "
-            "the run's trained aligner, else attention)", choices=_KINDS),
+            "the run's attention); attention alone reads the run's attention as its page "
+            "does (an --align-loss run: its trained head)", choices=_KINDS),
      Option("--layer", str, "attention layer, 1 = first (default avg)", metavar="N|avg"),
      Option("--head", str, "attention head, 1 = first (default avg)", metavar="N|avg"),
      Option("--shift", None, "read attention at the step that reads a target word (it has seen "
@@ -131,12 +121,7 @@ ALIGN = Command(
      Option("--threshold", float, "least weight linked with --extraction threshold"),
      Option("--symmetrize", str, "combine both directions (default: the run's)",
             choices=("none", "intersection", "union", "grow-diag-final-and")),
-     Option("--adapt", None, "fit the trained aligner to the pairs first (the default on a "
-            "run with one)", dest="adapt", const=True),
-     Option("--no-adapt", None, "align with the aligner as trained", dest="adapt",
-            const=False),
-     Option("--adapt-minutes", float, "the adaptation's budget (default 10)", metavar="M"),
-     Option("--adapt-data", str, "raw pairs eflomal learns from besides the pairs (default: "
+     Option("--eflomal-data", str, "raw pairs eflomal learns from besides the pairs (default: "
             "the run's data)", metavar="DATA"),
      Option("--no-normalize", None, "feed the tokens as they are, not as the model's training "
             "text", dest="normalize", const=False)),
@@ -145,17 +130,4 @@ ALIGN = Command(
      "attnkit translate align --run runs/fr --source trial.e --target trial.f --gold trial.wa",
      "attnkit translate align --run runs/fr --source a.en --target a.fr --method attention "
      "--layer 2 --head avg --symmetrize grow-diag-final-and"), runtime=True)
-ALIGN_TRAIN = Command(
-    "align-train", "train the run's aligner (a head on eflomal's links; the model is unchanged)",
-    (Option("--run", str, "the translate run (a Transformer)", metavar="RUN", required=True),
-     Option("--data", str, "raw training pairs (default: the run's data)", metavar="DATA"),
-     Option("--pairs", int, "labelled pairs the head learns from (default 20000)",
-            default=20000, metavar="N"),
-     Option("--max-minutes", float, "budget, eflomal included (default 2)", default=2.0,
-            metavar="M"),
-     Option("--layer", int, "decoder layer whose states the head reads, 1 = first (default: "
-            "the last)", default=None, metavar="N"),
-     Option("--seed", int, "which pairs, and the batch order (default 0)", default=0)),
-    _align_train, ("attnkit translate align-train --run runs/fr --max-minutes 2",),
-    runtime=True)
-ALIGN_COMMANDS = (ALIGN, ALIGN_TRAIN)
+ALIGN_COMMANDS = (ALIGN,)

@@ -34,23 +34,20 @@ def add_explanations(loaded: TranslateLoaded, predictions: Sequence[TranslationP
 
 def add_alignments(loaded: TranslateLoaded, predictions: Sequence[TranslationPrediction]) -> None:
     """Fill each prediction's ``alignment`` (``(source word, output word)`` links between
-    whitespace tokens, by ``translate align``'s default on this run, without adaptation), and
+    whitespace tokens, by the run's own attention as ``translate align`` reads it), and
     ``piece_links`` where the output re-reads as the same pieces (a run with attention: the
     caller checked it).
     """
+    from attnkit.alignment.aligner import piece_links
     from attnkit.apps.translate.alignment import align_pairs
 
     shown = [p for p in predictions if p.tokens and p.text.split()]
     if not shown:
         return
     result = align_pairs(loaded, [p.source.split() for p in shown],
-                         [p.text.split() for p in shown], adapt=False, normalize=False,
-                         model_only=True, log=lambda _: None)
+                         [p.text.split() for p in shown], normalize=False, model_only=True)
     for p, links, pair in zip(shown, result.links, result.pairs, strict=True):
         p.alignment, p.alignment_method = sorted(links), result.method
         same = (pair.src_ids == loaded.pipeline.src_vocab.encode(p.source_tokens)
                 and pair.tgt_ids == loaded.pipeline.tgt_vocab.encode(p.tokens))
-        p.piece_links = sorted({(q, r) for i, j in links
-                                for q, own_s in enumerate(pair.src_owner) if i in own_s
-                                for r, own_t in enumerate(pair.tgt_owner) if j in own_t}
-                               ) if same else None
+        p.piece_links = sorted((s, t) for t, s in piece_links(pair, links)) if same else None

@@ -142,7 +142,7 @@ def _training_links(pipeline: TranslatePipeline, pairs: list[Pair], tokens: list
     the aligner reads as other pieces than training does gets none (counted)."""
     start = time.monotonic()
     log(f"alignment labels: eflomal on {len(pairs):,} training pairs")
-    pieces, links = eflomal_labels(pipeline, pairs, range(len(pairs)))
+    pieces, links = eflomal_labels(pipeline, pairs)
     out, unlike = [], 0
     for pair, found, (src, tgt) in zip(pieces, links, tokens, strict=True):
         same = (pair.src_ids == pipeline.src_vocab.encode(src)
